@@ -1,0 +1,62 @@
+/*
+ * The interface mcpd forwards tool calls through.  The product backend
+ * talks to vmmd over common/ipc; tests plug in a fake one.  The credential
+ * travels with every call so vmmd can verify it again: mcpd never names a
+ * workspace of its own choosing.
+ */
+#ifndef MCPD_BACKEND_H
+#define MCPD_BACKEND_H
+
+#include <json-c/json.h>
+
+#include "auth.h"
+
+struct backend_call;
+
+struct backend_result {
+	int			 ok;
+	struct json_object	*result;	/* ok: the tool's result object */
+	const char		*code;		/* !ok: a public error code */
+	const char		*message;	/* !ok: for a person to act on */
+};
+
+/* result and its fields are valid only during the callback. */
+typedef void (*backend_result_cb)(const struct backend_result *, void *arg);
+/* Progress of a slow tool (vm_create booting, vm_resume restoring). */
+typedef void (*backend_progress_cb)(double progress, double total,
+    const char *message, void *arg);
+
+typedef void (*backend_stream_cb)(int fd, const char *code,
+    const char *message, void *arg);
+
+struct mcpd_config;
+struct event_base;
+
+struct backend_ops {
+	const char *name;
+	/* Called once with mcpd's event loop, before any call. */
+	int	(*start)(void *ctx, struct event_base *,
+		    const struct mcpd_config *);
+	/*
+	 * Starts tool with args (not consumed).  Calls done exactly once
+	 * unless cancelled, never before call returns (failures to start
+	 * arrive through done too); progress any number of times before
+	 * done.  Never returns NULL.
+	 */
+	struct backend_call *(*call)(void *ctx, const char *tool,
+	    struct json_object *args, const char *credential,
+	    const struct auth_identity *, backend_result_cb done,
+	    backend_progress_cb progress, void *arg);
+	/* No callback runs for call after this returns. */
+	void	(*cancel)(void *ctx, struct backend_call *call);
+	/*
+	 * Opens a byte stream to port in vm_id.  done gets the stream's fd
+	 * (a connected socket; done owns it) or -1 with a public error code
+	 * and message.  Same calling rules as call; cancel applies too.
+	 */
+	struct backend_call *(*stream_open)(void *ctx, const char *vm_id,
+	    unsigned int port, const char *credential,
+	    const struct auth_identity *, backend_stream_cb done, void *arg);
+};
+
+#endif

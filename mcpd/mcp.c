@@ -1,0 +1,466 @@
+/*
+ * MCP JSON-RPC message handling for mcpd; see mcp.h.  Every byte of the
+ * body is client-controlled: parse strictly, answer every malformed
+ * message with the JSON-RPC error that names the problem.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "mcp.h"
+#include "tools.h"
+#include "jsonv.h"
+
+static const char *const versions[] = {
+	"2025-11-25", "2025-06-18", "2025-03-26",
+};
+
+int
+mcp_version_supported(const char *v)
+{
+	size_t i;
+
+	if (v == NULL)
+		return 0;
+	for (i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
+		if (strcmp(v, versions[i]) == 0)
+			return 1;
+	return 0;
+}
+
+const char *
+mcp_negotiate_version(const char *requested)
+{
+	size_t i;
+
+	for (i = 0; requested != NULL &&
+	    i < sizeof(versions) / sizeof(versions[0]); i++)
+		if (strcmp(requested, versions[i]) == 0)
+			return versions[i];
+	/* Newer, older or garbage: offer ours; the client decides. */
+	return MCP_VERSION_LATEST;
+}
+
+struct json_object *
+mcp_json_parse(const char *buf, size_t len, const char **why)
+{
+	struct json_tokener *tok;
+	struct json_object *obj = NULL;
+	enum json_tokener_error jerr;
+	size_t off;
+
+	*why = NULL;
+	if (len > (size_t)INT32_MAX) {
+		*why = "body too large";
+		return NULL;
+	}
+	/* json-c accepts extensions (single quotes...) and lets overlong
+	 * UTF-8 through: check the syntax strictly first. */
+	if (jsonv_check(buf, len, why, &off) == -1)
+		return NULL;
+	if ((tok = json_tokener_new_ex(MCP_JSON_DEPTH)) == NULL) {
+		*why = "out of memory";
+		return NULL;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
+	    JSON_TOKENER_VALIDATE_UTF8);
+	obj = json_tokener_parse_ex(tok, buf, (int)len);
+	jerr = json_tokener_get_error(tok);
+	off = json_tokener_get_parse_end(tok);
+	if (obj == NULL && jerr == json_tokener_continue && off == len) {
+		/* A bare number only ends at the end of input: say so. */
+		obj = json_tokener_parse_ex(tok, "", 1);
+		jerr = obj != NULL ? json_tokener_get_error(tok) :
+		    json_tokener_continue;
+	}
+	if (obj != NULL && jerr == json_tokener_success) {
+		/* The tokener stops after one value; insist on the end. */
+		while (off < len && (buf[off] == ' ' || buf[off] == '\t' ||
+		    buf[off] == '\r' || buf[off] == '\n'))
+			off++;
+		if (off != len) {
+			json_object_put(obj);
+			obj = NULL;
+			*why = "trailing data after the JSON value";
+		}
+	} else {
+		json_object_put(obj);
+		obj = NULL;
+		if (jerr == json_tokener_continue)
+			*why = "truncated JSON";
+		else if (jerr == json_tokener_error_parse_utf8_string)
+			*why = "invalid UTF-8";
+		else if (jerr == json_tokener_error_depth)
+			*why = "nested too deeply";
+		else
+			*why = json_tokener_error_desc(jerr);
+	}
+	json_tokener_free(tok);
+	return obj;
+}
+
+struct json_object *
+jsonrpc_result(struct json_object *id, struct json_object *result)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(o, "id", json_object_get(id));
+	json_object_object_add(o, "result", result);
+	return o;
+}
+
+struct json_object *
+jsonrpc_error(struct json_object *id, int code, const char *fmt, ...)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *e = json_object_new_object();
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_object_object_add(e, "code", json_object_new_int(code));
+	json_object_object_add(e, "message", json_object_new_string(msg));
+	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(o, "id", json_object_get(id));
+	json_object_object_add(o, "error", e);
+	return o;
+}
+
+int
+jsonrpc_id_equal(struct json_object *a, struct json_object *b)
+{
+	if (a == NULL || b == NULL)
+		return 0;
+	if (json_object_get_type(a) != json_object_get_type(b))
+		return 0;
+	if (json_object_is_type(a, json_type_int))
+		return json_object_get_int64(a) == json_object_get_int64(b);
+	if (json_object_is_type(a, json_type_string))
+		return strcmp(json_object_get_string(a),
+		    json_object_get_string(b)) == 0;
+	return 0;
+}
+
+struct json_object *
+mcp_progress(struct json_object *token, double progress, double total,
+    const char *message)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *p = json_object_new_object();
+
+	json_object_object_add(p, "progressToken", json_object_get(token));
+	json_object_object_add(p, "progress", json_object_new_double(progress));
+	if (total > 0)
+		json_object_object_add(p, "total",
+		    json_object_new_double(total));
+	if (message != NULL)
+		json_object_object_add(p, "message",
+		    json_object_new_string(message));
+	json_object_object_add(o, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(o, "method",
+	    json_object_new_string("notifications/progress"));
+	json_object_object_add(o, "params", p);
+	return o;
+}
+
+struct json_object *
+mcp_tool_result(const struct backend_result *br)
+{
+	struct json_object *r = json_object_new_object();
+	struct json_object *content = json_object_new_array();
+	struct json_object *text = json_object_new_object();
+	struct json_object *sc;
+
+	if (br->ok && json_object_is_type(br->result, json_type_object)) {
+		sc = json_object_get(br->result);
+	} else {
+		struct json_object *e = json_object_new_object();
+
+		sc = json_object_new_object();
+		json_object_object_add(e, "code", json_object_new_string(
+		    br->ok ? "internal" : br->code));
+		json_object_object_add(e, "message", json_object_new_string(
+		    br->ok ? "backend returned a non-object result" :
+		    br->message));
+		json_object_object_add(sc, "error", e);
+	}
+	/* The same JSON as text, for clients that ignore structuredContent. */
+	json_object_object_add(text, "type", json_object_new_string("text"));
+	json_object_object_add(text, "text", json_object_new_string(
+	    json_object_to_json_string_ext(sc, JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE)));
+	json_object_array_add(content, text);
+	json_object_object_add(r, "content", content);
+	json_object_object_add(r, "structuredContent", sc);
+	json_object_object_add(r, "isError", json_object_new_boolean(
+	    !(br->ok && json_object_is_type(br->result, json_type_object))));
+	return r;
+}
+
+static void
+reply(struct mcp_out *out, int status, struct json_object *body)
+{
+	out->status = status;
+	out->body = body;
+}
+
+static struct json_object *
+initialize_result(const char *version)
+{
+	struct json_object *r = json_object_new_object();
+	struct json_object *caps = json_object_new_object();
+	struct json_object *tools = json_object_new_object();
+	struct json_object *info = json_object_new_object();
+
+	json_object_object_add(tools, "listChanged",
+	    json_object_new_boolean(0));
+	json_object_object_add(caps, "tools", tools);
+	json_object_object_add(info, "name", json_object_new_string("mcpvm"));
+	json_object_object_add(info, "version",
+	    json_object_new_string(MCPVM_VERSION));
+	json_object_object_add(r, "protocolVersion",
+	    json_object_new_string(version));
+	json_object_object_add(r, "capabilities", caps);
+	json_object_object_add(r, "serverInfo", info);
+	json_object_object_add(r, "instructions", json_object_new_string(
+	    "Private Linux workspaces in microVMs. Create a VM with vm_create, "
+	    "run commands with vm_exec and read their output with "
+	    "vm_job_output."));
+	return r;
+}
+
+static void
+do_initialize(const struct mcp_env *env, struct json_object *id,
+    struct json_object *params, struct mcp_out *out)
+{
+	struct json_object *v;
+	const char *version;
+	struct session *sess;
+
+	if (!json_object_object_get_ex(params, "protocolVersion", &v) ||
+	    !json_object_is_type(v, json_type_string)) {
+		reply(out, 200, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "initialize: params.protocolVersion must be a string"));
+		return;
+	}
+	version = mcp_negotiate_version(json_object_get_string(v));
+	switch (sessions_create(env->sessions, env->workspace, version,
+	    &sess)) {
+	case SESSION_OK:
+		break;
+	case SESSION_TOO_MANY_WORKSPACE:
+		reply(out, 429, jsonrpc_error(id, MCP_ERR_LIMIT,
+		    "too many open MCP sessions for this workspace (%u); "
+		    "end one with DELETE /mcp", env->sessions->max_per_workspace));
+		return;
+	case SESSION_TOO_MANY:
+	case SESSION_NO_RANDOM:
+	default:
+		reply(out, 503, jsonrpc_error(id, MCP_ERR_LIMIT,
+		    "the server has too many open MCP sessions; retry later"));
+		return;
+	}
+	out->session = sess;
+	out->new_session = 1;
+	reply(out, 200, jsonrpc_result(id, initialize_result(version)));
+}
+
+static void
+do_tools_call(struct json_object *id, struct json_object *params,
+    struct mcp_out *out)
+{
+	struct json_object *name, *args = NULL, *meta, *tok;
+	const char *n;
+
+	if (!json_object_object_get_ex(params, "name", &name) ||
+	    !json_object_is_type(name, json_type_string)) {
+		reply(out, 200, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "tools/call: params.name must be a string"));
+		return;
+	}
+	n = json_object_get_string(name);
+	if (strlen(n) >= sizeof(out->tool) || !tools_exists(n)) {
+		reply(out, 200, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "tools/call: unknown tool \"%.64s\"", n));
+		return;
+	}
+	if (json_object_object_get_ex(params, "_meta", &meta) &&
+	    json_object_is_type(meta, json_type_object) &&
+	    json_object_object_get_ex(meta, "progressToken", &tok) &&
+	    (json_object_is_type(tok, json_type_string) ||
+	    json_object_is_type(tok, json_type_int)))
+		out->progress_token = json_object_get(tok);
+	if (!json_object_object_get_ex(params, "arguments", &args) ||
+	    json_object_is_type(args, json_type_null))
+		args = NULL;
+	out->args = args != NULL ? json_object_get(args) :
+	    json_object_new_object();
+	strcpy(out->tool, n);
+	out->call_id = json_object_get(id);
+	out->call = 1;
+	out->status = 200;
+}
+
+static void
+do_request(const struct mcp_env *env, const char *method,
+    struct json_object *id, struct json_object *params, struct mcp_out *out)
+{
+	struct json_object *cursor;
+
+	if (strcmp(method, "ping") == 0) {
+		reply(out, 200, jsonrpc_result(id, json_object_new_object()));
+	} else if (strcmp(method, "tools/list") == 0) {
+		struct json_object *r;
+
+		if (json_object_object_get_ex(params, "cursor", &cursor)) {
+			/* Everything fits one page, so no cursor is valid. */
+			reply(out, 200, jsonrpc_error(id,
+			    JSONRPC_INVALID_PARAMS, "tools/list: invalid "
+			    "cursor"));
+			return;
+		}
+		r = json_object_new_object();
+		json_object_object_add(r, "tools",
+		    json_object_get(tools_list()));
+		reply(out, 200, jsonrpc_result(id, r));
+	} else if (strcmp(method, "tools/call") == 0) {
+		do_tools_call(id, params, out);
+	} else if (strcmp(method, "initialize") == 0) {
+		do_initialize(env, id, params, out);
+	} else {
+		reply(out, 200, jsonrpc_error(id, JSONRPC_METHOD_NOT_FOUND,
+		    "method \"%.64s\" not found", method));
+	}
+}
+
+static void
+do_notification(const char *method, struct json_object *params,
+    struct mcp_out *out)
+{
+	struct json_object *rid;
+
+	out->status = 202;
+	if (strcmp(method, "notifications/initialized") == 0) {
+		out->session->initialized = 1;
+	} else if (strcmp(method, "notifications/cancelled") == 0 &&
+	    json_object_object_get_ex(params, "requestId", &rid) &&
+	    (json_object_is_type(rid, json_type_string) ||
+	    json_object_is_type(rid, json_type_int))) {
+		out->cancel = 1;
+		out->cancel_id = json_object_get(rid);
+	}
+	/* Any other notification is accepted and ignored, as JSON-RPC says. */
+}
+
+void
+mcp_process(const struct mcp_env *env, const char *body, size_t len,
+    struct mcp_out *out)
+{
+	struct json_object *msg, *v, *id = NULL, *params = NULL;
+	const char *why, *method = NULL;
+	int has_id, is_response;
+
+	memset(out, 0, sizeof(*out));
+	if ((msg = mcp_json_parse(body, len, &why)) == NULL) {
+		reply(out, 400, jsonrpc_error(NULL, JSONRPC_PARSE_ERROR,
+		    "parse error: %s", why));
+		return;
+	}
+	if (json_object_is_type(msg, json_type_array)) {
+		reply(out, 400, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST,
+		    "JSON-RPC batches are not supported; send one message "
+		    "per request"));
+		goto out;
+	}
+	if (!json_object_is_type(msg, json_type_object)) {
+		reply(out, 400, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST,
+		    "a JSON-RPC message must be an object"));
+		goto out;
+	}
+	has_id = json_object_object_get_ex(msg, "id", &id);
+	if (has_id && !json_object_is_type(id, json_type_string) &&
+	    !json_object_is_type(id, json_type_int)) {
+		reply(out, 400, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST,
+		    "id must be a string or an integer"));
+		goto out;
+	}
+	if (!json_object_object_get_ex(msg, "jsonrpc", &v) ||
+	    !json_object_is_type(v, json_type_string) ||
+	    strcmp(json_object_get_string(v), "2.0") != 0) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
+		    "jsonrpc must be \"2.0\""));
+		goto out;
+	}
+	if (json_object_object_get_ex(msg, "method", &v)) {
+		if (!json_object_is_type(v, json_type_string)) {
+			reply(out, 400, jsonrpc_error(id,
+			    JSONRPC_INVALID_REQUEST, "method must be a string"));
+			goto out;
+		}
+		method = json_object_get_string(v);
+	}
+	is_response = method == NULL && has_id &&
+	    (json_object_object_get_ex(msg, "result", NULL) ||
+	    json_object_object_get_ex(msg, "error", NULL));
+	if (method == NULL && !is_response) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
+		    "a message needs a method, or an id with a result or "
+		    "error"));
+		goto out;
+	}
+	if (json_object_object_get_ex(msg, "params", &params) &&
+	    !json_object_is_type(params, json_type_object)) {
+		reply(out, has_id ? 200 : 400, jsonrpc_error(id,
+		    JSONRPC_INVALID_PARAMS, "params must be an object"));
+		goto out;
+	}
+
+	/* initialize opens a session; everything else needs one. */
+	if (method != NULL && has_id && strcmp(method, "initialize") == 0) {
+		do_initialize(env, id, params, out);
+		goto out;
+	}
+	if (env->session_id == NULL) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
+		    "Mcp-Session-Id header required: send initialize first"));
+		goto out;
+	}
+	if ((out->session = sessions_find(env->sessions, env->session_id,
+	    env->workspace)) == NULL) {
+		reply(out, 404, jsonrpc_error(id, MCP_ERR_SESSION,
+		    "session not found: it ended or expired; initialize a new "
+		    "one"));
+		goto out;
+	}
+	if (env->protocol_version != NULL &&
+	    !mcp_version_supported(env->protocol_version)) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
+		    "unsupported MCP-Protocol-Version \"%.32s\"; supported: "
+		    "2025-11-25, 2025-06-18, 2025-03-26",
+		    env->protocol_version));
+		goto out;
+	}
+	if (is_response) {
+		out->status = 202;	/* we send no requests; ignore */
+	} else if (!has_id) {
+		do_notification(method, params, out);
+	} else {
+		do_request(env, method, id, params, out);
+	}
+out:
+	json_object_put(msg);
+}
+
+void
+mcp_out_free(struct mcp_out *out)
+{
+	json_object_put(out->body);
+	json_object_put(out->call_id);
+	json_object_put(out->args);
+	json_object_put(out->progress_token);
+	json_object_put(out->cancel_id);
+	memset(out, 0, sizeof(*out));
+}

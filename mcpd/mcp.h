@@ -1,0 +1,76 @@
+/*
+ * MCP over JSON-RPC 2.0 for mcpd: one POST body in, what to answer out.
+ * No I/O and no backend here, so the whole message path is unit tested and
+ * fuzzed; mcpd's HTTP glue (mcp_http.c) does the sending and forwarding.
+ */
+#ifndef MCPD_MCP_H
+#define MCPD_MCP_H
+
+#include <stddef.h>
+#include <json-c/json.h>
+
+#include "backend.h"
+#include "session.h"
+
+#define MCP_VERSION_LATEST	"2025-11-25"
+#define MCP_VERSION_DEFAULT	"2025-03-26"	/* no header: spec default */
+#define MCP_JSON_DEPTH		64
+
+/* JSON-RPC error codes. */
+#define JSONRPC_PARSE_ERROR	-32700
+#define JSONRPC_INVALID_REQUEST	-32600
+#define JSONRPC_METHOD_NOT_FOUND -32601
+#define JSONRPC_INVALID_PARAMS	-32602
+#define JSONRPC_INTERNAL_ERROR	-32603
+#define MCP_ERR_SESSION		-32001	/* unknown session */
+#define MCP_ERR_LIMIT		-32002	/* a limit was hit */
+#define MCP_ERR_CANCELLED	-32800	/* request cancelled by client */
+
+int	mcp_version_supported(const char *);
+/* The version to answer an initialize that asked for requested with. */
+const char *mcp_negotiate_version(const char *requested);
+
+struct mcp_env {
+	struct sessions	*sessions;
+	const char	*workspace;	/* from the verified credential */
+	const char	*session_id;	/* Mcp-Session-Id header, or NULL */
+	const char	*protocol_version; /* MCP-Protocol-Version, or NULL */
+};
+
+struct mcp_out {
+	int			 status;	/* HTTP status */
+	struct json_object	*body;		/* reply, NULL for 202 */
+	struct session		*session;	/* session used or created */
+	int			 new_session;	/* send Mcp-Session-Id */
+
+	int			 call;		/* forward a tools/call */
+	struct json_object	*call_id;
+	char			 tool[64];
+	struct json_object	*args;
+	struct json_object	*progress_token;	/* or NULL */
+
+	int			 cancel;	/* notifications/cancelled */
+	struct json_object	*cancel_id;
+};
+
+/* Strict JSON parse (UTF-8 checked, depth-limited, nothing trailing). */
+struct json_object *mcp_json_parse(const char *buf, size_t len,
+	    const char **why);
+
+void	mcp_process(const struct mcp_env *, const char *body, size_t len,
+	    struct mcp_out *);
+void	mcp_out_free(struct mcp_out *);
+
+struct json_object *jsonrpc_result(struct json_object *id,
+	    struct json_object *result);
+struct json_object *jsonrpc_error(struct json_object *id, int code,
+	    const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A progress notification for token. */
+struct json_object *mcp_progress(struct json_object *token, double progress,
+	    double total, const char *message);
+/* A tools/call result from a backend answer (success or tool error). */
+struct json_object *mcp_tool_result(const struct backend_result *);
+/* 1 if two JSON-RPC ids are the same. */
+int	jsonrpc_id_equal(struct json_object *, struct json_object *);
+
+#endif

@@ -1,0 +1,421 @@
+/*
+ * MCP Streamable HTTP at /mcp for mcpd: POST (JSON or SSE answers, tool
+ * calls forwarded to the backend with progress and cancellation), GET (a
+ * standing event stream per session) and DELETE (end the session).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "log.h"
+#include "mcp.h"
+#include "mcpd.h"
+#include "tools.h"
+
+#define SSE_KEEPALIVE_SECONDS	15
+
+struct mcp_call {
+	TAILQ_ENTRY(mcp_call)	 entry;
+	struct mcpd		*m;
+	struct hreq		*hr;
+	struct session		*sess;
+	struct backend_call	*bc;
+	struct json_object	*id;
+	struct json_object	*progress_token;
+	int			 sse;
+	struct event		*timer;		/* deadline, then keep-alive */
+	struct timespec		 deadline;
+};
+
+struct sse_stream {
+	struct mcpd		*m;
+	struct hreq		*hr;
+	struct session		*sess;
+	struct event		*keepalive;
+};
+
+static void
+sse_event(struct hreq *hr, struct json_object *msg)
+{
+	struct evbuffer *b = evbuffer_new();
+	size_t len;
+	const char *s;
+
+	if (b == NULL)
+		return;
+	s = json_object_to_json_string_length(msg, JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	evbuffer_add(b, "event: message\ndata: ", 21);
+	evbuffer_add(b, s, len);
+	evbuffer_add(b, "\n\n", 2);
+	evhttp_send_reply_chunk(hr->req, b);
+	evbuffer_free(b);
+}
+
+static void
+call_free(struct mcp_call *call)
+{
+	TAILQ_REMOVE(&call->sess->calls, call, entry);
+	call->m->metrics.inflight_calls--;
+	if (call->timer != NULL)
+		event_free(call->timer);
+	json_object_put(call->id);
+	json_object_put(call->progress_token);
+	free(call);
+}
+
+/* Sends msg (or, for an event stream, nothing when msg is NULL) and ends. */
+static void
+call_finish(struct mcp_call *call, struct json_object *msg)
+{
+	struct hreq *hr = call->hr;
+
+	hr->on_gone = NULL;
+	if (call->sse) {
+		if (msg != NULL)
+			sse_event(hr, msg);
+		http_stream_end(hr);
+	} else if (msg != NULL) {
+		http_reply_json(hr, 200, msg);
+	} else {
+		http_reply(hr, 204, NULL, NULL, 0);
+	}
+	call_free(call);
+}
+
+static void
+call_done(const struct backend_result *br, void *arg)
+{
+	struct mcp_call *call = arg;
+	struct json_object *msg;
+
+	call->bc = NULL;
+	msg = jsonrpc_result(call->id, mcp_tool_result(br));
+	call_finish(call, msg);
+	json_object_put(msg);
+}
+
+static void
+call_progress(double progress, double total, const char *message, void *arg)
+{
+	struct mcp_call *call = arg;
+	struct json_object *msg;
+
+	if (!call->sse || call->progress_token == NULL)
+		return;
+	msg = mcp_progress(call->progress_token, progress, total, message);
+	sse_event(call->hr, msg);
+	json_object_put(msg);
+}
+
+/* Stops the backend call and answers with err (NULL: no answer). */
+static void
+call_abort(struct mcp_call *call, struct json_object *err)
+{
+	if (call->bc != NULL) {
+		call->m->backend->cancel(call->m->backend_ctx, call->bc);
+		call->bc = NULL;
+	}
+	call_finish(call, err);
+	json_object_put(err);
+}
+
+static void
+call_gone(struct hreq *hr)
+{
+	struct mcp_call *call = hr->owner;
+
+	log_debug("%s: client left during a tool call", __func__);
+	hr->status = 499;
+	call_abort(call, NULL);
+}
+
+static void
+call_timer_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct mcp_call *call = arg;
+	struct timespec now;
+	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
+	struct backend_result br = { 0, NULL, "timeout",
+	    "the tool did not finish within tool_timeout" };
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	if (now.tv_sec >= call->deadline.tv_sec) {
+		struct json_object *msg;
+
+		if (call->bc != NULL) {
+			call->m->backend->cancel(call->m->backend_ctx,
+			    call->bc);
+			call->bc = NULL;
+		}
+		msg = jsonrpc_result(call->id, mcp_tool_result(&br));
+		call_finish(call, msg);
+		json_object_put(msg);
+		return;
+	}
+	/* A comment line keeps proxies from timing out a slow tool. */
+	if (call->sse)
+		http_stream_write(call->hr, ": keepalive\n\n", 13);
+	evtimer_add(call->timer, &tv);
+}
+
+static void
+call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
+{
+	struct mcpd *m = hr->m;
+	struct mcp_call *call;
+	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
+	char msg[256];
+
+	if (tools_validate_args(out->tool, out->args, msg, sizeof(msg)) == -1) {
+		struct backend_result br = { 0, NULL, "invalid_argument", msg };
+		struct json_object *r;
+
+		r = jsonrpc_result(out->call_id, mcp_tool_result(&br));
+		http_reply_json(hr, 200, r);
+		json_object_put(r);
+		return;
+	}
+	if ((call = calloc(1, sizeof(*call))) == NULL ||
+	    (call->timer = evtimer_new(m->base, call_timer_cb, call)) == NULL) {
+		free(call);
+		http_reply_error(hr, "unavailable", "out of memory");
+		return;
+	}
+	call->m = m;
+	call->hr = hr;
+	call->sess = out->session;
+	call->id = json_object_get(out->call_id);
+	call->progress_token = json_object_get(out->progress_token);
+	/* Progress needs a stream; otherwise prefer one JSON answer. */
+	call->sse = (acc & ACCEPT_SSE) && (!(acc & ACCEPT_JSON) ||
+	    call->progress_token != NULL);
+	clock_gettime(CLOCK_MONOTONIC, &call->deadline);
+	call->deadline.tv_sec += m->cfg->tool_timeout;
+	TAILQ_INSERT_TAIL(&call->sess->calls, call, entry);
+	m->metrics.inflight_calls++;
+	hr->owner = call;
+	hr->on_gone = call_gone;
+	if (call->sse)
+		http_stream_start(hr, 200);
+	if ((unsigned int)tv.tv_sec > m->cfg->tool_timeout)
+		tv.tv_sec = m->cfg->tool_timeout;
+	evtimer_add(call->timer, &tv);
+	call->bc = m->backend->call(m->backend_ctx, out->tool, out->args,
+	    hr->token, &hr->id, call_done, call_progress, call);
+}
+
+static void
+call_cancel(struct session *sess, struct json_object *id)
+{
+	struct mcp_call *call;
+
+	TAILQ_FOREACH(call, &sess->calls, entry) {
+		if (!jsonrpc_id_equal(call->id, id))
+			continue;
+		/* No response for a cancelled request, except that a JSON
+		 * answer must still be a complete HTTP response. */
+		call_abort(call, call->sse ? NULL : jsonrpc_error(call->id,
+		    MCP_ERR_CANCELLED, "request cancelled by the client"));
+		return;
+	}
+	/* Unknown or finished: ignoring it is what the spec asks. */
+}
+
+static void
+mcp_post(struct hreq *hr)
+{
+	struct mcpd *m = hr->m;
+	struct evbuffer *in = evhttp_request_get_input_buffer(hr->req);
+	struct mcp_env env;
+	struct mcp_out out;
+	unsigned int acc;
+	size_t len;
+	const char *body;
+
+	if (!content_type_is_json(http_in_header(hr, "Content-Type"))) {
+		http_reply_error(hr, "unsupported_media_type", "Content-Type "
+		    "must be application/json");
+		return;
+	}
+	acc = accept_parse(http_in_header(hr, "Accept"));
+	if ((acc & (ACCEPT_JSON | ACCEPT_SSE)) == 0) {
+		http_reply_error(hr, "not_acceptable", "Accept must allow "
+		    "application/json or text/event-stream");
+		return;
+	}
+	len = evbuffer_get_length(in);
+	body = (const char *)evbuffer_pullup(in, -1);
+	if (body == NULL)
+		body = "";
+
+	memset(&env, 0, sizeof(env));
+	env.sessions = &m->sessions;
+	env.workspace = hr->id.workspace;
+	env.session_id = http_in_header(hr, "Mcp-Session-Id");
+	env.protocol_version = http_in_header(hr, "MCP-Protocol-Version");
+	mcp_process(&env, body, len, &out);
+
+	if (out.new_session)
+		evhttp_add_header(http_out_headers(hr), "Mcp-Session-Id",
+		    out.session->id);
+	if (out.cancel)
+		call_cancel(out.session, out.cancel_id);
+	if (out.call) {
+		call_start(hr, &out, acc);
+	} else if (out.body == NULL) {
+		http_reply(hr, out.status, NULL, NULL, 0);
+	} else if (out.status != 200 || (acc & ACCEPT_JSON)) {
+		http_reply_json(hr, out.status, out.body);
+	} else {
+		http_stream_start(hr, 200);
+		sse_event(hr, out.body);
+		http_stream_end(hr);
+	}
+	mcp_out_free(&out);
+}
+
+/* Common checks of GET and DELETE: the session they name. */
+static struct session *
+mcp_session(struct hreq *hr)
+{
+	const char *sid = http_in_header(hr, "Mcp-Session-Id");
+	const char *pv = http_in_header(hr, "MCP-Protocol-Version");
+	struct session *sess;
+
+	if (sid == NULL) {
+		http_reply_error(hr, "invalid_argument", "Mcp-Session-Id "
+		    "header required");
+		return NULL;
+	}
+	if ((sess = sessions_find(&hr->m->sessions, sid,
+	    hr->id.workspace)) == NULL) {
+		http_reply_error(hr, "not_found", "session not found: it "
+		    "ended or expired");
+		return NULL;
+	}
+	if (pv != NULL && !mcp_version_supported(pv)) {
+		http_reply_error(hr, "invalid_argument", "unsupported "
+		    "MCP-Protocol-Version \"%.32s\"", pv);
+		return NULL;
+	}
+	return sess;
+}
+
+static void
+sse_stream_end(struct sse_stream *st)
+{
+	st->hr->on_gone = NULL;
+	st->sess->get_stream = NULL;
+	st->m->metrics.open_streams--;
+	event_free(st->keepalive);
+	http_stream_end(st->hr);
+	free(st);
+}
+
+static void
+sse_gone(struct hreq *hr)
+{
+	sse_stream_end(hr->owner);
+}
+
+static void
+sse_keepalive_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sse_stream *st = arg;
+	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
+
+	http_stream_write(st->hr, ": keepalive\n\n", 13);
+	evtimer_add(st->keepalive, &tv);
+}
+
+static void
+mcp_get(struct hreq *hr)
+{
+	struct sse_stream *st;
+	struct session *sess;
+	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
+
+	if (!(accept_parse(http_in_header(hr, "Accept")) & ACCEPT_SSE)) {
+		http_reply_error(hr, "not_acceptable", "GET /mcp answers "
+		    "with text/event-stream; Accept must allow it");
+		return;
+	}
+	if ((sess = mcp_session(hr)) == NULL)
+		return;
+	if (sess->get_stream != NULL) {
+		http_reply_error(hr, "conflict", "this session already has an "
+		    "open GET stream");
+		return;
+	}
+	if ((st = calloc(1, sizeof(*st))) == NULL ||
+	    (st->keepalive = evtimer_new(hr->m->base, sse_keepalive_cb,
+	    st)) == NULL) {
+		free(st);
+		http_reply_error(hr, "unavailable", "out of memory");
+		return;
+	}
+	st->m = hr->m;
+	st->hr = hr;
+	st->sess = sess;
+	sess->get_stream = st;
+	hr->owner = st;
+	hr->on_gone = sse_gone;
+	hr->m->metrics.open_streams++;
+	http_stream_start(hr, 200);
+	/* Headers go out now, so the client knows the stream is open. */
+	http_stream_write(hr, ": stream open\n\n", 15);
+	evtimer_add(st->keepalive, &tv);
+}
+
+static void
+mcp_delete(struct hreq *hr)
+{
+	struct session *sess;
+
+	if ((sess = mcp_session(hr)) == NULL)
+		return;
+	sessions_remove(&hr->m->sessions, sess);
+	http_reply(hr, 204, NULL, NULL, 0);
+}
+
+void
+mcp_http_session_freed(struct session *sess, void *arg)
+{
+	struct mcp_call *call;
+
+	while ((call = TAILQ_FIRST(&sess->calls)) != NULL)
+		call_abort(call, jsonrpc_error(call->id, MCP_ERR_SESSION,
+		    "the session ended"));
+	if (sess->get_stream != NULL)
+		sse_stream_end(sess->get_stream);
+}
+
+void
+mcp_http_init(struct mcpd *m)
+{
+	m->sessions.on_free = mcp_http_session_freed;
+	m->sessions.on_free_arg = m;
+}
+
+void
+mcp_http_handle(struct hreq *hr)
+{
+	switch (evhttp_request_get_command(hr->req)) {
+	case EVHTTP_REQ_POST:
+		mcp_post(hr);
+		break;
+	case EVHTTP_REQ_GET:
+		mcp_get(hr);
+		break;
+	case EVHTTP_REQ_DELETE:
+		mcp_delete(hr);
+		break;
+	default:
+		http_reply_error(hr, "method_not_allowed", "use GET, POST "
+		    "or DELETE");
+		break;
+	}
+}

@@ -1,0 +1,139 @@
+/*
+ * mcpd's process setup and event loop, shared by the product binary
+ * (main.c, verifying with authd and forwarding to vmmd) and the test
+ * daemon (tests/integration), which differ only in those two interfaces.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "mcpd.h"
+#include "tools.h"
+
+#ifndef MCPVM_SYSCONFDIR
+#define MCPVM_SYSCONFDIR "/etc/mcpvm"
+#endif
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: mcpd [-dnv] [-f config]\n");
+	exit(2);
+}
+
+static void
+signal_cb(evutil_socket_t sig, short ev, void *arg)
+{
+	struct mcpd *m = arg;
+
+	log_info("received signal %d, exiting", (int)sig);
+	event_base_loopbreak(m->base);
+}
+
+static void
+sweep_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct mcpd *m = arg;
+	unsigned int n;
+
+	if ((n = sessions_expire(&m->sessions, time(NULL))) > 0)
+		log_debug("expired %u idle MCP sessions", n);
+	m->metrics.open_sessions = m->sessions.count;
+}
+
+int
+mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
+    const struct backend_ops *backend, void *backend_ctx)
+{
+	struct mcpd_config cfg;
+	struct mcpd m;
+	struct event *sigterm, *sigint;
+	struct timeval sweep_tv = { 30, 0 };
+	const char *conffile = MCPVM_SYSCONFDIR "/mcpvm.conf";
+	char err[512];
+	int ch, debug = 0, noaction = 0, verbose = 0;
+
+	while ((ch = getopt(argc, argv, "df:nv")) != -1) {
+		switch (ch) {
+		case 'd':
+			debug = 1;
+			break;
+		case 'f':
+			conffile = optarg;
+			break;
+		case 'n':
+			noaction = 1;
+			break;
+		case 'v':
+			verbose = 1;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (optind != argc)
+		usage();
+
+	log_init("mcpd", debug || noaction, verbose);
+	config_defaults(&cfg);
+	if (config_load(&cfg, conffile, err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	if (noaction) {
+		fprintf(stderr, "configuration OK\n");
+		return 0;
+	}
+	if (tools_init() == -1)
+		fatalx("the built-in tool catalogue is malformed");
+
+	memset(&m, 0, sizeof(m));
+	m.cfg = &cfg;
+	m.auth = auth;
+	m.auth_ctx = auth_ctx;
+	m.backend = backend;
+	m.backend_ctx = backend_ctx;
+	signal(SIGPIPE, SIG_IGN);
+	if ((m.base = event_base_new()) == NULL)
+		fatalx("event_base_new failed");
+	sessions_init(&m.sessions, cfg.max_sessions,
+	    cfg.max_sessions_per_workspace, cfg.session_idle_timeout);
+	mcp_http_init(&m);
+	if (auth->start(auth_ctx, m.base, &cfg) == -1)
+		fatalx("cannot start the %s verifier", auth->name);
+	if (backend->start(backend_ctx, m.base, &cfg) == -1)
+		fatalx("cannot start the %s backend", backend->name);
+	if (http_init(&m) == -1)
+		fatalx("cannot listen; see above");
+
+	/*
+	 * TODO(privdrop): drop to cfg.user with no capabilities,
+	 * NoNewPrivs and the seccomp allowlist here, through
+	 * common/privdrop and common/sandbox once they are on main.
+	 */
+
+	sigterm = evsignal_new(m.base, SIGTERM, signal_cb, &m);
+	sigint = evsignal_new(m.base, SIGINT, signal_cb, &m);
+	m.sweep = event_new(m.base, -1, EV_PERSIST, sweep_cb, &m);
+	if (sigterm == NULL || sigint == NULL || m.sweep == NULL)
+		fatalx("out of memory");
+	evsignal_add(sigterm, NULL);
+	evsignal_add(sigint, NULL);
+	evtimer_add(m.sweep, &sweep_tv);
+	log_info("started (auth: %s, backend: %s)", auth->name,
+	    backend->name);
+
+	event_base_dispatch(m.base);
+
+	stream_free_all(&m);
+	sessions_clear(&m.sessions);
+	http_free(&m);
+	event_free(m.sweep);
+	event_free(sigterm);
+	event_free(sigint);
+	event_base_free(m.base);
+	tools_free();
+	return 0;
+}

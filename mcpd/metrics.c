@@ -1,0 +1,94 @@
+/*
+ * Prometheus text rendering of mcpd's counters; see metrics.h.
+ */
+#include <stdio.h>
+
+#include "metrics.h"
+
+static const double bounds[METRICS_BUCKETS] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30,
+};
+
+void
+metrics_request(struct metrics *m, enum route_kind r, int status,
+    double seconds)
+{
+	size_t i;
+
+	if ((unsigned int)r >= METRICS_ROUTES)
+		r = ROUTE_NONE;
+	if (status < 100 || status > 599)
+		status = 599;
+	m->requests[r][status]++;
+	m->count[r]++;
+	m->sum[r] += seconds;
+	for (i = 0; i < METRICS_BUCKETS; i++)
+		if (seconds <= bounds[i])
+			m->buckets[r][i]++;
+}
+
+void
+metrics_render(const struct metrics *m, struct evbuffer *b)
+{
+	int r, s;
+	size_t i;
+
+	evbuffer_add_printf(b,
+	    "# HELP mcpd_http_requests_total HTTP requests answered, by route "
+	    "and status code.\n"
+	    "# TYPE mcpd_http_requests_total counter\n");
+	for (r = 0; r < METRICS_ROUTES; r++)
+		for (s = 100; s < 600; s++)
+			if (m->requests[r][s] != 0)
+				evbuffer_add_printf(b, "mcpd_http_requests_total"
+				    "{route=\"%s\",code=\"%d\"} %llu\n",
+				    route_label(r), s,
+				    (unsigned long long)m->requests[r][s]);
+
+	evbuffer_add_printf(b,
+	    "# HELP mcpd_http_request_duration_seconds Time from a complete "
+	    "request to the start of its response.\n"
+	    "# TYPE mcpd_http_request_duration_seconds histogram\n");
+	for (r = 0; r < METRICS_ROUTES; r++) {
+		if (m->count[r] == 0)
+			continue;
+		for (i = 0; i < METRICS_BUCKETS; i++)
+			evbuffer_add_printf(b,
+			    "mcpd_http_request_duration_seconds_bucket"
+			    "{route=\"%s\",le=\"%g\"} %llu\n", route_label(r),
+			    bounds[i], (unsigned long long)m->buckets[r][i]);
+		evbuffer_add_printf(b,
+		    "mcpd_http_request_duration_seconds_bucket"
+		    "{route=\"%s\",le=\"+Inf\"} %llu\n"
+		    "mcpd_http_request_duration_seconds_sum{route=\"%s\"} %.6f\n"
+		    "mcpd_http_request_duration_seconds_count{route=\"%s\"} "
+		    "%llu\n", route_label(r), (unsigned long long)m->count[r],
+		    route_label(r), m->sum[r], route_label(r),
+		    (unsigned long long)m->count[r]);
+	}
+	evbuffer_add_printf(b,
+	    "# HELP mcpd_connections_rejected_total Connections refused by "
+	    "the connection limits.\n"
+	    "# TYPE mcpd_connections_rejected_total counter\n"
+	    "mcpd_connections_rejected_total %llu\n"
+	    "# HELP mcpd_requests_timed_out_total Connections closed because "
+	    "a request did not arrive in time.\n"
+	    "# TYPE mcpd_requests_timed_out_total counter\n"
+	    "mcpd_requests_timed_out_total %llu\n"
+	    "# HELP mcpd_open_connections Client connections open now.\n"
+	    "# TYPE mcpd_open_connections gauge\n"
+	    "mcpd_open_connections %u\n"
+	    "# HELP mcpd_open_sessions MCP sessions open now.\n"
+	    "# TYPE mcpd_open_sessions gauge\n"
+	    "mcpd_open_sessions %u\n"
+	    "# HELP mcpd_open_streams Guest byte streams open now.\n"
+	    "# TYPE mcpd_open_streams gauge\n"
+	    "mcpd_open_streams %u\n"
+	    "# HELP mcpd_inflight_tool_calls Tool calls waiting for the "
+	    "backend.\n"
+	    "# TYPE mcpd_inflight_tool_calls gauge\n"
+	    "mcpd_inflight_tool_calls %u\n",
+	    (unsigned long long)m->rejected_connections,
+	    (unsigned long long)m->timed_out_requests, m->open_connections,
+	    m->open_sessions, m->open_streams, m->inflight_calls);
+}

@@ -1,0 +1,34 @@
+/*
+ * mcpd's Prometheus metrics: requests by route and status, a latency
+ * histogram per route, and gauges for what is open right now.
+ */
+#ifndef MCPD_METRICS_H
+#define MCPD_METRICS_H
+
+#include <stdint.h>
+#include <event2/buffer.h>
+
+#include "httputil.h"
+
+#define METRICS_ROUTES	6	/* enum route_kind */
+#define METRICS_BUCKETS	12
+
+struct metrics {
+	uint64_t	requests[METRICS_ROUTES][600];
+	uint64_t	buckets[METRICS_ROUTES][METRICS_BUCKETS];
+	uint64_t	count[METRICS_ROUTES];
+	double		sum[METRICS_ROUTES];
+	uint64_t	rejected_connections;
+	uint64_t	timed_out_requests;
+	unsigned int	open_connections;
+	unsigned int	open_sessions;
+	unsigned int	open_streams;
+	unsigned int	inflight_calls;
+};
+
+void	metrics_request(struct metrics *, enum route_kind, int status,
+	    double seconds);
+/* Appends the Prometheus text exposition (format 0.0.4). */
+void	metrics_render(const struct metrics *, struct evbuffer *);
+
+#endif

@@ -1,0 +1,128 @@
+/*
+ * JSON HTTP for mcpd: POST /v1/tools/{name} takes the tool's arguments as
+ * the body and answers with the tool's result, or a non-2xx status with
+ * {"error":{"code","message"}}.  Same validation and authorization as MCP.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+
+#include "log.h"
+#include "mcp.h"
+#include "mcpd.h"
+#include "tools.h"
+
+struct rest_call {
+	struct mcpd		*m;
+	struct hreq		*hr;
+	struct backend_call	*bc;
+	struct event		*timer;
+};
+
+static void
+rest_free(struct rest_call *rc)
+{
+	rc->m->metrics.inflight_calls--;
+	event_free(rc->timer);
+	free(rc);
+}
+
+static void
+rest_done(const struct backend_result *br, void *arg)
+{
+	struct rest_call *rc = arg;
+	struct hreq *hr = rc->hr;
+
+	rc->bc = NULL;
+	hr->on_gone = NULL;
+	if (br->ok)
+		http_reply_json(hr, 200, br->result);
+	else
+		http_reply_error(hr, br->code, "%s", br->message);
+	rest_free(rc);
+}
+
+static void
+rest_cancel(struct rest_call *rc)
+{
+	if (rc->bc != NULL)
+		rc->m->backend->cancel(rc->m->backend_ctx, rc->bc);
+	rc->bc = NULL;
+	rc->hr->on_gone = NULL;
+}
+
+static void
+rest_gone(struct hreq *hr)
+{
+	struct rest_call *rc = hr->owner;
+
+	rest_cancel(rc);
+	/* Nobody reads this; it releases evhttp's request. */
+	http_reply(hr, 499, NULL, NULL, 0);
+	rest_free(rc);
+}
+
+static void
+rest_timeout(evutil_socket_t fd, short ev, void *arg)
+{
+	struct rest_call *rc = arg;
+
+	rest_cancel(rc);
+	http_reply_error(rc->hr, "timeout", "the tool did not finish within "
+	    "tool_timeout");
+	rest_free(rc);
+}
+
+void
+rest_handle(struct hreq *hr)
+{
+	struct mcpd *m = hr->m;
+	struct evbuffer *in = evhttp_request_get_input_buffer(hr->req);
+	struct json_object *args;
+	struct rest_call *rc;
+	struct timeval tv = { m->cfg->tool_timeout, 0 };
+	const char *body, *why;
+	char msg[256];
+	size_t len;
+
+	if (!tools_exists(hr->route.tool)) {
+		http_reply_error(hr, "not_found", "no tool named \"%s\"",
+		    hr->route.tool);
+		return;
+	}
+	if (!content_type_is_json(http_in_header(hr, "Content-Type"))) {
+		http_reply_error(hr, "unsupported_media_type", "Content-Type "
+		    "must be application/json");
+		return;
+	}
+	len = evbuffer_get_length(in);
+	if ((body = (const char *)evbuffer_pullup(in, -1)) == NULL)
+		body = "";
+	if ((args = mcp_json_parse(body, len, &why)) == NULL) {
+		http_reply_error(hr, "invalid_argument", "request body is not "
+		    "valid JSON: %s", why);
+		return;
+	}
+	if (tools_validate_args(hr->route.tool, args, msg, sizeof(msg)) == -1) {
+		http_reply_error(hr, "invalid_argument", "%s", msg);
+		json_object_put(args);
+		return;
+	}
+	if ((rc = calloc(1, sizeof(*rc))) == NULL ||
+	    (rc->timer = evtimer_new(m->base, rest_timeout, rc)) == NULL) {
+		free(rc);
+		json_object_put(args);
+		http_reply_error(hr, "unavailable", "out of memory");
+		return;
+	}
+	rc->m = m;
+	rc->hr = hr;
+	m->metrics.inflight_calls++;
+	hr->owner = rc;
+	hr->on_gone = rest_gone;
+	evtimer_add(rc->timer, &tv);
+	rc->bc = m->backend->call(m->backend_ctx, hr->route.tool, args,
+	    hr->token, &hr->id, rest_done, NULL, rc);
+	json_object_put(args);
+}

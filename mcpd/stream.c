@@ -1,0 +1,447 @@
+/*
+ * Guest byte streams for mcpd: GET /v1/vms/{vm_id}/streams/{port} upgrades
+ * to a WebSocket, the backend hands over a connected stream fd, and this
+ * relays bytes both ways with backpressure and half-close.  An empty binary
+ * message is EOF for the guest; the guest closing ends with code 1000.
+ */
+#include <sys/socket.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+
+#include "log.h"
+#include "mcpd.h"
+#include "ws.h"
+
+#define STREAM_HIGH_WATER	(1024 * 1024)	/* stop reading the other side */
+#define STREAM_LOW_WATER	(256 * 1024)	/* and resume below this */
+#define STREAM_CHUNK		(64 * 1024)	/* guest bytes per message */
+#define STREAM_CLOSE_WAIT	5		/* s for the client's close */
+
+struct stream {
+	TAILQ_ENTRY(stream)	 entry;
+	struct mcpd		*m;
+	struct hreq		*hr;		/* until the upgrade */
+	struct backend_call	*bc;
+	struct evhttp_connection *evcon;
+	struct bufferevent	*ws;		/* the client, owned by evcon */
+	struct bufferevent	*guest;
+	int			 guest_fd;
+	struct ws_rx		 rx;
+	struct event		*close_timer;
+	char			 workspace[AUTH_WORKSPACE_MAX];
+	char			 vm_id[ROUTE_NAME_MAX];
+	unsigned int		 port;
+	struct timespec		 opened;
+	uint64_t		 bytes_in;	/* client to guest */
+	uint64_t		 bytes_out;	/* guest to client */
+	int			 eof_pending;	/* EOF to send after the data */
+	int			 eof_sent;
+	int			 close_sent;
+	int			 close_received;
+	uint16_t		 close_code;
+	char			 reason[64];
+};
+
+static TAILQ_HEAD(, stream) streams = TAILQ_HEAD_INITIALIZER(streams);
+
+static void
+stream_finish(struct stream *st)
+{
+	struct timespec now;
+	double secs;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	secs = (double)(now.tv_sec - st->opened.tv_sec) +
+	    (double)(now.tv_nsec - st->opened.tv_nsec) / 1e9;
+	log_info("stream closed: workspace %s vm %s port %u: %.1f s, "
+	    "%llu bytes in, %llu bytes out, code %u (%s)", st->workspace,
+	    st->vm_id, st->port, secs, (unsigned long long)st->bytes_in,
+	    (unsigned long long)st->bytes_out, st->close_code,
+	    st->reason[0] != '\0' ? st->reason : "-");
+	TAILQ_REMOVE(&streams, st, entry);
+	st->m->metrics.open_streams--;
+	if (st->guest != NULL)
+		bufferevent_free(st->guest);
+	if (st->close_timer != NULL)
+		event_free(st->close_timer);
+	/* Frees the client's bufferevent and evhttp's request with it. */
+	evhttp_connection_free(st->evcon);
+	free(st);
+}
+
+static void
+ws_send(struct stream *st, int opcode, const void *data, size_t len)
+{
+	uint8_t hdr[WS_MAX_HEADER];
+	size_t hlen = ws_frame_header(hdr, 1, opcode, len);
+	struct evbuffer *out = bufferevent_get_output(st->ws);
+
+	evbuffer_add(out, hdr, hlen);
+	if (len > 0)
+		evbuffer_add(out, data, len);
+}
+
+static void
+close_timer_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	stream_finish(arg);
+}
+
+/* Starts the closing handshake; the stream ends when the client answers. */
+static void
+stream_close(struct stream *st, uint16_t code, const char *reason)
+{
+	uint8_t payload[125];
+	struct timeval tv = { STREAM_CLOSE_WAIT, 0 };
+
+	if (st->close_sent)
+		return;
+	st->close_sent = 1;
+	st->close_code = code;
+	snprintf(st->reason, sizeof(st->reason), "%s", reason);
+	ws_send(st, WS_OP_CLOSE, payload, ws_close_payload(payload, code,
+	    reason));
+	/* Nothing more goes to the guest or comes from it. */
+	if (st->guest != NULL) {
+		bufferevent_free(st->guest);
+		st->guest = NULL;
+	}
+	evtimer_add(st->close_timer, &tv);
+}
+
+static void
+guest_send_eof(struct stream *st)
+{
+	st->eof_pending = 0;
+	st->eof_sent = 1;
+	if (shutdown(st->guest_fd, SHUT_WR) == -1)
+		log_debug("stream %s:%u: shutdown: %s", st->vm_id, st->port,
+		    strerror(errno));
+}
+
+static void
+ws_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct stream *st = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct ws_event ev;
+	uint16_t code;
+	uint8_t *buf;
+	size_t n, need;
+	long r;
+
+	while (!st->close_received && (n = evbuffer_get_length(in)) > 0) {
+		if (st->guest != NULL && evbuffer_get_length(
+		    bufferevent_get_output(st->guest)) >= STREAM_HIGH_WATER) {
+			/* The guest is slow: stop reading the client. */
+			bufferevent_disable(bev, EV_READ);
+			return;
+		}
+		/* Look at the header first so a huge frame is refused early. */
+		buf = evbuffer_pullup(in, n < WS_MAX_HEADER ? n : WS_MAX_HEADER);
+		r = ws_rx_parse(&st->rx, buf, n < WS_MAX_HEADER ? n :
+		    WS_MAX_HEADER, &ev, &code);
+		if (r == 0) {
+			need = ws_frame_size(buf, n < WS_MAX_HEADER ? n :
+			    WS_MAX_HEADER);
+			if (need == 0 || n < need)
+				return;
+			buf = evbuffer_pullup(in, need);
+			r = ws_rx_parse(&st->rx, buf, need, &ev, &code);
+		}
+		if (r < 0) {
+			evbuffer_drain(in, n);
+			stream_close(st, code, code == WS_CLOSE_TOO_BIG ?
+			    "message too big" : code == WS_CLOSE_BAD_DATA ?
+			    "invalid UTF-8" : "protocol error");
+			return;
+		}
+		if (r == 0)
+			return;
+		switch (ev.kind) {
+		case WS_EV_DATA:
+			if (st->close_sent || st->eof_sent || st->eof_pending)
+				break;	/* after EOF the guest reads nothing */
+			if (ev.len > 0) {
+				bufferevent_write(st->guest, ev.payload,
+				    ev.len);
+				st->bytes_in += ev.len;
+			} else if (ev.fin && ev.msg_len == 0 &&
+			    ev.opcode == WS_OP_BINARY) {
+				if (evbuffer_get_length(bufferevent_get_output(
+				    st->guest)) == 0)
+					guest_send_eof(st);
+				else
+					st->eof_pending = 1;
+			}
+			break;
+		case WS_EV_PING:
+			if (!st->close_sent)
+				ws_send(st, WS_OP_PONG, ev.payload, ev.len);
+			break;
+		case WS_EV_PONG:
+			break;
+		case WS_EV_CLOSE:
+			st->close_received = 1;
+			if (st->close_sent) {
+				evbuffer_drain(in, (size_t)r);
+				stream_finish(st);
+				return;
+			}
+			/* Echo the code, then end once it is written. */
+			if (ev.close_code == WS_CLOSE_NO_STATUS) {
+				st->close_sent = 1;
+				st->close_code = WS_CLOSE_NO_STATUS;
+				snprintf(st->reason, sizeof(st->reason),
+				    "client closed");
+				ws_send(st, WS_OP_CLOSE, NULL, 0);
+				if (st->guest != NULL) {
+					bufferevent_free(st->guest);
+					st->guest = NULL;
+				}
+			} else {
+				stream_close(st, ev.close_code,
+				    "client closed");
+			}
+			break;
+		}
+		evbuffer_drain(in, (size_t)r);
+	}
+}
+
+static void
+ws_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct stream *st = arg;
+
+	if (st->close_received && st->close_sent) {
+		stream_finish(st);
+		return;
+	}
+	if (st->guest != NULL && !st->close_sent)
+		bufferevent_enable(st->guest, EV_READ);
+}
+
+static void
+ws_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct stream *st = arg;
+
+	if (what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT)) {
+		if (!st->close_sent) {
+			st->close_code = 1006;
+			snprintf(st->reason, sizeof(st->reason),
+			    "client disconnected");
+		}
+		stream_finish(st);
+	}
+}
+
+static void
+guest_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct stream *st = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer *out = bufferevent_get_output(st->ws);
+	uint8_t hdr[WS_MAX_HEADER];
+	size_t n, hlen;
+
+	while ((n = evbuffer_get_length(in)) > 0) {
+		if (evbuffer_get_length(out) >= STREAM_HIGH_WATER) {
+			/* The client is slow: stop reading the guest. */
+			bufferevent_disable(bev, EV_READ);
+			return;
+		}
+		if (n > STREAM_CHUNK)
+			n = STREAM_CHUNK;
+		hlen = ws_frame_header(hdr, 1, WS_OP_BINARY, n);
+		evbuffer_add(out, hdr, hlen);
+		evbuffer_remove_buffer(in, out, n);
+		st->bytes_out += n;
+	}
+}
+
+static void
+guest_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct stream *st = arg;
+
+	if (st->eof_pending && evbuffer_get_length(
+	    bufferevent_get_output(bev)) == 0)
+		guest_send_eof(st);
+	if (!st->close_sent && !st->close_received) {
+		bufferevent_enable(st->ws, EV_READ);
+		/* Frames may already be buffered; do not wait for more. */
+		if (evbuffer_get_length(bufferevent_get_input(st->ws)) > 0)
+			ws_read_cb(st->ws, st);
+	}
+}
+
+static void
+guest_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct stream *st = arg;
+
+	if (what & BEV_EVENT_EOF) {
+		/* Everything the guest sent is already queued for the client. */
+		guest_read_cb(bev, st);
+		stream_close(st, WS_CLOSE_NORMAL, "");
+		snprintf(st->reason, sizeof(st->reason), "guest closed");
+	} else if (what & BEV_EVENT_ERROR) {
+		stream_close(st, WS_CLOSE_INTERNAL, "stream error");
+	}
+}
+
+static void
+stream_upgrade(struct stream *st, int fd)
+{
+	struct hreq *hr = st->hr;
+	char accept[WS_ACCEPT_LEN + 1];
+	struct evbuffer *out;
+
+	st->evcon = evhttp_request_get_connection(hr->req);
+	if (st->evcon == NULL ||
+	    ws_accept_key(http_in_header(hr, "Sec-WebSocket-Key"),
+	    accept) == -1) {
+		close(fd);
+		http_reply(hr, 499, NULL, NULL, 0);
+		free(st);
+		return;
+	}
+	st->guest_fd = fd;
+	if ((st->guest = bufferevent_socket_new(st->m->base, fd,
+	    BEV_OPT_CLOSE_ON_FREE)) == NULL ||
+	    (st->close_timer = evtimer_new(st->m->base, close_timer_cb,
+	    st)) == NULL) {
+		if (st->guest != NULL)
+			bufferevent_free(st->guest);
+		else
+			close(fd);
+		http_reply_error(hr, "unavailable", "out of memory");
+		free(st);
+		return;
+	}
+	/* Take the connection over from evhttp; it never answers now. */
+	st->ws = evhttp_connection_get_bufferevent(st->evcon);
+	http_takeover(hr);
+	http_record(hr, 101);
+	hreq_free(hr);
+	st->hr = NULL;
+	clock_gettime(CLOCK_MONOTONIC, &st->opened);
+	TAILQ_INSERT_TAIL(&streams, st, entry);
+	st->m->metrics.open_streams++;
+	log_info("stream opened: workspace %s vm %s port %u", st->workspace,
+	    st->vm_id, st->port);
+
+	bufferevent_setcb(st->ws, ws_read_cb, ws_write_cb, ws_event_cb, st);
+	bufferevent_set_timeouts(st->ws, NULL, NULL);
+	bufferevent_setwatermark(st->ws, EV_WRITE, STREAM_LOW_WATER, 0);
+	out = bufferevent_get_output(st->ws);
+	evbuffer_add_printf(out, "HTTP/1.1 101 Switching Protocols\r\n"
+	    "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+	    "Sec-WebSocket-Accept: %s\r\n\r\n", accept);
+	bufferevent_setcb(st->guest, guest_read_cb, guest_write_cb,
+	    guest_event_cb, st);
+	bufferevent_setwatermark(st->guest, EV_WRITE, STREAM_LOW_WATER, 0);
+	bufferevent_enable(st->guest, EV_READ | EV_WRITE);
+	bufferevent_enable(st->ws, EV_READ | EV_WRITE);
+	/* Frames the client sent right behind its request. */
+	if (evbuffer_get_length(bufferevent_get_input(st->ws)) > 0)
+		ws_read_cb(st->ws, st);
+}
+
+static void
+stream_opened(int fd, const char *code, const char *message, void *arg)
+{
+	struct stream *st = arg;
+	struct hreq *hr = st->hr;
+
+	st->bc = NULL;
+	hr->on_gone = NULL;
+	if (fd < 0) {
+		http_reply_error(hr, code, "%s", message);
+		free(st);
+		return;
+	}
+	stream_upgrade(st, fd);
+}
+
+static void
+stream_gone(struct hreq *hr)
+{
+	struct stream *st = hr->owner;
+
+	if (st->bc != NULL)
+		st->m->backend->cancel(st->m->backend_ctx, st->bc);
+	hr->on_gone = NULL;
+	http_reply(hr, 499, NULL, NULL, 0);
+	free(st);
+}
+
+void
+stream_handle(struct hreq *hr)
+{
+	struct mcpd *m = hr->m;
+	struct stream *st;
+	const char *why;
+	int status;
+
+	status = ws_handshake_check(http_in_header(hr, "Upgrade"),
+	    http_in_header(hr, "Connection"),
+	    http_in_header(hr, "Sec-WebSocket-Key"),
+	    http_in_header(hr, "Sec-WebSocket-Version"), &why);
+	if (status == 426) {
+		evhttp_add_header(http_out_headers(hr),
+		    "Sec-WebSocket-Version", "13");
+		http_reply_error(hr, "upgrade_required", "%s", why);
+		return;
+	}
+	if (status != 0) {
+		http_reply_error(hr, "invalid_argument", "%s", why);
+		return;
+	}
+	if (hr->route.port == 1023 || hr->route.port == 1024 ||
+	    hr->route.port == 0) {
+		http_reply_error(hr, "forbidden", "port %u is reserved",
+		    hr->route.port);
+		return;
+	}
+	if (m->metrics.open_streams >= m->cfg->max_streams) {
+		http_reply_error(hr, "conflict", "too many open streams on "
+		    "this server (max_streams)");
+		return;
+	}
+	if ((st = calloc(1, sizeof(*st))) == NULL) {
+		http_reply_error(hr, "unavailable", "out of memory");
+		return;
+	}
+	st->m = m;
+	st->hr = hr;
+	st->guest_fd = -1;
+	st->port = hr->route.port;
+	ws_rx_init(&st->rx, WS_MAX_MESSAGE);
+	snprintf(st->workspace, sizeof(st->workspace), "%s", hr->id.workspace);
+	snprintf(st->vm_id, sizeof(st->vm_id), "%s", hr->route.vm_id);
+	hr->owner = st;
+	hr->on_gone = stream_gone;
+	st->bc = m->backend->stream_open(m->backend_ctx, st->vm_id, st->port,
+	    hr->token, &hr->id, stream_opened, st);
+}
+
+void
+stream_free_all(struct mcpd *m)
+{
+	struct stream *st, *next;
+
+	for (st = TAILQ_FIRST(&streams); st != NULL; st = next) {
+		next = TAILQ_NEXT(st, entry);
+		if (st->m == m)
+			stream_finish(st);
+	}
+}

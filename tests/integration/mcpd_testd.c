@@ -1,0 +1,283 @@
+/*
+ * mcpd-testd: mcpd's own code with a test verifier and a fake backend, so
+ * the integration, MCP conformance and SDK suites can drive the real HTTP,
+ * MCP and WebSocket layers before authd and vmmd exist.  Test-only: never
+ * installed.
+ *
+ * Credentials come from the file named by MCPD_TEST_TOKENS ("token
+ * workspace" lines); a token absent from it is refused like authd would.
+ * The backend answers from the arguments: "fake_error":"<code>" fails with
+ * that code, vm_create reports progress, vm_suspend takes 30 s (to cancel),
+ * and every result names the workspace the call arrived with.  Streams go
+ * to a socketpair served by a thread: port 5001 echoes, 5002 counts bytes
+ * until EOF and answers "bytes=<n>\n", 5003 closes at once; vm "nope" is
+ * not_found and port 4444 has no listener (conflict).
+ */
+#include <sys/socket.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "log.h"
+#include "mcpd.h"
+
+struct tok {
+	char	token[AUTH_TOKEN_MAX];
+	char	workspace[AUTH_WORKSPACE_MAX];
+};
+
+static struct tok	 toks[64];
+static size_t		 ntoks;
+static struct event_base *fake_base;
+
+static int
+test_auth_start(void *ctx, struct event_base *base,
+    const struct mcpd_config *cfg)
+{
+	const char *path = getenv("MCPD_TEST_TOKENS");
+	char line[1024];
+	FILE *f;
+
+	if (path == NULL || (f = fopen(path, "r")) == NULL) {
+		log_warnx("MCPD_TEST_TOKENS must name a readable file");
+		return -1;
+	}
+	while (ntoks < 64 && fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "%511s %63s", toks[ntoks].token,
+		    toks[ntoks].workspace) == 2)
+			ntoks++;
+	}
+	fclose(f);
+	return 0;
+}
+
+static void
+test_auth_verify(void *ctx, const char *token, auth_cb cb, void *arg)
+{
+	struct auth_identity id;
+	size_t i;
+
+	if (strcmp(token, "authd-down") == 0) {
+		cb(AUTH_UNAVAILABLE, NULL, arg);
+		return;
+	}
+	for (i = 0; i < ntoks; i++) {
+		if (strcmp(toks[i].token, token) != 0)
+			continue;
+		memset(&id, 0, sizeof(id));
+		snprintf(id.workspace, sizeof(id.workspace), "%s",
+		    toks[i].workspace);
+		cb(AUTH_OK, &id, arg);
+		return;
+	}
+	cb(AUTH_UNAUTHORIZED, NULL, arg);
+}
+
+static const struct auth_ops test_auth = {
+	"test-tokens", test_auth_start, test_auth_verify,
+};
+
+struct backend_call {
+	struct event		*ev;
+	backend_result_cb	 done;
+	backend_progress_cb	 progress;
+	backend_stream_cb	 sdone;
+	void			*arg;
+	char			 tool[64];
+	char			 workspace[AUTH_WORKSPACE_MAX];
+	struct json_object	*args;
+	int			 step;
+	int			 fd;
+	char			 code[32];
+};
+
+static void
+fake_free(struct backend_call *c)
+{
+	event_free(c->ev);
+	json_object_put(c->args);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}
+
+static void
+fake_step(evutil_socket_t fd, short ev, void *arg)
+{
+	struct backend_call *c = arg;
+	struct backend_result br = { 0 };
+	struct json_object *r, *v;
+	struct timeval tv = { 0, 100000 };
+
+	if (c->sdone != NULL) {
+		int sfd = c->fd;
+
+		c->fd = -1;
+		if (sfd < 0)
+			c->sdone(-1, c->code, strcmp(c->code, "not_found") == 0 ?
+			    "no such VM in this workspace" :
+			    "no guest program listens on that port", c->arg);
+		else
+			c->sdone(sfd, NULL, NULL, c->arg);
+		fake_free(c);
+		return;
+	}
+	if (strcmp(c->tool, "vm_create") == 0 && c->step < 3) {
+		c->step++;
+		if (c->progress != NULL)
+			c->progress(c->step, 4, "booting", c->arg);
+		evtimer_add(c->ev, &tv);
+		return;
+	}
+	if (json_object_object_get_ex(c->args, "fake_error", &v)) {
+		br.ok = 0;
+		br.code = json_object_get_string(v);
+		br.message = "the fake backend was asked to fail";
+		c->done(&br, c->arg);
+		fake_free(c);
+		return;
+	}
+	r = json_object_new_object();
+	json_object_object_add(r, "tool", json_object_new_string(c->tool));
+	json_object_object_add(r, "workspace",
+	    json_object_new_string(c->workspace));
+	json_object_object_add(r, "arguments", json_object_get(c->args));
+	br.ok = 1;
+	br.result = r;
+	c->done(&br, c->arg);
+	json_object_put(r);
+	fake_free(c);
+}
+
+static struct backend_call *
+fake_new(const struct auth_identity *id)
+{
+	struct backend_call *c;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL ||
+	    (c->ev = evtimer_new(fake_base, fake_step, c)) == NULL)
+		fatal("%s", __func__);
+	c->fd = -1;
+	snprintf(c->workspace, sizeof(c->workspace), "%s", id->workspace);
+	return c;
+}
+
+static struct backend_call *
+fake_call(void *ctx, const char *tool, struct json_object *args,
+    const char *credential, const struct auth_identity *id,
+    backend_result_cb done, backend_progress_cb progress, void *arg)
+{
+	struct backend_call *c = fake_new(id);
+	struct timeval tv = { 0, 0 };
+
+	snprintf(c->tool, sizeof(c->tool), "%s", tool);
+	c->args = json_object_get(args);
+	c->done = done;
+	c->progress = progress;
+	c->arg = arg;
+	if (strcmp(tool, "vm_suspend") == 0)
+		tv.tv_sec = 30;
+	evtimer_add(c->ev, &tv);
+	return c;
+}
+
+static void
+fake_cancel(void *ctx, struct backend_call *c)
+{
+	fake_free(c);
+}
+
+struct guest {
+	int		fd;
+	unsigned int	port;
+};
+
+static void *
+guest_main(void *arg)
+{
+	struct guest *g = arg;
+	char buf[65536];
+	unsigned long long total = 0;
+	ssize_t n;
+
+	if (g->port == 5003)
+		goto out;
+	while ((n = read(g->fd, buf, sizeof(buf))) > 0) {
+		total += (unsigned long long)n;
+		if (g->port == 5001) {
+			ssize_t off = 0;
+
+			while (off < n) {
+				ssize_t w = write(g->fd, buf + off, n - off);
+
+				if (w <= 0)
+					goto out;
+				off += w;
+			}
+		}
+	}
+	if (g->port == 5002) {
+		int len = snprintf(buf, sizeof(buf), "bytes=%llu\n", total);
+
+		if (write(g->fd, buf, len) != len)
+			goto out;
+	}
+out:
+	close(g->fd);
+	free(g);
+	return NULL;
+}
+
+static struct backend_call *
+fake_stream_open(void *ctx, const char *vm_id, unsigned int port,
+    const char *credential, const struct auth_identity *id,
+    backend_stream_cb done, void *arg)
+{
+	struct backend_call *c = fake_new(id);
+	struct timeval tv = { 0, 0 };
+	struct guest *g;
+	pthread_t t;
+	int sv[2];
+
+	c->sdone = done;
+	c->arg = arg;
+	if (strcmp(vm_id, "nope") == 0) {
+		snprintf(c->code, sizeof(c->code), "not_found");
+	} else if (port != 5001 && port != 5002 && port != 5003) {
+		snprintf(c->code, sizeof(c->code), "conflict");
+	} else {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+		    sv) == -1 || (g = calloc(1, sizeof(*g))) == NULL)
+			fatal("%s", __func__);
+		g->fd = sv[1];
+		g->port = port;
+		if (pthread_create(&t, NULL, guest_main, g) != 0)
+			fatalx("pthread_create");
+		pthread_detach(t);
+		c->fd = sv[0];
+	}
+	evtimer_add(c->ev, &tv);
+	return c;
+}
+
+static int
+fake_start(void *ctx, struct event_base *base, const struct mcpd_config *cfg)
+{
+	fake_base = base;
+	return 0;
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct backend_ops fake_backend = {
+		"fake", fake_start, fake_call, fake_cancel, fake_stream_open,
+	};
+
+	return mcpd_main(argc, argv, &test_auth, NULL, &fake_backend, NULL);
+}

@@ -1,0 +1,749 @@
+#!/usr/bin/env python3
+"""mcpd integration: the real HTTP, MCP and WebSocket layers of mcpd on a
+real socket (mcpd-testd: test verifier, fake backend).  TAP output."""
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mcpdlib import (MCP, TOKEN_A, TOKEN_B, WS, Daemon, raw, request,
+                     run, sse_events)
+
+D = None
+
+
+def daemon():
+    global D
+    if D is None:
+        D = Daemon({"allowed_origins": "http://good.example"})
+    return D
+
+
+def err_code(r):
+    return r.json()["error"]["code"]
+
+
+# Front end: Host, Origin, routes, methods.
+
+def test_healthz_needs_no_credential():
+    r = request(daemon(), "GET", "/healthz", auth=None)
+    assert r.status == 200, r.status
+    assert r.json() == {"status": "ok"}
+
+
+def test_host_allowlist():
+    d = daemon()
+    for host in ("evil.example", "evil.example:%d" % d.port,
+                 "127.0.0.1:1", "127.0.0.1:%d.evil" % d.port, ""):
+        r = request(d, "POST", "/v1/tools/vm_list", body={}, host=host)
+        assert r.status in (400, 403), (host, r.status)
+    for host in ("127.0.0.1:%d" % d.port, "localhost:%d" % d.port,
+                 "LOCALHOST:%d" % d.port):
+        r = request(d, "POST", "/v1/tools/vm_list", body={}, host=host)
+        assert r.status == 200, (host, r.status)
+    r = request(d, "POST", "/v1/tools/vm_list", body={}, host="evil.example")
+    assert r.status == 403 and err_code(r) == "forbidden"
+    assert b"allowed_hosts" in r.body
+
+
+def test_missing_host_is_400():
+    d = daemon()
+    out = raw(d, b"GET /healthz HTTP/1.0\r\n\r\n")
+    assert out.startswith(b"HTTP/1.0 400") or out.startswith(b"HTTP/1.1 400"), out[:40]
+
+
+def test_foreign_origin_is_403_everywhere():
+    d = daemon()
+    h = {"Origin": "http://evil.example"}
+    for method, path in (("GET", "/healthz"), ("POST", "/mcp"),
+                         ("POST", "/v1/tools/vm_list"),
+                         ("GET", "/v1/vms/x/streams/5001")):
+        r = request(d, method, path, headers=h, body={} if method == "POST"
+                    else None)
+        assert r.status == 403, (path, r.status)
+    r = request(d, "POST", "/v1/tools/vm_list", body={},
+                headers={"Origin": "http://good.example"})
+    assert r.status == 200, r.status
+    r = request(d, "POST", "/v1/tools/vm_list", body={},
+                headers={"Origin": "null"})
+    assert r.status == 403
+
+
+def test_unknown_route_and_method():
+    d = daemon()
+    for path in ("/", "/mcp/", "/v1/tools/", "/v1/tools/a/b", "/metrics",
+                 "/v1/vms/x/streams/70000", "/v1/vms/x/streams/01",
+                 "/v1/tools/vm%5flist", "/../mcp"):
+        r = request(d, "GET", path)
+        assert r.status == 404, (path, r.status)
+        assert err_code(r) == "not_found"
+    r = request(d, "GET", "/v1/tools/vm_list")
+    assert r.status == 405 and r.header("Allow") == "POST", r.status
+    r = request(d, "PUT", "/mcp")
+    assert r.status == 405 and "POST" in r.header("Allow")
+
+
+# Authentication.
+
+def test_bearer_required():
+    d = daemon()
+    r = request(d, "POST", "/v1/tools/vm_list", body={}, auth=None)
+    assert r.status == 401, r.status
+    assert r.header("WWW-Authenticate").startswith("Bearer")
+    assert err_code(r) == "unauthorized"
+    for authz in ("Basic dXNlcjpwYXNz", "Bearer", "Bearer ", "Bearer a b",
+                  "Bearer " + "x" * 600, "Bearer \x01"):
+        r = request(d, "POST", "/v1/tools/vm_list", body={}, auth=None,
+                    headers={"Authorization": authz})
+        assert r.status == 401, (authz, r.status)
+    r = request(d, "POST", "/v1/tools/vm_list", body={}, auth="mcpvm_wrong")
+    assert r.status == 401
+    assert "invalid_token" in r.header("WWW-Authenticate")
+    r = request(d, "POST", "/v1/tools/vm_list", body={},
+                headers={"Authorization": "bearer " + TOKEN_A}, auth=None)
+    assert r.status == 200, "scheme is case-insensitive"
+
+
+def test_verifier_down_is_503():
+    r = request(daemon(), "POST", "/v1/tools/vm_list", body={},
+                auth="authd-down")
+    assert r.status == 503 and err_code(r) == "unavailable"
+
+
+def test_every_endpoint_but_healthz_needs_auth():
+    d = daemon()
+    for method, path in (("POST", "/mcp"), ("GET", "/mcp"),
+                         ("DELETE", "/mcp"), ("POST", "/v1/tools/vm_list"),
+                         ("GET", "/v1/vms/v/streams/5001")):
+        r = request(d, method, path, auth=None,
+                    body=b"{}" if method == "POST" else None,
+                    headers={"Content-Type": "application/json"})
+        assert r.status == 401, (method, path, r.status)
+
+
+# JSON HTTP.
+
+def test_rest_call_and_identity():
+    d = daemon()
+    r = request(d, "POST", "/v1/tools/vm_list",
+                body={"workspace": "ws-b", "workspace_id": "ws-b"})
+    assert r.status == 200, r.status
+    assert r.header("Content-Type") == "application/json"
+    j = r.json()
+    # The body names another workspace; the call still acts as ws-a.
+    assert j["workspace"] == "ws-a", j
+    r = request(d, "POST", "/v1/tools/vm_list", body={}, auth=TOKEN_B)
+    assert r.json()["workspace"] == "ws-b"
+
+
+def test_rest_error_statuses():
+    d = daemon()
+    for code, status in (("invalid_argument", 400), ("unauthorized", 401),
+                         ("forbidden", 403), ("not_found", 404),
+                         ("conflict", 409), ("busy", 409),
+                         ("quota_exceeded", 429), ("rate_limited", 429),
+                         ("unavailable", 503), ("internal", 500)):
+        r = request(d, "POST", "/v1/tools/vm_status",
+                    body={"fake_error": code})
+        assert r.status == status, (code, r.status)
+        j = r.json()
+        assert j["error"]["code"] == code and j["error"]["message"], j
+        if status == 401:
+            assert r.header("WWW-Authenticate").startswith("Bearer")
+
+
+def test_rest_bad_bodies():
+    d = daemon()
+    cases = [
+        (b'{"a":', 400, "truncated"),
+        (b'{"a":1} x', 400, ""),
+        (b'[1,2]', 400, "object"),
+        (b'"str"', 400, "object"),
+        (b'{"a":"\xff\xfe"}', 400, "UTF-8"),
+        (b'{"a":"\xc0\xaf"}', 400, "UTF-8"),
+        (b'', 400, ""),
+        (b'{"a":' + b'[' * 100 + b']' * 100 + b'}', 400, "deep"),
+        (b"{'a':1}", 400, ""),
+    ]
+    for body, status, word in cases:
+        r = request(d, "POST", "/v1/tools/vm_list", body=body,
+                    headers={"Content-Type": "application/json"})
+        assert r.status == status, (body[:20], r.status)
+        assert err_code(r) == "invalid_argument"
+        assert word.lower() in r.json()["error"]["message"].lower(), \
+            (word, r.json())
+    r = request(d, "POST", "/v1/tools/vm_list", body=b"{}",
+                headers={"Content-Type": "text/plain"})
+    assert r.status == 415
+    r = request(d, "POST", "/v1/tools/vm_nothing", body={})
+    assert r.status == 404 and err_code(r) == "not_found"
+
+
+def test_oversized_body_is_413():
+    d = daemon()
+    big = b'{"a":"' + b"x" * 70000 + b'"}'
+    r = request(d, "POST", "/v1/tools/vm_list", body=big,
+                headers={"Content-Type": "application/json"})
+    assert r.status == 413, r.status
+    r = request(d, "POST", "/mcp", body=big,
+                headers={"Content-Type": "application/json"})
+    assert r.status == 413, r.status
+    assert request(d, "GET", "/healthz").status == 200
+
+
+def test_header_flood_is_413():
+    d = daemon()
+    hdrs = "".join("X-Flood-%d: %s\r\n" % (i, "y" * 50) for i in range(400))
+    out = raw(d, ("GET /healthz HTTP/1.1\r\nHost: %s\r\n%s\r\n"
+                  % (d.host, hdrs)).encode())
+    assert out.startswith(b"HTTP/1.1 413"), out[:40]
+    out = raw(d, ("GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Long: %s\r\n\r\n"
+                  % (d.host, "z" * 20000)).encode())
+    assert out.startswith(b"HTTP/1.1 413"), out[:40]
+    assert request(d, "GET", "/healthz").status == 200
+
+
+def test_malformed_request_lines():
+    d = daemon()
+    for data in (b"GARBAGE\r\n\r\n", b"GET\r\n\r\n",
+                 b"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n",
+                 b"\x00\x01\x02\r\n\r\n",
+                 b"POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Length: -5\r\n\r\n"
+                 % d.host.encode(),
+                 b"POST /mcp HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked"
+                 b"\r\n\r\nzz\r\n" % d.host.encode()):
+        out = raw(d, data, timeout=4)
+        assert out == b"" or out.startswith(b"HTTP/1.1 4") or \
+            out.startswith(b"HTTP/1.0 4"), (data, out[:60])
+    assert d.alive()
+    assert request(d, "GET", "/healthz").status == 200
+
+
+def test_slowloris_is_cut_off():
+    d = daemon()
+    socks = []
+    t0 = time.time()
+    for _ in range(5):
+        s = socket.create_connection(("127.0.0.1", d.port), 10)
+        s.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + d.host.encode() +
+                  b"\r\nX-Slow: ")
+        socks.append(s)
+    # Trickle a byte a second: each keeps the idle timer happy, but the
+    # whole request must arrive within request_timeout (2 s here).
+    for _ in range(3):
+        time.sleep(1)
+        for s in socks:
+            try:
+                s.sendall(b"a")
+            except OSError:
+                pass
+        # Good clients are served meanwhile.
+        assert request(d, "GET", "/healthz").status == 200
+    for s in socks:
+        s.settimeout(5)
+        try:
+            data = s.recv(4096)
+            while data and not data.endswith(b"}"):
+                more = s.recv(4096)
+                if not more:
+                    break
+                data += more
+        except (ConnectionResetError, socket.timeout):
+            data = b""
+        assert data == b"" or data.startswith(b"HTTP/1.1 408"), data[:40]
+        s.close()
+    assert time.time() - t0 < 8
+    # The same for a body that never completes.
+    s = socket.create_connection(("127.0.0.1", d.port), 10)
+    s.sendall(b"POST /mcp HTTP/1.1\r\nHost: " + d.host.encode() +
+              b"\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 100\r\n\r\n{")
+    s.settimeout(6)
+    t1 = time.time()
+    try:
+        while s.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    assert time.time() - t1 < 5
+    s.close()
+
+
+def test_keepalive_and_requests_per_connection():
+    d = Daemon({"max_requests_per_connection": "3"})
+    try:
+        s = socket.create_connection(("127.0.0.1", d.port), 5)
+        req = ("GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n" % d.host).encode()
+        got = b""
+        for i in range(3):
+            s.sendall(req)
+            deadline = time.time() + 5
+            while got.count(b'{"status":"ok"}') < i + 1 and \
+                    time.time() < deadline:
+                got += s.recv(4096)
+        assert got.count(b"HTTP/1.1 200") == 3, got
+        assert b"Connection: close" in got.split(b"HTTP/1.1 200")[3]
+        s.settimeout(3)
+        assert s.recv(4096) == b"", "closed after the limit"
+        s.close()
+    finally:
+        d.stop()
+
+
+def test_connection_limits():
+    d = Daemon({"max_connections": "6", "max_connections_per_client": "4",
+                "request_timeout": "30"})
+    try:
+        d.wait_idle()
+        held = []
+        for _ in range(4):
+            held.append(socket.create_connection(("127.0.0.1", d.port), 5))
+        time.sleep(0.3)
+        # A fifth from the same address is refused with 429.
+        out = raw(d, b"GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n"
+                  % d.host.encode())
+        assert out.startswith(b"HTTP/1.1 429"), out[:60]
+        assert b"max_connections_per_client" in out
+        # Other addresses fill the server; then 503.
+        for src in ("127.0.0.2", "127.0.0.3"):
+            s = socket.socket()
+            s.bind((src, 0))
+            s.connect(("127.0.0.1", d.port))
+            held.append(s)
+        time.sleep(0.3)
+        s = socket.socket()
+        s.bind(("127.0.0.4", 0))
+        s.connect(("127.0.0.1", d.port))
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n"
+                  % d.host.encode())
+        s.settimeout(5)
+        out = b""
+        try:
+            while True:
+                c = s.recv(4096)
+                if not c:
+                    break
+                out += c
+        except ConnectionResetError:
+            pass
+        assert out.startswith(b"HTTP/1.1 503"), out[:60]
+        assert b"max_connections" in out
+        s.close()
+        for h in held:
+            h.close()
+        time.sleep(0.3)
+        assert request(d, "GET", "/healthz").status == 200
+        m = request(d, "GET", "/metrics", port=d.mport, auth=None)
+        assert b"mcpd_connections_rejected_total 2" in m.body, m.body
+    finally:
+        d.stop()
+
+
+# MCP.
+
+def test_mcp_initialize_versions():
+    d = daemon()
+    for asked, answered in (("2025-11-25", "2025-11-25"),
+                            ("2025-06-18", "2025-06-18"),
+                            ("2025-03-26", "2025-03-26"),
+                            ("2099-01-01", "2025-11-25"),
+                            ("2024-11-05", "2025-11-25"),
+                            ("garbage", "2025-11-25")):
+        c = MCP(d)
+        r = c.initialize(asked)
+        assert r.status == 200, r.status
+        j = r.json()
+        assert j["jsonrpc"] == "2.0" and j["id"] == 0
+        assert j["result"]["protocolVersion"] == answered, (asked, j)
+        assert "tools" in j["result"]["capabilities"]
+        assert j["result"]["serverInfo"]["name"] == "mcpvm"
+        sid = r.header("Mcp-Session-Id")
+        assert sid and len(sid) == 32 and all(
+            ch in "0123456789abcdef" for ch in sid), sid
+
+
+def test_mcp_session_lifecycle():
+    d = daemon()
+    c = MCP(d)
+    c.initialize()
+    r = c.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert r.status == 202 and r.body == b"", (r.status, r.body)
+    r = c.call("ping")
+    assert r.status == 200 and r.json()["result"] == {}, r.body
+    # No session header, unknown session, another workspace's session.
+    r = c.call("ping", session=False)
+    assert r.status == 400, r.status
+    r = c.call("ping", session=False,
+               headers={"Mcp-Session-Id": "0" * 32})
+    assert r.status == 404, r.status
+    other = MCP(d, auth=TOKEN_B)
+    other.session = c.session
+    r = other.call("ping")
+    assert r.status == 404, "another credential must not use the session"
+    r = request(d, "DELETE", "/mcp", auth=TOKEN_B,
+                headers={"Mcp-Session-Id": c.session})
+    assert r.status == 404
+    # Protocol version header checks.
+    r = c.call("ping", headers={"MCP-Protocol-Version": "1999-01-01"})
+    assert r.status == 400, r.status
+    r = c.call("ping", headers={"MCP-Protocol-Version": None})
+    assert r.status == 200, "absent header means 2025-03-26"
+    # DELETE ends it.
+    r = request(d, "DELETE", "/mcp", headers={"Mcp-Session-Id": c.session})
+    assert r.status == 204, r.status
+    r = c.call("ping")
+    assert r.status == 404
+    r = request(d, "DELETE", "/mcp", headers={"Mcp-Session-Id": c.session})
+    assert r.status == 404
+
+
+def test_mcp_jsonrpc_errors():
+    d = daemon()
+    c = MCP(d)
+    c.initialize()
+    cases = [
+        (b"{", 400, -32700),
+        (b"\xff", 400, -32700),
+        (b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]', 400, -32600),
+        (b'{"id":1,"method":"ping"}', 400, -32600),
+        (b'{"jsonrpc":"1.0","id":1,"method":"ping"}', 400, -32600),
+        (b'{"jsonrpc":"2.0","id":1,"method":5}', 400, -32600),
+        (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', 400, -32600),
+        (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', 400, -32600),
+        (b'{"jsonrpc":"2.0","id":1}', 400, -32600),
+        (b'42', 400, -32600),
+        (b'{"jsonrpc":"2.0","id":1,"method":"nope/nope"}', 200, -32601),
+        (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}', 200,
+         -32602),
+        (b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}', 200,
+         -32602),
+        (b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
+         b'"params":{"name":"rm_rf"}}', 200, -32602),
+        (b'{"jsonrpc":"2.0","id":1,"method":"tools/list",'
+         b'"params":{"cursor":"x"}}', 200, -32602),
+    ]
+    for body, status, code in cases:
+        r = c.post(None, raw_body=body)
+        assert r.status == status, (body, r.status, r.body)
+        assert r.json()["error"]["code"] == code, (body, r.body)
+    r = c.post(None, raw_body=b"{}", headers={"Content-Type": "text/plain"})
+    assert r.status == 415
+    r = c.call("ping", accept="image/png")
+    assert r.status == 406
+    r = c.post({"jsonrpc": "2.0", "id": 9, "result": {}})
+    assert r.status == 202 and r.body == b"", "responses are accepted"
+
+
+def test_mcp_tools_list_and_call():
+    d = daemon()
+    c = MCP(d)
+    c.initialize()
+    r = c.call("tools/list")
+    tools = r.json()["result"]["tools"]
+    names = {t["name"] for t in tools}
+    assert {"vm_create", "vm_list", "vm_exec", "vm_job_output",
+            "vm_destroy"} <= names, names
+    for t in tools:
+        assert t["description"] and t["inputSchema"]["type"] == "object"
+        assert "outputSchema" in t
+    r = c.call("tools/call", {"name": "vm_list",
+                              "arguments": {"workspace": "ws-b"}})
+    res = r.json()["result"]
+    assert res["isError"] is False
+    assert res["structuredContent"]["workspace"] == "ws-a"
+    assert json.loads(res["content"][0]["text"]) == res["structuredContent"]
+    r = c.call("tools/call", {"name": "vm_status",
+                              "arguments": {"fake_error": "not_found"}})
+    res = r.json()["result"]
+    assert res["isError"] is True
+    assert res["structuredContent"]["error"]["code"] == "not_found"
+    assert json.loads(res["content"][0]["text"])["error"]["code"] == \
+        "not_found"
+    r = c.call("tools/call", {"name": "vm_list", "arguments": [1]})
+    res = r.json()["result"]
+    assert res["isError"] is True and \
+        res["structuredContent"]["error"]["code"] == "invalid_argument"
+
+
+def test_mcp_accept_negotiation():
+    d = daemon()
+    c = MCP(d)
+    c.initialize()
+    r = c.call("ping", accept="text/event-stream")
+    assert r.status == 200
+    assert r.header("Content-Type") == "text/event-stream"
+    assert r.header("X-Accel-Buffering") == "no"
+    ev = sse_events(r.body)
+    assert ev[0]["result"] == {}, ev
+    r = c.call("ping", accept="application/json")
+    assert r.header("Content-Type") == "application/json"
+    r = c.call("ping", accept=None)
+    assert r.status == 200
+    r = c.call("ping", accept="application/json;q=0, text/event-stream")
+    assert r.header("Content-Type") == "text/event-stream"
+
+
+def test_mcp_progress_over_sse():
+    d = daemon()
+    c = MCP(d)
+    c.initialize()
+    r = c.call("tools/call", {"name": "vm_create", "arguments": {},
+                              "_meta": {"progressToken": "tok-1"}})
+    assert r.header("Content-Type") == "text/event-stream"
+    assert r.header("X-Accel-Buffering") == "no"
+    ev = sse_events(r.body)
+    prog = [e for e in ev if e.get("method") == "notifications/progress"]
+    assert len(prog) == 3, ev
+    assert all(p["params"]["progressToken"] == "tok-1" for p in prog)
+    assert [p["params"]["progress"] for p in prog] == [1, 2, 3]
+    assert ev[-1]["id"] == c.next_id and \
+        ev[-1]["result"]["isError"] is False
+
+
+def test_mcp_cancel():
+    d = daemon()
+    c = MCP(d)
+    c.initialize()
+    out = {}
+
+    def slow():
+        t0 = time.time()
+        out["r"] = c.call("tools/call", {"name": "vm_suspend",
+                                         "arguments": {}},
+                          accept="application/json")
+        out["t"] = time.time() - t0
+    th = threading.Thread(target=slow)
+    th.start()
+    time.sleep(0.5)
+    cid = c.next_id
+    r = c.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": cid, "reason": "test"}})
+    assert r.status == 202
+    th.join(10)
+    assert not th.is_alive()
+    assert out["t"] < 5, out["t"]
+    assert out["r"].json()["error"]["code"] == -32800, out["r"].body
+
+
+def test_mcp_get_stream_and_delete():
+    d = daemon()
+    c = MCP(d)
+    c.initialize()
+    s = socket.create_connection(("127.0.0.1", d.port), 5)
+    s.sendall(("GET /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"
+               "Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n\r\n"
+               % (d.host, TOKEN_A, c.session)).encode())
+    head = b""
+    while b"stream open" not in head:
+        head += s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert b"Content-Type: text/event-stream" in head
+    r = request(d, "GET", "/mcp", headers={"Accept": "text/event-stream",
+                                           "Mcp-Session-Id": c.session})
+    assert r.status == 409, r.status
+    r = request(d, "GET", "/mcp", headers={"Accept": "application/json",
+                                           "Mcp-Session-Id": c.session})
+    assert r.status == 406, r.status
+    r = request(d, "DELETE", "/mcp", headers={"Mcp-Session-Id": c.session})
+    assert r.status == 204
+    s.settimeout(5)
+    rest = b""
+    while True:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        rest += chunk
+        if rest.endswith(b"0\r\n\r\n"):
+            break
+    assert rest.endswith(b"0\r\n\r\n"), rest
+    s.close()
+
+
+def test_mcp_session_limit():
+    d = Daemon({"max_sessions_per_workspace": "2"})
+    try:
+        for _ in range(2):
+            assert MCP(d).initialize().status == 200
+        r = MCP(d).initialize()
+        assert r.status == 429, r.status
+        assert MCP(d, auth=TOKEN_B).initialize().status == 200
+    finally:
+        d.stop()
+
+
+# WebSocket streams.
+
+def test_ws_echo():
+    d = daemon()
+    w = WS(d, "/v1/vms/vm1/streams/5001")
+    assert w.status == 101, w.status
+    assert w.headers["sec-websocket-accept"] == w.expected_accept()
+    w.send(2, b"hello")
+    assert w.recv() == (2, b"hello")
+    w.send(1, "héllo ✓".encode())
+    op, p = w.recv()
+    assert op == 2 and p == "héllo ✓".encode()
+    # Fragmented message, with a ping in the middle.
+    w.send(2, b"ab", fin=False)
+    w.send(9, b"pp")
+    got = b""
+    while True:
+        op, p = w.recv()
+        if op == 10:
+            assert p == b"pp"
+            break
+        assert op == 2
+        got += p
+    w.send(0, b"cd", fin=True)
+    while len(got) < 4:
+        got += w.recv()[1]
+    assert got == b"abcd"
+    w.send(8, b"\x03\xe8bye")
+    assert w.recv_close()[0] == 1000
+    w.close()
+
+
+def test_ws_eof_half_close():
+    d = daemon()
+    w = WS(d, "/v1/vms/vm1/streams/5002")
+    assert w.status == 101
+    w.send(2, b"x" * 1000)
+    w.send(2, b"y" * 24)
+    w.send(2, b"")                      # EOF to the guest
+    got = b""
+    while True:
+        op, p = w.recv()
+        if op == 8:
+            code = int.from_bytes(p[:2], "big")
+            break
+        got += p
+    assert got == b"bytes=1024\n", got
+    assert code == 1000, code
+    w.close()
+
+
+def test_ws_guest_close():
+    w = WS(daemon(), "/v1/vms/vm1/streams/5003")
+    assert w.status == 101
+    assert w.recv_close()[0] == 1000
+    w.close()
+
+
+def test_ws_refusals():
+    d = daemon()
+    cases = [
+        ("/v1/vms/nope/streams/5001", {}, TOKEN_A, 404),
+        ("/v1/vms/vm1/streams/4444", {}, TOKEN_A, 409),
+        ("/v1/vms/vm1/streams/1024", {}, TOKEN_A, 403),
+        ("/v1/vms/vm1/streams/1023", {}, TOKEN_A, 403),
+        ("/v1/vms/vm1/streams/5001", {}, None, 401),
+        ("/v1/vms/vm1/streams/5001", {}, "mcpvm_bad", 401),
+        ("/v1/vms/vm1/streams/5001", {"Origin": "http://evil.example"},
+         TOKEN_A, 403),
+        ("/v1/vms/vm1/streams/5001", {"Sec-WebSocket-Version": "8"},
+         TOKEN_A, 426),
+        ("/v1/vms/vm1/streams/5001", {"Sec-WebSocket-Key": "short"},
+         TOKEN_A, 400),
+        ("/v1/vms/vm1/streams/5001", {"Upgrade": None}, TOKEN_A, 400),
+        ("/v1/vms/vm1/streams/5001", {"Connection": "keep-alive"},
+         TOKEN_A, 400),
+    ]
+    for path, h, auth, status in cases:
+        w = WS(d, path, auth=auth, headers=h)
+        assert w.status == status, (path, h, w.status)
+        if status == 426:
+            assert w.headers.get("sec-websocket-version") == "13"
+        w.close()
+
+
+def test_ws_protocol_errors():
+    d = daemon()
+    bad = [
+        (WS.frame(2, b"abc", mask=False), 1002),
+        (WS.frame(2, b"abc", rsv=4), 1002),
+        (WS.frame(3, b"abc"), 1002),
+        (WS.frame(9, b"x" * 126), 1002),
+        (WS.frame(9, b"x", fin=False), 1002),
+        (WS.frame(0, b"abc"), 1002),
+        (WS.frame(1, b"\xff\xfe"), 1007),
+        (WS.frame(2, b"", length=(1 << 20) + 1), 1009),
+        (WS.frame(8, b"\x03\xe8" + b"\xff"), 1007),
+        (WS.frame(8, b"\x03"), 1002),
+        (WS.frame(8, b"\x03\xed"), 1002),   # 1005 may not be sent
+    ]
+    for data, code in bad:
+        w = WS(d, "/v1/vms/vm1/streams/5001")
+        assert w.status == 101
+        w.s.sendall(data)
+        got = w.recv_close()[0]
+        assert got == code, (data[:12], got, code)
+        w.close()
+    # Text split in the middle of a character across fragments is fine.
+    w = WS(d, "/v1/vms/vm1/streams/5001")
+    s = "✓".encode()
+    w.send(1, s[:1], fin=False)
+    w.send(0, s[1:], fin=True)
+    got = b""
+    while len(got) < 3:
+        got += w.recv()[1]
+    assert got == s
+    w.close()
+    assert d.alive()
+
+
+def test_ws_bulk_both_ways():
+    d = daemon()
+    w = WS(d, "/v1/vms/vm1/streams/5001")
+    total = 8 << 20
+    chunk = os.urandom(256 << 10)
+    got = []
+
+    def reader():
+        n = 0
+        while n < total:
+            op, p = w.recv()
+            assert op == 2
+            got.append(p)
+            n += len(p)
+    th = threading.Thread(target=reader)
+    th.start()
+    for _ in range(total // len(chunk)):
+        w.send(2, chunk)
+    th.join(60)
+    assert not th.is_alive()
+    data = b"".join(got)
+    assert len(data) == total and data[:len(chunk)] == chunk
+    w.close()
+
+
+def test_metrics_listener():
+    d = daemon()
+    request(d, "POST", "/v1/tools/vm_list", body={})
+    r = request(d, "GET", "/metrics", port=d.mport, auth=None)
+    assert r.status == 200
+    assert r.header("Content-Type").startswith("text/plain; version=0.0.4")
+    body = r.body.decode()
+    assert 'mcpd_http_requests_total{route="tools",code="200"}' in body
+    assert 'mcpd_http_request_duration_seconds_bucket{route="tools",' \
+        'le="+Inf"}' in body
+    assert "mcpd_open_streams " in body
+    r = request(d, "GET", "/metrics", port=d.mport, auth=None,
+                headers={"Origin": "http://good.example"})
+    assert r.status == 403
+    r = request(d, "GET", "/mcp", port=d.mport, auth=None)
+    assert r.status == 404
+
+
+def test_daemon_survived():
+    d = daemon()
+    assert d.alive()
+    rc = d.stop()
+    assert rc == 0, "clean exit on SIGTERM, got %s" % rc
+
+
+if __name__ == "__main__":
+    run([v for k, v in list(globals().items()) if k.startswith("test_")])
