@@ -99,8 +99,12 @@ class Daemon:
                 self.proc.kill()
                 self.proc.wait()
         rc = self.proc.returncode
+        text = self.logtext()
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        # A sanitizer report or a crash shows as a non-zero exit.
+        if rc != 0:
+            raise RuntimeError("mcpd-testd exited %s:\n%s" % (rc, text))
         return rc
 
 

@@ -1,0 +1,74 @@
+/*
+ * libFuzzer target: one POST body through mcpd's MCP core (strict JSON
+ * check, JSON-RPC validation, sessions, method dispatch) with no backend,
+ * and the reply rendered as mcpd would send it.  Also checks that whatever
+ * the strict checker accepts, json-c builds.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonv.h"
+#include "mcp.h"
+#include "tools.h"
+
+int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct sessions sessions;
+	static char sid[SESSION_ID_LEN + 1];
+	static int init;
+	struct mcp_env env;
+	struct mcp_out out;
+	struct json_object *o;
+	const char *why;
+	size_t off;
+
+	if (!init) {
+		struct session *s;
+
+		tools_init();
+		sessions_init(&sessions, 64, 64, 3600);
+		init = 1;
+		(void)s;
+	}
+	if (sessions.count == 0) {
+		struct session *s;
+
+		if (sessions_create(&sessions, "ws-a", "2025-11-25", &s) !=
+		    SESSION_OK)
+			abort();
+		memcpy(sid, s->id, sizeof(sid));
+	}
+
+	/* The checker and json-c agree on what is JSON. */
+	if (jsonv_check((const char *)data, size, &why, &off) == 0) {
+		if ((o = mcp_json_parse((const char *)data, size, &why)) ==
+		    NULL)
+			abort();
+		json_object_put(o);
+	} else if (off > size) {
+		abort();
+	}
+
+	memset(&env, 0, sizeof(env));
+	env.sessions = &sessions;
+	env.workspace = "ws-a";
+	env.session_id = size > 0 && (data[0] & 1) ? sid : NULL;
+	env.protocol_version = size > 0 && (data[0] & 2) ? "2025-06-18" : NULL;
+	mcp_process(&env, (const char *)data, size, &out);
+	if (out.status < 200 || out.status > 599)
+		abort();
+	if (out.body != NULL)
+		json_object_to_json_string_ext(out.body,
+		    JSON_C_TO_STRING_PLAIN);
+	else if (out.status != 202 && !out.call)
+		abort();
+	mcp_out_free(&out);
+	/* initialize opens sessions: keep the table from filling. */
+	if (sessions.count > 32)
+		sessions_clear(&sessions);
+	return 0;
+}

@@ -1,0 +1,332 @@
+/*
+ * Unit tests for mcpd's JSON-RPC/MCP core (mcpd/mcp.c), strict JSON check
+ * (mcpd/jsonv.c) and sessions (mcpd/session.c).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonv.h"
+#include "mcp.h"
+#include "tools.h"
+
+static struct sessions sessions;
+
+static void
+setup(void)
+{
+	ck_assert_int_eq(tools_init(), 0);
+	sessions_init(&sessions, 8, 4, 60);
+}
+
+static void
+teardown(void)
+{
+	sessions_clear(&sessions);
+	tools_free();
+}
+
+/* Runs one message; returns the error code of the reply, or 0. */
+static int
+run(const char *ws, const char *sid, const char *pv, const char *body,
+    struct mcp_out *out)
+{
+	struct mcp_env env = { &sessions, ws, sid, pv };
+	struct json_object *e, *c;
+
+	mcp_process(&env, body, strlen(body), out);
+	if (out->body != NULL && json_object_object_get_ex(out->body,
+	    "error", &e) && json_object_object_get_ex(e, "code", &c))
+		return json_object_get_int(c);
+	return 0;
+}
+
+/* Opens a session for workspace ws; returns its id (static buffer). */
+static const char *
+open_session(const char *ws, const char *version)
+{
+	static char id[SESSION_ID_LEN + 1];
+	struct mcp_out out;
+	char body[256];
+
+	snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":1,"
+	    "\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+	    "\"%s\",\"capabilities\":{}}}", version);
+	ck_assert_int_eq(run(ws, NULL, NULL, body, &out), 0);
+	ck_assert_int_eq(out.status, 200);
+	ck_assert_int_eq(out.new_session, 1);
+	strcpy(id, out.session->id);
+	mcp_out_free(&out);
+	return id;
+}
+
+START_TEST(version_negotiation)
+{
+	ck_assert_str_eq(mcp_negotiate_version("2025-11-25"), "2025-11-25");
+	ck_assert_str_eq(mcp_negotiate_version("2025-06-18"), "2025-06-18");
+	ck_assert_str_eq(mcp_negotiate_version("2025-03-26"), "2025-03-26");
+	ck_assert_str_eq(mcp_negotiate_version("2030-01-01"), "2025-11-25");
+	ck_assert_str_eq(mcp_negotiate_version("2024-11-05"), "2025-11-25");
+	ck_assert_str_eq(mcp_negotiate_version(""), "2025-11-25");
+	ck_assert_str_eq(mcp_negotiate_version(NULL), "2025-11-25");
+	ck_assert_int_eq(mcp_version_supported("2025-06-18"), 1);
+	ck_assert_int_eq(mcp_version_supported("2025-06-19"), 0);
+	ck_assert_int_eq(mcp_version_supported(NULL), 0);
+}
+END_TEST
+
+START_TEST(initialize_answers_and_binds)
+{
+	struct mcp_out out;
+	struct json_object *r, *v;
+	const char *sid;
+
+	ck_assert_int_eq(run("ws-a", NULL, NULL, "{\"jsonrpc\":\"2.0\","
+	    "\"id\":\"x\",\"method\":\"initialize\",\"params\":"
+	    "{\"protocolVersion\":\"2031-02-03\"}}", &out), 0);
+	ck_assert(json_object_object_get_ex(out.body, "result", &r));
+	ck_assert(json_object_object_get_ex(r, "protocolVersion", &v));
+	ck_assert_str_eq(json_object_get_string(v), "2025-11-25");
+	ck_assert(json_object_object_get_ex(out.body, "id", &v));
+	ck_assert_str_eq(json_object_get_string(v), "x");
+	ck_assert_str_eq(out.session->workspace, "ws-a");
+	mcp_out_free(&out);
+
+	sid = open_session("ws-a", "2025-06-18");
+	ck_assert_int_eq(run("ws-a", sid, "2025-06-18", "{\"jsonrpc\":\"2.0\","
+	    "\"id\":2,\"method\":\"ping\"}", &out), 0);
+	ck_assert_int_eq(out.status, 200);
+	mcp_out_free(&out);
+	/* Another workspace cannot use it: indistinguishable from unknown. */
+	ck_assert_int_eq(run("ws-b", sid, NULL, "{\"jsonrpc\":\"2.0\","
+	    "\"id\":2,\"method\":\"ping\"}", &out), MCP_ERR_SESSION);
+	ck_assert_int_eq(out.status, 404);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run("ws-a", "ffffffffffffffffffffffffffffffff",
+	    NULL, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}", &out),
+	    MCP_ERR_SESSION);
+	ck_assert_int_eq(out.status, 404);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run("ws-a", NULL, NULL, "{\"jsonrpc\":\"2.0\","
+	    "\"id\":2,\"method\":\"ping\"}", &out), JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(out.status, 400);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run("ws-a", sid, "2024-01-01", "{\"jsonrpc\":\"2.0\","
+	    "\"id\":2,\"method\":\"ping\"}", &out), JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(out.status, 400);
+	mcp_out_free(&out);
+}
+END_TEST
+
+START_TEST(jsonrpc_errors)
+{
+	static const struct {
+		const char *body;
+		int status, code;
+	} cases[] = {
+		{ "", 400, JSONRPC_PARSE_ERROR },
+		{ "{", 400, JSONRPC_PARSE_ERROR },
+		{ "{\"a\":'b'}", 400, JSONRPC_PARSE_ERROR },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"} {}", 400,
+		    JSONRPC_PARSE_ERROR },
+		{ "[]", 400, JSONRPC_INVALID_REQUEST },
+		{ "7", 400, JSONRPC_INVALID_REQUEST },
+		{ "{\"id\":1,\"method\":\"ping\"}", 400,
+		    JSONRPC_INVALID_REQUEST },
+		{ "{\"jsonrpc\":2,\"id\":1,\"method\":\"ping\"}", 400,
+		    JSONRPC_INVALID_REQUEST },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}", 400,
+		    JSONRPC_INVALID_REQUEST },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}", 400,
+		    JSONRPC_INVALID_REQUEST },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":null}", 400,
+		    JSONRPC_INVALID_REQUEST },
+		{ "{\"jsonrpc\":\"2.0\"}", 400, JSONRPC_INVALID_REQUEST },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\"}",
+		    200, JSONRPC_INVALID_PARAMS },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+		    "\"params\":{\"protocolVersion\":5}}", 200,
+		    JSONRPC_INVALID_PARAMS },
+	};
+	struct mcp_out out;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int code = run("ws-a", NULL, NULL, cases[i].body, &out);
+
+		ck_assert_msg(code == cases[i].code, "case %zu: code %d", i,
+		    code);
+		ck_assert_msg(out.status == cases[i].status, "case %zu: %d", i,
+		    out.status);
+		mcp_out_free(&out);
+	}
+}
+END_TEST
+
+START_TEST(methods_in_a_session)
+{
+	struct mcp_out out;
+	struct json_object *r, *tools;
+	const char *sid = open_session("ws-a", "2025-11-25");
+
+#define MSG(s) "{\"jsonrpc\":\"2.0\"," s "}"
+	ck_assert_int_eq(run("ws-a", sid, NULL, MSG("\"id\":1,\"method\":"
+	    "\"tools/list\""), &out), 0);
+	ck_assert(json_object_object_get_ex(out.body, "result", &r));
+	ck_assert(json_object_object_get_ex(r, "tools", &tools));
+	ck_assert_int_eq(json_object_array_length(tools), 12);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run("ws-a", sid, NULL, MSG("\"id\":1,\"method\":"
+	    "\"resources/list\""), &out), JSONRPC_METHOD_NOT_FOUND);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run("ws-a", sid, NULL, MSG("\"id\":1,\"method\":"
+	    "\"tools/call\",\"params\":{\"name\":\"nope\"}"), &out),
+	    JSONRPC_INVALID_PARAMS);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run("ws-a", sid, NULL, MSG("\"id\":1,\"method\":"
+	    "\"tools/call\",\"params\":{\"name\":7}"), &out),
+	    JSONRPC_INVALID_PARAMS);
+	mcp_out_free(&out);
+	/* A call to forward, with its progress token. */
+	ck_assert_int_eq(run("ws-a", sid, NULL, MSG("\"id\":9,\"method\":"
+	    "\"tools/call\",\"params\":{\"name\":\"vm_list\",\"arguments\":"
+	    "{\"a\":1},\"_meta\":{\"progressToken\":\"t\"}}"), &out), 0);
+	ck_assert_int_eq(out.call, 1);
+	ck_assert_str_eq(out.tool, "vm_list");
+	ck_assert_str_eq(json_object_get_string(out.progress_token), "t");
+	ck_assert_int_eq(json_object_get_int(out.call_id), 9);
+	ck_assert(json_object_is_type(out.args, json_type_object));
+	mcp_out_free(&out);
+	/* Notifications and responses: 202, no body. */
+	ck_assert_int_eq(run("ws-a", sid, NULL, MSG("\"method\":"
+	    "\"notifications/initialized\""), &out), 0);
+	ck_assert_int_eq(out.status, 202);
+	ck_assert_ptr_null(out.body);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run("ws-a", sid, NULL, MSG("\"method\":"
+	    "\"notifications/cancelled\",\"params\":{\"requestId\":9}"),
+	    &out), 0);
+	ck_assert_int_eq(out.cancel, 1);
+	ck_assert_int_eq(json_object_get_int(out.cancel_id), 9);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run("ws-a", sid, NULL, MSG("\"id\":4,\"result\":{}"),
+	    &out), 0);
+	ck_assert_int_eq(out.status, 202);
+	mcp_out_free(&out);
+#undef MSG
+}
+END_TEST
+
+START_TEST(tool_results)
+{
+	struct backend_result ok = { 1, NULL, NULL, NULL };
+	struct backend_result bad = { 0, NULL, "busy", "VM is busy" };
+	struct json_object *r, *v, *sc, *e;
+
+	ok.result = json_tokener_parse("{\"vms\":[]}");
+	r = mcp_tool_result(&ok);
+	ck_assert(json_object_object_get_ex(r, "isError", &v));
+	ck_assert_int_eq(json_object_get_boolean(v), 0);
+	ck_assert(json_object_object_get_ex(r, "structuredContent", &sc));
+	ck_assert(json_object_object_get_ex(r, "content", &v));
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(
+	    json_object_array_get_idx(v, 0), "text")), "{\"vms\":[]}");
+	json_object_put(r);
+	json_object_put(ok.result);
+	r = mcp_tool_result(&bad);
+	ck_assert(json_object_object_get_ex(r, "isError", &v));
+	ck_assert_int_eq(json_object_get_boolean(v), 1);
+	ck_assert(json_object_object_get_ex(r, "structuredContent", &sc));
+	ck_assert(json_object_object_get_ex(sc, "error", &e));
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(e,
+	    "code")), "busy");
+	json_object_put(r);
+}
+END_TEST
+
+START_TEST(session_limits_and_expiry)
+{
+	struct session *s;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(sessions_create(&sessions, "ws-a",
+		    "2025-11-25", &s), SESSION_OK);
+	ck_assert_int_eq(sessions_create(&sessions, "ws-a", "2025-11-25",
+	    &s), SESSION_TOO_MANY_WORKSPACE);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(sessions_create(&sessions, "ws-b",
+		    "2025-11-25", &s), SESSION_OK);
+	ck_assert_int_eq(sessions_create(&sessions, "ws-c", "2025-11-25",
+	    &s), SESSION_TOO_MANY);
+	ck_assert_uint_eq(sessions_expire(&sessions, time(NULL)), 0);
+	ck_assert_uint_eq(sessions_expire(&sessions, time(NULL) + 61), 8);
+	ck_assert_uint_eq(sessions.count, 0);
+}
+END_TEST
+
+START_TEST(strict_json)
+{
+	static const struct {
+		const char *s;
+		int ok;
+	} cases[] = {
+		{ "{}", 1 }, { " [ ] ", 1 }, { "0", 1 }, { "-0.5e+3", 1 },
+		{ "\"\\ud83d\\ude00\"", 1 }, { "{\"a\":[1,{\"b\":null}]}", 1 },
+		{ "true", 1 }, { "\"\xc3\xa9\"", 1 },
+		{ "", 0 }, { "{", 0 }, { "[1,]", 0 }, { "[,1]", 0 },
+		{ "{\"a\"}", 0 }, { "{\"a\":1,}", 0 }, { "{'a':1}", 0 },
+		{ "01", 0 }, { "1.", 0 }, { ".5", 0 }, { "+1", 0 },
+		{ "NaN", 0 }, { "Infinity", 0 }, { "tru", 0 },
+		{ "\"\\x\"", 0 }, { "\"\\ud800\"", 0 }, { "\"\\udc00\"", 0 },
+		{ "\"a\nb\"", 0 }, { "\"\xc0\xaf\"", 0 }, { "\"\xff\"", 0 },
+		{ "{} {}", 0 }, { "/* c */ {}", 0 }, { "[1] x", 0 },
+		{ "{\"a\":1 \"b\":2}", 0 },
+	};
+	char deep[200];
+	const char *why;
+	size_t i, off;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int ok = jsonv_check(cases[i].s, strlen(cases[i].s), &why,
+		    &off) == 0;
+
+		ck_assert_msg(ok == cases[i].ok, "case %zu (%s)", i,
+		    cases[i].s);
+	}
+	memset(deep, '[', 64);
+	memset(deep + 64, ']', 64);
+	ck_assert_int_eq(jsonv_check(deep, 128, &why, &off), 0);
+	memset(deep, '[', 65);
+	memset(deep + 65, ']', 65);
+	ck_assert_int_eq(jsonv_check(deep, 130, &why, &off), -1);
+	ck_assert_str_eq(why, "nested too deeply");
+	/* A NUL inside a document is not JSON. */
+	ck_assert_int_eq(jsonv_check("{}\0", 3, &why, &off), -1);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("mcpd_mcp");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, version_negotiation);
+	tcase_add_test(tc, initialize_answers_and_binds);
+	tcase_add_test(tc, jsonrpc_errors);
+	tcase_add_test(tc, methods_in_a_session);
+	tcase_add_test(tc, tool_results);
+	tcase_add_test(tc, session_limits_and_expiry);
+	tcase_add_test(tc, strict_json);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
