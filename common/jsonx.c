@@ -40,6 +40,7 @@ seterr(struct jsonx_err *err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
 	va_end(ap);
+	utf8_scrub(err->msg);
 }
 
 static int

@@ -95,6 +95,7 @@ say(char *err, size_t errlen, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
+	utf8_scrub(err);
 }
 
 void

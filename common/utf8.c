@@ -84,6 +84,19 @@ utf8_valid(const uint8_t *buf, size_t len)
 	return 1;
 }
 
+void
+utf8_scrub(char *s)
+{
+	uint8_t	*p = (uint8_t *)s;
+	size_t	 len = strlen(s), i = 0, n;
+
+	while (i < len) {
+		if (classify(p + i, len - i, &n) != SEQ_OK)
+			memset(p + i, '?', n);
+		i += n;
+	}
+}
+
 size_t
 utf8_count(const char *buf, size_t len)
 {

@@ -19,6 +19,14 @@
  */
 int	utf8_valid(const uint8_t *buf, size_t len);
 
+/*
+ * Replace each byte of every ill-formed sequence in a NUL-terminated string
+ * with '?', in place, so that a message that quotes client input, or was
+ * cut short by snprintf in the middle of a character, is still valid UTF-8
+ * when it goes into a JSON reply.
+ */
+void	utf8_scrub(char *s);
+
 /* Code points in a buffer already known to be valid UTF-8. */
 size_t	utf8_count(const char *buf, size_t len);
 

@@ -4,11 +4,13 @@
  * tools.json, with valid and invalid arguments for each of the twelve.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsonx.h"
 #include "schema.h"
+#include "utf8.h"
 
 static json_object *
 js(const char *text)
@@ -200,6 +202,29 @@ START_TEST(objects_and_arrays)
 	check_one(s, "{}", NULL);
 	check_one(s, "{\"x\":1}",
 	    "$.x: unknown property; this object takes no properties");
+	schema_free(s);
+}
+END_TEST
+
+START_TEST(messages_stay_valid_utf8)
+{
+	struct schema *s;
+	json_object *o;
+	char	 key[400], doc[600], err[160];
+	size_t	 i;
+
+	/* A long key of 3-byte characters overflows the path and message. */
+	for (i = 0; i + 3 < sizeof(key); i += 3)
+		memcpy(key + i, "\xe2\x82\xac", 3);
+	key[i] = '\0';
+	snprintf(doc, sizeof(doc), "{\"%s\":1}", key);
+	s = compile_ok("{\"type\":\"object\",\"properties\":{},"
+	    "\"additionalProperties\":false}");
+	o = js(doc);
+	ck_assert_int_eq(schema_validate(s, o, err, sizeof(err)), -1);
+	ck_assert(utf8_valid((const uint8_t *)err, strlen(err)));
+	ck_assert_uint_eq(strncmp(err, "$[\"\xe2\x82\xac", 6), 0);
+	json_object_put(o);
 	schema_free(s);
 }
 END_TEST
@@ -660,6 +685,7 @@ main(void)
 	tcase_add_test(tc, types_and_numbers);
 	tcase_add_test(tc, strings);
 	tcase_add_test(tc, objects_and_arrays);
+	tcase_add_test(tc, messages_stay_valid_utf8);
 	tcase_add_test(tc, combinators);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(tt, setup_tools, teardown_tools);

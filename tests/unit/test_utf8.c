@@ -65,6 +65,23 @@ START_TEST(rejects_ill_formed)
 }
 END_TEST
 
+START_TEST(scrubs_ill_formed_bytes)
+{
+	char	 buf[64];
+
+	strcpy(buf, "ok \xc3\xa9 " FFFD);
+	utf8_scrub(buf);
+	ck_assert_str_eq(buf, "ok \xc3\xa9 " FFFD);
+	strcpy(buf, "a\xffz\xc0\xaf\xed\xa0\x80!");
+	utf8_scrub(buf);
+	ck_assert_str_eq(buf, "a?z?" "?" "?" "?" "?!");
+	/* A character cut by snprintf at the end of a buffer. */
+	strcpy(buf, "path \xf0\x9f\x98");
+	utf8_scrub(buf);
+	ck_assert_str_eq(buf, "path ?" "?" "?");
+}
+END_TEST
+
 START_TEST(counts_code_points)
 {
 	ck_assert_uint_eq(utf8_count("", 0), 0);
@@ -227,6 +244,7 @@ main(void)
 
 	tcase_add_test(tc, accepts_well_formed);
 	tcase_add_test(tc, rejects_ill_formed);
+	tcase_add_test(tc, scrubs_ill_formed_bytes);
 	tcase_add_test(tc, counts_code_points);
 	tcase_add_test(tc, window_holds_back_split_characters);
 	tcase_add_test(tc, window_at_end_replaces_incomplete);
