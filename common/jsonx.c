@@ -310,7 +310,11 @@ jsonx_parse(const char *buf, size_t len, size_t max_depth,
 		return NULL;
 	}
 
-	/* json-c counts a scalar inside the deepest container as a level. */
+	/*
+	 * From here on json-c sees only text the grammar check accepted, so
+	 * a json-c failure (reported as such) is a bug the fuzzer looks for.
+	 * It counts a scalar inside the deepest container as a level.
+	 */
 	if ((tok = json_tokener_new_ex((int)s.max_depth + 2)) == NULL) {
 		seterr(err, "out of memory");
 		return NULL;
@@ -323,7 +327,7 @@ jsonx_parse(const char *buf, size_t len, size_t max_depth,
 	if (obj == NULL && json_tokener_get_error(tok) == json_tokener_success)
 		seterr(err, "$: expected a value other than null");
 	else if (obj == NULL)
-		seterr(err, "invalid JSON: %s", json_tokener_error_desc(
+		seterr(err, "invalid JSON (json-c): %s", json_tokener_error_desc(
 		    json_tokener_get_error(tok)));
 	json_tokener_free(tok);
 	return obj;

@@ -37,6 +37,11 @@ struct schema {
 	json_object	*enum_values;
 	json_object	*const_value;
 	int		 has_const;
+	/*
+	 * Rendered at compile time: json-c caches a serialization inside the
+	 * object, so doing it while validating would write to shared state.
+	 */
+	char		*allowed_text;
 	int		 has_min, has_max;
 	int64_t		 min, max;
 	int64_t		 min_len, max_len;	/* -1 when absent */
@@ -120,6 +125,7 @@ schema_free(struct schema *s)
 	free(s->any_of);
 	if (s->has_pattern)
 		regfree(&s->pattern);
+	free(s->allowed_text);
 	json_object_put(s->src);
 	free(s);
 }
@@ -295,6 +301,34 @@ compile_bound(json_object *v, const char *kw, const char *where,
 	return 0;
 }
 
+/* "must be X" / "must be one of X, Y" text for const and enum. */
+static int
+render_allowed(struct schema *s, char *err, size_t errlen)
+{
+	char	 buf[512];
+	size_t	 i, n, used = 0;
+
+	buf[0] = '\0';
+	if (s->has_const)
+		snprintf(buf, sizeof(buf), "must be %s",
+		    json_object_to_json_string_ext(s->const_value,
+		    JSON_C_TO_STRING_PLAIN));
+	else {
+		n = json_object_array_length(s->enum_values);
+		for (i = 0; i < n && used < sizeof(buf); i++)
+			used += snprintf(buf + used, sizeof(buf) - used,
+			    "%s%s", i ? ", " : "must be one of ",
+			    json_object_to_json_string_ext(
+			    json_object_array_get_idx(s->enum_values, i),
+			    JSON_C_TO_STRING_PLAIN));
+	}
+	if ((s->allowed_text = strdup(buf)) == NULL) {
+		say(err, errlen, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
 static struct schema *
 compile(json_object *js, const char *where, char *err, size_t errlen)
 {
@@ -395,6 +429,9 @@ compile(json_object *js, const char *where, char *err, size_t errlen)
 			goto fail;
 	}
 
+	if ((s->has_const || s->enum_values != NULL) &&
+	    render_allowed(s, err, errlen) == -1)
+		goto fail;
 	/* A required name the schema cannot describe is a typo. */
 	for (i = 0; s->props != NULL && i < s->nrequired; i++) {
 		found = 0;
@@ -537,12 +574,10 @@ check_type(const struct schema *s, json_object *v, struct walk *w)
 static int
 check_enum(const struct schema *s, json_object *v, struct walk *w)
 {
-	char	 list[256];
-	size_t	 i, n, used = 0;
+	size_t	 i, n;
 
 	if (s->has_const && !json_object_equal(v, s->const_value))
-		return reject(w, "must be %s", json_object_to_json_string_ext(
-		    s->const_value, JSON_C_TO_STRING_PLAIN));
+		return reject(w, "%s", s->allowed_text);
 	if (s->enum_values == NULL)
 		return 0;
 	n = json_object_array_length(s->enum_values);
@@ -550,13 +585,7 @@ check_enum(const struct schema *s, json_object *v, struct walk *w)
 		if (json_object_equal(v,
 		    json_object_array_get_idx(s->enum_values, i)))
 			return 0;
-	list[0] = '\0';
-	for (i = 0; i < n && used < sizeof(list); i++)
-		used += snprintf(list + used, sizeof(list) - used, "%s%s",
-		    i ? ", " : "", json_object_to_json_string_ext(
-		    json_object_array_get_idx(s->enum_values, i),
-		    JSON_C_TO_STRING_PLAIN));
-	return reject(w, "must be one of %s", list);
+	return reject(w, "%s", s->allowed_text);
 }
 
 static int

@@ -35,6 +35,8 @@ void		 schema_free(struct schema *);
 /*
  * 0 when instance is valid; otherwise -1 and err holds the first failing
  * location and what to change, e.g. "$.memory_mib: must be at most 16384".
+ * The message is valid UTF-8.  A compiled schema is only read here, so
+ * threads may validate against the same one at once.
  */
 int		 schema_validate(const struct schema *, json_object *instance,
 		    char *err, size_t errlen);
@@ -57,6 +59,8 @@ json_object	*tool_definition(const struct tool *);
 /*
  * The array MCP's tools/list returns (borrowed): name, title,
  * description, inputSchema, outputSchema and annotations of each tool.
+ * json-c caches serializations inside objects, so serialize it (or
+ * tools_document()) from one thread only, e.g. once at startup.
  */
 json_object	*tools_list_json(void);
 /* The whole tools.json document (borrowed). */

@@ -2,7 +2,8 @@
  * libFuzzer target: bytes a client could send as tool arguments.  They go
  * through jsonx_parse and, when they parse, through every tool's input and
  * output schema.  Invariants: no crash or leak, messages are valid UTF-8,
- * and what jsonx accepts survives json-c's serializer and parses again.
+ * jsonx's grammar check and json-c agree, and what jsonx accepts survives
+ * json-c's serializer and parses again.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +42,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if ((obj = jsonx_parse((const char *)data, size, 16, &jerr)) == NULL) {
 		check_msg(jerr.msg);
+		/* The grammar check and json-c must agree on what is JSON. */
+		if (strstr(jerr.msg, "(json-c)") != NULL) {
+			fprintf(stderr, "fuzz_schema: %s\n", jerr.msg);
+			abort();
+		}
 		return 0;
 	}
 	text = json_object_to_json_string_length(obj, JSON_C_TO_STRING_PLAIN,
