@@ -456,59 +456,64 @@ schema_compile(json_object *js, char *err, size_t errlen)
 	return compile(js, "#", err, errlen);
 }
 
-/* Path handling for the walk: push a member or an index, pop it after. */
+/*
+ * Path handling for the walk: push a member or an index, pop it after.  A
+ * path too long for the buffer ends in "..." and stops growing.
+ */
+static void
+append(struct walk *w, const char *s, size_t len)
+{
+	if (w->pathlen + len < sizeof(w->path)) {
+		memcpy(w->path + w->pathlen, s, len);
+		w->pathlen += len;
+		w->path[w->pathlen] = '\0';
+		return;
+	}
+	memcpy(w->path + sizeof(w->path) - 4, "...", 4);
+	w->pathlen = sizeof(w->path) - 1;
+}
+
 static size_t
 push_member(struct walk *w, const char *name)
 {
 	size_t	 saved = w->pathlen, i;
 	int	 plain = (name[0] != '\0');
-	char	*p = w->path + w->pathlen;
-	size_t	 room = sizeof(w->path) - w->pathlen;
-	int	 n;
+	char	 esc[8];
+	unsigned char c;
 
 	for (i = 0; name[i] != '\0'; i++)
 		if (!(name[i] == '_' || (name[i] >= 'a' && name[i] <= 'z') ||
 		    (name[i] >= 'A' && name[i] <= 'Z') ||
 		    (name[i] >= '0' && name[i] <= '9')))
 			plain = 0;
-	if (plain)
-		n = snprintf(p, room, ".%s", name);
-	else {
-		/* Quote odd names; control bytes never reach a message. */
-		n = snprintf(p, room, "[\"");
-		for (i = 0; name[i] != '\0' && n > 0 && (size_t)n < room; i++) {
-			unsigned char c = name[i];
-			if (c < 0x20 || c == 0x7f || c == '"' || c == '\\')
-				n += snprintf(p + n, room - n, "\\x%02x", c);
-			else {
-				p[n++] = c;
-				p[n] = '\0';
-			}
-		}
-		if (n > 0 && (size_t)n < room)
-			n += snprintf(p + n, room - n, "\"]");
+	if (plain) {
+		append(w, ".", 1);
+		append(w, name, strlen(name));
+		return saved;
 	}
-	if (n < 0 || (size_t)n >= room) {
-		/* Too long to show whole: end it visibly and stop growing. */
-		w->pathlen = sizeof(w->path) - 1;
-		memcpy(w->path + sizeof(w->path) - 4, "...", 4);
-	} else
-		w->pathlen += n;
+	/* Quote odd names; control bytes never reach a message. */
+	append(w, "[\"", 2);
+	for (i = 0; name[i] != '\0'; i++) {
+		c = name[i];
+		if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+			snprintf(esc, sizeof(esc), "\\x%02x", c);
+			append(w, esc, 4);
+		} else
+			append(w, (const char *)&c, 1);
+	}
+	append(w, "\"]", 2);
 	return saved;
 }
 
 static size_t
 push_index(struct walk *w, size_t idx)
 {
-	size_t	 saved = w->pathlen, room = sizeof(w->path) - w->pathlen;
+	size_t	 saved = w->pathlen;
+	char	 buf[32];
 	int	 n;
 
-	n = snprintf(w->path + w->pathlen, room, "[%zu]", idx);
-	if (n < 0 || (size_t)n >= room) {
-		w->pathlen = sizeof(w->path) - 1;
-		memcpy(w->path + sizeof(w->path) - 4, "...", 4);
-	} else
-		w->pathlen += n;
+	n = snprintf(buf, sizeof(buf), "[%zu]", idx);
+	append(w, buf, (size_t)n);
 	return saved;
 }
 

@@ -225,6 +225,44 @@ START_TEST(messages_stay_valid_utf8)
 	ck_assert(utf8_valid((const uint8_t *)err, strlen(err)));
 	ck_assert_uint_eq(strncmp(err, "$[\"\xe2\x82\xac", 6), 0);
 	json_object_put(o);
+
+	/* Every length around the path buffer's end cuts cleanly. */
+	for (i = 240; i < 270; i++) {
+		memset(key, '-', i);
+		key[i] = '\0';
+		snprintf(doc, sizeof(doc), "{\"%s\":1}", key);
+		o = js(doc);
+		ck_assert_int_eq(schema_validate(s, o, err, sizeof(err)), -1);
+		ck_assert_uint_lt(strlen(err), sizeof(err));
+		json_object_put(o);
+	}
+	schema_free(s);
+}
+END_TEST
+
+START_TEST(long_paths_end_in_dots)
+{
+	struct schema *s;
+	json_object *o;
+	char	 key[300], doc[400], err[1024];
+	size_t	 i;
+
+	s = compile_ok("{\"type\":\"object\",\"properties\":{},"
+	    "\"additionalProperties\":false}");
+	for (i = 250; i < 260; i++) {
+		memset(key, '-', i);
+		key[i] = '\0';
+		snprintf(doc, sizeof(doc), "{\"%s\":1}", key);
+		o = js(doc);
+		ck_assert_int_eq(schema_validate(s, o, err, sizeof(err)), -1);
+		/* "$[\"" + 250 dashes + "\"]" is the longest path that fits. */
+		if (i <= 250)
+			ck_assert_ptr_nonnull(strstr(err, "-\"]: unknown"));
+		else
+			ck_assert_ptr_nonnull(strstr(err, "-...: unknown"));
+		ck_assert_uint_le(strcspn(err, ":"), 255);
+		json_object_put(o);
+	}
 	schema_free(s);
 }
 END_TEST
@@ -686,6 +724,7 @@ main(void)
 	tcase_add_test(tc, strings);
 	tcase_add_test(tc, objects_and_arrays);
 	tcase_add_test(tc, messages_stay_valid_utf8);
+	tcase_add_test(tc, long_paths_end_in_dots);
 	tcase_add_test(tc, combinators);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(tt, setup_tools, teardown_tools);
