@@ -48,7 +48,7 @@ const char	*jsonx_type_name(json_object *);
  * path otherwise.  JSON null is a wrong type, not an absent member.
  *
  * jsonx_get_string refuses strings containing U+0000, which C could not see
- * past.  jsonx_get_int64 accepts only JSON integers (1.0 and "1" are wrong
+ * past; *out points into obj and lives as long as obj does.  jsonx_get_int64 accepts only JSON integers (1.0 and "1" are wrong
  * types) within [min, max].  jsonx_get_enum stores the index into names, a
  * NULL-terminated list.
  */
