@@ -82,14 +82,18 @@ read_lines(size_t *n)
 	return lines;
 }
 
+/* Writes the first n of the lines back, then frees all `total`. */
 static void
-write_lines(char **lines, size_t n)
+write_lines(char **lines, size_t n, size_t total)
 {
 	FILE *f = fopen(logpath, "w");
 
 	for (size_t i = 0; i < n; i++)
 		fputs(lines[i], f);
 	fclose(f);
+	for (size_t i = 0; i < total; i++)
+		free(lines[i]);
+	free(lines);
 }
 
 START_TEST(chain_verifies)
@@ -114,7 +118,7 @@ START_TEST(one_byte_edit_is_caught)
 
 	p = strstr(lines[1], "vm_exec");
 	p[3] = 'X';	/* vm_exec -> vm_Xxec */
-	write_lines(lines, n);
+	write_lines(lines, n, n);
 	ck_assert_int_eq(verify(s, err, sizeof(err), &nl), -1);
 	ck_assert_str_eq(err, "line 2: hash does not match the line's "
 	    "content (edited)");
@@ -128,13 +132,15 @@ END_TEST
 START_TEST(removed_line_is_caught)
 {
 	struct store *s = write_chain();
-	char err[256];
+	char err[256], *t;
 	size_t n;
 	long long nl;
 	char **lines = read_lines(&n);
 
+	t = lines[2];
 	memmove(&lines[2], &lines[3], (n - 3) * sizeof(char *));
-	write_lines(lines, n - 1);
+	lines[n - 1] = t;
+	write_lines(lines, n - 1, n);
 	ck_assert_int_eq(verify(s, err, sizeof(err), &nl), -1);
 	ck_assert_ptr_nonnull(strstr(err, "line 3: sequence number is not 3"));
 	store_close(s);
@@ -152,7 +158,7 @@ START_TEST(reordered_lines_are_caught)
 	t = lines[1];
 	lines[1] = lines[2];
 	lines[2] = t;
-	write_lines(lines, n);
+	write_lines(lines, n, n);
 	ck_assert_int_eq(verify(s, err, sizeof(err), &nl), -1);
 	ck_assert_ptr_nonnull(strstr(err, "line 2: "));
 	store_close(s);
@@ -167,7 +173,7 @@ START_TEST(cut_tail_is_caught)
 	long long nl;
 	char **lines = read_lines(&n);
 
-	write_lines(lines, n - 2);
+	write_lines(lines, n - 2, n);
 	ck_assert_int_eq(verify(s, err, sizeof(err), &nl), -1);
 	ck_assert_ptr_nonnull(strstr(err, "lines cut off the end"));
 	store_close(s);
