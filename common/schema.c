@@ -49,7 +49,7 @@ struct schema {
 	int64_t		 max_props;
 	int		 has_pattern;
 	regex_t		 pattern;
-	const char	*pattern_src;
+	char		*pattern_text;	/* printable, for messages */
 	struct prop	*props;
 	size_t		 nprops;
 	const char	**required;
@@ -126,6 +126,7 @@ schema_free(struct schema *s)
 	if (s->has_pattern)
 		regfree(&s->pattern);
 	free(s->allowed_text);
+	free(s->pattern_text);
 	json_object_put(s->src);
 	free(s);
 }
@@ -264,7 +265,8 @@ compile_pattern(struct schema *s, json_object *v, const char *where,
     char *err, size_t errlen)
 {
 	const char *p;
-	size_t	 n;
+	size_t	 n, i, o;
+	unsigned char c;
 	int	 r;
 
 	if (!json_object_is_type(v, json_type_string))
@@ -280,7 +282,23 @@ compile_pattern(struct schema *s, json_object *v, const char *where,
 		return -1;
 	}
 	s->has_pattern = 1;
-	s->pattern_src = p;
+	/* Control characters are shown as escapes, never sent raw. */
+	if ((s->pattern_text = malloc(n * 4 + 1)) == NULL) {
+		say(err, errlen, "out of memory");
+		return -1;
+	}
+	for (i = 0, o = 0; i < n; i++) {
+		c = p[i];
+		if (c == '\n')
+			o += sprintf(s->pattern_text + o, "\\n");
+		else if (c == '\r')
+			o += sprintf(s->pattern_text + o, "\\r");
+		else if (c < 0x20 || c == 0x7f)
+			o += sprintf(s->pattern_text + o, "\\x%02x", c);
+		else
+			s->pattern_text[o++] = c;
+	}
+	s->pattern_text[o] = '\0';
 	return 0;
  bad:
 	say(err, errlen, "schema %s: pattern must be a string anchored with "
@@ -643,7 +661,7 @@ check_string(const struct schema *s, json_object *v, struct walk *w)
 			return reject(w, "must not contain NUL characters");
 		if (regexec(&s->pattern, str, 0, NULL, 0) != 0)
 			return reject(w, "must match the pattern %s",
-			    s->pattern_src);
+			    s->pattern_text);
 	}
 	return 0;
 }

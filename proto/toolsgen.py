@@ -121,6 +121,11 @@ def type_of(s):
     return t
 
 
+def printable(pattern):
+    """A pattern as text, with control characters as JSON escapes."""
+    return json.dumps(pattern, ensure_ascii=False)[1:-1].replace('\\\\', '\\')
+
+
 def constraints(s):
     out = []
     if "enum" in s:
@@ -132,17 +137,19 @@ def constraints(s):
     elif "maximum" in s:
         out.append(f"≤ {s['maximum']}")
     if "minLength" in s:
-        out.append(f"at least {s['minLength']} characters")
+        n = s["minLength"]
+        out.append(f"at least {n} character{'' if n == 1 else 's'}")
     if "maxLength" in s:
-        out.append(f"at most {s['maxLength']} characters")
+        n = s["maxLength"]
+        out.append(f"at most {n} character{'' if n == 1 else 's'}")
     if "maxItems" in s:
         out.append(f"at most {s['maxItems']} items")
     if "maxProperties" in s:
         out.append(f"at most {s['maxProperties']} members")
     if "pattern" in s:
-        out.append(f"pattern `{s['pattern']}`")
+        out.append(f"pattern `{printable(s['pattern'])}`")
     if "propertyNames" in s and "pattern" in s["propertyNames"]:
-        out.append(f"names match `{s['propertyNames']['pattern']}`")
+        out.append(f"names match `{printable(s['propertyNames']['pattern'])}`")
     if "default" in s:
         out.append(f"default `{json.dumps(s['default'])}`")
     return "; ".join(out)

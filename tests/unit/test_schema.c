@@ -478,6 +478,10 @@ static const struct call inputs[] = {
 	    "$.command: expected string, got array" },
 	{ "vm_exec", "{" VM ",\"request_id\":\"b1\",\"command\":\"ls\","
 	    "\"cwd\":\"/etc\"}", "$.cwd: must match the pattern" },
+	/* Line breaks are refused, and the pattern is shown escaped. */
+	{ "vm_exec", "{" VM ",\"request_id\":\"b1\",\"command\":\"ls\","
+	    "\"cwd\":\"a\\nb\"}",
+	    "$.cwd: must match the pattern ^[^/\\r\\n][^\\r\\n]*$" },
 	{ "vm_exec", "{" VM ",\"request_id\":\"b1\",\"command\":\"ls\","
 	    "\"env\":{\"A\":1}}", "$.env.A: expected string, got integer" },
 	{ "vm_exec", "{" VM ",\"request_id\":\"b1\",\"command\":\"ls\","
@@ -535,6 +539,8 @@ static const struct call inputs[] = {
 	    "\"max_bytes\":1}", NULL },
 	{ "vm_read_file", "{" VM "}", "$.path: is required" },
 	{ "vm_read_file", "{" VM ",\"path\":\"/etc/passwd\"}",
+	    "$.path: must match the pattern" },
+	{ "vm_read_file", "{" VM ",\"path\":\"a\\rb\"}",
 	    "$.path: must match the pattern" },
 	{ "vm_read_file", "{" VM ",\"path\":\"\"}",
 	    "$.path: must be at least 1 character long" },
