@@ -192,14 +192,21 @@ def doc(d):
         "do not edit. Regenerate with",
         "     python3 proto/toolsgen.py doc proto/tools.json docs/api.md -->",
         "",
-        "Every tool is reachable two ways with the same arguments, the same "
-        "validation and the same authorization: as an MCP tool at `/mcp` "
-        "(the result is the tool's `structuredContent`) and as "
-        "`POST /v1/tools/{name}` with the arguments as the JSON body. "
+        "This reference is generated from `proto/tools.json`, the one "
+        "description of the tools: it is compiled into the daemons, it is "
+        "what MCP `tools/list` returns, and `common/schema.c` validates "
+        "every call's arguments and every result against it. Each tool is "
+        "meant to be reached two ways with the same arguments, validation "
+        "and authorization: as an MCP tool at `/mcp` (the result is the "
+        "tool's `structuredContent`) and as `POST /v1/tools/{name}` with the "
+        "arguments as the JSON body.",
+        "",
         "Arguments are checked against the tool's input schema before "
-        "anything runs; unknown fields are refused. Integers must be JSON "
-        "integers (`1`, not `1.0` or `\"1\"`). String lengths are counted "
-        "in Unicode code points.",
+        "anything runs, and unknown fields are refused. Integers must be "
+        "JSON integers (`1`, not `1.0` or `\"1\"`). String lengths are "
+        "counted in Unicode code points. A validation error names the "
+        "first offending field as a JSON path, e.g. "
+        "`$.cursor.stdout: expected integer, got string`.",
         "",
         "## Errors",
         "",
