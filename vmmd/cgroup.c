@@ -509,6 +509,21 @@ cg_remove(const struct cg_host *h, unsigned slot, char *err, size_t errlen)
 	return 0;
 }
 
+void
+cg_remove_parent(const struct cg_host *h)
+{
+	char path[PATH_MAX + 64];
+	int c;
+
+	if (h->layout == CG_LAYOUT_NONE)
+		return;
+	for (c = 0; c < ctrl_count(h); c++) {
+		snprintf(path, sizeof(path), "%s/%s", mount_of(h, c),
+		    h->parent);
+		rmdir(path);
+	}
+}
+
 static int
 cmp_uint(const void *a, const void *b)
 {

@@ -94,6 +94,8 @@ int	cg_kill(const struct cg_host *, unsigned slot, char *err,
 /* Removes the (empty) cgroup everywhere; a missing one is not an error. */
 int	cg_remove(const struct cg_host *, unsigned slot, char *err,
 	    size_t errlen);
+/* Removes the parent in every hierarchy if it is empty (tests, uninstall). */
+void	cg_remove_parent(const struct cg_host *);
 /*
  * Slots that have a vm-<slot> cgroup in any hierarchy, sorted, for crash
  * recovery.  Returns how many were found (may exceed max) or -1.

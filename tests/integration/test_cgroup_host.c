@@ -47,6 +47,7 @@ teardown(void)
 		;
 	cg_remove(&cg, SLOT, NULL, 0);
 	cg_remove(&cg, SLOT + 1, NULL, 0);
+	cg_remove_parent(&cg);
 }
 
 static void

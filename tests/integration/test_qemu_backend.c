@@ -103,6 +103,7 @@ teardown(void)
 {
 	cg_kill(&cg, SLOT, NULL, 0);
 	cg_remove(&cg, SLOT, NULL, 0);
+	cg_remove_parent(&cg);
 	qemu_backend_free(be);
 	worker_pool_free(pool);
 	event_base_free(base);
