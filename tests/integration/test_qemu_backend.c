@@ -4,11 +4,15 @@
  * kernel yet) started as an unprivileged uid in a real cgroup, paused,
  * resumed, hibernated to a file and restored from it.  Needs root.
  */
+#include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <check.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +139,48 @@ expect_status(struct vmm *v, const char *want)
 	ck_assert_str_eq(r.status, want);
 }
 
+/* The value of one line of /proc/<pid>/status, trimmed. */
+static const char *
+proc_field(pid_t pid, const char *key)
+{
+	static char val[256];
+	char path[64], line[256], *p;
+	FILE *f;
+
+	val[0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	if ((f = fopen(path, "r")) == NULL)
+		return "?";
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (strncmp(line, key, strlen(key)) == 0) {
+			p = line + strlen(key);
+			p += strspn(p, " \t");
+			p[strcspn(p, "\n")] = '\0';
+			snprintf(val, sizeof(val), "%s", p);
+			while (val[0] != '\0' && (val[strlen(val) - 1] == ' ' ||
+			    val[strlen(val) - 1] == '\t'))
+				val[strlen(val) - 1] = '\0';
+			break;
+		}
+	fclose(f);
+	return val;
+}
+
+static int
+connect_unix(const char *dir, const char *name)
+{
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	int fd, rc;
+
+	if (snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s", dir, name) >=
+	    (int)sizeof(sun.sun_path))
+		return -1;
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	rc = connect(fd, (struct sockaddr *)&sun, sizeof(sun));
+	close(fd);
+	return rc;
+}
+
 static uid_t
 proc_uid(pid_t pid)
 {
@@ -176,6 +222,12 @@ START_TEST(start_pause_resume_hibernate_restore)
 	ck_assert_int_eq(proc_uid(pid), vm_uid);
 	ck_assert_int_eq(cg_procs(&cg, SLOT, pids, 8), 1);
 	ck_assert_int_eq(pids[0], pid);
+	/* No new privileges, QEMU's seccomp sandbox on. */
+	ck_assert_str_eq(proc_field(pid, "NoNewPrivs:"), "1");
+	ck_assert_str_eq(proc_field(pid, "Seccomp:"), "2");
+	ck_assert_str_eq(proc_field(pid, "Groups:"), "");
+	/* The guest link's socket is there for vmproxy to connect to. */
+	ck_assert_int_eq(connect_unix(rundir, VMM_LINK_SOCK), 0);
 	expect_status(v, "running");
 
 	/* A second operation while one runs is refused. */
@@ -303,6 +355,45 @@ START_TEST(restore_from_garbage_fails)
 }
 END_TEST
 
+START_TEST(full_disk_leaves_vm_running_and_no_checkpoint)
+{
+	struct vm_spec s;
+	struct vmm *v = NULL;
+	struct res r = { 0 }, ex = { 0 };
+	char full[300], path[350];
+
+	/* Far smaller than the machine state (about 500 KiB here). */
+	snprintf(full, sizeof(full), "%s/full", tmp);
+	ck_assert_int_eq(mkdir(full, 0700), 0);
+	ck_assert_int_eq(mount("tmpfs", full, "tmpfs", 0, "size=64k"), 0);
+	snprintf(path, sizeof(path), "%s/ckpt", full);
+	spec_init(&s);
+	s.cg = NULL;
+	ck_assert_int_eq(qemu_backend_ops.start(be, &s, &cbs, &ex, done_cb, &r,
+	    &v), 0);
+	ck_assert(itest_run_until(base, &r.done, 20000));
+	ck_assert_msg(r.ok, "start: %s", r.err);
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(vmm_snapshot(v, path, done_cb, &r), 0);
+	ck_assert(itest_run_until(base, &r.done, 30000));
+	ck_assert_int_eq(r.ok, 0);
+	ck_assert_msg(strstr(r.err, "migration failed") != NULL, "%s", r.err);
+	/* Nothing that a resume could mistake for a checkpoint. */
+	ck_assert_int_eq(access(path, F_OK), -1);
+	snprintf(path, sizeof(path), "%s/ckpt.part", full);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	/* The guest runs on, as before the attempt. */
+	expect_status(v, "running");
+	ck_assert_int_eq(ex.exited, 0);
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(vmm_stop(v, done_cb, &r), 0);
+	ck_assert(itest_run_until(base, &r.done, 20000));
+	ck_assert(r.ok);
+	vmm_free(v);
+	umount2(full, MNT_DETACH);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -314,6 +405,7 @@ suite(void)
 	tcase_add_test(tc, start_pause_resume_hibernate_restore);
 	tcase_add_test(tc, qemu_killed_fails_operation_cleanly);
 	tcase_add_test(tc, restore_from_garbage_fails);
+	tcase_add_test(tc, full_disk_leaves_vm_running_and_no_checkpoint);
 	suite_add_tcase(s, tc);
 	return s;
 }
@@ -331,6 +423,12 @@ main(void)
 	if (access("/usr/bin/qemu-system-x86_64", X_OK) == -1) {
 		fprintf(stderr, "skip: qemu-system-x86_64 not installed\n");
 		return 77;
+	}
+	/* Private mounts (the full-disk test's tmpfs) die with us. */
+	if (unshare(CLONE_NEWNS) == -1 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1) {
+		perror("unshare mount namespace");
+		return 1;
 	}
 	sr = srunner_create(suite());
 	srunner_run_all(sr, CK_NORMAL);
