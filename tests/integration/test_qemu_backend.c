@@ -355,6 +355,47 @@ START_TEST(restore_from_garbage_fails)
 }
 END_TEST
 
+START_TEST(microvm_hibernates_and_restores)
+{
+	struct qemu_conf qc = { 0 };
+	struct qemu_backend *mbe;
+	struct vm_spec s;
+	struct vmm *v = NULL;
+	struct res r = { 0 }, ex = { 0 };
+	char err[512];
+
+	qc.binary = "/usr/bin/qemu-system-x86_64";
+	qc.accel = QEMU_ACCEL_TCG;
+	qc.machine = "microvm";
+	mbe = qemu_backend_new(base, pool, &qc, err, sizeof(err));
+	ck_assert_msg(mbe != NULL, "%s", err);
+	spec_init(&s);
+	s.cg = NULL;
+	ck_assert_int_eq(qemu_backend_ops.start(mbe, &s, &cbs, &ex, done_cb,
+	    &r, &v), 0);
+	ck_assert(itest_run_until(base, &r.done, 20000));
+	ck_assert_msg(r.ok, "start: %s", r.err);
+	ck_assert_int_eq(connect_unix(rundir, VMM_LINK_SOCK), 0);
+	memset(&r, 0, sizeof(r));
+	ck_assert_int_eq(vmm_snapshot(v, ckpt, done_cb, &r), 0);
+	ck_assert(itest_run_until(base, &r.done, 60000));
+	ck_assert_msg(r.ok, "snapshot: %s", r.err);
+	ck_assert(itest_run_until(base, &ex.exited, 5000));
+	vmm_free(v);
+	memset(&r, 0, sizeof(r));
+	memset(&ex, 0, sizeof(ex));
+	ck_assert_int_eq(qemu_backend_ops.restore(mbe, &s, ckpt, &cbs, &ex,
+	    done_cb, &r, &v), 0);
+	ck_assert(itest_run_until(base, &r.done, 30000));
+	ck_assert_msg(r.ok, "restore: %s", r.err);
+	expect_status(v, "running");
+	ck_assert_int_eq(vmm_kill(v), 0);
+	ck_assert(itest_run_until(base, &ex.exited, 5000));
+	vmm_free(v);
+	qemu_backend_free(mbe);
+}
+END_TEST
+
 START_TEST(full_disk_leaves_vm_running_and_no_checkpoint)
 {
 	struct vm_spec s;
@@ -406,6 +447,7 @@ suite(void)
 	tcase_add_test(tc, qemu_killed_fails_operation_cleanly);
 	tcase_add_test(tc, restore_from_garbage_fails);
 	tcase_add_test(tc, full_disk_leaves_vm_running_and_no_checkpoint);
+	tcase_add_test(tc, microvm_hibernates_and_restores);
 	suite_add_tcase(s, tc);
 	return s;
 }

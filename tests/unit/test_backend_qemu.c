@@ -174,6 +174,24 @@ START_TEST(refuses_empty_machine)
 }
 END_TEST
 
+START_TEST(microvm_uses_mmio_devices)
+{
+	struct qemu_conf c = conf;
+	struct vm_spec s;
+	struct qemu_argv a;
+
+	c.machine = "microvm";
+	spec_init(&s);
+	s.tap_fd = 5;
+	ck_assert_int_eq(qemu_build_argv(&c, &s, 0, 0, &a), 0);
+	ck_assert_str_eq(value(&a, "-machine"), "microvm");
+	ck_assert(has_value(&a, "-device", "virtio-serial-device,id=vser0"));
+	ck_assert(has_value(&a, "-device", "virtio-blk-device,drive=disk0"));
+	ck_assert(has_value(&a, "-device", "virtio-net-device,netdev=net0"));
+	qemu_argv_free(&a);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -185,6 +203,7 @@ suite(void)
 	tcase_add_test(tc, firmware_only_has_no_kernel_or_disk);
 	tcase_add_test(tc, commas_in_paths_cannot_add_options);
 	tcase_add_test(tc, refuses_empty_machine);
+	tcase_add_test(tc, microvm_uses_mmio_devices);
 	suite_add_tcase(s, tc);
 	return s;
 }
