@@ -19,6 +19,7 @@
 
 #include "cgroup.h"
 #include "util.h"
+#include "worker.h"
 
 #define KILL_TIMEOUT_MS		5000
 #define FREEZE_TIMEOUT_MS	1000
@@ -571,4 +572,53 @@ cg_list(const struct cg_host *h, unsigned *slots, size_t max)
 	}
 	qsort(slots, n < max ? n : max, sizeof(*slots), cmp_uint);
 	return (ssize_t)n;
+}
+
+struct cg_job {
+	struct cg_host	 h;
+	unsigned	 slot;
+	int		 rc;
+	char		 err[512];
+	void		(*cb)(int, const char *, void *);
+	void		*arg;
+};
+
+static void
+cg_job_run(void *arg)
+{
+	struct cg_job *j = arg;
+
+	j->err[0] = '\0';
+	j->rc = cg_kill(&j->h, j->slot, j->err, sizeof(j->err));
+	if (j->rc == 0)
+		j->rc = cg_remove(&j->h, j->slot, j->err, sizeof(j->err));
+}
+
+static void
+cg_job_done(void *arg)
+{
+	struct cg_job *j = arg;
+
+	j->cb(j->rc, j->err, j->arg);
+	free(j);
+}
+
+int
+cg_destroy_async(struct worker_pool *wp, const struct cg_host *h,
+    unsigned slot, void (*cb)(int, const char *, void *), void *arg)
+{
+	struct cg_job *j;
+
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		return -1;
+	/* A copy: the worker must not share the caller's struct. */
+	j->h = *h;
+	j->slot = slot;
+	j->cb = cb;
+	j->arg = arg;
+	if (worker_submit(wp, cg_job_run, cg_job_done, j) == -1) {
+		free(j);
+		return -1;
+	}
+	return 0;
 }

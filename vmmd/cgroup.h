@@ -91,6 +91,12 @@ ssize_t	cg_procs(const struct cg_host *, unsigned slot, pid_t *pids,
  */
 int	cg_kill(const struct cg_host *, unsigned slot, char *err,
 	    size_t errlen);
+/* cg_kill then cg_remove in a worker thread; cb runs in the loop thread
+ * with rc 0 or -1 and a message valid only during the call. */
+struct worker_pool;
+int	cg_destroy_async(struct worker_pool *, const struct cg_host *,
+	    unsigned slot, void (*cb)(int rc, const char *err, void *arg),
+	    void *arg);
 /* Removes the (empty) cgroup everywhere; a missing one is not an error. */
 int	cg_remove(const struct cg_host *, unsigned slot, char *err,
 	    size_t errlen);

@@ -17,7 +17,8 @@ typedef void	(*worker_done_fn)(void *arg);
 struct worker_pool *worker_pool_new(struct event_base *, unsigned nthreads);
 /*
  * Queues fn(arg); done(arg) follows in the loop thread once fn returned.
- * Returns -1 (errno set) when the pool is shutting down or out of memory.
+ * Call from the loop thread.  Jobs start in submission order.  Returns -1
+ * (errno set) when the pool is shutting down or out of memory.
  */
 int	worker_submit(struct worker_pool *, worker_fn fn, worker_done_fn done,
 	    void *arg);

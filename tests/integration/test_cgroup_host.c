@@ -16,10 +16,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "cgroup.h"
 #include "itest.h"
 #include "log.h"
 #include "util.h"
+#include "worker.h"
 
 #define PARENT	"mcpvm-test"
 #define SLOT	9101
@@ -268,6 +271,44 @@ START_TEST(lists_leftovers_and_attaches_pid)
 }
 END_TEST
 
+struct dres {
+	int	done, rc;
+};
+
+static void
+destroyed(int rc, const char *err, void *arg)
+{
+	struct dres *d = arg;
+
+	d->done = 1;
+	d->rc = rc;
+}
+
+START_TEST(destroy_async_kills_and_removes_off_loop)
+{
+	struct cg_limits l = { 0, 0, 0, 0 };
+	struct event_base *base = event_base_new();
+	struct worker_pool *wp = worker_pool_new(base, 1);
+	struct dres d = { 0 };
+	char err[512], dir[4096];
+	pid_t child;
+
+	ck_assert_int_eq(cg_create(&cg, SLOT, &l, err, sizeof(err)), 0);
+	if ((child = fork()) == 0)
+		for (;;)
+			pause();
+	ck_assert_int_eq(cg_attach_pid(&cg, SLOT, child, err, sizeof(err)), 0);
+	ck_assert_int_eq(cg_destroy_async(wp, &cg, SLOT, destroyed, &d), 0);
+	ck_assert(itest_run_until(base, &d.done, 10000));
+	ck_assert_int_eq(d.rc, 0);
+	waitpid(child, NULL, 0);
+	cg_path(&cg, SLOT, 0, dir, sizeof(dir));
+	ck_assert_int_eq(access(dir, F_OK), -1);
+	worker_pool_free(wp);
+	event_base_free(base);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -280,6 +321,7 @@ suite(void)
 	tcase_add_test(tc, kills_whole_tree_including_setsid_double_fork);
 	tcase_add_test(tc, pids_limit_stops_fork_bomb);
 	tcase_add_test(tc, lists_leftovers_and_attaches_pid);
+	tcase_add_test(tc, destroy_async_kills_and_removes_off_loop);
 	suite_add_tcase(s, tc);
 	return s;
 }
