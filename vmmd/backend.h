@@ -158,6 +158,12 @@ struct qemu_conf {
 	int		 command_ms;	/* one QMP command; 0: 10000 */
 	int		 migrate_ms;	/* one snapshot or restore; 0: 600000 */
 	int		 stop_ms;	/* quit to exit, then SIGKILL; 0: 10000 */
+	/*
+	 * TCG translation cache in MiB; 0 keeps QEMU's default (1 GiB of
+	 * address space, filled as code is translated).  Counts against the
+	 * VM's memory cgroup, so size the two together.
+	 */
+	unsigned	 tcg_tb_mib;
 };
 
 struct qemu_backend;

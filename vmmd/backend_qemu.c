@@ -197,7 +197,8 @@ qemu_build_argv(const struct qemu_conf *conf, const struct vm_spec *s,
 	    argv_add(a, "-name") == -1 ||
 	    argv_add(a, "mcpvm-%u", s->slot) == -1 ||
 	    argv_add(a, "-accel") == -1 ||
-	    argv_add(a, "%s", kvm ? "kvm" : "tcg") == -1 ||
+	    (kvm || conf->tcg_tb_mib == 0 ? argv_add(a, "%s", kvm ? "kvm" :
+	    "tcg") : argv_add(a, "tcg,tb-size=%u", conf->tcg_tb_mib)) == -1 ||
 	    argv_add(a, "-nodefaults") == -1 ||
 	    argv_add(a, "-no-user-config") == -1 ||
 	    argv_add(a, "-nographic") == -1 ||

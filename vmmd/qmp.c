@@ -317,7 +317,13 @@ qmp_write_cb(evutil_socket_t fd, short what, void *arg)
 		if (n == -1 && (errno == EAGAIN || errno == EINTR))
 			break;
 		if (n == -1) {
-			qmp_fail(q, "write to QEMU: %s", strerror(errno));
+			/* One wording for QEMU going away, however noticed. */
+			if (errno == EPIPE || errno == ECONNRESET)
+				qmp_fail(q, "QEMU closed the QMP connection "
+				    "(write: %s)", strerror(errno));
+			else
+				qmp_fail(q, "write to QEMU: %s",
+				    strerror(errno));
 			goto out;
 		}
 		m->fd = -1;
@@ -494,6 +500,11 @@ qmp_read_cb(evutil_socket_t fd, short what, void *arg)
 	n = evbuffer_read(q->in, q->fd, READ_CHUNK);
 	if (n == 0) {
 		qmp_fail(q, "QEMU closed the QMP connection");
+		goto out;
+	}
+	if (n == -1 && errno == ECONNRESET) {
+		qmp_fail(q, "QEMU closed the QMP connection (read: %s)",
+		    strerror(errno));
 		goto out;
 	}
 	if (n == -1 && errno != EAGAIN && errno != EINTR) {

@@ -96,6 +96,7 @@ setup(void)
 	qc.binary = "/usr/bin/qemu-system-x86_64";
 	qc.accel = QEMU_ACCEL_TCG;
 	qc.command_ms = 20000;
+	qc.tcg_tb_mib = 64;	/* exercised for real, and keeps RSS small */
 	be = qemu_backend_new(base, pool, &qc, err, sizeof(err));
 	ck_assert_msg(be != NULL, "%s", err);
 	ck_assert_msg(cg_detect(&cg, "mcpvm-test", err, sizeof(err)) == 0,

@@ -174,6 +174,24 @@ START_TEST(refuses_empty_machine)
 }
 END_TEST
 
+START_TEST(tcg_translation_cache_can_be_bounded)
+{
+	struct qemu_conf c = conf;
+	struct vm_spec s;
+	struct qemu_argv a;
+
+	c.tcg_tb_mib = 128;
+	spec_init(&s);
+	ck_assert_int_eq(qemu_build_argv(&c, &s, 0, 0, &a), 0);
+	ck_assert_str_eq(value(&a, "-accel"), "tcg,tb-size=128");
+	qemu_argv_free(&a);
+	/* KVM has no translation cache. */
+	ck_assert_int_eq(qemu_build_argv(&c, &s, 1, 0, &a), 0);
+	ck_assert_str_eq(value(&a, "-accel"), "kvm");
+	qemu_argv_free(&a);
+}
+END_TEST
+
 START_TEST(microvm_uses_mmio_devices)
 {
 	struct qemu_conf c = conf;
@@ -204,6 +222,7 @@ suite(void)
 	tcase_add_test(tc, commas_in_paths_cannot_add_options);
 	tcase_add_test(tc, refuses_empty_machine);
 	tcase_add_test(tc, microvm_uses_mmio_devices);
+	tcase_add_test(tc, tcg_translation_cache_can_be_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
