@@ -444,6 +444,18 @@ qvm_op_fail(struct qvm *v, const char *fmt, ...)
 	va_end(ap);
 	if (op == OP_SNAPSHOT && v->ckpt_part[0] != '\0')
 		unlink(v->ckpt_part);
+	/*
+	 * A snapshot that failed before quit leaves the VM as it found it:
+	 * any migration still writing is cancelled, a running guest runs on.
+	 */
+	if (op == OP_SNAPSHOT && !v->quitting && !v->exited && v->qmp != NULL &&
+	    qmp_is_ready(v->qmp)) {
+		qmp_command(v->qmp, "migrate_cancel", NULL, -1,
+		    v->be->conf.command_ms, NULL, NULL);
+		if (v->was_running)
+			qmp_command(v->qmp, "cont", NULL, -1,
+			    v->be->conf.command_ms, NULL, NULL);
+	}
 	qvm_clear_op(v);
 	log_warnx("vm %u: %s: %s", v->slot, op_names[op], err);
 	if (cb != NULL)
@@ -467,6 +479,8 @@ qvm_begin(struct qvm *v, enum op op, vmm_done_cb cb, void *arg, int ms)
 	v->op = op;
 	v->done = cb;
 	v->done_arg = arg;
+	v->was_running = 0;
+	v->qmp_why[0] = '\0';
 	evtimer_add(v->deadline, &tv);
 	return 0;
 }
@@ -1135,15 +1149,6 @@ qvm_pid(const struct vmm *vm)
 static void	snap_poll(evutil_socket_t, short, void *);
 
 static void
-snap_undo_stop(struct qvm *v)
-{
-	/* Failed: the VM goes back to running, and nothing is on disk. */
-	if (v->was_running && v->qmp != NULL)
-		qmp_command(v->qmp, "cont", NULL, -1, v->be->conf.command_ms,
-		    NULL, NULL);
-}
-
-static void
 snap_fsync_run(void *arg)
 {
 	struct qvm *v = arg;
@@ -1185,7 +1190,6 @@ snap_fsync_done(void *arg)
 		return;
 	}
 	if (v->fsync_rc == -1) {
-		snap_undo_stop(v);
 		qvm_op_fail(v, "checkpoint %s: %s", v->ckpt,
 		    strerror(v->fsync_errno));
 		return;
@@ -1205,7 +1209,6 @@ snap_status(struct qmp *q, const struct qmp_reply *r, void *arg)
 	if (!r->ok) {
 		if (qmp_lost(v, r))
 			return;
-		snap_undo_stop(v);
 		qvm_op_fail(v, "query-migrate: %s", r->err_desc);
 		return;
 	}
@@ -1221,14 +1224,12 @@ snap_status(struct qmp *q, const struct qmp_reply *r, void *arg)
 		if (worker_submit(v->be->pool, snap_fsync_run,
 		    snap_fsync_done, v) == -1) {
 			v->in_worker = 0;
-			snap_undo_stop(v);
-			qvm_op_fail(v, "fsync: cannot queue: %s",
+				qvm_op_fail(v, "fsync: cannot queue: %s",
 			    strerror(errno));
 		}
 		return;
 	}
 	if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0) {
-		snap_undo_stop(v);
 		if (json_object_object_get_ex(r->ret, "error-desc", &ed) &&
 		    json_object_is_type(ed, json_type_string))
 			qvm_op_fail(v, "migration %s: %s", s,
@@ -1256,7 +1257,6 @@ snap_migrate(struct qmp *q, const struct qmp_reply *r, void *arg)
 	if (!r->ok) {
 		if (qmp_lost(v, r))
 			return;
-		snap_undo_stop(v);
 		qvm_op_fail(v, "migrate: %s", r->err_desc);
 		return;
 	}
@@ -1272,7 +1272,6 @@ snap_getfd(struct qmp *q, const struct qmp_reply *r, void *arg)
 	if (!r->ok) {
 		if (qmp_lost(v, r))
 			return;
-		snap_undo_stop(v);
 		qvm_op_fail(v, "getfd: %s", r->err_desc);
 		return;
 	}
@@ -1291,7 +1290,6 @@ snap_params(struct qmp *q, const struct qmp_reply *r, void *arg)
 	if (!r->ok) {
 		if (qmp_lost(v, r))
 			return;
-		snap_undo_stop(v);
 		qvm_op_fail(v, "migrate-set-parameters: %s", r->err_desc);
 		return;
 	}
