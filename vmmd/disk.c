@@ -249,7 +249,8 @@ make_copy(const char *src, const char *dst, uid_t uid, gid_t gid, int reflink,
 		errf(err, errlen, "%s: fsync: %s", part, strerror(errno));
 		goto out;
 	}
-	if (rename(part, dst) == -1) {
+	/* NOREPLACE: a disk that appeared meanwhile is never overwritten. */
+	if (renameat2(AT_FDCWD, part, AT_FDCWD, dst, RENAME_NOREPLACE) == -1) {
 		errf(err, errlen, "rename %s: %s", dst, strerror(errno));
 		goto out;
 	}

@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -182,6 +184,32 @@ connect_unix(const char *dir, const char *name)
 	return rc;
 }
 
+/* Does pid have a descriptor open on path? */
+static int
+holds_file(pid_t pid, const char *path)
+{
+	char dir[64], link[400], target[400];
+	struct dirent *de;
+	ssize_t n;
+	DIR *d;
+	int found = 0;
+
+	snprintf(dir, sizeof(dir), "/proc/%ld/fd", (long)pid);
+	if ((d = opendir(dir)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL) {
+		snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
+		n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = '\0';
+		if (strcmp(target, path) == 0)
+			found = 1;
+	}
+	closedir(d);
+	return found;
+}
+
 static uid_t
 proc_uid(pid_t pid)
 {
@@ -202,6 +230,8 @@ proc_uid(pid_t pid)
 START_TEST(start_pause_resume_hibernate_restore)
 {
 	struct cg_limits lim = { 512ULL << 20, 0, 0, 64 };
+	char marker[300];
+	int leak;
 	struct vm_spec s;
 	struct vmm *v = NULL;
 	struct res r = { 0 }, ex = { 0 };
@@ -213,11 +243,17 @@ START_TEST(start_pause_resume_hibernate_restore)
 	ck_assert_msg(cg_create(&cg, SLOT, &lim, err, sizeof(err)) == 0, "%s",
 	    err);
 	spec_init(&s);
+	/* A descriptor vmmd holds without O_CLOEXEC must not reach QEMU. */
+	snprintf(marker, sizeof(marker), "%s/marker", tmp);
+	leak = open(marker, O_CREAT | O_RDWR, 0600);
+	ck_assert_int_ge(leak, 0);
 	ck_assert_int_eq(qemu_backend_ops.start(be, &s, &cbs, &ex, done_cb, &r,
 	    &v), 0);
 	ck_assert(itest_run_until(base, &r.done, 20000));
 	ck_assert_msg(r.ok, "start: %s", r.err);
 	pid = vmm_pid(v);
+	ck_assert_int_eq(holds_file(pid, marker), 0);
+	close(leak);
 	ck_assert_int_gt(pid, 0);
 	/* Jailed: the VM uid, inside the VM's cgroup. */
 	ck_assert_int_eq(proc_uid(pid), vm_uid);
@@ -287,6 +323,8 @@ START_TEST(start_pause_resume_hibernate_restore)
 	ck_assert_msg(r.ok, "restore: %s", r.err);
 	fprintf(stderr, "restore: %ld ms\n", itest_now_ms() - t0);
 	expect_status(v, "running");
+	ck_assert_int_eq(connect_unix(rundir, VMM_LINK_SOCK), 0);
+	ck_assert_int_eq(proc_uid(vmm_pid(v)), vm_uid);
 
 	/* Stop: quit, and the process is gone when done runs. */
 	memset(&r, 0, sizeof(r));
@@ -436,6 +474,45 @@ START_TEST(full_disk_leaves_vm_running_and_no_checkpoint)
 }
 END_TEST
 
+START_TEST(qemu_failing_to_start_says_why)
+{
+	struct qemu_conf qc = { 0 };
+	struct qemu_backend *fbe;
+	struct vm_spec s;
+	struct vmm *v = NULL;
+	struct res r = { 0 }, ex = { 0 };
+	char bin[300], err[512];
+	FILE *f;
+
+	snprintf(bin, sizeof(bin), "%s/fake-qemu", tmp);
+	f = fopen(bin, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("#!/bin/sh\necho 'qemu: could not load kernel' >&2\nexit 1\n", f);
+	fclose(f);
+	ck_assert_int_eq(chmod(bin, 0755), 0);
+	qc.binary = bin;
+	qc.accel = QEMU_ACCEL_TCG;
+	fbe = qemu_backend_new(base, pool, &qc, err, sizeof(err));
+	ck_assert_ptr_nonnull(fbe);
+	spec_init(&s);
+	s.cg = NULL;
+	ck_assert_int_eq(qemu_backend_ops.start(fbe, &s, &cbs, &ex, done_cb,
+	    &r, &v), 0);
+	ck_assert(itest_run_until(base, &r.done, 20000));
+	ck_assert_int_eq(r.ok, 0);
+	ck_assert_msg(strstr(r.err, "QEMU exited with status 1: qemu: could "
+	    "not load kernel") != NULL, "%s", r.err);
+	ck_assert(ex.exited);
+	vmm_free(v);
+	qemu_backend_free(fbe);
+	/* A binary that is not there is refused when the backend is made. */
+	qc.binary = "/nonexistent/qemu";
+	ck_assert_ptr_null(qemu_backend_new(base, pool, &qc, err,
+	    sizeof(err)));
+	ck_assert_msg(strstr(err, "/nonexistent/qemu") != NULL, "%s", err);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -449,6 +526,7 @@ suite(void)
 	tcase_add_test(tc, restore_from_garbage_fails);
 	tcase_add_test(tc, full_disk_leaves_vm_running_and_no_checkpoint);
 	tcase_add_test(tc, microvm_hibernates_and_restores);
+	tcase_add_test(tc, qemu_failing_to_start_says_why);
 	suite_add_tcase(s, tc);
 	return s;
 }
