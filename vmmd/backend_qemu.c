@@ -232,10 +232,12 @@ qemu_build_argv(const struct qemu_conf *conf, const struct vm_spec *s,
 	 * flush becomes an fdatasync of the image: after a host crash the
 	 * disk holds everything the guest had flushed, as a real disk would.
 	 * Migration drains and flushes the disk before it completes.
+	 * aio=native (Linux AIO, which needs O_DIRECT) instead of a thread
+	 * pool: QEMU's I/O threads would count against the VM's pids limit.
 	 */
 	if (disk != NULL && (argv_add(a, "-drive") == -1 ||
 	    argv_add(a, "file=%s,format=raw,if=none,id=disk0,cache=none,"
-	    "aio=threads,discard=unmap", disk) == -1 ||
+	    "aio=native,discard=unmap", disk) == -1 ||
 	    argv_add(a, "-device") == -1 ||
 	    argv_add(a, "virtio-blk-%s,drive=disk0", bus) == -1))
 		goto out;

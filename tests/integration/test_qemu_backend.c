@@ -230,7 +230,7 @@ proc_uid(pid_t pid)
 START_TEST(start_pause_resume_hibernate_restore)
 {
 	struct cg_limits lim = { 512ULL << 20, 0, 0, 64 };
-	char marker[300];
+	char marker[300], disk[300];
 	int leak;
 	struct vm_spec s;
 	struct vmm *v = NULL;
@@ -243,6 +243,13 @@ START_TEST(start_pause_resume_hibernate_restore)
 	ck_assert_msg(cg_create(&cg, SLOT, &lim, err, sizeof(err)) == 0, "%s",
 	    err);
 	spec_init(&s);
+	/* A raw disk as a VM has one: owned by the VM uid, O_DIRECT. */
+	snprintf(disk, sizeof(disk), "%s/disk.raw", tmp);
+	leak = open(disk, O_CREAT | O_RDWR, 0600);
+	ck_assert_int_eq(ftruncate(leak, 16 << 20), 0);
+	ck_assert_int_eq(fchown(leak, vm_uid, vm_uid), 0);
+	close(leak);
+	s.disk = disk;
 	/* A descriptor vmmd holds without O_CLOEXEC must not reach QEMU. */
 	snprintf(marker, sizeof(marker), "%s/marker", tmp);
 	leak = open(marker, O_CREAT | O_RDWR, 0600);
@@ -253,6 +260,7 @@ START_TEST(start_pause_resume_hibernate_restore)
 	ck_assert_msg(r.ok, "start: %s", r.err);
 	pid = vmm_pid(v);
 	ck_assert_int_eq(holds_file(pid, marker), 0);
+	ck_assert_int_eq(holds_file(pid, disk), 1);
 	close(leak);
 	ck_assert_int_gt(pid, 0);
 	/* Jailed: the VM uid, inside the VM's cgroup. */

@@ -83,7 +83,7 @@ START_TEST(tcg_vm_without_network)
 	ck_assert_str_eq(value(&a, "-initrd"), s.initrd);
 	ck_assert_str_eq(value(&a, "-append"), s.append);
 	ck_assert(has_value(&a, "-drive", "file=/var/lib/mcpvm/vms/7/disk.raw,"
-	    "format=raw,if=none,id=disk0,cache=none,aio=threads,"
+	    "format=raw,if=none,id=disk0,cache=none,aio=native,"
 	    "discard=unmap"));
 	ck_assert(has_value(&a, "-device", "virtio-blk-pci,drive=disk0"));
 	ck_assert(has_value(&a, "-device", "virtio-serial-pci,id=vser0"));
@@ -153,7 +153,7 @@ START_TEST(commas_in_paths_cannot_add_options)
 	ck_assert_int_eq(qemu_build_argv(&conf, &s, 0, 0, &a), 0);
 	ck_assert(has_value(&a, "-drive", "file=/x/disk.raw,,readonly=off,,"
 	    "file.locking=off,format=raw,if=none,id=disk0,cache=none,"
-	    "aio=threads,discard=unmap"));
+	    "aio=native,discard=unmap"));
 	ck_assert(has_value(&a, "-chardev", "socket,id=qmp0,"
 	    "path=/run/a,,b/qmp.sock,server=on,wait=off"));
 	qemu_argv_free(&a);
