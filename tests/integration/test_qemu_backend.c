@@ -4,11 +4,15 @@
  * kernel yet) started as an unprivileged uid in a real cgroup, paused,
  * resumed, hibernated to a file and restored from it.  Needs root.
  */
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+
+#include <linux/if.h>
+#include <linux/if_tun.h>
 
 #include <check.h>
 #include <dirent.h>
@@ -521,6 +525,47 @@ START_TEST(qemu_failing_to_start_says_why)
 }
 END_TEST
 
+START_TEST(network_on_gets_the_tap_fd)
+{
+	struct ifreq ifr;
+	struct vm_spec s;
+	struct vmm *v = NULL;
+	struct res r = { 0 }, ex = { 0 };
+	char link[64], target[64];
+	ssize_t n;
+	int tap;
+
+	/* A throwaway network namespace: the TAP never touches the host. */
+	ck_assert_int_eq(unshare(CLONE_NEWNET), 0);
+	tap = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(tap, 0);
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "mcpvmtest0");
+	ck_assert_int_eq(ioctl(tap, TUNSETIFF, &ifr), 0);
+	spec_init(&s);
+	s.cg = NULL;
+	s.tap_fd = tap;
+	ck_assert_int_eq(qemu_backend_ops.start(be, &s, &cbs, &ex, done_cb, &r,
+	    &v), 0);
+	ck_assert(itest_run_until(base, &r.done, 20000));
+	ck_assert_msg(r.ok, "start: %s", r.err);
+	expect_status(v, "running");
+	/* QEMU, as the VM uid, holds the TAP as fd 3 and nothing opened it. */
+	snprintf(link, sizeof(link), "/proc/%ld/fd/3", (long)vmm_pid(v));
+	n = readlink(link, target, sizeof(target) - 1);
+	ck_assert_int_gt(n, 0);
+	target[n] = '\0';
+	ck_assert_str_eq(target, "/dev/net/tun");
+	/* The caller's descriptor is still the caller's. */
+	ck_assert_int_ne(fcntl(tap, F_GETFD), -1);
+	ck_assert_int_eq(vmm_kill(v), 0);
+	ck_assert(itest_run_until(base, &ex.exited, 5000));
+	vmm_free(v);
+	close(tap);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -535,6 +580,7 @@ suite(void)
 	tcase_add_test(tc, full_disk_leaves_vm_running_and_no_checkpoint);
 	tcase_add_test(tc, microvm_hibernates_and_restores);
 	tcase_add_test(tc, qemu_failing_to_start_says_why);
+	tcase_add_test(tc, network_on_gets_the_tap_fd);
 	suite_add_tcase(s, tc);
 	return s;
 }
