@@ -309,6 +309,71 @@ START_TEST(destroy_async_kills_and_removes_off_loop)
 }
 END_TEST
 
+/*
+ * The v2 kill path (cgroup.kill) on the real kernel: this host's cgroup2
+ * mount has no controllers, so limits cannot be set there, but creating,
+ * joining, killing and removing work as on a v2 host.
+ */
+START_TEST(v2_kill_path_on_real_cgroup2)
+{
+	struct cg_host h;
+	struct cg_attach a;
+	char dir[4200], err[512];
+	pid_t child, gc = 0, pids[16];
+	unsigned slots[8];
+	int p[2], i;
+
+	if (cg.v2[0] == '\0') {
+		fprintf(stderr, "no cgroup2 mount: v2 kill path not run\n");
+		return;
+	}
+	memset(&h, 0, sizeof(h));
+	h.layout = CG_LAYOUT_V2;
+	snprintf(h.v2, sizeof(h.v2), "%s", cg.v2);
+	snprintf(h.parent, sizeof(h.parent), "%s", PARENT);
+	snprintf(dir, sizeof(dir), "%s/%s", h.v2, PARENT);
+	ck_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
+	ck_assert_int_eq(cg_path(&h, SLOT, 0, dir, sizeof(dir)), 0);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	ck_assert_int_eq(cg_attach_prepare(&h, SLOT, &a), 0);
+	ck_assert_int_eq(pipe(p), 0);
+	if ((child = fork()) == 0) {
+		if (cg_attach_apply(&a) == -1)
+			_exit(1);
+		if (fork() == 0) {
+			setsid();
+			if (fork() == 0) {
+				pid_t me = getpid();
+
+				(void)!write(p[1], &me, sizeof(me));
+				for (;;)
+					pause();
+			}
+			_exit(0);
+		}
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	ck_assert_int_eq(read(p[0], &gc, sizeof(gc)), sizeof(gc));
+	close(p[0]);
+	ck_assert_int_ge(cg_procs(&h, SLOT, pids, 16), 2);
+	ck_assert_int_eq(cg_list(&h, slots, 8), 1);
+	ck_assert_uint_eq(slots[0], SLOT);
+	ck_assert_msg(cg_kill(&h, SLOT, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(cg_procs(&h, SLOT, pids, 16), 0);
+	for (i = 0; i < 100 && !proc_gone(gc); i++)
+		usleep(10000);
+	ck_assert(proc_gone(gc));
+	waitpid(child, NULL, 0);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	ck_assert_msg(cg_remove(&h, SLOT, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(access(dir, F_OK), -1);
+	cg_remove_parent(&h);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -322,6 +387,7 @@ suite(void)
 	tcase_add_test(tc, pids_limit_stops_fork_bomb);
 	tcase_add_test(tc, lists_leftovers_and_attaches_pid);
 	tcase_add_test(tc, destroy_async_kills_and_removes_off_loop);
+	tcase_add_test(tc, v2_kill_path_on_real_cgroup2);
 	suite_add_tcase(s, tc);
 	return s;
 }
