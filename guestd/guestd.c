@@ -327,21 +327,18 @@ link_poll(void)
 
 	if (listen_fd != -1)
 		loop_add(listen_fd, POLLIN, listen_io, NULL);
-	if (link_fd != -1) {
+	if (link_fd == -1 && listen_fd == -1 && opts.link_fd == -1) {
+		now = now_ns();
+		if (now >= link_retry_at) {
+			link_try_open();
+			link_retry_at = now + (int64_t)LINK_RETRY_MS * 1000000;
+		}
+		if (link_fd == -1)
+			loop_timeout((link_retry_at - now) / 1000000 + 1);
+	}
+	if (link_fd != -1)
 		loop_add(link_fd, POLLIN | (glink_out_pending(gl) > 0 ?
 		    POLLOUT : 0), link_io, NULL);
-		return;
-	}
-	if (listen_fd != -1 || opts.link_fd != -1)
-		return;
-	now = now_ns();
-	if (now >= link_retry_at) {
-		link_try_open();
-		if (link_fd != -1)
-			return;
-		link_retry_at = now + (int64_t)LINK_RETRY_MS * 1000000;
-	}
-	loop_timeout((link_retry_at - now) / 1000000 + 1);
 }
 
 static void
