@@ -16,9 +16,57 @@ struct conf_paths {
 	char	*state_dir;	/* databases, disks: /var/lib/mcpvm */
 };
 
+enum conf_accel { CONF_ACCEL_AUTO, CONF_ACCEL_KVM, CONF_ACCEL_TCG };
+
+struct conf_vmmd {
+	char		*socket;		/* mcpd's requests */
+	char		*ctl_socket;		/* vmctl */
+	char		*authd_socket;
+	char		*database;
+	char		*audit_log;
+	char		*vm_dir;		/* disks, kernels, checkpoints */
+	char		*run_dir;		/* per-VM sockets and logs */
+	char		*mcpd_user;		/* the only peer on socket */
+	char		*admin_group;		/* may use ctl_socket */
+	char		*qemu;
+	char		*vmproxy;
+	int		 accel;			/* enum conf_accel */
+	char		*cgroup_parent;
+	long long	 uid_base;		/* slot N runs as uid_base + N */
+	long long	 max_vms;		/* also the size of the uid range */
+	long long	 max_memory_mib;
+	long long	 max_storage_gib;
+	long long	 boot_timeout_seconds;
+	long long	 min_free_mib;		/* kept free on vm_dir's volume */
+	struct cfg_list	 stream_ports;		/* "1025-65535" ranges */
+	long long	 max_streams;		/* host-wide */
+	long long	 max_streams_per_vm;
+};
+
+struct conf_image {
+	char		*id;
+	char		*rootfs;
+	char		*kernel;
+	char		*initrd;
+	char		*rootfs_sha256;
+	char		*kernel_sha256;
+	char		*initrd_sha256;
+	char		*append;		/* extra kernel arguments */
+	int		 is_default;
+	long long	 memory_mib;		/* default for vm_create */
+	long long	 min_memory_mib;
+};
+
 struct mcpvm_conf {
 	struct conf_paths	 paths;
+	struct conf_vmmd	 vmmd;
+	struct cfg_array	 images;	/* struct conf_image */
 };
+
+/* The image vm_create uses when it names none: NULL if none is marked. */
+const struct conf_image *conf_default_image(const struct mcpvm_conf *);
+const struct conf_image *conf_find_image(const struct mcpvm_conf *,
+	    const char *id);
 
 extern const struct cfg_schema mcpvm_conf_schema;
 

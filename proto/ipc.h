@@ -66,14 +66,38 @@ enum ipc_type {
 	IPC_VM_STATS = 308,
 	IPC_VM_STATS_RESULT = 309,
 
-	/* 400-499: vmctl -> vmmd */
+	/* 400-499: vmctl -> vmmd; every reply is IPC_VMCTL_RESULT
+	 * {"result":{…}} or IPC_ERROR */
 	IPC_VMCTL_BASE = 400,
+	IPC_VMCTL_LIST = 401,		/* {"workspace"?} */
+	IPC_VMCTL_STATUS = 402,		/* {"vm_id"} */
+	IPC_VMCTL_DESTROY = 403,	/* {"vm_id"} */
+	IPC_VMCTL_SUSPEND = 404,	/* {"vm_id","mode"?} */
+	IPC_VMCTL_RESUME = 405,		/* {"vm_id"} */
+	IPC_VMCTL_STOP_WORKSPACE = 406,	/* {"workspace"} */
+	IPC_VMCTL_PREFLIGHT = 407,	/* {} */
+	IPC_VMCTL_AUDIT_VERIFY = 408,	/* {} */
+	IPC_VMCTL_RESULT = 420,
 
 	/* 500-599: vmmd -> netd */
 	IPC_NET_BASE = 500,
 
-	/* 600-699: vmmd <-> vmproxy */
+	/*
+	 * 600-699: vmmd <-> vmproxy.  vmproxy is the only process that
+	 * parses what a guest sends; what it hands vmmd is already checked
+	 * and shaped as the tools' results.
+	 */
 	IPC_PROXY_BASE = 600,
+	/* {"op":"exec"|"job_status"|"jobs"|"job_output"|"job_cancel"|
+	 *  "file_read"|"file_write"|"freeze"|"thaw"|"activity"|"ping"|
+	 *  "shutdown", args…} */
+	IPC_PROXY_CALL = 601,
+	IPC_PROXY_RESULT = 602,		/* {"result":{…}} or IPC_ERROR */
+	IPC_PROXY_STREAM_OPEN = 603,	/* {"port":n} */
+	IPC_PROXY_STREAM_OPEN_RESULT = 604,	/* {"channel":n} + fd */
+	/* vmproxy -> vmmd: {"event":"hello","boot_id","jobs"} | {"event":
+	 * "link_down"} | {"event":"guest_error","message"} */
+	IPC_PROXY_EVENT = 605,
 
 	/* Test-only types, never in a daemon's policy table. */
 	IPC_TEST_BASE = 900,
