@@ -12,6 +12,7 @@
 #include <grp.h>
 #include <inttypes.h>
 #include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
