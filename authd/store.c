@@ -368,6 +368,13 @@ store_close(struct store *s)
 }
 
 int
+store_set_durable(struct store *s, int durable)
+{
+	return exec(s, durable ? "PRAGMA synchronous = FULL" :
+	    "PRAGMA synchronous = OFF");
+}
+
+int
 store_schema_version(struct store *s)
 {
 	sqlite3_stmt *st;

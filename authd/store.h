@@ -135,6 +135,12 @@ enum store_rc store_show(struct store *, const char *ws, int64_t now,
 enum store_rc store_expired(struct store *, int64_t after, int64_t upto,
 	    void (*cb)(const char *ws, const char *id, void *), void *arg);
 
+/*
+ * durable 1 (the default): every commit is synced (PRAGMA synchronous =
+ * FULL).  0 is for bulk loading in benchmarks and tests only.
+ */
+int	store_set_durable(struct store *, int durable);
+
 /* The database's current schema version (PRAGMA user_version), or -1. */
 int	store_schema_version(struct store *);
 

@@ -93,7 +93,7 @@ read_frame(int fd, char *body, size_t cap, uint32_t *id)
 	uint32_t hdr[4];
 
 	if (read_all(fd, hdr, sizeof(hdr)) == -1 || hdr[1] >= cap)
-		die("read frame");
+		die("read frame (authd.log in the bench directory says more)");
 	if (read_all(fd, body, hdr[1]) == -1)
 		die("read body");
 	body[hdr[1]] = '\0';
@@ -121,7 +121,9 @@ connect_to(const char *path, int hello)
 	char body[4096];
 	int fd;
 
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", path);
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return -1;
+	memcpy(sun.sun_path, path, strlen(path) + 1);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		die("socket");
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
@@ -281,6 +283,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
+	/* Bulk loading only; authd itself always writes durably. */
+	store_set_durable(st, 0);
 	for (int i = 0; i < NCRED; i++) {
 		uint8_t hash[CRED_HASH_LEN];
 		struct auth_policy p;
@@ -330,7 +334,9 @@ main(int argc, char **argv)
 
 	/* Reference 2: the same frames echoed by a trivial server. */
 	snprintf(echo_sock, sizeof(echo_sock), "%s/echo.sock", dir);
-	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", echo_sock);
+	if (strlen(echo_sock) >= sizeof(sun.sun_path))
+		die("echo socket path too long");
+	memcpy(sun.sun_path, echo_sock, strlen(echo_sock) + 1);
 	if ((lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
 	    bind(lfd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
 	    listen(lfd, 16) == -1)
@@ -372,9 +378,12 @@ main(int argc, char **argv)
 	    "peers = root\n", dir, dir);
 	fclose(f);
 	if ((pid = fork()) == 0) {
-		int devnull = open("/dev/null", O_WRONLY);
+		char logp[300];
+		int logfd;
 
-		dup2(devnull, STDERR_FILENO);
+		snprintf(logp, sizeof(logp), "%s/authd.log", dir);
+		if ((logfd = open(logp, O_WRONLY | O_CREAT, 0600)) != -1)
+			dup2(logfd, STDERR_FILENO);
 		execl(argv[1], "authd", "-d", "-f", conf, (char *)NULL);
 		_exit(127);
 	}
@@ -393,6 +402,10 @@ main(int argc, char **argv)
 	    rate1 >= 20000 ? "met" : "NOT met");
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);
+	if (getenv("BENCH_KEEP") != NULL) {
+		printf("kept %s\n", dir);
+		return 0;
+	}
 	snprintf(conf, sizeof(conf), "rm -rf '%s'", dir);
 	if (system(conf) != 0)
 		fprintf(stderr, "cleanup of %s failed\n", dir);
