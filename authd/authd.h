@@ -53,6 +53,8 @@ int	peer_init(struct authd *);
 void	peer_shutdown(void);
 const struct ipc_policy *peer_accept(const struct ucred *, void *);
 extern const struct ipc_handlers peer_handlers;
+/* Forgets cached verifications; called on every change to the store. */
+void	peer_cache_flush(void);
 /* Tells every subscriber; cred_id NULL = the whole workspace. */
 void	peer_event(const char *ws, const char *cred_id, const char *reason);
 

@@ -508,5 +508,9 @@ ctl_dispatch(struct ipc_conn *c, struct ipc_msg *msg, void *arg)
 		    "unexpected message type %u", msg->type);
 		break;
 	}
+	/* Anything that may have changed the store voids cached answers;
+	 * nothing else runs in between on this single-threaded loop. */
+	if (msg->type != IPC_AUTHCTL_LIST && msg->type != IPC_AUTHCTL_SHOW)
+		peer_cache_flush();
 	explicit_bzero(&req, sizeof(req));
 }

@@ -56,6 +56,22 @@ struct limiter {
 	unsigned long		 failed, delayed, refused;
 };
 
+/*
+ * Verified credentials, by hash, with the reply they get.  authd is the
+ * only writer of its database and flushes this on every change it makes
+ * (peer_cache_flush), so a hit is as good as a lookup; expiry is checked
+ * on every hit.  Only successes are kept.
+ */
+#define CACHE_SLOTS	65536	/* a power of two; 3 MiB */
+
+struct cache_slot {
+	uint8_t			 hash[CRED_HASH_LEN];
+	int64_t			 expires_at;
+	struct json_object	*reply;		/* NULL = empty */
+};
+
+static struct cache_slot cache[CACHE_SLOTS];
+
 static TAILQ_HEAD(, peer) peers = TAILQ_HEAD_INITIALIZER(peers);
 static struct limiter limiters[AUTHD_MAX_PEERS];
 static struct event *expiry_ev, *summary_ev;
@@ -183,15 +199,38 @@ summary_cb(int fd, short ev, void *arg)
 	}
 }
 
+static struct cache_slot *
+cache_slot(const uint8_t hash[CRED_HASH_LEN])
+{
+	uint32_t h;
+
+	/* The hash is uniformly random: its first bytes make the index. */
+	memcpy(&h, hash, sizeof(h));
+	return &cache[h & (CACHE_SLOTS - 1)];
+}
+
+void
+peer_cache_flush(void)
+{
+	for (size_t i = 0; i < CACHE_SLOTS; i++) {
+		if (cache[i].reply == NULL)
+			continue;
+		json_object_put(cache[i].reply);
+		explicit_bzero(&cache[i], sizeof(cache[i]));
+	}
+}
+
 static void
 peer_verify(struct peer *p, struct ipc_msg *msg)
 {
 	struct authd_request req;
 	struct store_verdict v;
 	struct json_object *body;
+	struct cache_slot *slot = NULL;
 	uint8_t hash[CRED_HASH_LEN];
 	char why[256];
 	enum store_rc rc;
+	int64_t now;
 
 	if (authd_request_decode(msg->type, msg->body, &req, why,
 	    sizeof(why)) == -1) {
@@ -207,20 +246,32 @@ peer_verify(struct peer *p, struct ipc_msg *msg)
 	rc = cred_hash(req.credential, CRED_LEN, hash) == -1 ? STORE_ERROR :
 	    STORE_OK;
 	explicit_bzero(&req, sizeof(req));
-	if (rc == STORE_OK)
-		rc = store_verify(authd->store, hash, time(NULL), &v);
-	explicit_bzero(hash, sizeof(hash));
+	now = time(NULL);
+	if (rc == STORE_OK) {
+		slot = cache_slot(hash);
+		if (slot->reply != NULL && cred_hash_equal(slot->hash, hash) &&
+		    (slot->expires_at == 0 || slot->expires_at > now)) {
+			explicit_bzero(hash, sizeof(hash));
+			ipc_reply(p->conn, IPC_AUTH_VERIFY_RESULT, msg->id,
+			    slot->reply, -1);
+			return;
+		}
+		rc = store_verify(authd->store, hash, now, &v);
+	}
 	switch (rc) {
 	case STORE_OK:
 		break;
 	case STORE_UNAUTHORIZED:
+		explicit_bzero(hash, sizeof(hash));
 		verify_failed(p, msg->id);
 		return;
 	case STORE_BUSY:
+		explicit_bzero(hash, sizeof(hash));
 		ipc_reply_error(p->conn, msg->id, "busy", "credential store "
 		    "is busy; retry");
 		return;
 	default:
+		explicit_bzero(hash, sizeof(hash));
 		log_warnx("verify: %s", store_errmsg(authd->store));
 		ipc_reply_error(p->conn, msg->id, "internal", "credential "
 		    "store error");
@@ -235,7 +286,12 @@ peer_verify(struct peer *p, struct ipc_msg *msg)
 	    json_object_new_int64(v.expires_at));
 	json_object_object_add(body, "policy", policy_to_json(&v.policy));
 	ipc_reply(p->conn, IPC_AUTH_VERIFY_RESULT, msg->id, body, -1);
-	json_object_put(body);
+	if (slot->reply != NULL)
+		json_object_put(slot->reply);
+	memcpy(slot->hash, hash, sizeof(hash));
+	slot->expires_at = v.expires_at;
+	slot->reply = body;
+	explicit_bzero(hash, sizeof(hash));
 }
 
 static void
@@ -404,6 +460,7 @@ peer_shutdown(void)
 	for (size_t i = 0; i < AUTHD_MAX_PEERS; i++)
 		if (limiters[i].timer != NULL)
 			event_free(limiters[i].timer);
+	peer_cache_flush();
 	if (expiry_ev != NULL)
 		event_free(expiry_ev);
 	if (summary_ev != NULL)

@@ -22,7 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../proto/ipc.h"
+#include <event2/event.h>
+#include <json-c/json.h>
+
+#include "ipc.h"
 #include "store.h"
 
 #define NCRED		10000
@@ -162,6 +165,46 @@ echo_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * The third reference: common/ipc with a dispatch that answers every
+ * verify with a fixed reply of the same shape, so the difference to authd
+ * is authd's own work.
+ */
+static struct json_object *canned;
+
+static void
+ipc_echo_dispatch(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	ipc_reply(c, IPC_AUTH_VERIFY_RESULT, m->id, canned, -1);
+}
+
+static const struct ipc_rule echo_rules[] = { { IPC_AUTH_VERIFY, 0 } };
+static const struct ipc_policy echo_policy = { "bench", echo_rules, 1 };
+static const struct ipc_handlers echo_handlers = { ipc_echo_dispatch, NULL };
+
+static const struct ipc_policy *
+ipc_echo_accept(const struct ucred *cred, void *arg)
+{
+	return &echo_policy;
+}
+
+static void __attribute__((noreturn))
+ipc_echo_server(const char *path)
+{
+	struct event_base *base = event_base_new();
+
+	canned = json_tokener_parse("{\"workspace\":\"bench-1\","
+	    "\"credential_id\":\"0123456789abcdef\",\"expires_at\":0,"
+	    "\"policy\":{\"network\":false,\"images\":[],\"max_vms\":2,"
+	    "\"memory_mib\":1024,\"storage_gib\":10,\"max_streams\":8}}");
+	if (base == NULL || canned == NULL ||
+	    ipc_server_new(base, path, 0600, "bench", ipc_echo_accept,
+	    &echo_handlers, NULL) == NULL)
+		_exit(1);
+	event_base_dispatch(base);
+	_exit(0);
+}
+
 /* ---- measuring ---------------------------------------------------------- */
 
 struct run {
@@ -195,6 +238,32 @@ client_thread(void *arg)
 	return NULL;
 }
 
+/* CPU seconds (user + system) pid has used so far. */
+static double
+cpu_of(pid_t pid)
+{
+	char p[64], buf[1024], *c;
+	unsigned long ut = 0, st = 0;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	if ((f = fopen(p, "r")) == NULL)
+		return 0;
+	if (fgets(buf, sizeof(buf), f) == NULL) {
+		fclose(f);
+		return 0;
+	}
+	fclose(f);
+	/* Fields 14 and 15, counted after the ")" that ends the name. */
+	if ((c = strrchr(buf, ')')) == NULL ||
+	    sscanf(c + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+	    &ut, &st) != 2)
+		return 0;
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static pid_t server_pid;
+
 static int
 cmp_double(const void *a, const void *b)
 {
@@ -209,7 +278,7 @@ measure(const char *label, const char *path, int nthreads, int hello)
 {
 	pthread_t th[MAX_THREADS];
 	struct run runs[MAX_THREADS];
-	double *all, t0, secs, rate;
+	double *all, t0, secs, rate, cpu0;
 	int per = nreq / nthreads, total = per * nthreads, k = 0, failures = 0;
 
 	all = calloc((size_t)total, sizeof(double));
@@ -222,6 +291,7 @@ measure(const char *label, const char *path, int nthreads, int hello)
 		runs[i].lat = all + i * per;
 		runs[i].failures = 0;
 	}
+	cpu0 = cpu_of(server_pid);
 	t0 = now();
 	for (int i = 0; i < nthreads; i++)
 		pthread_create(&th[i], NULL, client_thread, &runs[i]);
@@ -234,8 +304,10 @@ measure(const char *label, const char *path, int nthreads, int hello)
 	(void)k;
 	qsort(all, (size_t)total, sizeof(double), cmp_double);
 	rate = total / secs;
-	printf("%-34s %2d  %9.0f/s  p50 %7.1f us  p99 %7.1f us%s\n", label,
-	    nthreads, rate, all[total / 2] * 1e6, all[total * 99 / 100] * 1e6,
+	printf("%-34s %2d  %9.0f/s  p50 %7.1f us  p99 %7.1f us  "
+	    "server CPU %5.1f us/op%s\n", label, nthreads, rate,
+	    all[total / 2] * 1e6, all[total * 99 / 100] * 1e6,
+	    (cpu_of(server_pid) - cpu0) / total * 1e6,
 	    failures ? "  (FAILURES)" : "");
 	free(all);
 	if (failures)
@@ -363,11 +435,30 @@ main(int argc, char **argv)
 			}
 		}
 		close(lfd);
+		server_pid = epid;
 		measure("reference: echo over Unix socket", echo_sock, 1, 0);
 		measure("reference: echo over Unix socket", echo_sock, 8, 0);
 		kill(epid, SIGKILL);
 		waitpid(epid, NULL, 0);
 	}
+
+	snprintf(echo_sock, sizeof(echo_sock), "%s/ipc-echo.sock", dir);
+	if ((pid = fork()) == 0)
+		ipc_echo_server(echo_sock);
+	for (int i = 0; i < 500; i++) {
+		int fd = connect_to(echo_sock, 0);
+
+		if (fd != -1) {
+			close(fd);
+			break;
+		}
+		usleep(10000);
+	}
+	server_pid = pid;
+	measure("reference: common/ipc canned reply", echo_sock, 1, 1);
+	measure("reference: common/ipc canned reply", echo_sock, 8, 1);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
 
 	/* The real thing. */
 	snprintf(sock, sizeof(sock), "%s/authd.sock", dir);
@@ -396,6 +487,7 @@ main(int argc, char **argv)
 		}
 		usleep(10000);
 	}
+	server_pid = pid;
 	rate1 = measure("authd verify", sock, 1, 1);
 	measure("authd verify", sock, 8, 1);
 	printf("goal: >= 20000 verifications/s from one client: %s\n",

@@ -211,6 +211,9 @@ class Verify(AuthdTest):
         self.assertUnauthorized(c.call(ipc.AUTH_VERIFY, {"credential": "x"}))
         self.assertUnauthorized(c.call(ipc.AUTH_VERIFY,
                                        {"credential": tok[:-1]}))
+        # Verified (and so cached by authd) just before it is revoked.
+        self.assertEqual(c.call(ipc.AUTH_VERIFY, {"credential": tok})[0],
+                         ipc.AUTH_VERIFY_RESULT)
         r = self.a.ctl("revoke-token", "--credential", out["credential_id"])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertUnauthorized(c.call(ipc.AUTH_VERIFY, {"credential": tok}))
@@ -236,6 +239,7 @@ class Verify(AuthdTest):
     def test_rotate_keeps_policy(self):
         tok, out, _ = self.a.issue("rot", "--allow-network", "--image", "a",
                                    "--storage-gib", "7")
+        self.assertEqual(self.a.verify(tok)[0], ipc.AUTH_VERIFY_RESULT)
         p = os.path.join(self.a.dir, "rotated")
         r = self.a.ctl("--json", "rotate", "--workspace", "rot", "--output",
                        p, "--ttl", "1h")
@@ -267,6 +271,7 @@ class Verify(AuthdTest):
 
     def test_policy_set_changes_it(self):
         tok, out, _ = self.a.issue("pol")
+        self.assertFalse(self.a.verify(tok)[1]["policy"]["network"])
         r = self.a.ctl("policy", "set", "--workspace", "pol",
                        "--allow-network", "--image", "x", "--image", "y",
                        "--max-streams", "2")
