@@ -308,10 +308,8 @@ ctl_socket(void)
 
 static int ctl_fd = -1;
 
-/*
- * One request.  Returns the reply body; an error reply is printed and
- * exits EX_REFUSED unless keep_errors is set (then it is returned).
- */
+/* One request: the reply body and its type, or NULL if authd is out of
+ * reach (errno says why). */
 static struct json_object *
 call(uint32_t type, struct json_object *req, uint32_t *rtype)
 {
@@ -540,6 +538,7 @@ cmd_issue(int argc, char **argv)
 	const char *tok, *id;
 	char t1[32], t2[32];
 	int rotate = strcmp(argv[0], "rotate") == 0;
+	uint32_t rtype = 0;
 	int fd = -1;
 
 	parse_args(argc, argv, A_WS | A_OUT | A_TTL |
@@ -558,15 +557,19 @@ cmd_issue(int argc, char **argv)
 	if (a.output != NULL)
 		fd = open_token_file(a.output, a.owner);
 	reply = call(rotate ? IPC_AUTHCTL_ROTATE : IPC_AUTHCTL_ISSUE, req,
-	    &(uint32_t){ 0 });
+	    &rtype);
 	json_object_put(req);
-	if (reply == NULL || jobj(reply, "error") != NULL) {
+	if (reply == NULL || rtype != (rotate ? IPC_AUTHCTL_ROTATE_RESULT :
+	    IPC_AUTHCTL_ISSUE_RESULT)) {
 		if (fd != -1) {
 			unlink(a.output);
 			close(fd);
 		}
 		if (reply == NULL)
 			unreachable();
+		if (rtype != IPC_ERROR)
+			die(EX_UNREACHABLE, "authd answered with message type "
+			    "%u", rtype);
 		refused(reply);
 	}
 	tok = jstr(reply, "credential");
