@@ -60,8 +60,32 @@ enum ipc_type {
 	IPC_AUTHCTL_SHOW = 213,
 	IPC_AUTHCTL_SHOW_RESULT = 214,
 
-	/* 300-399: mcpd -> vmmd */
+	/*
+	 * 300-399: mcpd <-> vmmd.  Every request carries the bearer
+	 * credential as the client presented it; vmmd asks authd whose it
+	 * is.  mcpd never names a workspace.
+	 */
 	IPC_VM_BASE = 300,
+	/* {"credential","tool","arguments":{…}} */
+	IPC_VM_TOOL = 301,
+	/* {"result":{…}} matching the tool's outputSchema; or IPC_ERROR */
+	IPC_VM_TOOL_RESULT = 302,
+	/*
+	 * vmmd -> mcpd while a slow tool runs, carrying the request's id
+	 * without IPC_FLAG_REPLY: {"progress":n,"total":m,"message":"…"}
+	 */
+	IPC_VM_PROGRESS = 303,
+	/* {"id":<ipc id of the request>}: the client gave up on it */
+	IPC_VM_CANCEL = 304,
+	/* {"credential","vm_id","port"} */
+	IPC_VM_STREAM_OPEN = 305,
+	/* {"stream_id","vm_id","port","workspace"} + the stream's fd */
+	IPC_VM_STREAM_OPEN_RESULT = 306,
+	/* vmmd -> mcpd: {"stream_id","reason":"suspended"|"destroyed"} */
+	IPC_VM_STREAM_CLOSE = 307,
+	/* {} -> {"vms":{"running":n,…}} for /metrics */
+	IPC_VM_STATS = 308,
+	IPC_VM_STATS_RESULT = 309,
 
 	/* 400-499: vmctl -> vmmd */
 	IPC_VMCTL_BASE = 400,
