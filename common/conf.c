@@ -116,6 +116,41 @@ check_image_id(const char *id)
 	}
 	return NULL;
 }
+#define AK(f)	KEY(struct conf_authd, f)
+
+static const struct cfg_key authd_keys[] = {
+	{ "user", CFG_STRING, AK(user), 0, "mcpvm-auth", 0, 0, NULL,
+	    "user authd drops to when started as root" },
+	{ "socket", CFG_PATH, AK(socket), 0, "${runtime_dir}/authd.sock",
+	    0, 0, NULL, "socket for mcpd and vmmd (verify, subscribe)" },
+	{ "ctl_socket", CFG_PATH, AK(ctl_socket), 0,
+	    "${runtime_dir}/authctl.sock", 0, 0, NULL,
+	    "socket for authctl (root and admin_group)" },
+	{ "database", CFG_PATH, AK(database), 0, "${state_dir}/authd/authd.db",
+	    0, 0, NULL, "SQLite credential store, mode 0600" },
+	{ "admin_group", CFG_STRING, AK(admin_group), 0, "mcpvm-admin",
+	    0, 0, NULL, "group whose members may use authctl" },
+	{ "peers", CFG_LIST, AK(peers), 0, "mcpvm root", 0, 0, NULL,
+	    "users (mcpd's, vmmd's) allowed on authd.sock" },
+	{ "default_ttl", CFG_INT, AK(default_ttl), 0, "2592000",
+	    0, 316224000, NULL,
+	    "lifetime of a new credential in seconds without --ttl; 0 never "
+	    "expires" },
+	{ "default_max_vms", CFG_INT, AK(default_max_vms), 0, "2",
+	    1, 1024, NULL, "a new workspace's VM quota" },
+	{ "default_memory_mib", CFG_INT, AK(default_memory_mib), 0, "4096",
+	    1, 1048576, NULL, "a new workspace's memory quota (MiB)" },
+	{ "default_storage_gib", CFG_INT, AK(default_storage_gib), 0, "20",
+	    1, 65536, NULL, "a new workspace's storage quota (GiB)" },
+	{ "default_max_streams", CFG_INT, AK(default_max_streams), 0, "8",
+	    1, 4096, NULL, "a new workspace's concurrent stream quota" },
+	{ "fail_rate", CFG_INT, AK(fail_rate), 0, "20", 1, 1000000, NULL,
+	    "failed verifications answered per second per peer user" },
+	{ "fail_burst", CFG_INT, AK(fail_burst), 0, "100", 1, 1000000, NULL,
+	    "failed verifications answered at once before fail_rate applies" },
+	{ "fail_queue", CFG_INT, AK(fail_queue), 0, "1024", 0, 65536, NULL,
+	    "failed verifications held back per peer user before 'busy'" },
+};
 
 #define NKEYS(t)	(sizeof(t) / sizeof((t)[0]))
 
@@ -127,6 +162,8 @@ static const struct cfg_section sections[] = {
 	{ "image", image_keys, NKEYS(image_keys),
 	    offsetof(struct mcpvm_conf, images), 1, sizeof(struct conf_image),
 	    offsetof(struct conf_image, id), check_image_id },
+	{ "authd", authd_keys, NKEYS(authd_keys),
+	    offsetof(struct mcpvm_conf, authd), 0, 0, 0, NULL },
 };
 
 const struct cfg_schema mcpvm_conf_schema = {

@@ -57,10 +57,29 @@ struct conf_image {
 	long long	 min_memory_mib;
 };
 
+/* [authd]: the credential daemon and authctl; see authd.8. */
+struct conf_authd {
+	char		*user;		/* drops to it when started as root */
+	char		*socket;	/* authd.sock, for mcpd and vmmd */
+	char		*ctl_socket;	/* authctl.sock, for operators */
+	char		*database;
+	char		*admin_group;	/* may use authctl besides root */
+	struct cfg_list	 peers;		/* users allowed on authd.sock */
+	long long	 default_ttl;
+	long long	 default_max_vms;
+	long long	 default_memory_mib;
+	long long	 default_storage_gib;
+	long long	 default_max_streams;
+	long long	 fail_rate;
+	long long	 fail_burst;
+	long long	 fail_queue;
+};
+
 struct mcpvm_conf {
 	struct conf_paths	 paths;
 	struct conf_vmmd	 vmmd;
 	struct cfg_array	 images;	/* struct conf_image */
+	struct conf_authd	 authd;
 };
 
 /* The image vm_create uses when it names none: NULL if none is marked. */

@@ -33,11 +33,32 @@ enum ipc_type {
 	IPC_HELLO = 1,
 	IPC_ERROR = 2,
 
-	/* 100-199: mcpd, vmmd -> authd */
+	/* 100-199: mcpd, vmmd -> authd (authd.8 documents the bodies) */
 	IPC_AUTH_BASE = 100,
+	IPC_AUTH_VERIFY = 101,		/* {credential} */
+	IPC_AUTH_VERIFY_RESULT = 102,	/* {workspace, credential_id,
+					   expires_at, policy} */
+	IPC_AUTH_SUBSCRIBE = 103,	/* {} */
+	IPC_AUTH_SUBSCRIBE_RESULT = 104,	/* {} */
+	IPC_AUTH_EVENT = 105,		/* pushed, id 0: {workspace,
+					   [credential_id], reason} */
 
 	/* 200-299: authctl -> authd */
 	IPC_AUTHCTL_BASE = 200,
+	IPC_AUTHCTL_ISSUE = 201,
+	IPC_AUTHCTL_ISSUE_RESULT = 202,
+	IPC_AUTHCTL_ROTATE = 203,
+	IPC_AUTHCTL_ROTATE_RESULT = 204,
+	IPC_AUTHCTL_REVOKE_TOKEN = 205,
+	IPC_AUTHCTL_REVOKE_TOKEN_RESULT = 206,
+	IPC_AUTHCTL_REVOKE_WORKSPACE = 207,
+	IPC_AUTHCTL_REVOKE_WORKSPACE_RESULT = 208,
+	IPC_AUTHCTL_POLICY_SET = 209,
+	IPC_AUTHCTL_POLICY_SET_RESULT = 210,
+	IPC_AUTHCTL_LIST = 211,
+	IPC_AUTHCTL_LIST_RESULT = 212,
+	IPC_AUTHCTL_SHOW = 213,
+	IPC_AUTHCTL_SHOW_RESULT = 214,
 
 	/*
 	 * 300-399: mcpd <-> vmmd.  Every request carries the bearer

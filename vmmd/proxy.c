@@ -225,7 +225,11 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	int sp[2], have_cg;
 	pid_t pid;
 
-	snprintf(link, sizeof(link), "%s/%s", vm->rundir, VMM_LINK_SOCK);
+	if ((size_t)snprintf(link, sizeof(link), "%s/%s", vm->rundir,
+	    VMM_LINK_SOCK) >= sizeof(link)) {
+		snprintf(err, errlen, "run_dir path too long");
+		return -1;
+	}
 	have_cg = cg_attach_prepare(&env->cg, (unsigned)vm->rec.slot, &cga) ==
 	    0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {

@@ -152,10 +152,12 @@ vm_summary(const struct vm *vm)
 	return o;
 }
 
+/* Paths are bounded at startup (vm_dir is short); a cut one is empty. */
 static void
 vm_path(const struct vm *vm, const char *name, char *buf, size_t len)
 {
-	snprintf(buf, len, "%s/%s", vm->dir, name);
+	if ((size_t)snprintf(buf, len, "%s/%s", vm->dir, name) >= len)
+		buf[0] = '\0';
 }
 
 /* Ends the operation in progress and tells whoever started it. */
@@ -516,9 +518,9 @@ vm_remove_files(struct vm *vm)
 		while ((de = readdir(d)) != NULL) {
 			if (de->d_name[0] == '.')
 				continue;
-			snprintf(path, sizeof(path), "%s/%s", vm->rundir,
-			    de->d_name);
-			unlink(path);
+			if ((size_t)snprintf(path, sizeof(path), "%s/%s",
+			    vm->rundir, de->d_name) < sizeof(path))
+				unlink(path);
 		}
 		closedir(d);
 	}

@@ -80,6 +80,7 @@ static void link_connect(void);
 static void link_drop(const char *why, int fatal_guest);
 static void link_want_write(void);
 static void stream_free(struct pstream *, int send_close);
+static void streams_report(void);
 
 /* ---- replies to vmmd ---------------------------------------------------- */
 
