@@ -34,8 +34,6 @@
 #define CMDLINE_MAX	4096
 #define PARAM_MAX	256
 
-static int	verbose = 1;
-
 static void	vsay(const char *, const char *, va_list)
 		    __attribute__((format(printf, 2, 0)));
 static void	say(const char *, ...) __attribute__((format(printf, 1, 2)));
@@ -80,8 +78,6 @@ say(const char *fmt, ...)
 {
 	va_list	 ap;
 
-	if (!verbose)
-		return;
 	va_start(ap, fmt);
 	vsay("", fmt, ap);
 	va_end(ap);
@@ -362,8 +358,6 @@ main(int argc, char *argv[])
 	mount_one("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC);
 
 	cmdline_read(cmdline, sizeof(cmdline));
-	if (cmdline_get(cmdline, "quiet", NULL, 0))
-		verbose = 0;
 	if (!cmdline_get(cmdline, "root", root, sizeof(root)))
 		die("no root= on the kernel command line (e.g. "
 		    "root=/dev/vda)");
@@ -388,7 +382,6 @@ main(int argc, char *argv[])
 		mflags |= MS_RDONLY;
 
 	nmod = modules_load();
-	say("%d modules loaded at %ld ms", nmod, uptime_ms());
 
 	root_wait(root, (int)secs);
 	if (mkdir(NEWROOT, 0755) == -1 && errno != EEXIST)
@@ -402,7 +395,9 @@ main(int argc, char *argv[])
 	if (access(path, X_OK) == -1)
 		die("stage two %s on root=%s: %s", init, root,
 		    strerror(errno));
-	say("root=%s mounted at %ld ms, exec %s", root, uptime_ms(), init);
+	/* The one line a healthy boot prints: it dates the handover. */
+	say("%d modules loaded, root=%s mounted, exec %s at %ld ms", nmod,
+	    root, init, uptime_ms());
 	switch_root(init, argv);
 	return (1);
 }
