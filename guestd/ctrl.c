@@ -126,6 +126,11 @@ ctrl_dispatch(const uint8_t *buf, size_t len, const uint8_t *body,
 		json_object_object_add(r, "streams",
 		    json_object_new_int(streams_count()));
 		break;
+	case OP_RESYNC:
+		/* No reply: the hello that follows the reset is the answer. */
+		link_resync(q.nonce);
+		req_free(&q);
+		return 0;
 	case OP_SHUTDOWN:
 		link_reply(reply_new(q.id), NULL, 0);
 		req_free(&q);

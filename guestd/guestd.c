@@ -105,10 +105,18 @@ link_reply(struct json_object *o, const void *body, size_t body_len)
 	json_object_put(o);
 }
 
+/* Set by a "resync" request; acted on once the current input is fed. */
+static char resync_nonce[65];
+static int resync_pending;
+
 static void
 send_hello(void)
 {
 	struct json_object *o = json_object_new_object();
+
+	if (resync_pending)
+		json_object_object_add(o, "resync",
+		    json_object_new_string(resync_nonce));
 
 	json_object_object_add(o, "event", json_object_new_string("hello"));
 	json_object_object_add(o, "version",
@@ -116,6 +124,31 @@ send_hello(void)
 	json_object_object_add(o, "boot_id", json_object_new_string(boot_id));
 	json_object_object_add(o, "jobs", json_object_new_int(jobs_count()));
 	link_reply(o, NULL, 0);
+}
+
+/*
+ * The host asks for a fresh start: after a restore from a checkpoint the
+ * guest cannot tell that the host side is new (the virtio-serial port never
+ * looked closed to it), so the host says so.  Streams and link state are
+ * dropped as on a reconnect, then hello carries the host's nonce back.
+ */
+void
+link_resync(const char *nonce)
+{
+	snprintf(resync_nonce, sizeof(resync_nonce), "%s", nonce);
+	resync_pending = 1;
+}
+
+static void
+link_resync_apply(void)
+{
+	if (!resync_pending || link_fd == -1)
+		return;
+	log_info("link: host asked for a resync");
+	streams_reset();
+	glink_reset(gl);
+	send_hello();
+	resync_pending = 0;
 }
 
 static void
@@ -277,6 +310,7 @@ link_io(int fd, short revents, void *arg)
 			link_drop("protocol violation");
 			return;
 		}
+		link_resync_apply();
 	} else if (revents & (POLLHUP | POLLERR | POLLNVAL)) {
 		link_drop("host disconnected");
 		return;

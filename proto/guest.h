@@ -110,6 +110,13 @@
  *               active: some job cgroup still holds a process (detached
  *               descendants count, guest daemons do not).
  *   shutdown    {} -> {} then guestd syncs and powers off.
+ *   resync      {"nonce": str (<= 64 bytes)} -> no reply.  guestd drops its
+ *               streams and link state as on a reconnect and sends hello
+ *               with "resync": nonce.  The host sends it first on every
+ *               connect: after a restore from a checkpoint the guest never
+ *               saw the old host side go, and only this tells it.  Until
+ *               the hello with its nonce arrives the host sends nothing
+ *               else.
  */
 #ifndef MCPVM_PROTO_GUEST_H
 #define MCPVM_PROTO_GUEST_H

@@ -11,6 +11,7 @@
  * reconnected.
  */
 #include <sys/queue.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -70,7 +71,8 @@ static struct {
 	int			 link_fd;
 	struct event		*link_rev, *link_wev, *retry;
 	struct glink		*g;
-	int			 hello;
+	int			 hello;		/* hello with our nonce */
+	char			 nonce[33];	/* this connection's resync */
 	uint32_t		 next_gid;
 	TAILQ_HEAD(, pcall)	 calls;
 	TAILQ_HEAD(, pstream)	 streams;
@@ -492,9 +494,23 @@ on_ctrl(const struct glink_frame *f)
 	}
 	if (rep.event != NULL) {
 		if (strcmp(rep.event, "hello") == 0) {
-			const char *boot_id = "";
+			const char *boot_id = "", *nonce = NULL;
 			int64_t version = 0, jobs = 0;
 			struct json_object *info;
+
+			/* Only the hello that answers our resync counts: one
+			 * sent before it may predate this connection. */
+			if (glink_json_str(r, "resync", 0, 64, &nonce, err,
+			    sizeof(err)) < 0) {
+				log_warnx("vm %s: guest hello: %s", px.vm_id,
+				    err);
+				json_object_put(r);
+				return -1;
+			}
+			if (nonce == NULL || strcmp(nonce, px.nonce) != 0) {
+				json_object_put(r);
+				return 0;
+			}
 
 			if (glink_json_int(r, "version", 1, 1, 1000, &version,
 			    err, sizeof(err)) != 1 ||
@@ -737,6 +753,27 @@ link_schedule_retry(void)
 	evtimer_add(px.retry, &tv);
 }
 
+/* The first thing on every connection: see guest.h, "resync". */
+static void
+link_resync(void)
+{
+	struct json_object *req = json_object_new_object();
+	unsigned char rnd[16];
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		fatal("getrandom");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(px.nonce + i * 2, 3, "%02x", rnd[i]);
+	if (++px.next_gid == 0)
+		px.next_gid = 1;
+	json_object_object_add(req, "id", json_object_new_int64(px.next_gid));
+	json_object_object_add(req, "op", json_object_new_string("resync"));
+	json_object_object_add(req, "nonce", json_object_new_string(px.nonce));
+	if (glink_send_json(px.g, req, NULL, 0) == -1)
+		fatalx("resync: %s", glink_error(px.g));
+	json_object_put(req);
+}
+
 static void
 link_connect(void)
 {
@@ -758,6 +795,7 @@ link_connect(void)
 	px.link_wev = event_new(px.base, fd, EV_WRITE, link_writecb, NULL);
 	event_add(px.link_rev, NULL);
 	log_debug("vm %s: guest link connected", px.vm_id);
+	link_resync();
 	link_want_write();
 }
 
