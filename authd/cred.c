@@ -89,9 +89,15 @@ cred_wellformed(const char *s, size_t len)
 int
 cred_hash(const char *s, size_t len, uint8_t out[CRED_HASH_LEN])
 {
+	/* Fetched once: an implicit fetch per call costs locks on the hot
+	 * path of every verification.  The processes are single-threaded. */
+	static EVP_MD *sha256;
 	unsigned int n = 0;
 
-	if (EVP_Digest(s, len, out, &n, EVP_sha256(), NULL) != 1 ||
+	if (sha256 == NULL && (sha256 = EVP_MD_fetch(NULL, "SHA256", NULL)) ==
+	    NULL)
+		return -1;
+	if (EVP_Digest(s, len, out, &n, sha256, NULL) != 1 ||
 	    n != CRED_HASH_LEN)
 		return -1;
 	return 0;
