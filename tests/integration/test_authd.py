@@ -378,7 +378,9 @@ class Peers(AuthdTest):
 class Files(AuthdTest):
     def test_modes(self):
         tok, _, path = self.a.issue("m")
-        for suffix in ("", "-wal", "-shm"):
+        # Exclusive locking keeps the WAL index in memory: no -shm file.
+        self.assertFalse(os.path.exists(self.a.db + "-shm"))
+        for suffix in ("", "-wal"):
             st = os.stat(self.a.db + suffix)
             self.assertEqual(stat.S_IMODE(st.st_mode), 0o600, suffix)
             self.assertEqual(st.st_uid, pwd.getpwnam("mcpvm-auth").pw_uid)
@@ -539,6 +541,22 @@ class Database(unittest.TestCase):
             self.assertEqual(self.a.verify(tok, v)[0],
                              ipc.AUTH_VERIFY_RESULT)
         v.close()
+
+    def test_second_authd_on_same_database_refuses(self):
+        self.a.start()
+        tok, _, _ = self.a.issue("one")
+        other = Authd()
+        try:
+            # Its own sockets, the first one's database.
+            with open(other.conf, "a") as f:
+                f.write("database = %s\n" % self.a.db)
+            rc = other.start(expect_ready=False)
+            self.assertNotEqual(rc, 0)
+            self.assertIn("database is locked (is another authd using it?)",
+                          other.log())
+        finally:
+            other.cleanup()
+        self.assertEqual(self.a.verify(tok)[0], ipc.AUTH_VERIFY_RESULT)
 
     def test_bad_config_is_reported_with_line(self):
         with open(self.a.conf, "a") as f:
