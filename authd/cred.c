@@ -3,53 +3,26 @@
  * and authctl (reading token files).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "b64.h"
 #include "cred.h"
 
+/* The base64url alphabet, for the format check (common/b64 encodes). */
 static const char b64url[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/* base64url without padding; out must hold 4 * ceil(n / 3) + 1 bytes. */
-static size_t
-b64url_encode(const uint8_t *in, size_t n, char *out)
-{
-	size_t o = 0, i;
-
-	for (i = 0; i + 2 < n; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 |
-		    in[i + 2];
-
-		out[o++] = b64url[v >> 18 & 63];
-		out[o++] = b64url[v >> 12 & 63];
-		out[o++] = b64url[v >> 6 & 63];
-		out[o++] = b64url[v & 63];
-	}
-	if (n - i == 1) {
-		uint32_t v = (uint32_t)in[i] << 16;
-
-		out[o++] = b64url[v >> 18 & 63];
-		out[o++] = b64url[v >> 12 & 63];
-	} else if (n - i == 2) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
-
-		out[o++] = b64url[v >> 18 & 63];
-		out[o++] = b64url[v >> 12 & 63];
-		out[o++] = b64url[v >> 6 & 63];
-	}
-	out[o] = '\0';
-	return o;
-}
 
 int
 cred_generate(char tok[CRED_LEN + 1])
 {
 	uint8_t raw[CRED_RANDOM_BYTES];
-	size_t got = 0;
+	size_t got = 0, enclen;
+	char *enc;
 
 	while (got < sizeof(raw)) {
 		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
@@ -62,9 +35,20 @@ cred_generate(char tok[CRED_LEN + 1])
 		}
 		got += (size_t)n;
 	}
-	memcpy(tok, CRED_PREFIX, CRED_PREFIX_LEN);
-	b64url_encode(raw, sizeof(raw), tok + CRED_PREFIX_LEN);
+	enc = b64url_encode(raw, sizeof(raw), &enclen);
 	explicit_bzero(raw, sizeof(raw));
+	if (enc == NULL)
+		return -1;
+	if (enclen != CRED_B64_LEN) {
+		explicit_bzero(enc, enclen);
+		free(enc);
+		errno = EINVAL;
+		return -1;
+	}
+	memcpy(tok, CRED_PREFIX, CRED_PREFIX_LEN);
+	memcpy(tok + CRED_PREFIX_LEN, enc, CRED_B64_LEN + 1);
+	explicit_bzero(enc, enclen);
+	free(enc);
 	return 0;
 }
 
@@ -89,9 +73,15 @@ cred_wellformed(const char *s, size_t len)
 int
 cred_hash(const char *s, size_t len, uint8_t out[CRED_HASH_LEN])
 {
+	/* Fetched once: an implicit fetch per call costs locks on the hot
+	 * path of every verification.  The processes are single-threaded. */
+	static EVP_MD *sha256;
 	unsigned int n = 0;
 
-	if (EVP_Digest(s, len, out, &n, EVP_sha256(), NULL) != 1 ||
+	if (sha256 == NULL && (sha256 = EVP_MD_fetch(NULL, "SHA256", NULL)) ==
+	    NULL)
+		return -1;
+	if (EVP_Digest(s, len, out, &n, sha256, NULL) != 1 ||
 	    n != CRED_HASH_LEN)
 		return -1;
 	return 0;

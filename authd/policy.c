@@ -2,13 +2,14 @@
  * Workspace policy helpers: identifier validation, comparison and the JSON
  * shape of a policy.  Linked into authd and authctl.
  */
-#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
+#include "jsonx.h"
 #include "policy.h"
 
 int
@@ -188,114 +189,116 @@ fail:
 	return NULL;
 }
 
-/* A quota: a JSON integer in [1, max]. */
-static int
-quota_get(struct json_object *v, const char *key, uint32_t max,
-    uint32_t *out, char *why, size_t whylen)
-{
-	int64_t n;
+/* The limits of each quota, 1 .. max. */
+static const struct {
+	const char	*key;
+	unsigned int	 bit;
+	uint32_t	 max;
+	size_t		 off;
+} quotas[] = {
+	{ "max_vms", POLICY_F_MAX_VMS, AUTH_MAX_VMS_LIMIT,
+	    offsetof(struct auth_policy, max_vms) },
+	{ "memory_mib", POLICY_F_MEMORY, AUTH_MEMORY_MIB_LIMIT,
+	    offsetof(struct auth_policy, memory_mib) },
+	{ "storage_gib", POLICY_F_STORAGE, AUTH_STORAGE_GIB_LIMIT,
+	    offsetof(struct auth_policy, storage_gib) },
+	{ "max_streams", POLICY_F_STREAMS, AUTH_STREAMS_LIMIT,
+	    offsetof(struct auth_policy, max_streams) },
+};
 
-	if (!json_object_is_type(v, json_type_int)) {
-		snprintf(why, whylen, "policy.%s must be an integer", key);
+static int
+policy_images_from_json(struct json_object *arr, const char *path,
+    struct auth_policy_patch *pt, char *why, size_t whylen)
+{
+	size_t n = json_object_array_length(arr);
+
+	if (n > AUTH_MAX_IMAGES) {
+		snprintf(why, whylen, "$.%s: has %zu entries; the limit is %d",
+		    path, n, AUTH_MAX_IMAGES);
 		return -1;
 	}
-	errno = 0;
-	n = json_object_get_int64(v);
-	if (errno != 0 || n < 1 || n > (int64_t)max) {
-		snprintf(why, whylen, "policy.%s must be between 1 and %u",
-		    key, max);
-		return -1;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *e = json_object_array_get_idx(arr, i);
+		const char *s;
+		char iwhy[160];
+
+		if (!json_object_is_type(e, json_type_string)) {
+			snprintf(why, whylen, "$.%s[%zu]: expected string, "
+			    "got %s", path, i, jsonx_type_name(e));
+			return -1;
+		}
+		s = json_object_get_string(e);
+		if (strlen(s) != (size_t)json_object_get_string_len(e)) {
+			snprintf(why, whylen, "$.%s[%zu]: must not contain NUL "
+			    "characters", path, i);
+			return -1;
+		}
+		if (!image_id_valid(s, iwhy, sizeof(iwhy))) {
+			snprintf(why, whylen, "$.%s[%zu]: %s", path, i, iwhy);
+			return -1;
+		}
+		memcpy(pt->p.images[i], s, strlen(s) + 1);
 	}
-	*out = (uint32_t)n;
+	pt->p.nimages = n;
+	images_normalise(&pt->p);
+	pt->fields |= POLICY_F_IMAGES;
 	return 0;
 }
 
 int
-policy_patch_from_json(struct json_object *o, struct auth_policy_patch *pt,
-    char *why, size_t whylen)
+policy_patch_from_json(struct json_object *parent, const char *key,
+    struct auth_policy_patch *pt, char *why, size_t whylen)
 {
+	struct json_object *pol, *arr;
+	struct jsonx_err jerr;
+	char path[64];
+	int64_t n;
+	int b, r;
+
 	memset(pt, 0, sizeof(*pt));
-	if (!json_object_is_type(o, json_type_object)) {
-		snprintf(why, whylen, "policy must be an object");
-		return -1;
-	}
-	json_object_object_foreach(o, key, v) {
-		if (strcmp(key, "network") == 0) {
-			if (!json_object_is_type(v, json_type_boolean)) {
-				snprintf(why, whylen,
-				    "policy.network must be true or false");
-				return -1;
-			}
-			pt->p.network = json_object_get_boolean(v) ? 1 : 0;
-			pt->fields |= POLICY_F_NETWORK;
-		} else if (strcmp(key, "images") == 0) {
-			size_t n;
+	if (jsonx_get_object(parent, key, 1, &pol, &jerr) != 1)
+		goto jfail;
+	/* Strict: a key authd does not know is a mistake, not an extra. */
+	json_object_object_foreach(pol, k, v) {
+		int known = strcmp(k, "network") == 0 ||
+		    strcmp(k, "images") == 0;
 
-			if (!json_object_is_type(v, json_type_array)) {
-				snprintf(why, whylen,
-				    "policy.images must be an array of "
-				    "image ids");
-				return -1;
-			}
-			n = json_object_array_length(v);
-			if (n > AUTH_MAX_IMAGES) {
-				snprintf(why, whylen, "policy.images has %zu "
-				    "entries; the limit is %d", n,
-				    AUTH_MAX_IMAGES);
-				return -1;
-			}
-			for (size_t i = 0; i < n; i++) {
-				struct json_object *e =
-				    json_object_array_get_idx(v, i);
-				const char *s;
-				char iwhy[160];
-
-				if (!json_object_is_type(e, json_type_string)) {
-					snprintf(why, whylen, "policy.images"
-					    "[%zu] must be a string", i);
-					return -1;
-				}
-				s = json_object_get_string(e);
-				if (strlen(s) != (size_t)
-				    json_object_get_string_len(e) ||
-				    !image_id_valid(s, iwhy, sizeof(iwhy))) {
-					snprintf(why, whylen, "policy.images"
-					    "[%zu]: %s", i, strlen(s) !=
-					    (size_t)json_object_get_string_len(e)
-					    ? "contains a NUL byte" : iwhy);
-					return -1;
-				}
-				memcpy(pt->p.images[i], s, strlen(s) + 1);
-			}
-			pt->p.nimages = n;
-			images_normalise(&pt->p);
-			pt->fields |= POLICY_F_IMAGES;
-		} else if (strcmp(key, "max_vms") == 0) {
-			if (quota_get(v, key, AUTH_MAX_VMS_LIMIT,
-			    &pt->p.max_vms, why, whylen) == -1)
-				return -1;
-			pt->fields |= POLICY_F_MAX_VMS;
-		} else if (strcmp(key, "memory_mib") == 0) {
-			if (quota_get(v, key, AUTH_MEMORY_MIB_LIMIT,
-			    &pt->p.memory_mib, why, whylen) == -1)
-				return -1;
-			pt->fields |= POLICY_F_MEMORY;
-		} else if (strcmp(key, "storage_gib") == 0) {
-			if (quota_get(v, key, AUTH_STORAGE_GIB_LIMIT,
-			    &pt->p.storage_gib, why, whylen) == -1)
-				return -1;
-			pt->fields |= POLICY_F_STORAGE;
-		} else if (strcmp(key, "max_streams") == 0) {
-			if (quota_get(v, key, AUTH_STREAMS_LIMIT,
-			    &pt->p.max_streams, why, whylen) == -1)
-				return -1;
-			pt->fields |= POLICY_F_STREAMS;
-		} else {
-			snprintf(why, whylen, "policy has an unknown key "
-			    "(known: network, images, max_vms, memory_mib, "
-			    "storage_gib, max_streams)");
+		(void)v;
+		for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++)
+			known |= strcmp(k, quotas[i].key) == 0;
+		if (!known) {
+			/* The key itself is peer data: not echoed. */
+			snprintf(why, whylen, "$.%s: has an unknown key (known: "
+			    "network, images, max_vms, memory_mib, "
+			    "storage_gib, max_streams)", key);
 			return -1;
 		}
 	}
+	snprintf(path, sizeof(path), "%s.network", key);
+	if ((r = jsonx_get_bool(parent, path, 0, &b, &jerr)) == -1)
+		goto jfail;
+	if (r == 1) {
+		pt->p.network = b;
+		pt->fields |= POLICY_F_NETWORK;
+	}
+	snprintf(path, sizeof(path), "%s.images", key);
+	if ((r = jsonx_get_array(parent, path, 0, &arr, &jerr)) == -1)
+		goto jfail;
+	if (r == 1 && policy_images_from_json(arr, path, pt, why, whylen) == -1)
+		return -1;
+	for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++) {
+		snprintf(path, sizeof(path), "%s.%s", key, quotas[i].key);
+		if ((r = jsonx_get_int64(parent, path, 0, 1, quotas[i].max, &n,
+		    &jerr)) == -1)
+			goto jfail;
+		if (r == 1) {
+			*(uint32_t *)((char *)&pt->p + quotas[i].off) =
+			    (uint32_t)n;
+			pt->fields |= quotas[i].bit;
+		}
+	}
 	return 0;
+jfail:
+	snprintf(why, whylen, "%s", jerr.msg);
+	return -1;
 }

@@ -63,10 +63,11 @@ int	policy_images_split(struct auth_policy *, const char *s);
 struct json_object *policy_to_json(const struct auth_policy *);
 
 /*
- * Parses a policy object as authctl or a peer sends it (strict: unknown
- * keys and wrong types are refused).  0 on success, -1 with why.
+ * Parses the policy object parent[key] as authctl sends it (strict: unknown
+ * keys, wrong types and out-of-range quotas are refused, with the JSON path
+ * in the message).  0 on success, -1 with why.
  */
-int	policy_patch_from_json(struct json_object *, struct auth_policy_patch *,
-	    char *why, size_t whylen);
+int	policy_patch_from_json(struct json_object *parent, const char *key,
+	    struct auth_policy_patch *, char *why, size_t whylen);
 
 #endif

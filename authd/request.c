@@ -2,12 +2,12 @@
  * authd request decoding; see request.h.  Runs in authd on every message
  * from mcpd, vmmd and authctl, so it treats each body as hostile.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
+#include "jsonx.h"
 #include "request.h"
 
 #define K_CREDENTIAL	0x01u
@@ -49,26 +49,21 @@ static const struct {
 	{ K_CRED_ID, "credential_id" },
 };
 
-/* A JSON string without embedded NULs and at most REQ_STRING_MAX long. */
+/* A string member, NUL-free (jsonx) and at most REQ_STRING_MAX long. */
 static const char *
-get_string(struct json_object *v, const char *key, char *why, size_t whylen)
+get_string(struct json_object *body, const char *key, char *why,
+    size_t whylen)
 {
+	struct jsonx_err jerr;
 	const char *s;
-	size_t n;
 
-	if (!json_object_is_type(v, json_type_string)) {
-		snprintf(why, whylen, "%s must be a string", key);
+	if (jsonx_get_string(body, key, 1, &s, &jerr) != 1) {
+		snprintf(why, whylen, "%s", jerr.msg);
 		return NULL;
 	}
-	s = json_object_get_string(v);
-	n = (size_t)json_object_get_string_len(v);
-	if (n > REQ_STRING_MAX) {
-		snprintf(why, whylen, "%s is longer than %d bytes", key,
+	if (strlen(s) > REQ_STRING_MAX) {
+		snprintf(why, whylen, "$.%s: longer than %d bytes", key,
 		    REQ_STRING_MAX);
-		return NULL;
-	}
-	if (strlen(s) != n) {
-		snprintf(why, whylen, "%s contains a NUL byte", key);
 		return NULL;
 	}
 	return s;
@@ -76,15 +71,15 @@ get_string(struct json_object *v, const char *key, char *why, size_t whylen)
 
 static int
 decode_key(struct authd_request *req, unsigned int bit,
-    struct json_object *v, char *why, size_t whylen)
+    struct json_object *body, char *why, size_t whylen)
 {
+	struct jsonx_err jerr;
 	const char *s;
 	char vwhy[160];
-	int64_t n;
 
 	switch (bit) {
 	case K_CREDENTIAL:
-		if ((s = get_string(v, "credential", why, whylen)) == NULL)
+		if ((s = get_string(body, "credential", why, whylen)) == NULL)
 			return -1;
 		/* A malformed credential is merely unauthorized. */
 		if (cred_wellformed(s, strlen(s))) {
@@ -95,19 +90,20 @@ decode_key(struct authd_request *req, unsigned int bit,
 		explicit_bzero((char *)s, strlen(s));
 		return 0;
 	case K_WORKSPACE:
-		if ((s = get_string(v, "workspace", why, whylen)) == NULL)
+		if ((s = get_string(body, "workspace", why, whylen)) == NULL)
 			return -1;
 		if (!workspace_id_valid(s, vwhy, sizeof(vwhy))) {
-			snprintf(why, whylen, "%s", vwhy);
+			snprintf(why, whylen, "$.workspace: %s", vwhy);
 			return -1;
 		}
 		memcpy(req->workspace, s, strlen(s) + 1);
 		return 0;
 	case K_CRED_ID:
-		if ((s = get_string(v, "credential_id", why, whylen)) == NULL)
+		if ((s = get_string(body, "credential_id", why, whylen)) ==
+		    NULL)
 			return -1;
 		if (!cred_id_valid(s)) {
-			snprintf(why, whylen, "credential_id must be %d "
+			snprintf(why, whylen, "$.credential_id: must be %d "
 			    "lowercase hex digits (see 'authctl show')",
 			    CRED_ID_LEN);
 			return -1;
@@ -115,27 +111,21 @@ decode_key(struct authd_request *req, unsigned int bit,
 		memcpy(req->cred_id, s, CRED_ID_LEN + 1);
 		return 0;
 	case K_TTL:
-		if (!json_object_is_type(v, json_type_int)) {
-			snprintf(why, whylen, "ttl must be an integer number "
-			    "of seconds");
+		if (jsonx_get_int64(body, "ttl", 1, 0, AUTH_TTL_MAX, &req->ttl,
+		    &jerr) != 1) {
+			snprintf(why, whylen, "%s (seconds; 0 never expires)",
+			    jerr.msg);
 			return -1;
 		}
-		errno = 0;
-		n = json_object_get_int64(v);
-		if (errno != 0 || n < 0 || n > AUTH_TTL_MAX) {
-			snprintf(why, whylen, "ttl must be between 0 (never "
-			    "expires) and %lld seconds", AUTH_TTL_MAX);
-			return -1;
-		}
-		req->ttl = n;
 		req->has_ttl = 1;
 		return 0;
 	case K_POLICY:
-		if (policy_patch_from_json(v, &req->patch, why, whylen) == -1)
+		if (policy_patch_from_json(body, "policy", &req->patch, why,
+		    whylen) == -1)
 			return -1;
 		if (req->type == IPC_AUTHCTL_POLICY_SET &&
 		    req->patch.fields == 0) {
-			snprintf(why, whylen, "policy sets nothing");
+			snprintf(why, whylen, "$.policy: sets nothing");
 			return -1;
 		}
 		return 0;
@@ -162,28 +152,30 @@ authd_request_decode(uint32_t type, struct json_object *body,
 		return -1;
 	}
 	if (body == NULL || !json_object_is_type(body, json_type_object)) {
-		snprintf(why, whylen, "request body must be a JSON object");
+		snprintf(why, whylen, "$: expected object, got %s",
+		    body == NULL ? "null" : jsonx_type_name(body));
 		return -1;
 	}
 	json_object_object_foreach(body, key, v) {
 		unsigned int bit = 0;
 
+		(void)v;
 		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 			if (strcmp(key, keys[i].name) == 0)
 				bit = keys[i].bit;
 		if (bit == 0 || (shape->allowed & bit) == 0) {
 			/* The key itself is not echoed: it is peer data. */
-			snprintf(why, whylen, "request has a key this request "
-			    "type does not take");
+			snprintf(why, whylen, "$: has a key this request type "
+			    "does not take");
 			goto fail;
 		}
-		if (decode_key(req, bit, v, why, whylen) == -1)
+		if (decode_key(req, bit, body, why, whylen) == -1)
 			goto fail;
 		seen |= bit;
 	}
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if ((shape->required & keys[i].bit) && !(seen & keys[i].bit)) {
-			snprintf(why, whylen, "%s is required", keys[i].name);
+			snprintf(why, whylen, "$.%s: is required", keys[i].name);
 			goto fail;
 		}
 	return 0;

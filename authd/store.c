@@ -290,17 +290,31 @@ store_open(const char *path, char err[STORE_ERR_MAX])
 		goto fail;
 	}
 	sqlite3_extended_result_codes(s->db, 1);
-	sqlite3_busy_timeout(s->db, 5000);
+	/* Nobody else should hold a lock: waiting long helps no one. */
+	sqlite3_busy_timeout(s->db, 1000);
 	if (sqlite3_db_readonly(s->db, "main") == 1) {
 		snprintf(err, STORE_ERR_MAX, "database %s: opened read-only; "
 		    "authd needs to write it", path);
 		goto fail;
 	}
+	/*
+	 * authd is the database's only user: exclusive locking takes the
+	 * file locks once instead of around every lookup, keeps the WAL
+	 * index in memory, and makes a second authd on the same file fail
+	 * instead of sharing it.
+	 */
+	if (exec(s, "PRAGMA locking_mode = EXCLUSIVE") == -1) {
+		snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
+		    sqlite3_errmsg(s->db));
+		goto fail;
+	}
 	/* The first read of the header: a non-database fails here. */
 	if ((st = prep(s, "PRAGMA journal_mode = WAL")) == NULL ||
 	    sqlite3_step(st) != SQLITE_ROW) {
-		snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
-		    sqlite3_errmsg(s->db));
+		snprintf(err, STORE_ERR_MAX, "database %s: %s%s", path,
+		    sqlite3_errmsg(s->db),
+		    (sqlite3_errcode(s->db) & 0xff) == SQLITE_BUSY ?
+		    " (is another authd using it?)" : "");
 		goto fail;
 	}
 	t = sqlite3_column_text(st, 0);

@@ -299,13 +299,19 @@ class Peers(AuthdTest):
         sock = self.a.sock
 
         def attempt():
+            c = None
             try:
-                c = ipc.Conn(sock, "mcpd")
+                c = ipc.Conn(sock, "mcpd", hello=False)
+                c.send_raw(ipc.frame(ipc.IPC_HELLO,
+                                     {"version": 1, "role": "mcpd"}))
+                c.recv()
                 c.call(ipc.AUTH_VERIFY, {"credential": "x"})
-                c.close()
                 return "served"
             except (ipc.Closed, ConnectionResetError, BrokenPipeError):
                 return "closed"
+            finally:
+                if c is not None:
+                    c.close()
         self.assertEqual(as_user(uid, gid, attempt), "closed")
         self.assertRegex(self.a.log(), r"refused peer pid \d+ uid %d" % uid)
         # Root, the configured peer, is still served.
@@ -350,10 +356,12 @@ class Peers(AuthdTest):
         c = ipc.Conn(self.a.sock, hello=False)
         c.send_raw(ipc.frame(ipc.AUTH_VERIFY, {"credential": tok}, 1))
         self.assertTrue(c.is_closed())
+        c.close()
         # A request authctl.sock does not take closes that connection.
         c = ipc.Conn(self.a.ctl_sock, "authctl")
         c.send_raw(ipc.frame(ipc.AUTH_VERIFY, {"credential": tok}, 1))
         self.assertTrue(c.is_closed())
+        c.close()
         # An allowed type with a bad body is answered, not disconnected.
         rtype, body = good.call(ipc.AUTH_VERIFY, {"credential": 5})
         self.assertEqual(rtype, ipc.IPC_ERROR)
@@ -364,12 +372,15 @@ class Peers(AuthdTest):
         self.assertEqual(self.a.verify(tok, good)[0], ipc.AUTH_VERIFY_RESULT)
         self.assertIsNone(self.a.proc.poll())
         self.assertIn("closing connection", self.a.log())
+        good.close()
 
 
 class Files(AuthdTest):
     def test_modes(self):
         tok, _, path = self.a.issue("m")
-        for suffix in ("", "-wal", "-shm"):
+        # Exclusive locking keeps the WAL index in memory: no -shm file.
+        self.assertFalse(os.path.exists(self.a.db + "-shm"))
+        for suffix in ("", "-wal"):
             st = os.stat(self.a.db + suffix)
             self.assertEqual(stat.S_IMODE(st.st_mode), 0o600, suffix)
             self.assertEqual(st.st_uid, pwd.getpwnam("mcpvm-auth").pw_uid)
@@ -475,13 +486,14 @@ class Database(unittest.TestCase):
         self.a.start()
         tok, _, _ = self.a.issue("keep")
         self.a.stop()
-        digest = hashlib.sha256(open(self.a.db, "rb").read()).hexdigest()
+        with open(self.a.db, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
         os.chmod(self.a.db, 0o400)
         rc = self.a.start(expect_ready=False)
         self.assertNotEqual(rc, 0)
         self.assertIn("must be 0600", self.a.log())
-        self.assertEqual(
-            hashlib.sha256(open(self.a.db, "rb").read()).hexdigest(), digest)
+        with open(self.a.db, "rb") as f:
+            self.assertEqual(hashlib.sha256(f.read()).hexdigest(), digest)
         # A directory authd cannot write: WAL cannot work there.
         os.chmod(self.a.db, 0o600)
         d = os.path.dirname(self.a.db)
@@ -529,6 +541,22 @@ class Database(unittest.TestCase):
             self.assertEqual(self.a.verify(tok, v)[0],
                              ipc.AUTH_VERIFY_RESULT)
         v.close()
+
+    def test_second_authd_on_same_database_refuses(self):
+        self.a.start()
+        tok, _, _ = self.a.issue("one")
+        other = Authd()
+        try:
+            # Its own sockets, the first one's database.
+            with open(other.conf, "a") as f:
+                f.write("database = %s\n" % self.a.db)
+            rc = other.start(expect_ready=False)
+            self.assertNotEqual(rc, 0)
+            self.assertIn("database is locked (is another authd using it?)",
+                          other.log())
+        finally:
+            other.cleanup()
+        self.assertEqual(self.a.verify(tok)[0], ipc.AUTH_VERIFY_RESULT)
 
     def test_bad_config_is_reported_with_line(self):
         with open(self.a.conf, "a") as f:
@@ -651,6 +679,13 @@ class Cli(AuthdTest):
                            capture_output=True)
         self.assertEqual(r.returncode, EX_UNREACHABLE)
         self.assertIn(b"cannot reach authd", r.stderr)
+        # Without --socket the socket comes from [authd] ctl_socket.
+        r = subprocess.run([AUTHCTL, "--config", self.a.conf, "list"],
+                           capture_output=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run([AUTHCTL, "--config", "/nonexistent.conf",
+                            "list"], capture_output=True)
+        self.assertEqual(r.returncode, EX_USAGE)
 
     def test_list_and_show_tables(self):
         self.a.issue("tab-a", "--allow-network", "--image", "img1")

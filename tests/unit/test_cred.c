@@ -9,6 +9,7 @@
 
 #include <json-c/json.h>
 
+#include "b64.h"
 #include "cred.h"
 #include "policy.h"
 
@@ -49,6 +50,27 @@ START_TEST(malformed_credentials_are_refused)
 	ck_assert(!cred_wellformed(t, CRED_LEN));
 	t[CRED_LEN - 1] = 'E';
 	ck_assert(cred_wellformed(t, CRED_LEN));
+}
+END_TEST
+
+/* The format check and common/b64's strict decoder agree. */
+START_TEST(wellformed_agrees_with_b64url_decode)
+{
+	char t[CRED_LEN + 1];
+	uint8_t *raw;
+	size_t n;
+
+	for (int i = 0; i < 200; i++) {
+		ck_assert_int_eq(cred_generate(t), 0);
+		ck_assert_int_eq(b64url_decode(t + CRED_PREFIX_LEN, CRED_B64_LEN,
+		    &raw, &n), 0);
+		ck_assert_uint_eq(n, CRED_RANDOM_BYTES);
+		free(raw);
+	}
+	t[CRED_LEN - 1] = 'B';	/* nonzero bits after the last byte */
+	ck_assert(!cred_wellformed(t, CRED_LEN));
+	ck_assert_int_eq(b64url_decode(t + CRED_PREFIX_LEN, CRED_B64_LEN, &raw,
+	    &n), -1);
 }
 END_TEST
 
@@ -115,10 +137,11 @@ START_TEST(policy_patch_parse_apply_compare)
 	struct json_object *o, *j;
 	char why[256], joined[256];
 
-	o = json_tokener_parse("{\"network\":true,\"images\":[\"b\",\"a\","
-	    "\"b\"],\"max_vms\":3}");
+	o = json_tokener_parse("{\"policy\":{\"network\":true,\"images\":"
+	    "[\"b\",\"a\",\"b\"],\"max_vms\":3}}");
 	ck_assert_ptr_nonnull(o);
-	ck_assert_int_eq(policy_patch_from_json(o, &pt, why, sizeof(why)), 0);
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), 0);
 	ck_assert_uint_eq(pt.fields, POLICY_F_NETWORK | POLICY_F_IMAGES |
 	    POLICY_F_MAX_VMS);
 	json_object_put(o);
@@ -146,30 +169,43 @@ END_TEST
 
 START_TEST(policy_patch_refusals)
 {
-	static const char *bad[] = {
-		"[]",
-		"{\"network\":1}",
-		"{\"images\":\"a\"}",
-		"{\"images\":[1]}",
-		"{\"images\":[\"Bad\"]}",
-		"{\"max_vms\":0}",
-		"{\"max_vms\":1025}",
-		"{\"memory_mib\":\"1\"}",
-		"{\"storage_gib\":1.5}",
-		"{\"max_streams\":-1}",
-		"{\"colour\":\"blue\"}",
+	static const struct {
+		const char *json, *why;
+	} bad[] = {
+		{ "{\"policy\":[]}", "$.policy: expected object, got array" },
+		{ "{\"policy\":{\"network\":1}}",
+		    "$.policy.network: expected boolean, got integer" },
+		{ "{\"policy\":{\"images\":\"a\"}}",
+		    "$.policy.images: expected array, got string" },
+		{ "{\"policy\":{\"images\":[1]}}",
+		    "$.policy.images[0]: expected string, got integer" },
+		{ "{\"policy\":{\"images\":[\"ok\",\"Bad\"]}}",
+		    "$.policy.images[1]: image id must start" },
+		{ "{\"policy\":{\"max_vms\":0}}",
+		    "$.policy.max_vms: must be at least 1" },
+		{ "{\"policy\":{\"max_vms\":1025}}",
+		    "$.policy.max_vms: must be at most 1024" },
+		{ "{\"policy\":{\"memory_mib\":\"1\"}}",
+		    "$.policy.memory_mib: expected integer, got string" },
+		{ "{\"policy\":{\"storage_gib\":1.5}}",
+		    "$.policy.storage_gib: expected integer, got number" },
+		{ "{\"policy\":{\"max_streams\":-1}}",
+		    "$.policy.max_streams: must be at least 1" },
+		{ "{\"policy\":{\"colour\":\"blue\"}}",
+		    "$.policy: has an unknown key" },
 	};
 	struct auth_policy_patch pt;
 	char why[256];
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct json_object *o = json_tokener_parse(bad[i]);
+		struct json_object *o = json_tokener_parse(bad[i].json);
 
 		ck_assert_ptr_nonnull(o);
 		why[0] = '\0';
-		ck_assert_msg(policy_patch_from_json(o, &pt, why,
-		    sizeof(why)) == -1, "accepted %s", bad[i]);
-		ck_assert_msg(why[0] != '\0', "no reason for %s", bad[i]);
+		ck_assert_msg(policy_patch_from_json(o, "policy", &pt, why,
+		    sizeof(why)) == -1, "accepted %s", bad[i].json);
+		ck_assert_msg(strncmp(why, bad[i].why, strlen(bad[i].why)) ==
+		    0, "%s: got \"%s\"", bad[i].json, why);
 		json_object_put(o);
 	}
 }
@@ -185,6 +221,7 @@ main(void)
 
 	tcase_add_test(tc, generated_credentials_are_wellformed_and_distinct);
 	tcase_add_test(tc, malformed_credentials_are_refused);
+	tcase_add_test(tc, wellformed_agrees_with_b64url_decode);
 	tcase_add_test(tc, hash_is_sha256_and_id_is_its_prefix);
 	tcase_add_test(tc, workspace_ids);
 	tcase_add_test(tc, image_ids);

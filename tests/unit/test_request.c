@@ -42,13 +42,13 @@ START_TEST(verify_wellformed_and_not)
 	ck_assert_int_eq(r.cred_ok, 0);
 	ck_assert_int_eq(decode(IPC_AUTH_VERIFY, "{}", &r, why, sizeof(why)),
 	    -1);
-	ck_assert_str_eq(why, "credential is required");
+	ck_assert_str_eq(why, "$.credential: is required");
 	ck_assert_int_eq(decode(IPC_AUTH_VERIFY, "{\"credential\":5}", &r, why,
 	    sizeof(why)), -1);
-	ck_assert_str_eq(why, "credential must be a string");
+	ck_assert_str_eq(why, "$.credential: expected string, got integer");
 	ck_assert_int_eq(decode(IPC_AUTH_VERIFY,
 	    "{\"credential\":\"a\\u0000b\"}", &r, why, sizeof(why)), -1);
-	ck_assert_str_eq(why, "credential contains a NUL byte");
+	ck_assert_str_eq(why, "$.credential: must not contain NUL characters");
 }
 END_TEST
 
@@ -73,7 +73,7 @@ START_TEST(issue_shapes)
 	ck_assert_ptr_nonnull(strstr(why, "lowercase"));
 	ck_assert_int_eq(decode(IPC_AUTHCTL_ISSUE, "{\"workspace\":\"w\","
 	    "\"ttl\":-1}", &r, why, sizeof(why)), -1);
-	ck_assert_ptr_nonnull(strstr(why, "ttl must be"));
+	ck_assert_str_eq(why, "$.ttl: must be at least 0 (seconds; 0 never expires)");
 	ck_assert_int_eq(decode(IPC_AUTHCTL_ISSUE, "{\"workspace\":\"w\","
 	    "\"ttl\":\"1\"}", &r, why, sizeof(why)), -1);
 	ck_assert_int_eq(decode(IPC_AUTHCTL_ISSUE, "{\"workspace\":\"w\","
@@ -82,7 +82,7 @@ START_TEST(issue_shapes)
 	ck_assert_ptr_nonnull(strstr(why, "does not take"));
 	ck_assert_int_eq(decode(IPC_AUTHCTL_ISSUE, "{\"ttl\":5}", &r, why,
 	    sizeof(why)), -1);
-	ck_assert_str_eq(why, "workspace is required");
+	ck_assert_str_eq(why, "$.workspace: is required");
 }
 END_TEST
 
@@ -102,10 +102,10 @@ START_TEST(other_shapes)
 	    "{\"workspace\":\"w\"}", &r, why, sizeof(why)), 0);
 	ck_assert_int_eq(decode(IPC_AUTHCTL_POLICY_SET,
 	    "{\"workspace\":\"w\",\"policy\":{}}", &r, why, sizeof(why)), -1);
-	ck_assert_str_eq(why, "policy sets nothing");
+	ck_assert_str_eq(why, "$.policy: sets nothing");
 	ck_assert_int_eq(decode(IPC_AUTHCTL_POLICY_SET,
 	    "{\"workspace\":\"w\"}", &r, why, sizeof(why)), -1);
-	ck_assert_str_eq(why, "policy is required");
+	ck_assert_str_eq(why, "$.policy: is required");
 	ck_assert_int_eq(decode(IPC_AUTHCTL_LIST, "{}", &r, why, sizeof(why)),
 	    0);
 	ck_assert_int_eq(decode(IPC_AUTHCTL_LIST, "{\"workspace\":\"w\"}", &r,
@@ -116,7 +116,7 @@ START_TEST(other_shapes)
 	    sizeof(why)), 0);
 	ck_assert_int_eq(decode(IPC_AUTH_SUBSCRIBE, "[]", &r, why,
 	    sizeof(why)), -1);
-	ck_assert_str_eq(why, "request body must be a JSON object");
+	ck_assert_str_eq(why, "$: expected object, got array");
 	ck_assert_int_eq(decode(IPC_AUTH_VERIFY_RESULT, "{}", &r, why,
 	    sizeof(why)), -1);
 	ck_assert_ptr_nonnull(strstr(why, "not a request"));
