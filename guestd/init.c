@@ -205,7 +205,7 @@ init_system(void)
 	do_mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
 	do_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	do_mount("cgroup2", "/sys/fs/cgroup", "cgroup2",
-	    MS_NOSUID | MS_NODEV | MS_NOEXEC, "nsdelegate");
+	    MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	if (cmdline_get("mcpvm.hostname", val, sizeof(val)) == NULL)
 		snprintf(val, sizeof(val), "mcpvm");
 	if (sethostname(val, strlen(val)) == -1)
@@ -223,6 +223,15 @@ init_system(void)
 	log_info("stage two up");
 }
 
+/* The initial pid namespace has a fixed inode number (PROC_PID_INIT_INO). */
+static int
+in_initial_pidns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == 0xEFFFFFFCU;
+}
+
 void
 init_poweroff(void)
 {
@@ -238,7 +247,13 @@ init_poweroff(void)
 	}
 	kill(-1, SIGKILL);
 	sync();
-	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) == -1)
+	/*
+	 * Only the VM's real init may remount / read-only: in a pid namespace
+	 * (the test harness) that would remount the host's root filesystem,
+	 * and reboot() there merely ends the namespace.
+	 */
+	if (in_initial_pidns() &&
+	    mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) == -1)
 		log_warn("remount / read-only");
 	sync();
 	reboot(RB_POWER_OFF);

@@ -297,7 +297,7 @@ class Guestd:
     """A real guestd in fresh mount/pid/net namespaces, its link on a Unix
     socket, jobs in a private cgroup2 subtree, a temporary /workspace."""
 
-    def __init__(self, extra_args=()):
+    def __init__(self, extra_args=(), init=False):
         self.bin = os.environ.get("GUESTD")
         if not self.bin:
             raise RuntimeError("GUESTD= must name the guestd binary")
@@ -306,7 +306,9 @@ class Guestd:
         root = cgroup2_root()
         if root is None:
             raise PermissionError("no cgroup2 mount on this host")
-        self.tmp = tempfile.mkdtemp(prefix="guestd-test-")
+        # PID 1 mode mounts a tmpfs on /tmp: keep our files elsewhere.
+        self.tmp = tempfile.mkdtemp(prefix="guestd-test-",
+                                    dir="/var/tmp" if init else None)
         os.chmod(self.tmp, 0o755)
         self.workspace = os.path.join(self.tmp, "workspace")
         os.mkdir(self.workspace)
@@ -318,11 +320,18 @@ class Guestd:
         self.listener.bind(self.sockpath)
         self.listener.listen(4)
         self.log = open(os.path.join(self.tmp, "guestd.log"), "w+")
-        cmd = ["unshare", "--mount", "--net", "--pid", "--fork",
-               "--mount-proc", "--kill-child=SIGTERM", "--",
-               self.bin, "--no-init", "--lo", "--link-unix", self.sockpath,
-               "--workspace", self.workspace, "--cgroup", self.cgroup,
-               "--home", "/home/dev", *extra_args]
+        if init:
+            # PID 1 mode: guestd mounts /proc, /sys, cgroup2 ... itself,
+            # sets the hostname (hence a UTS namespace) and brings up lo.
+            ns = ["--mount", "--uts", "--net", "--pid", "--fork"]
+            mode = ["--cgroup", "/sys/fs/cgroup/" +
+                    os.path.relpath(self.cgroup, root)]
+        else:
+            ns = ["--mount", "--net", "--pid", "--fork", "--mount-proc"]
+            mode = ["--no-init", "--lo", "--cgroup", self.cgroup]
+        cmd = ["unshare", *ns, "--kill-child=SIGTERM", "--", self.bin,
+               *mode, "--link-unix", self.sockpath, "--workspace",
+               self.workspace, "--home", "/home/dev", *extra_args]
         self.proc = subprocess.Popen(cmd, stdout=self.log,
                                      stderr=subprocess.STDOUT)
         self.link = self.accept()
