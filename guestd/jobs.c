@@ -450,6 +450,10 @@ jobs_exec(const struct req *r)
 {
 	struct job *j;
 
+	/* A child that joins a frozen cgroup would never reach exec. */
+	if (frozen)
+		return reply_error(r->id, "frozen", "the guest's jobs are "
+		    "frozen; thaw before starting a job");
 	if (job_find(r->job_id) != NULL)
 		return reply_error(r->id, "already_exists", "job %s already "
 		    "exists", r->job_id);

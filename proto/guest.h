@@ -63,7 +63,10 @@
  *   Replies come in request order.  Messages are parsed with a depth limit
  *   (GLINK_JSON_DEPTH) and every field is type-checked; unknown fields are
  *   ignored.  Error codes: invalid_argument, not_found, already_exists,
- *   limit_exceeded, too_large, forbidden_path, io_error, internal.
+ *   limit_exceeded, too_large, forbidden_path, frozen, io_error, internal.
+ *   A request whose envelope is unusable (not a JSON object, no integer
+ *   "id" or string "op") ends the link like any other broken rule; a bad
+ *   argument gets an invalid_argument reply.
  *
  *   ping        {} -> {}
  *   clock_set   {"realtime_ns": int} -> {}   sets CLOCK_REALTIME
@@ -75,7 +78,11 @@
  *               -> job status (below).  The host picks job_id, so an exec
  *               whose reply was lost can be looked up after a reconnect.
  *               At most GUEST_MAX_RUNNING running and GUEST_MAX_JOBS kept
- *               (limit_exceeded); a bad cwd gives state "failed" + "error".
+ *               (limit_exceeded); a bad cwd gives state "failed" + "error";
+ *               refused with "frozen" between freeze and thaw.  A job is
+ *               completed when bash exits; descendants may still write, so
+ *               read output until the cursors stop advancing and
+ *               streams_open is false.
  *   job_status  {"job_id"?: str} -> job status, or without job_id
  *               {"jobs": [job status, ...]}
  *   job status  {"job_id", "state": "running"|"completed"|"failed"|
