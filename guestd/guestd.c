@@ -36,6 +36,7 @@ struct guestd_opts opts = {
 	.home = "/home/dev",
 	.uid = GUEST_UID,
 	.gid = GUEST_GID,
+	.cmdline = "/proc/cmdline",
 };
 
 struct glink *gl;
@@ -367,7 +368,7 @@ usage(void)
 	fprintf(stderr, "usage: guestd [--no-init] [--link-fd N | --link-unix "
 	    "PATH | --link-dev PATH | --link-vsock]\n"
 	    "\t[--workspace DIR] [--cgroup DIR] [--home DIR] [--uid N] "
-	    "[--gid N] [--lo] [-v]\n");
+	    "[--gid N] [--lo] [--cmdline FILE] [-v]\n");
 	exit(2);
 }
 
@@ -399,6 +400,7 @@ main(int argc, char **argv)
 		{ "uid", required_argument, NULL, 'U' },
 		{ "gid", required_argument, NULL, 'G' },
 		{ "lo", no_argument, NULL, 'l' },
+		{ "cmdline", required_argument, NULL, 'C' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -419,6 +421,7 @@ main(int argc, char **argv)
 		case 'U': opts.uid = (uid_t)num_arg(optarg, INT_MAX); break;
 		case 'G': opts.gid = (gid_t)num_arg(optarg, INT_MAX); break;
 		case 'l': opts.lo = 1; break;
+		case 'C': opts.cmdline = optarg; break;
 		case 'v': verbose++; break;
 		default: usage();
 		}

@@ -27,6 +27,7 @@ struct guestd_opts {
 	uid_t		 uid;
 	gid_t		 gid;
 	int		 lo;		/* bring up lo (implied by init) */
+	const char	*cmdline;	/* kernel command line (tests: a file) */
 };
 extern struct guestd_opts opts;
 

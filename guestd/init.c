@@ -85,26 +85,53 @@ set_inaddr(int sock, const char *ifname, unsigned long req, in_addr_t a)
 	return ioctl(sock, req, &ifr);
 }
 
-/* mcpvm.net=10.231.N.2/30,gw=10.231.N.1 on the kernel command line. */
+/* Atomically replaces /etc/resolv.conf with one nameserver. */
+static void
+write_resolv(const char *dns)
+{
+	struct in_addr a;
+	char line[64];
+	int fd;
+
+	if (inet_pton(AF_INET, dns, &a) != 1) {
+		log_warnx("mcpvm.net: dns=%s is not an IPv4 address", dns);
+		return;
+	}
+	snprintf(line, sizeof(line), "nameserver %s\n", dns);
+	if ((fd = open("/etc/.resolv.conf.guestd", O_WRONLY | O_CREAT |
+	    O_TRUNC | O_CLOEXEC, 0644)) == -1 ||
+	    write(fd, line, strlen(line)) != (ssize_t)strlen(line) ||
+	    fsync(fd) == -1 || close(fd) == -1 ||
+	    rename("/etc/.resolv.conf.guestd", "/etc/resolv.conf") == -1)
+		log_warn("/etc/resolv.conf");
+}
+
+/*
+ * mcpvm.net=10.231.N.2/30,gw=10.231.N.1[,dns=IP] on the kernel command
+ * line: configures eth0, which the VM has only when networking is on.
+ */
 static void
 init_eth0(const char *spec)
 {
-	char buf[128], *addr, *gw = NULL, *slash, *comma;
+	char buf[128], *addr, *gw = NULL, *dns = NULL, *slash, *opt, *save;
 	struct in_addr a, g;
 	struct rtentry rt;
 	struct sockaddr_in *sin;
 	in_addr_t mask;
 	long plen;
-	int s;
+	int s, i;
 
 	snprintf(buf, sizeof(buf), "%s", spec);
-	addr = buf;
-	if ((comma = strchr(buf, ',')) != NULL) {
-		*comma = '\0';
-		if (strncmp(comma + 1, "gw=", 3) == 0)
-			gw = comma + 4;
+	addr = strtok_r(buf, ",", &save);
+	while ((opt = strtok_r(NULL, ",", &save)) != NULL) {
+		if (strncmp(opt, "gw=", 3) == 0)
+			gw = opt + 3;
+		else if (strncmp(opt, "dns=", 4) == 0)
+			dns = opt + 4;
+		else
+			log_warnx("mcpvm.net: unknown option %s", opt);
 	}
-	if ((slash = strchr(addr, '/')) == NULL) {
+	if (addr == NULL || (slash = strchr(addr, '/')) == NULL) {
 		log_warnx("mcpvm.net=%s: no prefix length", spec);
 		return;
 	}
@@ -116,6 +143,9 @@ init_eth0(const char *spec)
 		return;
 	}
 	mask = htonl(plen == 32 ? 0xffffffffu : ~(0xffffffffu >> plen));
+	/* The NIC driver may still be probing: give it two seconds. */
+	for (i = 0; i < 40 && access("/sys/class/net/eth0", F_OK) == -1; i++)
+		usleep(50000);
 	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
 		return;
 	if (set_inaddr(s, "eth0", SIOCSIFADDR, a.s_addr) == -1 ||
@@ -140,6 +170,8 @@ init_eth0(const char *spec)
 			log_warn("eth0: default route via %s", gw);
 	}
 	close(s);
+	if (dns != NULL)
+		write_resolv(dns);
 	log_info("eth0: %s", spec);
 }
 
@@ -152,7 +184,7 @@ cmdline_get(const char *key, char *out, size_t outlen)
 	ssize_t n;
 	int fd;
 
-	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
+	if ((fd = open(opts.cmdline, O_RDONLY | O_CLOEXEC)) == -1)
 		return NULL;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);

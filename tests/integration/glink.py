@@ -297,7 +297,7 @@ class Guestd:
     """A real guestd in fresh mount/pid/net namespaces, its link on a Unix
     socket, jobs in a private cgroup2 subtree, a temporary /workspace."""
 
-    def __init__(self, extra_args=(), init=False):
+    def __init__(self, extra_args=(), init=False, cmdline=None, veth=False):
         self.bin = os.environ.get("GUESTD")
         if not self.bin:
             raise RuntimeError("GUESTD= must name the guestd binary")
@@ -329,8 +329,18 @@ class Guestd:
         else:
             ns = ["--mount", "--net", "--pid", "--fork", "--mount-proc"]
             mode = ["--no-init", "--lo", "--cgroup", self.cgroup]
-        cmd = ["unshare", *ns, "--kill-child=SIGTERM", "--", self.bin,
-               *mode, "--link-unix", self.sockpath, "--workspace",
+        if cmdline is not None:
+            path = os.path.join(self.tmp, "cmdline")
+            with open(path, "w") as f:
+                f.write(cmdline + "\n")
+            mode += ["--cmdline", path]
+        pre = []
+        if veth:
+            # An eth0 for mcpvm.net= to configure (no dummy module here).
+            pre = ["sh", "-c", "ip link add eth0 type veth peer name peer0 "
+                   "&& ip link set peer0 up && exec \"$@\"", "sh"]
+        cmd = ["unshare", *ns, "--kill-child=SIGTERM", "--", *pre,
+               self.bin, *mode, "--link-unix", self.sockpath, "--workspace",
                self.workspace, "--home", "/home/dev", *extra_args]
         self.proc = subprocess.Popen(cmd, stdout=self.log,
                                      stderr=subprocess.STDOUT)

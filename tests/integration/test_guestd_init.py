@@ -12,7 +12,9 @@ from guestd_case import main
 class Pid1(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.g = glink.Guestd(init=True)
+        cls.g = glink.Guestd(init=True, veth=True, cmdline=(
+            "quiet mcpvm.hostname=testvm "
+            "mcpvm.net=10.231.7.2/30,gw=10.231.7.1 console=ttyS0"))
 
     @classmethod
     def tearDownClass(cls):
@@ -24,10 +26,18 @@ class Pid1(unittest.TestCase):
         st = g.exec_wait("sys", "hostname; cat /proc/1/comm; "
                          "awk '{print $2, $3}' /proc/mounts; "
                          "cat /sys/class/net/lo/flags")
+        net = g.exec_wait("net", "ip -4 -o addr show dev eth0; "
+                          "ip -4 route show default; "
+                          "cat /sys/class/net/eth0/flags")
+        self.assertEqual(net["exit_code"], 0)
+        nout, _ = g.output("net")
+        self.assertIn(b"inet 10.231.7.2/30", nout)
+        self.assertIn(b"default via 10.231.7.1 dev eth0", nout)
+        self.assertTrue(int(nout.split()[-1], 16) & 0x1, "eth0 is not up")
         self.assertEqual(st["state"], "completed")
         out, _ = g.output("sys")
         lines = out.decode().splitlines()
-        self.assertEqual(lines[0], "mcpvm")
+        self.assertEqual(lines[0], "testvm")
         self.assertEqual(lines[1], "guestd")
         mounts = set(lines[2:-1])
         for m in ("/proc proc", "/sys sysfs", "/dev devtmpfs", "/run tmpfs",
