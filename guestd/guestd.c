@@ -328,7 +328,8 @@ link_poll(void)
 
 	if (listen_fd != -1)
 		loop_add(listen_fd, POLLIN, listen_io, NULL);
-	if (link_fd == -1 && listen_fd == -1 && opts.link_fd == -1) {
+	/* Connect-style transports are retried; vsock waits for the host. */
+	if (link_fd == -1 && opts.link_fd == -1 && !opts.link_vsock) {
 		now = now_ns();
 		if (now >= link_retry_at) {
 			link_try_open();
@@ -465,12 +466,18 @@ main(int argc, char **argv)
 		if (set_nonblock(opts.link_fd) == -1)
 			fatal("--link-fd %d", opts.link_fd);
 		link_set_up(opts.link_fd);
-	} else if (opts.link_vsock || (opts.init && opts.link_unix == NULL &&
-	    opts.link_dev == NULL && access("/sys/class/virtio-ports",
-	    F_OK) == -1)) {
-		/* Firecracker: no virtio-serial, the host connects to us. */
+	} else if (opts.link_vsock) {
 		if ((listen_fd = vsock_listen()) == -1)
 			fatal("vsock port %d", GUEST_VSOCK_PORT);
+	} else if (opts.init && opts.link_unix == NULL && opts.link_dev ==
+	    NULL) {
+		/*
+		 * Autodetect: the virtio-serial port is looked for until it
+		 * shows up (QEMU), and the host may also connect over vsock
+		 * (Firecracker, vhost-vsock) when the VM has that device.
+		 */
+		if ((listen_fd = vsock_listen()) == -1)
+			log_debug("no vsock: virtio-serial only");
 	}
 
 	while (!shutting_down) {
