@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
@@ -24,11 +25,29 @@
 #include "guestd.h"
 #include "log.h"
 
+/*
+ * Stage one may have moved its /dev and /run over: keep those.  /proc and
+ * /sys are always mounted afresh so they show this pid and net namespace.
+ */
+static int
+is_mountpoint(const char *dst)
+{
+	char parent[PATH_MAX];
+	struct stat a, b;
+
+	snprintf(parent, sizeof(parent), "%s/..", dst);
+	return stat(dst, &a) == 0 && stat(parent, &b) == 0 &&
+	    a.st_dev != b.st_dev;
+}
+
 static void
 do_mount(const char *src, const char *dst, const char *type,
     unsigned long flags, const char *data)
 {
 	mkdir(dst, 0755);
+	if ((strcmp(dst, "/dev") == 0 || strcmp(dst, "/run") == 0) &&
+	    is_mountpoint(dst))
+		return;
 	if (mount(src, dst, type, flags, data) == -1 && errno != EBUSY)
 		log_warn("mount %s on %s", type, dst);
 }
