@@ -3,6 +3,7 @@ and timeout of setsid descendants, limits, identity, link resets."""
 
 import os
 import time
+import unittest
 
 import glink
 from guestd_case import GuestdCase, main
@@ -55,6 +56,12 @@ class Jobs(GuestdCase):
         self.assertEqual(b1, b2)
         self.assertEqual(b1[:r1["stdout_len"]], b"out")
         self.assertEqual(r1["stdout_next"], 8)
+
+    def test_binary_output_exact(self):
+        st = self.g.exec_wait("bin", "printf 'a\\377\\000b\\342\\202'")
+        self.assertEqual(st["exit_code"], 0)
+        out, _ = self.g.output("bin")
+        self.assertEqual(out, b"a\xff\x00b\xe2\x82")
 
     def test_one_mib_truncates_but_finishes(self):
         st = self.g.exec_wait(
@@ -190,6 +197,55 @@ class Jobs(GuestdCase):
                 break
             time.sleep(0.05)
         self.assertFalse(a["active"])
+
+
+class KeptLimit(GuestdCase):
+    def test_256_kept_then_refused(self):
+        for i in range(256):
+            self.call("exec", job_id=f"k{i}", command="true")
+            if i % 4 == 3:
+                # Stay under the running limit while filling the table.
+                for k in range(i - 3, i + 1):
+                    while self.call("job_status", job_id=f"k{k}")[0][
+                            "state"] == "running":
+                        time.sleep(0.005)
+        with self.assertRaises(glink.GuestError) as cm:
+            self.call("exec", job_id="k256", command="true")
+        self.assertEqual(cm.exception.code, "limit_exceeded")
+        self.assertIn("256 jobs", cm.exception.message)
+        r, _ = self.call("job_status")
+        self.assertEqual(len(r["jobs"]), 256)
+
+
+class LinkFd(unittest.TestCase):
+    def test_socketpair_link(self):
+        import socket
+        import subprocess
+        ours, theirs = socket.socketpair()
+        tmp = glink.tempfile.mkdtemp(prefix="guestd-fd-")
+        os.chmod(tmp, 0o755)
+        cg = os.path.join(glink.cgroup2_root(), os.path.basename(tmp))
+        os.mkdir(cg)
+        try:
+            p = subprocess.Popen(
+                ["unshare", "--mount", "--pid", "--fork", "--mount-proc",
+                 "--kill-child=SIGTERM", "--", os.environ["GUESTD"],
+                 "--no-init", "--link-fd", str(theirs.fileno()),
+                 "--workspace", tmp, "--cgroup", cg],
+                pass_fds=(theirs.fileno(),))
+            theirs.close()
+            link = glink.GuestLink(ours)
+            self.assertTrue(link.hello.wait(10))
+            r, _ = link.call("ping")
+            self.assertTrue(r["ok"])
+            # The descriptor cannot be re-opened: guestd leaves cleanly.
+            link.close()
+            self.assertEqual(p.wait(10), 0)
+        finally:
+            for d in (os.path.join(cg, "mcpvm-jobs"), cg):
+                if os.path.isdir(d):
+                    os.rmdir(d)
+            os.rmdir(tmp)
 
 
 class LinkReset(GuestdCase):
