@@ -278,14 +278,15 @@ build_env(const struct req *r)
 		"TERM=dumb",
 	};
 	size_t n = sizeof(fixed) / sizeof(fixed[0]), i = 0, k;
-	char **envp;
+	char **envp, *e;
 
 	if (r->env != NULL)
 		n += (size_t)json_object_object_length(r->env);
 	if ((envp = calloc(n + 2, sizeof(*envp))) == NULL)
 		return NULL;
-	if (asprintf(&envp[i++], "HOME=%s", opts.home) == -1)
+	if (asprintf(&e, "HOME=%s", opts.home) == -1)
 		goto fail;
+	envp[i++] = e;
 	for (k = 0; k < sizeof(fixed) / sizeof(fixed[0]); k++)
 		if ((envp[i++] = strdup(fixed[k])) == NULL)
 			goto fail;
@@ -298,11 +299,13 @@ build_env(const struct req *r)
 				if (strncmp(envp[m], key, strlen(key)) == 0 &&
 				    envp[m][strlen(key)] == '=')
 					break;
-			if (m < i)
-				free(envp[m]);
-			if (asprintf(&envp[m], "%s=%s", key,
+			/* asprintf leaves e undefined on failure. */
+			if (asprintf(&e, "%s=%s", key,
 			    json_object_get_string(val)) == -1)
 				goto fail;
+			if (m < i)
+				free(envp[m]);
+			envp[m] = e;
 			if (m == i)
 				i++;
 		}

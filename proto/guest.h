@@ -4,8 +4,10 @@
  * implements the framing, channel and credit rules described here.
  *
  * TRANSPORT
- *   QEMU: virtio-serial port "org.mcpvm.link.0" (guest: /dev/virtio-ports/
- *   org.mcpvm.link.0).  Firecracker: guest vsock port 1024 (guestd listens).
+ *   QEMU: virtio-serial port "org.mcpvm.link.0" (guestd finds its /dev/vportNpM
+ *   by name in /sys/class/virtio-ports; no udev).  Firecracker (or
+ *   vhost-vsock): guest vsock port 1024, guestd listens and the newest
+ *   connection is the link.
  *   When the transport drops (host disconnects, hibernation, reset) every
  *   channel is gone on both sides and any half-received frame is discarded;
  *   jobs live on in guestd.  After every (re)connect guestd sends "hello"
@@ -96,12 +98,15 @@
  *                "max_bytes"?: int 1..16384 (per stream, default 16384)}
  *               -> job status + {"stdout_len": n, "stderr_len": m,
  *                "stdout_next": int, "stderr_next": int}, body = n stdout
- *               bytes then m stderr bytes.  Cursors are byte offsets in the
- *               retained prefix of each stream; reads are non-destructive.
+ *               bytes then m stderr bytes (always sent, maybe empty).
+ *               Cursors are byte offsets in the retained prefix of each
+ *               stream; reads are non-destructive and repeatable.
  *   job_cancel  {"job_id"} -> job status.  Kills the job's cgroup
- *               (cgroup.kill) if it is running; state becomes cancelled.
+ *               (cgroup.kill), detached descendants included; a running
+ *               job's state becomes cancelled, a finished one keeps its.
  *   file_read   {"path": str} -> {"size": n, "mode": int}, body = contents
- *               (<= GUEST_MAX_FILE, else too_large).
+ *               (<= GUEST_MAX_FILE, else too_large; not_found; a directory
+ *               or device is invalid_argument).
  *   file_write  {"path": str, "mode"?: int 0..0777 (default: the
  *                existing file's mode, else 0644),
  *                "create_parents"?: bool} + body (<= GUEST_MAX_FILE)
