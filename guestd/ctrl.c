@@ -55,7 +55,7 @@ set_clock(uint32_t id, int64_t ns)
 }
 
 int
-ctrl_dispatch(const uint8_t *buf, size_t len, const uint8_t *body,
+guestd_dispatch_host(const uint8_t *buf, size_t len, const uint8_t *body,
     size_t body_len, int has_body)
 {
 	struct json_object *r = NULL;

@@ -240,7 +240,7 @@ frame_cb(struct glink *l, const struct glink_frame *f, void *arg)
 {
 	switch (f->type) {
 	case GLINK_CTRL:
-		return ctrl_dispatch(f->data, f->len, f->body, f->body_len,
+		return guestd_dispatch_host(f->data, f->len, f->body, f->body_len,
 		    (f->flags & GLINK_F_BODY) != 0);
 	case GLINK_OPEN:
 		streams_open(f->channel, (uint32_t)f->data[0] |

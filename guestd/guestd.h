@@ -79,7 +79,7 @@ void	 req_free(struct req *);
 int	 valid_job_id(const char *);
 
 /* Control dispatch (ctrl.c) */
-int	 ctrl_dispatch(const uint8_t *, size_t, const uint8_t *, size_t, int);
+int	 guestd_dispatch_host(const uint8_t *, size_t, const uint8_t *, size_t, int);
 struct json_object *reply_new(uint32_t);
 struct json_object *reply_error(uint32_t, const char *, const char *, ...)
 	    __attribute__((format(printf, 3, 4)));

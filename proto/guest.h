@@ -62,6 +62,8 @@
  *                            "error": {"code": "<code>", "message": "..."}}
  *   Event    guest -> host: {"event": "hello", "version": 1,
  *                            "boot_id": "<uuid>", "jobs": <n kept>}
+ *            boot_id changes only when the guest boots again, so the host
+ *            tells a reconnect or a restored snapshot from a reboot.
  *   Replies come in request order.  Messages are parsed with a depth limit
  *   (GLINK_JSON_DEPTH) and every field is type-checked; unknown fields are
  *   ignored.  Error codes: invalid_argument, not_found, already_exists,
