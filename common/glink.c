@@ -29,7 +29,7 @@ struct glink_chan {
 struct glink_chunk {
 	struct glink_chunk	*next;
 	size_t			 len;
-	size_t			 data_bytes;	/* DATA payload, for accounting */
+	size_t			 data_bytes;	/* of DATA payload */
 	uint8_t			 buf[];
 };
 

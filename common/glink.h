@@ -51,8 +51,10 @@ struct glink_frame {
 /* Return 0 to go on, -1 to stop feeding (glink_feed then returns -1). */
 typedef int (*glink_cb)(struct glink *, const struct glink_frame *, void *);
 
-void	 glink_hdr_encode(uint8_t out[GLINK_HDR_LEN], const struct glink_hdr *);
-void	 glink_hdr_decode(const uint8_t in[GLINK_HDR_LEN], struct glink_hdr *);
+void	 glink_hdr_encode(uint8_t out[GLINK_HDR_LEN],
+	    const struct glink_hdr *);
+void	 glink_hdr_decode(const uint8_t in[GLINK_HDR_LEN],
+	    struct glink_hdr *);
 
 struct glink *glink_new(enum glink_role);
 void	 glink_free(struct glink *);
@@ -130,8 +132,8 @@ struct glink_reply {
 	const char	*code;
 	const char	*message;
 };
-int	 glink_reply_decode(struct json_object *, struct glink_reply *, char *,
-	    size_t);
+int	 glink_reply_decode(struct json_object *, struct glink_reply *,
+	    char *, size_t);
 
 int	 glink_utf8_valid(const void *, size_t);
 

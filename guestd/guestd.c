@@ -240,8 +240,8 @@ frame_cb(struct glink *l, const struct glink_frame *f, void *arg)
 {
 	switch (f->type) {
 	case GLINK_CTRL:
-		return guestd_dispatch_host(f->data, f->len, f->body, f->body_len,
-		    (f->flags & GLINK_F_BODY) != 0);
+		return guestd_dispatch_host(f->data, f->len, f->body,
+		    f->body_len, (f->flags & GLINK_F_BODY) != 0);
 	case GLINK_OPEN:
 		streams_open(f->channel, (uint32_t)f->data[0] |
 		    (uint32_t)f->data[1] << 8);
@@ -450,7 +450,7 @@ main(int argc, char **argv)
 	if (opts.init)
 		init_system();
 	else {
-		/* Orphaned job descendants must come back to us to be reaped. */
+		/* Orphaned job descendants must come back to be reaped. */
 		if (prctl(PR_SET_CHILD_SUBREAPER, 1) == -1)
 			log_warn("PR_SET_CHILD_SUBREAPER");
 		if (opts.lo)

@@ -38,7 +38,7 @@ struct job {
 	enum job_state	 state;
 	pid_t		 pid;		/* 0 once reaped */
 	int		 status;	/* wait status once reaped */
-	int		 fd[2];		/* stdout, stderr read ends or -1 */
+	int		 fd[2];		/* stdout/stderr pipe or -1 */
 	int		 infd;		/* stdin write end or -1 */
 	uint8_t		*in;
 	size_t		 inlen, inoff;

@@ -154,13 +154,13 @@ enum glink_type {
 };
 
 #define GLINK_F_BODY		0x01	/* CTRL: BODY frames follow */
-#define GLINK_F_END		0x01	/* BODY: last frame of the body */
+#define GLINK_F_END		0x01	/* BODY: the last frame */
 
 /* guestd limits the host relies on. */
 #define GUEST_MAX_RUNNING	4
 #define GUEST_MAX_JOBS		256
-#define GUEST_OUTPUT_MAX	(256u * 1024)	/* retained, both streams */
-#define GUEST_OUTPUT_READ_MAX	16384u		/* per stream per call */
+#define GUEST_OUTPUT_MAX	(256u * 1024)	/* kept, both streams */
+#define GUEST_OUTPUT_READ_MAX	16384u	/* per stream per call */
 #define GUEST_MAX_FILE		(128u * 1024)
 #define GUEST_JOB_ID_MAX	64
 #define GUEST_MAX_ENV		128

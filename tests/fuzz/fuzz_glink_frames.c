@@ -46,7 +46,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	l = glink_new(data[0] & 1 ? GLINK_ROLE_HOST : GLINK_ROLE_GUEST);
 	if (data[0] & 2)
-		glink_send_open(l, 1, 80);	/* host: a channel to answer */
+		glink_send_open(l, 1, 80);	/* a channel to answer */
 	step = (size_t)data[1] + 1;
 	data += 2;
 	size -= 2;
