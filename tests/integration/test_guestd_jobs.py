@@ -110,6 +110,30 @@ class Jobs(GuestdCase):
         self.assertRegex(out.decode(), r"Groups:\s*\n")
         self.assertRegex(out.decode(), r"NoNewPrivs:\s*1")
 
+    def test_large_stdin_and_env_override(self):
+        # (PATH is no example: a login shell's /etc/profile resets it.)
+        data = os.urandom(200 * 1024)     # more than a pipe holds
+        self.link.call("exec", body=data, job_id="stdin",
+                       command="sha256sum | cut -c1-64; echo $TERM",
+                       env={"TERM": "xterm-test"})
+        for _ in range(200):
+            st, _ = self.call("job_status", job_id="stdin")
+            if st["state"] != "running" and not st["streams_open"]:
+                break
+            time.sleep(0.02)
+        out, _ = self.g.output("stdin")
+        import hashlib
+        self.assertEqual(out.decode().split(),
+                         [hashlib.sha256(data).hexdigest(),
+                          "xterm-test"])
+
+    def test_finishes_within_timeout(self):
+        st = self.g.exec_wait("quick", "sleep 0.2; echo ok",
+                              timeout_ms=5000)
+        self.assertEqual(st["state"], "completed")
+        self.assertFalse(st["timed_out"])
+        self.assertEqual(st["exit_code"], 0)
+
     def test_no_root(self):
         st = self.g.exec_wait("sudo", "su -c true root </dev/null; "
                               "echo rc=$?")
