@@ -99,10 +99,22 @@ link_is_up(void)
 void
 link_reply(struct json_object *o, const void *body, size_t body_len)
 {
+	static int fallback;
+	struct json_object *id;
+
 	if (o == NULL)
 		return;
-	if (link_up && glink_send_json(gl, o, body, body_len) == -1)
+	if (link_up && glink_send_json(gl, o, body, body_len) == -1) {
 		log_warnx("link: %s", glink_error(gl));
+		/* The host must never wait for an answer that is not coming. */
+		if (!fallback && json_object_object_get_ex(o, "id", &id)) {
+			fallback = 1;
+			link_reply(reply_error((uint32_t)json_object_get_int64(
+			    id), "internal", "reply did not fit the link"),
+			    NULL, 0);
+			fallback = 0;
+		}
+	}
 	json_object_put(o);
 }
 

@@ -495,10 +495,19 @@ jobs_status(const struct req *r)
 			return not_found(r);
 		return job_json(j, r->id);
 	}
+	/* Short entries: 256 full ones could outgrow one control frame. */
 	o = reply_new(r->id);
 	a = json_object_new_array();
-	for (i = 0; i < njobs; i++)
-		json_object_array_add(a, job_json(jobs[i], 0));
+	for (i = 0; i < njobs; i++) {
+		struct json_object *e = json_object_new_object();
+
+		j = jobs[i];
+		json_object_object_add(e, "job_id",
+		    json_object_new_string(j->id));
+		json_object_object_add(e, "state",
+		    json_object_new_string(state_names[j->state]));
+		json_object_array_add(a, e);
+	}
 	json_object_object_add(o, "jobs", a);
 	return o;
 }

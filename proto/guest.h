@@ -88,7 +88,7 @@
  *               read output until the cursors stop advancing and
  *               streams_open is false.
  *   job_status  {"job_id"?: str} -> job status, or without job_id
- *               {"jobs": [job status, ...]}
+ *               {"jobs": [{"job_id", "state"}, ...]} for every kept job
  *   job status  {"job_id", "state": "running"|"completed"|"failed"|
  *                "cancelled"|"timed_out", "exit_code"?: int (completed),
  *                "signal"?: int (completed by a signal), "error"?: str

@@ -225,12 +225,15 @@ class Jobs(GuestdCase):
 
 class KeptLimit(GuestdCase):
     def test_256_kept_then_refused(self):
+        # Longest ids, so the job list must still fit one control frame.
+        def jid(i):
+            return f"k{i:063d}"
         for i in range(256):
-            self.call("exec", job_id=f"k{i}", command="true")
+            self.call("exec", job_id=jid(i), command="true")
             if i % 4 == 3:
                 # Stay under the running limit while filling the table.
                 for k in range(i - 3, i + 1):
-                    while self.call("job_status", job_id=f"k{k}")[0][
+                    while self.call("job_status", job_id=jid(k))[0][
                             "state"] == "running":
                         time.sleep(0.005)
         with self.assertRaises(glink.GuestError) as cm:
@@ -239,6 +242,8 @@ class KeptLimit(GuestdCase):
         self.assertIn("256 jobs", cm.exception.message)
         r, _ = self.call("job_status")
         self.assertEqual(len(r["jobs"]), 256)
+        self.assertEqual(r["jobs"][255], {"job_id": jid(255),
+                                          "state": "completed"})
 
 
 class LinkFd(unittest.TestCase):
