@@ -146,7 +146,8 @@ class Jobs(GuestdCase):
         self.assertIn("..", st["error"])
 
     def kill_test(self, job_id, how):
-        tag = f"mcpvmtag-{job_id}"
+        # Unique per run: another checkout may run this test right now.
+        tag = f"mcpvmtag-{os.getpid()}-{job_id}"
         # A setsid child and a double-forked orphan, both named tag.
         cmd = (f"setsid bash -c 'exec -a {tag} sleep 1000' & "
                f"(bash -c 'exec -a {tag} sleep 1000' &) ; sleep 1000")
