@@ -60,6 +60,17 @@ struct glink *glink_new(enum glink_role);
 void	 glink_free(struct glink *);
 /* The transport dropped: forget channels, partial frames and queued output. */
 void	 glink_reset(struct glink *);
+/*
+ * A new session on the same transport ("hello" request): forget every
+ * channel and the stream frames not yet started; control traffic stays.
+ */
+void	 glink_reset_channels(struct glink *);
+/*
+ * Host, from sending "hello" until its reply: frames for channels it does
+ * not know are dropped rather than ending the link (they were in flight
+ * from the guest's previous session).
+ */
+void	 glink_set_lenient(struct glink *, int);
 
 /*
  * Feeds received bytes.  Returns 0, or -1 when the peer broke a rule (the

@@ -126,6 +126,13 @@ guestd_dispatch_host(const uint8_t *buf, size_t len, const uint8_t *body,
 		json_object_object_add(r, "streams",
 		    json_object_new_int(streams_count()));
 		break;
+	case OP_HELLO:
+		/* A new host session: streams of the old one are gone. */
+		streams_reset();
+		glink_reset_channels(gl);
+		r = reply_new(q.id);
+		guestd_hello(r);
+		break;
 	case OP_SHUTDOWN:
 		link_reply(reply_new(q.id), NULL, 0);
 		req_free(&q);

@@ -118,16 +118,23 @@ link_reply(struct json_object *o, const void *body, size_t body_len)
 	json_object_put(o);
 }
 
+/* Fills in what hello says, as an event or as a reply. */
+void
+guestd_hello(struct json_object *o)
+{
+	json_object_object_add(o, "version",
+	    json_object_new_int(GLINK_VERSION));
+	json_object_object_add(o, "boot_id", json_object_new_string(boot_id));
+	json_object_object_add(o, "jobs", json_object_new_int(jobs_count()));
+}
+
 static void
 send_hello(void)
 {
 	struct json_object *o = json_object_new_object();
 
 	json_object_object_add(o, "event", json_object_new_string("hello"));
-	json_object_object_add(o, "version",
-	    json_object_new_int(GLINK_VERSION));
-	json_object_object_add(o, "boot_id", json_object_new_string(boot_id));
-	json_object_object_add(o, "jobs", json_object_new_int(jobs_count()));
+	guestd_hello(o);
 	link_reply(o, NULL, 0);
 }
 

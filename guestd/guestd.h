@@ -43,12 +43,13 @@ extern struct glink *gl;
 int	 link_is_up(void);
 void	 link_reply(struct json_object *, const void *, size_t);
 void	 guestd_shutdown(void);
+void	 guestd_hello(struct json_object *);
 
 /* Requests (request.c): decoding of channel 0 messages, fuzzed. */
 enum req_op {
 	OP_PING = 1, OP_CLOCK_SET, OP_EXEC, OP_JOB_STATUS, OP_JOB_OUTPUT,
 	OP_JOB_CANCEL, OP_FILE_READ, OP_FILE_WRITE, OP_FREEZE, OP_THAW,
-	OP_ACTIVITY, OP_SHUTDOWN,
+	OP_ACTIVITY, OP_SHUTDOWN, OP_HELLO,
 };
 
 struct req {

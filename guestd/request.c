@@ -24,6 +24,7 @@ static const struct {
 	{ "thaw", OP_THAW },
 	{ "activity", OP_ACTIVITY },
 	{ "shutdown", OP_SHUTDOWN },
+	{ "hello", OP_HELLO },
 };
 
 int
@@ -96,6 +97,7 @@ decode_args(struct req *r, char *err, size_t errlen)
 	case OP_FREEZE:
 	case OP_ACTIVITY:
 	case OP_SHUTDOWN:
+	case OP_HELLO:
 		return 0;
 	case OP_CLOCK_SET:
 	case OP_THAW:

@@ -72,6 +72,12 @@
  *   "id" or string "op") ends the link like any other broken rule; a bad
  *   argument gets an invalid_argument reply.
  *
+ *   hello       {} -> {"version", "boot_id", "jobs"} as in the event.
+ *               Starts a new host session on a transport guestd may not
+ *               have seen drop (a snapshot restored while connected): the
+ *               guest forgets every channel, closing its streams without
+ *               CLOSE frames.  Until the reply, the host drops frames for
+ *               channels it does not know (glink_set_lenient).
  *   ping        {} -> {}
  *   clock_set   {"realtime_ns": int} -> {}   sets CLOCK_REALTIME
  *   exec        {"job_id": str [A-Za-z0-9_-]{1,64}, "command": str,

@@ -122,6 +122,7 @@ class GuestLink:
         self.dead = None
         self.pending_ctrl = None
         self.body = bytearray()
+        self.lenient = False
         self.reader = threading.Thread(target=self._read_loop, daemon=True)
         self.reader.start()
 
@@ -175,6 +176,8 @@ class GuestLink:
             else:
                 c = self.channels.get(ch)
                 if c is None:
+                    if self.lenient:
+                        return      # from before our "hello"
                     raise LinkError(f"frame {ftype} for unknown channel {ch}")
                 if ftype == OPEN_OK:
                     c.state = "open"
@@ -241,6 +244,20 @@ class GuestLink:
         if not msg.get("ok"):
             raise GuestError(msg["error"]["code"], msg["error"]["message"])
         return msg, rbody
+
+    def new_session(self):
+        """The "hello" request: the guest forgets every channel."""
+        with self.cond:
+            self.lenient = True
+            for c in self.channels.values():
+                c.closed = True
+                c.cond.notify_all()
+            self.channels.clear()
+        try:
+            return self.call("hello")[0]
+        finally:
+            with self.cond:
+                self.lenient = False
 
     # --- streams
     def open(self, port, timeout=10):
