@@ -29,7 +29,7 @@ struct glink_chan {
 struct glink_chunk {
 	struct glink_chunk	*next;
 	size_t			 len;
-	size_t			 data_bytes;	/* DATA payload, for accounting */
+	size_t			 data_bytes;	/* of DATA payload */
 	uint8_t			 buf[];
 };
 
@@ -58,6 +58,7 @@ struct glink {
 
 	struct glink_chan	 chans[GLINK_MAX_CHANNELS];
 	int			 nchans;
+	int			 lenient;	/* drop unknown-channel frames */
 
 	/* writer: cur is the frame being written, off bytes of it are out */
 	struct glink_queue	 ctrlq;
@@ -67,6 +68,8 @@ struct glink {
 	size_t			 pending;
 	size_t			 data_pending;
 };
+
+static struct glink_chunk *dequeue(struct glink_queue *);
 
 static int __attribute__((format(printf, 2, 3)))
 glink_fail(struct glink *l, const char *fmt, ...)
@@ -164,7 +167,36 @@ glink_reset(struct glink *l)
 	l->off = 0;
 	l->pending = 0;
 	l->data_pending = 0;
+	l->lenient = 0;
 	l->err[0] = '\0';
+}
+
+void
+glink_reset_channels(struct glink *l)
+{
+	struct glink_chunk *c;
+
+	memset(l->chans, 0, sizeof(l->chans));
+	l->nchans = 0;
+	/* Unsent stream frames go; one already half written must finish. */
+	while ((c = dequeue(&l->dataq)) != NULL) {
+		l->pending -= c->len;
+		l->data_pending -= c->data_bytes;
+		free(c);
+	}
+	if (l->cur != NULL && l->off == 0 && l->cur->buf[0] != GLINK_CTRL &&
+	    l->cur->buf[0] != GLINK_BODY) {
+		l->pending -= l->cur->len;
+		l->data_pending -= l->cur->data_bytes;
+		free(l->cur);
+		l->cur = NULL;
+	}
+}
+
+void
+glink_set_lenient(struct glink *l, int on)
+{
+	l->lenient = on;
 }
 
 void
@@ -707,9 +739,12 @@ rx_chan(struct glink *l, const struct glink_hdr *h, const uint8_t *p,
 		}
 		return deliver(l, h, p, h->len, cb, arg, NULL);
 	}
-	if (c == NULL)
+	if (c == NULL) {
+		if (l->lenient)
+			return 0;
 		return glink_fail(l, "frame type %u for channel %u, which is "
 		    "not open", h->type, h->channel);
+	}
 	udata = c->udata;
 	/* Frames crossing our CLOSE: only the peer's CLOSE matters now. */
 	if ((c->state & CH_LOCAL_CLOSED) && h->type != GLINK_CLOSE)

@@ -51,13 +51,26 @@ struct glink_frame {
 /* Return 0 to go on, -1 to stop feeding (glink_feed then returns -1). */
 typedef int (*glink_cb)(struct glink *, const struct glink_frame *, void *);
 
-void	 glink_hdr_encode(uint8_t out[GLINK_HDR_LEN], const struct glink_hdr *);
-void	 glink_hdr_decode(const uint8_t in[GLINK_HDR_LEN], struct glink_hdr *);
+void	 glink_hdr_encode(uint8_t out[GLINK_HDR_LEN],
+	    const struct glink_hdr *);
+void	 glink_hdr_decode(const uint8_t in[GLINK_HDR_LEN],
+	    struct glink_hdr *);
 
 struct glink *glink_new(enum glink_role);
 void	 glink_free(struct glink *);
 /* The transport dropped: forget channels, partial frames and queued output. */
 void	 glink_reset(struct glink *);
+/*
+ * A new session on the same transport ("hello" request): forget every
+ * channel and the stream frames not yet started; control traffic stays.
+ */
+void	 glink_reset_channels(struct glink *);
+/*
+ * Host, from sending "hello" until its reply: frames for channels it does
+ * not know are dropped rather than ending the link (they were in flight
+ * from the guest's previous session).
+ */
+void	 glink_set_lenient(struct glink *, int);
 
 /*
  * Feeds received bytes.  Returns 0, or -1 when the peer broke a rule (the
@@ -130,8 +143,8 @@ struct glink_reply {
 	const char	*code;
 	const char	*message;
 };
-int	 glink_reply_decode(struct json_object *, struct glink_reply *, char *,
-	    size_t);
+int	 glink_reply_decode(struct json_object *, struct glink_reply *,
+	    char *, size_t);
 
 int	 glink_utf8_valid(const void *, size_t);
 

@@ -55,7 +55,7 @@ set_clock(uint32_t id, int64_t ns)
 }
 
 int
-ctrl_dispatch(const uint8_t *buf, size_t len, const uint8_t *body,
+guestd_dispatch_host(const uint8_t *buf, size_t len, const uint8_t *body,
     size_t body_len, int has_body)
 {
 	struct json_object *r = NULL;
@@ -126,11 +126,13 @@ ctrl_dispatch(const uint8_t *buf, size_t len, const uint8_t *body,
 		json_object_object_add(r, "streams",
 		    json_object_new_int(streams_count()));
 		break;
-	case OP_RESYNC:
-		/* No reply: the hello that follows the reset is the answer. */
-		link_resync(q.nonce);
-		req_free(&q);
-		return 0;
+	case OP_HELLO:
+		/* A new host session: streams of the old one are gone. */
+		streams_reset();
+		glink_reset_channels(gl);
+		r = reply_new(q.id);
+		guestd_hello(r);
+		break;
 	case OP_SHUTDOWN:
 		link_reply(reply_new(q.id), NULL, 0);
 		req_free(&q);

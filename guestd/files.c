@@ -292,7 +292,8 @@ files_write(const struct req *r)
 	}
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 		rnd = (uint64_t)now_ns();
-	snprintf(tmp, sizeof(tmp), ".%s.%016llx", name, (unsigned long long)rnd);
+	snprintf(tmp, sizeof(tmp), ".%s.%016llx", name,
+	    (unsigned long long)rnd);
 	if ((fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 	    O_CLOEXEC, 0600)) == -1) {
 		o = reply_error(r->id, "io_error", "create in \"%s\": %s", dir,

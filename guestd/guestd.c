@@ -36,6 +36,7 @@ struct guestd_opts opts = {
 	.home = "/home/dev",
 	.uid = GUEST_UID,
 	.gid = GUEST_GID,
+	.cmdline = "/proc/cmdline",
 };
 
 struct glink *gl;
@@ -98,57 +99,43 @@ link_is_up(void)
 void
 link_reply(struct json_object *o, const void *body, size_t body_len)
 {
+	static int fallback;
+	struct json_object *id;
+
 	if (o == NULL)
 		return;
-	if (link_up && glink_send_json(gl, o, body, body_len) == -1)
+	if (link_up && glink_send_json(gl, o, body, body_len) == -1) {
 		log_warnx("link: %s", glink_error(gl));
+		/* The host must never wait for an answer that is not coming. */
+		if (!fallback && json_object_object_get_ex(o, "id", &id)) {
+			fallback = 1;
+			link_reply(reply_error((uint32_t)json_object_get_int64(
+			    id), "internal", "reply did not fit the link"),
+			    NULL, 0);
+			fallback = 0;
+		}
+	}
 	json_object_put(o);
 }
 
-/* Set by a "resync" request; acted on once the current input is fed. */
-static char resync_nonce[65];
-static int resync_pending;
+/* Fills in what hello says, as an event or as a reply. */
+void
+guestd_hello(struct json_object *o)
+{
+	json_object_object_add(o, "version",
+	    json_object_new_int(GLINK_VERSION));
+	json_object_object_add(o, "boot_id", json_object_new_string(boot_id));
+	json_object_object_add(o, "jobs", json_object_new_int(jobs_count()));
+}
 
 static void
 send_hello(void)
 {
 	struct json_object *o = json_object_new_object();
 
-	if (resync_pending)
-		json_object_object_add(o, "resync",
-		    json_object_new_string(resync_nonce));
-
 	json_object_object_add(o, "event", json_object_new_string("hello"));
-	json_object_object_add(o, "version",
-	    json_object_new_int(GLINK_VERSION));
-	json_object_object_add(o, "boot_id", json_object_new_string(boot_id));
-	json_object_object_add(o, "jobs", json_object_new_int(jobs_count()));
+	guestd_hello(o);
 	link_reply(o, NULL, 0);
-}
-
-/*
- * The host asks for a fresh start: after a restore from a checkpoint the
- * guest cannot tell that the host side is new (the virtio-serial port never
- * looked closed to it), so the host says so.  Streams and link state are
- * dropped as on a reconnect, then hello carries the host's nonce back.
- */
-void
-link_resync(const char *nonce)
-{
-	snprintf(resync_nonce, sizeof(resync_nonce), "%s", nonce);
-	resync_pending = 1;
-}
-
-static void
-link_resync_apply(void)
-{
-	if (!resync_pending || link_fd == -1)
-		return;
-	log_info("link: host asked for a resync");
-	streams_reset();
-	glink_reset(gl);
-	send_hello();
-	resync_pending = 0;
 }
 
 static void
@@ -272,8 +259,8 @@ frame_cb(struct glink *l, const struct glink_frame *f, void *arg)
 {
 	switch (f->type) {
 	case GLINK_CTRL:
-		return ctrl_dispatch(f->data, f->len, f->body, f->body_len,
-		    (f->flags & GLINK_F_BODY) != 0);
+		return guestd_dispatch_host(f->data, f->len, f->body,
+		    f->body_len, (f->flags & GLINK_F_BODY) != 0);
 	case GLINK_OPEN:
 		streams_open(f->channel, (uint32_t)f->data[0] |
 		    (uint32_t)f->data[1] << 8);
@@ -310,7 +297,6 @@ link_io(int fd, short revents, void *arg)
 			link_drop("protocol violation");
 			return;
 		}
-		link_resync_apply();
 	} else if (revents & (POLLHUP | POLLERR | POLLNVAL)) {
 		link_drop("host disconnected");
 		return;
@@ -361,7 +347,8 @@ link_poll(void)
 
 	if (listen_fd != -1)
 		loop_add(listen_fd, POLLIN, listen_io, NULL);
-	if (link_fd == -1 && listen_fd == -1 && opts.link_fd == -1) {
+	/* Connect-style transports are retried; vsock waits for the host. */
+	if (link_fd == -1 && opts.link_fd == -1 && !opts.link_vsock) {
 		now = now_ns();
 		if (now >= link_retry_at) {
 			link_try_open();
@@ -401,7 +388,7 @@ usage(void)
 	fprintf(stderr, "usage: guestd [--no-init] [--link-fd N | --link-unix "
 	    "PATH | --link-dev PATH | --link-vsock]\n"
 	    "\t[--workspace DIR] [--cgroup DIR] [--home DIR] [--uid N] "
-	    "[--gid N] [--lo] [-v]\n");
+	    "[--gid N] [--lo] [--cmdline FILE] [-v]\n");
 	exit(2);
 }
 
@@ -433,6 +420,7 @@ main(int argc, char **argv)
 		{ "uid", required_argument, NULL, 'U' },
 		{ "gid", required_argument, NULL, 'G' },
 		{ "lo", no_argument, NULL, 'l' },
+		{ "cmdline", required_argument, NULL, 'C' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -453,6 +441,7 @@ main(int argc, char **argv)
 		case 'U': opts.uid = (uid_t)num_arg(optarg, INT_MAX); break;
 		case 'G': opts.gid = (gid_t)num_arg(optarg, INT_MAX); break;
 		case 'l': opts.lo = 1; break;
+		case 'C': opts.cmdline = optarg; break;
 		case 'v': verbose++; break;
 		default: usage();
 		}
@@ -480,7 +469,7 @@ main(int argc, char **argv)
 	if (opts.init)
 		init_system();
 	else {
-		/* Orphaned job descendants must come back to us to be reaped. */
+		/* Orphaned job descendants must come back to be reaped. */
 		if (prctl(PR_SET_CHILD_SUBREAPER, 1) == -1)
 			log_warn("PR_SET_CHILD_SUBREAPER");
 		if (opts.lo)
@@ -496,12 +485,18 @@ main(int argc, char **argv)
 		if (set_nonblock(opts.link_fd) == -1)
 			fatal("--link-fd %d", opts.link_fd);
 		link_set_up(opts.link_fd);
-	} else if (opts.link_vsock || (opts.init && opts.link_unix == NULL &&
-	    opts.link_dev == NULL && access("/sys/class/virtio-ports",
-	    F_OK) == -1)) {
-		/* Firecracker: no virtio-serial, the host connects to us. */
+	} else if (opts.link_vsock) {
 		if ((listen_fd = vsock_listen()) == -1)
 			fatal("vsock port %d", GUEST_VSOCK_PORT);
+	} else if (opts.init && opts.link_unix == NULL && opts.link_dev ==
+	    NULL) {
+		/*
+		 * Autodetect: the virtio-serial port is looked for until it
+		 * shows up (QEMU), and the host may also connect over vsock
+		 * (Firecracker, vhost-vsock) when the VM has that device.
+		 */
+		if ((listen_fd = vsock_listen()) == -1)
+			log_debug("no vsock: virtio-serial only");
 	}
 
 	while (!shutting_down) {

@@ -16,24 +16,25 @@
 #include "jobbuf.h"
 
 struct guestd_opts {
-	int		 init;		/* PID 1 duties: mounts, network, poweroff */
-	int		 link_fd;	/* --link-fd: one link, exit when it ends */
-	const char	*link_unix;	/* --link-unix: connect, reconnect */
+	int		 init;		/* PID 1 duties */
+	int		 link_fd;	/* --link-fd: exit when it ends */
+	const char	*link_unix;	/* --link-unix: (re)connect */
 	const char	*link_dev;	/* --link-dev: virtio-serial port */
-	int		 link_vsock;	/* listen on vsock GUEST_VSOCK_PORT */
+	int		 link_vsock;	/* listen on GUEST_VSOCK_PORT */
 	const char	*workspace;
-	const char	*cgroup;	/* cgroup2 directory holding mcpvm-jobs */
+	const char	*cgroup;	/* cgroup2 dir for mcpvm-jobs */
 	const char	*home;
 	uid_t		 uid;
 	gid_t		 gid;
-	int		 lo;		/* bring up lo (implied by init) */
+	int		 lo;		/* bring up lo (init does) */
+	const char	*cmdline;	/* kernel command line file */
 };
 extern struct guestd_opts opts;
 
 /* Event loop (guestd.c): interest is re-declared before every poll. */
 typedef void (*loop_cb)(int, short, void *);
 void	 loop_add(int, short, loop_cb, void *);
-void	 loop_timeout(int64_t);		/* wake within this many ms */
+void	 loop_timeout(int64_t);	/* wake within this many ms */
 int64_t	 now_ns(void);			/* CLOCK_MONOTONIC */
 extern unsigned loop_gen;		/* bumped when objects were freed */
 
@@ -42,13 +43,13 @@ extern struct glink *gl;
 int	 link_is_up(void);
 void	 link_reply(struct json_object *, const void *, size_t);
 void	 guestd_shutdown(void);
-void	 link_resync(const char *nonce);
+void	 guestd_hello(struct json_object *);
 
 /* Requests (request.c): decoding of channel 0 messages, fuzzed. */
 enum req_op {
 	OP_PING = 1, OP_CLOCK_SET, OP_EXEC, OP_JOB_STATUS, OP_JOB_OUTPUT,
 	OP_JOB_CANCEL, OP_FILE_READ, OP_FILE_WRITE, OP_FREEZE, OP_THAW,
-	OP_ACTIVITY, OP_SHUTDOWN, OP_RESYNC,
+	OP_ACTIVITY, OP_SHUTDOWN, OP_HELLO,
 };
 
 struct req {
@@ -70,7 +71,6 @@ struct req {
 	const uint8_t	*body;
 	size_t		 body_len;
 	int		 has_body;
-	const char	*nonce;		/* resync */
 };
 
 /* 0: decoded; 1: a reply-able argument error (id set); -1: link violation */
@@ -80,7 +80,8 @@ void	 req_free(struct req *);
 int	 valid_job_id(const char *);
 
 /* Control dispatch (ctrl.c) */
-int	 ctrl_dispatch(const uint8_t *, size_t, const uint8_t *, size_t, int);
+int	 guestd_dispatch_host(const uint8_t *, size_t, const uint8_t *,
+	    size_t, int);
 struct json_object *reply_new(uint32_t);
 struct json_object *reply_error(uint32_t, const char *, const char *, ...)
 	    __attribute__((format(printf, 3, 4)));

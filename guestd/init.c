@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
@@ -24,11 +25,29 @@
 #include "guestd.h"
 #include "log.h"
 
+/*
+ * Stage one may have moved its /dev and /run over: keep those.  /proc and
+ * /sys are always mounted afresh so they show this pid and net namespace.
+ */
+static int
+is_mountpoint(const char *dst)
+{
+	char parent[PATH_MAX];
+	struct stat a, b;
+
+	snprintf(parent, sizeof(parent), "%s/..", dst);
+	return stat(dst, &a) == 0 && stat(parent, &b) == 0 &&
+	    a.st_dev != b.st_dev;
+}
+
 static void
 do_mount(const char *src, const char *dst, const char *type,
     unsigned long flags, const char *data)
 {
 	mkdir(dst, 0755);
+	if ((strcmp(dst, "/dev") == 0 || strcmp(dst, "/run") == 0) &&
+	    is_mountpoint(dst))
+		return;
 	if (mount(src, dst, type, flags, data) == -1 && errno != EBUSY)
 		log_warn("mount %s on %s", type, dst);
 }
@@ -85,26 +104,53 @@ set_inaddr(int sock, const char *ifname, unsigned long req, in_addr_t a)
 	return ioctl(sock, req, &ifr);
 }
 
-/* mcpvm.net=10.231.N.2/30,gw=10.231.N.1 on the kernel command line. */
+/* Atomically replaces /etc/resolv.conf with one nameserver. */
+static void
+write_resolv(const char *dns)
+{
+	struct in_addr a;
+	char line[64];
+	int fd;
+
+	if (inet_pton(AF_INET, dns, &a) != 1) {
+		log_warnx("mcpvm.net: dns=%s is not an IPv4 address", dns);
+		return;
+	}
+	snprintf(line, sizeof(line), "nameserver %s\n", dns);
+	if ((fd = open("/etc/.resolv.conf.guestd", O_WRONLY | O_CREAT |
+	    O_TRUNC | O_CLOEXEC, 0644)) == -1 ||
+	    write(fd, line, strlen(line)) != (ssize_t)strlen(line) ||
+	    fsync(fd) == -1 || close(fd) == -1 ||
+	    rename("/etc/.resolv.conf.guestd", "/etc/resolv.conf") == -1)
+		log_warn("/etc/resolv.conf");
+}
+
+/*
+ * mcpvm.net=10.231.N.2/30,gw=10.231.N.1[,dns=IP] on the kernel command
+ * line: configures eth0, which the VM has only when networking is on.
+ */
 static void
 init_eth0(const char *spec)
 {
-	char buf[128], *addr, *gw = NULL, *slash, *comma;
+	char buf[128], *addr, *gw = NULL, *dns = NULL, *slash, *opt, *save;
 	struct in_addr a, g;
 	struct rtentry rt;
 	struct sockaddr_in *sin;
 	in_addr_t mask;
 	long plen;
-	int s;
+	int s, i;
 
 	snprintf(buf, sizeof(buf), "%s", spec);
-	addr = buf;
-	if ((comma = strchr(buf, ',')) != NULL) {
-		*comma = '\0';
-		if (strncmp(comma + 1, "gw=", 3) == 0)
-			gw = comma + 4;
+	addr = strtok_r(buf, ",", &save);
+	while ((opt = strtok_r(NULL, ",", &save)) != NULL) {
+		if (strncmp(opt, "gw=", 3) == 0)
+			gw = opt + 3;
+		else if (strncmp(opt, "dns=", 4) == 0)
+			dns = opt + 4;
+		else
+			log_warnx("mcpvm.net: unknown option %s", opt);
 	}
-	if ((slash = strchr(addr, '/')) == NULL) {
+	if (addr == NULL || (slash = strchr(addr, '/')) == NULL) {
 		log_warnx("mcpvm.net=%s: no prefix length", spec);
 		return;
 	}
@@ -116,6 +162,9 @@ init_eth0(const char *spec)
 		return;
 	}
 	mask = htonl(plen == 32 ? 0xffffffffu : ~(0xffffffffu >> plen));
+	/* The NIC driver may still be probing: give it two seconds. */
+	for (i = 0; i < 40 && access("/sys/class/net/eth0", F_OK) == -1; i++)
+		usleep(50000);
 	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
 		return;
 	if (set_inaddr(s, "eth0", SIOCSIFADDR, a.s_addr) == -1 ||
@@ -140,6 +189,8 @@ init_eth0(const char *spec)
 			log_warn("eth0: default route via %s", gw);
 	}
 	close(s);
+	if (dns != NULL)
+		write_resolv(dns);
 	log_info("eth0: %s", spec);
 }
 
@@ -152,7 +203,7 @@ cmdline_get(const char *key, char *out, size_t outlen)
 	ssize_t n;
 	int fd;
 
-	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
+	if ((fd = open(opts.cmdline, O_RDONLY | O_CLOEXEC)) == -1)
 		return NULL;
 	n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
@@ -205,7 +256,7 @@ init_system(void)
 	do_mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
 	do_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	do_mount("cgroup2", "/sys/fs/cgroup", "cgroup2",
-	    MS_NOSUID | MS_NODEV | MS_NOEXEC, "nsdelegate");
+	    MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	if (cmdline_get("mcpvm.hostname", val, sizeof(val)) == NULL)
 		snprintf(val, sizeof(val), "mcpvm");
 	if (sethostname(val, strlen(val)) == -1)
@@ -223,6 +274,15 @@ init_system(void)
 	log_info("stage two up");
 }
 
+/* The initial pid namespace has a fixed inode number (PROC_PID_INIT_INO). */
+static int
+in_initial_pidns(void)
+{
+	struct stat st;
+
+	return stat("/proc/self/ns/pid", &st) == 0 && st.st_ino == 0xEFFFFFFCU;
+}
+
 void
 init_poweroff(void)
 {
@@ -238,7 +298,13 @@ init_poweroff(void)
 	}
 	kill(-1, SIGKILL);
 	sync();
-	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) == -1)
+	/*
+	 * Only the VM's real init may remount / read-only: in a pid namespace
+	 * (the test harness) that would remount the host's root filesystem,
+	 * and reboot() there merely ends the namespace.
+	 */
+	if (in_initial_pidns() &&
+	    mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) == -1)
 		log_warn("remount / read-only");
 	sync();
 	reboot(RB_POWER_OFF);

@@ -17,7 +17,7 @@ struct jobout {
 	size_t		 len[2];	/* retained bytes */
 	size_t		 cap[2];
 	uint64_t	 seen[2];	/* bytes the command wrote */
-	size_t		 limit;		/* retained across both streams */
+	size_t		 limit;		/* for both streams */
 	int		 truncated;
 };
 

@@ -38,7 +38,7 @@ struct job {
 	enum job_state	 state;
 	pid_t		 pid;		/* 0 once reaped */
 	int		 status;	/* wait status once reaped */
-	int		 fd[2];		/* stdout, stderr read ends or -1 */
+	int		 fd[2];		/* stdout/stderr pipe or -1 */
 	int		 infd;		/* stdin write end or -1 */
 	uint8_t		*in;
 	size_t		 inlen, inoff;
@@ -278,14 +278,15 @@ build_env(const struct req *r)
 		"TERM=dumb",
 	};
 	size_t n = sizeof(fixed) / sizeof(fixed[0]), i = 0, k;
-	char **envp;
+	char **envp, *e;
 
 	if (r->env != NULL)
 		n += (size_t)json_object_object_length(r->env);
 	if ((envp = calloc(n + 2, sizeof(*envp))) == NULL)
 		return NULL;
-	if (asprintf(&envp[i++], "HOME=%s", opts.home) == -1)
+	if (asprintf(&e, "HOME=%s", opts.home) == -1)
 		goto fail;
+	envp[i++] = e;
 	for (k = 0; k < sizeof(fixed) / sizeof(fixed[0]); k++)
 		if ((envp[i++] = strdup(fixed[k])) == NULL)
 			goto fail;
@@ -298,11 +299,13 @@ build_env(const struct req *r)
 				if (strncmp(envp[m], key, strlen(key)) == 0 &&
 				    envp[m][strlen(key)] == '=')
 					break;
-			if (m < i)
-				free(envp[m]);
-			if (asprintf(&envp[m], "%s=%s", key,
+			/* asprintf leaves e undefined on failure. */
+			if (asprintf(&e, "%s=%s", key,
 			    json_object_get_string(val)) == -1)
 				goto fail;
+			if (m < i)
+				free(envp[m]);
+			envp[m] = e;
 			if (m == i)
 				i++;
 		}
@@ -450,6 +453,10 @@ jobs_exec(const struct req *r)
 {
 	struct job *j;
 
+	/* A child that joins a frozen cgroup would never reach exec. */
+	if (frozen)
+		return reply_error(r->id, "frozen", "the guest's jobs are "
+		    "frozen; thaw before starting a job");
 	if (job_find(r->job_id) != NULL)
 		return reply_error(r->id, "already_exists", "job %s already "
 		    "exists", r->job_id);
@@ -488,10 +495,19 @@ jobs_status(const struct req *r)
 			return not_found(r);
 		return job_json(j, r->id);
 	}
+	/* Short entries: 256 full ones could outgrow one control frame. */
 	o = reply_new(r->id);
 	a = json_object_new_array();
-	for (i = 0; i < njobs; i++)
-		json_object_array_add(a, job_json(jobs[i], 0));
+	for (i = 0; i < njobs; i++) {
+		struct json_object *e = json_object_new_object();
+
+		j = jobs[i];
+		json_object_object_add(e, "job_id",
+		    json_object_new_string(j->id));
+		json_object_object_add(e, "state",
+		    json_object_new_string(state_names[j->state]));
+		json_object_array_add(a, e);
+	}
 	json_object_object_add(o, "jobs", a);
 	return o;
 }

@@ -24,7 +24,7 @@ static const struct {
 	{ "thaw", OP_THAW },
 	{ "activity", OP_ACTIVITY },
 	{ "shutdown", OP_SHUTDOWN },
-	{ "resync", OP_RESYNC },
+	{ "hello", OP_HELLO },
 };
 
 int
@@ -97,11 +97,7 @@ decode_args(struct req *r, char *err, size_t errlen)
 	case OP_FREEZE:
 	case OP_ACTIVITY:
 	case OP_SHUTDOWN:
-		return 0;
-	case OP_RESYNC:
-		if (glink_json_str(r->root, "nonce", 1, 64, &r->nonce, err,
-		    errlen) != 1)
-			return -1;
+	case OP_HELLO:
 		return 0;
 	case OP_CLOCK_SET:
 	case OP_THAW:

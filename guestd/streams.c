@@ -22,10 +22,10 @@ struct stream {
 	uint32_t	 port;
 	int		 fd;
 	int		 connecting;
-	int		 got_eof;	/* host sent EOF: shut down after tx */
+	int		 got_eof;	/* host EOF: shut down after tx */
 	int		 shut_wr;
-	int		 sent_eof;	/* socket EOF forwarded to the host */
-	uint8_t		*tx;		/* host -> socket, TXBUF bytes */
+	int		 sent_eof;	/* socket EOF sent to the host */
+	uint8_t		*tx;		/* host -> socket, TXBUF */
 	size_t		 txoff, txlen;
 };
 

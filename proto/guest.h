@@ -4,8 +4,10 @@
  * implements the framing, channel and credit rules described here.
  *
  * TRANSPORT
- *   QEMU: virtio-serial port "org.mcpvm.link.0" (guest: /dev/virtio-ports/
- *   org.mcpvm.link.0).  Firecracker: guest vsock port 1024 (guestd listens).
+ *   QEMU: virtio-serial port "org.mcpvm.link.0" (guestd finds its /dev/vportNpM
+ *   by name in /sys/class/virtio-ports; no udev).  Firecracker (or
+ *   vhost-vsock): guest vsock port 1024, guestd listens and the newest
+ *   connection is the link.
  *   When the transport drops (host disconnects, hibernation, reset) every
  *   channel is gone on both sides and any half-received frame is discarded;
  *   jobs live on in guestd.  After every (re)connect guestd sends "hello"
@@ -60,11 +62,22 @@
  *                            "error": {"code": "<code>", "message": "..."}}
  *   Event    guest -> host: {"event": "hello", "version": 1,
  *                            "boot_id": "<uuid>", "jobs": <n kept>}
+ *            boot_id changes only when the guest boots again, so the host
+ *            tells a reconnect or a restored snapshot from a reboot.
  *   Replies come in request order.  Messages are parsed with a depth limit
  *   (GLINK_JSON_DEPTH) and every field is type-checked; unknown fields are
  *   ignored.  Error codes: invalid_argument, not_found, already_exists,
- *   limit_exceeded, too_large, forbidden_path, io_error, internal.
+ *   limit_exceeded, too_large, forbidden_path, frozen, io_error, internal.
+ *   A request whose envelope is unusable (not a JSON object, no integer
+ *   "id" or string "op") ends the link like any other broken rule; a bad
+ *   argument gets an invalid_argument reply.
  *
+ *   hello       {} -> {"version", "boot_id", "jobs"} as in the event.
+ *               Starts a new host session on a transport guestd may not
+ *               have seen drop (a snapshot restored while connected): the
+ *               guest forgets every channel, closing its streams without
+ *               CLOSE frames.  Until the reply, the host drops frames for
+ *               channels it does not know (glink_set_lenient).
  *   ping        {} -> {}
  *   clock_set   {"realtime_ns": int} -> {}   sets CLOCK_REALTIME
  *   exec        {"job_id": str [A-Za-z0-9_-]{1,64}, "command": str,
@@ -75,9 +88,13 @@
  *               -> job status (below).  The host picks job_id, so an exec
  *               whose reply was lost can be looked up after a reconnect.
  *               At most GUEST_MAX_RUNNING running and GUEST_MAX_JOBS kept
- *               (limit_exceeded); a bad cwd gives state "failed" + "error".
+ *               (limit_exceeded); a bad cwd gives state "failed" + "error";
+ *               refused with "frozen" between freeze and thaw.  A job is
+ *               completed when bash exits; descendants may still write, so
+ *               read output until the cursors stop advancing and
+ *               streams_open is false.
  *   job_status  {"job_id"?: str} -> job status, or without job_id
- *               {"jobs": [job status, ...]}
+ *               {"jobs": [{"job_id", "state"}, ...]} for every kept job
  *   job status  {"job_id", "state": "running"|"completed"|"failed"|
  *                "cancelled"|"timed_out", "exit_code"?: int (completed),
  *                "signal"?: int (completed by a signal), "error"?: str
@@ -89,12 +106,15 @@
  *                "max_bytes"?: int 1..16384 (per stream, default 16384)}
  *               -> job status + {"stdout_len": n, "stderr_len": m,
  *                "stdout_next": int, "stderr_next": int}, body = n stdout
- *               bytes then m stderr bytes.  Cursors are byte offsets in the
- *               retained prefix of each stream; reads are non-destructive.
+ *               bytes then m stderr bytes (always sent, maybe empty).
+ *               Cursors are byte offsets in the retained prefix of each
+ *               stream; reads are non-destructive and repeatable.
  *   job_cancel  {"job_id"} -> job status.  Kills the job's cgroup
- *               (cgroup.kill) if it is running; state becomes cancelled.
+ *               (cgroup.kill), detached descendants included; a running
+ *               job's state becomes cancelled, a finished one keeps its.
  *   file_read   {"path": str} -> {"size": n, "mode": int}, body = contents
- *               (<= GUEST_MAX_FILE, else too_large).
+ *               (<= GUEST_MAX_FILE, else too_large; not_found; a directory
+ *               or device is invalid_argument).
  *   file_write  {"path": str, "mode"?: int 0..0777 (default: the
  *                existing file's mode, else 0644),
  *                "create_parents"?: bool} + body (<= GUEST_MAX_FILE)
@@ -110,13 +130,6 @@
  *               active: some job cgroup still holds a process (detached
  *               descendants count, guest daemons do not).
  *   shutdown    {} -> {} then guestd syncs and powers off.
- *   resync      {"nonce": str (<= 64 bytes)} -> no reply.  guestd drops its
- *               streams and link state as on a reconnect and sends hello
- *               with "resync": nonce.  The host sends it first on every
- *               connect: after a restore from a checkpoint the guest never
- *               saw the old host side go, and only this tells it.  Until
- *               the hello with its nonce arrives the host sends nothing
- *               else.
  */
 #ifndef MCPVM_PROTO_GUEST_H
 #define MCPVM_PROTO_GUEST_H
@@ -147,13 +160,13 @@ enum glink_type {
 };
 
 #define GLINK_F_BODY		0x01	/* CTRL: BODY frames follow */
-#define GLINK_F_END		0x01	/* BODY: last frame of the body */
+#define GLINK_F_END		0x01	/* BODY: the last frame */
 
 /* guestd limits the host relies on. */
 #define GUEST_MAX_RUNNING	4
 #define GUEST_MAX_JOBS		256
-#define GUEST_OUTPUT_MAX	(256u * 1024)	/* retained, both streams */
-#define GUEST_OUTPUT_READ_MAX	16384u		/* per stream per call */
+#define GUEST_OUTPUT_MAX	(256u * 1024)	/* kept, both streams */
+#define GUEST_OUTPUT_READ_MAX	16384u	/* per stream per call */
 #define GUEST_MAX_FILE		(128u * 1024)
 #define GUEST_JOB_ID_MAX	64
 #define GUEST_MAX_ENV		128

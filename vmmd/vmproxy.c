@@ -11,7 +11,6 @@
  * reconnected.
  */
 #include <sys/queue.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 
@@ -71,8 +70,8 @@ static struct {
 	int			 link_fd;
 	struct event		*link_rev, *link_wev, *retry;
 	struct glink		*g;
-	int			 hello;		/* hello with our nonce */
-	char			 nonce[33];	/* this connection's resync */
+	int			 hello;		/* our hello was answered */
+	uint32_t		 hello_gid;	/* its request id */
 	uint32_t		 next_gid;
 	TAILQ_HEAD(, pcall)	 calls;
 	TAILQ_HEAD(, pstream)	 streams;
@@ -477,6 +476,40 @@ calls_fail_all(const char *why)
 	}
 }
 
+/* The answer to our hello: the session is ours from here on. */
+static int
+on_hello_reply(struct json_object *r, const struct glink_reply *rep)
+{
+	const char *boot_id = "";
+	int64_t version = 0, jobs = 0;
+	struct json_object *info;
+	char err[256];
+
+	if (!rep->ok || glink_json_int(r, "version", 1, 1, 1000, &version, err,
+	    sizeof(err)) != 1 || glink_json_str(r, "boot_id", 1, 64, &boot_id,
+	    err, sizeof(err)) != 1 || glink_json_int(r, "jobs", 0, 0,
+	    GUEST_MAX_JOBS, &jobs, err, sizeof(err)) < 0) {
+		log_warnx("vm %s: guest hello: %s", px.vm_id, rep->ok ? err :
+		    "refused");
+		json_object_put(r);
+		return -1;
+	}
+	if (version != GLINK_VERSION) {
+		log_warnx("vm %s: guest speaks link version %" PRId64 ", not %d",
+		    px.vm_id, version, GLINK_VERSION);
+		json_object_put(r);
+		return -1;
+	}
+	px.hello = 1;
+	glink_set_lenient(px.g, 0);
+	info = json_object_new_object();
+	json_object_object_add(info, "boot_id", json_object_new_string(boot_id));
+	json_object_object_add(info, "jobs", json_object_new_int64(jobs));
+	send_event("hello", "guest", info);
+	json_object_put(r);
+	return 0;
+}
+
 static int
 on_ctrl(const struct glink_frame *f)
 {
@@ -493,52 +526,17 @@ on_ctrl(const struct glink_frame *f)
 		return -1;
 	}
 	if (rep.event != NULL) {
-		if (strcmp(rep.event, "hello") == 0) {
-			const char *boot_id = "", *nonce = NULL;
-			int64_t version = 0, jobs = 0;
-			struct json_object *info;
-
-			/* Only the hello that answers our resync counts: one
-			 * sent before it may predate this connection. */
-			if (glink_json_str(r, "resync", 0, 64, &nonce, err,
-			    sizeof(err)) < 0) {
-				log_warnx("vm %s: guest hello: %s", px.vm_id,
-				    err);
-				json_object_put(r);
-				return -1;
-			}
-			if (nonce == NULL || strcmp(nonce, px.nonce) != 0) {
-				json_object_put(r);
-				return 0;
-			}
-
-			if (glink_json_int(r, "version", 1, 1, 1000, &version,
-			    err, sizeof(err)) != 1 ||
-			    glink_json_str(r, "boot_id", 1, 64, &boot_id, err,
-			    sizeof(err)) != 1 ||
-			    glink_json_int(r, "jobs", 0, 0, GUEST_MAX_JOBS,
-			    &jobs, err, sizeof(err)) < 0) {
-				log_warnx("vm %s: guest hello: %s", px.vm_id,
-				    err);
-				json_object_put(r);
-				return -1;
-			}
-			if (version != GLINK_VERSION) {
-				log_warnx("vm %s: guest speaks link version "
-				    "%" PRId64 ", not %d", px.vm_id, version,
-				    GLINK_VERSION);
-				json_object_put(r);
-				return -1;
-			}
-			px.hello = 1;
-			info = json_object_new_object();
-			json_object_object_add(info, "boot_id",
-			    json_object_new_string(boot_id));
-			json_object_object_add(info, "jobs",
-			    json_object_new_int64(jobs));
-			send_event("hello", "guest", info);
-		}
-		/* Other events are for newer hosts: ignore them. */
+		/* The guest's own hello may predate this connection; only the
+		 * answer to ours says the session is new.  Other events are for
+		 * newer hosts. */
+		json_object_put(r);
+		return 0;
+	}
+	if (rep.id == px.hello_gid && !px.hello)
+		return on_hello_reply(r, &rep);
+	if (!px.hello) {
+		/* A reply from the guest's previous session, in flight when a
+		 * checkpoint was taken: it answers no one now. */
 		json_object_put(r);
 		return 0;
 	}
@@ -753,24 +751,25 @@ link_schedule_retry(void)
 	evtimer_add(px.retry, &tv);
 }
 
-/* The first thing on every connection: see guest.h, "resync". */
+/*
+ * The first thing on every connection: a hello request (guest.h).  After a
+ * restore from a checkpoint the guest never saw the old host side go, so
+ * only this tells it that the session is new.  Until its answer, frames
+ * from the guest's old session are dropped rather than fatal.
+ */
 static void
-link_resync(void)
+link_hello(void)
 {
 	struct json_object *req = json_object_new_object();
-	unsigned char rnd[16];
 
-	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		fatal("getrandom");
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(px.nonce + i * 2, 3, "%02x", rnd[i]);
 	if (++px.next_gid == 0)
 		px.next_gid = 1;
-	json_object_object_add(req, "id", json_object_new_int64(px.next_gid));
-	json_object_object_add(req, "op", json_object_new_string("resync"));
-	json_object_object_add(req, "nonce", json_object_new_string(px.nonce));
+	px.hello_gid = px.next_gid;
+	json_object_object_add(req, "id", json_object_new_int64(px.hello_gid));
+	json_object_object_add(req, "op", json_object_new_string("hello"));
+	glink_set_lenient(px.g, 1);
 	if (glink_send_json(px.g, req, NULL, 0) == -1)
-		fatalx("resync: %s", glink_error(px.g));
+		fatalx("hello: %s", glink_error(px.g));
 	json_object_put(req);
 }
 
@@ -795,7 +794,7 @@ link_connect(void)
 	px.link_wev = event_new(px.base, fd, EV_WRITE, link_writecb, NULL);
 	event_add(px.link_rev, NULL);
 	log_debug("vm %s: guest link connected", px.vm_id);
-	link_resync();
+	link_hello();
 	link_want_write();
 }
 

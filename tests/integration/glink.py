@@ -122,6 +122,7 @@ class GuestLink:
         self.dead = None
         self.pending_ctrl = None
         self.body = bytearray()
+        self.lenient = False
         self.reader = threading.Thread(target=self._read_loop, daemon=True)
         self.reader.start()
 
@@ -175,6 +176,8 @@ class GuestLink:
             else:
                 c = self.channels.get(ch)
                 if c is None:
+                    if self.lenient:
+                        return      # from before our "hello"
                     raise LinkError(f"frame {ftype} for unknown channel {ch}")
                 if ftype == OPEN_OK:
                     c.state = "open"
@@ -242,6 +245,20 @@ class GuestLink:
             raise GuestError(msg["error"]["code"], msg["error"]["message"])
         return msg, rbody
 
+    def new_session(self):
+        """The "hello" request: the guest forgets every channel."""
+        with self.cond:
+            self.lenient = True
+            for c in self.channels.values():
+                c.closed = True
+                c.cond.notify_all()
+            self.channels.clear()
+        try:
+            return self.call("hello")[0]
+        finally:
+            with self.cond:
+                self.lenient = False
+
     # --- streams
     def open(self, port, timeout=10):
         with self.cond:
@@ -297,7 +314,7 @@ class Guestd:
     """A real guestd in fresh mount/pid/net namespaces, its link on a Unix
     socket, jobs in a private cgroup2 subtree, a temporary /workspace."""
 
-    def __init__(self, extra_args=()):
+    def __init__(self, extra_args=(), init=False, cmdline=None, veth=False):
         self.bin = os.environ.get("GUESTD")
         if not self.bin:
             raise RuntimeError("GUESTD= must name the guestd binary")
@@ -306,7 +323,9 @@ class Guestd:
         root = cgroup2_root()
         if root is None:
             raise PermissionError("no cgroup2 mount on this host")
-        self.tmp = tempfile.mkdtemp(prefix="guestd-test-")
+        # PID 1 mode mounts a tmpfs on /tmp: keep our files elsewhere.
+        self.tmp = tempfile.mkdtemp(prefix="guestd-test-",
+                                    dir="/var/tmp" if init else None)
         os.chmod(self.tmp, 0o755)
         self.workspace = os.path.join(self.tmp, "workspace")
         os.mkdir(self.workspace)
@@ -318,11 +337,28 @@ class Guestd:
         self.listener.bind(self.sockpath)
         self.listener.listen(4)
         self.log = open(os.path.join(self.tmp, "guestd.log"), "w+")
-        cmd = ["unshare", "--mount", "--net", "--pid", "--fork",
-               "--mount-proc", "--kill-child=SIGTERM", "--",
-               self.bin, "--no-init", "--lo", "--link-unix", self.sockpath,
-               "--workspace", self.workspace, "--cgroup", self.cgroup,
-               "--home", "/home/dev", *extra_args]
+        if init:
+            # PID 1 mode: guestd mounts /proc, /sys, cgroup2 ... itself,
+            # sets the hostname (hence a UTS namespace) and brings up lo.
+            ns = ["--mount", "--uts", "--net", "--pid", "--fork"]
+            mode = ["--cgroup", "/sys/fs/cgroup/" +
+                    os.path.relpath(self.cgroup, root)]
+        else:
+            ns = ["--mount", "--net", "--pid", "--fork", "--mount-proc"]
+            mode = ["--no-init", "--lo", "--cgroup", self.cgroup]
+        if cmdline is not None:
+            path = os.path.join(self.tmp, "cmdline")
+            with open(path, "w") as f:
+                f.write(cmdline + "\n")
+            mode += ["--cmdline", path]
+        pre = []
+        if veth:
+            # An eth0 for mcpvm.net= to configure (no dummy module here).
+            pre = ["sh", "-c", "ip link add eth0 type veth peer name peer0 "
+                   "&& ip link set peer0 up && exec \"$@\"", "sh"]
+        cmd = ["unshare", *ns, "--kill-child=SIGTERM", "--", *pre,
+               self.bin, *mode, "--link-unix", self.sockpath, "--workspace",
+               self.workspace, "--home", "/home/dev", *extra_args]
         self.proc = subprocess.Popen(cmd, stdout=self.log,
                                      stderr=subprocess.STDOUT)
         self.link = self.accept()

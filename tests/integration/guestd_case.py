@@ -35,6 +35,12 @@ class GuestdCase(unittest.TestCase):
         cls.g.stop()
         if os.environ.get("GUESTD_LOG"):
             print(cls.g.logtext)
+        # guestd must have left cleanly, without a sanitizer report.
+        bad = [w for w in ("AddressSanitizer", "LeakSanitizer",
+                           "runtime error:") if w in cls.g.logtext]
+        if cls.g.proc.returncode != 0 or bad:
+            raise AssertionError(f"guestd exit {cls.g.proc.returncode}, "
+                                 f"{bad}:\n{cls.g.logtext[-4000:]}")
 
     @property
     def link(self):

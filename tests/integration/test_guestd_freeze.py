@@ -3,6 +3,8 @@ timeout clocks, thaw sets the wall clock first and restores the budgets."""
 
 import time
 
+import glink
+
 from guestd_case import GuestdCase, main
 
 
@@ -45,6 +47,15 @@ class Freeze(GuestdCase):
         self.assertGreater(self.status("tick")["stdout_bytes"],
                            frozen_at + 4)
         self.call("job_cancel", job_id="tick")
+
+    def test_exec_refused_while_frozen(self):
+        self.call("freeze")
+        with self.assertRaises(glink.GuestError) as cm:
+            self.call("exec", job_id="fz", command="true")
+        self.assertEqual(cm.exception.code, "frozen")
+        self.call("thaw")
+        st = self.g.exec_wait("fz", "echo ok")
+        self.assertEqual(st["exit_code"], 0)
 
     def test_clock_set(self):
         # The harness shares the host clock: set it to what it already is.

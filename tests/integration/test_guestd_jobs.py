@@ -3,6 +3,7 @@ and timeout of setsid descendants, limits, identity, link resets."""
 
 import os
 import time
+import unittest
 
 import glink
 from guestd_case import GuestdCase, main
@@ -56,6 +57,12 @@ class Jobs(GuestdCase):
         self.assertEqual(b1[:r1["stdout_len"]], b"out")
         self.assertEqual(r1["stdout_next"], 8)
 
+    def test_binary_output_exact(self):
+        st = self.g.exec_wait("bin", "printf 'a\\377\\000b\\342\\202'")
+        self.assertEqual(st["exit_code"], 0)
+        out, _ = self.g.output("bin")
+        self.assertEqual(out, b"a\xff\x00b\xe2\x82")
+
     def test_one_mib_truncates_but_finishes(self):
         st = self.g.exec_wait(
             "big", "head -c 1048576 /dev/zero | tr '\\0' a; "
@@ -103,6 +110,30 @@ class Jobs(GuestdCase):
         self.assertRegex(out.decode(), r"Groups:\s*\n")
         self.assertRegex(out.decode(), r"NoNewPrivs:\s*1")
 
+    def test_large_stdin_and_env_override(self):
+        # (PATH is no example: a login shell's /etc/profile resets it.)
+        data = os.urandom(200 * 1024)     # more than a pipe holds
+        self.link.call("exec", body=data, job_id="stdin",
+                       command="sha256sum | cut -c1-64; echo $TERM",
+                       env={"TERM": "xterm-test"})
+        for _ in range(200):
+            st, _ = self.call("job_status", job_id="stdin")
+            if st["state"] != "running" and not st["streams_open"]:
+                break
+            time.sleep(0.02)
+        out, _ = self.g.output("stdin")
+        import hashlib
+        self.assertEqual(out.decode().split(),
+                         [hashlib.sha256(data).hexdigest(),
+                          "xterm-test"])
+
+    def test_finishes_within_timeout(self):
+        st = self.g.exec_wait("quick", "sleep 0.2; echo ok",
+                              timeout_ms=5000)
+        self.assertEqual(st["state"], "completed")
+        self.assertFalse(st["timed_out"])
+        self.assertEqual(st["exit_code"], 0)
+
     def test_no_root(self):
         st = self.g.exec_wait("sudo", "su -c true root </dev/null; "
                               "echo rc=$?")
@@ -115,7 +146,8 @@ class Jobs(GuestdCase):
         self.assertIn("..", st["error"])
 
     def kill_test(self, job_id, how):
-        tag = f"mcpvmtag-{job_id}"
+        # Unique per run: another checkout may run this test right now.
+        tag = f"mcpvmtag-{os.getpid()}-{job_id}"
         # A setsid child and a double-forked orphan, both named tag.
         cmd = (f"setsid bash -c 'exec -a {tag} sleep 1000' & "
                f"(bash -c 'exec -a {tag} sleep 1000' &) ; sleep 1000")
@@ -190,6 +222,60 @@ class Jobs(GuestdCase):
                 break
             time.sleep(0.05)
         self.assertFalse(a["active"])
+
+
+class KeptLimit(GuestdCase):
+    def test_256_kept_then_refused(self):
+        # Longest ids, so the job list must still fit one control frame.
+        def jid(i):
+            return f"k{i:063d}"
+        for i in range(256):
+            self.call("exec", job_id=jid(i), command="true")
+            if i % 4 == 3:
+                # Stay under the running limit while filling the table.
+                for k in range(i - 3, i + 1):
+                    while self.call("job_status", job_id=jid(k))[0][
+                            "state"] == "running":
+                        time.sleep(0.005)
+        with self.assertRaises(glink.GuestError) as cm:
+            self.call("exec", job_id="k256", command="true")
+        self.assertEqual(cm.exception.code, "limit_exceeded")
+        self.assertIn("256 jobs", cm.exception.message)
+        r, _ = self.call("job_status")
+        self.assertEqual(len(r["jobs"]), 256)
+        self.assertEqual(r["jobs"][255], {"job_id": jid(255),
+                                          "state": "completed"})
+
+
+class LinkFd(unittest.TestCase):
+    def test_socketpair_link(self):
+        import socket
+        import subprocess
+        ours, theirs = socket.socketpair()
+        tmp = glink.tempfile.mkdtemp(prefix="guestd-fd-")
+        os.chmod(tmp, 0o755)
+        cg = os.path.join(glink.cgroup2_root(), os.path.basename(tmp))
+        os.mkdir(cg)
+        try:
+            p = subprocess.Popen(
+                ["unshare", "--mount", "--pid", "--fork", "--mount-proc",
+                 "--kill-child=SIGTERM", "--", os.environ["GUESTD"],
+                 "--no-init", "--link-fd", str(theirs.fileno()),
+                 "--workspace", tmp, "--cgroup", cg],
+                pass_fds=(theirs.fileno(),))
+            theirs.close()
+            link = glink.GuestLink(ours)
+            self.assertTrue(link.hello.wait(10))
+            r, _ = link.call("ping")
+            self.assertTrue(r["ok"])
+            # The descriptor cannot be re-opened: guestd leaves cleanly.
+            link.close()
+            self.assertEqual(p.wait(10), 0)
+        finally:
+            for d in (os.path.join(cg, "mcpvm-jobs"), cg):
+                if os.path.isdir(d):
+                    os.rmdir(d)
+            os.rmdir(tmp)
 
 
 class LinkReset(GuestdCase):

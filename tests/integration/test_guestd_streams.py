@@ -23,8 +23,7 @@ s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1])))
 s.listen(4)
 print("listening", flush=True)
-while True:
-    c, _ = s.accept()
+def serve(c):
     h = hashlib.sha256()
     n = 0
     while True:
@@ -40,6 +39,12 @@ while True:
         c.sendall(block[:k])
         left -= k
     c.sendall(("%d %s\n" % (n, h.hexdigest())).encode())
+while True:
+    c, _ = s.accept()
+    try:
+        serve(c)
+    except OSError:
+        pass        # the host went away mid-transfer
     c.close()
 """
 
@@ -131,6 +136,65 @@ class Streams(GuestdCase):
                 break
             time.sleep(0.02)
         self.assertEqual(a["streams"], 0)
+
+    def test_guest_half_closes_first(self):
+        # The guest program says hello, shuts down its side, then still
+        # reads what the host sends until the host's EOF.
+        srv = (b"import socket\n"
+               b"s = socket.socket()\n"
+               b"s.bind(('127.0.0.1', 5002)); s.listen(4)\n"
+               b"print('listening', flush=True)\n"
+               b"for _ in range(3):\n"
+               b"    c, _ = s.accept()\n"
+               b"    c.sendall(b'hello'); c.shutdown(socket.SHUT_WR)\n"
+               b"    n = 0\n"
+               b"    while True:\n"
+               b"        d = c.recv(65536)\n"
+               b"        if not d: break\n"
+               b"        n += len(d)\n"
+               b"    print('got', n, flush=True)\n"
+               b"    c.close()\n")
+        self.call("file_write", body=srv, path="half.py")
+        self.call("exec", job_id="half", command="exec python3 -u half.py")
+        for _ in range(200):
+            _, body = self.call("job_output", job_id="half")
+            if b"listening" in body:
+                break
+            time.sleep(0.05)
+        # Three streams at once, each finished independently.
+        chans = [self.link.open(5002) for _ in range(3)]
+        for i, ch in enumerate(chans):
+            self.assertEqual(ch.recv_all(), b"hello")
+            ch.send(b"z" * (300000 + i))
+            ch.send_eof()
+        for _ in range(200):
+            out, _ = self.g.output("half")
+            if out.count(b"got") == 3:
+                break
+            time.sleep(0.05)
+        self.assertEqual(sorted(out.decode().split("\n")[1:4]),
+                         ["got 300000", "got 300001", "got 300002"])
+        for _ in range(100):
+            a, _ = self.call("activity")
+            if a["streams"] == 0:
+                break
+            time.sleep(0.02)
+        self.assertEqual(a["streams"], 0)
+        self.call("job_cancel", job_id="half")
+
+    def test_hello_request_starts_a_session(self):
+        ch = self.link.open(5001)
+        ch.send(b"x" * 100000)
+        a, _ = self.call("activity")
+        self.assertEqual(a["streams"], 1)
+        r = self.link.new_session()
+        self.assertEqual(r["version"], 1)
+        self.assertEqual(r["boot_id"], self.link.events[0]["boot_id"])
+        a, _ = self.call("activity")
+        self.assertEqual(a["streams"], 0)
+        # Channel ids start over and work again.
+        with self.assertRaises(glink.OpenFailed):
+            self.link.open(5999)
 
     def test_link_drop_closes_streams(self):
         ch = self.g.link.open(5001)

@@ -323,7 +323,8 @@ START_TEST(close_crossing_data)
 	ck_assert_int_eq(sg.n, 1);
 	ck_assert_int_eq(sg.type[0], GLINK_CLOSE);
 	ck_assert_int_eq(glink_chan_exists(g, 4), 0);
-	ck_assert_int_eq(glink_chan_exists(h, 4), 1);	/* awaiting answer */
+	/* The host keeps it until the answer comes. */
+	ck_assert_int_eq(glink_chan_exists(h, 4), 1);
 	ck_assert_int_eq(pump(g, h, &sh, 65536), 0);	/* answer */
 	ck_assert_int_eq(glink_chan_exists(h, 4), 0);
 	ck_assert_int_eq(glink_nchannels(h), 0);
@@ -470,6 +471,42 @@ START_TEST(reset_forgets_everything)
 }
 END_TEST
 
+START_TEST(new_session_keeps_control_and_started_frame)
+{
+	struct glink *h, *g;
+	struct seen sg = { 0 }, sh = { 0 };
+	static uint8_t big[200 * 1024];
+	const uint8_t *p;
+	size_t n;
+
+	open_pair(&h, &g, &sg, &sh, 1);
+	ck_assert_int_eq(glink_send_data(g, 1, big, sizeof(big)), sizeof(big));
+	ck_assert_int_eq(glink_send_ctrl(g, "{\"id\":1}", 8, NULL, 0), 0);
+	/* Reply first, then half of a DATA frame goes out. */
+	glink_out_peek(g, &p, &n);
+	glink_out_consume(g, n);
+	glink_out_peek(g, &p, &n);
+	ck_assert_int_eq(p[0], GLINK_DATA);
+	glink_out_consume(g, 10);
+	glink_reset_channels(g);
+	ck_assert_int_eq(glink_nchannels(g), 0);
+	/* Only the rest of the started frame is left, then nothing. */
+	glink_out_peek(g, &p, &n);
+	ck_assert_uint_eq(n, GLINK_HDR_LEN + GLINK_MAX_PAYLOAD - 10);
+	glink_out_consume(g, n);
+	ck_assert_uint_eq(glink_out_pending(g), 0);
+	ck_assert_uint_eq(glink_out_data_pending(g), 0);
+	/* A host in lenient mode drops frames for channels it forgot. */
+	glink_reset_channels(h);
+	glink_set_lenient(h, 1);
+	ck_assert_int_eq(feed_frame(h, GLINK_DATA, 0, 0, 1, "x", 1, &sh), 0);
+	glink_set_lenient(h, 0);
+	ck_assert_int_eq(feed_frame(h, GLINK_DATA, 0, 0, 1, "x", 1, &sh), -1);
+	glink_free(h);
+	glink_free(g);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -492,6 +529,7 @@ main(void)
 	tcase_add_test(tc, json_parse_bounds);
 	tcase_add_test(tc, reply_envelope);
 	tcase_add_test(tc, reset_forgets_everything);
+	tcase_add_test(tc, new_session_keeps_control_and_started_frame);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

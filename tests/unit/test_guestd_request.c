@@ -57,7 +57,8 @@ START_TEST(argument_errors_get_replies)
 {
 	static const char *bad[] = {
 		"{\"id\":1,\"op\":\"nope\"}",
-		"{\"id\":1,\"op\":\"exec\",\"job_id\":\"a b\",\"command\":\"x\"}",
+		"{\"id\":1,\"op\":\"exec\",\"job_id\":\"a b\","
+		    "\"command\":\"x\"}",
 		"{\"id\":1,\"op\":\"exec\",\"job_id\":\"a\",\"command\":\"\"}",
 		"{\"id\":1,\"op\":\"exec\",\"job_id\":\"a\",\"command\":1}",
 		"{\"id\":1,\"op\":\"exec\",\"job_id\":\"a\",\"command\":\"x\","
