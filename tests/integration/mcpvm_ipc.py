@@ -1,101 +1,109 @@
-"""A small client for mcpvm's internal IPC (proto/ipc.h), for tests.
+"""A small client for mcpvm's internal IPC, for tests and benchmarks.
 
-Frames are a 16-byte header in host byte order {type, len, id, flags} and a
-JSON object; one descriptor may ride along by SCM_RIGHTS.  The first frame
-each way is HELLO.  This speaks it from Python's standard library only.
+A frame is a 16-byte header {u32 type, u32 len, u32 id, u32 flags} in host
+byte order followed by `len` bytes of one JSON object; the first frame each
+way is HELLO {"version":1,"role":...}.  See proto/ipc.h.
 """
-import array
 import json
-import os
 import socket
 import struct
 
-HELLO = 1
-ERROR = 2
-FLAG_FD = 1
-FLAG_REPLY = 2
+HDR = struct.Struct("=IIII")
+IPC_HELLO = 1
+IPC_ERROR = 2
+IPC_FLAG_REPLY = 0x2
 
 AUTH_VERIFY = 101
 AUTH_VERIFY_RESULT = 102
-VM_TOOL = 301
-VM_TOOL_RESULT = 302
-VM_PROGRESS = 303
-VM_STREAM_OPEN = 305
-VM_STREAM_OPEN_RESULT = 306
-VM_STATS = 308
-VMCTL_RESULT = 420
+AUTH_SUBSCRIBE = 103
+AUTH_SUBSCRIBE_RESULT = 104
+AUTH_EVENT = 105
+
+AUTHCTL_ISSUE = 201
+AUTHCTL_ROTATE = 203
+AUTHCTL_REVOKE_TOKEN = 205
+AUTHCTL_REVOKE_WORKSPACE = 207
+AUTHCTL_POLICY_SET = 209
+AUTHCTL_LIST = 211
+AUTHCTL_SHOW = 213
+
+
+class Closed(Exception):
+    """The peer closed the connection."""
+
+
+def frame(mtype, body, mid=0, flags=0):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return HDR.pack(mtype, len(data), mid, flags) + data
 
 
 class Conn:
-    def __init__(self, path, role="test", timeout=120):
+    def __init__(self, path, role="test", timeout=5.0, hello=True):
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         self.sock.connect(path)
+        self.buf = b""
         self.next_id = 1
-        self.fds = []
-        self.send(HELLO, {"version": 1, "role": role}, id=0)
-        t, _, body, _ = self.recv()
-        if t != HELLO:
-            raise RuntimeError("no HELLO from %s" % path)
-        self.peer = body
+        self.events = []
+        if hello:
+            self.sock.sendall(frame(IPC_HELLO, {"version": 1, "role": role}))
+            mtype, _, _, body = self.recv()
+            if mtype != IPC_HELLO or body.get("version") != 1:
+                raise Closed("no HELLO from the server")
 
     def close(self):
         self.sock.close()
 
-    def send(self, type, body, id=None, flags=0, fd=None):
-        payload = json.dumps(body).encode()
-        if id is None:
-            id = self.next_id
-            self.next_id += 1
-        if fd is not None:
-            flags |= FLAG_FD
-        hdr = struct.pack("=IIII", type, len(payload), id, flags)
-        anc = []
-        if fd is not None:
-            anc = [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
-                    array.array("i", [fd]))]
-        self.sock.sendmsg([hdr + payload], anc)
-        return id
+    def send_raw(self, data):
+        self.sock.sendall(data)
 
-    def _recv_exact(self, n):
-        buf = b""
-        while len(buf) < n:
-            data, anc, _, _ = self.sock.recvmsg(
-                n - len(buf), socket.CMSG_SPACE(4 * 4))
-            for level, kind, cdata in anc:
-                if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                    fds = array.array("i")
-                    fds.frombytes(cdata[:len(cdata) - len(cdata) % 4])
-                    self.fds.extend(fds)
-            if not data:
-                raise EOFError("connection closed")
-            buf += data
-        return buf
+    def send(self, mtype, body, mid=None):
+        if mid is None:
+            mid = self.next_id
+            self.next_id += 1
+        self.sock.sendall(frame(mtype, body, mid))
+        return mid
+
+    def _fill(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise Closed("connection closed")
+            self.buf += chunk
 
     def recv(self):
-        """Returns (type, id, body, fd or None)."""
-        type, length, id, flags = struct.unpack("=IIII", self._recv_exact(16))
-        body = json.loads(self._recv_exact(length)) if length else {}
-        fd = self.fds.pop(0) if flags & FLAG_FD and self.fds else None
-        return type, id, body, fd
+        """One frame: (type, id, flags, body)."""
+        self._fill(HDR.size)
+        mtype, length, mid, flags = HDR.unpack(self.buf[:HDR.size])
+        self._fill(HDR.size + length)
+        payload = self.buf[HDR.size:HDR.size + length]
+        self.buf = self.buf[HDR.size + length:]
+        return mtype, mid, flags, json.loads(payload)
 
-    def call(self, type, body, fd=None, on_push=None):
-        """Sends a request and returns (type, body, fd) of its reply."""
-        id = self.send(type, body, fd=fd)
+    def call(self, mtype, body):
+        """Sends a request; returns (type, body) of its reply.  Frames
+        pushed meanwhile (events) are kept in self.events."""
+        mid = self.send(mtype, body)
         while True:
-            t, rid, rbody, rfd = self.recv()
-            if rid == id and t != VM_PROGRESS:
-                return t, rbody, rfd
-            if on_push is not None:
-                on_push(t, rid, rbody)
+            rtype, rid, flags, rbody = self.recv()
+            if flags & IPC_FLAG_REPLY and rid == mid:
+                return rtype, rbody
+            self.events.append((rtype, rbody))
 
+    def next_event(self):
+        if self.events:
+            return self.events.pop(0)
+        rtype, _, _, body = self.recv()
+        return rtype, body
 
-def tool(conn, credential, name, **args):
-    """Calls a tool on vmmd as mcpd would; returns (ok, result or error)."""
-    t, body, fd = conn.call(VM_TOOL, {"credential": credential,
-                                      "tool": name, "arguments": args})
-    if fd is not None:
-        os.close(fd)
-    if t == ERROR:
-        return False, body["error"]
-    return True, body["result"]
+    def is_closed(self, wait=2.0):
+        """True when the server has closed this connection."""
+        self.sock.settimeout(wait)
+        try:
+            while True:
+                if not self.sock.recv(65536):
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
