@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+# Boot benchmark for the guest image: the same kernel, initramfs and rootfs
+# booted under QEMU to (a) a trivial init that only says hello on the link
+# and (b) the image's stage two, side by side.  The difference is what stage
+# two costs.  Runs on the host, as root (debugfs on a copy of the rootfs).
+#
+# usage: tests/bench/boot.py [--manifest PATH] [--runs N] [--trivial PATH]
+#   --manifest  image manifest (default: the image_boot test's cached image)
+#   --trivial   a static init that takes "mcpvm.trivial" on the kernel
+#               command line (default: build/test/tests/integration/boot_init)
+import argparse
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import json
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+from qemu_boot import QemuVM  # noqa: E402
+
+TRIVIAL_DEST = "/usr/local/sbin/mcpvm-trivial-init"
+
+
+def one(manifest, tmp, trivial, n):
+    """Boots once; returns a dict of figures in seconds."""
+    extra = f"init={TRIVIAL_DEST} mcpvm.trivial" if trivial else ""
+    vm = QemuVM.from_manifest(manifest, os.path.join(tmp, f"run{n}"),
+                              cmdline_extra=extra)
+    if trivial:
+        vm.add_file(trivial, TRIVIAL_DEST)
+    fig = {}
+    t0 = time.monotonic()
+    with vm:
+        vm.accept_link(300)
+        hello = vm.read_line(300).decode()
+        fig["hello"] = time.monotonic() - t0
+        m = re.search(r"uptime_ms=(\d+)", hello)
+        if m:
+            fig["uptime_hello"] = int(m.group(1)) / 1000
+        while True:
+            line = vm.read_line(300).decode()
+            m = re.search(r"python3 rc=(\d+) ms=(\d+) out=(.*)", line)
+            if m:
+                if m.group(1) != "0" or m.group(3) != "4":
+                    raise RuntimeError(f"python3 in the guest: {line}")
+                fig["python"] = int(m.group(2)) / 1000
+            if line == "bye":
+                break
+        vm.wait(300)
+        fig["exit"] = time.monotonic() - t0
+        m = re.search(r"mcpvm-stage1: .* at (\d+) ms", vm.console())
+        if m:
+            fig["stage1"] = int(m.group(1)) / 1000
+    shutil.rmtree(vm.workdir, ignore_errors=True)
+    return fig
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    cache = os.environ.get("MCPVM_IMAGE_CACHE",
+                           "/var/cache/mcpvm-test-images")
+    ap.add_argument("--manifest", default=os.path.join(cache, "test",
+                                                       "manifest.json"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--trivial", default=os.path.join(
+        TOP, "build", "test", "tests", "integration", "boot_init"))
+    args = ap.parse_args()
+    for p in (args.manifest, args.trivial):
+        if not os.path.exists(p):
+            sys.exit(f"boot.py: {p}: missing (run tests/run --suite image "
+                     "first, or pass --manifest/--trivial)")
+    stage2 = json.load(open(args.manifest)).get("stage2", "?")
+    tmp = tempfile.mkdtemp(prefix="mcpvm-bench-")
+    res = {"trivial": [], "stage2": []}
+    try:
+        for n in range(args.runs):
+            # Interleaved, so a busy neighbour slows both columns alike.
+            res["trivial"].append(one(args.manifest, tmp, args.trivial,
+                                      2 * n))
+            res["stage2"].append(one(args.manifest, tmp, None, 2 * n + 1))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def med(col, key):
+        v = [r[key] for r in res[col] if key in r]
+        return statistics.median(v) if v else None
+
+    def fmt(x):
+        return "-" if x is None else f"{x:6.2f} s"
+
+    print(f"boot benchmark: {args.runs} runs each, median; "
+          f"accel {os.environ.get('MCPVM_QEMU_ACCEL', 'auto')}, "
+          f"load {os.getloadavg()[0]:.1f}")
+    print(f"{'':34}{'trivial init':>14}{'stage two (' + stage2 + ')':>26}"
+          f"{'difference':>14}")
+    rows = [("stage one hands over (uptime)", "stage1"),
+            ("hello on the link (uptime)", "uptime_hello"),
+            ("hello on the link (host wall)", "hello"),
+            ("first python3 -c in the guest", "python"),
+            ("QEMU start to exit (host wall)", "exit")]
+    for label, key in rows:
+        a, b = med("trivial", key), med("stage2", key)
+        d = None if a is None or b is None else b - a
+        print(f"{label:34}{fmt(a):>14}{fmt(b):>26}"
+              f"{('+' if d and d > 0 else '') + fmt(d).strip():>14}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+# Integration test for the guest image recipe: builds (or reuses) the `test`
+# image with packaging/image/build, checks what it holds, and boots it under
+# QEMU to a stage-two init that answers on the link.  TAP on stdout.
+# Environment: SRCDIR (source tree), STAGE1 (guestd stage one binary),
+# BOOT_INIT (the test stage two), MCPVM_IMAGE_CACHE (cache, optional).
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qemu_boot import QemuVM  # noqa: E402
+
+SRCDIR = os.environ.get("SRCDIR", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+CACHE = os.environ.get("MCPVM_IMAGE_CACHE", "/var/cache/mcpvm-test-images")
+OUT = os.path.join(CACHE, "test")
+BOOT_TIMEOUT = 120
+sys.path.insert(0, os.path.join(SRCDIR, "packaging", "image"))
+import imagetool  # noqa: E402
+
+n = 0
+failed = 0
+
+
+def ok(cond, what, diag=""):
+    global n, failed
+    n += 1
+    print(f"{'ok' if cond else 'not ok'} {n} - {what}", flush=True)
+    if not cond:
+        failed += 1
+        for line in str(diag).splitlines()[-40:]:
+            print(f"# {line}")
+    return cond
+
+
+def skip_all(why):
+    print(f"1..0 # SKIP {why}")
+    sys.exit(77)
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+def cpio_entries(data):
+    """name -> (mode, bytes) for a newc archive."""
+    out, off = {}, 0
+    while True:
+        hdr = data[off:off + 110]
+        if hdr[:6] != b"070701":
+            raise ValueError(f"bad cpio magic at {off}")
+        f = [int(hdr[6 + 8 * i:14 + 8 * i], 16) for i in range(13)]
+        mode, size, namesize = f[1], f[6], f[11]
+        off += 110
+        name = data[off:off + namesize - 1].decode()
+        off += namesize
+        off += -off % 4
+        body = data[off:off + size]
+        off += size
+        off += -off % 4
+        if name == "TRAILER!!!":
+            return out
+        out[name] = (mode, body)
+
+
+def debugfs(image, request):
+    return subprocess.run(["debugfs", "-R", request, image], text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+                          ).stdout
+
+
+def build(extra=()):
+    cmd = [os.path.join(SRCDIR, "packaging/image/build"), "--profile",
+           "test", "--out", OUT, "--cache", CACHE,
+           "--stage1", os.environ["STAGE1"],
+           "--init", os.environ["BOOT_INIT"], *extra]
+    t = time.monotonic()
+    p = subprocess.run(cmd, text=True, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=900)
+    return p, time.monotonic() - t
+
+
+def boot(tmp, name, extra=""):
+    return QemuVM.from_manifest(os.path.join(OUT, "manifest.json"),
+                                os.path.join(tmp, name), cmdline_extra=extra)
+
+
+def test_build():
+    p, secs = build()
+    for line in p.stdout.splitlines():
+        print(f"# {line}")
+    if not ok(p.returncode == 0, f"test image built or reused ({secs:.1f} s)",
+              p.stdout):
+        return False
+    p, secs = build()
+    ok(p.returncode == 0 and "reused the cached" in p.stdout and secs < 15,
+       f"an unchanged recipe reuses the cache ({secs:.1f} s)", p.stdout)
+    return True
+
+
+def test_contents():
+    m = json.load(open(os.path.join(OUT, "manifest.json")))
+    files = m["files"]
+    digests = {role: sha256(os.path.join(OUT, f["path"]))
+               for role, f in files.items()}
+    ok(all(digests[r] == files[r]["sha256"] for r in files),
+       "manifest SHA-256s match the image files",
+       json.dumps(files, indent=1))
+    ini = m["config"]
+    want = [f"[image {m['id']}]",
+            f"rootfs = {OUT}/rootfs.raw",
+            f"kernel_sha256 = {digests['kernel']}",
+            f"initrd_sha256 = {digests['initrd']}",
+            f"rootfs_sha256 = {digests['rootfs']}",
+            "memory_mib = 512"]
+    ok(all(w in ini.splitlines() for w in want) and
+       open(os.path.join(OUT, "image.ini")).read() == ini,
+       "config block names the files and their digests", ini)
+    ok(files["rootfs"]["size"] == 3 << 30 and
+       files["rootfs"]["allocated"] < files["rootfs"]["size"] // 4,
+       "rootfs is a sparse 3 GiB raw image", json.dumps(files["rootfs"]))
+
+    with open(os.path.join(OUT, "vmlinux"), "rb") as f:
+        head = f.read(20)
+    ok(head[:4] == b"\x7fELF" and head[4] == 2 and head[18] == 62,
+       "vmlinux is an x86-64 ELF", head.hex())
+
+    ents = cpio_entries(gzip.decompress(open(
+        os.path.join(OUT, "initrd.img"), "rb").read()))
+    init = ents.get("init")
+    ok(init is not None and init[0] == 0o100755 and
+       init[1][:4] == b"\x7fELF" and b"mcpvm-stage1" in init[1] and
+       not imagetool.elf_interp(init[1]), "initramfs /init is stage one, static",
+       sorted(ents))
+    lst = ents.get("lib/modules/mcpvm/modules.list", (0, b""))[1].decode()
+    mods = [x[:-3] for x in lst.splitlines() if x and not x.startswith("#")]
+    pos = {name: i for i, name in enumerate(mods)}
+    pairs = [("virtio_ring", "virtio"), ("virtio", "virtio_pci"),
+             ("virtio", "virtio_blk"), ("virtio", "virtio_console"),
+             ("vsock", "vmw_vsock_virtio_transport_common"),
+             ("vmw_vsock_virtio_transport_common",
+              "vmw_vsock_virtio_transport"),
+             ("failover", "net_failover"), ("net_failover", "virtio_net")]
+    ok(all(a in pos and b in pos and pos[a] < pos[b] for a, b in pairs) and
+       all(f"lib/modules/mcpvm/{x}.ko" in ents for x in mods),
+       f"modules.list is in dependency order ({len(mods)} modules)", lst)
+    ok(("dev/console" in ents and ents["dev/console"][0] == 0o020600),
+       "initramfs has /dev/console for the first messages")
+
+    img = os.path.join(OUT, "rootfs.raw")
+    passwd = debugfs(img, "cat /etc/passwd")
+    ws = debugfs(img, "stat /workspace")
+    ok("dev:x:1000:1000::/home/dev:/bin/bash" in passwd and
+       "User:  1000   Group:  1000" in ws,
+       "rootfs: user dev (uid 1000), /workspace owned by it",
+       passwd + ws)
+    g = debugfs(img, "stat /usr/sbin/guestd")
+    ok("User:     0   Group:     0" in g and "Mode:  0755" in g and
+       "sudo" not in debugfs(img, "ls -l /usr/bin") and
+       debugfs(img, "cat /etc/hostname").strip() == "mcpvm",
+       "rootfs: stage two installed, no sudo, hostname set", g)
+
+
+def test_boot(tmp):
+    t0 = time.monotonic()
+    with boot(tmp, "boot") as vm:
+        try:
+            vm.accept_link(BOOT_TIMEOUT)
+            hello = vm.read_line(BOOT_TIMEOUT)
+            t_hello = time.monotonic() - t0
+            ok(hello.startswith(b"hello boot_init"),
+               f"guest says hello on {vm.accel} ({t_hello:.1f} s)",
+               f"{hello!r}\n{vm.console()}")
+            res = vm.read_line(BOOT_TIMEOUT).decode()
+            ok(res.startswith("python3 rc=0 ") and res.endswith(" out=4"),
+               f"python3 -c 'print(2+2)' in the guest: {res}",
+               vm.console())
+            ok(vm.read_line(BOOT_TIMEOUT) == b"bye" and
+               vm.wait(BOOT_TIMEOUT) == 0,
+               f"guest powers off ({time.monotonic() - t0:.1f} s)",
+               vm.console())
+        except (TimeoutError, EOFError, RuntimeError) as e:
+            ok(False, "boot to hello, python3 and power-off", e)
+        con = vm.console()
+        ok("mcpvm-stage1: 15 modules loaded, root=/dev/vda mounted, "
+           "exec /usr/sbin/guestd" in con and "Kernel panic" not in con,
+           "stage one reports modules, root and handover", con)
+
+
+def test_stage1_errors(tmp):
+    cases = [("root=/dev/vdb rootwait=1",
+              "mcpvm-stage1: FATAL: root=/dev/vdb did not appear within 1 s"),
+             ("init=/sbin/nonexistent",
+              "mcpvm-stage1: FATAL: stage two /sbin/nonexistent on "
+              "root=/dev/vda: No such file or directory")]
+    for i, (extra, want) in enumerate(cases):
+        with boot(tmp, f"err{i}", extra) as vm:
+            try:
+                rc = vm.wait(BOOT_TIMEOUT)
+            except TimeoutError as e:
+                rc = str(e)
+            con = vm.console()
+            ok(rc == 0 and want in con and "mcpvm-stage1: powering off"
+               in con and "Kernel panic" not in con,
+               f"stage one with {extra}: says why and powers off", con)
+
+
+def main():
+    if os.geteuid() != 0:
+        skip_all("needs root: debootstrap and a root-owned ext4 image")
+    for tool in ("qemu-system-x86_64", "debootstrap", "debugfs"):
+        if not shutil.which(tool):
+            skip_all(f"{tool} is not installed (tests/run installs it)")
+    # A timeout kill still tears the VMs down (context managers).
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
+    os.makedirs(CACHE, exist_ok=True)
+    if not test_build():
+        print(f"1..{n}")
+        sys.exit(1)
+    test_contents()
+    tmp = tempfile.mkdtemp(prefix="mcpvm-boot-")
+    try:
+        test_boot(tmp)
+        test_stage1_errors(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"1..{n}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
