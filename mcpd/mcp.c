@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "mcp.h"
-#include "tools.h"
+#include "schema.h"
 #include "jsonv.h"
 
 static const char *const versions[] = {
@@ -282,7 +282,7 @@ do_tools_call(struct json_object *id, struct json_object *params,
 		return;
 	}
 	n = json_object_get_string(name);
-	if (strlen(n) >= sizeof(out->tool) || !tools_exists(n)) {
+	if (strlen(n) >= sizeof(out->tool) || tools_find(n) == NULL) {
 		reply(out, 200, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
 		    "tools/call: unknown tool \"%.64s\"", n));
 		return;
@@ -324,7 +324,7 @@ do_request(const struct mcp_env *env, const char *method,
 		}
 		r = json_object_new_object();
 		json_object_object_add(r, "tools",
-		    json_object_get(tools_list()));
+		    json_object_get(tools_list_json()));
 		reply(out, 200, jsonrpc_result(id, r));
 	} else if (strcmp(method, "tools/call") == 0) {
 		do_tools_call(id, params, out);

@@ -12,7 +12,7 @@
 #include "log.h"
 #include "mcp.h"
 #include "mcpd.h"
-#include "tools.h"
+#include "schema.h"
 
 #define SSE_KEEPALIVE_SECONDS	15
 
@@ -167,9 +167,15 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	struct mcpd *m = hr->m;
 	struct mcp_call *call;
 	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
-	char msg[256];
+	char msg[512];
 
-	if (tools_validate_args(out->tool, out->args, msg, sizeof(msg)) == -1) {
+	if (!json_object_is_type(out->args, json_type_object)) {
+		snprintf(msg, sizeof(msg), "arguments must be a JSON object");
+		goto invalid;
+	}
+	if (tool_validate_input(tools_find(out->tool), out->args, msg,
+	    sizeof(msg)) == -1) {
+invalid:
 		struct backend_result br = { 0, NULL, "invalid_argument", msg };
 		struct json_object *r;
 

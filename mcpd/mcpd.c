@@ -12,7 +12,7 @@
 
 #include "log.h"
 #include "mcpd.h"
-#include "tools.h"
+#include "schema.h"
 
 #ifndef MCPVM_SYSCONFDIR
 #define MCPVM_SYSCONFDIR "/etc/mcpvm"
@@ -86,8 +86,8 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 		fprintf(stderr, "configuration OK\n");
 		return 0;
 	}
-	if (tools_init() == -1)
-		fatalx("the built-in tool catalogue is malformed");
+	if (tools_init(err, sizeof(err)) == -1)
+		fatalx("tools.json: %s", err);
 
 	memset(&m, 0, sizeof(m));
 	m.cfg = &cfg;
@@ -134,6 +134,6 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	event_free(sigterm);
 	event_free(sigint);
 	event_base_free(m.base);
-	tools_free();
+	tools_cleanup();
 	return 0;
 }

@@ -11,7 +11,7 @@
 #include "log.h"
 #include "mcp.h"
 #include "mcpd.h"
-#include "tools.h"
+#include "schema.h"
 
 struct rest_call {
 	struct mcpd		*m;
@@ -83,10 +83,11 @@ rest_handle(struct hreq *hr)
 	struct rest_call *rc;
 	struct timeval tv = { m->cfg->tool_timeout, 0 };
 	const char *body, *why;
-	char msg[256];
+	char msg[512];
+	const struct tool *tool;
 	size_t len;
 
-	if (!tools_exists(hr->route.tool)) {
+	if ((tool = tools_find(hr->route.tool)) == NULL) {
 		http_reply_error(hr, "not_found", "no tool named \"%s\"",
 		    hr->route.tool);
 		return;
@@ -104,7 +105,13 @@ rest_handle(struct hreq *hr)
 		    "valid JSON: %s", why);
 		return;
 	}
-	if (tools_validate_args(hr->route.tool, args, msg, sizeof(msg)) == -1) {
+	if (!json_object_is_type(args, json_type_object)) {
+		http_reply_error(hr, "invalid_argument", "the body must be a "
+		    "JSON object of the tool's arguments");
+		json_object_put(args);
+		return;
+	}
+	if (tool_validate_input(tool, args, msg, sizeof(msg)) == -1) {
 		http_reply_error(hr, "invalid_argument", "%s", msg);
 		json_object_put(args);
 		return;

@@ -10,7 +10,7 @@
 
 #include "jsonv.h"
 #include "mcp.h"
-#include "tools.h"
+#include "schema.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
@@ -27,12 +27,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t off;
 
 	if (!init) {
-		struct session *s;
+		char err[256];
 
-		tools_init();
+		if (tools_init(err, sizeof(err)) == -1)
+			abort();
 		sessions_init(&sessions, 64, 64, 3600);
 		init = 1;
-		(void)s;
 	}
 	if (sessions.count == 0) {
 		struct session *s;

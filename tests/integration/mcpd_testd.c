@@ -6,9 +6,11 @@
  *
  * Credentials come from the file named by MCPD_TEST_TOKENS ("token
  * workspace" lines); a token absent from it is refused like authd would.
- * The backend answers from the arguments: "fake_error":"<code>" fails with
- * that code, vm_create reports progress, vm_suspend takes 30 s (to cancel),
- * and every result names the workspace the call arrived with.  Streams go
+ * The backend answers from the arguments: a vm_id of "err-<code>" fails
+ * with that public code, vm_create reports progress, vm_suspend takes 30 s
+ * (to cancel), and every result names the workspace the call arrived
+ * with.  Results are not shaped like tools.json's outputs: mcpd passes them
+ * through, and the tests read them.  Streams go
  * to a socketpair served by a thread: port 5001 echoes, 5002 counts bytes
  * until EOF and answers "bytes=<n>\n", 5003 closes at once; vm "nope" is
  * not_found and port 4444 has no listener (conflict).
@@ -134,9 +136,10 @@ fake_step(evutil_socket_t fd, short ev, void *arg)
 		evtimer_add(c->ev, &tv);
 		return;
 	}
-	if (json_object_object_get_ex(c->args, "fake_error", &v)) {
+	if (json_object_object_get_ex(c->args, "vm_id", &v) &&
+	    strncmp(json_object_get_string(v), "err-", 4) == 0) {
 		br.ok = 0;
-		br.code = json_object_get_string(v);
+		br.code = json_object_get_string(v) + 4;
 		br.message = "the fake backend was asked to fail";
 		c->done(&br, c->arg);
 		fake_free(c);

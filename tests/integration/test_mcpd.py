@@ -129,15 +129,22 @@ def test_every_endpoint_but_healthz_needs_auth():
 
 def test_rest_call_and_identity():
     d = daemon()
-    r = request(d, "POST", "/v1/tools/vm_list",
-                body={"workspace": "ws-b", "workspace_id": "ws-b"})
+    r = request(d, "POST", "/v1/tools/vm_list", body={})
     assert r.status == 200, r.status
     assert r.header("Content-Type") == "application/json"
-    j = r.json()
-    # The body names another workspace; the call still acts as ws-a.
-    assert j["workspace"] == "ws-a", j
+    assert r.json()["workspace"] == "ws-a"
     r = request(d, "POST", "/v1/tools/vm_list", body={}, auth=TOKEN_B)
     assert r.json()["workspace"] == "ws-b"
+    # No tool takes a workspace: naming one anywhere is refused, never
+    # obeyed.
+    for body in ({"workspace": "ws-b"}, {"workspace_id": "ws-b"}):
+        r = request(d, "POST", "/v1/tools/vm_list", body=body)
+        assert r.status == 400 and err_code(r) == "invalid_argument", body
+    r = request(d, "POST", "/v1/tools/vm_status",
+                body={"vm_id": "ws-b", "workspace": "ws-b"})
+    assert r.status == 400
+    r = request(d, "POST", "/v1/tools/vm_status", body={"vm_id": "ws-b"})
+    assert r.status == 200 and r.json()["workspace"] == "ws-a"
 
 
 def test_rest_error_statuses():
@@ -148,7 +155,7 @@ def test_rest_error_statuses():
                          ("quota_exceeded", 429), ("rate_limited", 429),
                          ("unavailable", 503), ("internal", 500)):
         r = request(d, "POST", "/v1/tools/vm_status",
-                    body={"fake_error": code})
+                    body={"vm_id": "err-" + code})
         assert r.status == status, (code, r.status)
         j = r.json()
         assert j["error"]["code"] == code and j["error"]["message"], j
@@ -181,6 +188,13 @@ def test_rest_bad_bodies():
     assert r.status == 415
     r = request(d, "POST", "/v1/tools/vm_nothing", body={})
     assert r.status == 404 and err_code(r) == "not_found"
+    # Schema validation: wrong types, unknown fields, missing ones.
+    for body, word in (({"vm_id": 5}, "vm_id"), ({}, "vm_id"),
+                       ({"vm_id": "a", "extra": 1}, "extra"),
+                       ({"vm_id": "../etc"}, "vm_id")):
+        r = request(d, "POST", "/v1/tools/vm_status", body=body)
+        assert r.status == 400, (body, r.status)
+        assert word in r.json()["error"]["message"], r.json()
 
 
 def test_oversized_body_is_413():
@@ -445,28 +459,31 @@ def test_mcp_tools_list_and_call():
     r = c.call("tools/list")
     tools = r.json()["result"]["tools"]
     names = {t["name"] for t in tools}
-    assert {"vm_create", "vm_list", "vm_exec", "vm_job_output",
-            "vm_destroy"} <= names, names
+    assert names == {"vm_create", "vm_list", "vm_status", "vm_exec",
+                     "vm_job_status", "vm_job_output", "vm_job_cancel",
+                     "vm_read_file", "vm_write_file", "vm_suspend",
+                     "vm_resume", "vm_destroy"}, names
     for t in tools:
         assert t["description"] and t["inputSchema"]["type"] == "object"
-        assert "outputSchema" in t
-    r = c.call("tools/call", {"name": "vm_list",
-                              "arguments": {"workspace": "ws-b"}})
+        assert t["outputSchema"]["type"] == "object"
+    r = c.call("tools/call", {"name": "vm_status",
+                              "arguments": {"vm_id": "v1"}})
     res = r.json()["result"]
     assert res["isError"] is False
     assert res["structuredContent"]["workspace"] == "ws-a"
     assert json.loads(res["content"][0]["text"]) == res["structuredContent"]
     r = c.call("tools/call", {"name": "vm_status",
-                              "arguments": {"fake_error": "not_found"}})
+                              "arguments": {"vm_id": "err-not_found"}})
     res = r.json()["result"]
     assert res["isError"] is True
     assert res["structuredContent"]["error"]["code"] == "not_found"
     assert json.loads(res["content"][0]["text"])["error"]["code"] == \
         "not_found"
-    r = c.call("tools/call", {"name": "vm_list", "arguments": [1]})
-    res = r.json()["result"]
-    assert res["isError"] is True and \
-        res["structuredContent"]["error"]["code"] == "invalid_argument"
+    for args in ([1], {"workspace": "ws-b"}):
+        r = c.call("tools/call", {"name": "vm_list", "arguments": args})
+        res = r.json()["result"]
+        assert res["isError"] is True and \
+            res["structuredContent"]["error"]["code"] == "invalid_argument"
 
 
 def test_mcp_accept_negotiation():
@@ -491,7 +508,8 @@ def test_mcp_progress_over_sse():
     d = daemon()
     c = MCP(d)
     c.initialize()
-    r = c.call("tools/call", {"name": "vm_create", "arguments": {},
+    r = c.call("tools/call", {"name": "vm_create",
+                              "arguments": {"request_id": "r1"},
                               "_meta": {"progressToken": "tok-1"}})
     assert r.header("Content-Type") == "text/event-stream"
     assert r.header("X-Accel-Buffering") == "no"
@@ -513,7 +531,7 @@ def test_mcp_cancel():
     def slow():
         t0 = time.time()
         out["r"] = c.call("tools/call", {"name": "vm_suspend",
-                                         "arguments": {}},
+                                         "arguments": {"vm_id": "v1"}},
                           accept="application/json")
         out["t"] = time.time() - t0
     th = threading.Thread(target=slow)

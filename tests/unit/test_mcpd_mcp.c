@@ -9,14 +9,16 @@
 
 #include "jsonv.h"
 #include "mcp.h"
-#include "tools.h"
+#include "schema.h"
 
 static struct sessions sessions;
 
 static void
 setup(void)
 {
-	ck_assert_int_eq(tools_init(), 0);
+	char err[256];
+
+	ck_assert_int_eq(tools_init(err, sizeof(err)), 0);
 	sessions_init(&sessions, 8, 4, 60);
 }
 
@@ -24,7 +26,7 @@ static void
 teardown(void)
 {
 	sessions_clear(&sessions);
-	tools_free();
+	tools_cleanup();
 }
 
 /* Runs one message; returns the error code of the reply, or 0. */
