@@ -152,6 +152,53 @@ static const struct cfg_key authd_keys[] = {
 	    "failed verifications held back per peer user before 'busy'" },
 };
 
+#define MK(f)	KEY(struct conf_mcpd, f)
+
+static const struct cfg_key mcpd_keys[] = {
+	{ "user", CFG_STRING, MK(user), 0, "mcpvm", 0, 0, NULL,
+	    "user mcpd drops to when started as root" },
+	{ "listen", CFG_LIST, MK(listen), 0, "127.0.0.1:8090", 0, 0, NULL,
+	    "address:port to serve HTTP on, numeric; several allowed" },
+	{ "metrics_listen", CFG_STRING, MK(metrics_listen), 0, "", 0, 0, NULL,
+	    "address:port for GET /metrics alone; empty: none" },
+	{ "allowed_hosts", CFG_LIST, MK(allowed_hosts), 0, "", 0, 0, NULL,
+	    "Host header values accepted (name or name:port); empty: the "
+	    "listeners' addresses and localhost" },
+	{ "allowed_origins", CFG_LIST, MK(allowed_origins), 0, "", 0, 0, NULL,
+	    "Origin values accepted; a request with any other Origin is 403" },
+	{ "authd_socket", CFG_PATH, MK(authd_socket), 0,
+	    "${runtime_dir}/authd.sock", 0, 0, NULL,
+	    "authd's socket, to verify credentials" },
+	{ "vmmd_socket", CFG_PATH, MK(vmmd_socket), 0,
+	    "${runtime_dir}/vmmd.sock", 0, 0, NULL,
+	    "vmmd's socket, where tool calls and streams go" },
+	{ "max_header_bytes", CFG_INT, MK(max_header_bytes), 0, "16384",
+	    1024, 1048576, NULL, "request line and headers, at most (413)" },
+	{ "max_body_bytes", CFG_INT, MK(max_body_bytes), 0, "1048576",
+	    4096, 67108864, NULL, "request body, at most (413)" },
+	{ "max_requests_per_connection", CFG_INT,
+	    MK(max_requests_per_connection), 0, "1000", 1, 1000000, NULL,
+	    "requests on one keep-alive connection before it is closed" },
+	{ "max_connections", CFG_INT, MK(max_connections), 0, "1024", 1,
+	    65536, NULL, "client connections at once (503 beyond)" },
+	{ "max_connections_per_client", CFG_INT,
+	    MK(max_connections_per_client), 0, "256", 1, 65536, NULL,
+	    "client connections at once from one address (429 beyond)" },
+	{ "request_timeout", CFG_INT, MK(request_timeout), 0, "15", 1, 3600,
+	    NULL, "seconds a client has to send a whole request (408)" },
+	{ "idle_timeout", CFG_INT, MK(idle_timeout), 0, "60", 1, 86400, NULL,
+	    "seconds without progress reading or writing a connection" },
+	{ "max_sessions", CFG_INT, MK(max_sessions), 0, "4096", 1, 1000000,
+	    NULL, "MCP sessions open at once" },
+	{ "max_sessions_per_workspace", CFG_INT,
+	    MK(max_sessions_per_workspace), 0, "64", 1, 1000000, NULL,
+	    "MCP sessions one workspace may have open" },
+	{ "session_idle_timeout", CFG_INT, MK(session_idle_timeout), 0,
+	    "3600", 10, 2592000, NULL, "seconds an unused MCP session lives" },
+	{ "tool_timeout", CFG_INT, MK(tool_timeout), 0, "900", 1, 86400,
+	    NULL, "seconds mcpd waits for one tool call" },
+};
+
 #define NKEYS(t)	(sizeof(t) / sizeof((t)[0]))
 
 static const struct cfg_section sections[] = {
@@ -164,6 +211,8 @@ static const struct cfg_section sections[] = {
 	    offsetof(struct conf_image, id), check_image_id },
 	{ "authd", authd_keys, NKEYS(authd_keys),
 	    offsetof(struct mcpvm_conf, authd), 0, 0, 0, NULL },
+	{ "mcpd", mcpd_keys, NKEYS(mcpd_keys),
+	    offsetof(struct mcpvm_conf, mcpd), 0, 0, 0, NULL },
 };
 
 const struct cfg_schema mcpvm_conf_schema = {

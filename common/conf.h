@@ -75,11 +75,34 @@ struct conf_authd {
 	long long	 fail_queue;
 };
 
+/* [mcpd]: the network front end; see mcpd.8. */
+struct conf_mcpd {
+	char		*user;		/* drops to it when started as root */
+	struct cfg_list	 listen;	/* address:port, several allowed */
+	char		*metrics_listen;	/* "" = no metrics listener */
+	struct cfg_list	 allowed_hosts;	/* empty: the listeners' own names */
+	struct cfg_list	 allowed_origins;
+	char		*authd_socket;
+	char		*vmmd_socket;
+	long long	 max_header_bytes;
+	long long	 max_body_bytes;
+	long long	 max_requests_per_connection;
+	long long	 max_connections;
+	long long	 max_connections_per_client;
+	long long	 request_timeout;
+	long long	 idle_timeout;
+	long long	 max_sessions;
+	long long	 max_sessions_per_workspace;
+	long long	 session_idle_timeout;
+	long long	 tool_timeout;
+};
+
 struct mcpvm_conf {
 	struct conf_paths	 paths;
 	struct conf_vmmd	 vmmd;
 	struct cfg_array	 images;	/* struct conf_image */
 	struct conf_authd	 authd;
+	struct conf_mcpd	 mcpd;
 };
 
 /* The image vm_create uses when it names none: NULL if none is marked. */

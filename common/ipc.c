@@ -667,8 +667,8 @@ ipc_pending_timeout(int fd, short ev, void *arg)
 }
 
 int
-ipc_request(struct ipc_conn *c, uint32_t type, struct json_object *body,
-    int fd, int timeout_ms, ipc_reply_cb cb, void *arg)
+ipc_request_id(struct ipc_conn *c, uint32_t type, struct json_object *body,
+    int fd, int timeout_ms, ipc_reply_cb cb, void *arg, uint32_t *idp)
 {
 	struct ipc_pending *p;
 	struct timeval tv;
@@ -699,7 +699,16 @@ ipc_request(struct ipc_conn *c, uint32_t type, struct json_object *body,
 	tv.tv_usec = (timeout_ms % 1000) * 1000;
 	evtimer_add(p->timer, &tv);
 	TAILQ_INSERT_TAIL(&c->pending, p, entry);
+	if (idp != NULL)
+		*idp = p->id;
 	return 0;
+}
+
+int
+ipc_request(struct ipc_conn *c, uint32_t type, struct json_object *body,
+    int fd, int timeout_ms, ipc_reply_cb cb, void *arg)
+{
+	return ipc_request_id(c, type, body, fd, timeout_ms, cb, arg, NULL);
 }
 
 /* Frees everything; callers have made sure no callback is running. */

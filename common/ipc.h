@@ -82,6 +82,11 @@ int		 ipc_reply_error(struct ipc_conn *, uint32_t id,
 int		 ipc_request(struct ipc_conn *, uint32_t type,
 		    struct json_object *body, int fd, int timeout_ms,
 		    ipc_reply_cb, void *arg);
+/* As ipc_request; *id gets the request's id, which a peer's unsolicited
+ * messages about it (mcpd: IPC_VM_PROGRESS, IPC_VM_CANCEL) carry. */
+int		 ipc_request_id(struct ipc_conn *, uint32_t type,
+		    struct json_object *body, int fd, int timeout_ms,
+		    ipc_reply_cb, void *arg, uint32_t *id);
 
 struct ipc_server *ipc_server_new(struct event_base *, const char *path,
 		    mode_t mode, const char *role, ipc_accept_cb,

@@ -14,6 +14,7 @@
 
 struct auth_identity {
 	char		workspace[AUTH_WORKSPACE_MAX];
+	char		credential_id[AUTH_WORKSPACE_MAX];	/* or "" */
 	time_t		expires_at;	/* 0 = no expiry */
 };
 

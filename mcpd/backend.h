@@ -26,8 +26,9 @@ typedef void (*backend_result_cb)(const struct backend_result *, void *arg);
 typedef void (*backend_progress_cb)(double progress, double total,
     const char *message, void *arg);
 
-typedef void (*backend_stream_cb)(int fd, const char *code,
-    const char *message, void *arg);
+/* fd >= 0: the stream and its id (for the backend's close notices). */
+typedef void (*backend_stream_cb)(int fd, const char *stream_id,
+    const char *code, const char *message, void *arg);
 
 struct mcpd_config;
 struct event_base;

@@ -1,23 +1,17 @@
 /*
- * mcpd configuration loading; see config.h.  Runs in mcpd before the
- * privilege drop.  Unknown keys in [mcpd] are errors so typos surface.
+ * mcpd's configuration: the [mcpd] section of the shared mcpvm.conf, read
+ * with common/conf (which checks every key and range) and turned into the
+ * fixed-size form mcpd uses.  Runs in mcpd before the privilege drop.
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ini.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "conf.h"
 #include "config.h"
-
-struct config_ctx {
-	struct mcpd_config *cfg;
-	char		*err;
-	size_t		 errlen;
-	int		 listen_seen;
-};
 
 void
 config_defaults(struct mcpd_config *cfg)
@@ -37,7 +31,6 @@ config_defaults(struct mcpd_config *cfg)
 	cfg->max_sessions_per_workspace = 64;
 	cfg->session_idle_timeout = 3600;
 	cfg->tool_timeout = 900;
-	cfg->max_streams = 32;
 	strcpy(cfg->user, "mcpvm");
 	strcpy(cfg->authd_socket, "/run/mcpvm/authd.sock");
 	strcpy(cfg->vmmd_socket, "/run/mcpvm/vmmd.sock");
@@ -89,202 +82,105 @@ config_parse_listen(const char *s, struct mcpd_listen *out)
 	return 0;
 }
 
+/* Copies a list of words into fixed slots; -1 if one does not fit. */
 static int
-parse_uint(const char *v, unsigned long long min, unsigned long long max,
-    unsigned long long *out)
+copy_list(const struct cfg_list *l, char *slots, size_t slotlen,
+    size_t maxslots, size_t *n, const char *key, char *err, size_t errlen)
 {
-	char *end;
-	unsigned long long n;
-
-	if (v[0] < '0' || v[0] > '9')
-		return -1;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno != 0 || *end != '\0' || n < min || n > max)
-		return -1;
-	*out = n;
-	return 0;
-}
-
-/* Splits a space- or comma-separated list into fixed slots. */
-static int
-parse_list(const char *v, char *slots, size_t slotlen, size_t maxslots,
-    size_t *nslots)
-{
-	const char *p = v;
-
-	while (*p != '\0') {
-		size_t n;
-
-		while (*p == ' ' || *p == ',' || *p == '\t')
-			p++;
-		if (*p == '\0')
-			break;
-		n = strcspn(p, " ,\t");
-		if (n >= slotlen || *nslots >= maxslots)
-			return -1;
-		memcpy(slots + *nslots * slotlen, p, n);
-		slots[*nslots * slotlen + n] = '\0';
-		(*nslots)++;
-		p += n;
-	}
-	return 0;
-}
-
-static int
-config_handler(void *arg, const char *section, const char *name,
-    const char *value)
-{
-	struct config_ctx *ctx = arg;
-	struct mcpd_config *cfg = ctx->cfg;
-	unsigned long long n;
-	static const struct {
-		const char *key;
-		unsigned long long min, max;
-		size_t off, size;
-	} nums[] = {
-#define NUM(k, lo, hi) { #k, lo, hi, offsetof(struct mcpd_config, k), \
-	sizeof(((struct mcpd_config *)0)->k) }
-		NUM(max_header_bytes, 1024, 1048576),
-		NUM(max_body_bytes, 4096, 64 * 1048576),
-		NUM(max_requests_per_connection, 1, 1000000),
-		NUM(max_connections, 1, 65536),
-		NUM(max_connections_per_client, 1, 65536),
-		NUM(request_timeout, 1, 3600),
-		NUM(idle_timeout, 1, 86400),
-		NUM(max_sessions, 1, 1000000),
-		NUM(max_sessions_per_workspace, 1, 1000000),
-		NUM(session_idle_timeout, 10, 30 * 86400),
-		NUM(tool_timeout, 1, 86400),
-		NUM(max_streams, 0, 65536),
-#undef NUM
-	};
 	size_t i;
 
-	if (strcmp(section, "mcpd") != 0)
-		return 1;	/* other daemons' sections */
-
-	for (i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
-		if (strcmp(name, nums[i].key) != 0)
-			continue;
-		if (parse_uint(value, nums[i].min, nums[i].max, &n) == -1) {
-			snprintf(ctx->err, ctx->errlen, "%s: expected an "
-			    "integer from %llu to %llu", name, nums[i].min,
-			    nums[i].max);
-			return 0;
+	for (i = 0; i < l->n; i++) {
+		if (*n >= maxslots || strlen(l->v[i]) >= slotlen) {
+			snprintf(err, errlen, "[mcpd] %s: at most %zu entries "
+			    "of %zu bytes", key, maxslots, slotlen - 1);
+			return -1;
 		}
-		if (nums[i].size == sizeof(size_t))
-			*(size_t *)((char *)cfg + nums[i].off) = n;
-		else
-			*(unsigned int *)((char *)cfg + nums[i].off) =
-			    (unsigned int)n;
-		return 1;
+		strcpy(slots + *n * slotlen, l->v[i]);
+		(*n)++;
 	}
-
-	if (strcmp(name, "listen") == 0) {
-		char slots[MCPD_MAX_LISTEN][MCPD_ADDR_MAX + 8];
-		size_t ns = 0, j;
-
-		if (!ctx->listen_seen)
-			cfg->nlisten = 0;
-		ctx->listen_seen = 1;
-		if (parse_list(value, &slots[0][0], sizeof(slots[0]),
-		    MCPD_MAX_LISTEN, &ns) == -1 ||
-		    cfg->nlisten + ns > MCPD_MAX_LISTEN) {
-			snprintf(ctx->err, ctx->errlen, "listen: at most %d "
-			    "addresses", MCPD_MAX_LISTEN);
-			return 0;
-		}
-		for (j = 0; j < ns; j++) {
-			if (config_parse_listen(slots[j],
-			    &cfg->listen[cfg->nlisten]) == -1) {
-				snprintf(ctx->err, ctx->errlen, "listen: "
-				    "\"%s\" is not address:port with a "
-				    "numeric address", slots[j]);
-				return 0;
-			}
-			cfg->nlisten++;
-		}
-		return 1;
-	}
-	if (strcmp(name, "metrics_listen") == 0) {
-		if (value[0] == '\0') {
-			cfg->metrics_enabled = 0;
-			return 1;
-		}
-		if (config_parse_listen(value, &cfg->metrics_listen) == -1) {
-			snprintf(ctx->err, ctx->errlen, "metrics_listen: \"%s\" "
-			    "is not address:port with a numeric address",
-			    value);
-			return 0;
-		}
-		cfg->metrics_enabled = 1;
-		return 1;
-	}
-	if (strcmp(name, "allowed_hosts") == 0) {
-		if (parse_list(value, &cfg->allowed_hosts[0][0],
-		    sizeof(cfg->allowed_hosts[0]), MCPD_MAX_ALLOW,
-		    &cfg->nallowed_hosts) == -1) {
-			snprintf(ctx->err, ctx->errlen, "allowed_hosts: at "
-			    "most %d entries of %zu bytes", MCPD_MAX_ALLOW,
-			    sizeof(cfg->allowed_hosts[0]) - 1);
-			return 0;
-		}
-		return 1;
-	}
-	if (strcmp(name, "allowed_origins") == 0) {
-		if (parse_list(value, &cfg->allowed_origins[0][0],
-		    sizeof(cfg->allowed_origins[0]), MCPD_MAX_ALLOW,
-		    &cfg->nallowed_origins) == -1) {
-			snprintf(ctx->err, ctx->errlen, "allowed_origins: at "
-			    "most %d entries of %zu bytes", MCPD_MAX_ALLOW,
-			    sizeof(cfg->allowed_origins[0]) - 1);
-			return 0;
-		}
-		return 1;
-	}
-#define STR(k) \
-	if (strcmp(name, #k) == 0) { \
-		if (strlen(value) >= sizeof(cfg->k) || value[0] == '\0') { \
-			snprintf(ctx->err, ctx->errlen, "%s: empty or longer " \
-			    "than %zu bytes", name, sizeof(cfg->k) - 1); \
-			return 0; \
-		} \
-		strcpy(cfg->k, value); \
-		return 1; \
-	}
-	STR(user)
-	STR(authd_socket)
-	STR(vmmd_socket)
-#undef STR
-
-	snprintf(ctx->err, ctx->errlen, "unknown key \"%s\" in [mcpd]", name);
 	return 0;
 }
 
+static int
+copy_path(char *dst, size_t len, const char *src, const char *key, char *err,
+    size_t errlen)
+{
+	if (strlen(src) >= len) {
+		snprintf(err, errlen, "[mcpd] %s: longer than %zu bytes", key,
+		    len - 1);
+		return -1;
+	}
+	strcpy(dst, src);
+	return 0;
+}
+
+/* Reads the [mcpd] section of the shared mcpvm.conf (common/conf). */
 int
 config_load(struct mcpd_config *cfg, const char *path, char *err,
     size_t errlen)
 {
-	struct config_ctx ctx = { cfg, err, errlen, 0 };
-	char msg[256];
-	int rc;
+	struct mcpvm_conf conf;
+	const struct conf_mcpd *c = &conf.mcpd;
+	size_t i;
+	int rc = -1;
 
-	err[0] = '\0';
-	msg[0] = '\0';
-	ctx.err = msg;
-	ctx.errlen = sizeof(msg);
-	rc = ini_parse(path, config_handler, &ctx);
-	if (rc == -1) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+	if (conf_load(path, &conf, err, errlen) == -1)
 		return -1;
+	cfg->nlisten = 0;
+	for (i = 0; i < c->listen.n; i++) {
+		if (cfg->nlisten >= MCPD_MAX_LISTEN) {
+			snprintf(err, errlen, "[mcpd] listen: at most %d "
+			    "addresses", MCPD_MAX_LISTEN);
+			goto out;
+		}
+		if (config_parse_listen(c->listen.v[i],
+		    &cfg->listen[cfg->nlisten]) == -1) {
+			snprintf(err, errlen, "[mcpd] listen: \"%s\" is not "
+			    "address:port with a numeric address",
+			    c->listen.v[i]);
+			goto out;
+		}
+		cfg->nlisten++;
 	}
-	if (rc != 0) {
-		snprintf(err, errlen, "%s:%d: %s", path, rc,
-		    msg[0] != '\0' ? msg : "syntax error");
-		return -1;
+	cfg->metrics_enabled = c->metrics_listen[0] != '\0';
+	if (cfg->metrics_enabled && config_parse_listen(c->metrics_listen,
+	    &cfg->metrics_listen) == -1) {
+		snprintf(err, errlen, "[mcpd] metrics_listen: \"%s\" is not "
+		    "address:port with a numeric address", c->metrics_listen);
+		goto out;
 	}
-	return config_finish(cfg, err, errlen);
+	if (copy_list(&c->allowed_hosts, &cfg->allowed_hosts[0][0],
+	    sizeof(cfg->allowed_hosts[0]), MCPD_MAX_ALLOW,
+	    &cfg->nallowed_hosts, "allowed_hosts", err, errlen) == -1 ||
+	    copy_list(&c->allowed_origins, &cfg->allowed_origins[0][0],
+	    sizeof(cfg->allowed_origins[0]), MCPD_MAX_ALLOW,
+	    &cfg->nallowed_origins, "allowed_origins", err, errlen) == -1 ||
+	    copy_path(cfg->user, sizeof(cfg->user), c->user, "user", err,
+	    errlen) == -1 ||
+	    copy_path(cfg->authd_socket, sizeof(cfg->authd_socket),
+	    c->authd_socket, "authd_socket", err, errlen) == -1 ||
+	    copy_path(cfg->vmmd_socket, sizeof(cfg->vmmd_socket),
+	    c->vmmd_socket, "vmmd_socket", err, errlen) == -1)
+		goto out;
+	/* The key table has already checked every range. */
+	cfg->max_header_bytes = (size_t)c->max_header_bytes;
+	cfg->max_body_bytes = (size_t)c->max_body_bytes;
+	cfg->max_requests_per_connection =
+	    (unsigned int)c->max_requests_per_connection;
+	cfg->max_connections = (unsigned int)c->max_connections;
+	cfg->max_connections_per_client =
+	    (unsigned int)c->max_connections_per_client;
+	cfg->request_timeout = (unsigned int)c->request_timeout;
+	cfg->idle_timeout = (unsigned int)c->idle_timeout;
+	cfg->max_sessions = (unsigned int)c->max_sessions;
+	cfg->max_sessions_per_workspace =
+	    (unsigned int)c->max_sessions_per_workspace;
+	cfg->session_idle_timeout = (unsigned int)c->session_idle_timeout;
+	cfg->tool_timeout = (unsigned int)c->tool_timeout;
+	rc = config_finish(cfg, err, errlen);
+out:
+	conf_free(&conf);
+	return rc;
 }
 
 int

@@ -1,6 +1,6 @@
 /*
- * mcpd's configuration: the [mcpd] section of mcpvm.conf (INI, libinih).
- * Read once by mcpd at start, before privileges are dropped.
+ * mcpd's configuration: the [mcpd] section of the shared mcpvm.conf, in
+ * fixed-size form.  Read once by mcpd at start, before the privilege drop.
  */
 #ifndef MCPD_CONFIG_H
 #define MCPD_CONFIG_H
@@ -43,7 +43,6 @@ struct mcpd_config {
 	unsigned int	max_sessions_per_workspace;
 	unsigned int	session_idle_timeout;	/* s */
 	unsigned int	tool_timeout;		/* s a backend call may take */
-	unsigned int	max_streams;		/* open streams, host-wide */
 
 	char		user[64];
 	char		authd_socket[256];
@@ -51,7 +50,7 @@ struct mcpd_config {
 };
 
 void	config_defaults(struct mcpd_config *);
-/* Returns 0, or -1 with a message in err naming the file, line and key. */
+/* Defaults, then the file: 0, or -1 with "file:line: message" in err. */
 int	config_load(struct mcpd_config *, const char *path, char *err,
 	    size_t errlen);
 /* After loading: fills in the default Host allowlist from the listeners. */

@@ -40,6 +40,7 @@ sweep_cb(evutil_socket_t fd, short ev, void *arg)
 	struct mcpd *m = arg;
 	unsigned int n;
 
+	stream_expire(time(NULL));
 	if ((n = sessions_expire(&m->sessions, time(NULL))) > 0)
 		log_debug("expired %u idle MCP sessions", n);
 	m->metrics.open_sessions = m->sessions.count;
@@ -52,7 +53,7 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	struct mcpd_config cfg;
 	struct mcpd m;
 	struct event *sigterm, *sigint;
-	struct timeval sweep_tv = { 30, 0 };
+	struct timeval sweep_tv = { 5, 0 };
 	const char *conffile = MCPVM_SYSCONFDIR "/mcpvm.conf";
 	char err[512];
 	int ch, debug = 0, noaction = 0, verbose = 0;

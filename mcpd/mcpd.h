@@ -89,6 +89,14 @@ void	rest_handle(struct hreq *);
 void	stream_handle(struct hreq *);
 /* Ends every open stream at once (shutdown). */
 void	stream_free_all(struct mcpd *);
+void	stream_close_by_id(const char *stream_id, const char *reason);
+void	stream_revoke(const char *workspace, const char *credential_id,
+	    const char *reason);
+void	stream_expire(time_t now);
+
+/* auth_authd.c, backend_vmmd.c: the product's verifier and backend. */
+extern const struct auth_ops authd_auth_ops;
+extern const struct backend_ops vmmd_backend_ops;
 
 /* mcpd.c */
 int	mcpd_main(int argc, char **argv, const struct auth_ops *,

@@ -27,6 +27,15 @@ metrics_request(struct metrics *m, enum route_kind r, int status,
 			m->buckets[r][i]++;
 }
 
+static struct json_object *vms_by_state;
+
+void
+metrics_set_vms(struct json_object *vms)
+{
+	json_object_put(vms_by_state);
+	vms_by_state = json_object_get(vms);
+}
+
 void
 metrics_render(const struct metrics *m, struct evbuffer *b)
 {
@@ -91,4 +100,22 @@ metrics_render(const struct metrics *m, struct evbuffer *b)
 	    (unsigned long long)m->rejected_connections,
 	    (unsigned long long)m->timed_out_requests, m->open_connections,
 	    m->open_sessions, m->open_streams, m->inflight_calls);
+	/* Only what vmmd told us: no number is better than a made-up one. */
+	if (vms_by_state != NULL) {
+		evbuffer_add_printf(b, "# HELP mcpd_vms VMs by state, as vmmd "
+		    "last reported.\n# TYPE mcpd_vms gauge\n");
+		json_object_object_foreach(vms_by_state, state, v) {
+			const char *p;
+
+			/* A label value we print must stay a label value. */
+			for (p = state; *p != '\0'; p++)
+				if (!((*p >= 'a' && *p <= 'z') || *p == '_'))
+					break;
+			if (*p != '\0' || !json_object_is_type(v,
+			    json_type_int))
+				continue;
+			evbuffer_add_printf(b, "mcpd_vms{state=\"%s\"} %lld\n",
+			    state, (long long)json_object_get_int64(v));
+		}
+	}
 }

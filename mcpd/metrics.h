@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 #include <event2/buffer.h>
+#include <json-c/json.h>
 
 #include "httputil.h"
 
@@ -28,6 +29,8 @@ struct metrics {
 
 void	metrics_request(struct metrics *, enum route_kind, int status,
 	    double seconds);
+/* VMs by state from vmmd ({"running":n,...}); NULL: not known now. */
+void	metrics_set_vms(struct json_object *);
 /* Appends the Prometheus text exposition (format 0.0.4). */
 void	metrics_render(const struct metrics *, struct evbuffer *);
 

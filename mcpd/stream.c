@@ -36,6 +36,9 @@ struct stream {
 	struct event		*close_timer;
 	char			 workspace[AUTH_WORKSPACE_MAX];
 	char			 vm_id[ROUTE_NAME_MAX];
+	char			 credential_id[AUTH_WORKSPACE_MAX];
+	char			 stream_id[96];
+	time_t			 expires_at;
 	unsigned int		 port;
 	struct timespec		 opened;
 	uint64_t		 bytes_in;	/* client to guest */
@@ -357,12 +360,16 @@ stream_upgrade(struct stream *st, int fd)
 }
 
 static void
-stream_opened(int fd, const char *code, const char *message, void *arg)
+stream_opened(int fd, const char *stream_id, const char *code,
+    const char *message, void *arg)
 {
 	struct stream *st = arg;
 	struct hreq *hr = st->hr;
 
 	st->bc = NULL;
+	if (stream_id != NULL)
+		snprintf(st->stream_id, sizeof(st->stream_id), "%s",
+		    stream_id);
 	hr->on_gone = NULL;
 	if (fd < 0) {
 		http_reply_error(hr, code, "%s", message);
@@ -412,11 +419,6 @@ stream_handle(struct hreq *hr)
 		    hr->route.port);
 		return;
 	}
-	if (m->metrics.open_streams >= m->cfg->max_streams) {
-		http_reply_error(hr, "conflict", "too many open streams on "
-		    "this server (max_streams)");
-		return;
-	}
 	if ((st = calloc(1, sizeof(*st))) == NULL) {
 		http_reply_error(hr, "unavailable", "out of memory");
 		return;
@@ -428,6 +430,9 @@ stream_handle(struct hreq *hr)
 	ws_rx_init(&st->rx, WS_MAX_MESSAGE);
 	snprintf(st->workspace, sizeof(st->workspace), "%s", hr->id.workspace);
 	snprintf(st->vm_id, sizeof(st->vm_id), "%s", hr->route.vm_id);
+	snprintf(st->credential_id, sizeof(st->credential_id), "%s",
+	    hr->id.credential_id);
+	st->expires_at = hr->id.expires_at;
 	hr->owner = st;
 	hr->on_gone = stream_gone;
 	st->bc = m->backend->stream_open(m->backend_ctx, st->vm_id, st->port,
@@ -444,4 +449,52 @@ stream_free_all(struct mcpd *m)
 		if (st->m == m)
 			stream_finish(st);
 	}
+}
+
+/* vmmd ends a stream (suspend, destroy): 1001 with its reason. */
+void
+stream_close_by_id(const char *stream_id, const char *reason)
+{
+	struct stream *st;
+
+	TAILQ_FOREACH(st, &streams, entry) {
+		if (st->stream_id[0] != '\0' &&
+		    strcmp(st->stream_id, stream_id) == 0) {
+			stream_close(st, WS_CLOSE_GOING_AWAY, reason);
+			return;
+		}
+	}
+}
+
+/*
+ * The credential a stream was opened with is no longer good: revoked
+ * (credential_id "" means every credential of the workspace) or expired.
+ * Closes with 1008, as the reference says.
+ */
+void
+stream_revoke(const char *workspace, const char *credential_id,
+    const char *reason)
+{
+	struct stream *st;
+
+	TAILQ_FOREACH(st, &streams, entry) {
+		if (st->close_sent || strcmp(st->workspace, workspace) != 0)
+			continue;
+		if (credential_id != NULL && credential_id[0] != '\0' &&
+		    strcmp(credential_id, st->credential_id) != 0)
+			continue;
+		stream_close(st, WS_CLOSE_POLICY, reason);
+	}
+}
+
+/* Every few seconds: streams whose credential expired meanwhile. */
+void
+stream_expire(time_t now)
+{
+	struct stream *st;
+
+	TAILQ_FOREACH(st, &streams, entry)
+		if (!st->close_sent && st->expires_at != 0 &&
+		    now >= st->expires_at)
+			stream_close(st, WS_CLOSE_POLICY, "credential expired");
 }

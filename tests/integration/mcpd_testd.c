@@ -74,6 +74,8 @@ test_auth_verify(void *ctx, const char *token, auth_cb cb, void *arg)
 		memset(&id, 0, sizeof(id));
 		snprintf(id.workspace, sizeof(id.workspace), "%s",
 		    toks[i].workspace);
+		snprintf(id.credential_id, sizeof(id.credential_id), "cred-%zu",
+		    i);
 		cb(AUTH_OK, &id, arg);
 		return;
 	}
@@ -121,11 +123,12 @@ fake_step(evutil_socket_t fd, short ev, void *arg)
 
 		c->fd = -1;
 		if (sfd < 0)
-			c->sdone(-1, c->code, strcmp(c->code, "not_found") == 0 ?
+			c->sdone(-1, NULL, c->code,
+			    strcmp(c->code, "not_found") == 0 ?
 			    "no such VM in this workspace" :
 			    "no guest program listens on that port", c->arg);
 		else
-			c->sdone(sfd, NULL, NULL, c->arg);
+			c->sdone(sfd, "test-stream", NULL, NULL, c->arg);
 		fake_free(c);
 		return;
 	}

@@ -48,7 +48,8 @@ class Daemon:
         conf.update(extra or {})
         path = os.path.join(self.dir, "mcpvm.conf")
         with open(path, "w") as f:
-            f.write("[mcpd]\n")
+            f.write("[paths]\nruntime_dir = %s\nstate_dir = %s\n[mcpd]\n"
+                    % (self.dir, self.dir))
             for k, v in conf.items():
                 f.write("%s = %s\n" % (k, v))
         tokens = os.path.join(self.dir, "tokens")

@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""The product mcpd with the real authd (credentials from authctl) and a
+vmmd stand-in speaking the real IPC protocol on vmmd's socket: the
+credential is verified by authd and forwarded to vmmd, results, errors and
+progress come back, a stream fd crosses by SCM_RIGHTS, vmmd's close notice
+ends a stream with 1001, and revocation ends one with 1008.  TAP output."""
+
+import array
+import json
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mcpdlib import MCP, WS, free_port, request, run, sse_events
+
+MCPD = os.environ["MCPD"]
+AUTHD = os.environ["AUTHD"]
+AUTHCTL = os.environ["AUTHCTL"]
+
+HDR = struct.Struct("=IIII")
+HELLO, ERROR, REPLY = 1, 2, 0x2
+VM_TOOL, VM_TOOL_RESULT, VM_PROGRESS, VM_CANCEL = 301, 302, 303, 304
+VM_STREAM_OPEN, VM_STREAM_OPEN_RESULT, VM_STREAM_CLOSE = 305, 306, 307
+VM_STATS, VM_STATS_RESULT = 308, 309
+
+
+class FakeVmmd:
+    """Listens where vmmd would; answers from a table the test sets."""
+
+    def __init__(self, path):
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        self.srv.listen(4)
+        self.seen = []
+        self.guests = []
+        self.conn = None
+        self.lock = threading.Lock()
+        threading.Thread(target=self.loop, daemon=True).start()
+
+    def send(self, mtype, body, mid=0, flags=0, fd=None):
+        data = json.dumps(body).encode()
+        msg = HDR.pack(mtype, len(data), mid, flags | (1 if fd else 0)) + data
+        with self.lock:
+            if fd is None:
+                self.conn.sendall(msg)
+            else:
+                self.conn.sendmsg([msg], [(socket.SOL_SOCKET,
+                                           socket.SCM_RIGHTS,
+                                           array.array("i", [fd]))])
+
+    def recv(self, c):
+        buf = b""
+        while len(buf) < 16:
+            chunk = c.recv(16 - len(buf))
+            if not chunk:
+                raise EOFError
+            buf += chunk
+        mtype, n, mid, flags = HDR.unpack(buf)
+        data = b""
+        while len(data) < n:
+            data += c.recv(n - len(data))
+        return mtype, mid, json.loads(data)
+
+    def loop(self):
+        while True:
+            c, _ = self.srv.accept()
+            self.conn = c
+            self.send(HELLO, {"version": 1, "role": "vmmd"})
+            try:
+                self.recv(c)                    # mcpd's HELLO
+                while True:
+                    mtype, mid, body = self.recv(c)
+                    self.seen.append((mtype, body))
+                    threading.Thread(target=self.answer,
+                                     args=(mtype, mid, body),
+                                     daemon=True).start()
+            except (EOFError, OSError):
+                continue
+
+    def answer(self, mtype, mid, body):
+        if mtype == VM_STATS:
+            self.send(VM_STATS_RESULT, {"vms": {"running": 2,
+                                                "hibernated": 1}},
+                      mid, REPLY)
+        elif mtype == VM_TOOL:
+            args = body["arguments"]
+            if body["tool"] == "vm_create":
+                for i in (1, 2):
+                    self.send(VM_PROGRESS, {"progress": i, "total": 3,
+                                            "message": "booting"}, mid)
+                    time.sleep(0.05)
+                self.send(VM_TOOL_RESULT, {"result": {"vm_id": "v1"}},
+                          mid, REPLY)
+            elif args.get("vm_id", "").startswith("err-"):
+                self.send(ERROR, {"error": {"code": args["vm_id"][4:],
+                                            "message": "from vmmd"}},
+                          mid, REPLY)
+            else:
+                self.send(VM_TOOL_RESULT, {"result": {"vms": []}}, mid,
+                          REPLY)
+        elif mtype == VM_STREAM_OPEN:
+            if body["vm_id"] == "nope":
+                self.send(ERROR, {"error": {"code": "not_found",
+                                            "message": "no such VM"}},
+                          mid, REPLY)
+                return
+            a, b = socket.socketpair()
+            self.guests.append(b)
+            self.send(VM_STREAM_OPEN_RESULT,
+                      {"stream_id": "%s/%d" % (body["vm_id"], len(self.guests)),
+                       "vm_id": body["vm_id"], "port": body["port"],
+                       "workspace": "ws"}, mid, REPLY, fd=a.fileno())
+            a.close()
+
+
+class Stack:
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="mcpd-ipc.")
+        os.chmod(self.dir, 0o755)
+        self.run = os.path.join(self.dir, "run")
+        self.state = os.path.join(self.dir, "state")
+        for d in (self.run, self.state):
+            os.mkdir(d)
+            os.chmod(d, 0o755)
+        self.port = free_port()
+        self.mport = free_port()
+        self.host = "127.0.0.1:%d" % self.port
+        self.conf = os.path.join(self.dir, "mcpvm.conf")
+        with open(self.conf, "w") as f:
+            f.write("[paths]\nruntime_dir = %s\nstate_dir = %s\n"
+                    "[authd]\npeers = root\ndefault_ttl = 0\n"
+                    "[mcpd]\nlisten = 127.0.0.1:%d\n"
+                    "metrics_listen = 127.0.0.1:%d\n"
+                    % (self.run, self.state, self.port, self.mport))
+        self.vmmd = FakeVmmd(os.path.join(self.run, "vmmd.sock"))
+        self.authd = self.start([AUTHD, "-d", "-v", "-f", self.conf],
+                                "authd.log", "ready:")
+        self.mcpd = self.start([MCPD, "-d", "-v", "-f", self.conf],
+                               "mcpd.log", "started")
+        deadline = time.time() + 10
+        while time.time() < deadline and not any(
+                t == VM_STATS for t, _ in self.vmmd.seen):
+            time.sleep(0.05)
+
+    def start(self, argv, log, word):
+        path = os.path.join(self.dir, log)
+        out = open(path, "wb")
+        p = subprocess.Popen(argv, stdout=out, stderr=out)
+        out.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if word in open(path).read():
+                return p
+            if p.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError("%s did not start:\n%s" % (argv[0],
+                                                        open(path).read()))
+
+    def issue(self, ws):
+        out = os.path.join(self.dir, "tok-" + ws)
+        r = subprocess.run([AUTHCTL, "--config", self.conf, "issue",
+                            "--workspace", ws, "--output", out],
+                           capture_output=True, timeout=20)
+        assert r.returncode == 0, r.stderr
+        return open(out).read().strip()
+
+    def authctl(self, *args):
+        r = subprocess.run([AUTHCTL, "--config", self.conf, *args],
+                           capture_output=True, timeout=20)
+        assert r.returncode == 0, r.stderr
+
+    def stop(self, p):
+        if p.poll() is None:
+            p.terminate()
+            rc = p.wait(10)
+            assert rc == 0, "exit %s" % rc
+
+    def close(self):
+        self.stop(self.mcpd)
+        if self.authd.poll() is None:
+            self.stop(self.authd)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def log(self):
+        return open(os.path.join(self.dir, "mcpd.log")).read()
+
+
+S = None
+TOK = None
+
+
+def stack():
+    global S, TOK
+    if S is None:
+        S = Stack()
+        TOK = S.issue("alice")
+    return S
+
+
+def test_tool_call_through_authd_and_vmmd():
+    s = stack()
+    r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=TOK)
+    assert r.status == 200, (r.status, r.body)
+    assert r.json() == {"vms": []}
+    t, body = [x for x in s.vmmd.seen if x[0] == VM_TOOL][-1]
+    # The caller's credential goes along: vmmd verifies it again.
+    assert body["credential"] == TOK and body["tool"] == "vm_list"
+    assert body["arguments"] == {} and body["progress"] is False
+    assert TOK not in s.log(), "a credential was logged"
+
+
+def test_unknown_credential_never_reaches_vmmd():
+    s = stack()
+    n = len(s.vmmd.seen)
+    r = request(s, "POST", "/v1/tools/vm_list", body={},
+                auth="mcpvm_" + "A" * 43)
+    assert r.status == 401, r.status
+    assert len([x for x in s.vmmd.seen[n:] if x[0] == VM_TOOL]) == 0
+
+
+def test_vmmd_errors_map_to_statuses():
+    s = stack()
+    for code, status in (("busy", 409), ("not_found", 404),
+                         ("quota_exceeded", 429), ("forbidden", 403),
+                         ("bogus_code", 500)):
+        r = request(s, "POST", "/v1/tools/vm_status",
+                    body={"vm_id": "err-" + code}, auth=TOK)
+        assert r.status == status, (code, r.status)
+
+
+def test_mcp_progress_from_vmmd():
+    s = stack()
+    c = MCP(s, auth=TOK)
+    assert c.initialize().status == 200
+    r = c.call("tools/call", {"name": "vm_create",
+                              "arguments": {"request_id": "c1"},
+                              "_meta": {"progressToken": 5}})
+    ev = sse_events(r.body)
+    prog = [e for e in ev if e.get("method") == "notifications/progress"]
+    assert [p["params"]["progress"] for p in prog] == [1, 2], ev
+    assert ev[-1]["result"]["structuredContent"] == {"vm_id": "v1"}
+    t, body = [x for x in s.vmmd.seen if x[0] == VM_TOOL][-1]
+    assert body["progress"] is True
+
+
+def test_stream_fd_and_close_notice():
+    s = stack()
+    w = WS(s, "/v1/vms/v9/streams/5000", auth=TOK)
+    assert w.status == 101, w.status
+    guest = s.vmmd.guests[-1]
+    w.send(2, b"to-guest")
+    guest.settimeout(5)
+    assert guest.recv(100) == b"to-guest"
+    guest.sendall(b"to-client")
+    assert w.recv() == (2, b"to-client")
+    # vmmd suspends the VM: the stream closes with 1001 and the reason.
+    sid = "v9/%d" % len(s.vmmd.guests)
+    s.vmmd.send(VM_STREAM_CLOSE, {"stream_id": sid, "reason": "suspended"})
+    assert w.recv_close() == (1001, "suspended")
+    w.close()
+    w = WS(s, "/v1/vms/nope/streams/5000", auth=TOK)
+    assert w.status == 404, w.status
+
+
+def test_revocation_closes_streams_and_refuses():
+    s = stack()
+    tok = s.issue("bob")
+    w = WS(s, "/v1/vms/v9/streams/5000", auth=tok)
+    assert w.status == 101
+    s.authctl("revoke-workspace", "--workspace", "bob")
+    w.s.settimeout(5)
+    code, reason = w.recv_close()
+    assert code == 1008, (code, reason)
+    w.close()
+    r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=tok)
+    assert r.status == 401, r.status
+
+
+def test_metrics_show_vms_by_state():
+    s = stack()
+    r = request(s, "GET", "/metrics", port=s.mport, auth=None)
+    assert 'mcpd_vms{state="running"} 2' in r.body.decode(), r.body
+
+
+def test_authd_down_is_503():
+    s = stack()
+    s.stop(s.authd)
+    time.sleep(0.3)
+    r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=TOK)
+    assert r.status == 503, r.status
+    assert request(s, "GET", "/healthz", auth=None).status == 200
+
+
+def test_clean_exit():
+    S.close()
+
+
+if __name__ == "__main__":
+    run([v for k, v in list(globals().items()) if k.startswith("test_")])
