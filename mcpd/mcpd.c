@@ -12,11 +12,21 @@
 
 #include "log.h"
 #include "mcpd.h"
+#include "privdrop.h"
+#include "ws.h"
 #include "schema.h"
 
 #ifndef MCPVM_SYSCONFDIR
 #define MCPVM_SYSCONFDIR "/etc/mcpvm"
 #endif
+
+/* What mcpd does after the sandbox is in place, beyond the common base. */
+static const char *const mcpd_syscalls[] = {
+	"ioctl",	/* FIONREAD: libevent sizes its reads */
+};
+
+const char *const *mcpd_extra_syscalls;
+size_t mcpd_nextra_syscalls;
 
 static void
 usage(void)
@@ -102,18 +112,16 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	sessions_init(&m.sessions, cfg.max_sessions,
 	    cfg.max_sessions_per_workspace, cfg.session_idle_timeout);
 	mcp_http_init(&m);
+	/* What needs privilege or the filesystem happens first. */
+	if (http_init(&m) == -1)
+		fatalx("cannot listen; see above");
 	if (auth->start(auth_ctx, m.base, &cfg) == -1)
 		fatalx("cannot start the %s verifier", auth->name);
 	if (backend->start(backend_ctx, m.base, &cfg) == -1)
 		fatalx("cannot start the %s backend", backend->name);
-	if (http_init(&m) == -1)
-		fatalx("cannot listen; see above");
-
-	/*
-	 * TODO(privdrop): drop to cfg.user with no capabilities,
-	 * NoNewPrivs and the seccomp allowlist here, through
-	 * common/privdrop and common/sandbox once they are on main.
-	 */
+	if (ws_init() == -1)
+		fatalx("OpenSSL initialisation failed");
+	privdrop(&(struct privdrop){ .user = geteuid() == 0 ? cfg.user : "" });
 
 	sigterm = evsignal_new(m.base, SIGTERM, signal_cb, &m);
 	sigint = evsignal_new(m.base, SIGINT, signal_cb, &m);
@@ -123,6 +131,19 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
 	evtimer_add(m.sweep, &sweep_tv);
+	{
+		const char *sc[sizeof(mcpd_syscalls) / sizeof(mcpd_syscalls[0]) +
+		    16];
+		size_t n = 0, i;
+
+		for (i = 0; i < sizeof(mcpd_syscalls) /
+		    sizeof(mcpd_syscalls[0]); i++)
+			sc[n++] = mcpd_syscalls[i];
+		for (i = 0; i < mcpd_nextra_syscalls && n < sizeof(sc) /
+		    sizeof(sc[0]); i++)
+			sc[n++] = mcpd_extra_syscalls[i];
+		sandbox_seccomp(sc, n, 0);
+	}
 	log_info("started (auth: %s, backend: %s)", auth->name,
 	    backend->name);
 

@@ -98,7 +98,9 @@ void	stream_expire(time_t now);
 extern const struct auth_ops authd_auth_ops;
 extern const struct backend_ops vmmd_backend_ops;
 
-/* mcpd.c */
+/* mcpd.c; a test daemon may allow a few more syscalls (threads). */
+extern const char *const *mcpd_extra_syscalls;
+extern size_t mcpd_nextra_syscalls;
 int	mcpd_main(int argc, char **argv, const struct auth_ops *,
 	    void *auth_ctx, const struct backend_ops *, void *backend_ctx);
 

@@ -40,6 +40,8 @@
  */
 int	ws_handshake_check(const char *upgrade, const char *connection,
 	    const char *key, const char *version, const char **why);
+/* Loads what the codec needs (OpenSSL) before the sandbox: 0 or -1. */
+int	ws_init(void);
 /* Sec-WebSocket-Accept for key; out gets WS_ACCEPT_LEN + NUL. */
 int	ws_accept_key(const char *key, char out[WS_ACCEPT_LEN + 1]);
 

@@ -285,5 +285,11 @@ main(int argc, char **argv)
 		"fake", fake_start, fake_call, fake_cancel, fake_stream_open,
 	};
 
+	/* The fake guests are threads; mcpd itself starts none. */
+	static const char *const threads[] = { "clone", "clone3",
+	    "set_robust_list", "rseq", "sched_getaffinity" };
+
+	mcpd_extra_syscalls = threads;
+	mcpd_nextra_syscalls = sizeof(threads) / sizeof(threads[0]);
 	return mcpd_main(argc, argv, &test_auth, NULL, &fake_backend, NULL);
 }

@@ -217,6 +217,24 @@ def test_tool_call_through_authd_and_vmmd():
     assert TOK not in s.log(), "a credential was logged"
 
 
+def test_runs_unprivileged_and_sandboxed():
+    s = stack()
+    st = dict(l.split(":", 1) for l in
+              open("/proc/%d/status" % s.mcpd.pid).read().splitlines()
+              if ":" in l)
+    uids = st["Uid"].split()
+    if os.geteuid() == 0:
+        # Started as root: now the configured user, every id.
+        import pwd
+        want = pwd.getpwnam("mcpvm").pw_uid
+        assert all(int(u) == want for u in uids), uids
+    assert int(st["CapEff"].strip(), 16) == 0, st["CapEff"]
+    assert int(st["CapPrm"].strip(), 16) == 0, st["CapPrm"]
+    assert int(st["CapBnd"].strip(), 16) == 0, st["CapBnd"]
+    assert st["NoNewPrivs"].strip() == "1"
+    assert st["Seccomp"].strip() == "2"
+
+
 def test_unknown_credential_never_reaches_vmmd():
     s = stack()
     n = len(s.vmmd.seen)
