@@ -169,13 +169,12 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
 	char msg[512];
 
-	if (!json_object_is_type(out->args, json_type_object)) {
+	/* Bad arguments are a tool error the model can read and fix. */
+	if (!json_object_is_type(out->args, json_type_object))
 		snprintf(msg, sizeof(msg), "arguments must be a JSON object");
-		goto invalid;
-	}
-	if (tool_validate_input(tools_find(out->tool), out->args, msg,
+	if (!json_object_is_type(out->args, json_type_object) ||
+	    tool_validate_input(tools_find(out->tool), out->args, msg,
 	    sizeof(msg)) == -1) {
-invalid:
 		struct backend_result br = { 0, NULL, "invalid_argument", msg };
 		struct json_object *r;
 
