@@ -192,6 +192,7 @@ host_allowed(const struct mcpd_config *cfg, const char *host)
 int
 origin_allowed(const struct mcpd_config *cfg, const char *origin)
 {
+	const char *hostport = NULL;
 	size_t i;
 
 	if (origin == NULL)
@@ -199,7 +200,16 @@ origin_allowed(const struct mcpd_config *cfg, const char *origin)
 	for (i = 0; i < cfg->nallowed_origins; i++)
 		if (strcasecmp(cfg->allowed_origins[i], origin) == 0)
 			return 1;
-	return 0;
+	/*
+	 * Our own origin (scheme and an allowed Host, port included) is not
+	 * foreign: a rebinding attacker's page carries its own name.
+	 */
+	if (strncasecmp(origin, "http://", 7) == 0)
+		hostport = origin + 7;
+	else if (strncasecmp(origin, "https://", 8) == 0)
+		hostport = origin + 8;
+	return hostport != NULL && strchr(hostport, ':') != NULL &&
+	    host_allowed(cfg, hostport);
 }
 
 /* RFC 6750 b64token: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=" */

@@ -35,7 +35,10 @@ const char *route_label(enum route_kind);
 
 /* 1 if the Host header value is allowed by cfg, else 0. */
 int	host_allowed(const struct mcpd_config *, const char *host);
-/* 1 if the request may proceed: no Origin, or one in the allowlist. */
+/*
+ * 1 if the request may proceed: no Origin, one in allowed_origins, or
+ * http(s)://host:port with a host:port the Host allowlist names.
+ */
 int	origin_allowed(const struct mcpd_config *, const char *origin);
 
 /*

@@ -194,7 +194,15 @@ mcp_tool_result(const struct backend_result *br)
 	    JSON_C_TO_STRING_NOSLASHESCAPE)));
 	json_object_array_add(content, text);
 	json_object_object_add(r, "content", content);
-	json_object_object_add(r, "structuredContent", sc);
+	/*
+	 * structuredContent must match the outputSchema, which describes
+	 * success; clients check it even on errors.  So an error travels as
+	 * text only.
+	 */
+	if (br->ok && json_object_is_type(br->result, json_type_object))
+		json_object_object_add(r, "structuredContent", sc);
+	else
+		json_object_put(sc);
 	json_object_object_add(r, "isError", json_object_new_boolean(
 	    !(br->ok && json_object_is_type(br->result, json_type_object))));
 	return r;

@@ -9,8 +9,10 @@
  * The backend answers from the arguments: a vm_id of "err-<code>" fails
  * with that public code, vm_create reports progress, vm_suspend takes 30 s
  * (to cancel), and every result names the workspace the call arrived
- * with.  Results are not shaped like tools.json's outputs: mcpd passes them
- * through, and the tests read them.  Streams go
+ * with.  Those results are not shaped like tools.json's outputs: mcpd passes
+ * them through, and the tests read them.  With MCPD_TEST_EXAMPLES=1 every
+ * call answers its tool's first example result from tools.json instead,
+ * which matches the outputSchema (for SDK clients that check it).  Streams go
  * to a socketpair served by a thread: port 5001 echoes, 5002 counts bytes
  * until EOF and answers "bytes=<n>\n", 5003 closes at once; vm "nope" is
  * not_found and port 4444 has no listener (conflict).
@@ -27,6 +29,7 @@
 
 #include "log.h"
 #include "mcpd.h"
+#include "schema.h"
 
 struct tok {
 	char	token[AUTH_TOKEN_MAX];
@@ -144,6 +147,20 @@ fake_step(evutil_socket_t fd, short ev, void *arg)
 		br.ok = 0;
 		br.code = json_object_get_string(v) + 4;
 		br.message = "the fake backend was asked to fail";
+		c->done(&br, c->arg);
+		fake_free(c);
+		return;
+	}
+	if (getenv("MCPD_TEST_EXAMPLES") != NULL) {
+		struct json_object *ex, *res;
+
+		if (!json_object_object_get_ex(tool_definition(tools_find(
+		    c->tool)), "examples", &ex) ||
+		    !json_object_object_get_ex(json_object_array_get_idx(ex,
+		    0), "result", &res))
+			fatalx("%s: no example result", c->tool);
+		br.ok = 1;
+		br.result = res;
 		c->done(&br, c->arg);
 		fake_free(c);
 		return;

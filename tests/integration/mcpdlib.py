@@ -34,7 +34,9 @@ class Daemon:
     def __init__(self, extra=None):
         self.binary = os.environ["MCPD_TESTD"]
         self.dir = tempfile.mkdtemp(prefix="mcpd-test-")
-        self.port = free_port()
+        extra = extra or {}
+        self.port = int(extra["listen"].split(":")[1]) \
+            if "listen" in extra else free_port()
         self.mport = free_port()
         self.host = "127.0.0.1:%d" % self.port
         conf = {

@@ -95,7 +95,14 @@ END_TEST
 START_TEST(origins)
 {
 	ck_assert_int_eq(origin_allowed(&cfg, NULL), 1);
-	ck_assert_int_eq(origin_allowed(&cfg, "http://localhost:8090"), 0);
+	/* Our own origin, by an allowed Host with its port. */
+	ck_assert_int_eq(origin_allowed(&cfg, "http://localhost:8090"), 1);
+	ck_assert_int_eq(origin_allowed(&cfg, "https://127.0.0.1:8090"), 1);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://localhost"), 0);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://localhost:3000"), 0);
+	ck_assert_int_eq(origin_allowed(&cfg, "ftp://localhost:8090"), 0);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://localhost:8090/"), 0);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://evil.example"), 0);
 	ck_assert_int_eq(origin_allowed(&cfg, "null"), 0);
 	ck_assert_int_eq(origin_allowed(&cfg, ""), 0);
 	strcpy(cfg.allowed_origins[cfg.nallowed_origins++],

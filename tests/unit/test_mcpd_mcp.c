@@ -239,10 +239,17 @@ START_TEST(tool_results)
 	r = mcp_tool_result(&bad);
 	ck_assert(json_object_object_get_ex(r, "isError", &v));
 	ck_assert_int_eq(json_object_get_boolean(v), 1);
-	ck_assert(json_object_object_get_ex(r, "structuredContent", &sc));
+	/* No structuredContent: it would have to match the outputSchema. */
+	ck_assert(!json_object_object_get_ex(r, "structuredContent", &sc));
+	ck_assert(json_object_object_get_ex(r, "content", &v));
+	sc = json_tokener_parse(json_object_get_string(json_object_object_get(
+	    json_object_array_get_idx(v, 0), "text")));
 	ck_assert(json_object_object_get_ex(sc, "error", &e));
 	ck_assert_str_eq(json_object_get_string(json_object_object_get(e,
 	    "code")), "busy");
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(e,
+	    "message")), "VM is busy");
+	json_object_put(sc);
 	json_object_put(r);
 }
 END_TEST

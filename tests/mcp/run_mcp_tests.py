@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The official MCP conformance suite and TypeScript SDK client against
+mcpd (mcpd-testd: test credentials, a fake backend answering each tool's
+tools.json example).  The conformance runner cannot send a bearer header,
+so it talks through bearer-proxy.mjs, which adds one and changes nothing
+else.  Needs node and `npm ci` in tests/mcp (tests/run does it).  TAP."""
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from mcpdlib import TOKEN_A, Daemon, free_port  # noqa: E402
+
+NODE = shutil.which("node")
+CONF = os.path.join(HERE, "node_modules", "@modelcontextprotocol",
+                    "conformance", "dist", "index.js")
+
+
+def main():
+    if NODE is None:
+        print("1..0 # SKIP node is not installed")
+        sys.exit(77)
+    if not os.path.exists(CONF):
+        print("Bail out! tests/mcp/node_modules missing: run "
+              "'npm ci' in tests/mcp (tests/run does)")
+        sys.exit(1)
+    os.environ["MCPD_TEST_EXAMPLES"] = "1"
+    pport = free_port()
+    port = free_port()
+    # The proxy keeps the client's Host, so mcpd allows the proxy's.
+    d = Daemon({"listen": "127.0.0.1:%d" % port,
+                "allowed_hosts": "127.0.0.1:%d localhost:%d 127.0.0.1:%d"
+                % (pport, pport, port)})
+    results = []
+    proxy = None
+    try:
+        tokfile = os.path.join(d.dir, "token")
+        with open(tokfile, "w") as f:
+            f.write(TOKEN_A)
+        proxy = subprocess.Popen([NODE, os.path.join(HERE,
+                                  "bearer-proxy.mjs"), str(pport),
+                                  str(d.port), tokfile],
+                                 stdout=subprocess.PIPE, text=True)
+        if "ready" not in proxy.stdout.readline():
+            raise RuntimeError("bearer-proxy did not start")
+        r = subprocess.run([NODE, CONF, "server", "--url",
+                            "http://127.0.0.1:%d/mcp" % pport,
+                            "--expected-failures",
+                            os.path.join(HERE, "expected-failures.yml"),
+                            "-o", os.path.join(d.dir, "results")],
+                           capture_output=True, text=True, timeout=600,
+                           cwd=d.dir)
+        results.append(("conformance server suite (expected failures "
+                        "listed in expected-failures.yml)",
+                        r.returncode == 0, r.stdout + r.stderr))
+        for line in r.stdout.splitlines():
+            if line.startswith(("✓", "✗", "Total")):
+                results.append(("  " + line.strip(), None, ""))
+        r = subprocess.run([NODE, os.path.join(HERE, "sdk-client.mjs"),
+                            "http://127.0.0.1:%d/mcp" % d.port, TOKEN_A,
+                            os.path.join(HERE, "..", "..", "proto",
+                                         "tools.json")],
+                           capture_output=True, text=True, timeout=120,
+                           cwd=HERE)
+        results.append(("TypeScript SDK client (sdk-client.mjs)",
+                        r.returncode == 0, r.stdout + r.stderr))
+    finally:
+        if proxy is not None:
+            proxy.terminate()
+            proxy.wait(10)
+        d.stop()
+    checks = [x for x in results if x[1] is not None]
+    print("1..%d" % len(checks))
+    n = 0
+    failed = 0
+    for name, good, out in results:
+        if good is None:
+            print("# " + name)
+            continue
+        n += 1
+        print("%s %d - %s" % ("ok" if good else "not ok", n, name))
+        if not good:
+            failed += 1
+            for line in out.splitlines()[-60:]:
+                print("# " + line)
+    sys.exit(1 if failed else 0)
+
+
+main()
