@@ -12,7 +12,9 @@
  * with.  Those results are not shaped like tools.json's outputs: mcpd passes
  * them through, and the tests read them.  With MCPD_TEST_EXAMPLES=1 every
  * call answers its tool's first example result from tools.json instead,
- * which matches the outputSchema (for SDK clients that check it).  Streams go
+ * which matches the outputSchema (for SDK clients that check it); then
+ * MCPD_TEST_VMS=n makes vm_list list n copies of its example VM (the
+ * benchmark's workspace with 10 VMs).  Streams go
  * to a socketpair served by a thread: port 5001 echoes, 5002 counts bytes
  * until EOF and answers "bytes=<n>\n", 5003 closes at once; vm "nope" is
  * not_found and port 4444 has no listener (conflict).
@@ -161,7 +163,21 @@ fake_step(evutil_socket_t fd, short ev, void *arg)
 			fatalx("%s: no example result", c->tool);
 		br.ok = 1;
 		br.result = res;
+		if (strcmp(c->tool, "vm_list") == 0 &&
+		    getenv("MCPD_TEST_VMS") != NULL) {
+			struct json_object *vms = json_object_new_array();
+			int i, n = atoi(getenv("MCPD_TEST_VMS"));
+
+			for (i = 0; i < n; i++)
+				json_object_array_add(vms, json_object_get(
+				    json_object_array_get_idx(
+				    json_object_object_get(res, "vms"), 0)));
+			br.result = json_object_new_object();
+			json_object_object_add(br.result, "vms", vms);
+		}
 		c->done(&br, c->arg);
+		if (br.result != res)
+			json_object_put(br.result);
 		fake_free(c);
 		return;
 	}
