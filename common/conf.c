@@ -197,6 +197,9 @@ static const struct cfg_key mcpd_keys[] = {
 	    "3600", 10, 2592000, NULL, "seconds an unused MCP session lives" },
 	{ "tool_timeout", CFG_INT, MK(tool_timeout), 0, "900", 1, 86400,
 	    NULL, "seconds mcpd waits for one tool call" },
+	{ "stream_rate_bytes", CFG_INT, MK(stream_rate_bytes), 0, "33554432",
+	    0, 1073741824, NULL,
+	    "bytes per second per direction of one stream; 0: unlimited" },
 };
 
 #define NKEYS(t)	(sizeof(t) / sizeof((t)[0]))

@@ -95,6 +95,7 @@ struct conf_mcpd {
 	long long	 max_sessions_per_workspace;
 	long long	 session_idle_timeout;
 	long long	 tool_timeout;
+	long long	 stream_rate_bytes;	/* per direction; 0 = unlimited */
 };
 
 struct mcpvm_conf {

@@ -31,6 +31,7 @@ config_defaults(struct mcpd_config *cfg)
 	cfg->max_sessions_per_workspace = 64;
 	cfg->session_idle_timeout = 3600;
 	cfg->tool_timeout = 900;
+	cfg->stream_rate_bytes = 33554432;
 	strcpy(cfg->user, "mcpvm");
 	strcpy(cfg->authd_socket, "/run/mcpvm/authd.sock");
 	strcpy(cfg->vmmd_socket, "/run/mcpvm/vmmd.sock");
@@ -177,6 +178,7 @@ config_load(struct mcpd_config *cfg, const char *path, char *err,
 	    (unsigned int)c->max_sessions_per_workspace;
 	cfg->session_idle_timeout = (unsigned int)c->session_idle_timeout;
 	cfg->tool_timeout = (unsigned int)c->tool_timeout;
+	cfg->stream_rate_bytes = (size_t)c->stream_rate_bytes;
 	rc = config_finish(cfg, err, errlen);
 out:
 	conf_free(&conf);

@@ -43,6 +43,7 @@ struct mcpd_config {
 	unsigned int	max_sessions_per_workspace;
 	unsigned int	session_idle_timeout;	/* s */
 	unsigned int	tool_timeout;		/* s a backend call may take */
+	size_t		stream_rate_bytes;	/* per direction; 0 = no limit */
 
 	char		user[64];
 	char		authd_socket[256];

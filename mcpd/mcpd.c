@@ -112,6 +112,8 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	sessions_init(&m.sessions, cfg.max_sessions,
 	    cfg.max_sessions_per_workspace, cfg.session_idle_timeout);
 	mcp_http_init(&m);
+	if (stream_init(&cfg) == -1)
+		fatalx("stream_rate_bytes: cannot set up the rate limit");
 	/* What needs privilege or the filesystem happens first. */
 	if (http_init(&m) == -1)
 		fatalx("cannot listen; see above");

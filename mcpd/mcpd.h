@@ -87,6 +87,8 @@ void	rest_handle(struct hreq *);
 
 /* stream.c */
 void	stream_handle(struct hreq *);
+/* Sets up what every stream shares (the rate limit): 0 or -1. */
+int	stream_init(const struct mcpd_config *);
 /* Ends every open stream at once (shutdown). */
 void	stream_free_all(struct mcpd *);
 void	stream_close_by_id(const char *stream_id, const char *reason);

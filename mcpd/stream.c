@@ -23,6 +23,11 @@
 #define STREAM_CHUNK		(64 * 1024)	/* guest bytes per message */
 #define STREAM_CLOSE_WAIT	5		/* s for the client's close */
 
+/* stream_rate_bytes: per second, per direction, per stream; 0 = none. */
+static size_t stream_rate;
+
+#define RATE_TICKS	10	/* refills per second */
+
 struct stream {
 	TAILQ_ENTRY(stream)	 entry;
 	struct mcpd		*m;
@@ -49,9 +54,72 @@ struct stream {
 	int			 close_received;
 	uint16_t		 close_code;
 	char			 reason[64];
+	/* Token buckets (bytes) for stream_rate, one per direction. */
+	int64_t			 tok_in;	/* client to guest */
+	int64_t			 tok_out;	/* guest to client */
+	int			 throttled_in;
+	int			 throttled_out;
+	struct event		*rate_ev;
 };
 
 static TAILQ_HEAD(, stream) streams = TAILQ_HEAD_INITIALIZER(streams);
+
+static void	ws_read_cb(struct bufferevent *, void *);
+static void	guest_read_cb(struct bufferevent *, void *);
+
+static void
+rate_arm(struct stream *st)
+{
+	struct timeval tv = { 0, 1000000 / RATE_TICKS };
+
+	if (!evtimer_pending(st->rate_ev, NULL))
+		evtimer_add(st->rate_ev, &tv);
+}
+
+/* Reading the client resumes unless the guest is slow or tokens are out. */
+static void
+ws_resume(struct stream *st)
+{
+	if (st->close_sent || st->close_received || st->throttled_in)
+		return;
+	bufferevent_enable(st->ws, EV_READ);
+	/* Frames may already be buffered; do not wait for more. */
+	if (evbuffer_get_length(bufferevent_get_input(st->ws)) > 0)
+		ws_read_cb(st->ws, st);
+}
+
+static void
+guest_resume(struct stream *st)
+{
+	if (st->guest == NULL || st->close_sent || st->throttled_out)
+		return;
+	bufferevent_enable(st->guest, EV_READ);
+	if (evbuffer_get_length(bufferevent_get_input(st->guest)) > 0)
+		guest_read_cb(st->guest, st);
+}
+
+static void
+rate_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct stream *st = arg;
+	int64_t add = (int64_t)(stream_rate / RATE_TICKS) + 1;
+
+	st->tok_in = st->tok_in + add > (int64_t)stream_rate ?
+	    (int64_t)stream_rate : st->tok_in + add;
+	st->tok_out = st->tok_out + add > (int64_t)stream_rate ?
+	    (int64_t)stream_rate : st->tok_out + add;
+	if (st->throttled_in && st->tok_in > 0) {
+		st->throttled_in = 0;
+		ws_resume(st);
+	}
+	if (st->throttled_out && st->tok_out > 0) {
+		st->throttled_out = 0;
+		guest_resume(st);
+	}
+	if (st->throttled_in || st->throttled_out)
+		rate_arm(st);
+}
+
 
 static void
 stream_finish(struct stream *st)
@@ -73,6 +141,8 @@ stream_finish(struct stream *st)
 		bufferevent_free(st->guest);
 	if (st->close_timer != NULL)
 		event_free(st->close_timer);
+	if (st->rate_ev != NULL)
+		event_free(st->rate_ev);
 	/* Frees the client's bufferevent and evhttp's request with it. */
 	evhttp_connection_free(st->evcon);
 	free(st);
@@ -140,6 +210,13 @@ ws_read_cb(struct bufferevent *bev, void *arg)
 	long r;
 
 	while (!st->close_received && (n = evbuffer_get_length(in)) > 0) {
+		if (stream_rate > 0 && st->tok_in <= 0) {
+			/* Out of tokens: wait for the refill. */
+			st->throttled_in = 1;
+			bufferevent_disable(bev, EV_READ);
+			rate_arm(st);
+			return;
+		}
 		if (st->guest != NULL && evbuffer_get_length(
 		    bufferevent_get_output(st->guest)) >= STREAM_HIGH_WATER) {
 			/* The guest is slow: stop reading the client. */
@@ -175,6 +252,7 @@ ws_read_cb(struct bufferevent *bev, void *arg)
 				bufferevent_write(st->guest, ev.payload,
 				    ev.len);
 				st->bytes_in += ev.len;
+				st->tok_in -= (int64_t)ev.len;
 			} else if (ev.fin && ev.msg_len == 0 &&
 			    ev.opcode == WS_OP_BINARY) {
 				if (evbuffer_get_length(bufferevent_get_output(
@@ -227,8 +305,7 @@ ws_write_cb(struct bufferevent *bev, void *arg)
 		stream_finish(st);
 		return;
 	}
-	if (st->guest != NULL && !st->close_sent)
-		bufferevent_enable(st->guest, EV_READ);
+	guest_resume(st);
 }
 
 static void
@@ -261,6 +338,17 @@ guest_read_cb(struct bufferevent *bev, void *arg)
 			bufferevent_disable(bev, EV_READ);
 			return;
 		}
+		if (stream_rate > 0) {
+			if (st->tok_out <= 0) {
+				st->throttled_out = 1;
+				bufferevent_disable(bev, EV_READ);
+				rate_arm(st);
+				return;
+			}
+			if ((int64_t)n > st->tok_out)
+				n = (size_t)st->tok_out;
+			st->tok_out -= (int64_t)n;
+		}
 		if (n > STREAM_CHUNK)
 			n = STREAM_CHUNK;
 		hlen = ws_frame_header(hdr, 1, WS_OP_BINARY, n);
@@ -278,12 +366,7 @@ guest_write_cb(struct bufferevent *bev, void *arg)
 	if (st->eof_pending && evbuffer_get_length(
 	    bufferevent_get_output(bev)) == 0)
 		guest_send_eof(st);
-	if (!st->close_sent && !st->close_received) {
-		bufferevent_enable(st->ws, EV_READ);
-		/* Frames may already be buffered; do not wait for more. */
-		if (evbuffer_get_length(bufferevent_get_input(st->ws)) > 0)
-			ws_read_cb(st->ws, st);
-	}
+	ws_resume(st);
 }
 
 static void
@@ -292,7 +375,9 @@ guest_event_cb(struct bufferevent *bev, short what, void *arg)
 	struct stream *st = arg;
 
 	if (what & BEV_EVENT_EOF) {
-		/* Everything the guest sent is already queued for the client. */
+		/* What the guest sent last goes out whatever the rate. */
+		st->tok_out = INT64_MAX / 2;
+		st->throttled_out = 0;
 		guest_read_cb(bev, st);
 		stream_close(st, WS_CLOSE_NORMAL, "");
 		snprintf(st->reason, sizeof(st->reason), "guest closed");
@@ -321,7 +406,10 @@ stream_upgrade(struct stream *st, int fd)
 	if ((st->guest = bufferevent_socket_new(st->m->base, fd,
 	    BEV_OPT_CLOSE_ON_FREE)) == NULL ||
 	    (st->close_timer = evtimer_new(st->m->base, close_timer_cb,
-	    st)) == NULL) {
+	    st)) == NULL ||
+	    (st->rate_ev = evtimer_new(st->m->base, rate_cb, st)) == NULL) {
+		if (st->close_timer != NULL)
+			event_free(st->close_timer);
 		if (st->guest != NULL)
 			bufferevent_free(st->guest);
 		else
@@ -351,6 +439,8 @@ stream_upgrade(struct stream *st, int fd)
 	    "Sec-WebSocket-Accept: %s\r\n\r\n", accept);
 	bufferevent_setcb(st->guest, guest_read_cb, guest_write_cb,
 	    guest_event_cb, st);
+	/* A second's worth may go at once; then the rate holds. */
+	st->tok_in = st->tok_out = (int64_t)stream_rate;
 	bufferevent_setwatermark(st->guest, EV_WRITE, STREAM_LOW_WATER, 0);
 	bufferevent_enable(st->guest, EV_READ | EV_WRITE);
 	bufferevent_enable(st->ws, EV_READ | EV_WRITE);
@@ -437,6 +527,13 @@ stream_handle(struct hreq *hr)
 	hr->on_gone = stream_gone;
 	st->bc = m->backend->stream_open(m->backend_ctx, st->vm_id, st->port,
 	    hr->token, &hr->id, stream_opened, st);
+}
+
+int
+stream_init(const struct mcpd_config *cfg)
+{
+	stream_rate = cfg->stream_rate_bytes;
+	return 0;
 }
 
 void

@@ -738,6 +738,32 @@ def test_ws_bulk_both_ways():
     w.close()
 
 
+def test_ws_rate_limit():
+    d = Daemon({"stream_rate_bytes": "1048576"})
+    try:
+        w = WS(d, "/v1/vms/vm1/streams/5001")
+        total = 3 << 20
+        chunk = b"r" * (256 << 10)
+        got = [0]
+
+        def reader():
+            while got[0] < total:
+                got[0] += len(w.recv()[1])
+        th = threading.Thread(target=reader)
+        t0 = time.time()
+        th.start()
+        for _ in range(total // len(chunk)):
+            w.send(2, chunk)
+        th.join(30)
+        elapsed = time.time() - t0
+        assert got[0] == total
+        # 3 MiB at 1 MiB/s with a 1 MiB burst: at least about 2 s.
+        assert elapsed > 1.7, elapsed
+        w.close()
+    finally:
+        d.stop()
+
+
 def test_metrics_listener():
     d = daemon()
     request(d, "POST", "/v1/tools/vm_list", body={})
