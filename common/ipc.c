@@ -1,0 +1,1208 @@
+/*
+ * Internal IPC: framing, descriptor passing, peer policies, HELLO, request
+ * correlation.  Used by every mcpvm daemon (event-driven side) and by the
+ * operator CLIs and tests (blocking side).  See ipc.h and proto/ipc.h.
+ */
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "ipc.h"
+#include "log.h"
+
+#define IPC_JSON_DEPTH		32
+#define IPC_OUTQ_MAX		(16 * 1024 * 1024)	/* unread by peer */
+#define IPC_ROLE_MAX		32
+
+struct ipc_out {
+	TAILQ_ENTRY(ipc_out)	 entry;
+	uint8_t			*buf;
+	size_t			 len, off;
+	int			 fd;
+};
+
+struct ipc_pending {
+	TAILQ_ENTRY(ipc_pending) entry;
+	struct ipc_conn		*conn;
+	uint32_t		 id;
+	struct event		*timer;
+	ipc_reply_cb		 cb;
+	void			*arg;
+};
+
+struct ipc_conn {
+	struct event_base		*base;
+	int				 fd;
+	struct event			*rev, *wev;
+	char				 role[IPC_ROLE_MAX];
+	char				 peer_role[IPC_ROLE_MAX];
+	int				 hello_seen;
+	const struct ipc_policy		*policy;
+	const struct ipc_handlers	*h;
+	void				*arg;
+	struct ucred			 cred;
+	struct ipc_reader		 rd;
+	TAILQ_HEAD(, ipc_out)		 outq;
+	size_t				 out_bytes;
+	TAILQ_HEAD(, ipc_pending)	 pending;
+	uint32_t			 next_id;
+	int				 busy;	/* inside a callback */
+	int				 dead;	/* free once callbacks return */
+};
+
+struct ipc_server {
+	struct event_base		*base;
+	int				 fd;
+	struct event			*ev;
+	char				*path;
+	char				 role[IPC_ROLE_MAX];
+	ipc_accept_cb			 accept;
+	const struct ipc_handlers	*h;
+	void				*arg;
+};
+
+/* ---- frame reader ------------------------------------------------------ */
+
+void
+ipc_reader_init(struct ipc_reader *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+}
+
+void
+ipc_reader_reset(struct ipc_reader *r)
+{
+	free(r->payload);
+	if (r->fd != -1)
+		close(r->fd);
+	ipc_reader_init(r);
+}
+
+void *
+ipc_reader_space(struct ipc_reader *r, size_t *want)
+{
+	if (r->have < IPC_HDR_LEN) {
+		/* A new frame: the previous frame's payload is done with. */
+		if (r->have == 0) {
+			free(r->payload);
+			r->payload = NULL;
+		}
+		*want = IPC_HDR_LEN - r->have;
+		return r->hdr + r->have;
+	}
+	*want = IPC_HDR_LEN + (size_t)r->len - r->have;
+	return r->payload + (r->have - IPC_HDR_LEN);
+}
+
+static uint32_t
+get_u32(const uint8_t *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+int
+ipc_reader_commit(struct ipc_reader *r, size_t n, struct ipc_frame *f,
+    const char **err)
+{
+	size_t want;
+
+	(void)ipc_reader_space(r, &want);
+	if (n > want) {
+		*err = "reader given more than it asked for";
+		return -1;
+	}
+	r->have += n;
+	if (r->have < IPC_HDR_LEN)
+		return 0;
+	if (r->have == IPC_HDR_LEN && n > 0) {
+		r->type = get_u32(r->hdr);
+		r->len = get_u32(r->hdr + 4);
+		r->id = get_u32(r->hdr + 8);
+		r->flags = get_u32(r->hdr + 12);
+		if (r->len > IPC_MAX_PAYLOAD) {
+			*err = "frame payload exceeds 1 MiB";
+			return -1;
+		}
+		if (r->flags & ~IPC_FLAGS_KNOWN) {
+			*err = "unknown frame flags";
+			return -1;
+		}
+		if ((r->payload = malloc((size_t)r->len + 1)) == NULL) {
+			*err = "out of memory";
+			return -1;
+		}
+	}
+	if (r->have < IPC_HDR_LEN + (size_t)r->len)
+		return 0;
+
+	/* The frame is complete: its descriptor must match its flag. */
+	if ((r->flags & IPC_FLAG_FD) && r->fd == -1) {
+		*err = "frame announces a descriptor that did not arrive";
+		return -1;
+	}
+	if (!(r->flags & IPC_FLAG_FD) && r->fd != -1) {
+		*err = "descriptor arrived with a frame that announces none";
+		return -1;
+	}
+	r->payload[r->len] = '\0';
+	f->type = r->type;
+	f->id = r->id;
+	f->flags = r->flags;
+	f->payload = (const char *)r->payload;
+	f->len = r->len;
+	f->fd = r->fd;
+	/* The caller owns the descriptor now; the payload lives until next. */
+	r->fd = -1;
+	r->have = 0;
+	return 1;
+}
+
+int
+ipc_reader_add_fd(struct ipc_reader *r, int fd, const char **err)
+{
+	if (r->fd != -1) {
+		close(fd);
+		*err = "more than one descriptor for one frame";
+		return -1;
+	}
+	r->fd = fd;
+	return 0;
+}
+
+static struct json_object *
+ipc_parse_json(const char *buf, size_t len, char *err, size_t errlen)
+{
+	struct json_tokener *tok;
+	struct json_object *obj = NULL;
+	enum json_tokener_error jerr;
+
+	if (len == 0) {
+		snprintf(err, errlen, "empty payload");
+		return NULL;
+	}
+	if (memchr(buf, '\0', len) != NULL) {
+		snprintf(err, errlen, "payload contains a NUL byte");
+		return NULL;
+	}
+	if ((tok = json_tokener_new_ex(IPC_JSON_DEPTH)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return NULL;
+	}
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
+	    JSON_TOKENER_VALIDATE_UTF8);
+	obj = json_tokener_parse_ex(tok, buf, (int)len);
+	jerr = json_tokener_get_error(tok);
+	if (obj == NULL || jerr != json_tokener_success) {
+		snprintf(err, errlen, "invalid JSON: %s",
+		    jerr == json_tokener_continue ? "truncated" :
+		    json_tokener_error_desc(jerr));
+		json_object_put(obj);
+		obj = NULL;
+	} else if (json_tokener_get_parse_end(tok) != len) {
+		snprintf(err, errlen, "trailing bytes after the JSON object");
+		json_object_put(obj);
+		obj = NULL;
+	} else if (!json_object_is_type(obj, json_type_object)) {
+		snprintf(err, errlen, "payload is not a JSON object");
+		json_object_put(obj);
+		obj = NULL;
+	}
+	json_tokener_free(tok);
+	return obj;
+}
+
+int
+ipc_frame_check(const struct ipc_frame *f, const struct ipc_policy *pol,
+    struct json_object **body, char *err, size_t errlen)
+{
+	const struct ipc_rule *rule = NULL;
+	size_t i;
+
+	*body = NULL;
+	for (i = 0; i < pol->nrules; i++)
+		if (pol->rules[i].type == f->type) {
+			rule = &pol->rules[i];
+			break;
+		}
+	if (rule == NULL) {
+		snprintf(err, errlen, "message type %u is not allowed from %s",
+		    f->type, pol->peer);
+		return -1;
+	}
+	if ((f->flags & IPC_FLAG_FD) && !(rule->flags & IPC_RULE_FD)) {
+		snprintf(err, errlen, "message type %u may not carry a "
+		    "descriptor", f->type);
+		return -1;
+	}
+	if ((*body = ipc_parse_json(f->payload, f->len, err, errlen)) == NULL)
+		return -1;
+	return 0;
+}
+
+/* Checks a HELLO frame: right type, no descriptor, our version. */
+static int
+ipc_hello_check(const struct ipc_frame *f, char *role, size_t rolelen,
+    char *err, size_t errlen)
+{
+	struct json_object *body, *v, *r;
+	int rc = -1;
+
+	if (f->type != IPC_HELLO) {
+		snprintf(err, errlen, "first message is type %u, not HELLO",
+		    f->type);
+		return -1;
+	}
+	if (f->flags & IPC_FLAG_FD) {
+		snprintf(err, errlen, "HELLO may not carry a descriptor");
+		return -1;
+	}
+	if ((body = ipc_parse_json(f->payload, f->len, err, errlen)) == NULL)
+		return -1;
+	if (!json_object_object_get_ex(body, "version", &v) ||
+	    !json_object_is_type(v, json_type_int)) {
+		snprintf(err, errlen, "HELLO without an integer version");
+		goto out;
+	}
+	if (json_object_get_int64(v) != IPC_VERSION) {
+		snprintf(err, errlen, "peer speaks IPC version %lld, we "
+		    "speak %d", (long long)json_object_get_int64(v),
+		    IPC_VERSION);
+		goto out;
+	}
+	if (!json_object_object_get_ex(body, "role", &r) ||
+	    !json_object_is_type(r, json_type_string) ||
+	    json_object_get_string_len(r) == 0 ||
+	    (size_t)json_object_get_string_len(r) >= rolelen) {
+		snprintf(err, errlen, "HELLO without a valid role");
+		goto out;
+	}
+	snprintf(role, rolelen, "%s", json_object_get_string(r));
+	for (char *c = role; *c != '\0'; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') ||
+		    *c == '-' || *c == '_'))
+			*c = '?';
+	rc = 0;
+ out:
+	json_object_put(body);
+	return rc;
+}
+
+/* ---- encoding ---------------------------------------------------------- */
+
+static struct ipc_out *
+ipc_encode(uint32_t type, uint32_t id, uint32_t flags,
+    struct json_object *body, int fd)
+{
+	struct ipc_out *o;
+	const char *js = "{}";
+	size_t jlen = 2;
+	uint32_t hdr[4];
+
+	if (body != NULL) {
+		js = json_object_to_json_string_ext(body,
+		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+		jlen = strlen(js);
+	}
+	if (jlen > IPC_MAX_PAYLOAD) {
+		errno = EMSGSIZE;
+		return NULL;
+	}
+	if ((o = calloc(1, sizeof(*o))) == NULL)
+		return NULL;
+	if ((o->buf = malloc(IPC_HDR_LEN + jlen)) == NULL) {
+		free(o);
+		return NULL;
+	}
+	if (fd != -1)
+		flags |= IPC_FLAG_FD;
+	hdr[0] = type;
+	hdr[1] = (uint32_t)jlen;
+	hdr[2] = id;
+	hdr[3] = flags;
+	memcpy(o->buf, hdr, IPC_HDR_LEN);
+	memcpy(o->buf + IPC_HDR_LEN, js, jlen);
+	o->len = IPC_HDR_LEN + jlen;
+	o->fd = fd;
+	return o;
+}
+
+static void
+ipc_out_free(struct ipc_out *o)
+{
+	if (o->fd != -1)
+		close(o->fd);
+	free(o->buf);
+	free(o);
+}
+
+/*
+ * Sends as much of o as the socket takes.  The descriptor goes with the
+ * first byte of the frame.  Returns 1 when done, 0 on EAGAIN, -1 on error.
+ */
+static int
+ipc_out_write(int sock, struct ipc_out *o)
+{
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	} cmsgbuf;
+	struct msghdr msg;
+	struct iovec iov;
+	ssize_t n;
+
+	while (o->off < o->len) {
+		memset(&msg, 0, sizeof(msg));
+		iov.iov_base = o->buf + o->off;
+		iov.iov_len = o->len - o->off;
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		if (o->off == 0 && o->fd != -1) {
+			struct cmsghdr *c;
+
+			memset(&cmsgbuf, 0, sizeof(cmsgbuf));
+			msg.msg_control = cmsgbuf.buf;
+			msg.msg_controllen = sizeof(cmsgbuf.buf);
+			c = CMSG_FIRSTHDR(&msg);
+			c->cmsg_level = SOL_SOCKET;
+			c->cmsg_type = SCM_RIGHTS;
+			c->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(c), &o->fd, sizeof(int));
+		}
+		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+		if (n == -1) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return 0;
+			return -1;
+		}
+		o->off += (size_t)n;
+		if (o->fd != -1) {
+			close(o->fd);
+			o->fd = -1;
+		}
+	}
+	return 1;
+}
+
+/*
+ * Reads at most `want` bytes with recvmsg, collecting descriptors into the
+ * reader.  Returns bytes read, 0 at EOF, -1 with errno (EAGAIN included),
+ * or -2 with *err for a descriptor that breaks the rules.
+ */
+static ssize_t
+ipc_recv(int sock, struct ipc_reader *r, void *buf, size_t want,
+    const char **err)
+{
+	union {
+		struct cmsghdr	hdr;
+		/* Room for several, so that extra ones are seen and closed. */
+		char		buf[CMSG_SPACE(sizeof(int) * 8)];
+	} cmsgbuf;
+	struct msghdr msg;
+	struct iovec iov;
+	struct cmsghdr *c;
+	ssize_t n;
+	int bad = 0;
+
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = buf;
+	iov.iov_len = want;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cmsgbuf.buf;
+	msg.msg_controllen = sizeof(cmsgbuf.buf);
+	do
+		n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+	while (n == -1 && errno == EINTR);
+	if (n == -1)
+		return -1;
+	for (c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+		size_t nfd, i;
+		int fd;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < nfd; i++) {
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+			if (bad || ipc_reader_add_fd(r, fd, err) == -1)
+				bad = 1;
+		}
+	}
+	if (msg.msg_flags & MSG_CTRUNC) {
+		*err = "too many descriptors in one message";
+		bad = 1;
+	}
+	return bad ? -2 : n;
+}
+
+/* ---- connections ------------------------------------------------------- */
+
+static void ipc_conn_readcb(int, short, void *);
+static void ipc_conn_writecb(int, short, void *);
+static void ipc_conn_destroy(struct ipc_conn *);
+
+static void
+ipc_conn_fail(struct ipc_conn *c, const char *why)
+{
+	if (c->dead)
+		return;
+	log_warnx("%s: %s peer pid %d uid %d: %s; closing connection",
+	    c->role, c->policy != NULL ? c->policy->peer : "unknown",
+	    (int)c->cred.pid, (int)c->cred.uid, why);
+	c->dead = 1;
+}
+
+static int
+ipc_enqueue(struct ipc_conn *c, struct ipc_out *o)
+{
+	if (c->out_bytes + o->len > IPC_OUTQ_MAX) {
+		ipc_out_free(o);
+		ipc_conn_fail(c, "peer is not reading its replies");
+		errno = ENOBUFS;
+		return -1;
+	}
+	TAILQ_INSERT_TAIL(&c->outq, o, entry);
+	c->out_bytes += o->len;
+	event_add(c->wev, NULL);
+	return 0;
+}
+
+static int
+ipc_send_flags(struct ipc_conn *c, uint32_t type, uint32_t id,
+    uint32_t flags, struct json_object *body, int fd)
+{
+	struct ipc_out *o;
+
+	if (c->dead) {
+		if (fd != -1)
+			close(fd);
+		errno = ENOTCONN;
+		return -1;
+	}
+	if ((o = ipc_encode(type, id, flags, body, fd)) == NULL) {
+		int saved = errno;
+
+		if (fd != -1)
+			close(fd);
+		errno = saved;
+		return -1;
+	}
+	return ipc_enqueue(c, o);
+}
+
+struct ipc_conn *
+ipc_conn_new(struct event_base *base, int fd, const char *role,
+    const struct ipc_policy *policy, const struct ipc_handlers *h, void *arg)
+{
+	struct ipc_conn *c;
+	struct json_object *hello;
+	socklen_t len = sizeof(c->cred);
+	int flags;
+
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		return NULL;
+	c->base = base;
+	c->fd = fd;
+	c->policy = policy;
+	c->h = h;
+	c->arg = arg;
+	c->next_id = 1;
+	snprintf(c->role, sizeof(c->role), "%s", role);
+	ipc_reader_init(&c->rd);
+	TAILQ_INIT(&c->outq);
+	TAILQ_INIT(&c->pending);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) == -1)
+		goto fail;
+	if ((flags = fcntl(fd, F_GETFL)) == -1 ||
+	    fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1)
+		goto fail;
+	c->rev = event_new(base, fd, EV_READ | EV_PERSIST, ipc_conn_readcb, c);
+	c->wev = event_new(base, fd, EV_WRITE, ipc_conn_writecb, c);
+	if (c->rev == NULL || c->wev == NULL)
+		goto fail;
+	hello = json_object_new_object();
+	json_object_object_add(hello, "version",
+	    json_object_new_int(IPC_VERSION));
+	json_object_object_add(hello, "role", json_object_new_string(role));
+	flags = ipc_send_flags(c, IPC_HELLO, 0, 0, hello, -1);
+	json_object_put(hello);
+	if (flags == -1)
+		goto fail;
+	event_add(c->rev, NULL);
+	return c;
+ fail:
+	if (c->rev != NULL)
+		event_free(c->rev);
+	if (c->wev != NULL)
+		event_free(c->wev);
+	while (!TAILQ_EMPTY(&c->outq)) {
+		struct ipc_out *o = TAILQ_FIRST(&c->outq);
+
+		TAILQ_REMOVE(&c->outq, o, entry);
+		ipc_out_free(o);
+	}
+	free(c);
+	return NULL;
+}
+
+struct ipc_conn *
+ipc_connect(struct event_base *base, const char *path, const char *role,
+    const struct ipc_policy *policy, const struct ipc_handlers *h, void *arg)
+{
+	struct sockaddr_un sun;
+	struct ipc_conn *c;
+	int fd, saved;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	strcpy(sun.sun_path, path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return NULL;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		saved = errno;
+		close(fd);
+		errno = saved;
+		return NULL;
+	}
+	if ((c = ipc_conn_new(base, fd, role, policy, h, arg)) == NULL) {
+		saved = errno;
+		close(fd);
+		errno = saved;
+	}
+	return c;
+}
+
+const struct ucred *
+ipc_conn_peercred(const struct ipc_conn *c)
+{
+	return &c->cred;
+}
+
+const char *
+ipc_conn_peer_role(const struct ipc_conn *c)
+{
+	return c->hello_seen ? c->peer_role : NULL;
+}
+
+void
+ipc_conn_set_arg(struct ipc_conn *c, void *arg)
+{
+	c->arg = arg;
+}
+
+void *
+ipc_conn_arg(const struct ipc_conn *c)
+{
+	return c->arg;
+}
+
+int
+ipc_send(struct ipc_conn *c, uint32_t type, uint32_t id,
+    struct json_object *body, int fd)
+{
+	return ipc_send_flags(c, type, id, 0, body, fd);
+}
+
+int
+ipc_reply(struct ipc_conn *c, uint32_t type, uint32_t id,
+    struct json_object *body, int fd)
+{
+	return ipc_send_flags(c, type, id, IPC_FLAG_REPLY, body, fd);
+}
+
+struct json_object *
+ipc_error_body(const char *code, const char *message)
+{
+	struct json_object *body, *e;
+
+	body = json_object_new_object();
+	e = json_object_new_object();
+	json_object_object_add(e, "code", json_object_new_string(code));
+	json_object_object_add(e, "message", json_object_new_string(message));
+	json_object_object_add(body, "error", e);
+	return body;
+}
+
+int
+ipc_reply_error(struct ipc_conn *c, uint32_t id, const char *code,
+    const char *fmt, ...)
+{
+	struct json_object *body;
+	char message[512];
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	body = ipc_error_body(code, message);
+	rc = ipc_reply(c, IPC_ERROR, id, body, -1);
+	json_object_put(body);
+	return rc;
+}
+
+static void
+ipc_pending_timeout(int fd, short ev, void *arg)
+{
+	struct ipc_pending *p = arg;
+	struct ipc_conn *c = p->conn;
+
+	TAILQ_REMOVE(&c->pending, p, entry);
+	event_free(p->timer);
+	c->busy++;
+	p->cb(c, NULL, p->arg);
+	c->busy--;
+	free(p);
+	if (c->dead && c->busy == 0)
+		ipc_conn_destroy(c);
+}
+
+int
+ipc_request(struct ipc_conn *c, uint32_t type, struct json_object *body,
+    int fd, int timeout_ms, ipc_reply_cb cb, void *arg)
+{
+	struct ipc_pending *p;
+	struct timeval tv;
+
+	if ((p = calloc(1, sizeof(*p))) == NULL) {
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	p->conn = c;
+	p->cb = cb;
+	p->arg = arg;
+	p->id = c->next_id++;
+	if (c->next_id == 0)
+		c->next_id = 1;
+	if ((p->timer = evtimer_new(c->base, ipc_pending_timeout, p)) == NULL) {
+		free(p);
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	if (ipc_send(c, type, p->id, body, fd) == -1) {
+		event_free(p->timer);
+		free(p);
+		return -1;
+	}
+	tv.tv_sec = timeout_ms / 1000;
+	tv.tv_usec = (timeout_ms % 1000) * 1000;
+	evtimer_add(p->timer, &tv);
+	TAILQ_INSERT_TAIL(&c->pending, p, entry);
+	return 0;
+}
+
+/* Frees everything; callers have made sure no callback is running. */
+static void
+ipc_conn_destroy(struct ipc_conn *c)
+{
+	struct ipc_pending *p;
+	struct ipc_out *o;
+
+	/* Outstanding requests learn that no reply will come. */
+	c->busy++;
+	while ((p = TAILQ_FIRST(&c->pending)) != NULL) {
+		TAILQ_REMOVE(&c->pending, p, entry);
+		event_free(p->timer);
+		p->cb(c, NULL, p->arg);
+		free(p);
+	}
+	if (c->h != NULL && c->h->closed != NULL)
+		c->h->closed(c, c->arg);
+	while ((o = TAILQ_FIRST(&c->outq)) != NULL) {
+		TAILQ_REMOVE(&c->outq, o, entry);
+		ipc_out_free(o);
+	}
+	event_free(c->rev);
+	event_free(c->wev);
+	ipc_reader_reset(&c->rd);
+	close(c->fd);
+	free(c);
+}
+
+void
+ipc_conn_free(struct ipc_conn *c)
+{
+	if (c == NULL)
+		return;
+	c->dead = 1;
+	/* Within one of our callbacks: the loop frees it on the way out. */
+	if (c->busy == 0)
+		ipc_conn_destroy(c);
+}
+
+static void
+ipc_conn_frame(struct ipc_conn *c, struct ipc_frame *f)
+{
+	struct ipc_pending *p;
+	struct ipc_msg msg;
+	char err[256];
+
+	if (!c->hello_seen) {
+		if (ipc_hello_check(f, c->peer_role, sizeof(c->peer_role),
+		    err, sizeof(err)) == -1) {
+			if (f->fd != -1)
+				close(f->fd);
+			ipc_conn_fail(c, err);
+			return;
+		}
+		c->hello_seen = 1;
+		return;
+	}
+	memset(&msg, 0, sizeof(msg));
+	if (ipc_frame_check(f, c->policy, &msg.body, err, sizeof(err)) == -1) {
+		if (f->fd != -1)
+			close(f->fd);
+		ipc_conn_fail(c, err);
+		return;
+	}
+	msg.type = f->type;
+	msg.id = f->id;
+	msg.flags = f->flags;
+	msg.fd = f->fd;
+
+	if (f->flags & IPC_FLAG_REPLY) {
+		TAILQ_FOREACH(p, &c->pending, entry)
+			if (p->id == f->id)
+				break;
+		if (p == NULL) {
+			/* Late: the request already timed out. */
+			log_debug("%s: reply %u from %s matches no request",
+			    c->role, f->id, c->policy->peer);
+		} else {
+			TAILQ_REMOVE(&c->pending, p, entry);
+			event_free(p->timer);
+			p->cb(c, &msg, p->arg);
+			free(p);
+		}
+	} else if (c->h != NULL && c->h->dispatch != NULL)
+		c->h->dispatch(c, &msg, c->arg);
+	if (msg.fd != -1)
+		close(msg.fd);
+	json_object_put(msg.body);
+}
+
+static void
+ipc_conn_readcb(int fd, short ev, void *arg)
+{
+	struct ipc_conn *c = arg;
+	struct ipc_frame f;
+	const char *err = NULL;
+	int budget = 64;	/* frames per wakeup: be fair to others */
+
+	c->busy++;
+	while (!c->dead && budget > 0) {
+		size_t want;
+		void *dst;
+		ssize_t n;
+		int rc;
+
+		dst = ipc_reader_space(&c->rd, &want);
+		n = ipc_recv(fd, &c->rd, dst, want, &err);
+		if (n == -2) {
+			ipc_conn_fail(c, err);
+			break;
+		}
+		if (n == -1) {
+			if (errno != EAGAIN)
+				ipc_conn_fail(c, strerror(errno));
+			break;
+		}
+		if (n == 0) {
+			if (c->rd.have != 0)
+				ipc_conn_fail(c, "connection closed mid-frame");
+			else {
+				log_debug("%s: %s closed the connection",
+				    c->role, c->policy->peer);
+				c->dead = 1;
+			}
+			break;
+		}
+		if ((rc = ipc_reader_commit(&c->rd, (size_t)n, &f, &err)) ==
+		    -1) {
+			ipc_conn_fail(c, err);
+			break;
+		}
+		if (rc == 1) {
+			ipc_conn_frame(c, &f);
+			budget--;
+		}
+	}
+	c->busy--;
+	if (c->dead && c->busy == 0)
+		ipc_conn_destroy(c);
+}
+
+static void
+ipc_conn_writecb(int fd, short ev, void *arg)
+{
+	struct ipc_conn *c = arg;
+	struct ipc_out *o;
+	int rc;
+
+	while ((o = TAILQ_FIRST(&c->outq)) != NULL) {
+		rc = ipc_out_write(fd, o);
+		if (rc == 0) {
+			event_add(c->wev, NULL);
+			return;
+		}
+		if (rc == -1) {
+			if (errno == EPIPE || errno == ECONNRESET) {
+				log_debug("%s: %s went away", c->role,
+				    c->policy->peer);
+				c->dead = 1;
+			} else
+				ipc_conn_fail(c, strerror(errno));
+			if (c->busy == 0)
+				ipc_conn_destroy(c);
+			return;
+		}
+		TAILQ_REMOVE(&c->outq, o, entry);
+		c->out_bytes -= o->len;
+		ipc_out_free(o);
+	}
+}
+
+/* ---- servers ----------------------------------------------------------- */
+
+static void
+ipc_server_acceptcb(int lfd, short ev, void *arg)
+{
+	struct ipc_server *s = arg;
+	const struct ipc_policy *pol;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	int fd;
+
+	if ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) ==
+	    -1) {
+		if (errno != EAGAIN && errno != EINTR &&
+		    errno != ECONNABORTED)
+			log_warn("%s: accept on %s", s->role, s->path);
+		return;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
+		log_warn("%s: SO_PEERCRED on %s", s->role, s->path);
+		close(fd);
+		return;
+	}
+	if ((pol = s->accept(&cred, s->arg)) == NULL) {
+		log_warnx("%s: refused peer pid %d uid %d gid %d on %s",
+		    s->role, (int)cred.pid, (int)cred.uid, (int)cred.gid,
+		    s->path);
+		close(fd);
+		return;
+	}
+	if (ipc_conn_new(s->base, fd, s->role, pol, s->h, s->arg) == NULL) {
+		log_warn("%s: new connection on %s", s->role, s->path);
+		close(fd);
+	}
+}
+
+struct ipc_server *
+ipc_server_new(struct event_base *base, const char *path, mode_t mode,
+    const char *role, ipc_accept_cb accept_cb, const struct ipc_handlers *h,
+    void *arg)
+{
+	struct sockaddr_un sun;
+	struct ipc_server *s;
+	struct stat st;
+	mode_t old;
+	int saved;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		errno = ENAMETOOLONG;
+		return NULL;
+	}
+	strcpy(sun.sun_path, path);
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		return NULL;
+	s->fd = -1;
+	s->base = base;
+	s->accept = accept_cb;
+	s->h = h;
+	s->arg = arg;
+	snprintf(s->role, sizeof(s->role), "%s", role);
+	if ((s->path = strdup(path)) == NULL)
+		goto fail;
+	/* Only ever replace a socket: never unlink a file of another kind. */
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode)) {
+			errno = EEXIST;
+			goto fail;
+		}
+		if (unlink(path) == -1)
+			goto fail;
+	}
+	if ((s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
+	    SOCK_NONBLOCK, 0)) == -1)
+		goto fail;
+	/* Bind under a tight umask so the socket is never briefly open. */
+	old = umask(0177);
+	if (bind(s->fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
+		saved = errno;
+		umask(old);
+		errno = saved;
+		goto fail;
+	}
+	umask(old);
+	if (chmod(path, mode) == -1 || listen(s->fd, 128) == -1)
+		goto fail;
+	s->ev = event_new(base, s->fd, EV_READ | EV_PERSIST,
+	    ipc_server_acceptcb, s);
+	if (s->ev == NULL || event_add(s->ev, NULL) == -1)
+		goto fail;
+	return s;
+ fail:
+	saved = errno;
+	ipc_server_free(s);
+	errno = saved;
+	return NULL;
+}
+
+void
+ipc_server_free(struct ipc_server *s)
+{
+	if (s == NULL)
+		return;
+	if (s->ev != NULL)
+		event_free(s->ev);
+	if (s->fd != -1) {
+		close(s->fd);
+		unlink(s->path);
+	}
+	free(s->path);
+	free(s);
+}
+
+/* ---- blocking client --------------------------------------------------- */
+
+static int
+deadline_left(const struct timespec *deadline)
+{
+	struct timespec now;
+	long long ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (deadline->tv_sec - now.tv_sec) * 1000LL +
+	    (deadline->tv_nsec - now.tv_nsec) / 1000000;
+	return ms < 0 ? 0 : (int)ms;
+}
+
+static void
+deadline_set(struct timespec *deadline, int timeout_ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, deadline);
+	deadline->tv_sec += timeout_ms / 1000;
+	deadline->tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (deadline->tv_nsec >= 1000000000) {
+		deadline->tv_sec++;
+		deadline->tv_nsec -= 1000000000;
+	}
+}
+
+static int
+sync_write(int fd, struct ipc_out *o, const struct timespec *deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+	int rc;
+
+	while ((rc = ipc_out_write(fd, o)) == 0) {
+		if (poll(&pfd, 1, deadline_left(deadline)) <= 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+	}
+	return rc == 1 ? 0 : -1;
+}
+
+/* Reads one whole frame; f->payload stays valid until r is reset. */
+static int
+sync_read(int fd, struct ipc_reader *r, struct ipc_frame *f,
+    const struct timespec *deadline)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	const char *err;
+
+	for (;;) {
+		size_t want;
+		ssize_t n;
+		void *dst;
+		int rc;
+
+		dst = ipc_reader_space(r, &want);
+		if (poll(&pfd, 1, deadline_left(deadline)) <= 0) {
+			errno = ETIMEDOUT;
+			return -1;
+		}
+		n = ipc_recv(fd, r, dst, want, &err);
+		if (n == -1 && errno == EAGAIN)
+			continue;
+		if (n == -2) {
+			errno = EPROTO;
+			return -1;
+		}
+		if (n == -1)
+			return -1;
+		if (n == 0) {
+			errno = ECONNRESET;
+			return -1;
+		}
+		if ((rc = ipc_reader_commit(r, (size_t)n, f, &err)) == -1) {
+			errno = EPROTO;
+			return -1;
+		}
+		if (rc == 1)
+			return 0;
+	}
+}
+
+int
+ipc_sync_connect(const char *path, const char *role, int timeout_ms)
+{
+	struct sockaddr_un sun;
+	struct timespec deadline;
+	struct json_object *hello;
+	struct ipc_reader r;
+	struct ipc_frame f;
+	struct ipc_out *o;
+	char peer[IPC_ROLE_MAX], err[256];
+	int fd, saved;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	strcpy(sun.sun_path, path);
+	deadline_set(&deadline, timeout_ms);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1)
+		goto fail;
+	hello = json_object_new_object();
+	json_object_object_add(hello, "version",
+	    json_object_new_int(IPC_VERSION));
+	json_object_object_add(hello, "role", json_object_new_string(role));
+	o = ipc_encode(IPC_HELLO, 0, 0, hello, -1);
+	json_object_put(hello);
+	if (o == NULL)
+		goto fail;
+	if (sync_write(fd, o, &deadline) == -1) {
+		ipc_out_free(o);
+		goto fail;
+	}
+	ipc_out_free(o);
+	ipc_reader_init(&r);
+	if (sync_read(fd, &r, &f, &deadline) == -1) {
+		saved = errno;
+		ipc_reader_reset(&r);
+		errno = saved;
+		goto fail;
+	}
+	if (f.fd != -1)
+		close(f.fd);
+	if (ipc_hello_check(&f, peer, sizeof(peer), err, sizeof(err)) == -1) {
+		ipc_reader_reset(&r);
+		errno = EPROTO;
+		goto fail;
+	}
+	ipc_reader_reset(&r);
+	return fd;
+ fail:
+	saved = errno;
+	close(fd);
+	errno = saved;
+	return -1;
+}
+
+int
+ipc_sync_call(int fd, uint32_t type, struct json_object *req, int send_fd,
+    uint32_t *rtype, struct json_object **reply, int *recv_fd, int timeout_ms)
+{
+	static uint32_t next_id = 1;
+	struct timespec deadline;
+	struct ipc_reader r;
+	struct ipc_frame f;
+	struct ipc_out *o;
+	char err[256];
+	uint32_t id = next_id++;
+	int saved;
+
+	*reply = NULL;
+	if (recv_fd != NULL)
+		*recv_fd = -1;
+	deadline_set(&deadline, timeout_ms);
+	if ((o = ipc_encode(type, id, 0, req, send_fd)) == NULL) {
+		saved = errno;
+		if (send_fd != -1)
+			close(send_fd);
+		errno = saved;
+		return -1;
+	}
+	if (sync_write(fd, o, &deadline) == -1) {
+		saved = errno;
+		ipc_out_free(o);
+		errno = saved;
+		return -1;
+	}
+	ipc_out_free(o);
+	ipc_reader_init(&r);
+	for (;;) {
+		if (sync_read(fd, &r, &f, &deadline) == -1) {
+			saved = errno;
+			ipc_reader_reset(&r);
+			errno = saved;
+			return -1;
+		}
+		/* Pushed events are not ours to answer here. */
+		if (!(f.flags & IPC_FLAG_REPLY) || f.id != id) {
+			if (f.fd != -1)
+				close(f.fd);
+			continue;
+		}
+		if ((*reply = ipc_parse_json(f.payload, f.len, err,
+		    sizeof(err))) == NULL) {
+			if (f.fd != -1)
+				close(f.fd);
+			ipc_reader_reset(&r);
+			errno = EPROTO;
+			return -1;
+		}
+		*rtype = f.type;
+		if (recv_fd != NULL)
+			*recv_fd = f.fd;
+		else if (f.fd != -1)
+			close(f.fd);
+		ipc_reader_reset(&r);
+		return 0;
+	}
+}

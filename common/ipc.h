@@ -1,0 +1,138 @@
+/*
+ * Internal IPC between mcpvm processes: framed JSON messages on Unix stream
+ * sockets, driven by libevent, with at most one descriptor per frame
+ * (SCM_RIGHTS).  Every daemon and CLI uses this; the frame layout and the
+ * message catalogue are in proto/ipc.h.
+ *
+ * Each connection has a policy: the table of message types its peer may
+ * send, and which of them may carry a descriptor.  A frame that breaks the
+ * rules closes that connection and is logged; the process lives on.
+ */
+#ifndef MCPVM_IPC_H
+#define MCPVM_IPC_H
+
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+/* proto/ipc.h: both files are "ipc.h", so name the catalogue by path. */
+#include "../proto/ipc.h"
+
+struct event_base;
+struct ipc_conn;
+struct ipc_server;
+
+struct ipc_msg {
+	uint32_t		 type;
+	uint32_t		 id;
+	uint32_t		 flags;
+	struct json_object	*body;	/* owned by ipc for the callback */
+	int			 fd;	/* -1, or taken by setting it to -1 */
+};
+
+#define IPC_RULE_FD	0x1u	/* this type may carry one descriptor */
+
+struct ipc_rule {
+	uint32_t	type;
+	unsigned int	flags;
+};
+
+struct ipc_policy {
+	const char		*peer;	/* for logs: "mcpd", "authctl" */
+	const struct ipc_rule	*rules;
+	size_t			 nrules;
+};
+
+struct ipc_handlers {
+	void	(*dispatch)(struct ipc_conn *, struct ipc_msg *, void *);
+	/* Called once when the connection ends; it is freed on return. */
+	void	(*closed)(struct ipc_conn *, void *);
+};
+
+/* A reply, or NULL when the request timed out or the connection ended. */
+typedef void (*ipc_reply_cb)(struct ipc_conn *, struct ipc_msg *, void *);
+
+/* accept(): the policy for this peer, or NULL to refuse it. */
+typedef const struct ipc_policy *(*ipc_accept_cb)(const struct ucred *,
+    void *);
+
+struct ipc_conn	*ipc_conn_new(struct event_base *, int fd, const char *role,
+		    const struct ipc_policy *, const struct ipc_handlers *,
+		    void *arg);
+struct ipc_conn	*ipc_connect(struct event_base *, const char *path,
+		    const char *role, const struct ipc_policy *,
+		    const struct ipc_handlers *, void *arg);
+void		 ipc_conn_free(struct ipc_conn *);
+const struct ucred *ipc_conn_peercred(const struct ipc_conn *);
+const char	*ipc_conn_peer_role(const struct ipc_conn *);
+void		 ipc_conn_set_arg(struct ipc_conn *, void *);
+void		*ipc_conn_arg(const struct ipc_conn *);
+
+/* body is not consumed (NULL sends {}); fd is consumed (-1 for none). */
+int		 ipc_send(struct ipc_conn *, uint32_t type, uint32_t id,
+		    struct json_object *body, int fd);
+int		 ipc_reply(struct ipc_conn *, uint32_t type, uint32_t id,
+		    struct json_object *body, int fd);
+int		 ipc_reply_error(struct ipc_conn *, uint32_t id,
+		    const char *code, const char *fmt, ...)
+		    __attribute__((format(printf, 4, 5)));
+int		 ipc_request(struct ipc_conn *, uint32_t type,
+		    struct json_object *body, int fd, int timeout_ms,
+		    ipc_reply_cb, void *arg);
+
+struct ipc_server *ipc_server_new(struct event_base *, const char *path,
+		    mode_t mode, const char *role, ipc_accept_cb,
+		    const struct ipc_handlers *, void *arg);
+void		 ipc_server_free(struct ipc_server *);
+
+/* Blocking client side, for the operator CLIs and tests. */
+int		 ipc_sync_connect(const char *path, const char *role,
+		    int timeout_ms);
+int		 ipc_sync_call(int fd, uint32_t type, struct json_object *req,
+		    int send_fd, uint32_t *rtype, struct json_object **reply,
+		    int *recv_fd, int timeout_ms);
+
+/* Builds {"error":{"code":…,"message":…}}. */
+struct json_object *ipc_error_body(const char *code, const char *message);
+
+/*
+ * The frame reader, free of I/O so that the fuzzer drives it exactly as the
+ * sockets do: ipc_reader_space() says where the next bytes go and how many
+ * at most; after reading n of them, ipc_reader_commit() accounts for them.
+ * Descriptors that arrive meanwhile are attached with ipc_reader_add_fd().
+ */
+struct ipc_reader {
+	uint8_t		 hdr[IPC_HDR_LEN];
+	size_t		 have;		/* bytes of the current frame */
+	uint32_t	 type, len, id, flags;
+	uint8_t		*payload;	/* len + 1 bytes once the header is in */
+	int		 fd;		/* descriptor that came with this frame */
+};
+
+struct ipc_frame {
+	uint32_t	 type, id, flags;
+	const char	*payload;	/* NUL-terminated; valid until the
+					   next ipc_reader_space() */
+	size_t		 len;
+	int		 fd;		/* -1, or the caller's to keep */
+};
+
+void	ipc_reader_init(struct ipc_reader *);
+void	ipc_reader_reset(struct ipc_reader *);
+void	*ipc_reader_space(struct ipc_reader *, size_t *want);
+/* 1: a frame is complete; 0: need more; -1: broken frame, *err says why */
+int	ipc_reader_commit(struct ipc_reader *, size_t n, struct ipc_frame *,
+	    const char **err);
+/* -1 when a second descriptor arrives for one frame. */
+int	ipc_reader_add_fd(struct ipc_reader *, int fd, const char **err);
+/*
+ * Checks a complete frame against a policy and parses its JSON body.
+ * Returns 0 and sets *body, or -1 with *err.
+ */
+int	ipc_frame_check(const struct ipc_frame *, const struct ipc_policy *,
+	    struct json_object **body, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * The internal IPC catalogue: frame layout and every message type, shared
+ * by mcpd, authd, vmmd, netd, vmproxy and the operator CLIs.
+ *
+ * A frame is a 16-byte header in host byte order (both ends are on the same
+ * host) followed by `len` bytes of one JSON object:
+ *
+ *	u32 type	enum ipc_type
+ *	u32 len		payload bytes, at most IPC_MAX_PAYLOAD
+ *	u32 id		request id; a reply carries its request's id
+ *	u32 flags	bit 0, IPC_FLAG_FD: exactly one descriptor rides along
+ *			bit 1, IPC_FLAG_REPLY: answers the peer's request `id`
+ *
+ * The first frame each way is IPC_HELLO {"version":IPC_VERSION,"role":"…"}.
+ * Errors travel as IPC_ERROR {"error":{"code":"…","message":"…"}} with the
+ * public codes (invalid_argument, unauthorized, forbidden, not_found,
+ * conflict, busy, quota_exceeded, unavailable, internal).
+ *
+ * Types are grouped in ranges by peer pair so a policy table reads plainly.
+ * Each component adds its own types inside its range.
+ */
+#ifndef MCPVM_PROTO_IPC_H
+#define MCPVM_PROTO_IPC_H
+
+#define IPC_VERSION		1
+#define IPC_HDR_LEN		16
+#define IPC_MAX_PAYLOAD		(1024 * 1024)
+#define IPC_FLAG_FD		0x1u
+#define IPC_FLAG_REPLY		0x2u
+#define IPC_FLAGS_KNOWN		(IPC_FLAG_FD | IPC_FLAG_REPLY)
+
+enum ipc_type {
+	IPC_HELLO = 1,
+	IPC_ERROR = 2,
+
+	/* 100-199: mcpd, vmmd -> authd */
+	IPC_AUTH_BASE = 100,
+
+	/* 200-299: authctl -> authd */
+	IPC_AUTHCTL_BASE = 200,
+
+	/*
+	 * 300-399: mcpd <-> vmmd.  Every request carries the bearer
+	 * credential as the client presented it; vmmd asks authd whose it
+	 * is.  mcpd never names a workspace.
+	 */
+	IPC_VM_BASE = 300,
+	/* {"credential","tool","arguments":{…}} */
+	IPC_VM_TOOL = 301,
+	/* {"result":{…}} matching the tool's outputSchema; or IPC_ERROR */
+	IPC_VM_TOOL_RESULT = 302,
+	/*
+	 * vmmd -> mcpd while a slow tool runs, carrying the request's id
+	 * without IPC_FLAG_REPLY: {"progress":n,"total":m,"message":"…"}
+	 */
+	IPC_VM_PROGRESS = 303,
+	/* {"id":<ipc id of the request>}: the client gave up on it */
+	IPC_VM_CANCEL = 304,
+	/* {"credential","vm_id","port"} */
+	IPC_VM_STREAM_OPEN = 305,
+	/* {"stream_id","vm_id","port","workspace"} + the stream's fd */
+	IPC_VM_STREAM_OPEN_RESULT = 306,
+	/* vmmd -> mcpd: {"stream_id","reason":"suspended"|"destroyed"} */
+	IPC_VM_STREAM_CLOSE = 307,
+	/* {} -> {"vms":{"running":n,…}} for /metrics */
+	IPC_VM_STATS = 308,
+	IPC_VM_STATS_RESULT = 309,
+
+	/* 400-499: vmctl -> vmmd */
+	IPC_VMCTL_BASE = 400,
+
+	/* 500-599: vmmd -> netd */
+	IPC_NET_BASE = 500,
+
+	/* 600-699: vmmd <-> vmproxy */
+	IPC_PROXY_BASE = 600,
+
+	/* Test-only types, never in a daemon's policy table. */
+	IPC_TEST_BASE = 900,
+	IPC_TEST_ECHO = 901,
+	IPC_TEST_FD = 902,
+	IPC_TEST_ECHO_RESULT = 903,
+};
+
+#endif

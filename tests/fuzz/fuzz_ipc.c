@@ -1,0 +1,72 @@
+/*
+ * libFuzzer target for the IPC frame reader and message check: the bytes
+ * are a stream as a peer would send it, cut into reads of varying sizes,
+ * with descriptors "arriving" where a control byte says so.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ipc.h"
+#include "log.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+static const struct ipc_rule rules[] = {
+	{ IPC_TEST_ECHO, 0 },
+	{ IPC_TEST_FD, IPC_RULE_FD },
+};
+static const struct ipc_policy policy = { "fuzz", rules, 2 };
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct ipc_reader r;
+	struct ipc_frame f;
+	const char *err;
+	size_t off = 0;
+	uint8_t ctl = 0;
+
+	if (size < 1)
+		return 0;
+	/* First byte: read sizes and where descriptors arrive. */
+	ctl = data[0];
+	off = 1;
+	ipc_reader_init(&r);
+	while (off < size) {
+		size_t want, n;
+		uint8_t *dst = ipc_reader_space(&r, &want);
+		int rc;
+
+		n = (size_t)(ctl & 0x0f) + 1;
+		if (n > want)
+			n = want;
+		if (n > size - off)
+			n = size - off;
+		if ((ctl & 0x30) == 0x30 && (off & 7) == 0) {
+			/* Attach a descriptor at this point. */
+			if (ipc_reader_add_fd(&r, dup(STDIN_FILENO), &err) ==
+			    -1)
+				break;
+		}
+		memcpy(dst, data + off, n);
+		off += n;
+		rc = ipc_reader_commit(&r, n, &f, &err);
+		if (rc == -1)
+			break;
+		if (rc == 1) {
+			struct json_object *body;
+			char msg[256];
+
+			if (ipc_frame_check(&f, &policy, &body, msg,
+			    sizeof(msg)) == 0)
+				json_object_put(body);
+			if (f.fd != -1)
+				close(f.fd);
+		}
+		ctl = (uint8_t)(ctl * 33 + 7);
+	}
+	ipc_reader_reset(&r);
+	return 0;
+}

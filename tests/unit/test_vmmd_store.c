@@ -1,0 +1,277 @@
+/*
+ * Unit tests for vmmd's SQLite store and receipt digests, on real
+ * database files in a temporary directory.
+ */
+#include <sys/stat.h>
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "log.h"
+#include "receipts.h"
+#include "store.h"
+
+static char dir[64];
+static char dbpath[128];
+
+static void
+setup(void)
+{
+	/* tmpfs: thousands of fsyncs cost nothing there. */
+	strcpy(dir, "/dev/shm/mcpvm-store-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(dbpath, sizeof(dbpath), "%s/vmmd.db", dir);
+}
+
+static void
+teardown(void)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static struct store *
+open_store(void)
+{
+	char err[256];
+	struct store *s = store_open(dbpath, err, sizeof(err));
+
+	ck_assert_msg(s != NULL, "%s", err);
+	return s;
+}
+
+static void
+make_vm(struct vm_record *v, const char *id, const char *ws, int slot)
+{
+	memset(v, 0, sizeof(*v));
+	snprintf(v->id, sizeof(v->id), "%s", id);
+	snprintf(v->workspace, sizeof(v->workspace), "%s", ws);
+	snprintf(v->image, sizeof(v->image), "test");
+	v->slot = slot;
+	v->state = VM_CREATING;
+	v->vcpus = 1;
+	v->memory_mib = 256;
+	v->idle_seconds = 300;
+}
+
+START_TEST(file_mode_and_reopen)
+{
+	struct store *s = open_store();
+	struct vm_record v, got;
+	struct stat st;
+
+	ck_assert_int_eq(stat(dbpath, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	make_vm(&v, "aaaa", "ws-a", 0);
+	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	ck_assert_int_eq(store_vm_set_state(s, "aaaa", VM_RUNNING, NULL), 0);
+	store_close(s);
+
+	s = open_store();
+	ck_assert_int_eq(store_vm_get(s, "aaaa", &got), 0);
+	ck_assert_int_eq(got.state, VM_RUNNING);
+	ck_assert_str_eq(got.workspace, "ws-a");
+	ck_assert_int_eq(store_vm_set_state(s, "aaaa", VM_FAILED,
+	    "clock sync failed"), 0);
+	ck_assert_int_eq(store_vm_get(s, "aaaa", &got), 0);
+	ck_assert_str_eq(got.failure, "clock sync failed");
+	ck_assert_int_eq(store_vm_get(s, "nope", &got), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(store_vm_set_state(s, "nope", VM_RUNNING, NULL), -1);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(list_by_workspace_and_slots)
+{
+	struct store *s = open_store();
+	struct vm_record v, *list;
+	size_t n;
+
+	make_vm(&v, "a1", "ws-a", 0);
+	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	make_vm(&v, "b1", "ws-b", 1);
+	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	make_vm(&v, "a2", "ws-a", 3);
+	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	/* A slot in use cannot be taken twice. */
+	make_vm(&v, "dup", "ws-c", 3);
+	ck_assert_int_eq(store_vm_insert(s, &v), -1);
+
+	ck_assert_int_eq(store_vm_list(s, "ws-a", &list, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert(strcmp(list[0].id, "a1") == 0 || strcmp(list[1].id, "a1") ==
+	    0);
+	free(list);
+	ck_assert_int_eq(store_vm_list(s, NULL, &list, &n), 0);
+	ck_assert_uint_eq(n, 3);
+	free(list);
+
+	ck_assert_int_eq(store_free_slot(s, 10), 2);
+	ck_assert_int_eq(store_vm_delete(s, "b1"), 0);
+	ck_assert_int_eq(store_free_slot(s, 10), 1);
+	ck_assert_int_eq(store_free_slot(s, 1), -1);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(receipts_lifecycle)
+{
+	struct store *s = open_store();
+	enum receipt_status st;
+	char *res;
+
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_NEW);
+	/* Still running: a retry must not run it again. */
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_PENDING);
+	ck_assert_int_eq(store_receipt_finish(s, "ws", "r1",
+	    "{\"job_id\":\"j\"}"), 0);
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_DONE);
+	ck_assert_str_eq(res, "{\"job_id\":\"j\"}");
+	free(res);
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d2",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_MISMATCH);
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_create", "d1",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_MISMATCH);
+	/* Another workspace's id space is its own. */
+	ck_assert_int_eq(store_receipt_begin(s, "other", "r1", "vm_exec", "d9",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_NEW);
+
+	/* A crash while r2 runs leaves its outcome unknown. */
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
+	    &st, &res), 0);
+	store_close(s);
+	s = open_store();
+	ck_assert_int_eq(store_receipts_mark_uncertain(s), 0);
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_UNCERTAIN);
+	/* A finished one stays finished. */
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_DONE);
+	free(res);
+	ck_assert_int_eq(store_receipt_forget(s, "ws", "r2"), 0);
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_NEW);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(receipts_capped_per_workspace)
+{
+	struct store *s = open_store();
+	enum receipt_status st;
+	char id[32], *res;
+
+	for (int i = 0; i < RECEIPTS_PER_WORKSPACE + 5; i++) {
+		snprintf(id, sizeof(id), "r%d", i);
+		ck_assert_int_eq(store_receipt_begin(s, "ws", id, "vm_exec",
+		    "d", &st, &res), 0);
+		ck_assert_int_eq(st, RECEIPT_NEW);
+		store_receipt_finish(s, "ws", id, "{}");
+	}
+	/* The five oldest are gone; the newest 4096 remain. */
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r4", "vm_exec", "x",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_NEW);
+	ck_assert_int_eq(store_receipt_begin(s, "ws", "r6", "vm_exec", "d",
+	    &st, &res), 0);
+	ck_assert_int_eq(st, RECEIPT_DONE);
+	free(res);
+	store_close(s);
+}
+END_TEST
+
+START_TEST(refuses_garbage_file)
+{
+	char err[256];
+	int fd = open(dbpath, O_WRONLY | O_CREAT, 0600);
+	struct stat before, after;
+
+	ck_assert_int_eq(write(fd, "this is not a database, just text "
+	    "long enough to look like a header ......................"
+	    "............................................\n", 134), 134);
+	close(fd);
+	stat(dbpath, &before);
+	ck_assert_ptr_null(store_open(dbpath, err, sizeof(err)));
+	ck_assert_ptr_nonnull(strstr(err, "not a usable database"));
+	stat(dbpath, &after);
+	ck_assert_int_eq(before.st_size, after.st_size);
+}
+END_TEST
+
+START_TEST(digest_is_canonical)
+{
+	struct json_object *a = json_tokener_parse(
+	    "{\"request_id\":\"x\",\"vm_id\":\"v\",\"env\":{\"B\":\"2\","
+	    "\"A\":\"1\"},\"command\":\"ls\"}");
+	struct json_object *b = json_tokener_parse(
+	    "{\"command\":\"ls\",\"env\":{\"A\":\"1\",\"B\":\"2\"},"
+	    "\"vm_id\":\"v\",\"request_id\":\"y\"}");
+	struct json_object *c = json_tokener_parse(
+	    "{\"command\":\"ls -l\",\"env\":{\"A\":\"1\",\"B\":\"2\"},"
+	    "\"vm_id\":\"v\",\"request_id\":\"x\"}");
+	struct json_object *d = json_tokener_parse(
+	    "{\"command\":\"ls\",\"env\":{\"A\":\"1\",\"B\":\"2\",\"request_id\""
+	    ":\"z\"},\"vm_id\":\"v\"}");
+	char da[65], db[65], dc[65], dd[65];
+
+	ck_assert_int_eq(receipt_digest(a, da), 0);
+	ck_assert_int_eq(receipt_digest(b, db), 0);
+	ck_assert_int_eq(receipt_digest(c, dc), 0);
+	ck_assert_int_eq(receipt_digest(d, dd), 0);
+	ck_assert_str_eq(da, db);	/* order and request_id do not count */
+	ck_assert_str_ne(da, dc);	/* a changed value does */
+	ck_assert_str_ne(da, dd);	/* request_id only counts at the top */
+	ck_assert_uint_eq(strlen(da), 64);
+	json_object_put(a);
+	json_object_put(b);
+	json_object_put(c);
+	json_object_put(d);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("vmmd_store");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	log_init("test_vmmd_store", 1, 0);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, file_mode_and_reopen);
+	tcase_add_test(tc, list_by_workspace_and_slots);
+	tcase_add_test(tc, receipts_lifecycle);
+	tcase_add_test(tc, receipts_capped_per_workspace);
+	tcase_add_test(tc, refuses_garbage_file);
+	tcase_add_test(tc, digest_is_canonical);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

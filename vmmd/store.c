@@ -1,0 +1,656 @@
+/*
+ * vmmd's SQLite store: VMs, retry receipts, job ids, the audit anchor.
+ * See store.h.  The schema is versioned with PRAGMA user_version; each
+ * migration runs in its own transaction.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "log.h"
+#include "store.h"
+
+struct store {
+	sqlite3	*db;
+	char	*path;
+};
+
+static const char *const state_names[VM_NSTATES] = {
+	"creating", "running", "paused", "hibernating", "hibernated",
+	"resuming", "destroying", "failed", "gone",
+};
+
+const char *
+vm_state_name(enum vm_state s)
+{
+	return (unsigned)s < VM_NSTATES ? state_names[s] : "unknown";
+}
+
+int
+vm_state_parse(const char *name, enum vm_state *s)
+{
+	for (int i = 0; i < VM_NSTATES; i++)
+		if (strcmp(state_names[i], name) == 0) {
+			*s = (enum vm_state)i;
+			return 0;
+		}
+	return -1;
+}
+
+int
+vm_state_transient(enum vm_state s)
+{
+	return s == VM_CREATING || s == VM_HIBERNATING || s == VM_RESUMING ||
+	    s == VM_DESTROYING;
+}
+
+static const char *const migrations[] = {
+	/* 1: the first schema. */
+	"CREATE TABLE vms ("
+	"  id TEXT PRIMARY KEY,"
+	"  workspace TEXT NOT NULL,"
+	"  slot INTEGER NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  image TEXT NOT NULL,"
+	"  vcpus INTEGER NOT NULL,"
+	"  memory_mib INTEGER NOT NULL,"
+	"  disk_bytes INTEGER NOT NULL,"
+	"  network INTEGER NOT NULL,"
+	"  idle_seconds INTEGER NOT NULL,"
+	"  idle_mode_pause INTEGER NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  updated_at INTEGER NOT NULL,"
+	"  generation INTEGER NOT NULL DEFAULT 0,"
+	"  failure TEXT NOT NULL DEFAULT '');"
+	"CREATE INDEX vms_workspace ON vms(workspace);"
+	"CREATE UNIQUE INDEX vms_slot ON vms(slot) WHERE state <> 'gone';"
+	"CREATE TABLE receipts ("
+	"  workspace TEXT NOT NULL,"
+	"  request_id TEXT NOT NULL,"
+	"  tool TEXT NOT NULL,"
+	"  digest TEXT NOT NULL,"
+	"  status TEXT NOT NULL,"	/* pending | done | uncertain */
+	"  result TEXT,"
+	"  seq INTEGER NOT NULL,"
+	"  PRIMARY KEY (workspace, request_id));"
+	"CREATE INDEX receipts_age ON receipts(workspace, seq);"
+	"CREATE TABLE jobs ("
+	"  vm_id TEXT NOT NULL,"
+	"  job_id TEXT NOT NULL,"
+	"  request_id TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (vm_id, job_id));"
+	"CREATE TABLE audit_anchor ("
+	"  one INTEGER PRIMARY KEY CHECK (one = 1),"
+	"  seq INTEGER NOT NULL,"
+	"  hash TEXT NOT NULL);",
+};
+
+#define NMIGRATIONS	((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+static int
+store_exec(struct store *s, const char *sql)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		log_warnx("store %s: %s", s->path, msg != NULL ? msg :
+		    sqlite3_errmsg(s->db));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+store_migrate(struct store *s, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int version;
+
+	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) !=
+	    SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
+		snprintf(err, errlen, "%s: cannot read schema version: %s",
+		    s->path, sqlite3_errmsg(s->db));
+		sqlite3_finalize(st);
+		return -1;
+	}
+	version = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (version > NMIGRATIONS) {
+		snprintf(err, errlen, "%s: schema version %d is newer than "
+		    "this vmmd knows (%d); refusing to touch it", s->path,
+		    version, NMIGRATIONS);
+		return -1;
+	}
+	for (; version < NMIGRATIONS; version++) {
+		char sql[64];
+
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
+		    version + 1);
+		if (store_exec(s, "BEGIN IMMEDIATE") == -1 ||
+		    store_exec(s, migrations[version]) == -1 ||
+		    store_exec(s, sql) == -1 || store_exec(s, "COMMIT") == -1) {
+			snprintf(err, errlen, "%s: migration to schema %d "
+			    "failed: %s", s->path, version + 1,
+			    sqlite3_errmsg(s->db));
+			(void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+struct store *
+store_open(const char *path, char *err, size_t errlen)
+{
+	struct store *s;
+	int fd;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL ||
+	    (s->path = strdup(path)) == NULL) {
+		free(s);
+		snprintf(err, errlen, "%s: out of memory", path);
+		return NULL;
+	}
+	/* Create it 0600 ourselves: SQLite would follow the umask. */
+	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+	    0600)) == -1) {
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		goto fail;
+	}
+	close(fd);
+	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", path, s->db != NULL ?
+		    sqlite3_errmsg(s->db) : "cannot open");
+		goto fail;
+	}
+	sqlite3_busy_timeout(s->db, 5000);
+	sqlite3_extended_result_codes(s->db, 1);
+	/* A file that is not a database fails here, and is left alone. */
+	if (store_exec(s, "PRAGMA quick_check") == -1 ||
+	    store_exec(s, "PRAGMA journal_mode = WAL") == -1 ||
+	    store_exec(s, "PRAGMA synchronous = FULL") == -1) {
+		snprintf(err, errlen, "%s: not a usable database (%s); it was "
+		    "left untouched", path, sqlite3_errmsg(s->db));
+		goto fail;
+	}
+	if (store_migrate(s, err, errlen) == -1)
+		goto fail;
+	return s;
+ fail:
+	store_close(s);
+	return NULL;
+}
+
+void
+store_close(struct store *s)
+{
+	if (s == NULL)
+		return;
+	sqlite3_close(s->db);
+	free(s->path);
+	free(s);
+}
+
+static sqlite3_stmt *
+store_prepare(struct store *s, const char *sql)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		log_warnx("store %s: %s: %s", s->path, sql,
+		    sqlite3_errmsg(s->db));
+		return NULL;
+	}
+	return st;
+}
+
+/* Steps a statement that returns no rows, and finalizes it. */
+static int
+store_done(struct store *s, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		log_warnx("store %s: %s", s->path, sqlite3_errmsg(s->db));
+		return -1;
+	}
+	return 0;
+}
+
+static long long
+now_seconds(void)
+{
+	return (long long)time(NULL);
+}
+
+int
+store_vm_insert(struct store *s, const struct vm_record *v)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "INSERT INTO vms (id, workspace, slot, state, image, vcpus, "
+	    "memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, "
+	    "created_at, updated_at, generation, failure) "
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, "
+	    "?13, ?14)");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, v->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, v->workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, v->slot);
+	sqlite3_bind_text(st, 4, vm_state_name(v->state), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, v->image, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 6, v->vcpus);
+	sqlite3_bind_int(st, 7, v->memory_mib);
+	sqlite3_bind_int64(st, 8, v->disk_bytes);
+	sqlite3_bind_int(st, 9, v->network);
+	sqlite3_bind_int(st, 10, v->idle_seconds);
+	sqlite3_bind_int(st, 11, v->idle_mode_pause);
+	sqlite3_bind_int64(st, 12, v->created_at != 0 ? v->created_at :
+	    now_seconds());
+	sqlite3_bind_int(st, 13, v->generation);
+	sqlite3_bind_text(st, 14, v->failure, -1, SQLITE_STATIC);
+	return store_done(s, st);
+}
+
+int
+store_vm_set_state(struct store *s, const char *id, enum vm_state state,
+    const char *failure)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "UPDATE vms SET state = ?2, failure = ?3, updated_at = ?4 "
+	    "WHERE id = ?1");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, vm_state_name(state), -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, state == VM_FAILED && failure != NULL ?
+	    failure : "", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, now_seconds());
+	if (store_done(s, st) == -1)
+		return -1;
+	if (sqlite3_changes(s->db) != 1) {
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
+}
+
+int
+store_vm_set_generation(struct store *s, const char *id, int gen)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "UPDATE vms SET generation = ?2, updated_at = ?3 WHERE id = ?1");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, gen);
+	sqlite3_bind_int64(st, 3, now_seconds());
+	return store_done(s, st);
+}
+
+#define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
+	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
+	"created_at, updated_at, generation, failure"
+
+static void
+copy_text(char *dst, size_t len, sqlite3_stmt *st, int col)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+
+	snprintf(dst, len, "%s", t != NULL ? (const char *)t : "");
+}
+
+static int
+row_to_vm(sqlite3_stmt *st, struct vm_record *v)
+{
+	const unsigned char *state;
+
+	memset(v, 0, sizeof(*v));
+	copy_text(v->id, sizeof(v->id), st, 0);
+	copy_text(v->workspace, sizeof(v->workspace), st, 1);
+	v->slot = sqlite3_column_int(st, 2);
+	state = sqlite3_column_text(st, 3);
+	if (state == NULL || vm_state_parse((const char *)state, &v->state)) {
+		log_warnx("store: vm %s has an unknown state", v->id);
+		v->state = VM_FAILED;
+	}
+	copy_text(v->image, sizeof(v->image), st, 4);
+	v->vcpus = sqlite3_column_int(st, 5);
+	v->memory_mib = sqlite3_column_int(st, 6);
+	v->disk_bytes = sqlite3_column_int64(st, 7);
+	v->network = sqlite3_column_int(st, 8);
+	v->idle_seconds = sqlite3_column_int(st, 9);
+	v->idle_mode_pause = sqlite3_column_int(st, 10);
+	v->created_at = sqlite3_column_int64(st, 11);
+	v->updated_at = sqlite3_column_int64(st, 12);
+	v->generation = sqlite3_column_int(st, 13);
+	copy_text(v->failure, sizeof(v->failure), st, 14);
+	return 0;
+}
+
+int
+store_vm_get(struct store *s, const char *id, struct vm_record *v)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "SELECT " VM_COLUMNS " FROM vms WHERE id = ?1 AND state <> 'gone'");
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		row_to_vm(st, v);
+		sqlite3_finalize(st);
+		return 0;
+	}
+	sqlite3_finalize(st);
+	errno = rc == SQLITE_DONE ? ENOENT : EIO;
+	return -1;
+}
+
+int
+store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
+    size_t *n)
+{
+	sqlite3_stmt *st;
+	struct vm_record *v = NULL;
+	size_t cap = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	st = store_prepare(s, workspace != NULL ?
+	    "SELECT " VM_COLUMNS " FROM vms WHERE state <> 'gone' AND "
+	    "workspace = ?1 ORDER BY created_at, id" :
+	    "SELECT " VM_COLUMNS " FROM vms WHERE state <> 'gone' "
+	    "ORDER BY created_at, id");
+	if (st == NULL)
+		return -1;
+	if (workspace != NULL)
+		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			struct vm_record *nv;
+
+			cap = cap ? cap * 2 : 16;
+			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL) {
+				free(v);
+				sqlite3_finalize(st);
+				return -1;
+			}
+			v = nv;
+		}
+		row_to_vm(st, &v[(*n)++]);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		free(v);
+		*n = 0;
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int
+store_vm_delete(struct store *s, const char *id)
+{
+	sqlite3_stmt *st;
+
+	if (store_exec(s, "BEGIN IMMEDIATE") == -1)
+		return -1;
+	if ((st = store_prepare(s, "DELETE FROM jobs WHERE vm_id = ?1")) ==
+	    NULL)
+		goto fail;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (store_done(s, st) == -1)
+		goto fail;
+	if ((st = store_prepare(s, "DELETE FROM vms WHERE id = ?1")) == NULL)
+		goto fail;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (store_done(s, st) == -1)
+		goto fail;
+	return store_exec(s, "COMMIT");
+ fail:
+	(void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	return -1;
+}
+
+int
+store_free_slot(struct store *s, int max)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "SELECT slot FROM vms WHERE state <> 'gone' ORDER BY slot");
+	int want = 0, rc;
+
+	if (st == NULL)
+		return -1;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		int slot = sqlite3_column_int(st, 0);
+
+		if (slot > want)
+			break;
+		if (slot == want)
+			want++;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return -1;
+	return want < max ? want : -1;
+}
+
+int
+store_receipt_begin(struct store *s, const char *workspace,
+    const char *request_id, const char *tool, const char *digest,
+    enum receipt_status *status, char **result)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*result = NULL;
+	if (store_exec(s, "BEGIN IMMEDIATE") == -1)
+		return -1;
+	st = store_prepare(s, "SELECT tool, digest, status, result FROM "
+	    "receipts WHERE workspace = ?1 AND request_id = ?2");
+	if (st == NULL)
+		goto fail;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *t = (const char *)sqlite3_column_text(st, 0);
+		const char *d = (const char *)sqlite3_column_text(st, 1);
+		const char *state = (const char *)sqlite3_column_text(st, 2);
+		const char *r = (const char *)sqlite3_column_text(st, 3);
+
+		if (strcmp(t, tool) != 0 || strcmp(d, digest) != 0)
+			*status = RECEIPT_MISMATCH;
+		else if (strcmp(state, "done") == 0) {
+			*status = RECEIPT_DONE;
+			if (r != NULL && (*result = strdup(r)) == NULL) {
+				sqlite3_finalize(st);
+				goto fail;
+			}
+		} else if (strcmp(state, "uncertain") == 0)
+			*status = RECEIPT_UNCERTAIN;
+		else
+			*status = RECEIPT_PENDING;
+		sqlite3_finalize(st);
+		return store_exec(s, "COMMIT");
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto fail;
+
+	st = store_prepare(s, "INSERT INTO receipts (workspace, request_id, "
+	    "tool, digest, status, seq) VALUES (?1, ?2, ?3, ?4, 'pending', "
+	    "(SELECT COALESCE(MAX(seq), 0) + 1 FROM receipts "
+	    "WHERE workspace = ?1))");
+	if (st == NULL)
+		goto fail;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, tool, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, digest, -1, SQLITE_STATIC);
+	if (store_done(s, st) == -1)
+		goto fail;
+	/* History is capped per workspace: the oldest go first. */
+	st = store_prepare(s, "DELETE FROM receipts WHERE workspace = ?1 AND "
+	    "seq <= (SELECT MAX(seq) FROM receipts WHERE workspace = ?1) - ?2");
+	if (st == NULL)
+		goto fail;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, RECEIPTS_PER_WORKSPACE);
+	if (store_done(s, st) == -1)
+		goto fail;
+	*status = RECEIPT_NEW;
+	return store_exec(s, "COMMIT");
+ fail:
+	(void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	free(*result);
+	*result = NULL;
+	return -1;
+}
+
+int
+store_receipt_finish(struct store *s, const char *workspace,
+    const char *request_id, const char *result)
+{
+	sqlite3_stmt *st = store_prepare(s, "UPDATE receipts SET "
+	    "status = 'done', result = ?3 WHERE workspace = ?1 AND "
+	    "request_id = ?2");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, result, -1, SQLITE_STATIC);
+	return store_done(s, st);
+}
+
+int
+store_receipt_forget(struct store *s, const char *workspace,
+    const char *request_id)
+{
+	sqlite3_stmt *st = store_prepare(s, "DELETE FROM receipts WHERE "
+	    "workspace = ?1 AND request_id = ?2");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
+	return store_done(s, st);
+}
+
+int
+store_receipts_mark_uncertain(struct store *s)
+{
+	return store_exec(s, "UPDATE receipts SET status = 'uncertain' "
+	    "WHERE status = 'pending'");
+}
+
+int
+store_job_add(struct store *s, const char *vm_id, const char *job_id,
+    const char *request_id)
+{
+	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO jobs "
+	    "(vm_id, job_id, request_id, created_at) VALUES (?1, ?2, ?3, ?4)");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, request_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, now_seconds());
+	return store_done(s, st);
+}
+
+int
+store_job_list(struct store *s, const char *vm_id, char ***job_ids,
+    char ***request_ids, size_t *n)
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT job_id, request_id FROM "
+	    "jobs WHERE vm_id = ?1 ORDER BY created_at, rowid");
+	char **j = NULL, **r = NULL;
+	size_t cap = 0;
+	int rc;
+
+	*job_ids = *request_ids = NULL;
+	*n = 0;
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			char **nj, **nr;
+
+			cap = cap ? cap * 2 : 16;
+			nj = reallocarray(j, cap, sizeof(*j));
+			if (nj != NULL)
+				j = nj;
+			nr = reallocarray(r, cap, sizeof(*r));
+			if (nr != NULL)
+				r = nr;
+			if (nj == NULL || nr == NULL)
+				break;
+		}
+		j[*n] = strdup((const char *)sqlite3_column_text(st, 0));
+		r[*n] = strdup((const char *)sqlite3_column_text(st, 1));
+		(*n)++;
+	}
+	sqlite3_finalize(st);
+	*job_ids = j;
+	*request_ids = r;
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int
+store_audit_anchor_get(struct store *s, long long *seq, char *hash,
+    size_t hashlen)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "SELECT seq, hash FROM audit_anchor WHERE one = 1");
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		*seq = sqlite3_column_int64(st, 0);
+		copy_text(hash, hashlen, st, 1);
+	} else {
+		*seq = 0;
+		hash[0] = '\0';
+	}
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+int
+store_audit_anchor_set(struct store *s, long long seq, const char *hash)
+{
+	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO "
+	    "audit_anchor (one, seq, hash) VALUES (1, ?1, ?2)");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, seq);
+	sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
+	return store_done(s, st);
+}

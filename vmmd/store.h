@@ -1,0 +1,109 @@
+/*
+ * vmmd's durable state in SQLite (WAL): VMs and their states, retry
+ * receipts, and the jobs each VM has run.  Every transition is written
+ * before its side effect (the in-between state) and after it (the final
+ * state), so that a restart knows which side effects may be half done.
+ * Runs in vmmd's loop thread only; every call is a short transaction.
+ */
+#ifndef MCPVM_VMMD_STORE_H
+#define MCPVM_VMMD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+
+enum vm_state {
+	VM_CREATING,
+	VM_RUNNING,
+	VM_PAUSED,
+	VM_HIBERNATING,
+	VM_HIBERNATED,
+	VM_RESUMING,
+	VM_DESTROYING,
+	VM_FAILED,
+	VM_GONE,
+	VM_NSTATES
+};
+
+#define VM_ID_LEN	32	/* hex characters */
+#define WORKSPACE_MAX	63
+
+struct vm_record {
+	char		 id[VM_ID_LEN + 1];
+	char		 workspace[WORKSPACE_MAX + 1];
+	int		 slot;
+	enum vm_state	 state;
+	char		 image[64];
+	int		 vcpus;
+	int		 memory_mib;
+	long long	 disk_bytes;	/* the image size, for admission */
+	int		 network;
+	int		 idle_seconds;
+	int		 idle_mode_pause;	/* 0 hibernate, 1 pause */
+	long long	 created_at;	/* unix seconds */
+	long long	 updated_at;
+	int		 generation;	/* checkpoint generation */
+	char		 failure[256];	/* why, when state is failed */
+};
+
+const char	*vm_state_name(enum vm_state);
+int		 vm_state_parse(const char *, enum vm_state *);
+/* True for states a restart finds a side effect half done in. */
+int		 vm_state_transient(enum vm_state);
+
+/* Opens (creating 0600 if needed) and migrates; NULL with err. */
+struct store	*store_open(const char *path, char *err, size_t errlen);
+void		 store_close(struct store *);
+
+int	store_vm_insert(struct store *, const struct vm_record *);
+/* Sets state (and failure text for VM_FAILED, else clears it). */
+int	store_vm_set_state(struct store *, const char *id, enum vm_state,
+	    const char *failure);
+int	store_vm_set_generation(struct store *, const char *id, int gen);
+int	store_vm_get(struct store *, const char *id, struct vm_record *);
+/* Every VM not gone, ordered by creation; caller frees *out. */
+int	store_vm_list(struct store *, const char *workspace_or_null,
+	    struct vm_record **out, size_t *n);
+int	store_vm_delete(struct store *, const char *id);
+/* The lowest slot no retained VM uses, below max; -1 when all are. */
+int	store_free_slot(struct store *, int max);
+
+/*
+ * Retry receipts.  begin() records a pending request or tells what was
+ * there before.
+ */
+enum receipt_status {
+	RECEIPT_NEW,		/* recorded as pending: go ahead */
+	RECEIPT_DONE,		/* same arguments, finished: *result is it */
+	RECEIPT_MISMATCH,	/* same id, other tool or arguments */
+	RECEIPT_PENDING,	/* same request still running here */
+	RECEIPT_UNCERTAIN,	/* was running when vmmd died */
+};
+
+#define RECEIPTS_PER_WORKSPACE	4096
+
+int	store_receipt_begin(struct store *, const char *workspace,
+	    const char *request_id, const char *tool, const char *digest,
+	    enum receipt_status *, char **result);
+int	store_receipt_finish(struct store *, const char *workspace,
+	    const char *request_id, const char *result);
+/* Forgets a receipt whose request had no effect (e.g. refused). */
+int	store_receipt_forget(struct store *, const char *workspace,
+	    const char *request_id);
+/* At startup: every pending receipt's outcome is now unknown. */
+int	store_receipts_mark_uncertain(struct store *);
+
+/* Jobs a VM has run, for vm_status's reconciliation list. */
+int	store_job_add(struct store *, const char *vm_id, const char *job_id,
+	    const char *request_id);
+int	store_job_list(struct store *, const char *vm_id,
+	    char ***job_ids, char ***request_ids, size_t *n);
+
+/* The audit chain's anchor: the last sequence number and hash. */
+int	store_audit_anchor_get(struct store *, long long *seq, char *hash,
+	    size_t hashlen);
+int	store_audit_anchor_set(struct store *, long long seq,
+	    const char *hash);
+
+#endif
