@@ -440,6 +440,17 @@ def elf_interp(elf):
     return False
 
 
+def cmd_static(args):
+    """Exit 0 when the file is an ELF without a program interpreter."""
+    with open(args.path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF":
+        fail(f"{args.path}: not an ELF executable")
+    if elf_interp(data):
+        fail(f"{args.path}: dynamically linked (a sanitizer build?); the "
+             "guest has no libraries for it, link it statically")
+
+
 def cmd_initrd(args):
     info = json.load(open(os.path.join(args.kernel_dir, "kernel.json")))
     stage1 = open(args.stage1, "rb").read()
@@ -555,6 +566,9 @@ def main():
     p.add_argument("bzimage")
     p.add_argument("out")
     p.set_defaults(fn=cmd_vmlinux)
+    p = sub.add_parser("static")
+    p.add_argument("path")
+    p.set_defaults(fn=cmd_static)
     p = sub.add_parser("initrd")
     p.add_argument("--kernel-dir", required=True)
     p.add_argument("--stage1", required=True)
