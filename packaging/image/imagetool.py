@@ -377,10 +377,7 @@ def cmd_kernel(args):
               file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    # Older kernels' extracts are dead weight.
-    for old in glob.glob(os.path.join(args.cache, "kernel-*")):
-        if old != final:
-            shutil.rmtree(old, ignore_errors=True)
+    # The build script evicts the least recently used extracts.
     print(final)
 
 

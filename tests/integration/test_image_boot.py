@@ -5,6 +5,7 @@
 # Environment: SRCDIR (source tree), STAGE1 (guestd stage one binary),
 # GUESTD (stage two; when unset, or not static, BOOT_INIT: the test stage
 # two), MCPVM_IMAGE_CACHE (cache, optional).
+import glob
 import gzip
 import hashlib
 import json
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qemu_boot import QemuVM  # noqa: E402
@@ -22,7 +24,11 @@ from qemu_boot import QemuVM  # noqa: E402
 SRCDIR = os.environ.get("SRCDIR", os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CACHE = os.environ.get("MCPVM_IMAGE_CACHE", "/var/cache/mcpvm-test-images")
-OUT = os.path.join(CACHE, "test")
+# One output directory per build tree: other checkouts, and this checkout's
+# other build, boot their own images from the same cache at the same time.
+OUT = os.path.join(CACHE, "test-" + hashlib.sha256(os.path.realpath(
+    os.environ.get("BOOT_INIT", "")).encode()).hexdigest()[:12])
+STALE_DAYS = 3
 BOOT_TIMEOUT = 120
 sys.path.insert(0, os.path.join(SRCDIR, "packaging", "image"))
 import imagetool  # noqa: E402
@@ -105,9 +111,33 @@ def build(extra=()):
            "test", "--out", OUT, "--cache", CACHE,
            "--stage1", os.environ["STAGE1"], opt, path, *extra]
     t = time.monotonic()
-    p = subprocess.run(cmd, text=True, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=900)
-    return p, time.monotonic() - t
+    # Its own process group, so that a test killed by its timeout takes
+    # debootstrap down too and the build's cleanup runs.
+    p = subprocess.Popen(cmd, text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=900)
+    except BaseException:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait()
+        raise
+    return (types.SimpleNamespace(returncode=p.returncode, stdout=out),
+            time.monotonic() - t)
+
+
+def prune():
+    """Drops other build trees' test images unused for STALE_DAYS."""
+    for d in glob.glob(os.path.join(CACHE, "test-*")):
+        if d == OUT:
+            continue
+        m = os.path.join(d, "manifest.json")
+        try:
+            age = time.time() - os.stat(m if os.path.exists(m) else d).st_mtime
+        except OSError:
+            continue
+        if age > STALE_DAYS * 86400:
+            print(f"# removing {d}, unused for {age / 86400:.0f} days")
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def boot(tmp, name, extra=""):
@@ -276,7 +306,8 @@ def test_stage1_errors(tmp):
             con = vm.console()
             ok(rc == 0 and want in con and "mcpvm-stage1: powering off"
                in con and "Kernel panic" not in con,
-               f"stage one with {extra}: says why and powers off", con)
+               f"stage one with {extra}: says why and powers off",
+               vm.diag())
 
 
 def main():
@@ -288,6 +319,7 @@ def main():
     # A timeout kill still tears the VMs down (context managers).
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
     os.makedirs(CACHE, exist_ok=True)
+    prune()
     global STAGE2
     STAGE2 = stage_two()
     print(f"# stage two: {STAGE2[1]}"
