@@ -19,11 +19,151 @@ static const struct cfg_key paths_keys[] = {
 	    "directory for databases, VM disks and checkpoints" },
 };
 
+static const char *const accels[] = { "auto", "kvm", "tcg", NULL };
+
+#define V(f)	KEY(struct conf_vmmd, f)
+static const struct cfg_key vmmd_keys[] = {
+	{ "socket", CFG_PATH, V(socket), 0, "${runtime_dir}/vmmd.sock",
+	    0, 0, NULL, "socket mcpd sends tool calls to" },
+	{ "ctl_socket", CFG_PATH, V(ctl_socket), 0,
+	    "${runtime_dir}/vmctl.sock", 0, 0, NULL,
+	    "socket vmctl talks to (root and admin_group)" },
+	{ "authd_socket", CFG_PATH, V(authd_socket), 0,
+	    "${runtime_dir}/authd.sock", 0, 0, NULL,
+	    "authd's socket, to verify credentials" },
+	{ "database", CFG_PATH, V(database), 0, "${state_dir}/vmmd.db",
+	    0, 0, NULL, "SQLite file holding VM states and receipts" },
+	{ "audit_log", CFG_PATH, V(audit_log), 0, "${state_dir}/audit.log",
+	    0, 0, NULL, "hash-chained log of every authorized mutation" },
+	{ "vm_dir", CFG_PATH, V(vm_dir), 0, "${state_dir}/vms", 0, 0, NULL,
+	    "per-VM disks and checkpoints; must reflink with the images" },
+	{ "run_dir", CFG_PATH, V(run_dir), 0, "${runtime_dir}/vms", 0, 0,
+	    NULL, "per-VM monitor and link sockets" },
+	{ "mcpd_user", CFG_STRING, V(mcpd_user), 0, "mcpvm", 0, 0, NULL,
+	    "user mcpd runs as: the only peer allowed on socket" },
+	{ "admin_group", CFG_STRING, V(admin_group), 0, "mcpvm-admin", 0, 0,
+	    NULL, "group whose members may use vmctl besides root" },
+	{ "qemu", CFG_PATH, V(qemu), 0, "/usr/bin/qemu-system-x86_64", 0, 0,
+	    NULL, "the QEMU binary" },
+	{ "vmproxy", CFG_PATH, V(vmproxy), 0, "/usr/libexec/mcpvm/vmproxy",
+	    0, 0, NULL, "the per-VM guest link proxy" },
+	{ "accel", CFG_ENUM, V(accel), 0, "auto", 0, 0, accels,
+	    "kvm, tcg, or auto: KVM when /dev/kvm is usable" },
+	{ "cgroup_parent", CFG_STRING, V(cgroup_parent), 0, "mcpvm", 0, 0,
+	    NULL, "cgroup under which each VM gets vm-<slot>" },
+	{ "uid_base", CFG_INT, V(uid_base), 0, "900000", 1000, 2000000000,
+	    NULL, "VM slot N runs as uid uid_base + N" },
+	{ "max_vms", CFG_INT, V(max_vms), 0, "16", 1, 4096, NULL,
+	    "VMs retained at once (hibernated ones count)" },
+	{ "max_memory_mib", CFG_INT, V(max_memory_mib), 0, "16384", 256,
+	    16777216, NULL, "memory of all retained VMs together" },
+	{ "max_storage_gib", CFG_INT, V(max_storage_gib), 0, "256", 1,
+	    1048576, NULL, "disk reserved for all retained VMs together" },
+	{ "boot_timeout_seconds", CFG_INT, V(boot_timeout_seconds), 0, "120",
+	    5, 3600, NULL, "how long a boot or restore may take" },
+	{ "min_free_mib", CFG_INT, V(min_free_mib), 0, "1024", 0, 1048576,
+	    NULL, "free space vm_dir keeps beyond every reservation" },
+	{ "stream_ports", CFG_LIST, V(stream_ports), 0, "1025-65535", 0, 0,
+	    NULL, "guest ports streams may open, as ranges" },
+	{ "max_streams", CFG_INT, V(max_streams), 0, "32", 0, 65535, NULL,
+	    "open streams host-wide" },
+	{ "max_streams_per_vm", CFG_INT, V(max_streams_per_vm), 0, "4", 0,
+	    65535, NULL, "open streams per VM" },
+};
+#undef V
+
+#define I(f)	KEY(struct conf_image, f)
+static const struct cfg_key image_keys[] = {
+	{ "rootfs", CFG_PATH, I(rootfs), CFG_REQUIRED, NULL, 0, 0, NULL,
+	    "raw ext4 root disk, on vm_dir's volume" },
+	{ "kernel", CFG_PATH, I(kernel), CFG_REQUIRED, NULL, 0, 0, NULL,
+	    "guest kernel (bzImage for QEMU)" },
+	{ "initrd", CFG_PATH, I(initrd), CFG_REQUIRED, NULL, 0, 0, NULL,
+	    "initramfs with guestd's stage one" },
+	{ "rootfs_sha256", CFG_STRING, I(rootfs_sha256), CFG_REQUIRED, NULL,
+	    0, 0, NULL, "SHA-256 of rootfs, checked at startup" },
+	{ "kernel_sha256", CFG_STRING, I(kernel_sha256), CFG_REQUIRED, NULL,
+	    0, 0, NULL, "SHA-256 of kernel" },
+	{ "initrd_sha256", CFG_STRING, I(initrd_sha256), CFG_REQUIRED, NULL,
+	    0, 0, NULL, "SHA-256 of initrd" },
+	{ "append", CFG_STRING, I(append), 0, "", 0, 0, NULL,
+	    "extra kernel command line arguments" },
+	{ "default", CFG_BOOL, I(is_default), 0, "no", 0, 0, NULL,
+	    "the image vm_create uses when it names none" },
+	{ "memory_mib", CFG_INT, I(memory_mib), 0, "1024", 256, 16384, NULL,
+	    "memory when vm_create gives none" },
+	{ "min_memory_mib", CFG_INT, I(min_memory_mib), 0, "256", 256, 16384,
+	    NULL, "smallest memory a VM of this image may have" },
+};
+#undef I
+
+/* Image ids appear in tools.json's pattern: keep the two in step. */
+static const char *
+check_image_id(const char *id)
+{
+	size_t n = strlen(id);
+
+	if (n == 0 || n > 64)
+		return "image ids are 1 to 64 characters";
+	for (size_t i = 0; i < n; i++) {
+		char c = id[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9');
+
+		if (!alnum && (i == 0 || (c != '.' && c != '_' && c != '-')))
+			return "image ids are letters, digits, '.', '_' and "
+			    "'-', starting with a letter or digit";
+	}
+	return NULL;
+}
+#define AK(f)	KEY(struct conf_authd, f)
+
+static const struct cfg_key authd_keys[] = {
+	{ "user", CFG_STRING, AK(user), 0, "mcpvm-auth", 0, 0, NULL,
+	    "user authd drops to when started as root" },
+	{ "socket", CFG_PATH, AK(socket), 0, "${runtime_dir}/authd.sock",
+	    0, 0, NULL, "socket for mcpd and vmmd (verify, subscribe)" },
+	{ "ctl_socket", CFG_PATH, AK(ctl_socket), 0,
+	    "${runtime_dir}/authctl.sock", 0, 0, NULL,
+	    "socket for authctl (root and admin_group)" },
+	{ "database", CFG_PATH, AK(database), 0, "${state_dir}/authd/authd.db",
+	    0, 0, NULL, "SQLite credential store, mode 0600" },
+	{ "admin_group", CFG_STRING, AK(admin_group), 0, "mcpvm-admin",
+	    0, 0, NULL, "group whose members may use authctl" },
+	{ "peers", CFG_LIST, AK(peers), 0, "mcpvm root", 0, 0, NULL,
+	    "users (mcpd's, vmmd's) allowed on authd.sock" },
+	{ "default_ttl", CFG_INT, AK(default_ttl), 0, "2592000",
+	    0, 316224000, NULL,
+	    "lifetime of a new credential in seconds without --ttl; 0 never "
+	    "expires" },
+	{ "default_max_vms", CFG_INT, AK(default_max_vms), 0, "2",
+	    1, 1024, NULL, "a new workspace's VM quota" },
+	{ "default_memory_mib", CFG_INT, AK(default_memory_mib), 0, "4096",
+	    1, 1048576, NULL, "a new workspace's memory quota (MiB)" },
+	{ "default_storage_gib", CFG_INT, AK(default_storage_gib), 0, "20",
+	    1, 65536, NULL, "a new workspace's storage quota (GiB)" },
+	{ "default_max_streams", CFG_INT, AK(default_max_streams), 0, "8",
+	    1, 4096, NULL, "a new workspace's concurrent stream quota" },
+	{ "fail_rate", CFG_INT, AK(fail_rate), 0, "20", 1, 1000000, NULL,
+	    "failed verifications answered per second per peer user" },
+	{ "fail_burst", CFG_INT, AK(fail_burst), 0, "100", 1, 1000000, NULL,
+	    "failed verifications answered at once before fail_rate applies" },
+	{ "fail_queue", CFG_INT, AK(fail_queue), 0, "1024", 0, 65536, NULL,
+	    "failed verifications held back per peer user before 'busy'" },
+};
+
 #define NKEYS(t)	(sizeof(t) / sizeof((t)[0]))
 
 static const struct cfg_section sections[] = {
 	{ "paths", paths_keys, NKEYS(paths_keys),
 	    offsetof(struct mcpvm_conf, paths), 0, 0, 0, NULL },
+	{ "vmmd", vmmd_keys, NKEYS(vmmd_keys),
+	    offsetof(struct mcpvm_conf, vmmd), 0, 0, 0, NULL },
+	{ "image", image_keys, NKEYS(image_keys),
+	    offsetof(struct mcpvm_conf, images), 1, sizeof(struct conf_image),
+	    offsetof(struct conf_image, id), check_image_id },
+	{ "authd", authd_keys, NKEYS(authd_keys),
+	    offsetof(struct mcpvm_conf, authd), 0, 0, 0, NULL },
 };
 
 const struct cfg_schema mcpvm_conf_schema = {
@@ -43,6 +183,29 @@ conf_load(const char *path, struct mcpvm_conf *conf, char *err,
 		return -1;
 	}
 	return 0;
+}
+
+const struct conf_image *
+conf_find_image(const struct mcpvm_conf *conf, const char *id)
+{
+	const struct conf_image *im = conf->images.v;
+
+	for (size_t i = 0; i < conf->images.n; i++)
+		if (strcmp(im[i].id, id) == 0)
+			return &im[i];
+	return NULL;
+}
+
+const struct conf_image *
+conf_default_image(const struct mcpvm_conf *conf)
+{
+	const struct conf_image *im = conf->images.v;
+
+	for (size_t i = 0; i < conf->images.n; i++)
+		if (im[i].is_default)
+			return &im[i];
+	/* A single image is the default without saying so. */
+	return conf->images.n == 1 ? &im[0] : NULL;
 }
 
 void

@@ -16,9 +16,76 @@ struct conf_paths {
 	char	*state_dir;	/* databases, disks: /var/lib/mcpvm */
 };
 
+enum conf_accel { CONF_ACCEL_AUTO, CONF_ACCEL_KVM, CONF_ACCEL_TCG };
+
+struct conf_vmmd {
+	char		*socket;		/* mcpd's requests */
+	char		*ctl_socket;		/* vmctl */
+	char		*authd_socket;
+	char		*database;
+	char		*audit_log;
+	char		*vm_dir;		/* disks, kernels, checkpoints */
+	char		*run_dir;		/* per-VM sockets and logs */
+	char		*mcpd_user;		/* the only peer on socket */
+	char		*admin_group;		/* may use ctl_socket */
+	char		*qemu;
+	char		*vmproxy;
+	int		 accel;			/* enum conf_accel */
+	char		*cgroup_parent;
+	long long	 uid_base;		/* slot N runs as uid_base + N */
+	long long	 max_vms;		/* also the size of the uid range */
+	long long	 max_memory_mib;
+	long long	 max_storage_gib;
+	long long	 boot_timeout_seconds;
+	long long	 min_free_mib;		/* kept free on vm_dir's volume */
+	struct cfg_list	 stream_ports;		/* "1025-65535" ranges */
+	long long	 max_streams;		/* host-wide */
+	long long	 max_streams_per_vm;
+};
+
+struct conf_image {
+	char		*id;
+	char		*rootfs;
+	char		*kernel;
+	char		*initrd;
+	char		*rootfs_sha256;
+	char		*kernel_sha256;
+	char		*initrd_sha256;
+	char		*append;		/* extra kernel arguments */
+	int		 is_default;
+	long long	 memory_mib;		/* default for vm_create */
+	long long	 min_memory_mib;
+};
+
+/* [authd]: the credential daemon and authctl; see authd.8. */
+struct conf_authd {
+	char		*user;		/* drops to it when started as root */
+	char		*socket;	/* authd.sock, for mcpd and vmmd */
+	char		*ctl_socket;	/* authctl.sock, for operators */
+	char		*database;
+	char		*admin_group;	/* may use authctl besides root */
+	struct cfg_list	 peers;		/* users allowed on authd.sock */
+	long long	 default_ttl;
+	long long	 default_max_vms;
+	long long	 default_memory_mib;
+	long long	 default_storage_gib;
+	long long	 default_max_streams;
+	long long	 fail_rate;
+	long long	 fail_burst;
+	long long	 fail_queue;
+};
+
 struct mcpvm_conf {
 	struct conf_paths	 paths;
+	struct conf_vmmd	 vmmd;
+	struct cfg_array	 images;	/* struct conf_image */
+	struct conf_authd	 authd;
 };
+
+/* The image vm_create uses when it names none: NULL if none is marked. */
+const struct conf_image *conf_default_image(const struct mcpvm_conf *);
+const struct conf_image *conf_find_image(const struct mcpvm_conf *,
+	    const char *id);
 
 extern const struct cfg_schema mcpvm_conf_schema;
 

@@ -33,11 +33,32 @@ enum ipc_type {
 	IPC_HELLO = 1,
 	IPC_ERROR = 2,
 
-	/* 100-199: mcpd, vmmd -> authd */
+	/* 100-199: mcpd, vmmd -> authd (authd.8 documents the bodies) */
 	IPC_AUTH_BASE = 100,
+	IPC_AUTH_VERIFY = 101,		/* {credential} */
+	IPC_AUTH_VERIFY_RESULT = 102,	/* {workspace, credential_id,
+					   expires_at, policy} */
+	IPC_AUTH_SUBSCRIBE = 103,	/* {} */
+	IPC_AUTH_SUBSCRIBE_RESULT = 104,	/* {} */
+	IPC_AUTH_EVENT = 105,		/* pushed, id 0: {workspace,
+					   [credential_id], reason} */
 
 	/* 200-299: authctl -> authd */
 	IPC_AUTHCTL_BASE = 200,
+	IPC_AUTHCTL_ISSUE = 201,
+	IPC_AUTHCTL_ISSUE_RESULT = 202,
+	IPC_AUTHCTL_ROTATE = 203,
+	IPC_AUTHCTL_ROTATE_RESULT = 204,
+	IPC_AUTHCTL_REVOKE_TOKEN = 205,
+	IPC_AUTHCTL_REVOKE_TOKEN_RESULT = 206,
+	IPC_AUTHCTL_REVOKE_WORKSPACE = 207,
+	IPC_AUTHCTL_REVOKE_WORKSPACE_RESULT = 208,
+	IPC_AUTHCTL_POLICY_SET = 209,
+	IPC_AUTHCTL_POLICY_SET_RESULT = 210,
+	IPC_AUTHCTL_LIST = 211,
+	IPC_AUTHCTL_LIST_RESULT = 212,
+	IPC_AUTHCTL_SHOW = 213,
+	IPC_AUTHCTL_SHOW_RESULT = 214,
 
 	/*
 	 * 300-399: mcpd <-> vmmd.  Every request carries the bearer
@@ -66,14 +87,38 @@ enum ipc_type {
 	IPC_VM_STATS = 308,
 	IPC_VM_STATS_RESULT = 309,
 
-	/* 400-499: vmctl -> vmmd */
+	/* 400-499: vmctl -> vmmd; every reply is IPC_VMCTL_RESULT
+	 * {"result":{…}} or IPC_ERROR */
 	IPC_VMCTL_BASE = 400,
+	IPC_VMCTL_LIST = 401,		/* {"workspace"?} */
+	IPC_VMCTL_STATUS = 402,		/* {"vm_id"} */
+	IPC_VMCTL_DESTROY = 403,	/* {"vm_id"} */
+	IPC_VMCTL_SUSPEND = 404,	/* {"vm_id","mode"?} */
+	IPC_VMCTL_RESUME = 405,		/* {"vm_id"} */
+	IPC_VMCTL_STOP_WORKSPACE = 406,	/* {"workspace"} */
+	IPC_VMCTL_PREFLIGHT = 407,	/* {} */
+	IPC_VMCTL_AUDIT_VERIFY = 408,	/* {} */
+	IPC_VMCTL_RESULT = 420,
 
 	/* 500-599: vmmd -> netd */
 	IPC_NET_BASE = 500,
 
-	/* 600-699: vmmd <-> vmproxy */
+	/*
+	 * 600-699: vmmd <-> vmproxy.  vmproxy is the only process that
+	 * parses what a guest sends; what it hands vmmd is already checked
+	 * and shaped as the tools' results.
+	 */
 	IPC_PROXY_BASE = 600,
+	/* {"op":"exec"|"job_status"|"jobs"|"job_output"|"job_cancel"|
+	 *  "file_read"|"file_write"|"freeze"|"thaw"|"activity"|"ping"|
+	 *  "shutdown", args…} */
+	IPC_PROXY_CALL = 601,
+	IPC_PROXY_RESULT = 602,		/* {"result":{…}} or IPC_ERROR */
+	IPC_PROXY_STREAM_OPEN = 603,	/* {"port":n} */
+	IPC_PROXY_STREAM_OPEN_RESULT = 604,	/* {"channel":n} + fd */
+	/* vmproxy -> vmmd: {"event":"hello","boot_id","jobs"} | {"event":
+	 * "link_down"} | {"event":"guest_error","message"} */
+	IPC_PROXY_EVENT = 605,
 
 	/* Test-only types, never in a daemon's policy table. */
 	IPC_TEST_BASE = 900,

@@ -86,7 +86,10 @@ static const char *const migrations[] = {
 	"  vm_id TEXT NOT NULL,"
 	"  job_id TEXT NOT NULL,"
 	"  request_id TEXT NOT NULL,"
-	"  created_at INTEGER NOT NULL,"
+	"  state TEXT NOT NULL DEFAULT 'running',"
+	"  exit_code INTEGER,"
+	"  started_at INTEGER NOT NULL,"	/* unix ms */
+	"  finished_at INTEGER,"
 	"  PRIMARY KEY (vm_id, job_id));"
 	"CREATE TABLE audit_anchor ("
 	"  one INTEGER PRIMARY KEY CHECK (one = 1),"
@@ -421,15 +424,34 @@ store_vm_delete(struct store *s, const char *id)
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	if (store_done(s, st) == -1)
 		goto fail;
-	if ((st = store_prepare(s, "DELETE FROM vms WHERE id = ?1")) == NULL)
+	/* The row stays, gone, so that destroying it again is harmless. */
+	if ((st = store_prepare(s, "UPDATE vms SET state = 'gone', "
+	    "updated_at = ?2 WHERE id = ?1")) == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, now_seconds());
 	if (store_done(s, st) == -1)
 		goto fail;
 	return store_exec(s, "COMMIT");
  fail:
 	(void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 	return -1;
+}
+
+int
+store_vm_was_destroyed(struct store *s, const char *id, const char *workspace)
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT 1 FROM vms WHERE id = ?1 "
+	    "AND workspace = ?2 AND state = 'gone'");
+	int rc;
+
+	if (st == NULL)
+		return 0;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_ROW;
 }
 
 int
@@ -567,57 +589,122 @@ store_receipts_mark_uncertain(struct store *s)
 
 int
 store_job_add(struct store *s, const char *vm_id, const char *job_id,
-    const char *request_id)
+    const char *request_id, long long started_ms)
 {
 	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO jobs "
-	    "(vm_id, job_id, request_id, created_at) VALUES (?1, ?2, ?3, ?4)");
+	    "(vm_id, job_id, request_id, state, started_at) "
+	    "VALUES (?1, ?2, ?3, 'running', ?4)");
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, request_id, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 4, now_seconds());
+	sqlite3_bind_int64(st, 4, started_ms);
 	return store_done(s, st);
 }
 
 int
-store_job_list(struct store *s, const char *vm_id, char ***job_ids,
-    char ***request_ids, size_t *n)
+store_job_update(struct store *s, const char *vm_id, const char *job_id,
+    const char *state, int exit_code, long long finished_ms)
 {
-	sqlite3_stmt *st = store_prepare(s, "SELECT job_id, request_id FROM "
-	    "jobs WHERE vm_id = ?1 ORDER BY created_at, rowid");
-	char **j = NULL, **r = NULL;
+	/* The first time a job is seen finished is when it finished. */
+	sqlite3_stmt *st = store_prepare(s, "UPDATE jobs SET state = ?3, "
+	    "exit_code = ?4, finished_at = COALESCE(finished_at, ?5) "
+	    "WHERE vm_id = ?1 AND job_id = ?2");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, state, -1, SQLITE_STATIC);
+	if (exit_code >= 0)
+		sqlite3_bind_int(st, 4, exit_code);
+	else
+		sqlite3_bind_null(st, 4);
+	if (finished_ms > 0)
+		sqlite3_bind_int64(st, 5, finished_ms);
+	else
+		sqlite3_bind_null(st, 5);
+	return store_done(s, st);
+}
+
+static void
+row_to_job(sqlite3_stmt *st, struct job_record *j)
+{
+	memset(j, 0, sizeof(*j));
+	copy_text(j->job_id, sizeof(j->job_id), st, 0);
+	copy_text(j->request_id, sizeof(j->request_id), st, 1);
+	copy_text(j->state, sizeof(j->state), st, 2);
+	j->exit_code = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 :
+	    sqlite3_column_int(st, 3);
+	j->started_at = sqlite3_column_int64(st, 4);
+	j->finished_at = sqlite3_column_type(st, 5) == SQLITE_NULL ? 0 :
+	    sqlite3_column_int64(st, 5);
+}
+
+#define JOB_COLUMNS	"job_id, request_id, state, exit_code, started_at, " \
+	"finished_at"
+
+int
+store_job_get(struct store *s, const char *vm_id, const char *job_id,
+    struct job_record *j)
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
+	    "WHERE vm_id = ?1 AND job_id = ?2");
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		row_to_job(st, j);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW) {
+		errno = rc == SQLITE_DONE ? ENOENT : EIO;
+		return -1;
+	}
+	return 0;
+}
+
+int
+store_job_list(struct store *s, const char *vm_id, struct job_record **out,
+    size_t *n)
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
+	    "WHERE vm_id = ?1 ORDER BY started_at, rowid");
+	struct job_record *j = NULL;
 	size_t cap = 0;
 	int rc;
 
-	*job_ids = *request_ids = NULL;
+	*out = NULL;
 	*n = 0;
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (*n == cap) {
-			char **nj, **nr;
+			struct job_record *nj;
 
 			cap = cap ? cap * 2 : 16;
-			nj = reallocarray(j, cap, sizeof(*j));
-			if (nj != NULL)
-				j = nj;
-			nr = reallocarray(r, cap, sizeof(*r));
-			if (nr != NULL)
-				r = nr;
-			if (nj == NULL || nr == NULL)
+			if ((nj = reallocarray(j, cap, sizeof(*j))) == NULL) {
+				rc = SQLITE_NOMEM;
 				break;
+			}
+			j = nj;
 		}
-		j[*n] = strdup((const char *)sqlite3_column_text(st, 0));
-		r[*n] = strdup((const char *)sqlite3_column_text(st, 1));
-		(*n)++;
+		row_to_job(st, &j[(*n)++]);
 	}
 	sqlite3_finalize(st);
-	*job_ids = j;
-	*request_ids = r;
-	return rc == SQLITE_DONE ? 0 : -1;
+	if (rc != SQLITE_DONE) {
+		free(j);
+		*n = 0;
+		return -1;
+	}
+	*out = j;
+	return 0;
 }
 
 int

@@ -65,7 +65,12 @@ int	store_vm_get(struct store *, const char *id, struct vm_record *);
 /* Every VM not gone, ordered by creation; caller frees *out. */
 int	store_vm_list(struct store *, const char *workspace_or_null,
 	    struct vm_record **out, size_t *n);
+/* Marks a VM gone (its id stays known to its workspace) and forgets its
+ * jobs. */
 int	store_vm_delete(struct store *, const char *id);
+/* 1 when id was a VM of workspace that has been destroyed. */
+int	store_vm_was_destroyed(struct store *, const char *id,
+	    const char *workspace);
 /* The lowest slot no retained VM uses, below max; -1 when all are. */
 int	store_free_slot(struct store *, int max);
 
@@ -94,11 +99,27 @@ int	store_receipt_forget(struct store *, const char *workspace,
 /* At startup: every pending receipt's outcome is now unknown. */
 int	store_receipts_mark_uncertain(struct store *);
 
-/* Jobs a VM has run, for vm_status's reconciliation list. */
+/*
+ * Jobs a VM has run: vm_status's reconciliation list, and the last state
+ * seen, which status calls report without waking a suspended VM.
+ */
+struct job_record {
+	char		 job_id[65];
+	char		 request_id[129];
+	char		 state[16];	/* running, completed, ... */
+	int		 exit_code;	/* -1: none */
+	long long	 started_at;	/* unix milliseconds */
+	long long	 finished_at;	/* 0 while running */
+};
+
 int	store_job_add(struct store *, const char *vm_id, const char *job_id,
-	    const char *request_id);
+	    const char *request_id, long long started_ms);
+int	store_job_update(struct store *, const char *vm_id, const char *job_id,
+	    const char *state, int exit_code, long long finished_ms);
+int	store_job_get(struct store *, const char *vm_id, const char *job_id,
+	    struct job_record *);
 int	store_job_list(struct store *, const char *vm_id,
-	    char ***job_ids, char ***request_ids, size_t *n);
+	    struct job_record **out, size_t *n);
 
 /* The audit chain's anchor: the last sequence number and hash. */
 int	store_audit_anchor_get(struct store *, long long *seq, char *hash,

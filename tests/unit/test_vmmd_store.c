@@ -119,6 +119,14 @@ START_TEST(list_by_workspace_and_slots)
 	ck_assert_int_eq(store_free_slot(s, 10), 2);
 	ck_assert_int_eq(store_vm_delete(s, "b1"), 0);
 	ck_assert_int_eq(store_free_slot(s, 10), 1);
+	/* A destroyed VM is known as such to its own workspace only. */
+	ck_assert_int_eq(store_vm_was_destroyed(s, "b1", "ws-b"), 1);
+	ck_assert_int_eq(store_vm_was_destroyed(s, "b1", "ws-a"), 0);
+	ck_assert_int_eq(store_vm_was_destroyed(s, "a1", "ws-a"), 0);
+	ck_assert_int_eq(store_vm_get(s, "b1", &v), -1);
+	/* Its slot can be taken again. */
+	make_vm(&v, "c1", "ws-c", 1);
+	ck_assert_int_eq(store_vm_insert(s, &v), 0);
 	ck_assert_int_eq(store_free_slot(s, 1), -1);
 	store_close(s);
 }
@@ -202,6 +210,38 @@ START_TEST(receipts_capped_per_workspace)
 }
 END_TEST
 
+START_TEST(jobs_remember_their_last_state)
+{
+	struct store *s = open_store();
+	struct job_record j, *list;
+	size_t n;
+
+	ck_assert_int_eq(store_job_add(s, "vm1", "j1", "req-1", 1000), 0);
+	ck_assert_int_eq(store_job_add(s, "vm1", "j2", "req-2", 2000), 0);
+	ck_assert_int_eq(store_job_add(s, "vm2", "j3", "req-3", 3000), 0);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j), 0);
+	ck_assert_str_eq(j.state, "running");
+	ck_assert_int_eq(j.exit_code, -1);
+	ck_assert_int_eq(j.finished_at, 0);
+	ck_assert_int_eq(store_job_update(s, "vm1", "j1", "completed", 3,
+	    5000), 0);
+	/* Seen finished again later: the first time stands. */
+	ck_assert_int_eq(store_job_update(s, "vm1", "j1", "completed", 3,
+	    9000), 0);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j), 0);
+	ck_assert_str_eq(j.state, "completed");
+	ck_assert_int_eq(j.exit_code, 3);
+	ck_assert_int_eq(j.finished_at, 5000);
+	ck_assert_int_eq(store_job_list(s, "vm1", &list, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(list[0].job_id, "j1");
+	ck_assert_str_eq(list[1].request_id, "req-2");
+	free(list);
+	ck_assert_int_eq(store_job_get(s, "vm2", "j1", &j), -1);
+	store_close(s);
+}
+END_TEST
+
 START_TEST(refuses_garbage_file)
 {
 	char err[256];
@@ -266,6 +306,7 @@ main(void)
 	tcase_add_test(tc, list_by_workspace_and_slots);
 	tcase_add_test(tc, receipts_lifecycle);
 	tcase_add_test(tc, receipts_capped_per_workspace);
+	tcase_add_test(tc, jobs_remember_their_last_state);
 	tcase_add_test(tc, refuses_garbage_file);
 	tcase_add_test(tc, digest_is_canonical);
 	suite_add_tcase(s, tc);

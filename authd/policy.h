@@ -1,0 +1,73 @@
+/*
+ * Workspace policy: what a workspace's credentials allow.  Shared by authd
+ * (store, request decoding, verify replies) and authctl (output).
+ */
+#ifndef MCPVM_AUTHD_POLICY_H
+#define MCPVM_AUTHD_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct json_object;
+
+#define AUTH_WORKSPACE_MAX	63	/* [a-z0-9-]{1,63} */
+#define AUTH_IMAGE_MAX		64	/* [a-z0-9][a-z0-9._-]{0,63} */
+#define AUTH_MAX_IMAGES		32
+
+/* Upper bounds on quotas, so a typo cannot grant an absurd figure. */
+#define AUTH_MAX_VMS_LIMIT	1024
+#define AUTH_MEMORY_MIB_LIMIT	(1024 * 1024)
+#define AUTH_STORAGE_GIB_LIMIT	65536
+#define AUTH_STREAMS_LIMIT	4096
+
+struct auth_policy {
+	int		network;	/* 0 or 1 */
+	size_t		nimages;	/* 0 = every configured image */
+	char		images[AUTH_MAX_IMAGES][AUTH_IMAGE_MAX + 1];
+	uint32_t	max_vms;
+	uint32_t	memory_mib;
+	uint32_t	storage_gib;
+	uint32_t	max_streams;
+};
+
+/* A partial policy from a request: only the fields whose bit is set. */
+#define POLICY_F_NETWORK	0x01u
+#define POLICY_F_IMAGES		0x02u
+#define POLICY_F_MAX_VMS	0x04u
+#define POLICY_F_MEMORY		0x08u
+#define POLICY_F_STORAGE	0x10u
+#define POLICY_F_STREAMS	0x20u
+
+struct auth_policy_patch {
+	unsigned int	 fields;
+	struct auth_policy p;
+};
+
+/*
+ * Validation of identifiers.  Each returns 1 when valid, else 0 with a
+ * sentence a person can act on in why.
+ */
+int	workspace_id_valid(const char *id, char *why, size_t whylen);
+int	image_id_valid(const char *id, char *why, size_t whylen);
+
+/* Applies the set fields of patch to p. */
+void	policy_apply(struct auth_policy *p, const struct auth_policy_patch *);
+/* 1 when the two policies grant exactly the same. */
+int	policy_equal(const struct auth_policy *, const struct auth_policy *);
+
+/* Images as stored: "a,b,c" (ids never contain a comma). */
+void	policy_images_join(const struct auth_policy *, char *buf, size_t len);
+int	policy_images_split(struct auth_policy *, const char *s);
+
+/* {"network":…,"images":[…],"max_vms":…,…}; NULL on allocation failure. */
+struct json_object *policy_to_json(const struct auth_policy *);
+
+/*
+ * Parses the policy object parent[key] as authctl sends it (strict: unknown
+ * keys, wrong types and out-of-range quotas are refused, with the JSON path
+ * in the message).  0 on success, -1 with why.
+ */
+int	policy_patch_from_json(struct json_object *parent, const char *key,
+	    struct auth_policy_patch *, char *why, size_t whylen);
+
+#endif

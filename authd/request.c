@@ -1,0 +1,186 @@
+/*
+ * authd request decoding; see request.h.  Runs in authd on every message
+ * from mcpd, vmmd and authctl, so it treats each body as hostile.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "jsonx.h"
+#include "request.h"
+
+#define K_CREDENTIAL	0x01u
+#define K_WORKSPACE	0x02u
+#define K_TTL		0x04u
+#define K_POLICY	0x08u
+#define K_CRED_ID	0x10u
+
+/* The longest string authd reads from a request. */
+#define REQ_STRING_MAX	256
+
+struct req_shape {
+	uint32_t	type;
+	unsigned int	allowed;
+	unsigned int	required;
+};
+
+static const struct req_shape shapes[] = {
+	{ IPC_AUTH_VERIFY, K_CREDENTIAL, K_CREDENTIAL },
+	{ IPC_AUTH_SUBSCRIBE, 0, 0 },
+	{ IPC_AUTHCTL_ISSUE, K_WORKSPACE | K_TTL | K_POLICY, K_WORKSPACE },
+	{ IPC_AUTHCTL_ROTATE, K_WORKSPACE | K_TTL | K_CRED_ID, K_WORKSPACE },
+	{ IPC_AUTHCTL_REVOKE_TOKEN, K_CRED_ID, K_CRED_ID },
+	{ IPC_AUTHCTL_REVOKE_WORKSPACE, K_WORKSPACE, K_WORKSPACE },
+	{ IPC_AUTHCTL_POLICY_SET, K_WORKSPACE | K_POLICY,
+	    K_WORKSPACE | K_POLICY },
+	{ IPC_AUTHCTL_LIST, 0, 0 },
+	{ IPC_AUTHCTL_SHOW, K_WORKSPACE, K_WORKSPACE },
+};
+
+static const struct {
+	unsigned int	 bit;
+	const char	*name;
+} keys[] = {
+	{ K_CREDENTIAL, "credential" },
+	{ K_WORKSPACE, "workspace" },
+	{ K_TTL, "ttl" },
+	{ K_POLICY, "policy" },
+	{ K_CRED_ID, "credential_id" },
+};
+
+/* A string member, NUL-free (jsonx) and at most REQ_STRING_MAX long. */
+static const char *
+get_string(struct json_object *body, const char *key, char *why,
+    size_t whylen)
+{
+	struct jsonx_err jerr;
+	const char *s;
+
+	if (jsonx_get_string(body, key, 1, &s, &jerr) != 1) {
+		snprintf(why, whylen, "%s", jerr.msg);
+		return NULL;
+	}
+	if (strlen(s) > REQ_STRING_MAX) {
+		snprintf(why, whylen, "$.%s: longer than %d bytes", key,
+		    REQ_STRING_MAX);
+		return NULL;
+	}
+	return s;
+}
+
+static int
+decode_key(struct authd_request *req, unsigned int bit,
+    struct json_object *body, char *why, size_t whylen)
+{
+	struct jsonx_err jerr;
+	const char *s;
+	char vwhy[160];
+
+	switch (bit) {
+	case K_CREDENTIAL:
+		if ((s = get_string(body, "credential", why, whylen)) == NULL)
+			return -1;
+		/* A malformed credential is merely unauthorized. */
+		if (cred_wellformed(s, strlen(s))) {
+			memcpy(req->credential, s, CRED_LEN + 1);
+			req->cred_ok = 1;
+		}
+		/* The body is freed without zeroing; do not leave it. */
+		explicit_bzero((char *)s, strlen(s));
+		return 0;
+	case K_WORKSPACE:
+		if ((s = get_string(body, "workspace", why, whylen)) == NULL)
+			return -1;
+		if (!workspace_id_valid(s, vwhy, sizeof(vwhy))) {
+			snprintf(why, whylen, "$.workspace: %s", vwhy);
+			return -1;
+		}
+		memcpy(req->workspace, s, strlen(s) + 1);
+		return 0;
+	case K_CRED_ID:
+		if ((s = get_string(body, "credential_id", why, whylen)) ==
+		    NULL)
+			return -1;
+		if (!cred_id_valid(s)) {
+			snprintf(why, whylen, "$.credential_id: must be %d "
+			    "lowercase hex digits (see 'authctl show')",
+			    CRED_ID_LEN);
+			return -1;
+		}
+		memcpy(req->cred_id, s, CRED_ID_LEN + 1);
+		return 0;
+	case K_TTL:
+		if (jsonx_get_int64(body, "ttl", 1, 0, AUTH_TTL_MAX, &req->ttl,
+		    &jerr) != 1) {
+			snprintf(why, whylen, "%s (seconds; 0 never expires)",
+			    jerr.msg);
+			return -1;
+		}
+		req->has_ttl = 1;
+		return 0;
+	case K_POLICY:
+		if (policy_patch_from_json(body, "policy", &req->patch, why,
+		    whylen) == -1)
+			return -1;
+		if (req->type == IPC_AUTHCTL_POLICY_SET &&
+		    req->patch.fields == 0) {
+			snprintf(why, whylen, "$.policy: sets nothing");
+			return -1;
+		}
+		return 0;
+	}
+	snprintf(why, whylen, "internal: unknown key bit");
+	return -1;
+}
+
+int
+authd_request_decode(uint32_t type, struct json_object *body,
+    struct authd_request *req, char *why, size_t whylen)
+{
+	const struct req_shape *shape = NULL;
+	unsigned int seen = 0;
+
+	memset(req, 0, sizeof(*req));
+	req->type = type;
+	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+		if (shapes[i].type == type)
+			shape = &shapes[i];
+	if (shape == NULL) {
+		snprintf(why, whylen, "message type %u is not a request",
+		    type);
+		return -1;
+	}
+	if (body == NULL || !json_object_is_type(body, json_type_object)) {
+		snprintf(why, whylen, "$: expected object, got %s",
+		    body == NULL ? "null" : jsonx_type_name(body));
+		return -1;
+	}
+	json_object_object_foreach(body, key, v) {
+		unsigned int bit = 0;
+
+		(void)v;
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+			if (strcmp(key, keys[i].name) == 0)
+				bit = keys[i].bit;
+		if (bit == 0 || (shape->allowed & bit) == 0) {
+			/* The key itself is not echoed: it is peer data. */
+			snprintf(why, whylen, "$: has a key this request type "
+			    "does not take");
+			goto fail;
+		}
+		if (decode_key(req, bit, body, why, whylen) == -1)
+			goto fail;
+		seen |= bit;
+	}
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if ((shape->required & keys[i].bit) && !(seen & keys[i].bit)) {
+			snprintf(why, whylen, "$.%s: is required", keys[i].name);
+			goto fail;
+		}
+	return 0;
+fail:
+	explicit_bzero(req, sizeof(*req));
+	req->type = type;
+	return -1;
+}

@@ -1,0 +1,1017 @@
+/*
+ * authd's SQLite credential store; see store.h.  Runs in authd only, after
+ * it dropped privileges, so the file belongs to the authd user.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+#define WS_COLS	"w.network, w.images, w.max_vms, w.memory_mib, " \
+		"w.storage_gib, w.max_streams"
+#define IMAGES_TEXT_MAX	(AUTH_MAX_IMAGES * (AUTH_IMAGE_MAX + 1) + 1)
+
+struct store {
+	sqlite3		*db;
+	sqlite3_stmt	*verify;
+	char		 err[STORE_ERR_MAX];
+};
+
+/*
+ * Schema migrations: migrations[i] takes user_version i to i + 1.  Append
+ * only; a shipped entry is never edited.
+ */
+static const char *const migrations[] = {
+	/* 0 -> 1 */
+	"CREATE TABLE workspaces ("
+	"  id TEXT PRIMARY KEY NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  revoked_at INTEGER,"
+	"  network INTEGER NOT NULL CHECK (network IN (0, 1)),"
+	"  images TEXT NOT NULL,"
+	"  max_vms INTEGER NOT NULL,"
+	"  memory_mib INTEGER NOT NULL,"
+	"  storage_gib INTEGER NOT NULL,"
+	"  max_streams INTEGER NOT NULL"
+	");"
+	"CREATE TABLE credentials ("
+	"  hash BLOB PRIMARY KEY NOT NULL CHECK (length(hash) = 32),"
+	"  id TEXT NOT NULL UNIQUE,"
+	"  workspace TEXT NOT NULL REFERENCES workspaces(id),"
+	"  created_at INTEGER NOT NULL,"
+	"  expires_at INTEGER,"
+	"  revoked_at INTEGER"
+	");"
+	"CREATE INDEX credentials_by_workspace "
+	"  ON credentials(workspace, created_at);"
+	"CREATE INDEX credentials_by_expiry "
+	"  ON credentials(expires_at) WHERE expires_at IS NOT NULL;",
+};
+
+static void __attribute__((format(printf, 2, 3)))
+store_seterr(struct store *s, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->err, sizeof(s->err), fmt, ap);
+	va_end(ap);
+}
+
+/* Maps a libsqlite3 failure to a store code and records why. */
+static enum store_rc
+db_fail(struct store *s, const char *what)
+{
+	int rc = sqlite3_errcode(s->db);
+
+	store_seterr(s, "%s: %s", what, sqlite3_errmsg(s->db));
+	if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
+		return STORE_BUSY;
+	return STORE_ERROR;
+}
+
+const char *
+store_errmsg(const struct store *s)
+{
+	return s->err;
+}
+
+static int
+exec(struct store *s, const char *sql)
+{
+	return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+}
+
+static enum store_rc
+begin(struct store *s)
+{
+	/* IMMEDIATE: take the write lock now, not halfway through. */
+	if (exec(s, "BEGIN IMMEDIATE") == -1)
+		return db_fail(s, "begin transaction");
+	return STORE_OK;
+}
+
+static enum store_rc
+commit(struct store *s)
+{
+	if (exec(s, "COMMIT") == -1) {
+		enum store_rc rc = db_fail(s, "commit");
+
+		exec(s, "ROLLBACK");
+		return rc;
+	}
+	return STORE_OK;
+}
+
+static void
+rollback(struct store *s)
+{
+	if (sqlite3_get_autocommit(s->db) == 0)
+		exec(s, "ROLLBACK");
+}
+
+static sqlite3_stmt *
+prep(struct store *s, const char *sql)
+{
+	sqlite3_stmt *st = NULL;
+
+	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+		db_fail(s, "prepare");
+		return NULL;
+	}
+	return st;
+}
+
+static int64_t
+col_time(sqlite3_stmt *st, int col)
+{
+	if (sqlite3_column_type(st, col) == SQLITE_NULL)
+		return 0;
+	return sqlite3_column_int64(st, col);
+}
+
+static void
+col_text(sqlite3_stmt *st, int col, char *buf, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+
+	snprintf(buf, len, "%s", t != NULL ? (const char *)t : "");
+}
+
+/* Reads the six WS_COLS columns starting at col. */
+static int
+col_policy(sqlite3_stmt *st, int col, struct auth_policy *p)
+{
+	const unsigned char *imgs;
+
+	memset(p, 0, sizeof(*p));
+	p->network = sqlite3_column_int(st, col) != 0;
+	imgs = sqlite3_column_text(st, col + 1);
+	if (policy_images_split(p, imgs != NULL ? (const char *)imgs : "")
+	    == -1)
+		return -1;
+	p->max_vms = (uint32_t)sqlite3_column_int64(st, col + 2);
+	p->memory_mib = (uint32_t)sqlite3_column_int64(st, col + 3);
+	p->storage_gib = (uint32_t)sqlite3_column_int64(st, col + 4);
+	p->max_streams = (uint32_t)sqlite3_column_int64(st, col + 5);
+	return 0;
+}
+
+static void
+bind_time(sqlite3_stmt *st, int idx, int64_t t)
+{
+	if (t == 0)
+		sqlite3_bind_null(st, idx);
+	else
+		sqlite3_bind_int64(st, idx, t);
+}
+
+/* Makes sure the file exists with mode 0600 before SQLite opens it. */
+static int
+store_prepare_file(const char *path, char err[STORE_ERR_MAX])
+{
+	struct stat sb;
+	int fd;
+
+	if (lstat(path, &sb) == -1) {
+		if (errno != ENOENT) {
+			snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
+			    strerror(errno));
+			return -1;
+		}
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
+		    O_CLOEXEC, 0600);
+		if (fd == -1) {
+			snprintf(err, STORE_ERR_MAX, "database %s: cannot "
+			    "create: %s", path, strerror(errno));
+			return -1;
+		}
+		/* The umask cannot widen 0600, but make it explicit. */
+		if (fchmod(fd, 0600) == -1) {
+			snprintf(err, STORE_ERR_MAX, "database %s: chmod: %s",
+			    path, strerror(errno));
+			close(fd);
+			return -1;
+		}
+		close(fd);
+		return 0;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		snprintf(err, STORE_ERR_MAX, "database %s: not a regular file",
+		    path);
+		return -1;
+	}
+	if (sb.st_uid != geteuid()) {
+		snprintf(err, STORE_ERR_MAX, "database %s: owned by uid %u, "
+		    "not by authd's uid %u", path, (unsigned int)sb.st_uid,
+		    (unsigned int)geteuid());
+		return -1;
+	}
+	if ((sb.st_mode & 077) != 0) {
+		snprintf(err, STORE_ERR_MAX, "database %s: mode %04o gives "
+		    "access to others; it must be 0600", path,
+		    (unsigned int)(sb.st_mode & 07777));
+		return -1;
+	}
+	if ((sb.st_mode & 0600) != 0600) {
+		snprintf(err, STORE_ERR_MAX, "database %s: mode %04o is not "
+		    "readable and writable by its owner; it must be 0600",
+		    path, (unsigned int)(sb.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
+static int
+store_migrate(struct store *s, char err[STORE_ERR_MAX])
+{
+	int have = store_schema_version(s);
+	const int want = (int)(sizeof(migrations) / sizeof(migrations[0]));
+	char sql[64];
+
+	if (have < 0) {
+		snprintf(err, STORE_ERR_MAX, "read schema version: %s",
+		    sqlite3_errmsg(s->db));
+		return -1;
+	}
+	if (have > want) {
+		snprintf(err, STORE_ERR_MAX, "schema version %d is newer than "
+		    "this authd understands (%d); refusing to touch it",
+		    have, want);
+		return -1;
+	}
+	for (int v = have; v < want; v++) {
+		if (begin(s) != STORE_OK)
+			goto fail;
+		if (exec(s, migrations[v]) == -1)
+			goto fail;
+		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
+		if (exec(s, sql) == -1)
+			goto fail;
+		if (commit(s) != STORE_OK)
+			goto fail;
+	}
+	return 0;
+fail:
+	snprintf(err, STORE_ERR_MAX, "schema migration: %s",
+	    sqlite3_errmsg(s->db));
+	rollback(s);
+	return -1;
+}
+
+struct store *
+store_open(const char *path, char err[STORE_ERR_MAX])
+{
+	struct store *s;
+	sqlite3_stmt *st = NULL;
+	const unsigned char *t;
+	int rc;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
+		snprintf(err, STORE_ERR_MAX, "out of memory");
+		return NULL;
+	}
+	if (store_prepare_file(path, err) == -1)
+		goto fail;
+	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
+		    s->db != NULL ? sqlite3_errmsg(s->db) :
+		    sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_extended_result_codes(s->db, 1);
+	/* Nobody else should hold a lock: waiting long helps no one. */
+	sqlite3_busy_timeout(s->db, 1000);
+	if (sqlite3_db_readonly(s->db, "main") == 1) {
+		snprintf(err, STORE_ERR_MAX, "database %s: opened read-only; "
+		    "authd needs to write it", path);
+		goto fail;
+	}
+	/*
+	 * authd is the database's only user: exclusive locking takes the
+	 * file locks once instead of around every lookup, keeps the WAL
+	 * index in memory, and makes a second authd on the same file fail
+	 * instead of sharing it.
+	 */
+	if (exec(s, "PRAGMA locking_mode = EXCLUSIVE") == -1) {
+		snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
+		    sqlite3_errmsg(s->db));
+		goto fail;
+	}
+	/* The first read of the header: a non-database fails here. */
+	if ((st = prep(s, "PRAGMA journal_mode = WAL")) == NULL ||
+	    sqlite3_step(st) != SQLITE_ROW) {
+		snprintf(err, STORE_ERR_MAX, "database %s: %s%s", path,
+		    sqlite3_errmsg(s->db),
+		    (sqlite3_errcode(s->db) & 0xff) == SQLITE_BUSY ?
+		    " (is another authd using it?)" : "");
+		goto fail;
+	}
+	t = sqlite3_column_text(st, 0);
+	if (t == NULL || strcmp((const char *)t, "wal") != 0) {
+		snprintf(err, STORE_ERR_MAX, "database %s: cannot switch to "
+		    "WAL journal mode (got %s); is its directory writable?",
+		    path, t != NULL ? (const char *)t : "nothing");
+		goto fail;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	/* FULL: a committed credential survives power loss, not only kill. */
+	if (exec(s, "PRAGMA synchronous = FULL") == -1 ||
+	    exec(s, "PRAGMA foreign_keys = ON") == -1) {
+		snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
+		    sqlite3_errmsg(s->db));
+		goto fail;
+	}
+	if ((st = prep(s, "PRAGMA quick_check")) == NULL ||
+	    sqlite3_step(st) != SQLITE_ROW) {
+		snprintf(err, STORE_ERR_MAX, "database %s: integrity check "
+		    "failed: %s", path, sqlite3_errmsg(s->db));
+		goto fail;
+	}
+	t = sqlite3_column_text(st, 0);
+	if (t == NULL || strcmp((const char *)t, "ok") != 0) {
+		snprintf(err, STORE_ERR_MAX, "database %s: integrity check "
+		    "failed: %.120s", path, t != NULL ? (const char *)t : "?");
+		goto fail;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (store_migrate(s, err) == -1) {
+		char tmp[STORE_ERR_MAX];
+
+		snprintf(tmp, sizeof(tmp), "database %s: %.160s", path, err);
+		memcpy(err, tmp, STORE_ERR_MAX);
+		goto fail;
+	}
+	s->verify = prep(s, "SELECT c.hash, c.id, c.workspace, c.expires_at, "
+	    WS_COLS " FROM credentials c JOIN workspaces w "
+	    "ON w.id = c.workspace WHERE c.hash = ?1 "
+	    "AND c.revoked_at IS NULL AND w.revoked_at IS NULL");
+	if (s->verify == NULL) {
+		snprintf(err, STORE_ERR_MAX, "database %s: %.160s", path,
+		    s->err);
+		goto fail;
+	}
+	return s;
+fail:
+	sqlite3_finalize(st);
+	store_close(s);
+	return NULL;
+}
+
+void
+store_close(struct store *s)
+{
+	if (s == NULL)
+		return;
+	sqlite3_finalize(s->verify);
+	if (s->db != NULL)
+		sqlite3_close(s->db);
+	free(s);
+}
+
+int
+store_set_durable(struct store *s, int durable)
+{
+	return exec(s, durable ? "PRAGMA synchronous = FULL" :
+	    "PRAGMA synchronous = OFF");
+}
+
+int
+store_schema_version(struct store *s)
+{
+	sqlite3_stmt *st;
+	int v = -1;
+
+	if ((st = prep(s, "PRAGMA user_version")) == NULL)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+void
+store_ids_free(struct store_ids *ids)
+{
+	free(ids->ids);
+	ids->ids = NULL;
+	ids->n = 0;
+}
+
+static int
+ids_add(struct store_ids *ids, const char *id)
+{
+	void *p = reallocarray(ids->ids, ids->n + 1, sizeof(ids->ids[0]));
+
+	if (p == NULL)
+		return -1;
+	ids->ids = p;
+	snprintf(ids->ids[ids->n], sizeof(ids->ids[0]), "%s", id);
+	ids->n++;
+	return 0;
+}
+
+/*
+ * Reads a workspace's policy and revoked time inside a transaction.
+ * STORE_OK, STORE_NOT_FOUND or an error.
+ */
+static enum store_rc
+ws_get(struct store *s, const char *ws, struct auth_policy *p,
+    int64_t *revoked_at)
+{
+	sqlite3_stmt *st;
+	enum store_rc rc;
+
+	st = prep(s, "SELECT w.revoked_at, " WS_COLS
+	    " FROM workspaces w WHERE w.id = ?1");
+	if (st == NULL)
+		return STORE_ERROR;
+	sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
+	switch (sqlite3_step(st)) {
+	case SQLITE_ROW:
+		*revoked_at = col_time(st, 0);
+		if (col_policy(st, 1, p) == -1) {
+			store_seterr(s, "workspace %s: stored images are "
+			    "malformed", ws);
+			rc = STORE_ERROR;
+		} else
+			rc = STORE_OK;
+		break;
+	case SQLITE_DONE:
+		store_seterr(s, "no workspace %s", ws);
+		rc = STORE_NOT_FOUND;
+		break;
+	default:
+		rc = db_fail(s, "read workspace");
+		break;
+	}
+	sqlite3_finalize(st);
+	return rc;
+}
+
+static enum store_rc
+cred_insert(struct store *s, const char *ws, const uint8_t hash[CRED_HASH_LEN],
+    int64_t now, int64_t expires_at)
+{
+	sqlite3_stmt *st;
+	char id[CRED_ID_LEN + 1];
+	enum store_rc rc = STORE_OK;
+
+	cred_id(hash, id);
+	st = prep(s, "INSERT INTO credentials (hash, id, workspace, "
+	    "created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)");
+	if (st == NULL)
+		return STORE_ERROR;
+	sqlite3_bind_blob(st, 1, hash, CRED_HASH_LEN, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, ws, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, now);
+	bind_time(st, 5, expires_at);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		rc = db_fail(s, "insert credential");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+enum store_rc
+store_issue(struct store *s, const char *ws,
+    const struct auth_policy_patch *patch, const struct auth_policy *defaults,
+    const uint8_t hash[CRED_HASH_LEN], int64_t now, int64_t expires_at,
+    int *created, struct auth_policy *policy)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t revoked_at = 0;
+	char imgs[IMAGES_TEXT_MAX];
+	enum store_rc rc;
+
+	*created = 0;
+	if ((rc = begin(s)) != STORE_OK)
+		return rc;
+	rc = ws_get(s, ws, policy, &revoked_at);
+	if (rc == STORE_OK) {
+		struct auth_policy want = *policy;
+
+		if (revoked_at != 0) {
+			store_seterr(s, "workspace %s is revoked; it cannot "
+			    "get new credentials", ws);
+			rc = STORE_CONFLICT;
+			goto out;
+		}
+		/* Reissuing keeps the policy; changing it is policy set. */
+		if (patch != NULL)
+			policy_apply(&want, patch);
+		if (!policy_equal(&want, policy)) {
+			store_seterr(s, "workspace %s exists with another "
+			    "policy; reissuing keeps it (change it with "
+			    "'authctl policy set')", ws);
+			rc = STORE_CONFLICT;
+			goto out;
+		}
+	} else if (rc == STORE_NOT_FOUND) {
+		*policy = *defaults;
+		if (patch != NULL)
+			policy_apply(policy, patch);
+		policy_images_join(policy, imgs, sizeof(imgs));
+		st = prep(s, "INSERT INTO workspaces (id, created_at, "
+		    "network, images, max_vms, memory_mib, storage_gib, "
+		    "max_streams) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+		if (st == NULL) {
+			rc = STORE_ERROR;
+			goto out;
+		}
+		sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 2, now);
+		sqlite3_bind_int(st, 3, policy->network);
+		sqlite3_bind_text(st, 4, imgs, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 5, policy->max_vms);
+		sqlite3_bind_int64(st, 6, policy->memory_mib);
+		sqlite3_bind_int64(st, 7, policy->storage_gib);
+		sqlite3_bind_int64(st, 8, policy->max_streams);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			rc = db_fail(s, "insert workspace");
+			goto out;
+		}
+		*created = 1;
+	} else
+		goto out;
+	if ((rc = cred_insert(s, ws, hash, now, expires_at)) != STORE_OK)
+		goto out;
+	rc = commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc != STORE_OK) {
+		rollback(s);
+		*created = 0;
+	}
+	return rc;
+}
+
+/* Revokes the matching unrevoked credentials, noting the active ones. */
+static enum store_rc
+revoke_creds(struct store *s, const char *ws, const char *only_id,
+    int64_t now, struct store_ids *revoked)
+{
+	sqlite3_stmt *st;
+	enum store_rc rc = STORE_OK;
+	int r;
+
+	st = prep(s, "UPDATE credentials SET revoked_at = ?1 "
+	    "WHERE workspace = ?2 AND revoked_at IS NULL "
+	    "AND (?3 IS NULL OR id = ?3) "
+	    "RETURNING id, expires_at");
+	if (st == NULL)
+		return STORE_ERROR;
+	sqlite3_bind_int64(st, 1, now);
+	sqlite3_bind_text(st, 2, ws, -1, SQLITE_STATIC);
+	if (only_id != NULL)
+		sqlite3_bind_text(st, 3, only_id, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 3);
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		int64_t exp = col_time(st, 1);
+
+		/* An expired credential was already announced as such. */
+		if (exp != 0 && exp <= now)
+			continue;
+		if (ids_add(revoked,
+		    (const char *)sqlite3_column_text(st, 0)) == -1) {
+			store_seterr(s, "out of memory");
+			rc = STORE_ERROR;
+			break;
+		}
+	}
+	if (rc == STORE_OK && r != SQLITE_DONE)
+		rc = db_fail(s, "revoke credentials");
+	sqlite3_finalize(st);
+	return rc;
+}
+
+enum store_rc
+store_rotate(struct store *s, const char *ws, const char *old_id,
+    const uint8_t hash[CRED_HASH_LEN], int64_t now, int64_t expires_at,
+    struct auth_policy *policy, struct store_ids *revoked)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t revoked_at = 0;
+	enum store_rc rc;
+
+	revoked->n = 0;
+	revoked->ids = NULL;
+	if ((rc = begin(s)) != STORE_OK)
+		return rc;
+	if ((rc = ws_get(s, ws, policy, &revoked_at)) != STORE_OK)
+		goto out;
+	if (revoked_at != 0) {
+		store_seterr(s, "workspace %s is revoked; it cannot get new "
+		    "credentials", ws);
+		rc = STORE_CONFLICT;
+		goto out;
+	}
+	if (old_id != NULL) {
+		st = prep(s, "SELECT 1 FROM credentials "
+		    "WHERE id = ?1 AND workspace = ?2");
+		if (st == NULL) {
+			rc = STORE_ERROR;
+			goto out;
+		}
+		sqlite3_bind_text(st, 1, old_id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, ws, -1, SQLITE_STATIC);
+		switch (sqlite3_step(st)) {
+		case SQLITE_ROW:
+			break;
+		case SQLITE_DONE:
+			store_seterr(s, "workspace %s has no credential %s",
+			    ws, old_id);
+			rc = STORE_NOT_FOUND;
+			goto out;
+		default:
+			rc = db_fail(s, "read credential");
+			goto out;
+		}
+	}
+	if ((rc = revoke_creds(s, ws, old_id, now, revoked)) != STORE_OK)
+		goto out;
+	if ((rc = cred_insert(s, ws, hash, now, expires_at)) != STORE_OK)
+		goto out;
+	rc = commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc != STORE_OK) {
+		rollback(s);
+		store_ids_free(revoked);
+	}
+	return rc;
+}
+
+enum store_rc
+store_revoke_cred(struct store *s, const char *id, int64_t now,
+    char ws[AUTH_WORKSPACE_MAX + 1], int *already)
+{
+	sqlite3_stmt *st = NULL;
+	enum store_rc rc;
+
+	*already = 0;
+	if ((rc = begin(s)) != STORE_OK)
+		return rc;
+	st = prep(s, "SELECT workspace, revoked_at FROM credentials "
+	    "WHERE id = ?1");
+	if (st == NULL) {
+		rc = STORE_ERROR;
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	switch (sqlite3_step(st)) {
+	case SQLITE_ROW:
+		col_text(st, 0, ws, AUTH_WORKSPACE_MAX + 1);
+		*already = col_time(st, 1) != 0;
+		break;
+	case SQLITE_DONE:
+		store_seterr(s, "no credential %s", id);
+		rc = STORE_NOT_FOUND;
+		goto out;
+	default:
+		rc = db_fail(s, "read credential");
+		goto out;
+	}
+	sqlite3_finalize(st);
+	st = NULL;
+	if (!*already) {
+		st = prep(s, "UPDATE credentials SET revoked_at = ?1 "
+		    "WHERE id = ?2");
+		if (st == NULL) {
+			rc = STORE_ERROR;
+			goto out;
+		}
+		sqlite3_bind_int64(st, 1, now);
+		sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			rc = db_fail(s, "revoke credential");
+			goto out;
+		}
+	}
+	rc = commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc != STORE_OK)
+		rollback(s);
+	return rc;
+}
+
+enum store_rc
+store_revoke_workspace(struct store *s, const char *ws, int64_t now,
+    int *already, struct store_ids *revoked)
+{
+	sqlite3_stmt *st = NULL;
+	struct auth_policy p;
+	int64_t revoked_at = 0;
+	enum store_rc rc;
+
+	*already = 0;
+	revoked->n = 0;
+	revoked->ids = NULL;
+	if ((rc = begin(s)) != STORE_OK)
+		return rc;
+	if ((rc = ws_get(s, ws, &p, &revoked_at)) != STORE_OK)
+		goto out;
+	if (revoked_at != 0) {
+		*already = 1;
+		rc = commit(s);
+		goto out;
+	}
+	st = prep(s, "UPDATE workspaces SET revoked_at = ?1 WHERE id = ?2");
+	if (st == NULL) {
+		rc = STORE_ERROR;
+		goto out;
+	}
+	sqlite3_bind_int64(st, 1, now);
+	sqlite3_bind_text(st, 2, ws, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		rc = db_fail(s, "revoke workspace");
+		goto out;
+	}
+	/* Marked one by one too, so show tells the same story. */
+	if ((rc = revoke_creds(s, ws, NULL, now, revoked)) != STORE_OK)
+		goto out;
+	rc = commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc != STORE_OK) {
+		rollback(s);
+		store_ids_free(revoked);
+	}
+	return rc;
+}
+
+enum store_rc
+store_policy_set(struct store *s, const char *ws,
+    const struct auth_policy_patch *patch, struct auth_policy *out)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t revoked_at = 0;
+	char imgs[IMAGES_TEXT_MAX];
+	enum store_rc rc;
+
+	if ((rc = begin(s)) != STORE_OK)
+		return rc;
+	if ((rc = ws_get(s, ws, out, &revoked_at)) != STORE_OK)
+		goto out;
+	if (revoked_at != 0) {
+		store_seterr(s, "workspace %s is revoked", ws);
+		rc = STORE_CONFLICT;
+		goto out;
+	}
+	policy_apply(out, patch);
+	policy_images_join(out, imgs, sizeof(imgs));
+	st = prep(s, "UPDATE workspaces SET network = ?2, images = ?3, "
+	    "max_vms = ?4, memory_mib = ?5, storage_gib = ?6, "
+	    "max_streams = ?7 WHERE id = ?1");
+	if (st == NULL) {
+		rc = STORE_ERROR;
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 2, out->network);
+	sqlite3_bind_text(st, 3, imgs, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 4, out->max_vms);
+	sqlite3_bind_int64(st, 5, out->memory_mib);
+	sqlite3_bind_int64(st, 6, out->storage_gib);
+	sqlite3_bind_int64(st, 7, out->max_streams);
+	if (sqlite3_step(st) != SQLITE_DONE) {
+		rc = db_fail(s, "update policy");
+		goto out;
+	}
+	rc = commit(s);
+out:
+	sqlite3_finalize(st);
+	if (rc != STORE_OK)
+		rollback(s);
+	return rc;
+}
+
+enum store_rc
+store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
+    struct store_verdict *v)
+{
+	sqlite3_stmt *st = s->verify;
+	enum store_rc rc = STORE_UNAUTHORIZED;
+	int64_t exp;
+
+	sqlite3_bind_blob(st, 1, hash, CRED_HASH_LEN, SQLITE_STATIC);
+	switch (sqlite3_step(st)) {
+	case SQLITE_ROW:
+		/* The index found it; still compare the whole hash in
+		 * constant time rather than trust how it matched. */
+		if (sqlite3_column_bytes(st, 0) != CRED_HASH_LEN ||
+		    !cred_hash_equal(sqlite3_column_blob(st, 0), hash))
+			break;
+		exp = col_time(st, 3);
+		if (exp != 0 && exp <= now)
+			break;
+		col_text(st, 1, v->cred_id, sizeof(v->cred_id));
+		col_text(st, 2, v->workspace, sizeof(v->workspace));
+		v->expires_at = exp;
+		if (col_policy(st, 4, &v->policy) == -1) {
+			store_seterr(s, "workspace %s: stored images are "
+			    "malformed", v->workspace);
+			rc = STORE_ERROR;
+			break;
+		}
+		rc = STORE_OK;
+		break;
+	case SQLITE_DONE:
+		break;
+	default:
+		rc = db_fail(s, "verify");
+		break;
+	}
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc;
+}
+
+static void
+row_workspace(sqlite3_stmt *st, struct store_workspace *w)
+{
+	memset(w, 0, sizeof(*w));
+	col_text(st, 0, w->id, sizeof(w->id));
+	w->created_at = col_time(st, 1);
+	w->revoked_at = col_time(st, 2);
+	w->active = (unsigned int)sqlite3_column_int(st, 3);
+	w->total = (unsigned int)sqlite3_column_int(st, 4);
+}
+
+#define WS_SELECT "SELECT w.id, w.created_at, w.revoked_at, " \
+	"(SELECT count(*) FROM credentials c WHERE c.workspace = w.id " \
+	"  AND c.revoked_at IS NULL AND w.revoked_at IS NULL " \
+	"  AND (c.expires_at IS NULL OR c.expires_at > ?1)), " \
+	"(SELECT count(*) FROM credentials c WHERE c.workspace = w.id), " \
+	WS_COLS " FROM workspaces w "
+
+enum store_rc
+store_list(struct store *s, int64_t now, size_t max,
+    struct store_workspace **out, size_t *n, int *truncated)
+{
+	sqlite3_stmt *st;
+	struct store_workspace *ws = NULL;
+	enum store_rc rc = STORE_OK;
+	size_t cnt = 0;
+	int r;
+
+	*out = NULL;
+	*n = 0;
+	*truncated = 0;
+	if ((st = prep(s, WS_SELECT "ORDER BY w.id LIMIT ?2")) == NULL)
+		return STORE_ERROR;
+	sqlite3_bind_int64(st, 1, now);
+	sqlite3_bind_int64(st, 2, (int64_t)max + 1);
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		void *p;
+
+		if (cnt == max) {
+			*truncated = 1;
+			break;
+		}
+		if ((p = reallocarray(ws, cnt + 1, sizeof(*ws))) == NULL) {
+			store_seterr(s, "out of memory");
+			rc = STORE_ERROR;
+			goto out;
+		}
+		ws = p;
+		row_workspace(st, &ws[cnt]);
+		if (col_policy(st, 5, &ws[cnt].policy) == -1) {
+			store_seterr(s, "workspace %s: stored images are "
+			    "malformed", ws[cnt].id);
+			rc = STORE_ERROR;
+			goto out;
+		}
+		cnt++;
+	}
+	if (r != SQLITE_ROW && r != SQLITE_DONE) {
+		rc = db_fail(s, "list workspaces");
+		goto out;
+	}
+	*out = ws;
+	*n = cnt;
+	ws = NULL;
+out:
+	free(ws);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+enum store_rc
+store_show(struct store *s, const char *ws, int64_t now, size_t max,
+    struct store_workspace *w, struct store_cred **creds, size_t *n,
+    int *truncated)
+{
+	sqlite3_stmt *st;
+	struct store_cred *cs = NULL;
+	enum store_rc rc = STORE_OK;
+	size_t cnt = 0;
+	int r;
+
+	*creds = NULL;
+	*n = 0;
+	*truncated = 0;
+	if ((st = prep(s, WS_SELECT "WHERE w.id = ?2")) == NULL)
+		return STORE_ERROR;
+	sqlite3_bind_int64(st, 1, now);
+	sqlite3_bind_text(st, 2, ws, -1, SQLITE_STATIC);
+	r = sqlite3_step(st);
+	if (r == SQLITE_DONE) {
+		store_seterr(s, "no workspace %s", ws);
+		rc = STORE_NOT_FOUND;
+		goto out;
+	}
+	if (r != SQLITE_ROW) {
+		rc = db_fail(s, "show workspace");
+		goto out;
+	}
+	row_workspace(st, w);
+	if (col_policy(st, 5, &w->policy) == -1) {
+		store_seterr(s, "workspace %s: stored images are malformed",
+		    ws);
+		rc = STORE_ERROR;
+		goto out;
+	}
+	sqlite3_finalize(st);
+	st = prep(s, "SELECT id, created_at, expires_at, revoked_at "
+	    "FROM credentials WHERE workspace = ?1 "
+	    "ORDER BY created_at DESC, id LIMIT ?2");
+	if (st == NULL) {
+		rc = STORE_ERROR;
+		goto out;
+	}
+	sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, (int64_t)max + 1);
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		void *p;
+
+		if (cnt == max) {
+			*truncated = 1;
+			break;
+		}
+		if ((p = reallocarray(cs, cnt + 1, sizeof(*cs))) == NULL) {
+			store_seterr(s, "out of memory");
+			rc = STORE_ERROR;
+			goto out;
+		}
+		cs = p;
+		memset(&cs[cnt], 0, sizeof(cs[cnt]));
+		col_text(st, 0, cs[cnt].id, sizeof(cs[cnt].id));
+		snprintf(cs[cnt].workspace, sizeof(cs[cnt].workspace), "%s",
+		    ws);
+		cs[cnt].created_at = col_time(st, 1);
+		cs[cnt].expires_at = col_time(st, 2);
+		cs[cnt].revoked_at = col_time(st, 3);
+		cnt++;
+	}
+	if (r != SQLITE_ROW && r != SQLITE_DONE) {
+		rc = db_fail(s, "list credentials");
+		goto out;
+	}
+	*creds = cs;
+	*n = cnt;
+	cs = NULL;
+out:
+	free(cs);
+	sqlite3_finalize(st);
+	return rc;
+}
+
+enum store_rc
+store_expired(struct store *s, int64_t after, int64_t upto,
+    void (*cb)(const char *, const char *, void *), void *arg)
+{
+	sqlite3_stmt *st;
+	enum store_rc rc = STORE_OK;
+	int r;
+
+	st = prep(s, "SELECT c.workspace, c.id FROM credentials c "
+	    "JOIN workspaces w ON w.id = c.workspace "
+	    "WHERE c.expires_at > ?1 AND c.expires_at <= ?2 "
+	    "AND c.revoked_at IS NULL AND w.revoked_at IS NULL");
+	if (st == NULL)
+		return STORE_ERROR;
+	sqlite3_bind_int64(st, 1, after);
+	sqlite3_bind_int64(st, 2, upto);
+	while ((r = sqlite3_step(st)) == SQLITE_ROW)
+		cb((const char *)sqlite3_column_text(st, 0),
+		    (const char *)sqlite3_column_text(st, 1), arg);
+	if (r != SQLITE_DONE)
+		rc = db_fail(s, "find expired credentials");
+	sqlite3_finalize(st);
+	return rc;
+}

@@ -1,0 +1,68 @@
+/*
+ * Strict JSON for everything mcpvm accepts from a peer: a parser that
+ * refuses what RFC 8259 refuses (json-c alone accepts NaN, single quotes,
+ * trailing commas in places, huge integers clamped to INT64_MAX) and typed
+ * getters that never coerce.  Used by mcpd, vmmd, authd and netd.
+ */
+#ifndef MCPVM_JSONX_H
+#define MCPVM_JSONX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+/* Deepest nesting any caller may ask for; bounds the checker's recursion. */
+#define JSONX_DEPTH_LIMIT	64
+
+struct jsonx_err {
+	char	msg[256];	/* "$.cursor.stdout: expected integer, got string" */
+};
+
+/*
+ * Parse exactly buf[0..len) as one JSON value: the text must be valid UTF-8
+ * (strict, see utf8.h), contain no NUL byte, follow RFC 8259's grammar
+ * (no comments, NaN, leading zeros, raw control characters in strings or
+ * unpaired \u surrogate escapes), nest at most max_depth arrays/objects
+ * deep (capped at JSONX_DEPTH_LIMIT; the top-level container is depth 1),
+ * keep integers within int64 and numbers finite, and have nothing after the
+ * value but JSON whitespace.  A key given twice keeps its last value, as
+ * json-c does.  Returns a new reference or NULL with err->msg set; a
+ * top-level null is refused, since json-c represents it as NULL.
+ */
+json_object	*jsonx_parse(const char *buf, size_t len, size_t max_depth,
+		    struct jsonx_err *err);
+/* The same, and the top-level value must be an object. */
+json_object	*jsonx_parse_object(const char *buf, size_t len,
+		    size_t max_depth, struct jsonx_err *err);
+
+/* "integer", "number", "string", "boolean", "null", "object", "array". */
+const char	*jsonx_type_name(json_object *);
+
+/*
+ * Typed getters.  key is a member name, or several joined by '.' to reach
+ * into nested objects ("cursor.stdout"); every intermediate member that is
+ * present must be an object.  Each returns 1 and sets *out when the member
+ * is present and well-typed, 0 when it (or an object on the way) is absent
+ * and not required (*out untouched), and -1 with err->msg naming the JSON
+ * path otherwise.  JSON null is a wrong type, not an absent member.
+ *
+ * jsonx_get_string refuses strings containing U+0000, which C could not see
+ * past; *out points into obj and lives as long as obj does.  jsonx_get_int64 accepts only JSON integers (1.0 and "1" are wrong
+ * types) within [min, max].  jsonx_get_enum stores the index into names, a
+ * NULL-terminated list.
+ */
+int	jsonx_get_string(json_object *obj, const char *key, int required,
+	    const char **out, struct jsonx_err *err);
+int	jsonx_get_int64(json_object *obj, const char *key, int required,
+	    int64_t min, int64_t max, int64_t *out, struct jsonx_err *err);
+int	jsonx_get_bool(json_object *obj, const char *key, int required,
+	    int *out, struct jsonx_err *err);
+int	jsonx_get_object(json_object *obj, const char *key, int required,
+	    json_object **out, struct jsonx_err *err);
+int	jsonx_get_array(json_object *obj, const char *key, int required,
+	    json_object **out, struct jsonx_err *err);
+int	jsonx_get_enum(json_object *obj, const char *key, int required,
+	    const char *const *names, int *out, struct jsonx_err *err);
+
+#endif

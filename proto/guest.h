@@ -1,0 +1,178 @@
+/*
+ * The host <-> guest link: the one byte stream between a VM's vmproxy (host)
+ * and guestd (PID 1 in the guest).  Shared by both; common/glink.{c,h}
+ * implements the framing, channel and credit rules described here.
+ *
+ * TRANSPORT
+ *   QEMU: virtio-serial port "org.mcpvm.link.0" (guestd finds its /dev/vportNpM
+ *   by name in /sys/class/virtio-ports; no udev).  Firecracker (or
+ *   vhost-vsock): guest vsock port 1024, guestd listens and the newest
+ *   connection is the link.
+ *   When the transport drops (host disconnects, hibernation, reset) every
+ *   channel is gone on both sides and any half-received frame is discarded;
+ *   jobs live on in guestd.  After every (re)connect guestd sends "hello"
+ *   first.  The host may send requests before it has seen hello.
+ *
+ * FRAMES
+ *   12-byte header, all integers little-endian:
+ *     u8 type, u8 flags, u16 reserved (0), u32 channel, u32 len
+ *   followed by len payload bytes, len <= GLINK_MAX_PAYLOAD (64 KiB).
+ *   Any rule broken below (unknown type, flag or non-zero reserved, a len too
+ *   large, a frame for a channel that is not open, DATA beyond credit, ...)
+ *   ends the link: the receiver drops the transport and reconnects.  It never
+ *   ends a process.
+ *
+ *   CTRL   (1) channel 0. Payload: one JSON object (UTF-8), see CONTROL.
+ *              flags GLINK_F_BODY: the message has a raw byte body which
+ *              follows in BODY frames.
+ *   BODY   (2) channel 0. Raw body bytes for the last CTRL that had
+ *              GLINK_F_BODY; flags GLINK_F_END on the last one (which may be
+ *              empty).  Between that CTRL and the END frame no other CTRL
+ *              may be sent by the same side (other channels may interleave).
+ *              A body is at most GLINK_MAX_BODY bytes.  This is how file
+ *              contents (128 KiB > one frame), exec stdin and job output
+ *              travel: raw, never base64.
+ *   OPEN   (3) host -> guest, channel >= 1 not in use.  Payload: u32 port
+ *              (1..65535).  guestd connects to 127.0.0.1:<port> in the guest.
+ *   OPEN_OK   (4) guest -> host, empty.  The stream is connected.
+ *   OPEN_FAIL (5) guest -> host.  Payload: UTF-8 reason (<= 256 bytes,
+ *              e.g. "connect 127.0.0.1:5000: Connection refused").  The
+ *              channel is released on both sides at once (no CLOSE).
+ *   DATA   (6) either way on an open channel, 1..64 KiB of stream bytes.
+ *              Costs the sender len bytes of credit.
+ *   EOF    (7) half-close: the sender writes nothing more on this channel
+ *              (guestd then shutdown(SHUT_WR)s the TCP socket; a guest
+ *              program's shutdown(SHUT_WR) becomes EOF to the host).
+ *   CLOSE  (8) the sender has released the channel (abort or both sides
+ *              done).  The receiver answers CLOSE unless it already sent one;
+ *              frames crossing a CLOSE are ignored.  The id may be reused
+ *              once each side has both sent and received CLOSE.
+ *   WINDOW (9) Payload: u32 credit increment (>= 1).  The receiver of data
+ *              grants more credit as it consumes bytes.
+ *   Every channel starts with GLINK_INITIAL_WINDOW credit in each direction
+ *   (from OPEN_OK on); total credit may never exceed GLINK_MAX_WINDOW.
+ *   Because a sender can never have more than its credit in flight, a bulk
+ *   stream never fills the link ahead of control frames, and both ends queue
+ *   CTRL/BODY frames ahead of stream data.
+ *
+ * CONTROL (channel 0)
+ *   Request  host -> guest: {"id": <1..2^32-1>, "op": "<op>", args...}
+ *   Reply    guest -> host: {"id": <same>, "ok": true, results...}
+ *                        or {"id": <same>, "ok": false,
+ *                            "error": {"code": "<code>", "message": "..."}}
+ *   Event    guest -> host: {"event": "hello", "version": 1,
+ *                            "boot_id": "<uuid>", "jobs": <n kept>}
+ *            boot_id changes only when the guest boots again, so the host
+ *            tells a reconnect or a restored snapshot from a reboot.
+ *   Replies come in request order.  Messages are parsed with a depth limit
+ *   (GLINK_JSON_DEPTH) and every field is type-checked; unknown fields are
+ *   ignored.  Error codes: invalid_argument, not_found, already_exists,
+ *   limit_exceeded, too_large, forbidden_path, frozen, io_error, internal.
+ *   A request whose envelope is unusable (not a JSON object, no integer
+ *   "id" or string "op") ends the link like any other broken rule; a bad
+ *   argument gets an invalid_argument reply.
+ *
+ *   hello       {} -> {"version", "boot_id", "jobs"} as in the event.
+ *               Starts a new host session on a transport guestd may not
+ *               have seen drop (a snapshot restored while connected): the
+ *               guest forgets every channel, closing its streams without
+ *               CLOSE frames.  Until the reply, the host drops frames for
+ *               channels it does not know (glink_set_lenient).
+ *   ping        {} -> {}
+ *   clock_set   {"realtime_ns": int} -> {}   sets CLOCK_REALTIME
+ *   exec        {"job_id": str [A-Za-z0-9_-]{1,64}, "command": str,
+ *                "cwd"?: str (relative to /workspace, default ""),
+ *                "env"?: {NAME: str, ...} (at most 128),
+ *                "timeout_ms"?: int (0 or absent: none)}
+ *               + optional body: stdin bytes (else stdin is /dev/null)
+ *               -> job status (below).  The host picks job_id, so an exec
+ *               whose reply was lost can be looked up after a reconnect.
+ *               At most GUEST_MAX_RUNNING running and GUEST_MAX_JOBS kept
+ *               (limit_exceeded); a bad cwd gives state "failed" + "error";
+ *               refused with "frozen" between freeze and thaw.  A job is
+ *               completed when bash exits; descendants may still write, so
+ *               read output until the cursors stop advancing and
+ *               streams_open is false.
+ *   job_status  {"job_id"?: str} -> job status, or without job_id
+ *               {"jobs": [{"job_id", "state"}, ...]} for every kept job
+ *   job status  {"job_id", "state": "running"|"completed"|"failed"|
+ *                "cancelled"|"timed_out", "exit_code"?: int (completed),
+ *                "signal"?: int (completed by a signal), "error"?: str
+ *                (failed), "truncated": bool, "timed_out": bool,
+ *                "stdout_bytes": int, "stderr_bytes": int (retained),
+ *                "streams_open": bool (a pipe still has a writer),
+ *                "run_ms": int (running time, suspension excluded)}
+ *   job_output  {"job_id", "stdout_cursor"?: int, "stderr_cursor"?: int,
+ *                "max_bytes"?: int 1..16384 (per stream, default 16384)}
+ *               -> job status + {"stdout_len": n, "stderr_len": m,
+ *                "stdout_next": int, "stderr_next": int}, body = n stdout
+ *               bytes then m stderr bytes (always sent, maybe empty).
+ *               Cursors are byte offsets in the retained prefix of each
+ *               stream; reads are non-destructive and repeatable.
+ *   job_cancel  {"job_id"} -> job status.  Kills the job's cgroup
+ *               (cgroup.kill), detached descendants included; a running
+ *               job's state becomes cancelled, a finished one keeps its.
+ *   file_read   {"path": str} -> {"size": n, "mode": int}, body = contents
+ *               (<= GUEST_MAX_FILE, else too_large; not_found; a directory
+ *               or device is invalid_argument).
+ *   file_write  {"path": str, "mode"?: int 0..0777 (default: the
+ *                existing file's mode, else 0644),
+ *                "create_parents"?: bool} + body (<= GUEST_MAX_FILE)
+ *               -> {"size": n}.  Atomic (temp file + rename), uid/gid 1000.
+ *               Paths are relative to /workspace, resolved with openat2
+ *               RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS: ".." components,
+ *               absolute paths and symlinks are refused (forbidden_path).
+ *   freeze      {} -> {"frozen": bool}  freezes every job cgroup and stops
+ *               timeout accounting.
+ *   thaw        {"realtime_ns"?: int} -> {}  sets CLOCK_REALTIME first, then
+ *               restarts timeout accounting, then thaws the jobs.
+ *   activity    {} -> {"active": bool, "jobs_running": n, "streams": n}
+ *               active: some job cgroup still holds a process (detached
+ *               descendants count, guest daemons do not).
+ *   shutdown    {} -> {} then guestd syncs and powers off.
+ */
+#ifndef MCPVM_PROTO_GUEST_H
+#define MCPVM_PROTO_GUEST_H
+
+#include <stdint.h>
+
+#define GLINK_VERSION		1
+
+#define GLINK_HDR_LEN		12
+#define GLINK_MAX_PAYLOAD	65536u
+#define GLINK_MAX_BODY		(256u * 1024)
+#define GLINK_INITIAL_WINDOW	(256u * 1024)
+#define GLINK_MAX_WINDOW	(16u * 1024 * 1024)
+#define GLINK_MAX_CHANNELS	256
+#define GLINK_JSON_DEPTH	8
+#define GLINK_OPEN_FAIL_MAX	256
+
+enum glink_type {
+	GLINK_CTRL = 1,
+	GLINK_BODY = 2,
+	GLINK_OPEN = 3,
+	GLINK_OPEN_OK = 4,
+	GLINK_OPEN_FAIL = 5,
+	GLINK_DATA = 6,
+	GLINK_EOF = 7,
+	GLINK_CLOSE = 8,
+	GLINK_WINDOW = 9,
+};
+
+#define GLINK_F_BODY		0x01	/* CTRL: BODY frames follow */
+#define GLINK_F_END		0x01	/* BODY: the last frame */
+
+/* guestd limits the host relies on. */
+#define GUEST_MAX_RUNNING	4
+#define GUEST_MAX_JOBS		256
+#define GUEST_OUTPUT_MAX	(256u * 1024)	/* kept, both streams */
+#define GUEST_OUTPUT_READ_MAX	16384u	/* per stream per call */
+#define GUEST_MAX_FILE		(128u * 1024)
+#define GUEST_JOB_ID_MAX	64
+#define GUEST_MAX_ENV		128
+#define GUEST_VSOCK_PORT	1024
+#define GUEST_VIRTIO_PORT	"org.mcpvm.link.0"
+#define GUEST_UID		1000
+#define GUEST_GID		1000
+
+#endif

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Bare QEMU hibernate/restore, driven by a minimal QMP client.
+
+The baseline for vmmd's QEMU backend in bench_vmmd: the same QEMU command
+line, the same QMP steps (stop, raise the bandwidth cap, getfd, migrate,
+poll query-migrate, fsync, quit; -incoming defer, getfd, migrate-incoming,
+poll, cont), with nothing else around them.  Standard library only.
+
+Usage: bare_qmp.py CONFIG.json  ->  prints {"hibernate_ms": [...],
+"restore_ms": [...], "bytes": N} on stdout.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+
+class Qmp:
+    def __init__(self, path, deadline=10.0):
+        end = time.monotonic() + deadline
+        while True:
+            try:
+                self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.s.connect(path)
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                self.s.close()
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.01)
+        self.f = self.s.makefile("r")
+        self.read()                      # greeting
+        self.cmd("qmp_capabilities")
+
+    def read(self):
+        while True:
+            msg = json.loads(self.f.readline())
+            if "event" not in msg:
+                return msg
+
+    def cmd(self, name, args=None, fd=None):
+        m = {"execute": name}
+        if args is not None:
+            m["arguments"] = args
+        data = (json.dumps(m) + "\n").encode()
+        if fd is None:
+            self.s.sendall(data)
+        else:
+            socket.send_fds(self.s, [data], [fd])
+        r = self.read()
+        if "error" in r:
+            raise RuntimeError(f"{name}: {r['error']}")
+        return r["return"]
+
+    def wait_migration(self):
+        while True:
+            st = self.cmd("query-migrate").get("status")
+            if st == "completed":
+                return
+            if st in ("failed", "cancelled"):
+                raise RuntimeError("migration " + st)
+            time.sleep(0.02)
+
+
+def clean(rundir):
+    for n in ("qmp.sock", "link.sock"):
+        try:
+            os.unlink(os.path.join(rundir, n))
+        except FileNotFoundError:
+            pass
+
+
+def main():
+    cfg = json.load(open(sys.argv[1]))
+    argv, rundir, ckpt = cfg["argv"], cfg["rundir"], cfg["ckpt"]
+    qmp_path = os.path.join(rundir, "qmp.sock")
+    log = open(os.path.join(rundir, "qemu.log"), "a")
+    out = {"hibernate_ms": [], "restore_ms": [], "bytes": 0}
+    for _ in range(cfg["iterations"]):
+        clean(rundir)
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
+                             stderr=log)
+        q = Qmp(qmp_path)
+        time.sleep(cfg.get("settle_s", 0.2))
+        t0 = time.monotonic()
+        q.cmd("stop")
+        q.cmd("migrate-set-parameters", {"max-bandwidth": 1 << 40})
+        fd = os.open(ckpt, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        q.cmd("getfd", {"fdname": "ckpt"}, fd)
+        q.cmd("migrate", {"uri": "fd:ckpt"})
+        q.wait_migration()
+        os.fsync(fd)
+        os.close(fd)
+        q.s.sendall(b'{"execute":"quit"}\n')
+        p.wait()
+        out["hibernate_ms"].append((time.monotonic() - t0) * 1000)
+        out["bytes"] = os.path.getsize(ckpt)
+
+        clean(rundir)
+        t0 = time.monotonic()
+        p = subprocess.Popen(argv + ["-S", "-incoming", "defer"],
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+        q = Qmp(qmp_path)
+        fd = os.open(ckpt, os.O_RDONLY)
+        q.cmd("getfd", {"fdname": "ckpt"}, fd)
+        os.close(fd)
+        q.cmd("migrate-incoming", {"uri": "fd:ckpt"})
+        q.wait_migration()
+        q.cmd("cont")
+        assert q.cmd("query-status")["status"] == "running"
+        out["restore_ms"].append((time.monotonic() - t0) * 1000)
+        q.s.sendall(b'{"execute":"quit"}\n')
+        p.wait()
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

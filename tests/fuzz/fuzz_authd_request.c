@@ -1,0 +1,88 @@
+/*
+ * libFuzzer target for authd's request decoding: the body of a frame as
+ * mcpd, vmmd or authctl could send it goes through the same JSON check as
+ * on the socket (ipc_frame_check) and then authd_request_decode().  The
+ * first byte picks the message type.  A decoded request must satisfy the
+ * invariants the handlers rely on; anything else aborts.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ipc.h"
+#include "request.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+static const struct ipc_rule rules[] = {
+	{ IPC_AUTH_VERIFY, 0 }, { IPC_AUTH_SUBSCRIBE, 0 },
+	{ IPC_AUTHCTL_ISSUE, 0 }, { IPC_AUTHCTL_ROTATE, 0 },
+	{ IPC_AUTHCTL_REVOKE_TOKEN, 0 }, { IPC_AUTHCTL_REVOKE_WORKSPACE, 0 },
+	{ IPC_AUTHCTL_POLICY_SET, 0 }, { IPC_AUTHCTL_LIST, 0 },
+	{ IPC_AUTHCTL_SHOW, 0 }, { IPC_AUTH_VERIFY_RESULT, 0 },
+};
+static const struct ipc_policy policy = { "fuzz", rules,
+	sizeof(rules) / sizeof(rules[0]) };
+
+static void
+check(const struct authd_request *r)
+{
+	char why[256];
+
+	if (r->workspace[0] != '\0' &&
+	    !workspace_id_valid(r->workspace, why, sizeof(why)))
+		abort();
+	if (r->cred_id[0] != '\0' && !cred_id_valid(r->cred_id))
+		abort();
+	if (r->cred_ok && !cred_wellformed(r->credential, strlen(r->credential)))
+		abort();
+	if (r->has_ttl && (r->ttl < 0 || r->ttl > AUTH_TTL_MAX))
+		abort();
+	if (r->patch.p.nimages > AUTH_MAX_IMAGES)
+		abort();
+	for (size_t i = 0; i < r->patch.p.nimages; i++) {
+		if (!image_id_valid(r->patch.p.images[i], why, sizeof(why)))
+			abort();
+		if (i > 0 && strcmp(r->patch.p.images[i - 1],
+		    r->patch.p.images[i]) >= 0)
+			abort();	/* sorted, no duplicates */
+	}
+	if ((r->patch.fields & POLICY_F_MAX_VMS) &&
+	    (r->patch.p.max_vms < 1 || r->patch.p.max_vms > AUTH_MAX_VMS_LIMIT))
+		abort();
+	if (r->type == IPC_AUTHCTL_POLICY_SET && r->patch.fields == 0)
+		abort();
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct json_object *body = NULL;
+	struct authd_request req;
+	struct ipc_frame f;
+	char *payload, err[256];
+
+	if (size < 1 || size > 65536)
+		return 0;
+	payload = malloc(size);
+	memcpy(payload, data + 1, size - 1);
+	payload[size - 1] = '\0';
+	memset(&f, 0, sizeof(f));
+	f.type = rules[data[0] % policy.nrules].type;
+	f.id = 1;
+	f.payload = payload;
+	f.len = size - 1;
+	f.fd = -1;
+	if (ipc_frame_check(&f, &policy, &body, err, sizeof(err)) == 0) {
+		if (authd_request_decode(f.type, body, &req, err,
+		    sizeof(err)) == 0)
+			check(&req);
+		else if (err[0] == '\0')
+			abort();	/* a refusal always says why */
+		json_object_put(body);
+	}
+	free(payload);
+	return 0;
+}

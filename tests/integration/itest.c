@@ -1,0 +1,96 @@
+/*
+ * Helpers for vmmd's C integration tests (see itest.h).
+ */
+#include <sys/wait.h>
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "itest.h"
+
+long
+itest_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static void
+tick(evutil_socket_t fd, short what, void *arg)
+{
+}
+
+int
+itest_run_until(struct event_base *base, const int *flag, int ms)
+{
+	struct timeval tv = { 0, 20000 };
+	struct event *ev;
+	long deadline = itest_now_ms() + ms;
+
+	/* A ticking timer, so EVLOOP_ONCE returns to check the clock. */
+	ev = event_new(base, -1, EV_PERSIST, tick, NULL);
+	event_add(ev, &tv);
+	while (!*flag && itest_now_ms() < deadline)
+		event_base_loop(base, EVLOOP_ONCE);
+	event_free(ev);
+	return *flag;
+}
+
+static int
+run(char *const argv[], int quiet)
+{
+	pid_t pid;
+	int st, fd;
+
+	if ((pid = fork()) == -1)
+		return -1;
+	if (pid == 0) {
+		if (quiet && (fd = open("/dev/null", O_WRONLY)) != -1) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (waitpid(pid, &st, 0) == -1)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int
+itest_run(char *const argv[])
+{
+	return run(argv, 0);
+}
+
+int
+itest_run_quiet(char *const argv[])
+{
+	return run(argv, 1);
+}
+
+void
+itest_rmtree(const char *path)
+{
+	char *argv[] = { "rm", "-rf", "--one-file-system", (char *)path, NULL };
+
+	run(argv, 1);
+}
+
+uid_t
+itest_free_uid(uid_t from)
+{
+	uid_t u;
+
+	for (u = from; getpwuid(u) != NULL; u++)
+		;
+	return u;
+}

@@ -1,0 +1,24 @@
+/*
+ * Helpers shared by vmmd's C integration tests: temporary directories,
+ * running the event loop until a flag, running a command without a shell.
+ */
+#ifndef ITEST_H
+#define ITEST_H
+
+#include <sys/types.h>
+
+struct event_base;
+
+/* Runs base until *flag is set or ms elapsed; returns *flag. */
+int	itest_run_until(struct event_base *, const int *flag, int ms);
+/* fork+exec argv (NULL-terminated), waits; returns the exit status or -1. */
+int	itest_run(char *const argv[]);
+/* Same, output discarded. */
+int	itest_run_quiet(char *const argv[]);
+/* rm -rf path, without a shell. */
+void	itest_rmtree(const char *path);
+/* A uid with no /etc/passwd entry, for running QEMU as a VM would. */
+uid_t	itest_free_uid(uid_t from);
+long	itest_now_ms(void);
+
+#endif

@@ -1,0 +1,166 @@
+/*
+ * Unit tests for vmmd/cgroup's layout detection, fed made-up mount tables:
+ * v2 with controllers, the hybrid v1 layout, and what is missing when
+ * neither works.  (The real host is exercised by the integration test.)
+ */
+#include <sys/stat.h>
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cgroup.h"
+
+static char dir[] = "/tmp/mcpvm-cgunit-XXXXXX";
+static char ctrls[300];
+
+static void
+setup(void)
+{
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(ctrls, sizeof(ctrls), "%s/cgroup.controllers", dir);
+}
+
+static void
+teardown(void)
+{
+	unlink(ctrls);
+	rmdir(dir);
+}
+
+static int
+detect(const char *table, struct cg_host *h, const char *parent, char *err)
+{
+	FILE *f = fmemopen((void *)table, strlen(table), "r");
+	int rc;
+
+	ck_assert_ptr_nonnull(f);
+	rc = cg_detect_from(f, h, parent, err, 512);
+	fclose(f);
+	return rc;
+}
+
+static void
+write_ctrls(const char *s)
+{
+	FILE *f = fopen(ctrls, "w");
+
+	ck_assert_ptr_nonnull(f);
+	fputs(s, f);
+	fclose(f);
+}
+
+START_TEST(v2_with_controllers)
+{
+	struct cg_host h;
+	char table[1024], err[512], path[4096];
+
+	write_ctrls("cpuset cpu io memory hugetlb pids rdma misc\n");
+	snprintf(table, sizeof(table), "cgroup2 %s cgroup2 rw,nosuid 0 0\n",
+	    dir);
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_int_eq(h.layout, CG_LAYOUT_V2);
+	ck_assert_int_eq(cg_path(&h, 3, CG_PIDS, path, sizeof(path)), 0);
+	ck_assert_str_eq(path + strlen(dir), "/mcpvm/vm-3");
+}
+END_TEST
+
+START_TEST(hybrid_falls_back_to_v1)
+{
+	struct cg_host h;
+	char table[2048], err[512], path[4096];
+
+	/* cgroup2 without controllers, as on the CI host. */
+	write_ctrls("\n");
+	snprintf(table, sizeof(table),
+	    "tmpfs /sys/fs/cgroup tmpfs rw 0 0\n"
+	    "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,cpu,cpuacct 0 0\n"
+	    "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n"
+	    "cgroup /sys/fs/cgroup/pids cgroup rw,pids 0 0\n"
+	    "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\n"
+	    "cgroup /sys/fs/cgroup/freezer cgroup rw,freezer 0 0\n"
+	    "cgroup /sys/fs/cgroup/systemd cgroup rw,name=systemd 0 0\n"
+	    "cgroup2 %s cgroup2 rw 0 0\n", dir);
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_int_eq(h.layout, CG_LAYOUT_V1);
+	ck_assert_str_eq(h.v1[CG_CPU], "/sys/fs/cgroup/cpu,cpuacct");
+	/* "cpuset" must not be mistaken for "cpu". */
+	ck_assert_str_eq(h.v1[CG_MEMORY], "/sys/fs/cgroup/memory");
+	ck_assert_int_eq(cg_path(&h, 12, CG_FREEZER, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "/sys/fs/cgroup/freezer/mcpvm/vm-12");
+}
+END_TEST
+
+START_TEST(cpuset_alone_is_not_cpu)
+{
+	struct cg_host h;
+	char err[512];
+
+	ck_assert_int_eq(detect(
+	    "cgroup /a cgroup rw,cpuset 0 0\n"
+	    "cgroup /b cgroup rw,memory 0 0\n"
+	    "cgroup /c cgroup rw,pids 0 0\n"
+	    "cgroup /d cgroup rw,freezer 0 0\n", &h, "mcpvm", err), -1);
+	ck_assert_int_eq(h.layout, CG_LAYOUT_NONE);
+	ck_assert_msg(strstr(err, " cpu") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(nothing_usable_names_what_is_missing)
+{
+	struct cg_host h;
+	char table[512], err[512];
+
+	write_ctrls("cpu io\n");
+	snprintf(table, sizeof(table), "cgroup2 %s cgroup2 rw 0 0\n"
+	    "cgroup /m cgroup rw,memory 0 0\n", dir);
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), -1);
+	ck_assert_msg(strstr(err, "without the memory, cpu and pids") != NULL,
+	    "%s", err);
+	ck_assert_msg(strstr(err, "cpu pids freezer") != NULL, "%s", err);
+}
+END_TEST
+
+START_TEST(parent_name_is_one_plain_component)
+{
+	struct cg_host h;
+	char err[512];
+	const char *bad[] = { "", "..", "a/b", "x y", "../etc", NULL };
+	int i;
+
+	for (i = 0; bad[i] != NULL; i++) {
+		ck_assert_int_eq(detect("", &h, bad[i], err), -1);
+		ck_assert_msg(strstr(err, "parent name") != NULL, "%s", err);
+	}
+}
+END_TEST
+
+static Suite *
+suite(void)
+{
+	Suite *s = suite_create("cgroup");
+	TCase *tc = tcase_create("detect");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, v2_with_controllers);
+	tcase_add_test(tc, hybrid_falls_back_to_v1);
+	tcase_add_test(tc, cpuset_alone_is_not_cpu);
+	tcase_add_test(tc, nothing_usable_names_what_is_missing);
+	tcase_add_test(tc, parent_name_is_one_plain_component);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}

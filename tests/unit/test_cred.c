@@ -1,0 +1,236 @@
+/*
+ * Unit tests for authd's credential format (authd/cred.c) and workspace
+ * policy helpers (authd/policy.c).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "b64.h"
+#include "cred.h"
+#include "policy.h"
+
+START_TEST(generated_credentials_are_wellformed_and_distinct)
+{
+	char a[CRED_LEN + 1], b[CRED_LEN + 1];
+
+	ck_assert_int_eq(cred_generate(a), 0);
+	ck_assert_int_eq(cred_generate(b), 0);
+	ck_assert_uint_eq(strlen(a), CRED_LEN);
+	ck_assert_int_eq(strncmp(a, "mcpvm_", 6), 0);
+	ck_assert(cred_wellformed(a, strlen(a)));
+	ck_assert(cred_wellformed(b, strlen(b)));
+	ck_assert_str_ne(a, b);
+}
+END_TEST
+
+START_TEST(malformed_credentials_are_refused)
+{
+	char t[CRED_LEN + 2];
+
+	ck_assert_int_eq(cred_generate(t), 0);
+	ck_assert(!cred_wellformed(t, CRED_LEN - 1));
+	t[CRED_LEN] = 'A';
+	t[CRED_LEN + 1] = '\0';
+	ck_assert(!cred_wellformed(t, CRED_LEN + 1));
+	t[CRED_LEN] = '\0';
+	t[0] = 'M';
+	ck_assert(!cred_wellformed(t, CRED_LEN));
+	t[0] = 'm';
+	t[10] = '+';
+	ck_assert(!cred_wellformed(t, CRED_LEN));
+	t[10] = '\0';
+	ck_assert(!cred_wellformed(t, CRED_LEN));
+	t[10] = 'A';
+	/* The last character may only carry four bits. */
+	t[CRED_LEN - 1] = 'B';
+	ck_assert(!cred_wellformed(t, CRED_LEN));
+	t[CRED_LEN - 1] = 'E';
+	ck_assert(cred_wellformed(t, CRED_LEN));
+}
+END_TEST
+
+/* The format check and common/b64's strict decoder agree. */
+START_TEST(wellformed_agrees_with_b64url_decode)
+{
+	char t[CRED_LEN + 1];
+	uint8_t *raw;
+	size_t n;
+
+	for (int i = 0; i < 200; i++) {
+		ck_assert_int_eq(cred_generate(t), 0);
+		ck_assert_int_eq(b64url_decode(t + CRED_PREFIX_LEN, CRED_B64_LEN,
+		    &raw, &n), 0);
+		ck_assert_uint_eq(n, CRED_RANDOM_BYTES);
+		free(raw);
+	}
+	t[CRED_LEN - 1] = 'B';	/* nonzero bits after the last byte */
+	ck_assert(!cred_wellformed(t, CRED_LEN));
+	ck_assert_int_eq(b64url_decode(t + CRED_PREFIX_LEN, CRED_B64_LEN, &raw,
+	    &n), -1);
+}
+END_TEST
+
+START_TEST(hash_is_sha256_and_id_is_its_prefix)
+{
+	uint8_t h[CRED_HASH_LEN], h2[CRED_HASH_LEN];
+	char id[CRED_ID_LEN + 1];
+
+	/* SHA-256("abc"), FIPS 180-2 appendix B.1. */
+	ck_assert_int_eq(cred_hash("abc", 3, h), 0);
+	cred_id(h, id);
+	ck_assert_str_eq(id, "ba7816bf8f01cfea");
+	ck_assert(cred_id_valid(id));
+	ck_assert(!cred_id_valid("ba7816bf8f01cfe"));
+	ck_assert(!cred_id_valid("BA7816BF8F01CFEA"));
+	ck_assert(!cred_id_valid("ba7816bf8f01cfeaa"));
+	memcpy(h2, h, sizeof(h));
+	ck_assert(cred_hash_equal(h, h2));
+	h2[31] ^= 1;
+	ck_assert(!cred_hash_equal(h, h2));
+}
+END_TEST
+
+START_TEST(workspace_ids)
+{
+	char why[160], long_id[80];
+
+	ck_assert(workspace_id_valid("demo-alice", why, sizeof(why)));
+	ck_assert(workspace_id_valid("a", why, sizeof(why)));
+	ck_assert(workspace_id_valid("0-9", why, sizeof(why)));
+	memset(long_id, 'a', 63);
+	long_id[63] = '\0';
+	ck_assert(workspace_id_valid(long_id, why, sizeof(why)));
+	long_id[63] = 'a';
+	long_id[64] = '\0';
+	ck_assert(!workspace_id_valid(long_id, why, sizeof(why)));
+	ck_assert_ptr_nonnull(strstr(why, "63"));
+	ck_assert(!workspace_id_valid("", why, sizeof(why)));
+	ck_assert(!workspace_id_valid("Alice", why, sizeof(why)));
+	ck_assert_ptr_nonnull(strstr(why, "character 1"));
+	ck_assert(!workspace_id_valid("a_b", why, sizeof(why)));
+	ck_assert(!workspace_id_valid("a/../b", why, sizeof(why)));
+	ck_assert(!workspace_id_valid("a b", why, sizeof(why)));
+}
+END_TEST
+
+START_TEST(image_ids)
+{
+	char why[160];
+
+	ck_assert(image_id_valid("debian-13", why, sizeof(why)));
+	ck_assert(image_id_valid("deb13.1_x", why, sizeof(why)));
+	ck_assert(!image_id_valid("-x", why, sizeof(why)));
+	ck_assert(!image_id_valid("a,b", why, sizeof(why)));
+	ck_assert(!image_id_valid("", why, sizeof(why)));
+}
+END_TEST
+
+START_TEST(policy_patch_parse_apply_compare)
+{
+	struct auth_policy_patch pt;
+	struct auth_policy p = { .max_vms = 2, .memory_mib = 1024,
+	    .storage_gib = 10, .max_streams = 8 }, q;
+	struct json_object *o, *j;
+	char why[256], joined[256];
+
+	o = json_tokener_parse("{\"policy\":{\"network\":true,\"images\":"
+	    "[\"b\",\"a\",\"b\"],\"max_vms\":3}}");
+	ck_assert_ptr_nonnull(o);
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), 0);
+	ck_assert_uint_eq(pt.fields, POLICY_F_NETWORK | POLICY_F_IMAGES |
+	    POLICY_F_MAX_VMS);
+	json_object_put(o);
+	q = p;
+	policy_apply(&q, &pt);
+	ck_assert(!policy_equal(&p, &q));
+	ck_assert_int_eq(q.network, 1);
+	ck_assert_uint_eq(q.nimages, 2);	/* sorted, deduplicated */
+	ck_assert_str_eq(q.images[0], "a");
+	ck_assert_uint_eq(q.max_vms, 3);
+	ck_assert_uint_eq(q.memory_mib, 1024);
+	policy_images_join(&q, joined, sizeof(joined));
+	ck_assert_str_eq(joined, "a,b");
+	ck_assert_int_eq(policy_images_split(&p, joined), 0);
+	ck_assert_uint_eq(p.nimages, 2);
+	ck_assert_int_eq(policy_images_split(&p, "ok,Bad"), -1);
+	j = policy_to_json(&q);
+	ck_assert_str_eq(json_object_to_json_string_ext(j,
+	    JSON_C_TO_STRING_PLAIN), "{\"network\":true,\"images\":"
+	    "[\"a\",\"b\"],\"max_vms\":3,\"memory_mib\":1024,"
+	    "\"storage_gib\":10,\"max_streams\":8}");
+	json_object_put(j);
+}
+END_TEST
+
+START_TEST(policy_patch_refusals)
+{
+	static const struct {
+		const char *json, *why;
+	} bad[] = {
+		{ "{\"policy\":[]}", "$.policy: expected object, got array" },
+		{ "{\"policy\":{\"network\":1}}",
+		    "$.policy.network: expected boolean, got integer" },
+		{ "{\"policy\":{\"images\":\"a\"}}",
+		    "$.policy.images: expected array, got string" },
+		{ "{\"policy\":{\"images\":[1]}}",
+		    "$.policy.images[0]: expected string, got integer" },
+		{ "{\"policy\":{\"images\":[\"ok\",\"Bad\"]}}",
+		    "$.policy.images[1]: image id must start" },
+		{ "{\"policy\":{\"max_vms\":0}}",
+		    "$.policy.max_vms: must be at least 1" },
+		{ "{\"policy\":{\"max_vms\":1025}}",
+		    "$.policy.max_vms: must be at most 1024" },
+		{ "{\"policy\":{\"memory_mib\":\"1\"}}",
+		    "$.policy.memory_mib: expected integer, got string" },
+		{ "{\"policy\":{\"storage_gib\":1.5}}",
+		    "$.policy.storage_gib: expected integer, got number" },
+		{ "{\"policy\":{\"max_streams\":-1}}",
+		    "$.policy.max_streams: must be at least 1" },
+		{ "{\"policy\":{\"colour\":\"blue\"}}",
+		    "$.policy: has an unknown key" },
+	};
+	struct auth_policy_patch pt;
+	char why[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct json_object *o = json_tokener_parse(bad[i].json);
+
+		ck_assert_ptr_nonnull(o);
+		why[0] = '\0';
+		ck_assert_msg(policy_patch_from_json(o, "policy", &pt, why,
+		    sizeof(why)) == -1, "accepted %s", bad[i].json);
+		ck_assert_msg(strncmp(why, bad[i].why, strlen(bad[i].why)) ==
+		    0, "%s: got \"%s\"", bad[i].json, why);
+		json_object_put(o);
+	}
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("cred");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, generated_credentials_are_wellformed_and_distinct);
+	tcase_add_test(tc, malformed_credentials_are_refused);
+	tcase_add_test(tc, wellformed_agrees_with_b64url_decode);
+	tcase_add_test(tc, hash_is_sha256_and_id_is_its_prefix);
+	tcase_add_test(tc, workspace_ids);
+	tcase_add_test(tc, image_ids);
+	tcase_add_test(tc, policy_patch_parse_apply_compare);
+	tcase_add_test(tc, policy_patch_refusals);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

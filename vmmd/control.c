@@ -1,0 +1,238 @@
+/*
+ * vmmd's operator side: what vmctl asks on vmctl.sock (root and the admin
+ * group only).  An operator acts on any workspace's VMs; each action is
+ * audited under the VM's workspace with the tool name "vmctl:<command>".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit.h"
+#include "ipc.h"
+#include "jsonx.h"
+#include "log.h"
+#include "preflight.h"
+#include "vmmd.h"
+
+struct request *control_request_new(struct ipc_conn *, uint32_t);
+
+static struct json_object *
+vm_detail(const struct vm *vm)
+{
+	struct json_object *o = vm_summary(vm);
+
+	json_object_object_add(o, "workspace",
+	    json_object_new_string(vm->rec.workspace));
+	json_object_object_add(o, "slot", json_object_new_int(vm->rec.slot));
+	json_object_object_add(o, "uid", json_object_new_int64(vm->uid));
+	json_object_object_add(o, "open_streams",
+	    json_object_new_int(vm->open_streams));
+	json_object_object_add(o, "failure",
+	    json_object_new_string(vm->rec.failure));
+	return o;
+}
+
+static void
+ctl_done(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+
+	if (code != NULL) {
+		request_error(req, code, "%s", msg != NULL ? msg : code);
+		return;
+	}
+	if (vm != NULL && vm->rec.state != VM_GONE)
+		request_reply(req, vm_detail(vm));
+	else {
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "vm_id",
+		    json_object_new_string(req->vm_id));
+		json_object_object_add(o, "destroyed",
+		    json_object_new_boolean(1));
+		request_reply(req, o);
+	}
+}
+
+static void
+ctl_list(struct request *req, struct json_object *body)
+{
+	struct json_object *res = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	struct jsonx_err jerr;
+	const char *ws = NULL;
+	struct vm *vm;
+
+	(void)jsonx_get_string(body, "workspace", 0, &ws, &jerr);
+	TAILQ_FOREACH(vm, &env->vms, entry)
+		if (vm->rec.state != VM_GONE &&
+		    (ws == NULL || strcmp(ws, vm->rec.workspace) == 0))
+			json_object_array_add(arr, vm_detail(vm));
+	json_object_object_add(res, "vms", arr);
+	request_reply(req, res);
+}
+
+/* Stops every VM of a workspace now: processes killed, nothing resumable.
+ * Disks stay for inspection until destroyed. */
+static void
+ctl_stop_workspace(struct request *req, const char *ws)
+{
+	struct json_object *res = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	struct vm *vm, *next;
+
+	TAILQ_FOREACH_SAFE(vm, &env->vms, entry, next) {
+		if (vm->rec.state == VM_GONE ||
+		    strcmp(vm->rec.workspace, ws) != 0)
+			continue;
+		vm_fail(vm, "stopped by the operator");
+		audit_append(env->audit, ws, "vmctl:stop-workspace",
+		    vm->rec.id, "ok");
+		json_object_array_add(arr, json_object_new_string(vm->rec.id));
+		log_info("vm %s: stopped by the operator (workspace %s)",
+		    vm->rec.id, ws);
+	}
+	json_object_object_add(res, "workspace", json_object_new_string(ws));
+	json_object_object_add(res, "stopped", arr);
+	request_reply(req, res);
+}
+
+static void
+ctl_preflight(struct request *req)
+{
+	struct json_object *res = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	const struct conf_image *im = env->conf.images.v;
+	struct pf_file *files;
+	struct pf_report rep;
+	struct pf_conf pc;
+	size_t nf = 0;
+
+	if ((files = calloc(env->conf.images.n * 3 + 1, sizeof(*files))) ==
+	    NULL)
+		fatal("calloc");
+	for (size_t i = 0; i < env->conf.images.n; i++) {
+		files[nf++] = (struct pf_file){ "rootfs", im[i].rootfs,
+		    im[i].rootfs_sha256 };
+		files[nf++] = (struct pf_file){ "kernel", im[i].kernel,
+		    im[i].kernel_sha256 };
+		files[nf++] = (struct pf_file){ "initrd", im[i].initrd,
+		    im[i].initrd_sha256 };
+	}
+	memset(&pc, 0, sizeof(pc));
+	pc.qemu_binary = env->conf.vmmd.qemu;
+	pc.state_dir = env->conf.vmmd.vm_dir;
+	pc.min_free_bytes = (uint64_t)env->conf.vmmd.min_free_mib << 20;
+	pc.uid_base = (uid_t)env->conf.vmmd.uid_base;
+	pc.uid_count = (unsigned)env->conf.vmmd.max_vms;
+	pc.cgroup_parent = env->conf.vmmd.cgroup_parent;
+	pc.files = files;
+	pc.nfiles = nf;
+	if (preflight_run(&pc, &rep) == -1)
+		fatal("preflight");
+	for (size_t i = 0; i < rep.n; i++) {
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "check",
+		    json_object_new_string(rep.r[i].name));
+		json_object_object_add(o, "ok",
+		    json_object_new_boolean(rep.r[i].ok));
+		json_object_object_add(o, "message",
+		    json_object_new_string(rep.r[i].msg));
+		json_object_array_add(arr, o);
+	}
+	json_object_object_add(res, "checks", arr);
+	json_object_object_add(res, "failed",
+	    json_object_new_int((int)rep.failed));
+	preflight_free(&rep);
+	free(files);
+	request_reply(req, res);
+}
+
+static void
+ctl_audit_verify(struct request *req)
+{
+	char hash[65], err[512];
+	long long seq, n;
+	struct json_object *res;
+
+	if (store_audit_anchor_get(env->store, &seq, hash, sizeof(hash)) ==
+	    -1) {
+		request_error(req, "internal", "cannot read the audit anchor");
+		return;
+	}
+	res = json_object_new_object();
+	if (audit_verify(env->conf.vmmd.audit_log, seq, hash, &n, err,
+	    sizeof(err)) == -1) {
+		json_object_object_add(res, "ok", json_object_new_boolean(0));
+		json_object_object_add(res, "error",
+		    json_object_new_string(err));
+	} else {
+		json_object_object_add(res, "ok", json_object_new_boolean(1));
+		json_object_object_add(res, "lines",
+		    json_object_new_int64(n));
+	}
+	json_object_object_add(res, "path",
+	    json_object_new_string(env->conf.vmmd.audit_log));
+	request_reply(req, res);
+}
+
+void
+vmmd_dispatch_vmctl(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	struct request *req = control_request_new(conn, m->id);
+	struct jsonx_err jerr;
+	const char *id = NULL, *ws = NULL, *mode = "hibernate";
+	struct vm *vm = NULL;
+
+	switch (m->type) {
+	case IPC_VMCTL_LIST:
+		ctl_list(req, m->body);
+		return;
+	case IPC_VMCTL_PREFLIGHT:
+		ctl_preflight(req);
+		return;
+	case IPC_VMCTL_AUDIT_VERIFY:
+		ctl_audit_verify(req);
+		return;
+	case IPC_VMCTL_STOP_WORKSPACE:
+		if (jsonx_get_string(m->body, "workspace", 1, &ws, &jerr) !=
+		    1) {
+			request_error(req, "invalid_argument", "%s", jerr.msg);
+			return;
+		}
+		ctl_stop_workspace(req, ws);
+		return;
+	}
+	/* The rest name one VM, of any workspace. */
+	if (jsonx_get_string(m->body, "vm_id", 1, &id, &jerr) != 1) {
+		request_error(req, "invalid_argument", "%s", jerr.msg);
+		return;
+	}
+	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, id);
+	if ((vm = vm_find(id)) == NULL || vm->rec.state == VM_GONE) {
+		request_error(req, "not_found", "there is no VM '%.64s'", id);
+		return;
+	}
+	snprintf(req->workspace, sizeof(req->workspace), "%s",
+	    vm->rec.workspace);
+	req->mutation = m->type != IPC_VMCTL_STATUS;
+	switch (m->type) {
+	case IPC_VMCTL_STATUS:
+		request_reply(req, vm_detail(vm));
+		break;
+	case IPC_VMCTL_DESTROY:
+		snprintf(req->tool, sizeof(req->tool), "vmctl:destroy");
+		vm_destroy(vm, ctl_done, req);
+		break;
+	case IPC_VMCTL_SUSPEND:
+		snprintf(req->tool, sizeof(req->tool), "vmctl:suspend");
+		(void)jsonx_get_string(m->body, "mode", 0, &mode, &jerr);
+		vm_suspend(vm, strcmp(mode, "pause") == 0, ctl_done, req);
+		break;
+	case IPC_VMCTL_RESUME:
+		snprintf(req->tool, sizeof(req->tool), "vmctl:resume");
+		vm_ready(vm, ctl_done, req);
+		break;
+	}
+}

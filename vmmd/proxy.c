@@ -1,0 +1,332 @@
+/*
+ * vmmd's side of each VM's vmproxy: starting it as the VM's uid inside the
+ * VM's cgroup, calling it, and noticing when it ends.  vmproxy is the only
+ * process that reads guest bytes; what it sends here is still checked
+ * (every tool result against its schema, in vmmd.c).
+ */
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "backend.h"
+#include "ipc.h"
+#include "log.h"
+#include "vmmd.h"
+
+struct proxy {
+	struct vm	*vm;
+	struct ipc_conn	*conn;
+	pid_t		 pid;
+	int		 pidfd;
+	struct event	*pidev;
+	int		 guest_fault;	/* it reported a guest_error */
+};
+
+struct pcall {
+	struct proxy	*p;
+	struct vm	*vm;
+	proxy_cb	 cb;
+	void		*arg;
+};
+
+static void
+proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	struct pcall *pc = arg;
+	struct json_object *res = NULL, *e, *v;
+	const char *code = NULL, *msg = NULL;
+	int fd = -1;
+
+	if (m == NULL) {
+		code = "unavailable";
+		msg = "the guest did not answer in time";
+	} else if (m->type == IPC_ERROR) {
+		code = "internal";
+		msg = "vmproxy failed";
+		if (json_object_object_get_ex(m->body, "error", &e)) {
+			if (json_object_object_get_ex(e, "code", &v) &&
+			    json_object_is_type(v, json_type_string))
+				code = json_object_get_string(v);
+			if (json_object_object_get_ex(e, "message", &v) &&
+			    json_object_is_type(v, json_type_string))
+				msg = json_object_get_string(v);
+		}
+	} else {
+		if (!json_object_object_get_ex(m->body, "result", &res) ||
+		    !json_object_is_type(res, json_type_object))
+			res = json_object_new_object();
+		else
+			json_object_get(res);
+		fd = m->fd;
+		m->fd = -1;
+	}
+	/* A proxy stopped on purpose answers no one: its VM moved on. */
+	if (pc->cb != NULL && pc->p->vm != NULL)
+		pc->cb(pc->vm, res, code, msg, fd, pc->arg);
+	else if (fd != -1)
+		close(fd);
+	json_object_put(res);
+	free(pc);
+}
+
+int
+proxy_call(struct vm *vm, struct json_object *call, int timeout_ms,
+    proxy_cb cb, void *arg)
+{
+	struct pcall *pc;
+
+	if (vm->proxy == NULL || vm->proxy->conn == NULL) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	if ((pc = calloc(1, sizeof(*pc))) == NULL)
+		fatal("calloc");
+	pc->p = vm->proxy;
+	pc->vm = vm;
+	pc->cb = cb;
+	pc->arg = arg;
+	if (ipc_request(vm->proxy->conn, IPC_PROXY_CALL, call, -1, timeout_ms,
+	    proxy_reply, pc) == -1) {
+		free(pc);
+		return -1;
+	}
+	return 0;
+}
+
+int
+proxy_stream_open(struct vm *vm, int port, proxy_cb cb, void *arg)
+{
+	struct json_object *body;
+	struct pcall *pc;
+	int rc;
+
+	if (vm->proxy == NULL || vm->proxy->conn == NULL) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	if ((pc = calloc(1, sizeof(*pc))) == NULL)
+		fatal("calloc");
+	pc->p = vm->proxy;
+	pc->vm = vm;
+	pc->cb = cb;
+	pc->arg = arg;
+	body = json_object_new_object();
+	json_object_object_add(body, "port", json_object_new_int(port));
+	rc = ipc_request(vm->proxy->conn, IPC_PROXY_STREAM_OPEN, body, -1,
+	    10000, proxy_reply, pc);
+	json_object_put(body);
+	if (rc == -1)
+		free(pc);
+	return rc;
+}
+
+static void
+proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	struct proxy *p = arg;
+	struct json_object *v, *info = NULL;
+	const char *event;
+
+	if (m->type != IPC_PROXY_EVENT ||
+	    !json_object_object_get_ex(m->body, "event", &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return;
+	event = json_object_get_string(v);
+	if (strcmp(event, "guest_error") == 0) {
+		p->guest_fault = 1;
+		return;
+	}
+	if (strcmp(event, "streams") == 0) {
+		if (p->vm != NULL &&
+		    json_object_object_get_ex(m->body, "open", &v) &&
+		    json_object_is_type(v, json_type_int))
+			p->vm->open_streams = json_object_get_int(v);
+		return;
+	}
+	json_object_object_get_ex(m->body, "guest", &info);
+	if (p->vm != NULL)
+		vm_guest_event(p->vm, event, info);
+}
+
+static void
+proxy_closed(struct ipc_conn *conn, void *arg)
+{
+	struct proxy *p = arg;
+
+	p->conn = NULL;
+}
+
+static const struct ipc_rule proxy_rules[] = {
+	{ IPC_PROXY_RESULT, 0 },
+	{ IPC_PROXY_STREAM_OPEN_RESULT, IPC_RULE_FD },
+	{ IPC_PROXY_EVENT, 0 },
+	{ IPC_ERROR, 0 },
+};
+static const struct ipc_policy proxy_policy = {
+	"vmproxy", proxy_rules, sizeof(proxy_rules) / sizeof(proxy_rules[0])
+};
+static const struct ipc_handlers proxy_handlers = {
+	proxy_dispatch, proxy_closed
+};
+
+static void
+proxy_free(struct proxy *p)
+{
+	if (p->conn != NULL)
+		ipc_conn_free(p->conn);
+	if (p->pidev != NULL)
+		event_free(p->pidev);
+	if (p->pidfd != -1)
+		close(p->pidfd);
+	free(p);
+}
+
+static void
+proxy_exit_cb(int fd, short ev, void *arg)
+{
+	struct proxy *p = arg;
+	struct vm *vm = p->vm;
+	int st = 0, fault;
+
+	if (waitpid(p->pid, &st, WNOHANG) <= 0)
+		return;
+	/* Exit status 3: the guest broke the link protocol. */
+	fault = p->guest_fault || (WIFEXITED(st) && WEXITSTATUS(st) == 3);
+	if (WIFSIGNALED(st))
+		log_warnx("vm %s: vmproxy killed by signal %d",
+		    vm != NULL ? vm->rec.id : "?", WTERMSIG(st));
+	if (vm != NULL && vm->proxy == p) {
+		vm->proxy = NULL;
+		proxy_free(p);
+		vm_proxy_gone(vm, fault);
+		return;
+	}
+	proxy_free(p);
+}
+
+int
+proxy_spawn(struct vm *vm, char *err, size_t errlen)
+{
+	struct cg_attach cga;
+	struct proxy *p;
+	char link[PATH_MAX], fdarg[16];
+	int sp[2], have_cg;
+	pid_t pid;
+
+	if ((size_t)snprintf(link, sizeof(link), "%s/%s", vm->rundir,
+	    VMM_LINK_SOCK) >= sizeof(link)) {
+		snprintf(err, errlen, "run_dir path too long");
+		return -1;
+	}
+	have_cg = cg_attach_prepare(&env->cg, (unsigned)vm->rec.slot, &cga) ==
+	    0;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {
+		snprintf(err, errlen, "socketpair: %s", strerror(errno));
+		return -1;
+	}
+	if ((pid = fork()) == -1) {
+		snprintf(err, errlen, "fork: %s", strerror(errno));
+		close(sp[0]);
+		close(sp[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		char *argv[10];
+		int i = 0, devnull;
+
+		/* Into the VM's cgroup and uid before anything else runs. */
+		if (have_cg && cg_attach_apply(&cga) == -1)
+			_exit(120);
+		if (setgroups(0, NULL) == -1 ||
+		    setresgid(vm->gid, vm->gid, vm->gid) == -1 ||
+		    setresuid(vm->uid, vm->uid, vm->uid) == -1)
+			_exit(121);
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
+			_exit(122);
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) == -1)
+			_exit(123);
+		if (dup2(sp[1], 3) == -1)
+			_exit(124);
+		if ((devnull = open("/dev/null", O_RDWR)) == -1 ||
+		    dup2(devnull, 0) == -1 || dup2(devnull, 1) == -1)
+			_exit(125);
+		if (!env->foreground && dup2(devnull, 2) == -1)
+			_exit(125);
+		/* Nothing of vmmd's leaks into the proxy. */
+		syscall(SYS_close_range, 4, ~0U, 0);
+		snprintf(fdarg, sizeof(fdarg), "%d", 3);
+		argv[i++] = "vmproxy";
+		if (env->foreground)
+			argv[i++] = "-d";
+		if (env->verbose)
+			argv[i++] = "-v";
+		argv[i++] = "--ipc-fd";
+		argv[i++] = fdarg;
+		argv[i++] = "--link";
+		argv[i++] = link;
+		argv[i++] = "--vm";
+		argv[i++] = vm->rec.id;
+		argv[i] = NULL;
+		execv(env->conf.vmmd.vmproxy, argv);
+		_exit(127);
+	}
+	close(sp[1]);
+	if ((p = calloc(1, sizeof(*p))) == NULL)
+		fatal("calloc");
+	p->vm = vm;
+	p->pid = pid;
+	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (p->pidfd == -1 || (p->pidev = event_new(env->base, p->pidfd,
+	    EV_READ | EV_PERSIST, proxy_exit_cb, p)) == NULL ||
+	    event_add(p->pidev, NULL) == -1) {
+		snprintf(err, errlen, "pidfd: %s", strerror(errno));
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		close(sp[0]);
+		if (p->pidfd != -1)
+			close(p->pidfd);
+		free(p);
+		return -1;
+	}
+	if ((p->conn = ipc_conn_new(env->base, sp[0], "vmmd", &proxy_policy,
+	    &proxy_handlers, p)) == NULL) {
+		snprintf(err, errlen, "ipc: %s", strerror(errno));
+		close(sp[0]);
+		kill(pid, SIGKILL);
+		/* The exit callback reaps and frees it. */
+		p->vm = NULL;
+		return -1;
+	}
+	vm->proxy = p;
+	return 0;
+}
+
+/* Ends the proxy: it exits when its connection to us closes. */
+void
+proxy_stop(struct vm *vm)
+{
+	struct proxy *p = vm->proxy;
+
+	if (p == NULL)
+		return;
+	vm->proxy = NULL;
+	p->vm = NULL;
+	if (p->conn != NULL) {
+		ipc_conn_free(p->conn);
+		p->conn = NULL;
+	}
+	/* Belt and braces: it must not outlive its VM. */
+	kill(p->pid, SIGKILL);
+}

@@ -1,0 +1,370 @@
+/*
+ * QEMU's command line, the accelerator choice and the jailed fork+exec
+ * (see qemu_exec.h and backend.h).  Runs in vmmd; the child side of
+ * qemu_spawn runs between fork and exec.
+ */
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include <linux/kvm.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cgroup.h"
+#include "qemu_exec.h"
+#include "util.h"
+
+#define DEFAULT_MACHINE		"q35"
+/* Where the child parks its error pipe, above anything QEMU keeps. */
+#define CHILD_HIGH_FD		10
+
+
+static int
+argv_add(struct qemu_argv *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int
+argv_add(struct qemu_argv *a, const char *fmt, ...)
+{
+	va_list ap;
+	char **nv, *s;
+
+	if (a->n + 2 > a->cap) {
+		size_t ncap = a->cap ? a->cap * 2 : 64;
+
+		if ((nv = realloc(a->v, ncap * sizeof(*nv))) == NULL)
+			return -1;
+		a->v = nv;
+		a->cap = ncap;
+	}
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) == -1) {
+		va_end(ap);
+		return -1;
+	}
+	va_end(ap);
+	a->v[a->n++] = s;
+	a->v[a->n] = NULL;
+	return 0;
+}
+
+void
+qemu_argv_free(struct qemu_argv *a)
+{
+	size_t i;
+
+	for (i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	memset(a, 0, sizeof(*a));
+}
+
+/*
+ * QEMU option values end at a comma; a literal comma is written twice.
+ * Without this a path like "x,readonly=off" would add an option.
+ */
+static char *
+opt_escape(const char *s)
+{
+	size_t n = 0;
+	const char *p;
+	char *out, *q;
+
+	for (p = s; *p != '\0'; p++)
+		n += *p == ',' ? 2 : 1;
+	if ((out = malloc(n + 1)) == NULL)
+		return NULL;
+	for (p = s, q = out; *p != '\0'; p++) {
+		*q++ = *p;
+		if (*p == ',')
+			*q++ = ',';
+	}
+	*q = '\0';
+	return out;
+}
+
+int
+qemu_build_argv(const struct qemu_conf *conf, const struct vm_spec *s,
+    int kvm, int incoming, struct qemu_argv *a)
+{
+	char *rd = NULL, *disk = NULL;
+	const char *machine = conf->machine ? conf->machine : DEFAULT_MACHINE;
+	/*
+	 * microvm has no PCI bus by default: its devices sit on virtio-mmio.
+	 * Both machines checkpoint and restore with a virtio-serial link
+	 * under TCG on QEMU 7.2; q35 stays the default because a stock
+	 * distribution kernel finds PCI devices without extra modules.
+	 */
+	const char *bus = strncmp(machine, "microvm", 7) == 0 ? "device" :
+	    "pci";
+	int rc = -1;
+
+	memset(a, 0, sizeof(*a));
+	if (s->vcpus == 0 || s->memory_mib == 0 || s->rundir == NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((rd = opt_escape(s->rundir)) == NULL)
+		goto out;
+	if (s->disk != NULL && (disk = opt_escape(s->disk)) == NULL)
+		goto out;
+	if (argv_add(a, "%s", conf->binary) == -1 ||
+	    argv_add(a, "-name") == -1 ||
+	    argv_add(a, "mcpvm-%u", s->slot) == -1 ||
+	    argv_add(a, "-accel") == -1 ||
+	    (kvm || conf->tcg_tb_mib == 0 ? argv_add(a, "%s", kvm ? "kvm" :
+	    "tcg") : argv_add(a, "tcg,tb-size=%u", conf->tcg_tb_mib)) == -1 ||
+	    argv_add(a, "-nodefaults") == -1 ||
+	    argv_add(a, "-no-user-config") == -1 ||
+	    argv_add(a, "-nographic") == -1 ||
+	    argv_add(a, "-sandbox") == -1 ||
+	    argv_add(a, "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
+	    "resourcecontrol=deny") == -1 ||
+	    argv_add(a, "-machine") == -1 ||
+	    argv_add(a, "%s", machine) == -1 ||
+	    argv_add(a, "-m") == -1 ||
+	    argv_add(a, "%uM", s->memory_mib) == -1 ||
+	    argv_add(a, "-smp") == -1 ||
+	    argv_add(a, "%u", s->vcpus) == -1)
+		goto out;
+	/* KVM passes the host CPU through; TCG keeps QEMU's default model. */
+	if (kvm && (argv_add(a, "-cpu") == -1 || argv_add(a, "host") == -1))
+		goto out;
+	if (s->kernel != NULL) {
+		if (argv_add(a, "-kernel") == -1 ||
+		    argv_add(a, "%s", s->kernel) == -1)
+			goto out;
+		if (s->initrd != NULL && (argv_add(a, "-initrd") == -1 ||
+		    argv_add(a, "%s", s->initrd) == -1))
+			goto out;
+		if (s->append != NULL && (argv_add(a, "-append") == -1 ||
+		    argv_add(a, "%s", s->append) == -1))
+			goto out;
+	}
+	/*
+	 * cache=none: O_DIRECT, so guest data is not cached twice (and not
+	 * charged to the VM's memory cgroup as host page cache), and a guest
+	 * flush becomes an fdatasync of the image: after a host crash the
+	 * disk holds everything the guest had flushed, as a real disk would.
+	 * Migration drains and flushes the disk before it completes.
+	 * aio=native (Linux AIO, which needs O_DIRECT) instead of a thread
+	 * pool: QEMU's I/O threads would count against the VM's pids limit.
+	 */
+	if (disk != NULL && (argv_add(a, "-drive") == -1 ||
+	    argv_add(a, "file=%s,format=raw,if=none,id=disk0,cache=none,"
+	    "aio=native,discard=unmap", disk) == -1 ||
+	    argv_add(a, "-device") == -1 ||
+	    argv_add(a, "virtio-blk-%s,drive=disk0", bus) == -1))
+		goto out;
+	if (argv_add(a, "-device") == -1 ||
+	    argv_add(a, "virtio-serial-%s,id=vser0", bus) == -1 ||
+	    argv_add(a, "-chardev") == -1 ||
+	    argv_add(a, "socket,id=link0,path=%s/%s,server=on,wait=off", rd,
+	    VMM_LINK_SOCK) == -1 ||
+	    argv_add(a, "-device") == -1 ||
+	    argv_add(a, "virtserialport,bus=vser0.0,chardev=link0,name=%s",
+	    VMM_LINK_PORT) == -1 ||
+	    argv_add(a, "-chardev") == -1 ||
+	    argv_add(a, "socket,id=qmp0,path=%s/%s,server=on,wait=off", rd,
+	    VMM_QMP_SOCK) == -1 ||
+	    argv_add(a, "-mon") == -1 ||
+	    argv_add(a, "chardev=qmp0,mode=control") == -1 ||
+	    argv_add(a, "-chardev") == -1 ||
+	    argv_add(a, "file,id=con0,path=%s/%s", rd, VMM_CONSOLE_LOG) == -1 ||
+	    argv_add(a, "-serial") == -1 ||
+	    argv_add(a, "chardev:con0") == -1)
+		goto out;
+	if (s->tap_fd != -1 && (argv_add(a, "-netdev") == -1 ||
+	    argv_add(a, "tap,id=net0,fd=%d", QEMU_TAP_FD) == -1 ||
+	    argv_add(a, "-device") == -1 ||
+	    argv_add(a, "virtio-net-%s,netdev=net0", bus) == -1))
+		goto out;
+	if (argv_add(a, "-pidfile") == -1 ||
+	    argv_add(a, "%s/%s", s->rundir, VMM_PIDFILE) == -1 ||
+	    argv_add(a, "-msg") == -1 ||
+	    argv_add(a, "timestamp=on") == -1)
+		goto out;
+	/* -S too: the guest runs only when vmmd says cont. */
+	if (incoming && (argv_add(a, "-S") == -1 ||
+	    argv_add(a, "-incoming") == -1 || argv_add(a, "defer") == -1))
+		goto out;
+	rc = 0;
+out:
+	free(rd);
+	free(disk);
+	if (rc == -1)
+		qemu_argv_free(a);
+	return rc;
+}
+
+/* ---------- accelerator ---------- */
+
+int
+qemu_kvm_usable(gid_t *gid, char *why, size_t whylen)
+{
+	struct stat st;
+	int fd, v;
+
+	*gid = (gid_t)-1;
+	if (stat("/dev/kvm", &st) == -1)
+		return errf(why, whylen, "/dev/kvm: %s", strerror(errno)), 0;
+	if (!S_ISCHR(st.st_mode))
+		return errf(why, whylen, "/dev/kvm is not a device"), 0;
+	if ((fd = open("/dev/kvm", O_RDWR | O_CLOEXEC)) == -1)
+		return errf(why, whylen, "/dev/kvm: %s", strerror(errno)), 0;
+	v = ioctl(fd, KVM_GET_API_VERSION, 0);
+	if (v != KVM_API_VERSION) {
+		close(fd);
+		return errf(why, whylen, "/dev/kvm: API version %d, want %d",
+		    v, KVM_API_VERSION), 0;
+	}
+	v = ioctl(fd, KVM_CREATE_VM, 0);
+	close(fd);
+	if (v == -1)
+		return errf(why, whylen, "/dev/kvm: cannot create a VM: %s",
+		    strerror(errno)), 0;
+	close(v);
+	/* QEMU runs as the VM uid, not as root: it must be able to open it. */
+	if ((st.st_mode & 0006) == 0006)
+		return 1;
+	if ((st.st_mode & 0060) == 0060 && st.st_gid != 0) {
+		*gid = st.st_gid;
+		return 1;
+	}
+	return errf(why, whylen, "/dev/kvm (mode %04o, gid %u) cannot be opened "
+	    "by the VM uids; make it group kvm, mode 0660",
+	    (unsigned)(st.st_mode & 07777), (unsigned)st.st_gid), 0;
+}
+
+/* ---------- spawn ---------- */
+
+/* A child step that failed, reported to the parent before exec. */
+struct spawn_err {
+	int	step;
+	int	err;
+};
+
+static const char *spawn_steps[] = {
+	"setsid", "cgroup", "stdio", "tap fd", "close fds", "setgroups",
+	"setresgid", "setresuid", "no_new_privs", "exec",
+};
+
+static void __attribute__((noreturn))
+child_fail(int pfd, int step)
+{
+	struct spawn_err e = { step, errno };
+
+	(void)!write(pfd, &e, sizeof(e));
+	_exit(127);
+}
+
+/*
+ * After fork vmmd may have worker threads, so the child only makes
+ * async-signal-safe calls: everything was prepared before the fork.
+ */
+static void __attribute__((noreturn))
+child_exec(int pfd, const struct cg_attach *cga, int devnull, int logfd,
+    int tapfd, uid_t uid, gid_t gid, gid_t kvm_gid, char *const argv[])
+{
+	static char *const envp[] = { "PATH=/usr/bin:/bin", "LC_ALL=C", NULL };
+	gid_t groups[1];
+	int keep = 3, ngroups = 0, n;
+
+	/*
+	 * Park the pipe and the TAP fd high first, so that no dup2 below
+	 * can land on them whatever numbers they came with.
+	 */
+	if ((n = fcntl(pfd, F_DUPFD_CLOEXEC, CHILD_HIGH_FD)) == -1)
+		child_fail(pfd, 4);
+	pfd = n;
+	if (tapfd != -1 && (tapfd = fcntl(tapfd, F_DUPFD, CHILD_HIGH_FD)) ==
+	    -1)
+		child_fail(pfd, 3);
+	if (setsid() == -1)
+		child_fail(pfd, 0);
+	if (cga != NULL && cg_attach_apply(cga) == -1)
+		child_fail(pfd, 1);
+	if (dup2(devnull, 0) == -1 || dup2(logfd, 1) == -1 ||
+	    dup2(logfd, 2) == -1)
+		child_fail(pfd, 2);
+	if (tapfd != -1) {
+		if (dup2(tapfd, QEMU_TAP_FD) == -1)
+			child_fail(pfd, 3);
+		keep = QEMU_TAP_FD + 1;
+	}
+	/* Everything else goes: QEMU gets no descriptor of vmmd's. */
+	if (syscall(SYS_close_range, keep, pfd - 1, 0) == -1 ||
+	    syscall(SYS_close_range, pfd + 1, ~0U, 0) == -1)
+		child_fail(pfd, 4);
+	if (kvm_gid != (gid_t)-1)
+		groups[ngroups++] = kvm_gid;
+	if (setgroups(ngroups, groups) == -1)
+		child_fail(pfd, 5);
+	if (setresgid(gid, gid, gid) == -1)
+		child_fail(pfd, 6);
+	if (setresuid(uid, uid, uid) == -1)
+		child_fail(pfd, 7);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
+		child_fail(pfd, 8);
+	execve(argv[0], argv, envp);
+	child_fail(pfd, 9);
+}
+
+pid_t
+qemu_spawn(char *const argv[], const struct cg_attach *cga, uid_t uid,
+    gid_t gid, gid_t kvm_gid, int tap_fd, int logfd, char *err, size_t errlen)
+{
+	struct spawn_err se;
+	int p[2] = { -1, -1 }, devnull;
+	ssize_t n;
+	pid_t pid = -1;
+
+	if ((devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) == -1)
+		return errf(err, errlen, "/dev/null: %s", strerror(errno));
+	if (pipe2(p, O_CLOEXEC) == -1) {
+		errf(err, errlen, "pipe: %s", strerror(errno));
+		goto out;
+	}
+	if ((pid = fork()) == -1) {
+		errf(err, errlen, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0)
+		child_exec(p[1], cga, devnull, logfd, tap_fd, uid, gid,
+		    kvm_gid, argv);
+	close(p[1]);
+	p[1] = -1;
+	/*
+	 * The pipe closes at exec (CLOEXEC) or carries the failed step.
+	 * This read waits only for fork to reach exec, not for QEMU.
+	 */
+	do {
+		n = read(p[0], &se, sizeof(se));
+	} while (n == -1 && errno == EINTR);
+	if (n == (ssize_t)sizeof(se)) {
+		while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+			;
+		errf(err, errlen, "starting %s: %s: %s", argv[0],
+		    spawn_steps[se.step >= 0 && se.step < 10 ? se.step : 9],
+		    strerror(se.err));
+		pid = -1;
+	}
+out:
+	if (p[0] != -1)
+		close(p[0]);
+	if (p[1] != -1)
+		close(p[1]);
+	close(devnull);
+	return pid;
+}

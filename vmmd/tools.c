@@ -1,0 +1,858 @@
+/*
+ * The twelve tools as vmmd serves them, after authd has named the
+ * workspace: arguments validated against proto/tools.json again (mcpd did
+ * too), receipts for vm_create and vm_exec, ownership of every VM and job,
+ * and results shaped by the same schema.  Also the stream opens mcpd asks
+ * for, and the counters behind /metrics.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guest.h"
+#include "ipc.h"
+#include "jsonx.h"
+#include "log.h"
+#include "receipts.h"
+#include "schema.h"
+#include "vmmd.h"
+
+#define GUEST_CALL_MS	60000
+
+/* Tools whose call changes something: these go to the audit log. */
+static const char *const mutations[] = { "vm_create", "vm_exec",
+    "vm_job_cancel", "vm_write_file", "vm_suspend", "vm_resume",
+    "vm_destroy", NULL };
+
+/* Tools that need the guest, and so wake a suspended VM. */
+static const char *const waking[] = { "vm_exec", "vm_job_output",
+    "vm_job_cancel", "vm_read_file", "vm_write_file", "vm_resume", NULL };
+
+static int
+in_list(const char *const *list, const char *name)
+{
+	for (; *list != NULL; list++)
+		if (strcmp(*list, name) == 0)
+			return 1;
+	return 0;
+}
+
+int
+tool_wakes(const char *tool)
+{
+	return in_list(waking, tool);
+}
+
+static const char *
+arg_str(struct request *req, const char *key, const char *def)
+{
+	struct jsonx_err jerr;
+	const char *v = def;
+
+	(void)jsonx_get_string(req->args, key, 0, &v, &jerr);
+	return v;
+}
+
+static int64_t
+arg_int(struct request *req, const char *key, int64_t def)
+{
+	struct jsonx_err jerr;
+	int64_t v = def;
+
+	(void)jsonx_get_int64(req->args, key, 0, INT64_MIN, INT64_MAX, &v,
+	    &jerr);
+	return v;
+}
+
+static int
+arg_bool(struct request *req, const char *key, int def)
+{
+	struct jsonx_err jerr;
+	int v = def;
+
+	(void)jsonx_get_bool(req->args, key, 0, &v, &jerr);
+	return v;
+}
+
+/* The owned VM named by vm_id, or an error reply and NULL. */
+static struct vm *
+owned_vm(struct request *req)
+{
+	const char *id = arg_str(req, "vm_id", "");
+	struct vm *vm = vm_find_owned(id, req->workspace);
+
+	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, id);
+	if (vm == NULL || vm->rec.state == VM_GONE) {
+		request_error(req, "not_found", "there is no VM '%.64s' in "
+		    "this workspace", id);
+		return NULL;
+	}
+	return vm;
+}
+
+static void
+reply_vm_error(struct request *req, const char *code, const char *msg)
+{
+	request_error(req, code, "%s", msg != NULL ? msg : code);
+}
+
+/* ---- vm_create --------------------------------------------------------- */
+
+static void
+create_done(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	request_progress(req, 4, 4, "ready");
+	request_reply(req, vm_summary(vm));
+}
+
+static void
+tool_vm_create(struct request *req)
+{
+	const struct conf_image *im;
+	const char *image = arg_str(req, "image", NULL);
+	const char *network = arg_str(req, "network", "off");
+	char code[32], msg[256];
+	int64_t memory;
+	size_t i;
+
+	im = image != NULL ? conf_find_image(&env->conf, image) :
+	    conf_default_image(&env->conf);
+	if (im == NULL) {
+		request_error(req, image != NULL ? "invalid_argument" :
+		    "unavailable", image != NULL ? "there is no image "
+		    "'%.64s' on this host" : "this host has no default image",
+		    image);
+		return;
+	}
+	if (req->policy.nimages > 0) {
+		for (i = 0; i < req->policy.nimages; i++)
+			if (strcmp(req->policy.images[i], im->id) == 0)
+				break;
+		if (i == req->policy.nimages) {
+			request_error(req, "forbidden", "this workspace may "
+			    "not use image '%s'", im->id);
+			return;
+		}
+	}
+	if (strcmp(network, "on") == 0) {
+		if (!req->policy.network) {
+			request_error(req, "forbidden", "this workspace may "
+			    "not turn networking on");
+			return;
+		}
+		request_error(req, "unavailable", "guest networking is not "
+		    "available on this host yet (netd is not installed)");
+		return;
+	}
+	memory = arg_int(req, "memory_mib", im->memory_mib);
+	if (memory < im->min_memory_mib) {
+		request_error(req, "invalid_argument", "image %s needs at "
+		    "least %lld MiB of memory", im->id, im->min_memory_mib);
+		return;
+	}
+	if (vm_admit(req, im, (int)memory, code, sizeof(code), msg,
+	    sizeof(msg)) == -1) {
+		request_error(req, code, "%s", msg);
+		return;
+	}
+	vm_create(req, im, (int)arg_int(req, "vcpus", 1), (int)memory, 0,
+	    (int)arg_int(req, "idle_seconds", 300),
+	    strcmp(arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
+	    create_done, req);
+}
+
+/* ---- listing and status ------------------------------------------------ */
+
+static void
+tool_vm_list(struct request *req)
+{
+	struct json_object *res = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	struct vm *vm;
+
+	TAILQ_FOREACH(vm, &env->vms, entry)
+		if (vm->rec.state != VM_GONE &&
+		    strcmp(vm->rec.workspace, req->workspace) == 0)
+			json_object_array_add(arr, vm_summary(vm));
+	json_object_object_add(res, "vms", arr);
+	request_reply(req, res);
+}
+
+static struct json_object *
+job_entry(const struct job_record *j)
+{
+	struct json_object *o = json_object_new_object();
+	char when[40];
+
+	iso8601_ms(j->started_at, when, sizeof(when));
+	json_object_object_add(o, "job_id", json_object_new_string(j->job_id));
+	json_object_object_add(o, "request_id",
+	    json_object_new_string(j->request_id));
+	json_object_object_add(o, "state", json_object_new_string(j->state));
+	json_object_object_add(o, "exit_code", j->exit_code >= 0 ?
+	    json_object_new_int(j->exit_code) : NULL);
+	json_object_object_add(o, "started_at", json_object_new_string(when));
+	return o;
+}
+
+static void
+tool_vm_status(struct request *req)
+{
+	struct json_object *res, *arr;
+	struct job_record *jobs;
+	struct vm *vm;
+	size_t n;
+
+	if ((vm = owned_vm(req)) == NULL)
+		return;
+	/* Status never wakes a VM: jobs are as last seen. */
+	res = vm_summary(vm);
+	json_object_object_add(res, "open_streams",
+	    json_object_new_int(vm->open_streams));
+	arr = json_object_new_array();
+	if (store_job_list(env->store, vm->rec.id, &jobs, &n) == 0) {
+		for (size_t i = 0; i < n && i < GUEST_MAX_JOBS; i++)
+			json_object_array_add(arr, job_entry(&jobs[i]));
+		free(jobs);
+	}
+	json_object_object_add(res, "jobs", arr);
+	request_reply(req, res);
+}
+
+/* ---- jobs -------------------------------------------------------------- */
+
+/* Remembers what the guest said of a job, for status without waking. */
+static void
+job_remember(struct vm *vm, struct json_object *st)
+{
+	struct json_object *v;
+	const char *job_id, *state;
+	int exit_code = -1;
+
+	if (!json_object_object_get_ex(st, "job_id", &v))
+		return;
+	job_id = json_object_get_string(v);
+	if (!json_object_object_get_ex(st, "state", &v))
+		return;
+	state = json_object_get_string(v);
+	if (json_object_object_get_ex(st, "exit_code", &v) &&
+	    json_object_is_type(v, json_type_int))
+		exit_code = json_object_get_int(v);
+	store_job_update(env->store, vm->rec.id, job_id, state, exit_code,
+	    strcmp(state, "running") == 0 ? 0 : wall_ms());
+}
+
+/* vm_job_status's shape, from a guest status and the stored times. */
+static struct json_object *
+job_status_result(struct vm *vm, struct json_object *st)
+{
+	struct json_object *o = json_object_new_object(), *v;
+	struct job_record j;
+	char when[40];
+	static const char *const copy[] = { "job_id", "state", "exit_code",
+	    "truncated", "timed_out", "stdout_bytes", "stderr_bytes", NULL };
+
+	json_object_object_add(o, "vm_id", json_object_new_string(vm->rec.id));
+	for (int i = 0; copy[i] != NULL; i++) {
+		v = NULL;
+		json_object_object_get_ex(st, copy[i], &v);
+		json_object_object_add(o, copy[i], json_object_get(v));
+	}
+	memset(&j, 0, sizeof(j));
+	store_job_get(env->store, vm->rec.id, json_object_get_string(
+	    json_object_object_get(st, "job_id")), &j);
+	iso8601_ms(j.started_at, when, sizeof(when));
+	json_object_object_add(o, "started_at", json_object_new_string(when));
+	if (j.finished_at > 0) {
+		iso8601_ms(j.finished_at, when, sizeof(when));
+		json_object_object_add(o, "finished_at",
+		    json_object_new_string(when));
+	} else
+		json_object_object_add(o, "finished_at", NULL);
+	return o;
+}
+
+static void
+exec_started(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct request *req = arg;
+	struct json_object *out, *v;
+	struct job_record j;
+	char when[40];
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	job_remember(vm, res);
+	memset(&j, 0, sizeof(j));
+	v = json_object_object_get(res, "job_id");
+	store_job_get(env->store, vm->rec.id, json_object_get_string(v), &j);
+	iso8601_ms(j.started_at, when, sizeof(when));
+	out = json_object_new_object();
+	json_object_object_add(out, "vm_id", json_object_new_string(vm->rec.id));
+	json_object_object_add(out, "job_id", json_object_get(v));
+	json_object_object_add(out, "request_id",
+	    json_object_new_string(req->request_id));
+	json_object_object_add(out, "state", json_object_get(
+	    json_object_object_get(res, "state")));
+	json_object_object_add(out, "started_at", json_object_new_string(when));
+	request_reply(req, out);
+}
+
+static void
+exec_ready(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+	struct json_object *call, *v;
+	unsigned char rnd[12];
+	char job_id[32];
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		fatalx("RAND_bytes failed");
+	job_id[0] = 'j';
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(job_id + 1 + i * 2, 3, "%02x", rnd[i]);
+	/* Recorded first: a crash before the reply still lists the job. */
+	if (store_job_add(env->store, vm->rec.id, job_id, req->request_id,
+	    wall_ms()) == -1) {
+		request_error(req, "unavailable", "the job could not be "
+		    "recorded");
+		return;
+	}
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string("exec"));
+	json_object_object_add(call, "job_id", json_object_new_string(job_id));
+	json_object_object_add(call, "command",
+	    json_object_new_string(arg_str(req, "command", "")));
+	if (json_object_object_get_ex(req->args, "cwd", &v))
+		json_object_object_add(call, "cwd", json_object_get(v));
+	if (json_object_object_get_ex(req->args, "env", &v))
+		json_object_object_add(call, "env", json_object_get(v));
+	if (json_object_object_get_ex(req->args, "stdin_base64", &v))
+		json_object_object_add(call, "stdin_base64",
+		    json_object_get(v));
+	json_object_object_add(call, "timeout_ms", json_object_new_int64(
+	    arg_int(req, "timeout_seconds", 600) * 1000));
+	if (proxy_call(vm, call, GUEST_CALL_MS, exec_started, req) == -1)
+		request_error(req, "unavailable", "the guest link is down");
+	json_object_put(call);
+}
+
+static void
+tool_vm_exec(struct request *req)
+{
+	struct vm *vm;
+
+	if ((vm = owned_vm(req)) == NULL)
+		return;
+	vm_ready(vm, exec_ready, req);
+}
+
+static void
+job_status_done(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct request *req = arg;
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	job_remember(vm, res);
+	if (strcmp(req->tool, "vm_job_cancel") == 0) {
+		struct json_object *o = json_object_new_object();
+
+		json_object_object_add(o, "vm_id",
+		    json_object_new_string(vm->rec.id));
+		json_object_object_add(o, "job_id", json_object_get(
+		    json_object_object_get(res, "job_id")));
+		json_object_object_add(o, "state", json_object_get(
+		    json_object_object_get(res, "state")));
+		request_reply(req, o);
+		return;
+	}
+	request_reply(req, job_status_result(vm, res));
+}
+
+static void
+job_output_done(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct request *req = arg;
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	job_remember(vm, res);
+	request_reply(req, json_object_get(res));
+}
+
+/* Runs a guest call for req once its VM is ready. */
+static void
+guest_call_ready(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+	struct json_object *call;
+	proxy_cb cb = job_status_done;
+	const char *op;
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	if (strcmp(req->tool, "vm_job_status") == 0)
+		op = "job_status";
+	else if (strcmp(req->tool, "vm_job_cancel") == 0)
+		op = "job_cancel";
+	else if (strcmp(req->tool, "vm_job_output") == 0) {
+		op = "job_output";
+		cb = job_output_done;
+	} else if (strcmp(req->tool, "vm_read_file") == 0) {
+		op = "file_read";
+		cb = job_output_done;
+	} else {
+		op = "file_write";
+		cb = job_output_done;
+	}
+	/* The call carries the tool's own arguments (already validated). */
+	call = json_object_new_object();
+	json_object_object_foreach(req->args, k, v)
+		if (strcmp(k, "vm_id") != 0)
+			json_object_object_add(call, k, json_object_get(v));
+	json_object_object_add(call, "op", json_object_new_string(op));
+	if (proxy_call(vm, call, GUEST_CALL_MS, cb, req) == -1)
+		request_error(req, "unavailable", "the guest link is down");
+	json_object_put(call);
+}
+
+static void
+tool_job(struct request *req)
+{
+	struct job_record j;
+	struct vm *vm;
+	const char *job_id = arg_str(req, "job_id", NULL);
+
+	if ((vm = owned_vm(req)) == NULL)
+		return;
+	if (job_id != NULL && store_job_get(env->store, vm->rec.id, job_id,
+	    &j) == -1) {
+		request_error(req, "not_found", "VM %s has no job '%.64s'",
+		    vm->rec.id, job_id);
+		return;
+	}
+	/* Cached status never wakes a suspended VM. */
+	if (strcmp(req->tool, "vm_job_status") == 0 &&
+	    !(vm->rec.state == VM_RUNNING && vm->guest_up && !vm->busy)) {
+		struct json_object *st = json_object_new_object();
+
+		json_object_object_add(st, "job_id",
+		    json_object_new_string(j.job_id));
+		json_object_object_add(st, "state",
+		    json_object_new_string(j.state));
+		json_object_object_add(st, "exit_code", j.exit_code >= 0 ?
+		    json_object_new_int(j.exit_code) : NULL);
+		json_object_object_add(st, "truncated",
+		    json_object_new_boolean(0));
+		json_object_object_add(st, "timed_out", json_object_new_boolean(
+		    strcmp(j.state, "timed_out") == 0));
+		json_object_object_add(st, "stdout_bytes",
+		    json_object_new_int(0));
+		json_object_object_add(st, "stderr_bytes",
+		    json_object_new_int(0));
+		request_reply(req, job_status_result(vm, st));
+		json_object_put(st);
+		return;
+	}
+	vm_ready(vm, guest_call_ready, req);
+}
+
+/* ---- suspend, resume, destroy ------------------------------------------ */
+
+static void
+suspended(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	request_reply(req, vm_summary(vm));
+}
+
+static void
+suspend_checked(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct request *req = arg;
+	struct json_object *v;
+
+	if (code == NULL && json_object_object_get_ex(res, "jobs_running", &v) &&
+	    json_object_get_int(v) > 0) {
+		request_error(req, "busy", "%d job(s) are running; pass "
+		    "force=true to freeze them across the suspension",
+		    json_object_get_int(v));
+		return;
+	}
+	if (code == NULL && json_object_object_get_ex(res, "active", &v) &&
+	    json_object_get_boolean(v)) {
+		request_error(req, "busy", "processes started by jobs are "
+		    "still running; pass force=true to freeze them");
+		return;
+	}
+	vm_suspend(vm, strcmp(arg_str(req, "mode", "hibernate"), "pause") == 0,
+	    suspended, req);
+}
+
+static void
+tool_vm_suspend(struct request *req)
+{
+	struct json_object *call;
+	struct vm *vm;
+
+	if ((vm = owned_vm(req)) == NULL)
+		return;
+	if (!arg_bool(req, "force", 0) && vm->rec.state == VM_RUNNING) {
+		if (vm->open_streams > 0) {
+			request_error(req, "busy", "%d stream(s) are open; "
+			    "pass force=true to close them",
+			    vm->open_streams);
+			return;
+		}
+		if (vm->guest_up && !vm->busy) {
+			call = json_object_new_object();
+			json_object_object_add(call, "op",
+			    json_object_new_string("activity"));
+			if (proxy_call(vm, call, GUEST_CALL_MS,
+			    suspend_checked, req) == 0) {
+				json_object_put(call);
+				return;
+			}
+			json_object_put(call);
+		}
+	}
+	vm_suspend(vm, strcmp(arg_str(req, "mode", "hibernate"), "pause") == 0,
+	    suspended, req);
+}
+
+static void
+resumed(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	suspended(vm, code, msg, arg);
+}
+
+static void
+tool_vm_resume(struct request *req)
+{
+	struct vm *vm;
+
+	if ((vm = owned_vm(req)) == NULL)
+		return;
+	request_progress(req, 1, 2, "resuming");
+	vm_ready(vm, resumed, req);
+}
+
+static void
+destroyed(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+	struct json_object *o;
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "vm_id", json_object_new_string(req->vm_id));
+	json_object_object_add(o, "destroyed", json_object_new_boolean(1));
+	json_object_object_add(o, "already_destroyed",
+	    json_object_new_boolean(0));
+	request_reply(req, o);
+}
+
+static void
+tool_vm_destroy(struct request *req)
+{
+	const char *id = arg_str(req, "vm_id", "");
+	struct vm *vm = vm_find_owned(id, req->workspace);
+
+	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, id);
+	if (vm == NULL) {
+		struct json_object *o;
+
+		/* Destroying twice is fine; destroying what was never ours
+		 * is not_found, as for every other tool. */
+		if (!store_vm_was_destroyed(env->store, id, req->workspace)) {
+			request_error(req, "not_found", "there is no VM "
+			    "'%.64s' in this workspace", id);
+			return;
+		}
+		o = json_object_new_object();
+		json_object_object_add(o, "vm_id", json_object_new_string(id));
+		json_object_object_add(o, "destroyed",
+		    json_object_new_boolean(0));
+		json_object_object_add(o, "already_destroyed",
+		    json_object_new_boolean(1));
+		request_reply(req, o);
+		return;
+	}
+	vm_destroy(vm, destroyed, req);
+}
+
+/* ---- streams ----------------------------------------------------------- */
+
+static int
+port_allowed(int port)
+{
+	const struct cfg_list *l = &env->conf.vmmd.stream_ports;
+
+	/* 1023 and 1024 belong to the link itself. */
+	if (port == GUEST_VSOCK_PORT || port == GUEST_VSOCK_PORT - 1)
+		return 0;
+	for (size_t i = 0; i < l->n; i++) {
+		long lo, hi;
+		char *end;
+
+		lo = strtol(l->v[i], &end, 10);
+		hi = *end == '-' ? strtol(end + 1, &end, 10) : lo;
+		if (*end == '\0' && port >= lo && port <= hi)
+			return 1;
+	}
+	return 0;
+}
+
+static void
+stream_opened(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct request *req = arg;
+	struct json_object *o;
+	char sid[48];
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	if (fd == -1) {
+		request_error(req, "internal", "vmproxy sent no stream");
+		return;
+	}
+	snprintf(sid, sizeof(sid), "%s/%" PRId64, vm->rec.id,
+	    json_object_get_int64(json_object_object_get(res, "channel")));
+	o = json_object_new_object();
+	json_object_object_add(o, "stream_id", json_object_new_string(sid));
+	json_object_object_add(o, "vm_id", json_object_new_string(vm->rec.id));
+	json_object_object_add(o, "port", json_object_new_int((int)arg_int(req,
+	    "port", 0)));
+	json_object_object_add(o, "workspace",
+	    json_object_new_string(req->workspace));
+	if (req->conn != NULL)
+		ipc_reply(req->conn, IPC_VM_STREAM_OPEN_RESULT, req->id, o, fd);
+	else
+		close(fd);
+	json_object_put(o);
+	request_drop(req);
+}
+
+static void
+stream_ready(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+
+	if (code != NULL) {
+		reply_vm_error(req, code, msg);
+		return;
+	}
+	if (proxy_stream_open(vm, (int)arg_int(req, "port", 0), stream_opened,
+	    req) == -1)
+		request_error(req, "unavailable", "the guest link is down");
+}
+
+static void
+tool_stream_open(struct request *req)
+{
+	int port = (int)arg_int(req, "port", 0);
+	int host = 0, ws = 0;
+	struct vm *vm, *v;
+
+	if ((vm = owned_vm(req)) == NULL)
+		return;
+	if (port < 1 || port > 65535 || !port_allowed(port)) {
+		request_error(req, "forbidden", "port %d is not open to "
+		    "streams on this host", port);
+		return;
+	}
+	TAILQ_FOREACH(v, &env->vms, entry) {
+		host += v->open_streams;
+		if (strcmp(v->rec.workspace, req->workspace) == 0)
+			ws += v->open_streams;
+	}
+	if (host >= env->conf.vmmd.max_streams ||
+	    vm->open_streams >= env->conf.vmmd.max_streams_per_vm ||
+	    (req->policy.max_streams > 0 && ws >= req->policy.max_streams)) {
+		request_error(req, "quota_exceeded", "%s",
+		    host >= env->conf.vmmd.max_streams ? "max_streams: the "
+		    "host's streams are all open" :
+		    vm->open_streams >= env->conf.vmmd.max_streams_per_vm ?
+		    "max_streams_per_vm: this VM's streams are all open" :
+		    "workspace max_streams: its streams are all open");
+		return;
+	}
+	vm_ready(vm, stream_ready, req);
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+static void
+tool_stats(struct request *req)
+{
+	struct json_object *res = json_object_new_object();
+	struct json_object *by = json_object_new_object();
+	int counts[VM_NSTATES] = { 0 }, streams = 0;
+	struct vm *vm;
+
+	TAILQ_FOREACH(vm, &env->vms, entry) {
+		counts[vm->rec.state]++;
+		streams += vm->open_streams;
+	}
+	for (int i = 0; i < VM_NSTATES; i++)
+		if (i != VM_GONE)
+			json_object_object_add(by,
+			    vm_state_name((enum vm_state)i),
+			    json_object_new_int(counts[i]));
+	json_object_object_add(res, "vms", by);
+	json_object_object_add(res, "open_streams",
+	    json_object_new_int(streams));
+	if (req->conn != NULL)
+		ipc_reply(req->conn, IPC_VM_STATS_RESULT, req->id, res, -1);
+	json_object_put(res);
+	request_drop(req);
+}
+
+/* Receipts: a retried request_id gets its first answer, never a rerun. */
+static int
+receipt_check(struct request *req)
+{
+	enum receipt_status st;
+	char digest[RECEIPT_DIGEST_HEX + 1];
+	char *stored = NULL;
+	const char *rid = arg_str(req, "request_id", "");
+
+	if (receipt_digest(req->args, digest) == -1) {
+		request_error(req, "internal", "cannot digest the arguments");
+		return -1;
+	}
+	if (store_receipt_begin(env->store, req->workspace, rid, req->tool,
+	    digest, &st, &stored) == -1) {
+		request_error(req, "unavailable", "the receipt store failed");
+		return -1;
+	}
+	switch (st) {
+	case RECEIPT_NEW:
+		snprintf(req->request_id, sizeof(req->request_id), "%s", rid);
+		return 0;
+	case RECEIPT_DONE: {
+		struct json_object *body = json_tokener_parse(stored), *v;
+
+		free(stored);
+		req->mutation = 0;	/* audited the first time */
+		if (body != NULL && json_object_object_get_ex(body, "result",
+		    &v)) {
+			request_reply(req, json_object_get(v));
+		} else if (body != NULL && json_object_object_get_ex(body,
+		    "error", &v)) {
+			request_error(req, json_object_get_string(
+			    json_object_object_get(v, "code")), "%s",
+			    json_object_get_string(json_object_object_get(v,
+			    "message")));
+		} else
+			request_error(req, "internal", "stored receipt for "
+			    "%s is unreadable", rid);
+		json_object_put(body);
+		return -1;
+	}
+	case RECEIPT_MISMATCH:
+		request_error(req, "conflict", "request_id '%s' was already "
+		    "used with other arguments or another tool", rid);
+		return -1;
+	case RECEIPT_PENDING:
+		request_error(req, "conflict", "request '%s' is still in "
+		    "progress; ask again for its result", rid);
+		return -1;
+	case RECEIPT_UNCERTAIN:
+		request_error(req, "conflict", "the outcome of request '%s' "
+		    "is unknown: vmmd stopped while it ran, and it is not run "
+		    "again; see vm_status for the jobs that exist", rid);
+		return -1;
+	}
+	return -1;
+}
+
+void
+tools_dispatch(struct request *req)
+{
+	static const struct {
+		const char	*name;
+		void		(*fn)(struct request *);
+	} table[] = {
+		{ "vm_create", tool_vm_create },
+		{ "vm_list", tool_vm_list },
+		{ "vm_status", tool_vm_status },
+		{ "vm_exec", tool_vm_exec },
+		{ "vm_job_status", tool_job },
+		{ "vm_job_output", tool_job },
+		{ "vm_job_cancel", tool_job },
+		{ "vm_read_file", tool_job },
+		{ "vm_write_file", tool_job },
+		{ "vm_suspend", tool_vm_suspend },
+		{ "vm_resume", tool_vm_resume },
+		{ "vm_destroy", tool_vm_destroy },
+		{ "stream_open", tool_stream_open },
+		{ "stats", tool_stats },
+	};
+	const struct tool *t = tools_find(req->tool);
+	char err[256];
+	size_t i;
+
+	if (env->shutting_down) {
+		request_error(req, "unavailable", "vmmd is shutting down");
+		return;
+	}
+	/* The same validation mcpd did, by the same code. */
+	if (t != NULL) {
+		if (req->args == NULL)
+			req->args = json_object_new_object();
+		if (tool_validate_input(t, req->args, err, sizeof(err)) == -1) {
+			request_error(req, "invalid_argument", "%s", err);
+			return;
+		}
+		req->mutation = in_list(mutations, req->tool);
+		if ((strcmp(req->tool, "vm_create") == 0 ||
+		    strcmp(req->tool, "vm_exec") == 0) &&
+		    receipt_check(req) == -1)
+			return;
+	}
+	for (i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (strcmp(table[i].name, req->tool) == 0) {
+			table[i].fn(req);
+			return;
+		}
+	request_error(req, "not_found", "there is no tool '%s'", req->tool);
+}

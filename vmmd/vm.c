@@ -1,0 +1,1087 @@
+/*
+ * vmmd's VMs: the state machine and every lifecycle operation (create,
+ * pause, hibernate, resume, destroy), admission, idle suspension and
+ * crash recovery.  Each transition is written to the store before its side
+ * effect and again after it.  Nothing here blocks the loop: disk work runs
+ * on the worker pool, QEMU is driven through the backend's callbacks.
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "backend.h"
+#include "disk.h"
+#include "guest.h"
+#include "log.h"
+#include "vmmd.h"
+#include "worker.h"
+
+#define CHECKPOINT	"checkpoint.bin"
+#define DISK		"disk.raw"
+#define KERNEL		"vmlinuz"
+#define INITRD		"initrd.img"
+#define QEMU_OVERHEAD_MIB	768	/* QEMU's own memory beside the guest */
+#define GUEST_CALL_MS		30000
+#define IDLE_TICK_SECONDS	1
+
+static struct event *idle_tick;
+
+static void vm_op_done(struct vm *, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void vm_wake_waiters(struct vm *);
+
+/* ---- bookkeeping ------------------------------------------------------- */
+
+static void
+vm_set_state(struct vm *vm, enum vm_state s, const char *failure)
+{
+	vm->rec.state = s;
+	snprintf(vm->rec.failure, sizeof(vm->rec.failure), "%s",
+	    s == VM_FAILED && failure != NULL ? failure : "");
+	if (store_vm_set_state(env->store, vm->rec.id, s, failure) == -1)
+		log_warnx("vm %s: state %s not recorded", vm->rec.id,
+		    vm_state_name(s));
+	log_debug("vm %s: %s", vm->rec.id, vm_state_name(s));
+}
+
+static struct vm *
+vm_alloc(const struct vm_record *rec)
+{
+	struct vm *vm;
+
+	if ((vm = calloc(1, sizeof(*vm))) == NULL)
+		fatal("calloc");
+	vm->rec = *rec;
+	vm->uid = (uid_t)(env->conf.vmmd.uid_base + rec->slot);
+	vm->gid = (gid_t)(env->conf.vmmd.uid_base + rec->slot);
+	snprintf(vm->dir, sizeof(vm->dir), "%s/%s", env->conf.vmmd.vm_dir,
+	    rec->id);
+	snprintf(vm->rundir, sizeof(vm->rundir), "%s/%s",
+	    env->conf.vmmd.run_dir, rec->id);
+	vm->image = conf_find_image(&env->conf, rec->image);
+	vm->last_active = mono_seconds();
+	TAILQ_INIT(&vm->ready_waiters);
+	TAILQ_INSERT_TAIL(&env->vms, vm, entry);
+	return vm;
+}
+
+static void
+vm_free(struct vm *vm)
+{
+	TAILQ_REMOVE(&env->vms, vm, entry);
+	if (vm->boot_timer != NULL)
+		event_free(vm->boot_timer);
+	vmm_free(vm->vmm);
+	free(vm);
+}
+
+static int
+vm_exists(const struct vm *which)
+{
+	struct vm *vm;
+
+	TAILQ_FOREACH(vm, &env->vms, entry)
+		if (vm == which)
+			return 1;
+	return 0;
+}
+
+struct vm *
+vm_find(const char *id)
+{
+	struct vm *vm;
+
+	TAILQ_FOREACH(vm, &env->vms, entry)
+		if (strcmp(vm->rec.id, id) == 0)
+			return vm;
+	return NULL;
+}
+
+/* Another workspace's VM is exactly as absent as one that never was. */
+struct vm *
+vm_find_owned(const char *id, const char *workspace)
+{
+	struct vm *vm = vm_find(id);
+
+	if (vm == NULL || strcmp(vm->rec.workspace, workspace) != 0)
+		return NULL;
+	return vm;
+}
+
+void
+vm_touch(struct vm *vm)
+{
+	vm->last_active = mono_seconds();
+}
+
+struct json_object *
+vm_summary(const struct vm *vm)
+{
+	struct json_object *o = json_object_new_object();
+	char when[40];
+	/* Callers never see the internal 'gone'. */
+	enum vm_state s = vm->rec.state == VM_GONE ? VM_DESTROYING :
+	    vm->rec.state;
+
+	iso8601_ms(vm->rec.created_at * 1000, when, sizeof(when));
+	json_object_object_add(o, "vm_id", json_object_new_string(vm->rec.id));
+	json_object_object_add(o, "state",
+	    json_object_new_string(vm_state_name(s)));
+	json_object_object_add(o, "image", json_object_new_string(
+	    vm->rec.image));
+	json_object_object_add(o, "vcpus", json_object_new_int(vm->rec.vcpus));
+	json_object_object_add(o, "memory_mib",
+	    json_object_new_int(vm->rec.memory_mib));
+	json_object_object_add(o, "network",
+	    json_object_new_string(vm->rec.network ? "on" : "off"));
+	json_object_object_add(o, "idle_seconds",
+	    json_object_new_int(vm->rec.idle_seconds));
+	json_object_object_add(o, "idle_mode", json_object_new_string(
+	    vm->rec.idle_mode_pause ? "pause" : "hibernate"));
+	json_object_object_add(o, "created_at", json_object_new_string(when));
+	return o;
+}
+
+/* Paths are bounded at startup (vm_dir is short); a cut one is empty. */
+static void
+vm_path(const struct vm *vm, const char *name, char *buf, size_t len)
+{
+	if ((size_t)snprintf(buf, len, "%s/%s", vm->dir, name) >= len)
+		buf[0] = '\0';
+}
+
+/* Ends the operation in progress and tells whoever started it. */
+static void
+vm_op_done(struct vm *vm, const char *code, const char *fmt, ...)
+{
+	vm_done_cb cb = vm->op_cb;
+	void *arg = vm->op_arg;
+	char msg[512] = "";
+
+	if (fmt != NULL) {
+		va_list ap;
+
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+	}
+	vm->busy = 0;
+	vm->op_cb = NULL;
+	vm->op_arg = NULL;
+	vm->op_step = 0;
+	if (vm->boot_timer != NULL)
+		event_del(vm->boot_timer);
+	if (cb != NULL)
+		cb(vm, code, code != NULL ? msg : NULL, arg);
+	/* The callback may have freed the VM (a failed create). */
+	if (vm_exists(vm))
+		vm_wake_waiters(vm);
+	vmmd_maybe_exit();
+}
+
+/* Stops every process of the VM: vmproxy, QEMU, and its cgroup. */
+static void
+vm_kill_processes(struct vm *vm)
+{
+	char err[256];
+
+	proxy_stop(vm);
+	if (vm->vmm != NULL) {
+		vmm_kill(vm->vmm);
+		vmm_free(vm->vmm);
+		vm->vmm = NULL;
+	}
+	vm->guest_up = 0;
+	if (cg_kill(&env->cg, (unsigned)vm->rec.slot, err, sizeof(err)) == -1)
+		log_warnx("vm %s: %s", vm->rec.id, err);
+	if (cg_remove(&env->cg, (unsigned)vm->rec.slot, err, sizeof(err)) ==
+	    -1)
+		log_debug("vm %s: %s", vm->rec.id, err);
+}
+
+/* Marks the VM failed and stops it: what a broken guest or clock earns,
+ * and what an operator's stop-workspace does. */
+void
+vm_fail(struct vm *vm, const char *why)
+{
+	log_warnx("vm %s: failed: %s", vm->rec.id, why);
+	vm_kill_processes(vm);
+	vm_set_state(vm, VM_FAILED, why);
+}
+
+/* ---- admission --------------------------------------------------------- */
+
+static long long
+image_disk_bytes(const struct conf_image *im)
+{
+	struct stat st;
+
+	return stat(im->rootfs, &st) == 0 ? (long long)st.st_size : 0;
+}
+
+int
+vm_admit(const struct request *req, const struct conf_image *im,
+    int memory_mib, char *code, size_t codelen, char *msg, size_t msglen)
+{
+	long long host_vms = 0, host_mem = 0, host_disk = 0;
+	long long ws_vms = 0, ws_mem = 0, ws_disk = 0;
+	long long disk = image_disk_bytes(im);
+	uint64_t avail = 0, total = 0;
+	char err[256];
+	struct vm *vm;
+
+	snprintf(code, codelen, "quota_exceeded");
+	TAILQ_FOREACH(vm, &env->vms, entry) {
+		if (vm->rec.state == VM_GONE)
+			continue;
+		host_vms++;
+		host_mem += vm->rec.memory_mib;
+		host_disk += vm->rec.disk_bytes;
+		if (strcmp(vm->rec.workspace, req->workspace) == 0) {
+			ws_vms++;
+			ws_mem += vm->rec.memory_mib;
+			ws_disk += vm->rec.disk_bytes;
+		}
+	}
+	if (host_vms + 1 > env->conf.vmmd.max_vms) {
+		snprintf(msg, msglen, "max_vms: the host already keeps %lld "
+		    "VMs, its limit", host_vms);
+		return -1;
+	}
+	if (host_mem + memory_mib > env->conf.vmmd.max_memory_mib) {
+		snprintf(msg, msglen, "max_memory_mib: %lld MiB are reserved "
+		    "of %lld; %d more do not fit", host_mem,
+		    env->conf.vmmd.max_memory_mib, memory_mib);
+		return -1;
+	}
+	if ((host_disk + disk) > env->conf.vmmd.max_storage_gib << 30) {
+		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
+		    "are reserved", env->conf.vmmd.max_storage_gib);
+		return -1;
+	}
+	if (req->policy.max_vms > 0 && ws_vms + 1 > req->policy.max_vms) {
+		snprintf(msg, msglen, "workspace max_vms: it already has %lld "
+		    "VMs, its limit", ws_vms);
+		return -1;
+	}
+	if (req->policy.memory_mib > 0 &&
+	    ws_mem + memory_mib > req->policy.memory_mib) {
+		snprintf(msg, msglen, "workspace memory_mib: %lld of its %lld "
+		    "MiB are in use; %d more do not fit", ws_mem,
+		    req->policy.memory_mib, memory_mib);
+		return -1;
+	}
+	if (req->policy.storage_gib > 0 &&
+	    ws_disk + disk > req->policy.storage_gib << 30) {
+		snprintf(msg, msglen, "workspace storage_gib: its %lld GiB "
+		    "are reserved", req->policy.storage_gib);
+		return -1;
+	}
+	/* A VM's whole disk and two checkpoint generations must fit. */
+	if (disk_space(env->conf.vmmd.vm_dir, &avail, &total, err,
+	    sizeof(err)) == 0) {
+		unsigned long long need = (unsigned long long)disk +
+		    2ULL * ((unsigned long long)memory_mib << 20) +
+		    ((unsigned long long)env->conf.vmmd.min_free_mib << 20);
+
+		if (avail < need) {
+			snprintf(msg, msglen, "free disk: %s has %llu MiB "
+			    "free, a new VM needs %llu MiB",
+			    env->conf.vmmd.vm_dir,
+			    (unsigned long long)(avail >> 20), need >> 20);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- booting and restoring --------------------------------------------- */
+
+static void boot_timeout_cb(int, short, void *);
+
+static void
+vm_exited(struct vmm *vmm, int wstatus, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (vm->vmm != vmm)
+		return;
+	/* Hibernation and destroy stop QEMU themselves; anything else is a
+	 * VM that died under us. */
+	if (!vm->busy && (vm->rec.state == VM_RUNNING ||
+	    vm->rec.state == VM_PAUSED)) {
+		vmm_free(vm->vmm);
+		vm->vmm = NULL;
+		vm_fail(vm, "QEMU exited unexpectedly");
+	}
+}
+
+static void
+vm_vmm_event(struct vmm *vmm, const char *name, void *arg)
+{
+	log_debug("vm %s: QEMU event %s", ((struct vm *)arg)->rec.id, name);
+}
+
+static const struct vmm_cbs vm_cbs = { vm_exited, vm_vmm_event };
+
+static void
+vm_spec(struct vm *vm, struct vm_spec *spec, char *append, size_t applen,
+    char *disk, char *kernel, char *initrd, size_t len)
+{
+	vm_path(vm, DISK, disk, len);
+	vm_path(vm, KERNEL, kernel, len);
+	vm_path(vm, INITRD, initrd, len);
+	snprintf(append, applen, "console=ttyS0 root=/dev/vda rw quiet "
+	    "panic=-1 mcpvm.vm=%s%s%s", vm->rec.id,
+	    vm->image != NULL && vm->image->append[0] != '\0' ? " " : "",
+	    vm->image != NULL ? vm->image->append : "");
+	memset(spec, 0, sizeof(*spec));
+	spec->slot = (unsigned)vm->rec.slot;
+	spec->uid = vm->uid;
+	spec->gid = vm->gid;
+	spec->vcpus = (unsigned)vm->rec.vcpus;
+	spec->memory_mib = (unsigned)vm->rec.memory_mib;
+	spec->kernel = kernel;
+	spec->initrd = initrd;
+	spec->append = append;
+	spec->disk = disk;
+	spec->rundir = vm->rundir;
+	spec->tap_fd = -1;	/* network on comes with netd */
+	spec->cg = &env->cg;
+}
+
+/* The guest said hello: set its clock (thaw after a restore), and run. */
+static void
+boot_clock_done(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	if (code != NULL) {
+		vm_fail(vm, "the guest clock could not be set");
+		vm_op_done(vm, "unavailable", "VM %s failed: its clock could "
+		    "not be set (%s)", vm->rec.id, msg);
+		return;
+	}
+	vm_set_state(vm, VM_RUNNING, NULL);
+	vm_touch(vm);
+	vm_op_done(vm, NULL, NULL);
+}
+
+/* vmproxy reports the guest; during a boot this completes it. */
+void
+vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
+{
+	if (strcmp(event, "hello") == 0) {
+		vm->guest_up = 1;
+		if (vm->busy && (vm->rec.state == VM_CREATING ||
+		    vm->rec.state == VM_RESUMING) && vm->op_step == 1) {
+			struct json_object *call = json_object_new_object();
+
+			vm->op_step = 2;
+			json_object_object_add(call, "op",
+			    json_object_new_string(vm->rec.state ==
+			    VM_RESUMING ? "thaw" : "clock_set"));
+			json_object_object_add(call, "realtime_ns",
+			    json_object_new_int64(wall_ms() * 1000000LL));
+			if (proxy_call(vm, call, GUEST_CALL_MS,
+			    boot_clock_done, NULL) == -1)
+				boot_clock_done(vm, NULL, "unavailable",
+				    "vmproxy is gone", -1, NULL);
+			json_object_put(call);
+		} else
+			vm_wake_waiters(vm);
+	} else if (strcmp(event, "link_down") == 0)
+		vm->guest_up = 0;
+}
+
+/* vmproxy exited.  A guest that broke the protocol fails its VM. */
+void
+vm_proxy_gone(struct vm *vm, int guest_fault)
+{
+	vm->guest_up = 0;
+	if (guest_fault) {
+		vm_fail(vm, "the guest broke the link protocol");
+		if (vm->busy)
+			vm_op_done(vm, "unavailable", "VM %s failed: the guest "
+			    "broke the link protocol", vm->rec.id);
+	} else if (!vm->busy && vm->rec.state == VM_RUNNING)
+		vm_fail(vm, "vmproxy exited");
+}
+
+static void
+boot_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+	struct timeval tv = { env->conf.vmmd.boot_timeout_seconds, 0 };
+	char perr[256];
+
+	if (!ok) {
+		vm_kill_processes(vm);
+		vm_op_done(vm, "unavailable", "QEMU did not start: %s", err);
+		return;
+	}
+	if (proxy_spawn(vm, perr, sizeof(perr)) == -1) {
+		vm_kill_processes(vm);
+		vm_op_done(vm, "unavailable", "vmproxy did not start: %s",
+		    perr);
+		return;
+	}
+	vm->op_step = 1;	/* waiting for the guest's hello */
+	if (vm->boot_timer == NULL)
+		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
+	evtimer_add(vm->boot_timer, &tv);
+}
+
+static void
+boot_timeout_cb(int fd, short ev, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (!vm->busy || vm->op_step != 1)
+		return;
+	vm_kill_processes(vm);
+	vm_op_done(vm, "unavailable", "the guest did not come up within %lld "
+	    "seconds", env->conf.vmmd.boot_timeout_seconds);
+}
+
+/* Starts QEMU (from a checkpoint when given) and waits for the guest. */
+static int
+vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
+{
+	char append[512], disk[PATH_MAX], kernel[PATH_MAX], initrd[PATH_MAX];
+	struct cg_limits lim;
+	struct vm_spec spec;
+	int rc;
+
+	memset(&lim, 0, sizeof(lim));
+	lim.memory_bytes = ((uint64_t)vm->rec.memory_mib + QEMU_OVERHEAD_MIB)
+	    << 20;
+	lim.cpu_quota_us = (uint64_t)vm->rec.vcpus * 100000;
+	lim.cpu_period_us = 100000;
+	lim.pids_max = 512;
+	if (cg_create(&env->cg, (unsigned)vm->rec.slot, &lim, err, errlen) ==
+	    -1)
+		return -1;
+	vm_spec(vm, &spec, append, sizeof(append), disk, kernel, initrd,
+	    sizeof(disk));
+	vm->op_step = 0;
+	if (checkpoint == NULL)
+		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_cbs, vm,
+		    boot_vmm_done, vm, &vm->vmm);
+	else
+		rc = qemu_backend_ops.restore(env->qemu, &spec, checkpoint,
+		    &vm_cbs, vm, boot_vmm_done, vm, &vm->vmm);
+	if (rc == -1) {
+		snprintf(err, errlen, "QEMU: %s", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- create ------------------------------------------------------------ */
+
+struct create_ctx {
+	struct vm	*vm;
+	struct request	*req;
+	int		 step;
+	vm_done_cb	 cb;		/* the requester's */
+	void		*arg;
+};
+
+static void create_step(int rc, const char *err, void *arg);
+
+static void
+vm_remove_files(struct vm *vm)
+{
+	static const char *const names[] = { DISK, KERNEL, INITRD, CHECKPOINT,
+	    CHECKPOINT ".tmp" };
+	char path[PATH_MAX];
+	DIR *d;
+	struct dirent *de;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		vm_path(vm, names[i], path, sizeof(path));
+		unlink(path);
+	}
+	rmdir(vm->dir);
+	/* The rundir holds only what QEMU and vmproxy made there. */
+	if ((d = opendir(vm->rundir)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			if (de->d_name[0] == '.')
+				continue;
+			if ((size_t)snprintf(path, sizeof(path), "%s/%s",
+			    vm->rundir, de->d_name) < sizeof(path))
+				unlink(path);
+		}
+		closedir(d);
+	}
+	rmdir(vm->rundir);
+}
+
+/*
+ * The end of a create, either way.  A VM that never came up leaves
+ * nothing behind: no files, no processes, only its id as destroyed.
+ */
+static void
+create_done(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct create_ctx *cx = arg;
+
+	if (code != NULL) {
+		log_warnx("vm %s: create failed: %s", vm->rec.id, msg);
+		vm_kill_processes(vm);
+		vm_remove_files(vm);
+		store_vm_delete(env->store, vm->rec.id);
+		cx->cb(vm, code, msg, cx->arg);
+		vm_free(vm);
+	} else
+		cx->cb(vm, NULL, NULL, cx->arg);
+	free(cx);
+}
+
+static void
+create_step(int rc, const char *err, void *arg)
+{
+	struct create_ctx *cx = arg;
+	struct vm *vm = cx->vm;
+	const struct conf_image *im = vm->image;
+	char dst[PATH_MAX], why[512];
+	int queued = 0;
+
+	if (rc == -1) {
+		vm_op_done(vm, "unavailable", "the VM could not be created: "
+		    "%s", err);
+		return;
+	}
+	switch (cx->step++) {
+	case 0:
+		request_progress(cx->req, 1, 4, "cloning the disk");
+		vm_path(vm, DISK, dst, sizeof(dst));
+		queued = disk_clone_async(env->workers, im->rootfs, dst,
+		    vm->uid, vm->gid, create_step, cx) == 0;
+		break;
+	case 1:
+		vm_path(vm, KERNEL, dst, sizeof(dst));
+		queued = disk_copy_async(env->workers, im->kernel, dst,
+		    vm->uid, vm->gid, create_step, cx) == 0;
+		break;
+	case 2:
+		vm_path(vm, INITRD, dst, sizeof(dst));
+		queued = disk_copy_async(env->workers, im->initrd, dst,
+		    vm->uid, vm->gid, create_step, cx) == 0;
+		break;
+	default:
+		request_progress(cx->req, 2, 4, "booting");
+		if (vm_boot(vm, NULL, why, sizeof(why)) == -1)
+			vm_op_done(vm, "unavailable", "the VM could not be "
+			    "created: %s", why);
+		return;
+	}
+	if (!queued)
+		vm_op_done(vm, "unavailable", "the VM could not be created: "
+		    "the worker pool refused the job");
+}
+
+void
+vm_create(struct request *req, const struct conf_image *im, int vcpus,
+    int memory_mib, int network, int idle_seconds, int idle_pause,
+    vm_done_cb cb, void *arg)
+{
+	struct vm_record rec;
+	struct create_ctx *cx;
+	unsigned char rnd[16];
+	struct vm *vm;
+	int slot;
+
+	memset(&rec, 0, sizeof(rec));
+	if ((slot = store_free_slot(env->store,
+	    (int)env->conf.vmmd.max_vms)) == -1) {
+		cb(NULL, "quota_exceeded", "max_vms: every VM slot is taken",
+		    arg);
+		return;
+	}
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		fatalx("RAND_bytes failed");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(rec.id + i * 2, 3, "%02x", rnd[i]);
+	snprintf(rec.workspace, sizeof(rec.workspace), "%s", req->workspace);
+	snprintf(rec.image, sizeof(rec.image), "%s", im->id);
+	rec.slot = slot;
+	rec.state = VM_CREATING;
+	rec.vcpus = vcpus;
+	rec.memory_mib = memory_mib;
+	rec.disk_bytes = image_disk_bytes(im);
+	rec.network = network;
+	rec.idle_seconds = idle_seconds;
+	rec.idle_mode_pause = idle_pause;
+	rec.created_at = wall_ms() / 1000;
+	/* Recorded before any side effect: a crash from here on leaves a
+	 * VM that startup marks failed and kills. */
+	if (store_vm_insert(env->store, &rec) == -1) {
+		cb(NULL, "unavailable", "the VM could not be recorded", arg);
+		return;
+	}
+	vm = vm_alloc(&rec);
+	snprintf(req->vm_id, sizeof(req->vm_id), "%s", rec.id);
+	if ((cx = calloc(1, sizeof(*cx))) == NULL)
+		fatal("calloc");
+	cx->vm = vm;
+	cx->req = req;
+	cx->cb = cb;
+	cx->arg = arg;
+	vm->busy = 1;
+	vm->op_cb = create_done;
+	vm->op_arg = cx;
+	/* The rundir belongs to the VM's uid: QEMU makes its sockets there. */
+	if (mkdir(vm->dir, 0711) == -1 || mkdir(vm->rundir, 0700) == -1 ||
+	    chown(vm->rundir, vm->uid, vm->gid) == -1) {
+		vm_op_done(vm, "unavailable", "the VM could not be created: "
+		    "%s", strerror(errno));
+		return;
+	}
+	create_step(0, NULL, cx);
+}
+
+/* ---- suspend and resume ------------------------------------------------ */
+
+static void
+suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+	char cp[PATH_MAX];
+
+	if (vm->op_pause) {
+		if (!ok) {
+			vm_op_done(vm, "unavailable", "pause failed: %s", err);
+			return;
+		}
+		vm_set_state(vm, VM_PAUSED, NULL);
+		vm_op_done(vm, NULL, NULL);
+		return;
+	}
+	if (!ok) {
+		struct json_object *call = json_object_new_object();
+
+		/* The VM was left running: thaw its jobs and say why. */
+		log_warnx("vm %s: hibernation failed: %s", vm->rec.id, err);
+		json_object_object_add(call, "op",
+		    json_object_new_string("thaw"));
+		json_object_object_add(call, "realtime_ns",
+		    json_object_new_int64(wall_ms() * 1000000LL));
+		proxy_call(vm, call, GUEST_CALL_MS, NULL, NULL);
+		json_object_put(call);
+		vm_set_state(vm, VM_RUNNING, NULL);
+		vm_op_done(vm, "unavailable", "hibernation failed, the VM "
+		    "runs on: %s", err);
+		return;
+	}
+	/* On disk: QEMU has exited, vmproxy and the cgroup go too. */
+	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
+	proxy_stop(vm);
+	vmm_free(vm->vmm);
+	vm->vmm = NULL;
+	vm->guest_up = 0;
+	{
+		char cerr[256];
+
+		cg_kill(&env->cg, (unsigned)vm->rec.slot, cerr, sizeof(cerr));
+		cg_remove(&env->cg, (unsigned)vm->rec.slot, cerr,
+		    sizeof(cerr));
+	}
+	store_vm_set_generation(env->store, vm->rec.id, vm->rec.generation + 1);
+	vm->rec.generation++;
+	vm_set_state(vm, VM_HIBERNATED, NULL);
+	vm_op_done(vm, NULL, NULL);
+}
+
+static void
+suspend_frozen(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	char cp[PATH_MAX];
+
+	/* A guest that cannot freeze still stops: its timeouts then count
+	 * the suspension, which is the lesser harm. */
+	if (code != NULL)
+		log_warnx("vm %s: freeze before suspend: %s", vm->rec.id, msg);
+	if (vm->vmm == NULL) {
+		vm_op_done(vm, "unavailable", "VM %s has no running VMM",
+		    vm->rec.id);
+		return;
+	}
+	if (vm->op_pause) {
+		if (vmm_pause(vm->vmm, suspend_vmm_done, vm) == -1)
+			vm_op_done(vm, "busy", "QEMU is busy");
+		return;
+	}
+	vm_set_state(vm, VM_HIBERNATING, NULL);
+	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
+	if (vmm_snapshot(vm->vmm, cp, suspend_vmm_done, vm) == -1) {
+		vm_set_state(vm, VM_RUNNING, NULL);
+		vm_op_done(vm, "busy", "QEMU is busy");
+	}
+}
+
+void
+vm_suspend(struct vm *vm, int pause, vm_done_cb cb, void *arg)
+{
+	struct json_object *call;
+
+	if (vm->busy) {
+		cb(vm, "busy", "another operation on this VM is in progress",
+		    arg);
+		return;
+	}
+	if (vm->rec.state == VM_HIBERNATED ||
+	    (vm->rec.state == VM_PAUSED && pause)) {
+		cb(vm, NULL, NULL, arg);	/* already there */
+		return;
+	}
+	if (vm->rec.state == VM_PAUSED && !pause) {
+		/* Pause to hibernate: run it just long enough to checkpoint
+		 * (the jobs stay frozen). */
+		vm->busy = 1;
+		vm->op_cb = cb;
+		vm->op_arg = arg;
+		vm->op_pause = 0;
+		vm_set_state(vm, VM_HIBERNATING, NULL);
+		{
+			char cp[PATH_MAX];
+
+			vm_path(vm, CHECKPOINT, cp, sizeof(cp));
+			if (vmm_snapshot(vm->vmm, cp, suspend_vmm_done, vm) ==
+			    -1) {
+				vm_set_state(vm, VM_PAUSED, NULL);
+				vm_op_done(vm, "busy", "QEMU is busy");
+			}
+		}
+		return;
+	}
+	if (vm->rec.state != VM_RUNNING) {
+		char msg[128];
+
+		snprintf(msg, sizeof(msg), "the VM is %s and cannot be "
+		    "suspended", vm_state_name(vm->rec.state));
+		cb(vm, "conflict", msg, arg);
+		return;
+	}
+	vm->busy = 1;
+	vm->op_cb = cb;
+	vm->op_arg = arg;
+	vm->op_pause = pause;
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string("freeze"));
+	if (!vm->guest_up || proxy_call(vm, call, GUEST_CALL_MS,
+	    suspend_frozen, NULL) == -1)
+		suspend_frozen(vm, NULL, "unavailable", "guest not up", -1,
+		    NULL);
+	json_object_put(call);
+}
+
+static void
+resume_thawed(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	if (code != NULL) {
+		vm_fail(vm, "the guest clock could not be set after resume");
+		vm_op_done(vm, "unavailable", "VM %s failed: its clock could "
+		    "not be set after resume (%s)", vm->rec.id, msg);
+		return;
+	}
+	vm_set_state(vm, VM_RUNNING, NULL);
+	vm_touch(vm);
+	vm_op_done(vm, NULL, NULL);
+}
+
+static void
+resume_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+	struct json_object *call;
+
+	if (!ok) {
+		vm_op_done(vm, "unavailable", "resume failed: %s", err);
+		return;
+	}
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string("thaw"));
+	json_object_object_add(call, "realtime_ns",
+	    json_object_new_int64(wall_ms() * 1000000LL));
+	if (proxy_call(vm, call, GUEST_CALL_MS, resume_thawed, NULL) == -1)
+		resume_thawed(vm, NULL, "unavailable", "vmproxy is gone", -1,
+		    NULL);
+	json_object_put(call);
+}
+
+static void
+restore_done(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	char cp[PATH_MAX];
+
+	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
+	if (code == NULL) {
+		/* The disk has run since: this checkpoint must never be
+		 * restored again. */
+		unlink(cp);
+		return;
+	}
+	/* An interrupted restore must not be retried over a disk that may
+	 * have run: the VM is failed. */
+	vm_fail(vm, msg != NULL ? msg : "restore failed");
+}
+
+/* Resumes a paused or hibernated VM; cb when it runs again. */
+static void
+vm_resume(struct vm *vm)
+{
+	char cp[PATH_MAX], err[256];
+
+	vm->busy = 1;
+	if (vm->rec.state == VM_PAUSED) {
+		vm->op_cb = NULL;
+		if (vmm_resume(vm->vmm, resume_vmm_done, vm) == -1)
+			vm_op_done(vm, "busy", "QEMU is busy");
+		return;
+	}
+	vm_set_state(vm, VM_RESUMING, NULL);
+	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
+	vm->op_cb = restore_done;
+	vm->op_arg = NULL;
+	if (vm_boot(vm, cp, err, sizeof(err)) == -1)
+		vm_op_done(vm, "unavailable", "restore failed: %s", err);
+}
+
+static void
+vm_wake_waiters(struct vm *vm)
+{
+	TAILQ_HEAD(, vm_waiter) list;
+	struct vm_waiter *w;
+
+	if (vm->busy)
+		return;
+	if (vm->rec.state == VM_RUNNING && !vm->guest_up)
+		return;	/* the link is coming back: hello wakes them */
+	TAILQ_INIT(&list);
+	TAILQ_CONCAT(&list, &vm->ready_waiters, entry);
+	while ((w = TAILQ_FIRST(&list)) != NULL) {
+		TAILQ_REMOVE(&list, w, entry);
+		vm_ready(vm, w->cb, w->arg);
+		free(w);
+	}
+}
+
+void
+vm_ready(struct vm *vm, vm_done_cb cb, void *arg)
+{
+	struct vm_waiter *w;
+
+	vm_touch(vm);
+	if (!vm->busy && vm->rec.state == VM_RUNNING && vm->guest_up) {
+		cb(vm, NULL, NULL, arg);
+		return;
+	}
+	if (vm->rec.state == VM_FAILED) {
+		cb(vm, "unavailable", vm->rec.failure[0] != '\0' ?
+		    vm->rec.failure : "the VM failed", arg);
+		return;
+	}
+	if (vm->rec.state == VM_DESTROYING || vm->rec.state == VM_GONE) {
+		cb(vm, "not_found", "the VM is being destroyed", arg);
+		return;
+	}
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		fatal("calloc");
+	w->cb = cb;
+	w->arg = arg;
+	TAILQ_INSERT_TAIL(&vm->ready_waiters, w, entry);
+	if (!vm->busy && (vm->rec.state == VM_PAUSED ||
+	    vm->rec.state == VM_HIBERNATED)) {
+		if (env->shutting_down) {
+			TAILQ_REMOVE(&vm->ready_waiters, w, entry);
+			free(w);
+			cb(vm, "unavailable", "vmmd is shutting down", arg);
+			return;
+		}
+		vm_resume(vm);
+	}
+}
+
+/* ---- destroy ----------------------------------------------------------- */
+
+void
+vm_destroy(struct vm *vm, vm_done_cb cb, void *arg)
+{
+	struct vm_waiter *w;
+	char id[VM_ID_LEN + 1];
+
+	snprintf(id, sizeof(id), "%s", vm->rec.id);
+	vm_set_state(vm, VM_DESTROYING, NULL);
+	vm_kill_processes(vm);
+	vm_remove_files(vm);
+	if (store_vm_delete(env->store, id) == -1)
+		log_warnx("vm %s: not marked gone", id);
+	vm->rec.state = VM_GONE;
+	while ((w = TAILQ_FIRST(&vm->ready_waiters)) != NULL) {
+		TAILQ_REMOVE(&vm->ready_waiters, w, entry);
+		w->cb(vm, "not_found", "the VM was destroyed", w->arg);
+		free(w);
+	}
+	/* An operation in flight hears of it through its own callback. */
+	if (vm->busy && vm->op_cb != NULL) {
+		vm_done_cb ocb = vm->op_cb;
+
+		vm->op_cb = NULL;
+		ocb(vm, "not_found", "the VM was destroyed", vm->op_arg);
+	}
+	cb(vm, NULL, NULL, arg);
+	vm_free(vm);
+	vmmd_maybe_exit();
+}
+
+/* ---- idle and shutdown ------------------------------------------------- */
+
+static void
+idle_suspended(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	if (code != NULL)
+		log_warnx("vm %s: idle suspension failed: %s", vm->rec.id, msg);
+	else
+		log_info("vm %s: idle for %d s: %s", vm->rec.id,
+		    vm->rec.idle_seconds, vm_state_name(vm->rec.state));
+}
+
+static void
+idle_activity(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct json_object *v;
+
+	vm->op_step = 0;
+	if (code != NULL || vm->busy || vm->rec.state != VM_RUNNING)
+		return;
+	/* Running jobs, detached descendants included, are activity. */
+	if (json_object_object_get_ex(res, "active", &v) &&
+	    json_object_get_boolean(v)) {
+		vm_touch(vm);
+		return;
+	}
+	vm_suspend(vm, vm->rec.idle_mode_pause, idle_suspended, NULL);
+}
+
+static void
+idle_tick_cb(int fd, short ev, void *arg)
+{
+	struct timeval tv = { IDLE_TICK_SECONDS, 0 };
+	long long now = mono_seconds();
+	struct vm *vm, *next;
+
+	TAILQ_FOREACH_SAFE(vm, &env->vms, entry, next) {
+		struct json_object *call;
+
+		if (vm->busy || vm->rec.state != VM_RUNNING ||
+		    !vm->guest_up || vm->rec.idle_seconds == 0 ||
+		    vm->open_streams > 0 || vm->op_step == 9 ||
+		    now - vm->last_active < vm->rec.idle_seconds)
+			continue;
+		call = json_object_new_object();
+		json_object_object_add(call, "op",
+		    json_object_new_string("activity"));
+		vm->op_step = 9;	/* an activity probe is out */
+		if (proxy_call(vm, call, GUEST_CALL_MS, idle_activity, NULL) ==
+		    -1)
+			vm->op_step = 0;
+		json_object_put(call);
+	}
+	if (!env->shutting_down)
+		evtimer_add(idle_tick, &tv);
+}
+
+static void
+shutdown_suspended(struct vm *vm, const char *code, const char *msg,
+    void *arg)
+{
+	if (code != NULL) {
+		log_warnx("vm %s: not hibernated at shutdown: %s", vm->rec.id,
+		    msg);
+		vm_fail(vm, "vmmd stopped and the VM could not be hibernated");
+	}
+	vmmd_maybe_exit();
+}
+
+void
+vm_hibernate_all(void)
+{
+	struct vm *vm, *next;
+
+	TAILQ_FOREACH_SAFE(vm, &env->vms, entry, next) {
+		if (vm->rec.state == VM_RUNNING || vm->rec.state == VM_PAUSED)
+			vm_suspend(vm, 0, shutdown_suspended, NULL);
+	}
+}
+
+/* ---- startup ----------------------------------------------------------- */
+
+void
+vm_init_all(void)
+{
+	struct vm_record *recs;
+	struct timeval tv = { IDLE_TICK_SECONDS, 0 };
+	unsigned slots[4096];
+	char err[256];
+	ssize_t nslots;
+	size_t n;
+
+	/* Whatever a previous life left running dies through its cgroup. */
+	nslots = cg_list(&env->cg, slots, sizeof(slots) / sizeof(slots[0]));
+	for (ssize_t i = 0; i < nslots; i++) {
+		if (cg_kill(&env->cg, slots[i], err, sizeof(err)) == -1)
+			log_warnx("leftover cgroup vm-%u: %s", slots[i], err);
+		else
+			log_info("killed what was left in cgroup vm-%u",
+			    slots[i]);
+		cg_remove(&env->cg, slots[i], err, sizeof(err));
+	}
+	if (store_vm_list(env->store, NULL, &recs, &n) == -1)
+		fatalx("cannot read VMs from the store");
+	for (size_t i = 0; i < n; i++) {
+		struct vm *vm = vm_alloc(&recs[i]);
+		char cp[PATH_MAX];
+		struct stat st;
+
+		if (vm->image == NULL)
+			log_info("vm %s: image %s is no longer configured; the "
+			    "VM keeps its own copy", vm->rec.id, vm->rec.image);
+		switch (vm->rec.state) {
+		case VM_HIBERNATED:
+			vm_path(vm, CHECKPOINT, cp, sizeof(cp));
+			if (stat(cp, &st) == -1)
+				vm_set_state(vm, VM_FAILED, "its checkpoint "
+				    "is missing");
+			break;
+		case VM_FAILED:
+			break;
+		default: {
+			char why[128];
+
+			/* An interrupted transition, or a VM whose VMM
+			 * died with us: its outcome is unknown. */
+			snprintf(why, sizeof(why), "vmmd stopped while the VM "
+			    "was %s", vm_state_name(vm->rec.state));
+			vm_set_state(vm, VM_FAILED, why);
+			log_warnx("vm %s: %s", vm->rec.id, why);
+		}
+		}
+	}
+	free(recs);
+	idle_tick = evtimer_new(env->base, idle_tick_cb, NULL);
+	evtimer_add(idle_tick, &tv);
+}

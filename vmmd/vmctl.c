@@ -1,0 +1,237 @@
+/*
+ * vmctl: the operator's command for vmmd, over vmctl.sock (root and the
+ * admin group).  Tables for people, --json for scripts.
+ *
+ * Exit status: 0 done; 1 vmmd refused or a check failed; 2 usage;
+ * 3 vmmd could not be reached.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "conf.h"
+#include "ipc.h"
+#include "log.h"
+
+#define EXIT_REFUSED	1
+#define EXIT_USAGE	2
+#define EXIT_UNREACHABLE 3
+#define CALL_TIMEOUT_MS	600000	/* a hibernation may take a while */
+
+static int json_out;
+
+static __attribute__((noreturn)) void
+usage(void)
+{
+	fprintf(stderr,
+	    "usage: vmctl [-f config] [--socket path] [--json] command\n"
+	    "commands:\n"
+	    "  list [--workspace W]      every VM (of one workspace)\n"
+	    "  status VM                 one VM in detail\n"
+	    "  destroy VM                kill it and remove its disk\n"
+	    "  suspend VM [--pause]      hibernate it (or pause it)\n"
+	    "  resume VM                 bring it back\n"
+	    "  stop-workspace W          stop every VM of W at once\n"
+	    "  preflight                 check the host, one line each\n"
+	    "  audit verify              check the audit log's hash chain\n");
+	exit(EXIT_USAGE);
+}
+
+static const char *
+str(struct json_object *o, const char *key)
+{
+	struct json_object *v;
+
+	if (!json_object_object_get_ex(o, key, &v) || v == NULL)
+		return "-";
+	return json_object_get_string(v);
+}
+
+static void
+print_vms(struct json_object *res)
+{
+	struct json_object *vms = json_object_object_get(res, "vms");
+	size_t n = vms != NULL ? json_object_array_length(vms) : 0;
+
+	printf("%-32s  %-16s  %-11s  %-16s  %5s  %6s\n", "VM", "WORKSPACE",
+	    "STATE", "IMAGE", "VCPUS", "MEMORY");
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *vm = json_object_array_get_idx(vms, i);
+
+		printf("%-32s  %-16s  %-11s  %-16s  %5s  %6s\n", str(vm, "vm_id"),
+		    str(vm, "workspace"), str(vm, "state"), str(vm, "image"),
+		    str(vm, "vcpus"), str(vm, "memory_mib"));
+	}
+	if (n == 0)
+		printf("(no VMs)\n");
+}
+
+static void
+print_detail(struct json_object *res)
+{
+	json_object_object_foreach(res, k, v)
+		printf("%-14s %s\n", k, v == NULL ? "-" :
+		    json_object_get_string(v));
+}
+
+int
+main(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "workspace", required_argument, NULL, 'w' },
+		{ "pause", no_argument, NULL, 'p' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *conf_path = MCPVM_CONF_PATH, *sock = NULL, *ws = NULL;
+	struct json_object *req, *reply = NULL, *res;
+	struct mcpvm_conf conf;
+	uint32_t type = 0, rtype;
+	char err[1024];
+	int ch, fd, pause = 0, rc = 0;
+	const char *cmd;
+
+	log_init("vmctl", 1, 0);
+	while ((ch = getopt_long(argc, argv, "f:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'f':
+			conf_path = optarg;
+			break;
+		case 'j':
+			json_out = 1;
+			break;
+		case 's':
+			sock = optarg;
+			break;
+		case 'w':
+			ws = optarg;
+			break;
+		case 'p':
+			pause = 1;
+			break;
+		default:
+			usage();
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1)
+		usage();
+	cmd = argv[0];
+	req = json_object_new_object();
+	if (strcmp(cmd, "list") == 0 && argc == 1) {
+		type = IPC_VMCTL_LIST;
+		if (ws != NULL)
+			json_object_object_add(req, "workspace",
+			    json_object_new_string(ws));
+	} else if (strcmp(cmd, "status") == 0 && argc == 2)
+		type = IPC_VMCTL_STATUS;
+	else if (strcmp(cmd, "destroy") == 0 && argc == 2)
+		type = IPC_VMCTL_DESTROY;
+	else if (strcmp(cmd, "suspend") == 0 && argc == 2) {
+		type = IPC_VMCTL_SUSPEND;
+		json_object_object_add(req, "mode",
+		    json_object_new_string(pause ? "pause" : "hibernate"));
+	} else if (strcmp(cmd, "resume") == 0 && argc == 2)
+		type = IPC_VMCTL_RESUME;
+	else if (strcmp(cmd, "stop-workspace") == 0 && argc == 2) {
+		type = IPC_VMCTL_STOP_WORKSPACE;
+		json_object_object_add(req, "workspace",
+		    json_object_new_string(argv[1]));
+	} else if (strcmp(cmd, "preflight") == 0 && argc == 1)
+		type = IPC_VMCTL_PREFLIGHT;
+	else if (strcmp(cmd, "audit") == 0 && argc == 2 &&
+	    strcmp(argv[1], "verify") == 0)
+		type = IPC_VMCTL_AUDIT_VERIFY;
+	else
+		usage();
+	if (type == IPC_VMCTL_STATUS || type == IPC_VMCTL_DESTROY ||
+	    type == IPC_VMCTL_SUSPEND || type == IPC_VMCTL_RESUME)
+		json_object_object_add(req, "vm_id",
+		    json_object_new_string(argv[1]));
+
+	memset(&conf, 0, sizeof(conf));
+	if (sock == NULL) {
+		if (conf_load(conf_path, &conf, err, sizeof(err)) == -1) {
+			fprintf(stderr, "vmctl: %s\n", err);
+			return EXIT_UNREACHABLE;
+		}
+		sock = conf.vmmd.ctl_socket;
+	}
+	if ((fd = ipc_sync_connect(sock, "vmctl", 5000)) == -1) {
+		fprintf(stderr, "vmctl: cannot reach vmmd at %s: %s\n", sock,
+		    errno == EPROTO || errno == ECONNRESET ?
+		    "refused (root or the admin group only)" :
+		    strerror(errno));
+		return EXIT_UNREACHABLE;
+	}
+	if (ipc_sync_call(fd, type, req, -1, &rtype, &reply, NULL,
+	    CALL_TIMEOUT_MS) == -1) {
+		fprintf(stderr, "vmctl: %s\n", strerror(errno));
+		return EXIT_UNREACHABLE;
+	}
+	if (rtype == IPC_ERROR) {
+		struct json_object *e = json_object_object_get(reply, "error");
+
+		if (json_out)
+			printf("%s\n", json_object_to_json_string_ext(reply,
+			    JSON_C_TO_STRING_PRETTY));
+		else
+			fprintf(stderr, "vmctl: %s: %s\n", str(e, "code"),
+			    str(e, "message"));
+		return EXIT_REFUSED;
+	}
+	res = json_object_object_get(reply, "result");
+	if (json_out)
+		printf("%s\n", json_object_to_json_string_ext(res,
+		    JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+	else if (type == IPC_VMCTL_LIST)
+		print_vms(res);
+	else if (type == IPC_VMCTL_PREFLIGHT) {
+		struct json_object *checks = json_object_object_get(res,
+		    "checks");
+
+		for (size_t i = 0; i < json_object_array_length(checks); i++) {
+			struct json_object *c = json_object_array_get_idx(
+			    checks, i);
+
+			printf("%-4s %-10s %s\n", json_object_get_boolean(
+			    json_object_object_get(c, "ok")) ? "ok" : "FAIL",
+			    str(c, "check"), str(c, "message"));
+		}
+	} else if (type == IPC_VMCTL_AUDIT_VERIFY) {
+		if (json_object_get_boolean(json_object_object_get(res, "ok")))
+			printf("%s: %s lines, chain intact\n", str(res, "path"),
+			    str(res, "lines"));
+		else
+			printf("%s: BROKEN: %s\n", str(res, "path"),
+			    str(res, "error"));
+	} else if (type == IPC_VMCTL_STOP_WORKSPACE) {
+		struct json_object *s = json_object_object_get(res, "stopped");
+
+		printf("workspace %s: %zu VM(s) stopped\n", str(res,
+		    "workspace"), json_object_array_length(s));
+		for (size_t i = 0; i < json_object_array_length(s); i++)
+			printf("  %s\n", json_object_get_string(
+			    json_object_array_get_idx(s, i)));
+	} else
+		print_detail(res);
+
+	if (type == IPC_VMCTL_PREFLIGHT &&
+	    json_object_get_int(json_object_object_get(res, "failed")) > 0)
+		rc = EXIT_REFUSED;
+	if (type == IPC_VMCTL_AUDIT_VERIFY &&
+	    !json_object_get_boolean(json_object_object_get(res, "ok")))
+		rc = EXIT_REFUSED;
+	json_object_put(reply);
+	json_object_put(req);
+	close(fd);
+	conf_free(&conf);
+	return rc;
+}

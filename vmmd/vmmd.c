@@ -1,0 +1,719 @@
+/*
+ * vmmd: the root VM manager.  This file starts it (configuration, state,
+ * preflight, sockets), asks authd whose credential each request carries,
+ * and answers mcpd.  It never trusts mcpd: the workspace comes from authd,
+ * arguments are validated again, and every VM is checked for ownership.
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "audit.h"
+#include "backend.h"
+#include "ipc.h"
+#include "jsonx.h"
+#include "log.h"
+#include "preflight.h"
+#include "privdrop.h"
+#include "schema.h"
+#include "sdnotify.h"
+#include "store.h"
+#include "vmmd.h"
+#include "worker.h"
+
+#define AUTHD_TIMEOUT_MS	5000
+#define CREDENTIAL_MAX		512
+
+struct vmmd *env;
+
+/* A request waiting for authd's word on its credential. */
+struct authwait {
+	TAILQ_ENTRY(authwait)	 entry;
+	struct request		*req;
+};
+
+long long
+mono_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec;
+}
+
+long long
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+iso8601_ms(long long ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char base[32];
+
+	gmtime_r(&t, &tm);
+	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, len, "%s.%03lldZ", base, ms % 1000);
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static void
+request_free(struct request *req)
+{
+	TAILQ_REMOVE(&env->requests, req, entry);
+	json_object_put(req->args);
+	free(req);
+}
+
+/* Records the outcome in the receipt and the audit log. */
+static void
+request_finish(struct request *req, struct json_object *stored,
+    const char *outcome)
+{
+	if (req->request_id[0] != '\0') {
+		const char *js = json_object_to_json_string_ext(stored,
+		    JSON_C_TO_STRING_PLAIN);
+
+		if (store_receipt_finish(env->store, req->workspace,
+		    req->request_id, js) == -1)
+			log_warnx("%s: receipt %s not stored", req->tool,
+			    req->request_id);
+	}
+	if (req->mutation && env->audit != NULL)
+		audit_append(env->audit, req->workspace, req->tool,
+		    req->vm_id, outcome);
+}
+
+void
+request_reply(struct request *req, struct json_object *result)
+{
+	const struct tool *t = tools_find(req->tool);
+	struct json_object *body;
+	char err[256];
+
+	/* vmmd checks what it answers, as mcpd checks what it asked. */
+	if (t != NULL && !req->admin &&
+	    tool_validate_output(t, result, err, sizeof(err)) == -1) {
+		log_warnx("%s: result does not match its schema: %s",
+		    req->tool, err);
+		json_object_put(result);
+		request_error(req, "internal", "the result failed its own "
+		    "schema check; this is a bug in mcpvm");
+		return;
+	}
+	body = json_object_new_object();
+	json_object_object_add(body, "result", result);
+	request_finish(req, body, "ok");
+	if (req->conn != NULL)
+		ipc_reply(req->conn, req->admin ? IPC_VMCTL_RESULT :
+		    IPC_VM_TOOL_RESULT, req->id, body, -1);
+	json_object_put(body);
+	request_free(req);
+}
+
+/* The request was answered some other way (a stream, stats). */
+void
+request_drop(struct request *req)
+{
+	request_free(req);
+}
+
+void
+request_error(struct request *req, const char *code, const char *fmt, ...)
+{
+	struct json_object *body;
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	body = ipc_error_body(code, msg);
+	/* A refusal that changed nothing leaves no receipt: retry may go. */
+	if (req->request_id[0] != '\0' && (strcmp(code, "unavailable") == 0 ||
+	    strcmp(code, "unauthorized") == 0)) {
+		store_receipt_forget(env->store, req->workspace,
+		    req->request_id);
+		req->request_id[0] = '\0';
+	}
+	request_finish(req, body, code);
+	if (req->conn != NULL)
+		ipc_reply(req->conn, IPC_ERROR, req->id, body, -1);
+	json_object_put(body);
+	request_free(req);
+}
+
+void
+request_progress(struct request *req, int progress, int total,
+    const char *message)
+{
+	struct json_object *body;
+
+	if (req->conn == NULL || !req->progress || req->admin)
+		return;
+	body = json_object_new_object();
+	json_object_object_add(body, "progress", json_object_new_int(progress));
+	json_object_object_add(body, "total", json_object_new_int(total));
+	json_object_object_add(body, "message", json_object_new_string(message));
+	ipc_send(req->conn, IPC_VM_PROGRESS, req->id, body, -1);
+	json_object_put(body);
+}
+
+/* ---- authd ------------------------------------------------------------- */
+
+static void authd_connect(void);
+
+static int
+policy_from_json(struct json_object *o, struct policy *p, char *err,
+    size_t errlen)
+{
+	struct jsonx_err jerr;
+	struct json_object *images;
+	int64_t v;
+	int b;
+
+	memset(p, 0, sizeof(*p));
+	if (jsonx_get_bool(o, "network", 1, &b, &jerr) != 1)
+		goto bad;
+	p->network = b;
+	if (jsonx_get_array(o, "images", 1, &images, &jerr) != 1)
+		goto bad;
+	for (size_t i = 0; i < json_object_array_length(images); i++) {
+		struct json_object *im = json_object_array_get_idx(images, i);
+
+		if (i >= sizeof(p->images) / sizeof(p->images[0]) ||
+		    !json_object_is_type(im, json_type_string)) {
+			snprintf(err, errlen, "policy images are not a list "
+			    "of ids");
+			return -1;
+		}
+		snprintf(p->images[p->nimages++], sizeof(p->images[0]), "%s",
+		    json_object_get_string(im));
+	}
+	if (jsonx_get_int64(o, "max_vms", 1, 0, INT32_MAX, &v, &jerr) != 1)
+		goto bad;
+	p->max_vms = v;
+	if (jsonx_get_int64(o, "memory_mib", 1, 0, INT32_MAX, &v, &jerr) != 1)
+		goto bad;
+	p->memory_mib = v;
+	if (jsonx_get_int64(o, "storage_gib", 1, 0, INT32_MAX, &v, &jerr) != 1)
+		goto bad;
+	p->storage_gib = v;
+	if (jsonx_get_int64(o, "max_streams", 1, 0, INT32_MAX, &v, &jerr) !=
+	    1)
+		goto bad;
+	p->max_streams = v;
+	return 0;
+ bad:
+	snprintf(err, errlen, "%s", jerr.msg);
+	return -1;
+}
+
+static void
+authd_verified(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	struct authwait *w = arg;
+	struct request *req = w->req;
+	struct json_object *pol;
+	struct jsonx_err jerr;
+	const char *ws;
+	char err[256];
+
+	TAILQ_REMOVE(&env->authwaits, w, entry);
+	free(w);
+	if (m == NULL) {
+		request_error(req, "unavailable", "authd did not answer; try "
+		    "again shortly");
+		return;
+	}
+	if (m->type != IPC_AUTH_VERIFY_RESULT) {
+		/* authd says no more than that, and neither do we. */
+		request_error(req, "unauthorized", "the credential is not "
+		    "valid");
+		return;
+	}
+	if (jsonx_get_string(m->body, "workspace", 1, &ws, &jerr) != 1 ||
+	    jsonx_get_object(m->body, "policy", 1, &pol, &jerr) != 1 ||
+	    policy_from_json(pol, &req->policy, err, sizeof(err)) == -1) {
+		log_warnx("authd sent a verify result vmmd cannot read");
+		request_error(req, "unavailable", "authd's answer was not "
+		    "understood");
+		return;
+	}
+	snprintf(req->workspace, sizeof(req->workspace), "%s", ws);
+	tools_dispatch(req);
+}
+
+static void
+authd_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	/* Revocation pushes: streams are mcpd's to close; nothing held here
+	 * outlives a request, so there is nothing to do but note it. */
+	if (m->type == IPC_AUTH_EVENT)
+		log_debug("authd: credential event");
+}
+
+static void
+authd_closed(struct ipc_conn *conn, void *arg)
+{
+	struct timeval tv = { 1, 0 };
+
+	env->authd = NULL;
+	if (!env->shutting_down) {
+		log_warnx("lost authd; reconnecting");
+		evtimer_add(env->authd_retry, &tv);
+	}
+}
+
+static const struct ipc_rule authd_rules[] = {
+	{ IPC_AUTH_VERIFY_RESULT, 0 },
+	{ IPC_AUTH_SUBSCRIBE_RESULT, 0 },
+	{ IPC_AUTH_EVENT, 0 },
+	{ IPC_ERROR, 0 },
+};
+static const struct ipc_policy authd_policy = {
+	"authd", authd_rules, sizeof(authd_rules) / sizeof(authd_rules[0])
+};
+static const struct ipc_handlers authd_handlers = {
+	authd_dispatch, authd_closed
+};
+
+static void
+authd_retry_cb(int fd, short ev, void *arg)
+{
+	authd_connect();
+}
+
+static void
+authd_connect(void)
+{
+	struct timeval tv = { 1, 0 };
+
+	env->authd = ipc_connect(env->base, env->conf.vmmd.authd_socket,
+	    "vmmd", &authd_policy, &authd_handlers, NULL);
+	if (env->authd == NULL) {
+		log_debug("authd at %s: %s", env->conf.vmmd.authd_socket,
+		    strerror(errno));
+		evtimer_add(env->authd_retry, &tv);
+	}
+}
+
+/* Asks authd about req's credential; tools_dispatch follows. */
+static void
+request_verify(struct request *req, const char *credential)
+{
+	struct json_object *body;
+	struct authwait *w;
+
+	if (env->authd == NULL) {
+		request_error(req, "unavailable", "authd is not reachable; "
+		    "try again shortly");
+		return;
+	}
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		fatal("calloc");
+	w->req = req;
+	TAILQ_INSERT_TAIL(&env->authwaits, w, entry);
+	body = json_object_new_object();
+	json_object_object_add(body, "credential",
+	    json_object_new_string(credential));
+	if (ipc_request(env->authd, IPC_AUTH_VERIFY, body, -1,
+	    AUTHD_TIMEOUT_MS, authd_verified, w) == -1) {
+		TAILQ_REMOVE(&env->authwaits, w, entry);
+		free(w);
+		request_error(req, "unavailable", "authd is not reachable");
+	}
+	json_object_put(body);
+}
+
+/* ---- mcpd -------------------------------------------------------------- */
+
+static struct request *
+request_new(struct ipc_conn *conn, uint32_t id)
+{
+	struct request *req;
+
+	if ((req = calloc(1, sizeof(*req))) == NULL)
+		fatal("calloc");
+	req->conn = conn;
+	req->id = id;
+	TAILQ_INSERT_TAIL(&env->requests, req, entry);
+	return req;
+}
+
+static void
+vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	struct request *req;
+	struct json_object *args;
+	struct jsonx_err jerr;
+	const char *cred, *tool;
+	int progress = 0;
+
+	req = request_new(conn, m->id);
+	if (m->type == IPC_VM_STATS) {
+		req->admin = 1;
+		snprintf(req->tool, sizeof(req->tool), "stats");
+		tools_dispatch(req);
+		return;
+	}
+	if (m->type == IPC_VM_CANCEL) {
+		/* Nothing vmmd runs is safe to abandon half way; the reply
+		 * simply goes unread. */
+		request_free(req);
+		return;
+	}
+	if (jsonx_get_string(m->body, "credential", 1, &cred, &jerr) != 1 ||
+	    strlen(cred) > CREDENTIAL_MAX) {
+		request_error(req, "unauthorized", "no credential");
+		return;
+	}
+	if (m->type == IPC_VM_STREAM_OPEN) {
+		snprintf(req->tool, sizeof(req->tool), "stream_open");
+		req->args = json_object_get(m->body);
+		request_verify(req, cred);
+		return;
+	}
+	if (jsonx_get_string(m->body, "tool", 1, &tool, &jerr) != 1 ||
+	    jsonx_get_object(m->body, "arguments", 1, &args, &jerr) != 1 ||
+	    jsonx_get_bool(m->body, "progress", 0, &progress, &jerr) < 0) {
+		request_error(req, "invalid_argument", "%s", jerr.msg);
+		return;
+	}
+	if (tools_find(tool) == NULL) {
+		request_error(req, "not_found", "there is no tool '%.64s'",
+		    tool);
+		return;
+	}
+	snprintf(req->tool, sizeof(req->tool), "%s", tool);
+	req->args = json_object_get(args);
+	req->progress = progress;
+	request_verify(req, cred);
+}
+
+/* The connection is gone: its requests finish unheard. */
+static void
+mcpd_closed(struct ipc_conn *conn, void *arg)
+{
+	struct request *req;
+
+	TAILQ_FOREACH(req, &env->requests, entry)
+		if (req->conn == conn)
+			req->conn = NULL;
+}
+
+static const struct ipc_rule mcpd_rules[] = {
+	{ IPC_VM_TOOL, 0 },
+	{ IPC_VM_CANCEL, 0 },
+	{ IPC_VM_STREAM_OPEN, 0 },
+	{ IPC_VM_STATS, 0 },
+};
+static const struct ipc_policy mcpd_policy = {
+	"mcpd", mcpd_rules, sizeof(mcpd_rules) / sizeof(mcpd_rules[0])
+};
+static const struct ipc_handlers mcpd_handlers = {
+	vmmd_dispatch_mcpd, mcpd_closed
+};
+
+static const struct ipc_policy *
+accept_mcpd(const struct ucred *cred, void *arg)
+{
+	/* Only mcpd's own user; root may test. */
+	if (cred->uid == env->mcpd_uid || cred->uid == 0)
+		return &mcpd_policy;
+	return NULL;
+}
+
+static const struct ipc_rule vmctl_rules[] = {
+	{ IPC_VMCTL_LIST, 0 },
+	{ IPC_VMCTL_STATUS, 0 },
+	{ IPC_VMCTL_DESTROY, 0 },
+	{ IPC_VMCTL_SUSPEND, 0 },
+	{ IPC_VMCTL_RESUME, 0 },
+	{ IPC_VMCTL_STOP_WORKSPACE, 0 },
+	{ IPC_VMCTL_PREFLIGHT, 0 },
+	{ IPC_VMCTL_AUDIT_VERIFY, 0 },
+};
+static const struct ipc_policy vmctl_policy = {
+	"vmctl", vmctl_rules, sizeof(vmctl_rules) / sizeof(vmctl_rules[0])
+};
+static const struct ipc_handlers vmctl_handlers = {
+	vmmd_dispatch_vmctl, mcpd_closed
+};
+
+/* Is uid root or a member of the admin group? */
+static int
+is_admin(uid_t uid, gid_t gid)
+{
+	struct passwd *pw;
+	gid_t groups[64];
+	int n = 64;
+
+	if (uid == 0)
+		return 1;
+	if (env->admin_gid == (gid_t)-1)
+		return 0;
+	if (gid == env->admin_gid)
+		return 1;
+	if ((pw = getpwuid(uid)) == NULL)
+		return 0;
+	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) == -1)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (groups[i] == env->admin_gid)
+			return 1;
+	return 0;
+}
+
+static const struct ipc_policy *
+accept_vmctl(const struct ucred *cred, void *arg)
+{
+	return is_admin(cred->uid, cred->gid) ? &vmctl_policy : NULL;
+}
+
+struct request *control_request_new(struct ipc_conn *, uint32_t);
+
+struct request *
+control_request_new(struct ipc_conn *conn, uint32_t id)
+{
+	struct request *req = request_new(conn, id);
+
+	req->admin = 1;
+	return req;
+}
+
+/* ---- startup and shutdown ---------------------------------------------- */
+
+static void
+signal_cb(int sig, short ev, void *arg)
+{
+	if (env->shutting_down)
+		return;
+	log_info("signal %d: hibernating every VM, then exiting", sig);
+	env->shutting_down = 1;
+	sd_notify_send("STOPPING=1");
+	ipc_server_free(env->srv_mcpd);
+	env->srv_mcpd = NULL;
+	vm_hibernate_all();
+	vmmd_maybe_exit();
+}
+
+/* Exits once shutting down and no VM has a VMM or an operation left. */
+void
+vmmd_maybe_exit(void)
+{
+	struct vm *vm;
+
+	if (!env->shutting_down)
+		return;
+	TAILQ_FOREACH(vm, &env->vms, entry)
+		if (vm->busy)
+			return;
+	event_base_loopexit(env->base, NULL);
+}
+
+static void
+check_images(void)
+{
+	const struct conf_image *im = env->conf.images.v;
+	int ndefault = 0;
+
+	for (size_t i = 0; i < env->conf.images.n; i++) {
+		const struct pf_file files[3] = {
+			{ "rootfs", im[i].rootfs, im[i].rootfs_sha256 },
+			{ "kernel", im[i].kernel, im[i].kernel_sha256 },
+			{ "initrd", im[i].initrd, im[i].initrd_sha256 },
+		};
+
+		for (int f = 0; f < 3; f++) {
+			struct pf_result r;
+
+			memset(&r, 0, sizeof(r));
+			pf_check_digest(&files[f], &r);
+			if (!r.ok)
+				fatalx("image %s: %s", im[i].id, r.msg);
+		}
+		if (im[i].is_default)
+			ndefault++;
+		if (im[i].min_memory_mib > im[i].memory_mib)
+			fatalx("image %s: memory_mib is below min_memory_mib",
+			    im[i].id);
+	}
+	if (ndefault > 1)
+		fatalx("%s: more than one image says default = yes",
+		    env->conf_path);
+	if (env->conf.images.n > 1 && ndefault == 0)
+		fatalx("%s: several images and none says default = yes",
+		    env->conf_path);
+}
+
+static void
+make_dir(const char *path, mode_t mode)
+{
+	if (mkdir(path, mode) == -1 && errno != EEXIST)
+		fatal("mkdir %s", path);
+	if (chmod(path, mode) == -1)
+		fatal("chmod %s", path);
+}
+
+static __attribute__((noreturn)) void
+usage(void)
+{
+	fprintf(stderr, "usage: vmmd [-dnv] [-f config]\n");
+	exit(2);
+}
+
+int
+main(int argc, char *argv[])
+{
+	static struct vmmd vmmd_env;
+	struct event *sigterm, *sigint;
+	struct qemu_conf qc;
+	struct passwd *pw;
+	struct group *gr;
+	char err[1024];
+	int ch, check_only = 0;
+
+	env = &vmmd_env;
+	env->conf_path = MCPVM_CONF_PATH;
+	while ((ch = getopt(argc, argv, "df:nv")) != -1) {
+		switch (ch) {
+		case 'd':
+			env->foreground = 1;
+			break;
+		case 'f':
+			env->conf_path = optarg;
+			break;
+		case 'n':
+			check_only = 1;
+			break;
+		case 'v':
+			env->verbose++;
+			break;
+		default:
+			usage();
+		}
+	}
+	if (argc != optind)
+		usage();
+	log_init("vmmd", env->foreground || check_only, env->verbose);
+	if (conf_load(env->conf_path, &env->conf, err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	if (check_only) {
+		printf("%s: configuration OK\n", env->conf_path);
+		return 0;
+	}
+	if (geteuid() != 0)
+		fatalx("vmmd must start as root");
+	if (tools_init(err, sizeof(err)) == -1)
+		fatalx("tools.json: %s", err);
+	signal(SIGPIPE, SIG_IGN);
+	sd_notify_init();
+
+	if ((pw = getpwnam(env->conf.vmmd.mcpd_user)) == NULL)
+		fatalx("mcpd_user %s: no such user", env->conf.vmmd.mcpd_user);
+	env->mcpd_uid = pw->pw_uid;
+	env->admin_gid = (gid_t)-1;
+	if ((gr = getgrnam(env->conf.vmmd.admin_group)) != NULL)
+		env->admin_gid = gr->gr_gid;
+	else
+		log_warnx("admin_group %s does not exist: only root may use "
+		    "vmctl", env->conf.vmmd.admin_group);
+
+	make_dir(env->conf.paths.state_dir, 0711);
+	make_dir(env->conf.paths.runtime_dir, 0755);
+	make_dir(env->conf.vmmd.vm_dir, 0711);
+	make_dir(env->conf.vmmd.run_dir, 0711);
+	check_images();
+
+	if ((env->store = store_open(env->conf.vmmd.database, err,
+	    sizeof(err))) == NULL)
+		fatalx("%s", err);
+	if ((env->audit = audit_open(env->conf.vmmd.audit_log, env->store,
+	    err, sizeof(err))) == NULL)
+		fatalx("%s", err);
+	{
+		struct pf_result r;
+
+		/* What would make every VM fail is refused at startup. */
+		memset(&r, 0, sizeof(r));
+		pf_check_reflink(env->conf.vmmd.vm_dir, &r);
+		if (!r.ok)
+			fatalx("%s", r.msg);
+		memset(&r, 0, sizeof(r));
+		pf_check_uids(NULL, (uid_t)env->conf.vmmd.uid_base,
+		    (unsigned)env->conf.vmmd.max_vms, &r);
+		if (!r.ok)
+			fatalx("%s", r.msg);
+	}
+	if (cg_detect(&env->cg, env->conf.vmmd.cgroup_parent, err,
+	    sizeof(err)) == -1)
+		fatalx("cgroups: %s", err);
+
+	if ((env->base = event_base_new()) == NULL)
+		fatalx("event_base_new");
+	if ((env->workers = worker_pool_new(env->base, 2)) == NULL)
+		fatalx("worker pool");
+	memset(&qc, 0, sizeof(qc));
+	qc.binary = env->conf.vmmd.qemu;
+	qc.accel = env->conf.vmmd.accel == CONF_ACCEL_KVM ? QEMU_ACCEL_KVM :
+	    env->conf.vmmd.accel == CONF_ACCEL_TCG ? QEMU_ACCEL_TCG :
+	    QEMU_ACCEL_AUTO;
+	if ((env->qemu = qemu_backend_new(env->base, env->workers, &qc, err,
+	    sizeof(err))) == NULL)
+		fatalx("qemu: %s", err);
+
+	TAILQ_INIT(&env->vms);
+	TAILQ_INIT(&env->requests);
+	TAILQ_INIT(&env->authwaits);
+	/* Before serving: what a crash left behind is settled first. */
+	store_receipts_mark_uncertain(env->store);
+	vm_init_all();
+
+	env->srv_mcpd = ipc_server_new(env->base, env->conf.vmmd.socket,
+	    0666, "vmmd", accept_mcpd, &mcpd_handlers, NULL);
+	if (env->srv_mcpd == NULL)
+		fatal("%s", env->conf.vmmd.socket);
+	env->srv_ctl = ipc_server_new(env->base, env->conf.vmmd.ctl_socket,
+	    0666, "vmmd", accept_vmctl, &vmctl_handlers, NULL);
+	if (env->srv_ctl == NULL)
+		fatal("%s", env->conf.vmmd.ctl_socket);
+	env->authd_retry = evtimer_new(env->base, authd_retry_cb, NULL);
+	authd_connect();
+
+	sigterm = evsignal_new(env->base, SIGTERM, signal_cb, NULL);
+	sigint = evsignal_new(env->base, SIGINT, signal_cb, NULL);
+	evsignal_add(sigterm, NULL);
+	evsignal_add(sigint, NULL);
+
+	log_info("ready: %s, %s acceleration", env->conf.vmmd.socket,
+	    qemu_backend_kvm(env->qemu) ? "KVM" : "TCG (software)");
+	sd_notify_send("READY=1");
+	event_base_dispatch(env->base);
+
+	log_info("every VM is on disk or stopped; exiting");
+	ipc_server_free(env->srv_ctl);
+	audit_close(env->audit);
+	store_close(env->store);
+	return 0;
+}

@@ -1,0 +1,180 @@
+/*
+ * vmmd: the root VM manager.  Shared declarations of the daemon's parts:
+ * vmmd.c (startup, sockets, authd), vm.c (the state machine and
+ * lifecycle), proxy.c (each VM's vmproxy), tools.c (the twelve tools),
+ * control.c (vmctl).
+ */
+#ifndef MCPVM_VMMD_VMMD_H
+#define MCPVM_VMMD_VMMD_H
+
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <limits.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "cgroup.h"
+#include "ipc.h"
+#include "conf.h"
+#include "store.h"
+
+/* glibc's sys/queue.h lacks the BSD _SAFE iterators. */
+#ifndef TAILQ_FOREACH_SAFE
+#define TAILQ_FOREACH_SAFE(var, head, field, tvar)			\
+	for ((var) = TAILQ_FIRST(head);					\
+	    (var) != NULL && ((tvar) = TAILQ_NEXT(var, field), 1);	\
+	    (var) = (tvar))
+#endif
+
+struct audit;
+struct event;
+struct event_base;
+struct ipc_conn;
+struct ipc_server;
+struct qemu_backend;
+struct vmm;
+struct worker_pool;
+struct vm;
+
+/* What authd says a credential may do. */
+struct policy {
+	int		network;
+	size_t		nimages;	/* 0: every configured image */
+	char		images[32][65];
+	long long	max_vms;	/* 0: no limit of its own */
+	long long	memory_mib;
+	long long	storage_gib;
+	long long	max_streams;
+};
+
+/*
+ * One tool call (or vmctl command) from its arrival until its reply.  The
+ * connection it came on may end first: conn is then NULL and the reply
+ * goes nowhere, but the work and its receipt still finish.
+ */
+struct request {
+	TAILQ_ENTRY(request)	 entry;
+	struct ipc_conn		*conn;
+	uint32_t		 id;
+	char			 tool[32];
+	struct json_object	*args;
+	char			 workspace[64];
+	struct policy		 policy;
+	int			 admin;		/* from vmctl: any workspace */
+	char			 request_id[129];	/* receipt, or "" */
+	char			 vm_id[VM_ID_LEN + 1];	/* for the audit */
+	int			 mutation;	/* audited */
+	int			 progress;	/* client wants progress */
+};
+
+typedef void (*vm_done_cb)(struct vm *, const char *code, const char *msg,
+	    void *arg);
+
+struct vm_waiter {
+	TAILQ_ENTRY(vm_waiter)	 entry;
+	vm_done_cb		 cb;
+	void			*arg;
+};
+
+struct proxy;
+
+struct vm {
+	TAILQ_ENTRY(vm)		 entry;
+	struct vm_record	 rec;
+	uid_t			 uid;
+	gid_t			 gid;
+	char			 dir[PATH_MAX];		/* disk, kernel, cp */
+	char			 rundir[PATH_MAX];	/* sockets, logs */
+	const struct conf_image	*image;		/* NULL if unconfigured now */
+	struct vmm		*vmm;		/* NULL: no VMM process */
+	struct proxy		*proxy;		/* NULL: no vmproxy */
+	int			 guest_up;	/* hello since (re)connect */
+	int			 busy;		/* a lifecycle op runs */
+	long long		 last_active;	/* monotonic seconds */
+	int			 open_streams;
+	struct event		*idle_timer;
+	struct event		*boot_timer;
+	TAILQ_HEAD(, vm_waiter)	 ready_waiters;	/* want it running */
+	/* The lifecycle operation in progress. */
+	vm_done_cb		 op_cb;
+	void			*op_arg;
+	int			 op_step;
+	int			 op_pause;	/* suspend: pause, not hibernate */
+	char			 op_err[256];
+	const char		*op_code;
+};
+
+struct vmmd {
+	struct mcpvm_conf	 conf;
+	const char		*conf_path;
+	struct event_base	*base;
+	struct store		*store;
+	struct audit		*audit;
+	struct worker_pool	*workers;
+	struct qemu_backend	*qemu;
+	struct cg_host		 cg;
+	struct ipc_server	*srv_mcpd, *srv_ctl;
+	struct ipc_conn		*authd;
+	struct event		*authd_retry;
+	uid_t			 mcpd_uid;
+	gid_t			 admin_gid;
+	int			 foreground, verbose;
+	int			 shutting_down;
+	TAILQ_HEAD(, vm)	 vms;
+	TAILQ_HEAD(, request)	 requests;
+	TAILQ_HEAD(, authwait) 	 authwaits;
+};
+
+extern struct vmmd *env;
+
+/* vmmd.c */
+void	request_reply(struct request *, struct json_object *result);
+void	request_error(struct request *, const char *code, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+void	request_drop(struct request *);
+void	request_progress(struct request *, int progress, int total,
+	    const char *message);
+long long mono_seconds(void);
+long long wall_ms(void);
+void	iso8601_ms(long long ms, char *buf, size_t len);
+void	vmmd_maybe_exit(void);
+
+/* vm.c */
+void	vm_init_all(void);
+struct vm *vm_find(const char *id);
+struct vm *vm_find_owned(const char *id, const char *workspace);
+int	vm_admit(const struct request *, const struct conf_image *,
+	    int memory_mib, char *code, size_t, char *msg, size_t);
+void	vm_create(struct request *, const struct conf_image *, int vcpus,
+	    int memory_mib, int network, int idle_seconds, int idle_pause,
+	    vm_done_cb, void *);
+/* Calls back once the VM runs with its guest up, waking it if need be. */
+void	vm_ready(struct vm *, vm_done_cb, void *);
+void	vm_suspend(struct vm *, int pause, vm_done_cb, void *);
+void	vm_destroy(struct vm *, vm_done_cb, void *);
+void	vm_touch(struct vm *);
+void	vm_fail(struct vm *, const char *why);
+void	vm_hibernate_all(void);
+struct json_object *vm_summary(const struct vm *);
+void	vm_guest_event(struct vm *, const char *event, struct json_object *);
+void	vm_proxy_gone(struct vm *, int guest_fault);
+
+/* proxy.c */
+int	proxy_spawn(struct vm *, char *err, size_t errlen);
+void	proxy_stop(struct vm *);
+typedef void (*proxy_cb)(struct vm *, struct json_object *result,
+	    const char *code, const char *message, int fd, void *arg);
+int	proxy_call(struct vm *, struct json_object *call, int timeout_ms,
+	    proxy_cb, void *);
+int	proxy_stream_open(struct vm *, int port, proxy_cb, void *);
+
+/* tools.c */
+void	tools_dispatch(struct request *);
+int	tool_wakes(const char *tool);
+
+/* control.c */
+void	vmmd_dispatch_vmctl(struct ipc_conn *, struct ipc_msg *, void *);
+
+#endif
