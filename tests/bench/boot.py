@@ -7,10 +7,12 @@
 # the host, as root (debugfs on a copy of the rootfs).
 #
 # usage: tests/bench/boot.py [--manifest PATH] [--runs N] [--trivial PATH]
-#   --manifest  image manifest (default: the image_boot test's cached image)
+#   --manifest  image manifest (default: the image the image_boot test built
+#               for build/test)
 #   --trivial   a static init that takes "mcpvm.trivial" on the kernel
 #               command line (default: build/test/tests/integration/boot_init)
 import argparse
+import hashlib
 import os
 import re
 import shutil
@@ -99,12 +101,16 @@ def main():
     ap = argparse.ArgumentParser()
     cache = os.environ.get("MCPVM_IMAGE_CACHE",
                            "/var/cache/mcpvm-test-images")
-    ap.add_argument("--manifest", default=os.path.join(cache, "test",
-                                                       "manifest.json"))
+    ap.add_argument("--manifest")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--trivial", default=os.path.join(
         TOP, "build", "test", "tests", "integration", "boot_init"))
     args = ap.parse_args()
+    if not args.manifest:
+        # Where test_image_boot.py put this build tree's image.
+        h = hashlib.sha256(os.path.realpath(args.trivial).encode())
+        args.manifest = os.path.join(cache, "test-" + h.hexdigest()[:12],
+                                     "manifest.json")
     for p in (args.manifest, args.trivial):
         if not os.path.exists(p):
             sys.exit(f"boot.py: {p}: missing (run tests/run --suite image "
