@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -111,10 +112,19 @@ def main():
         h = hashlib.sha256(os.path.realpath(args.trivial).encode())
         args.manifest = os.path.join(cache, "test-" + h.hexdigest()[:12],
                                      "manifest.json")
-    for p in (args.manifest, args.trivial):
-        if not os.path.exists(p):
-            sys.exit(f"boot.py: {p}: missing (run tests/run --suite image "
-                     "first, or pass --manifest/--trivial)")
+    if not os.path.exists(args.trivial):
+        sys.exit(f"boot.py: {args.trivial}: missing (build first, or pass "
+                 "--trivial)")
+    if not os.path.exists(args.manifest):
+        if not (os.environ.get("STAGE1") and os.environ.get("GUESTD")):
+            sys.exit(f"boot.py: {args.manifest}: missing (run tests/run "
+                     "--suite image first, or pass --manifest)")
+        # Under meson: build the image the image_boot test would.
+        subprocess.run([os.path.join(TOP, "packaging/image/build"),
+                        "--profile", "test", "--cache", cache,
+                        "--out", os.path.dirname(args.manifest),
+                        "--stage1", os.environ["STAGE1"],
+                        "--guestd", os.environ["GUESTD"]], check=True)
     stage2 = json.load(open(args.manifest)).get("stage2", "?")
     tmp = tempfile.mkdtemp(prefix="mcpvm-bench-")
     res = {"trivial": [], "stage2": []}
