@@ -160,6 +160,13 @@ def main():
         d = None if a is None or b is None else b - a
         print(f"{label:34}{fmt(a):>14}{fmt(b):>26}"
               f"{('+' if d and d > 0 else '') + fmt(d).strip():>14}")
+    # Rows for tests/bench/run's table: figure, then its same-run reference.
+    for what, key in (("guest boot to hello on the link", "hello"),
+                      ("guest boot, python3 job, power-off", "exit")):
+        a, b = med("trivial", key), med("stage2", key)
+        if a is not None and b is not None:
+            print(f"BENCH\t{what} ({stage2}, TCG)\t{b:.2f}\ts\t"
+                  f"trivial init\t{a:.2f}")
 
 
 if __name__ == "__main__":
