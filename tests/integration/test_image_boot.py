@@ -29,6 +29,7 @@ CACHE = os.environ.get("MCPVM_IMAGE_CACHE", "/var/cache/mcpvm-test-images")
 OUT = os.path.join(CACHE, "test-" + hashlib.sha256(os.path.realpath(
     os.environ.get("BOOT_INIT", "")).encode()).hexdigest()[:12])
 STALE_DAYS = 3
+KEEP_OUTPUTS = 6
 BOOT_TIMEOUT = 120
 sys.path.insert(0, os.path.join(SRCDIR, "packaging", "image"))
 import imagetool  # noqa: E402
@@ -126,17 +127,25 @@ def build(extra=()):
 
 
 def prune():
-    """Drops other build trees' test images unused for STALE_DAYS."""
+    """
+    Drops other build trees' test images unused for STALE_DAYS, and all but
+    the KEEP_OUTPUTS most recently used: CI clones into a new directory each
+    run, so each run has a new build tree.
+    """
+    used = []
     for d in glob.glob(os.path.join(CACHE, "test-*")):
-        if d == OUT:
-            continue
         m = os.path.join(d, "manifest.json")
         try:
-            age = time.time() - os.stat(m if os.path.exists(m) else d).st_mtime
+            used.append((os.stat(m if os.path.exists(m) else d).st_mtime, d))
         except OSError:
             continue
-        if age > STALE_DAYS * 86400:
-            print(f"# removing {d}, unused for {age / 86400:.0f} days")
+    used.sort(reverse=True)
+    for i, (mtime, d) in enumerate(used):
+        if d == OUT:
+            continue
+        age = time.time() - mtime
+        if age > STALE_DAYS * 86400 or i >= KEEP_OUTPUTS:
+            print(f"# removing {d}, last used {age / 3600:.0f} hours ago")
             shutil.rmtree(d, ignore_errors=True)
 
 
