@@ -377,10 +377,7 @@ def cmd_kernel(args):
               file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    # Older kernels' extracts are dead weight.
-    for old in glob.glob(os.path.join(args.cache, "kernel-*")):
-        if old != final:
-            shutil.rmtree(old, ignore_errors=True)
+    # The build script evicts the least recently used extracts.
     print(final)
 
 
@@ -438,6 +435,17 @@ def elf_interp(elf):
                 struct.unpack_from("<I", elf, off)[0] == 3:  # PT_INTERP
             return True
     return False
+
+
+def cmd_static(args):
+    """Exit 0 when the file is an ELF without a program interpreter."""
+    with open(args.path, "rb") as f:
+        data = f.read()
+    if data[:4] != b"\x7fELF":
+        fail(f"{args.path}: not an ELF executable")
+    if elf_interp(data):
+        fail(f"{args.path}: dynamically linked (a sanitizer build?); the "
+             "guest has no libraries for it, link it statically")
 
 
 def cmd_initrd(args):
@@ -555,6 +563,9 @@ def main():
     p.add_argument("bzimage")
     p.add_argument("out")
     p.set_defaults(fn=cmd_vmlinux)
+    p = sub.add_parser("static")
+    p.add_argument("path")
+    p.set_defaults(fn=cmd_static)
     p = sub.add_parser("initrd")
     p.add_argument("--kernel-dir", required=True)
     p.add_argument("--stage1", required=True)

@@ -200,15 +200,14 @@ class QemuVM:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"no line on the link in {timeout} s; "
-                                   f"console:\n{self.console()[-2000:]}")
+                                   + self.diag())
             self.link.settimeout(left)
             try:
                 chunk = self.link.recv(4096)
             except socket.timeout:
                 continue
             if not chunk:
-                raise EOFError("link closed; console:\n"
-                               + self.console()[-2000:])
+                raise EOFError("link closed; " + self.diag())
             buf += chunk
         line, _, self._buf = buf.partition(b"\n")
         return line
@@ -219,7 +218,7 @@ class QemuVM:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             raise TimeoutError(f"guest did not power off in {timeout} s; "
-                               f"console:\n{self.console()[-2000:]}")
+                               + self.diag())
 
     def console(self):
         try:
@@ -227,6 +226,19 @@ class QemuVM:
                 return f.read().decode(errors="replace")
         except OSError:
             return ""
+
+    def diag(self):
+        """QEMU's state, its own output and the console's tail."""
+        if self.proc is None:
+            state = "not started"
+        elif self.proc.poll() is None:
+            state = "running"
+        elif self.proc.returncode < 0:
+            state = f"killed by signal {-self.proc.returncode}"
+        else:
+            state = f"exited {self.proc.returncode}"
+        return (f"qemu {state}; qemu said: {self.qemu_output() or '-'}; "
+                f"console:\n{self.console()[-2000:]}")
 
     def qemu_output(self):
         try:

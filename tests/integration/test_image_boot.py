@@ -3,7 +3,9 @@
 # image with packaging/image/build, checks what it holds, and boots it under
 # QEMU to a stage-two init that answers on the link.  TAP on stdout.
 # Environment: SRCDIR (source tree), STAGE1 (guestd stage one binary),
-# BOOT_INIT (the test stage two), MCPVM_IMAGE_CACHE (cache, optional).
+# GUESTD (stage two; when unset, or not static, BOOT_INIT: the test stage
+# two), MCPVM_IMAGE_CACHE (cache, optional).
+import glob
 import gzip
 import hashlib
 import json
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from qemu_boot import QemuVM  # noqa: E402
@@ -21,7 +24,12 @@ from qemu_boot import QemuVM  # noqa: E402
 SRCDIR = os.environ.get("SRCDIR", os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 CACHE = os.environ.get("MCPVM_IMAGE_CACHE", "/var/cache/mcpvm-test-images")
-OUT = os.path.join(CACHE, "test")
+# One output directory per build tree: other checkouts, and this checkout's
+# other build, boot their own images from the same cache at the same time.
+OUT = os.path.join(CACHE, "test-" + hashlib.sha256(os.path.realpath(
+    os.environ.get("BOOT_INIT", "")).encode()).hexdigest()[:12])
+STALE_DAYS = 3
+KEEP_OUTPUTS = 6
 BOOT_TIMEOUT = 120
 sys.path.insert(0, os.path.join(SRCDIR, "packaging", "image"))
 import imagetool  # noqa: E402
@@ -81,15 +89,64 @@ def debugfs(image, request):
                           ).stdout
 
 
+def stage_two():
+    """("--guestd", path) for a guestd that can run in the guest, else
+    ("--init", the test init) and why."""
+    g = os.environ.get("GUESTD")
+    if g and os.path.exists(g):
+        with open(g, "rb") as f:
+            if not imagetool.elf_interp(f.read()):
+                return "--guestd", g, None
+        return ("--init", os.environ["BOOT_INIT"],
+                "guestd here is dynamically linked (a sanitizer build), "
+                "it cannot run in the guest")
+    return "--init", os.environ["BOOT_INIT"], "no guestd in this build"
+
+
+STAGE2 = None
+
+
 def build(extra=()):
+    opt, path, _ = STAGE2
     cmd = [os.path.join(SRCDIR, "packaging/image/build"), "--profile",
            "test", "--out", OUT, "--cache", CACHE,
-           "--stage1", os.environ["STAGE1"],
-           "--init", os.environ["BOOT_INIT"], *extra]
+           "--stage1", os.environ["STAGE1"], opt, path, *extra]
     t = time.monotonic()
-    p = subprocess.run(cmd, text=True, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=900)
-    return p, time.monotonic() - t
+    # Its own process group, so that a test killed by its timeout takes
+    # debootstrap down too and the build's cleanup runs.
+    p = subprocess.Popen(cmd, text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=900)
+    except BaseException:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait()
+        raise
+    return (types.SimpleNamespace(returncode=p.returncode, stdout=out),
+            time.monotonic() - t)
+
+
+def prune():
+    """
+    Drops other build trees' test images unused for STALE_DAYS, and all but
+    the KEEP_OUTPUTS most recently used: CI clones into a new directory each
+    run, so each run has a new build tree.
+    """
+    used = []
+    for d in glob.glob(os.path.join(CACHE, "test-*")):
+        m = os.path.join(d, "manifest.json")
+        try:
+            used.append((os.stat(m if os.path.exists(m) else d).st_mtime, d))
+        except OSError:
+            continue
+    used.sort(reverse=True)
+    for i, (mtime, d) in enumerate(used):
+        if d == OUT:
+            continue
+        age = time.time() - mtime
+        if age > STALE_DAYS * 86400 or i >= KEEP_OUTPUTS:
+            print(f"# removing {d}, last used {age / 3600:.0f} hours ago")
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def boot(tmp, name, extra=""):
@@ -173,6 +230,50 @@ def test_contents():
        "rootfs: stage two installed, no sudo, hostname set", g)
 
 
+def test_boot_guestd(tmp):
+    """The real stage two: hello, a job, its output, shutdown."""
+    import glink
+    t0 = time.monotonic()
+    with boot(tmp, "boot") as vm:
+        link = None
+        try:
+            link = glink.GuestLink(vm.accept_link(BOOT_TIMEOUT))
+            ok(link.hello.wait(BOOT_TIMEOUT),
+               f"guestd says hello on {vm.accel} "
+               f"({time.monotonic() - t0:.1f} s)", vm.console())
+            t1 = time.monotonic()
+            link.call("exec", job_id="py", command="python3 -c 'print(2+2)'",
+                      timeout=BOOT_TIMEOUT)
+            while True:
+                st, _ = link.call("job_status", job_id="py",
+                                  timeout=BOOT_TIMEOUT)
+                if st["state"] != "running" and not st["streams_open"]:
+                    break
+                if time.monotonic() - t1 > BOOT_TIMEOUT:
+                    raise TimeoutError("python3 job still running")
+                time.sleep(0.05)
+            _, out = link.call("job_output", job_id="py")
+            ok(st["state"] == "completed" and st["exit_code"] == 0 and
+               out == b"4\n",
+               f"exec python3 -c 'print(2+2)' gives 4 "
+               f"({time.monotonic() - t1:.1f} s)", f"{st} {out!r}")
+            link.call("shutdown", timeout=BOOT_TIMEOUT)
+            ok(vm.wait(BOOT_TIMEOUT) == 0,
+               f"shutdown powers the guest off "
+               f"({time.monotonic() - t0:.1f} s)", vm.console())
+        except (TimeoutError, EOFError, RuntimeError, OSError,
+                glink.LinkError, glink.GuestError) as e:
+            ok(False, "boot to guestd, exec and shutdown",
+               f"{e}\n{vm.console()}")
+        finally:
+            if link:
+                link.close()
+        con = vm.console()
+        ok("mcpvm-stage1: 15 modules loaded, root=/dev/vda mounted, "
+           "exec /usr/sbin/guestd" in con and "Kernel panic" not in con,
+           "stage one reports modules, root and handover", con)
+
+
 def test_boot(tmp):
     t0 = time.monotonic()
     with boot(tmp, "boot") as vm:
@@ -214,7 +315,8 @@ def test_stage1_errors(tmp):
             con = vm.console()
             ok(rc == 0 and want in con and "mcpvm-stage1: powering off"
                in con and "Kernel panic" not in con,
-               f"stage one with {extra}: says why and powers off", con)
+               f"stage one with {extra}: says why and powers off",
+               vm.diag())
 
 
 def main():
@@ -226,13 +328,21 @@ def main():
     # A timeout kill still tears the VMs down (context managers).
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
     os.makedirs(CACHE, exist_ok=True)
+    prune()
+    global STAGE2
+    STAGE2 = stage_two()
+    print(f"# stage two: {STAGE2[1]}"
+          + (f" ({STAGE2[2]})" if STAGE2[2] else ""), flush=True)
     if not test_build():
         print(f"1..{n}")
         sys.exit(1)
     test_contents()
     tmp = tempfile.mkdtemp(prefix="mcpvm-boot-")
     try:
-        test_boot(tmp)
+        if STAGE2[0] == "--guestd":
+            test_boot_guestd(tmp)
+        else:
+            test_boot(tmp)
         test_stage1_errors(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

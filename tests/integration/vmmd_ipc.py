@@ -1,4 +1,4 @@
-"""A small client for mcpvm's internal IPC (proto/ipc.h), for tests.
+"""A client for vmmd's sockets (tool calls as mcpd makes them, vmctl), for tests.
 
 Frames are a 16-byte header in host byte order {type, len, id, flags} and a
 JSON object; one descriptor may ride along by SCM_RIGHTS.  The first frame
