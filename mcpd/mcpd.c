@@ -13,6 +13,7 @@
 #include "log.h"
 #include "mcpd.h"
 #include "privdrop.h"
+#include "sdnotify.h"
 #include "ws.h"
 #include "schema.h"
 
@@ -123,6 +124,8 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 		fatalx("cannot start the %s backend", backend->name);
 	if (ws_init() == -1)
 		fatalx("OpenSSL initialisation failed");
+	/* The unit is Type=notify: find its socket while we still may. */
+	sd_notify_init();
 	privdrop(&(struct privdrop){ .user = geteuid() == 0 ? cfg.user : "" });
 
 	sigterm = evsignal_new(m.base, SIGTERM, signal_cb, &m);
@@ -148,8 +151,10 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	}
 	log_info("started (auth: %s, backend: %s)", auth->name,
 	    backend->name);
+	sd_notify_send("READY=1");
 
 	event_base_dispatch(m.base);
+	sd_notify_send("STOPPING=1");
 
 	stream_free_all(&m);
 	sessions_clear(&m.sessions);

@@ -142,17 +142,26 @@ class Stack:
         self.vmmd = FakeVmmd(os.path.join(self.run, "vmmd.sock"))
         self.authd = self.start([AUTHD, "-d", "-v", "-f", self.conf],
                                 "authd.log", "ready:")
+        # Where a Type=notify unit would listen.
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(os.path.join(self.run, "notify"))
+        # As systemd's own: anyone may send, mcpd has dropped to mcpvm.
+        os.chmod(os.path.join(self.run, "notify"), 0o777)
+        self.notify.settimeout(5)
         self.mcpd = self.start([MCPD, "-d", "-v", "-f", self.conf],
-                               "mcpd.log", "started")
+                               "mcpd.log", "started",
+                               {"NOTIFY_SOCKET": os.path.join(self.run,
+                                                              "notify")})
         deadline = time.time() + 10
         while time.time() < deadline and not any(
                 t == VM_STATS for t, _ in self.vmmd.seen):
             time.sleep(0.05)
 
-    def start(self, argv, log, word):
+    def start(self, argv, log, word, env=None):
         path = os.path.join(self.dir, log)
         out = open(path, "wb")
-        p = subprocess.Popen(argv, stdout=out, stderr=out)
+        p = subprocess.Popen(argv, stdout=out, stderr=out,
+                             env=dict(os.environ, **(env or {})))
         out.close()
         deadline = time.time() + 10
         while time.time() < deadline:
@@ -233,6 +242,11 @@ def test_runs_unprivileged_and_sandboxed():
     assert int(st["CapBnd"].strip(), 16) == 0, st["CapBnd"]
     assert st["NoNewPrivs"].strip() == "1"
     assert st["Seccomp"].strip() == "2"
+
+
+def test_tells_systemd_it_is_ready():
+    s = stack()
+    assert s.notify.recv(100) == b"READY=1"
 
 
 def test_unknown_credential_never_reaches_vmmd():
