@@ -57,7 +57,8 @@ class Mcp:
     def tool(self, name, **args):
         res = self.call("tools/call", {"name": name, "arguments": args})
         if res.get("isError"):
-            raise RuntimeError("%s: %s" % (name, res["structuredContent"]))
+            # A tool error is {"error":{...}} as the text content.
+            raise RuntimeError("%s: %s" % (name, res["content"][0]["text"]))
         return res["structuredContent"]
 
 
