@@ -5,6 +5,7 @@ real socket (mcpd-testd: test verifier, fake backend).  TAP output."""
 import json
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -736,6 +737,42 @@ def test_ws_bulk_both_ways():
     data = b"".join(got)
     assert len(data) == total and data[:len(chunk)] == chunk
     w.close()
+
+
+def attach(d, vm, port, data, token=TOKEN_A, extra=()):
+    tok = os.path.join(d.dir, "attach-token")
+    with open(tok, "w") as f:
+        f.write(token + "\n")
+    return subprocess.run([os.environ["MCPVM_ATTACH"], "--endpoint",
+                           "http://%s" % d.host, "--token-file", tok,
+                           "--vm", vm, "--port", str(port), *extra],
+                          input=data, capture_output=True, timeout=60)
+
+
+def test_attach_bridges_stdio():
+    d = daemon()
+    r = attach(d, "vm1", 5001, b"hello through the guest\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"hello through the guest\n", r.stdout
+    # EOF reaches the guest after the data: it counts and answers.
+    data = os.urandom(3 << 20)
+    r = attach(d, "vm1", 5002, data)
+    assert r.returncode == 0 and r.stdout == b"bytes=%d\n" % len(data)
+    r = attach(d, "vm1", 5001, data)
+    assert r.returncode == 0 and r.stdout == data
+    r = attach(d, "vm1", 5003, b"")
+    assert r.returncode == 0 and r.stdout == b""
+
+
+def test_attach_refusals_exit_1():
+    d = daemon()
+    r = attach(d, "vm1", 4444, b"x")
+    assert r.returncode == 1 and b"409" in r.stderr, r.stderr
+    r = attach(d, "nope", 5001, b"x")
+    assert r.returncode == 1 and b"404" in r.stderr
+    r = attach(d, "vm1", 5001, b"x", token="mcpvm_wrong")
+    assert r.returncode == 1 and b"401" in r.stderr
+    assert b"mcpvm_wrong" not in r.stderr
 
 
 def test_ws_rate_limit():

@@ -1,0 +1,326 @@
+/*
+ * mcpvm-attach: bridges stdin and stdout to a guest stream
+ * (GET /v1/vms/{vm_id}/streams/{port}, a WebSocket), so a guest's stdio
+ * MCP server can be an ordinary MCP client's command and files can be
+ * piped in and out.  The credential is read from a file, never taken on
+ * the command line.  Exit 0 when the stream closes normally (1000), 1
+ * otherwise.  Runs as the user who calls it.
+ */
+#include <sys/socket.h>
+#include <sys/random.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netdb.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "ws.h"
+
+#define CHUNK	(64 * 1024)
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "mcpvm-attach: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static void
+usage(void)
+{
+	fprintf(stderr, "usage: mcpvm-attach --endpoint http://HOST:PORT "
+	    "--token-file FILE --vm VM_ID --port PORT [--ignore-stdin-eof]\n");
+	exit(1);
+}
+
+static void
+write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			die("write: %s", strerror(errno));
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Sends one masked client frame, as RFC 6455 requires of clients. */
+static void
+send_frame(int s, int opcode, const uint8_t *data, size_t len)
+{
+	uint8_t hdr[WS_MAX_HEADER], mask[4], *buf;
+	size_t h = ws_frame_header(hdr, 1, opcode, len), i;
+
+	if (getrandom(mask, sizeof(mask), 0) != sizeof(mask))
+		die("getrandom: %s", strerror(errno));
+	hdr[1] |= 0x80;
+	memcpy(hdr + h, mask, 4);
+	h += 4;
+	if ((buf = malloc(h + len)) == NULL)
+		die("out of memory");
+	memcpy(buf, hdr, h);
+	for (i = 0; i < len; i++)
+		buf[h + i] = data[i] ^ mask[i & 3];
+	write_all(s, buf, h + len);
+	free(buf);
+}
+
+static int
+dial(const char *endpoint, char *hostport, size_t hplen)
+{
+	struct addrinfo hints, *res, *ai;
+	char host[256], port[16];
+	const char *p, *colon;
+	int s = -1, rc;
+
+	if (strncmp(endpoint, "http://", 7) != 0)
+		die("--endpoint must be http://host:port (use a local TLS "
+		    "proxy for remote hosts)");
+	p = endpoint + 7;
+	snprintf(hostport, hplen, "%.*s", (int)strcspn(p, "/"), p);
+	if (hostport[0] == '[') {
+		const char *rb = strchr(hostport, ']');
+
+		if (rb == NULL)
+			die("bad --endpoint");
+		snprintf(host, sizeof(host), "%.*s", (int)(rb - hostport - 1),
+		    hostport + 1);
+		colon = rb[1] == ':' ? rb + 1 : NULL;
+	} else {
+		colon = strrchr(hostport, ':');
+		snprintf(host, sizeof(host), "%.*s", colon != NULL ?
+		    (int)(colon - hostport) : (int)strlen(hostport), hostport);
+	}
+	snprintf(port, sizeof(port), "%s", colon != NULL ? colon + 1 : "80");
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	if ((rc = getaddrinfo(host, port, &hints, &res)) != 0)
+		die("%s: %s", host, gai_strerror(rc));
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		if ((s = socket(ai->ai_family, ai->ai_socktype |
+		    SOCK_CLOEXEC, ai->ai_protocol)) == -1)
+			continue;
+		if (connect(s, ai->ai_addr, ai->ai_addrlen) == 0)
+			break;
+		close(s);
+		s = -1;
+	}
+	freeaddrinfo(res);
+	if (s == -1)
+		die("cannot connect to %s", hostport);
+	return s;
+}
+
+static char *
+read_token(const char *path)
+{
+	static char tok[1024];
+	FILE *f;
+	size_t n;
+
+	if ((f = fopen(path, "r")) == NULL)
+		die("%s: %s", path, strerror(errno));
+	n = fread(tok, 1, sizeof(tok) - 1, f);
+	fclose(f);
+	tok[n] = '\0';
+	tok[strcspn(tok, " \t\r\n")] = '\0';
+	if (tok[0] == '\0')
+		die("%s: no credential in it", path);
+	return tok;
+}
+
+/* Sends the upgrade request and checks the answer; leftover frame bytes
+ * are returned in buf/len. */
+static void
+handshake(int s, const char *hostport, const char *vm, const char *port,
+    const char *token, uint8_t *buf, size_t cap, size_t *len)
+{
+	unsigned char rnd[16];
+	char key[32], accept[WS_ACCEPT_LEN + 1], req[2048], *end, *line;
+	int status, n;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != sizeof(rnd))
+		die("getrandom: %s", strerror(errno));
+	EVP_EncodeBlock((unsigned char *)key, rnd, sizeof(rnd));
+	n = snprintf(req, sizeof(req), "GET /v1/vms/%s/streams/%s HTTP/1.1\r\n"
+	    "Host: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+	    "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n"
+	    "Authorization: Bearer %s\r\n\r\n", vm, port, hostport, key,
+	    token);
+	if (n < 0 || (size_t)n >= sizeof(req))
+		die("request too long");
+	write_all(s, req, (size_t)n);
+	explicit_bzero(req, sizeof(req));
+
+	*len = 0;
+	for (;;) {
+		ssize_t r = read(s, buf + *len, cap - 1 - *len);
+
+		if (r <= 0)
+			die("connection closed during the handshake");
+		*len += (size_t)r;
+		buf[*len] = '\0';
+		if ((end = strstr((char *)buf, "\r\n\r\n")) != NULL)
+			break;
+		if (*len >= cap - 1)
+			die("answer headers too long");
+	}
+	*end = '\0';
+	if (sscanf((char *)buf, "HTTP/1.1 %d", &status) != 1)
+		die("not an HTTP answer");
+	if (status != 101) {
+		/* The body says why; show it (it is mcpd's JSON error). */
+		const char *body = end + 4;
+
+		die("refused with HTTP %d: %s", status, body);
+	}
+	ws_accept_key(key, accept);
+	for (line = strtok((char *)buf, "\r\n"); line != NULL;
+	    line = strtok(NULL, "\r\n"))
+		if (strncasecmp(line, "Sec-WebSocket-Accept:", 21) == 0) {
+			line += 21;
+			while (*line == ' ')
+				line++;
+			if (strcmp(line, accept) != 0)
+				die("bad Sec-WebSocket-Accept");
+			break;
+		}
+	if (line == NULL)
+		die("no Sec-WebSocket-Accept");
+	end += 4;
+	*len -= (size_t)(end - (char *)buf);
+	memmove(buf, end, *len);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "endpoint", required_argument, NULL, 'e' },
+		{ "token-file", required_argument, NULL, 't' },
+		{ "vm", required_argument, NULL, 'v' },
+		{ "port", required_argument, NULL, 'p' },
+		{ "ignore-stdin-eof", no_argument, NULL, 'i' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *endpoint = NULL, *tokfile = NULL, *vm = NULL, *port = NULL;
+	static uint8_t in[WS_MAX_MESSAGE + 2 * WS_MAX_HEADER];
+	uint8_t chunk[CHUNK];
+	char hostport[300];
+	size_t len = 0;
+	int ch, s, stdin_open = 1, ignore_eof = 0, code = -1;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'e': endpoint = optarg; break;
+		case 't': tokfile = optarg; break;
+		case 'v': vm = optarg; break;
+		case 'p': port = optarg; break;
+		case 'i': ignore_eof = 1; break;
+		default: usage();
+		}
+	}
+	if (endpoint == NULL || tokfile == NULL || vm == NULL || port == NULL ||
+	    optind != argc)
+		usage();
+	signal(SIGPIPE, SIG_IGN);
+	s = dial(endpoint, hostport, sizeof(hostport));
+	handshake(s, hostport, vm, port, read_token(tokfile), in, sizeof(in),
+	    &len);
+
+	while (code == -1) {
+		struct pollfd pfd[2] = {
+			{ s, POLLIN, 0 },
+			{ STDIN_FILENO, POLLIN, 0 },
+		};
+		size_t h, hl;
+
+		/* Frames already buffered first. */
+		while (len >= 2) {
+			int op = in[0] & 0x0f;
+
+			if (in[1] & 0x80)
+				die("the server masked a frame");
+			h = ws_frame_size(in, len);
+			if (h == 0 || h > len)
+				break;
+			hl = (in[1] & 0x7f) < 126 ? 2 :
+			    (in[1] & 0x7f) == 126 ? 4 : 10;
+			if (op == WS_OP_BINARY || op == WS_OP_TEXT ||
+			    op == WS_OP_CONT)
+				write_all(STDOUT_FILENO, in + hl, h - hl);
+			else if (op == WS_OP_PING)
+				send_frame(s, WS_OP_PONG, in + hl, h - hl);
+			else if (op == WS_OP_CLOSE) {
+				code = h - hl >= 2 ? (in[hl] << 8 |
+				    in[hl + 1]) : 1005;
+				if (code != 1000 && h - hl > 2)
+					fprintf(stderr, "mcpvm-attach: closed "
+					    "with %d: %.*s\n", code,
+					    (int)(h - hl - 2), in + hl + 2);
+				else if (code != 1000)
+					fprintf(stderr, "mcpvm-attach: closed "
+					    "with %d\n", code);
+				send_frame(s, WS_OP_CLOSE, in + hl,
+				    h - hl >= 2 ? 2 : 0);
+				break;
+			}
+			memmove(in, in + h, len - h);
+			len -= h;
+		}
+		if (code != -1)
+			break;
+		if (len >= sizeof(in) - 1)
+			die("frame too large");
+		if (poll(pfd, stdin_open ? 2 : 1, -1) == -1) {
+			if (errno == EINTR)
+				continue;
+			die("poll: %s", strerror(errno));
+		}
+		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+			ssize_t n = read(s, in + len, sizeof(in) - len);
+
+			if (n <= 0) {
+				fprintf(stderr, "mcpvm-attach: connection lost "
+				    "without a close\n");
+				return 1;
+			}
+			len += (size_t)n;
+		}
+		if (stdin_open && (pfd[1].revents & (POLLIN | POLLHUP))) {
+			ssize_t n = read(STDIN_FILENO, chunk, sizeof(chunk));
+
+			if (n > 0) {
+				send_frame(s, WS_OP_BINARY, chunk, (size_t)n);
+			} else if (n == 0 || errno != EINTR) {
+				stdin_open = 0;
+				/* An empty binary message: EOF for the guest. */
+				if (!ignore_eof)
+					send_frame(s, WS_OP_BINARY, NULL, 0);
+			}
+		}
+	}
+	close(s);
+	return code == 1000 ? 0 : 1;
+}
