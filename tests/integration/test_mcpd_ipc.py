@@ -258,6 +258,43 @@ def test_unknown_credential_never_reaches_vmmd():
     assert len([x for x in s.vmmd.seen[n:] if x[0] == VM_TOOL]) == 0
 
 
+def test_bad_credentials_do_not_slow_good_ones():
+    """A flood of bad credentials (authd holds their answers back) while
+    a good one keeps being served at once."""
+    s = stack()
+    stop = threading.Event()
+    sent = [0]
+    statuses = set()
+
+    def flood():
+        while not stop.is_set():
+            try:
+                r = request(s, "POST", "/v1/tools/vm_list", body={},
+                            auth="mcpvm_" + "B" * 43, timeout=30)
+                statuses.add(r.status)
+            except OSError:
+                pass
+            sent[0] += 1
+    threads = [threading.Thread(target=flood) for _ in range(32)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    worst = 0.0
+    try:
+        for _ in range(40):
+            t0 = time.time()
+            r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=TOK)
+            worst = max(worst, time.time() - t0)
+            assert r.status == 200, r.status
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert worst < 0.5, "a good request took %.2f s" % worst
+    # Refused as unauthorized, or busy while authd's queue is full.
+    assert statuses <= {401, 503}, statuses
+
+
 def test_vmmd_errors_map_to_statuses():
     s = stack()
     for code, status in (("busy", 409), ("not_found", 404),
