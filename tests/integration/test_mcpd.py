@@ -764,6 +764,14 @@ def test_attach_bridges_stdio():
     assert r.returncode == 0 and r.stdout == b""
 
 
+def test_attach_100_mib_each_way():
+    d = daemon()
+    data = os.urandom(100 << 20)
+    r = attach(d, "vm1", 5001, data)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == data
+
+
 def test_attach_refusals_exit_1():
     d = daemon()
     r = attach(d, "vm1", 4444, b"x")
