@@ -173,18 +173,22 @@ job_status_from_guest(struct json_object *r, char *err, size_t errlen)
 		    job_id);
 		return NULL;
 	}
+	/* A command killed by a signal reads as the shell would say it. */
+	if (strcmp(state, "completed") == 0 && exit_code < 0 && sig > 0)
+		exit_code = 128 + sig;
+	else if (strcmp(state, "completed") != 0)
+		exit_code = -1;
+	/*
+	 * The guest says "completed" whenever the shell exited; the tools
+	 * say "completed" only for exit code 0, and "failed" for the rest.
+	 */
+	if (strcmp(state, "completed") == 0 && exit_code != 0)
+		state = "failed";
 	o = json_object_new_object();
 	json_object_object_add(o, "job_id", json_object_new_string(job_id));
 	json_object_object_add(o, "state", json_object_new_string(state));
-	/* A command killed by a signal reads as the shell would say it. */
-	if (strcmp(state, "completed") == 0 && exit_code >= 0)
-		json_object_object_add(o, "exit_code",
-		    json_object_new_int((int)exit_code));
-	else if (strcmp(state, "completed") == 0 && sig > 0)
-		json_object_object_add(o, "exit_code",
-		    json_object_new_int(128 + (int)sig));
-	else
-		json_object_object_add(o, "exit_code", NULL);
+	json_object_object_add(o, "exit_code", exit_code >= 0 ?
+	    json_object_new_int((int)exit_code) : NULL);
 	json_object_object_add(o, "truncated",
 	    json_object_new_boolean(truncated));
 	json_object_object_add(o, "timed_out",
