@@ -57,6 +57,7 @@ static const char *const vmproxy_syscalls[] = {
 };
 
 #define LINK_RETRY_MS		200
+#define HELLO_WAIT_MS		3000
 #define LINK_READ_MAX		(64 * 1024)
 
 struct pcall {
@@ -89,6 +90,7 @@ static struct {
 	const char		*vm_id;
 	int			 link_fd;
 	struct event		*link_rev, *link_wev, *retry;
+	struct event		*hello_wait;	/* no answer: reconnect */
 	struct glink		*g;
 	int			 hello;		/* our hello was answered */
 	uint32_t		 hello_gid;	/* its request id */
@@ -767,6 +769,24 @@ retry_cb(int fd, short ev, void *arg)
 	link_connect();
 }
 
+/*
+ * Connected, but the guest has not answered our hello.  Seen after a
+ * restore: the guest's idea of whether a host is on the port can lag
+ * behind the new connection, and it then waits for a host that is already
+ * there.  Closing and reconnecting makes QEMU tell the guest both edges,
+ * and guestd opens a fresh session.  During a boot this merely repeats
+ * until guestd is up.
+ */
+static void
+hello_wait_cb(int fd, short ev, void *arg)
+{
+	if (px.link_fd == -1 || px.hello)
+		return;
+	log_debug("vm %s: no answer to hello in %d ms; reconnecting",
+	    px.vm_id, HELLO_WAIT_MS);
+	link_drop("no answer to hello", 0);
+}
+
 static void
 link_schedule_retry(void)
 {
@@ -819,6 +839,12 @@ link_connect(void)
 	event_add(px.link_rev, NULL);
 	log_debug("vm %s: guest link connected", px.vm_id);
 	link_hello();
+	{
+		struct timeval tv = { HELLO_WAIT_MS / 1000,
+		    (HELLO_WAIT_MS % 1000) * 1000 };
+
+		evtimer_add(px.hello_wait, &tv);
+	}
 	link_want_write();
 }
 
@@ -1231,6 +1257,7 @@ main(int argc, char *argv[])
 	if ((px.g = glink_new(GLINK_ROLE_HOST)) == NULL)
 		fatalx("glink_new");
 	px.retry = evtimer_new(px.base, retry_cb, NULL);
+	px.hello_wait = evtimer_new(px.base, hello_wait_cb, NULL);
 	if ((px.vmmd = ipc_conn_new(px.base, ipc_fd, "vmproxy", &vmmd_policy,
 	    &vmmd_handlers, NULL)) == NULL)
 		fatal("ipc to vmmd");
