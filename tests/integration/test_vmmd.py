@@ -998,7 +998,7 @@ def check_destroy(h, a, b, vms_a, vm_b):
         ok(okk and r["destroyed"] is True and r["vm_id"] == vm,
            "vm_destroy", r)
         okk, r = a("vm_destroy", vm_id=vm)
-        ok(okk and r["destroyed"] is False and r["already_destroyed"],
+        ok(okk and r["destroyed"] is True and r["already_destroyed"],
            "vm_destroy again: already_destroyed", r)
         ok(err_code(a("vm_status", vm_id=vm)) == "not_found",
            "a destroyed VM is not_found")
@@ -1085,6 +1085,12 @@ def main():
         note(read(h.vmmd_log)[-4000:])
         del e
     finally:
+        if failed:
+            # The temporary directory goes; the logs stay for a person.
+            keep = "/tmp/vmmd-it-%d.log" % os.getpid()
+            with open(keep, "w") as f:
+                f.write(read(h.authd_log) + "\n----\n" + read(h.vmmd_log))
+            note("authd and vmmd logs kept in " + keep)
         h.cleanup()
     print("1..%d" % n)
     sys.exit(1 if failed else 0)
