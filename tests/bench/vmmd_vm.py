@@ -184,14 +184,20 @@ def main():
           "%.1f" % (tv.MEM, args.runs, os.getloadavg()[0]))
     print("%-34s %12s %12s %8s" % ("", "vmmd", "bare QEMU", "ratio"))
 
-    def row(label, v, base, unit="s"):
+    bench = []
+
+    def row(label, v, base, unit, name, ref):
         print("%-34s %10.3f %s %10.3f %s %7.2fx" % (label, v, unit, base,
                                                     unit, v / base))
-    row("create to ready / boot to hello", med(creates), med(bares))
-    row("hibernate (stop, migrate, quit)", med(hib), bh)
-    row("resume (incoming, cont, thaw)", med(res), br)
+        bench.append((name, v, unit, ref, base))
+    row("create to ready / boot to hello", med(creates), med(bares), "s",
+        "vmmd vm_create to ready", "bare QEMU boot to guestd hello")
+    row("hibernate (stop, migrate, quit)", med(hib), bh, "s",
+        "vmmd vm_suspend hibernate", "bare QMP migrate to file")
+    row("resume (incoming, cont, thaw)", med(res), br, "s",
+        "vmmd vm_resume from hibernation", "bare QEMU -incoming + cont")
     row("exec `true` round trip", med(trips) * 1000, med(btrips) * 1000,
-        "ms")
+        "ms", "vmmd vm_exec true, to its end", "guest link exec true")
     print("%-34s %10.1f MB %10.1f MB" % ("checkpoint size", ckpt / 1e6,
                                          bbytes / 1e6))
     for key, nvm in (("rss1", 1), ("rssN", args.vms)):
@@ -201,6 +207,17 @@ def main():
                   nvm, vmmd, "/".join(str(x) for x in proxies),
                   statistics.mean(proxies) if proxies else 0,
                   statistics.mean(qemus) / 1024 if qemus else 0))
+    vmmd1, prox1, _ = fig["rss1"]
+    vmmdN, proxN, _ = fig["rssN"]
+    bench.append(("vmmd RSS with %d VMs" % args.vms, vmmdN / 1024, "MiB",
+                  "vmmd RSS with 1 VM", vmmd1 / 1024))
+    if prox1 and proxN:
+        bench.append(("vmproxy RSS, mean of %d" % len(proxN),
+                      statistics.mean(proxN) / 1024, "MiB",
+                      "vmproxy RSS with 1 VM", statistics.mean(prox1) / 1024))
+    for name, v, unit, ref, base in bench:
+        print("BENCH\t%s\t%.2f\t%s\t%s\t%.2f" % (name, v, unit, ref, base),
+              flush=True)
 
 
 if __name__ == "__main__":
