@@ -22,6 +22,7 @@
 #include <event2/event.h>
 
 #include "ipc.h"
+#include "jsonx.h"
 #include "log.h"
 
 #define IPC_JSON_DEPTH		32
@@ -87,6 +88,8 @@ ipc_reader_init(struct ipc_reader *r)
 void
 ipc_reader_reset(struct ipc_reader *r)
 {
+	if (r->payload != NULL)
+		explicit_bzero(r->payload, (size_t)r->len + 1);
 	free(r->payload);
 	if (r->fd != -1)
 		close(r->fd);
@@ -98,7 +101,8 @@ ipc_reader_space(struct ipc_reader *r, size_t *want)
 {
 	if (r->have < IPC_HDR_LEN) {
 		/* A new frame: the previous frame's payload is done with. */
-		if (r->have == 0) {
+		if (r->have == 0 && r->payload != NULL) {
+			explicit_bzero(r->payload, (size_t)r->len + 1);
 			free(r->payload);
 			r->payload = NULL;
 		}
@@ -187,45 +191,24 @@ ipc_reader_add_fd(struct ipc_reader *r, int fd, const char **err)
 	return 0;
 }
 
+/*
+ * One JSON object, parsed strictly (jsonx: RFC 8259 grammar, UTF-8, no NUL,
+ * bounded depth, nothing after it), so that what json-c alone would let
+ * through (NaN, single quotes, clamped integers) never reaches a handler.
+ */
 static struct json_object *
 ipc_parse_json(const char *buf, size_t len, char *err, size_t errlen)
 {
-	struct json_tokener *tok;
-	struct json_object *obj = NULL;
-	enum json_tokener_error jerr;
+	struct json_object *obj;
+	struct jsonx_err jerr;
 
 	if (len == 0) {
 		snprintf(err, errlen, "empty payload");
 		return NULL;
 	}
-	if (memchr(buf, '\0', len) != NULL) {
-		snprintf(err, errlen, "payload contains a NUL byte");
-		return NULL;
-	}
-	if ((tok = json_tokener_new_ex(IPC_JSON_DEPTH)) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
-	    JSON_TOKENER_VALIDATE_UTF8);
-	obj = json_tokener_parse_ex(tok, buf, (int)len);
-	jerr = json_tokener_get_error(tok);
-	if (obj == NULL || jerr != json_tokener_success) {
-		snprintf(err, errlen, "invalid JSON: %s",
-		    jerr == json_tokener_continue ? "truncated" :
-		    json_tokener_error_desc(jerr));
-		json_object_put(obj);
-		obj = NULL;
-	} else if (json_tokener_get_parse_end(tok) != len) {
-		snprintf(err, errlen, "trailing bytes after the JSON object");
-		json_object_put(obj);
-		obj = NULL;
-	} else if (!json_object_is_type(obj, json_type_object)) {
-		snprintf(err, errlen, "payload is not a JSON object");
-		json_object_put(obj);
-		obj = NULL;
-	}
-	json_tokener_free(tok);
+	if ((obj = jsonx_parse_object(buf, len, IPC_JSON_DEPTH, &jerr)) ==
+	    NULL && (size_t)snprintf(err, errlen, "%s", jerr.msg) >= errlen)
+		err[errlen - 1] = '\0';	/* cut, but said */
 	return obj;
 }
 
@@ -344,11 +327,13 @@ ipc_encode(uint32_t type, uint32_t id, uint32_t flags,
 	return o;
 }
 
+/* Frames may carry credentials: nothing of them stays in freed memory. */
 static void
 ipc_out_free(struct ipc_out *o)
 {
 	if (o->fd != -1)
 		close(o->fd);
+	explicit_bzero(o->buf, o->len);
 	free(o->buf);
 	free(o);
 }

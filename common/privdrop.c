@@ -158,7 +158,7 @@ static const char *const sanitizer_syscalls[] = {
 	"openat", "open", "readlink", "readlinkat", "getrlimit", "prlimit64",
 	"prctl", "sched_getaffinity", "sysinfo", "pipe", "wait4", "clone",
 	"execve", "ptrace", "getdents64", "setrlimit", "rt_sigtimedwait",
-	"unlink", "unlinkat",
+	"unlink", "unlinkat", "getdents",
 };
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -326,7 +326,7 @@ main(int argc, char **argv)
 	struct passwd *pw;
 	struct store *st;
 	pid_t pid;
-	double t0, rate1;
+	double t0, rate1, rate8, ipc1 = 0, ipc8 = 0, echo1 = 0;
 	int lfd;
 	FILE *f;
 
@@ -436,7 +436,8 @@ main(int argc, char **argv)
 		}
 		close(lfd);
 		server_pid = epid;
-		measure("reference: echo over Unix socket", echo_sock, 1, 0);
+		echo1 = measure("reference: echo over Unix socket",
+		    echo_sock, 1, 0);
 		measure("reference: echo over Unix socket", echo_sock, 8, 0);
 		kill(epid, SIGKILL);
 		waitpid(epid, NULL, 0);
@@ -455,8 +456,8 @@ main(int argc, char **argv)
 		usleep(10000);
 	}
 	server_pid = pid;
-	measure("reference: common/ipc canned reply", echo_sock, 1, 1);
-	measure("reference: common/ipc canned reply", echo_sock, 8, 1);
+	ipc1 = measure("reference: common/ipc canned reply", echo_sock, 1, 1);
+	ipc8 = measure("reference: common/ipc canned reply", echo_sock, 8, 1);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 
@@ -509,7 +510,14 @@ main(int argc, char **argv)
 		close(fd);
 	}
 	rate1 = measure("authd verify", sock, 1, 1);
-	measure("authd verify", sock, 8, 1);
+	rate8 = measure("authd verify", sock, 8, 1);
+	/* Rows for tests/bench/run: figure, unit, reference, its figure. */
+	printf("BENCH\tauthd verify, 1 client\t%.0f\tper s\t"
+	    "common/ipc canned reply, 1 client\t%.0f\n", rate1, ipc1);
+	printf("BENCH\tauthd verify, 8 clients\t%.0f\tper s\t"
+	    "common/ipc canned reply, 8 clients\t%.0f\n", rate8, ipc8);
+	printf("BENCH\tcommon/ipc canned reply, 1 client\t%.0f\tper s\t"
+	    "echo over a Unix socket, 1 client\t%.0f\n", ipc1, echo1);
 	printf("goal: >= 20000 verifications/s from one client: %s\n",
 	    rate1 >= 20000 ? "met" : "NOT met");
 	kill(pid, SIGTERM);

@@ -78,6 +78,15 @@ def bench_exec(g):
           f"median "
           f"{statistics.median(ref) * 1000:.2f} ms, p99 "
           f"{pct(ref, 0.99) * 1000:.2f} ms")
+    bench_row("guestd exec of true, round trip", statistics.median(times)
+              * 1000, "ms", "local bash -lc true as uid 1000",
+              statistics.median(ref) * 1000)
+
+
+def bench_row(name, value, unit, ref_name, ref_value):
+    """A row for tests/bench/run's table."""
+    print(f"BENCH\t{name}\t{value:.2f}\t{unit}\t{ref_name}\t"
+          f"{ref_value:.2f}", flush=True)
 
 
 def pump(send, recv, shut):
@@ -112,6 +121,7 @@ def bench_stream(g):
     up, down = pump(ch.send, ch.recv, ch.send_eof)
     print(f"stream through guestd over the link ({SIZE // MIB} MiB): "
           f"up {up:.0f} MiB/s, down {down:.0f} MiB/s")
+    ours = (up, down)
 
     # Reference: the same client bytes into socat, socat to the same sink.
     tmp = tempfile.mkdtemp(prefix="bench-socat-")
@@ -131,6 +141,10 @@ def bench_stream(g):
                     lambda: s.shutdown(socket.SHUT_WR))
     print(f"  reference, socat unix->tcp relay ({SIZE // MIB} MiB): "
           f"up {up:.0f} MiB/s, down {down:.0f} MiB/s")
+    bench_row("guestd stream, host to guest", ours[0], "MiB/s",
+              "socat unix->tcp relay", up)
+    bench_row("guestd stream, guest to host", ours[1], "MiB/s",
+              "socat unix->tcp relay", down)
     s.close()
     relay.wait(5)
     sink.kill()

@@ -151,6 +151,9 @@ bench_disk(void)
 	    median(copy, 2));
 	printf("  %-44s %9.1f ms (median of 2)\n", "plain copy (disk_copy)",
 	    median(ours, 2));
+	printf("BENCH\treflink clone of a 1 GiB disk\t%.1f\tms\t"
+	    "cp --reflink=never + fsync\t%.1f\n", median(clone, ITER),
+	    median(copy, 2));
 	umount2(mnt, MNT_DETACH);
 	unlink(img);
 }
@@ -314,11 +317,17 @@ bench_qemu(const char *bare)
 			    json_object_array_get_idx(x, i));
 		printf("  %-28s %9.1f ms %9.1f ms\n", "hibernate (stop..exited)",
 		    median(hib, ITER), median(b, ITER));
+		printf("BENCH\tbackend hibernate, idle firmware guest\t%.1f\t"
+		    "ms\tbare QEMU stop+migrate+quit\t%.1f\n",
+		    median(hib, ITER), median(b, ITER));
 		json_object_object_get_ex(o, "restore_ms", &x);
 		for (i = 0; i < ITER; i++)
 			b[i] = json_object_get_double(
 			    json_object_array_get_idx(x, i));
 		printf("  %-28s %9.1f ms %9.1f ms\n", "restore (spawn..running)",
+		    median(res, ITER), median(b, ITER));
+		printf("BENCH\tbackend restore, idle firmware guest\t%.1f\t"
+		    "ms\tbare QEMU -incoming + cont\t%.1f\n",
 		    median(res, ITER), median(b, ITER));
 	}
 	json_object_put(o);

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""The first thing packaging/dev/up does through the real MCP endpoint: create
+(or reuse) a VM, run a command in it and print what it printed.
+
+Standard library only: Streamable HTTP is POST with JSON-RPC, answered as
+application/json or as an SSE stream.
+usage: demo.py BASE_URL TOKEN_FILE
+"""
+import json
+import sys
+import time
+import urllib.request
+
+COMMAND = "uname -a && python3 -c 'print(2+2)'"
+
+
+class Mcp:
+    def __init__(self, base, token):
+        self.url = base + "/mcp"
+        self.token = token
+        self.session = None
+        self.next_id = 1
+
+    def post(self, msg):
+        headers = {"Authorization": "Bearer " + self.token,
+                   "Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream"}
+        if self.session:
+            headers["Mcp-Session-Id"] = self.session
+            headers["MCP-Protocol-Version"] = "2025-11-25"
+        req = urllib.request.Request(self.url, json.dumps(msg).encode(),
+                                     headers)
+        with urllib.request.urlopen(req, timeout=600) as r:
+            self.session = r.headers.get("Mcp-Session-Id", self.session)
+            body = r.read().decode()
+            if r.headers.get("Content-Type", "").startswith(
+                    "text/event-stream"):
+                # The response is the last data event that answers us.
+                reply = None
+                for line in body.splitlines():
+                    if line.startswith("data:"):
+                        ev = json.loads(line[5:])
+                        if ev.get("id") == msg.get("id"):
+                            reply = ev
+                return reply
+            return json.loads(body) if body else None
+
+    def call(self, method, params=None):
+        msg = {"jsonrpc": "2.0", "id": self.next_id, "method": method,
+               "params": params or {}}
+        self.next_id += 1
+        reply = self.post(msg)
+        if "error" in reply:
+            raise RuntimeError("%s: %s" % (method, reply["error"]))
+        return reply["result"]
+
+    def tool(self, name, **args):
+        res = self.call("tools/call", {"name": name, "arguments": args})
+        if res.get("isError"):
+            raise RuntimeError("%s: %s" % (name, res["structuredContent"]))
+        return res["structuredContent"]
+
+
+def main():
+    base, token = sys.argv[1], open(sys.argv[2]).read().strip()
+    mcp = Mcp(base, token)
+    for _ in range(100):
+        try:
+            mcp.call("initialize", {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "mcpvm-dev-up", "version": "1"}})
+            break
+        except OSError:
+            time.sleep(0.2)      # mcpd still starting
+    mcp.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    vms = mcp.tool("vm_list")["vms"]
+    usable = [v for v in vms if v["state"] != "failed"]
+    if usable:
+        vm = usable[0]["vm_id"]
+        print("up: reusing VM %s (%s)" % (vm, usable[0]["state"]))
+    else:
+        t0 = time.time()
+        vm = mcp.tool("vm_create", request_id="dev-up-%d" % time.time())[
+            "vm_id"]
+        print("up: created VM %s in %.1f s" % (vm, time.time() - t0))
+    job = mcp.tool("vm_exec", vm_id=vm, request_id="dev-up-exec-%d" %
+                   time.time(), command=COMMAND)["job_id"]
+    print("up: $ " + COMMAND)
+    cursor = {"stdout": 0, "stderr": 0}
+    while True:
+        out = mcp.tool("vm_job_output", vm_id=vm, job_id=job, cursor=cursor)
+        sys.stdout.write(out["stdout"] + out["stderr"])
+        moved = out["next_cursor"] != cursor
+        cursor = out["next_cursor"]
+        if out["state"] != "running" and not moved:
+            break
+        if not moved:
+            time.sleep(0.2)
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
