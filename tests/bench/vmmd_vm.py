@@ -124,7 +124,8 @@ def main():
                      max_vms=tv.MAX_VMS)
         h.start_authd()
         h.start_vmmd()
-        a = tv.Client(h, h.issue("bench"))
+        a = tv.Client(h, h.issue("bench", "--max-vms", "64", "--memory-mib",
+                                 "65536", "--storage-gib", "4096"))
         creates, bares, hib, res, trips, btrips = [], [], [], [], [], []
         for n in range(args.runs):
             # Interleaved, so a busy neighbour slows both columns alike.
