@@ -1040,6 +1040,54 @@ qvm_snapshot(struct vmm *vm, const char *path, vmm_done_cb cb, void *arg)
 	return 0;
 }
 
+/* A QEMU whose owner let go before it exited: reaped when it goes. */
+struct reaper {
+	pid_t		 pid;
+	int		 pidfd;
+	struct event	*ev;
+};
+
+static void
+reaper_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct reaper *r = arg;
+
+	if (waitpid(r->pid, NULL, WNOHANG) == 0)
+		return;
+	event_free(r->ev);
+	close(r->pidfd);
+	free(r);
+}
+
+/*
+ * Kills QEMU if it still runs and makes sure it is reaped: a child nobody
+ * waits for stays a zombie as long as vmmd lives, one per failed VM.
+ * Handing the pidfd to a reaper keeps the loop from blocking on it.
+ */
+static void
+qvm_reap_later(struct qvm *v)
+{
+	struct reaper *r;
+
+	if (v->exited || v->pid <= 0)
+		return;
+	kill(v->pid, SIGKILL);
+	if (waitpid(v->pid, NULL, WNOHANG) != 0 || v->pidfd == -1)
+		return;
+	if ((r = calloc(1, sizeof(*r))) == NULL)
+		return;
+	r->pid = v->pid;
+	r->pidfd = v->pidfd;
+	if ((r->ev = event_new(v->be->base, r->pidfd, EV_READ | EV_PERSIST,
+	    reaper_cb, r)) == NULL || event_add(r->ev, NULL) == -1) {
+		if (r->ev != NULL)
+			event_free(r->ev);
+		free(r);
+		return;
+	}
+	v->pidfd = -1;		/* the reaper's now */
+}
+
 static void
 qvm_free(struct vmm *vm)
 {
@@ -1052,6 +1100,11 @@ qvm_free(struct vmm *vm)
 		v->doomed = 1;
 		return;
 	}
+	if (v->pidev != NULL) {
+		event_free(v->pidev);
+		v->pidev = NULL;
+	}
+	qvm_reap_later(v);
 	qmp_free(v->qmp);
 	v->qmp = NULL;
 	while ((sr = LIST_FIRST(&v->sreqs)) != NULL) {

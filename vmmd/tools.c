@@ -606,8 +606,9 @@ tool_vm_destroy(struct request *req)
 		}
 		o = json_object_new_object();
 		json_object_object_add(o, "vm_id", json_object_new_string(id));
+		/* The schema's "destroyed" is always true: it is gone. */
 		json_object_object_add(o, "destroyed",
-		    json_object_new_boolean(0));
+		    json_object_new_boolean(1));
 		json_object_object_add(o, "already_destroyed",
 		    json_object_new_boolean(1));
 		request_reply(req, o);

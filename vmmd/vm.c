@@ -503,7 +503,7 @@ static void
 vm_remove_files(struct vm *vm)
 {
 	static const char *const names[] = { DISK, KERNEL, INITRD, CHECKPOINT,
-	    CHECKPOINT ".tmp" };
+	    CHECKPOINT ".part" };	/* the backend's unfinished one */
 	char path[PATH_MAX];
 	DIR *d;
 	struct dirent *de;

@@ -94,7 +94,7 @@ main(int argc, char *argv[])
 	struct mcpvm_conf conf;
 	uint32_t type = 0, rtype;
 	char err[1024];
-	int ch, fd, pause = 0, rc = 0;
+	int ch, fd = -1, pause = 0, rc = 0;
 	const char *cmd;
 
 	log_init("vmctl", 1, 0);
@@ -160,7 +160,8 @@ main(int argc, char *argv[])
 	if (sock == NULL) {
 		if (conf_load(conf_path, &conf, err, sizeof(err)) == -1) {
 			fprintf(stderr, "vmctl: %s\n", err);
-			return EXIT_UNREACHABLE;
+			rc = EXIT_UNREACHABLE;
+			goto out;
 		}
 		sock = conf.vmmd.ctl_socket;
 	}
@@ -169,12 +170,14 @@ main(int argc, char *argv[])
 		    errno == EPROTO || errno == ECONNRESET ?
 		    "refused (root or the admin group only)" :
 		    strerror(errno));
-		return EXIT_UNREACHABLE;
+		rc = EXIT_UNREACHABLE;
+		goto out;
 	}
 	if (ipc_sync_call(fd, type, req, -1, &rtype, &reply, NULL,
 	    CALL_TIMEOUT_MS) == -1) {
 		fprintf(stderr, "vmctl: %s\n", strerror(errno));
-		return EXIT_UNREACHABLE;
+		rc = EXIT_UNREACHABLE;
+		goto out;
 	}
 	if (rtype == IPC_ERROR) {
 		struct json_object *e = json_object_object_get(reply, "error");
@@ -185,7 +188,8 @@ main(int argc, char *argv[])
 		else
 			fprintf(stderr, "vmctl: %s: %s\n", str(e, "code"),
 			    str(e, "message"));
-		return EXIT_REFUSED;
+		rc = EXIT_REFUSED;
+		goto out;
 	}
 	res = json_object_object_get(reply, "result");
 	if (json_out)
@@ -229,9 +233,12 @@ main(int argc, char *argv[])
 	if (type == IPC_VMCTL_AUDIT_VERIFY &&
 	    !json_object_get_boolean(json_object_object_get(res, "ok")))
 		rc = EXIT_REFUSED;
+	/* Freed on every path: the ASan build checks vmctl for leaks too. */
+ out:
 	json_object_put(reply);
 	json_object_put(req);
-	close(fd);
+	if (fd != -1)
+		close(fd);
 	conf_free(&conf);
 	return rc;
 }

@@ -1,0 +1,1145 @@
+#!/usr/bin/env python3
+# Integration test for vmmd, vmproxy and vmctl with real QEMU TCG VMs: a real
+# authd and a real vmmd on real sockets, VM state on a loop-mounted XFS
+# volume with reflinks, the `test` image with the gcc build's static guestd.
+# TAP on stdout.  Needs root, qemu-system-x86_64, mkfs.xfs and losetup.
+#
+# Environment: SRCDIR, BUILD_DIR (the meson build this runs from), AUTHD,
+# AUTHCTL, VMMD, VMPROXY, VMCTL, SANITIZED (1 when BUILD_DIR is an ASan
+# build: the guest then gets guestd and stage one from the sibling gcc
+# build, build/test), MCPVM_IMAGE_CACHE (optional).
+import base64
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vmmd_ipc as ipc  # noqa: E402
+
+SRCDIR = os.environ.get("SRCDIR", os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+CACHE = os.environ.get("MCPVM_IMAGE_CACHE", "/var/cache/mcpvm-test-images")
+# Not the image boot test's output: its stage two is a test init, ours is
+# guestd, and sharing one directory would rebuild it on every alternation.
+IMAGE_OUT = os.path.join(CACHE, "vmmd-test")
+MEM = 256                       # MiB per test VM: quick checkpoints
+TAG = "vmmd-it-%d" % os.getpid()
+UID_BASE = 930000 + (os.getpid() % 500) * 16
+MAX_VMS = 3
+
+n = 0
+failed = 0
+
+
+def ok(cond, what, diag=""):
+    global n, failed
+    n += 1
+    print(f"{'ok' if cond else 'not ok'} {n} - {what}", flush=True)
+    if not cond:
+        failed += 1
+        for line in str(diag).splitlines()[-40:]:
+            print(f"# {line}", flush=True)
+    return cond
+
+
+def note(msg):
+    print(f"# {msg}", flush=True)
+
+
+def skip_all(why):
+    print(f"1..0 # SKIP {why}")
+    sys.exit(77)
+
+
+def run(*cmd, check=True, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                       **kw)
+    if check and p.returncode != 0:
+        raise RuntimeError("%s: exit %d\n%s%s" % (" ".join(cmd),
+                           p.returncode, p.stdout, p.stderr))
+    return p
+
+
+# ---- the guest image ---------------------------------------------------
+
+def guest_binaries():
+    """guestd and stage one without sanitizers: they run inside the guest,
+    static.  From this build, or from the gcc build beside an ASan one."""
+    build = os.environ["BUILD_DIR"]
+    if os.environ.get("SANITIZED") == "1":
+        build = os.path.join(os.path.dirname(os.path.abspath(build)),
+                             "test")
+    g = os.path.join(build, "guestd", "guestd")
+    s = os.path.join(build, "guestd", "mcpvm-stage1")
+    for f in (g, s):
+        if not os.access(f, os.X_OK):
+            raise RuntimeError("%s is missing: the unsanitized gcc build "
+                               "(build/test) must be built first" % f)
+    return g, s
+
+
+def build_image():
+    if os.environ.get("VMMD_TEST_IMAGE"):
+        # A prebuilt image with guestd, for quick runs by hand.
+        global IMAGE_OUT
+        IMAGE_OUT = os.environ["VMMD_TEST_IMAGE"]
+        return json.load(open(os.path.join(IMAGE_OUT, "manifest.json")))
+    guestd, stage1 = guest_binaries()
+    t = time.monotonic()
+    p = subprocess.run([os.path.join(SRCDIR, "packaging/image/build"),
+                        "--profile", "test", "--out", IMAGE_OUT,
+                        "--cache", CACHE, "--guestd", guestd,
+                        "--stage1", stage1, "--memory-mib", str(MEM)],
+                       capture_output=True, text=True, timeout=1200)
+    ok(p.returncode == 0, "test image with guestd built or reused "
+       "(%.1f s)" % (time.monotonic() - t), p.stdout + p.stderr)
+    if p.returncode != 0:
+        raise RuntimeError("no image")
+    return json.load(open(os.path.join(IMAGE_OUT, "manifest.json")))
+
+
+# ---- the host side: XFS, authd, vmmd -----------------------------------
+
+GARBAGE = b"\xee\x00\x00\x00" + b"this is not a link frame " * 40
+
+
+class Garbage(threading.Thread):
+    """A fake guest link: whoever connects gets bytes that are no frame."""
+
+    def __init__(self, path):
+        super().__init__(daemon=True)
+        self.path = path
+        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.srv.bind(path)
+        os.chmod(path, 0o777)
+        self.srv.listen(4)
+        self.accepted = 0
+        self.start()
+
+    def run(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            try:
+                c.settimeout(5)
+                c.sendall(GARBAGE)
+                c.recv(4096)
+                time.sleep(2)
+            except OSError:
+                pass
+            c.close()
+
+    def close(self):
+        self.srv.close()
+
+
+class Host:
+    def __init__(self, manifest):
+        self.dir = tempfile.mkdtemp(prefix="vmmd-it.")
+        os.chmod(self.dir, 0o755)   # the VM uids reach vmproxy's wrapper
+        self.loop = None
+        self.mnt = os.path.join(self.dir, "state")
+        self.run = os.path.join(self.dir, "run")
+        self.cg_parent = TAG
+        self.authd = self.vmmd = None
+        self.vmmd_log = os.path.join(self.dir, "vmmd.log")
+        self.authd_log = os.path.join(self.dir, "authd.log")
+        self.conf = os.path.join(self.dir, "mcpvm.conf")
+        self.manifest = manifest
+        self.garbage = None
+
+    def setup(self):
+        img = os.path.join(self.dir, "xfs.img")
+        with open(img, "wb") as f:
+            f.truncate(16 << 30)
+        run("mkfs.xfs", "-q", "-m", "reflink=1", img)
+        self.loop = run("losetup", "--find", "--show", img).stdout.strip()
+        os.mkdir(self.mnt)
+        run("mount", self.loop, self.mnt)
+        os.chmod(self.mnt, 0o755)
+        os.mkdir(self.run)
+        os.chmod(self.run, 0o755)
+        imgdir = os.path.join(self.mnt, "images")
+        os.mkdir(imgdir)
+        os.chmod(imgdir, 0o755)
+        files = self.manifest["files"]
+        self.image = {}
+        for role in ("rootfs", "kernel", "initrd"):
+            src = os.path.join(IMAGE_OUT, files[role]["path"])
+            dst = os.path.join(imgdir, os.path.basename(src))
+            run("cp", "--sparse=always", src, dst)
+            self.image[role] = (dst, files[role]["sha256"])
+        self.wrapper = os.path.join(self.dir, "vmproxy-wrapper")
+        self.garbage_sock = os.path.join(self.dir, "garbage.sock")
+        # vmmd's configured vmproxy: the real one, except that a VM named
+        # in a garbage-<id> file gets the fake guest instead of QEMU's
+        # link.  vmproxy itself is unchanged and does all the parsing.
+        with open(self.wrapper, "w") as f:
+            f.write("""#!/bin/sh
+vm= prev=
+for a in "$@"; do [ "$prev" = --vm ] && vm=$a; prev=$a; done
+if [ -n "$vm" ] && [ -e "%(dir)s/garbage-$vm" ]; then
+	n=$# prev=
+	for a in "$@"; do
+		o=$a
+		[ "$prev" = --link ] && a=%(sock)s
+		set -- "$@" "$a"
+		prev=$o
+	done
+	shift $n
+fi
+exec %(real)s "$@"
+""" % {"dir": self.dir, "sock": self.garbage_sock,
+                    "real": os.environ["VMPROXY"]})
+        os.chmod(self.wrapper, 0o755)
+        self.garbage = Garbage(self.garbage_sock)
+
+    def write_conf(self, **vmmd):
+        keys = {"vmproxy": self.wrapper, "accel": "tcg",
+                "cgroup_parent": self.cg_parent, "uid_base": UID_BASE,
+                "max_vms": MAX_VMS, "max_memory_mib": 1024,
+                "max_storage_gib": 100, "min_free_mib": 64,
+                "boot_timeout_seconds": 120, "mcpd_user": "root"}
+        keys.update(vmmd)
+        with open(self.conf, "w") as f:
+            f.write("[paths]\nruntime_dir = %s\nstate_dir = %s\n"
+                    % (self.run, self.mnt))
+            f.write("[authd]\npeers = root\ndefault_ttl = 0\n")
+            f.write("[vmmd]\n")
+            for k, v in keys.items():
+                f.write("%s = %s\n" % (k, v))
+            f.write("[image %s]\n" % self.manifest["id"])
+            for role, (path, digest) in self.image.items():
+                f.write("%s = %s\n%s_sha256 = %s\n" % (role, path, role,
+                                                       digest))
+            f.write("default = yes\nmemory_mib = %d\n" % MEM)
+
+    def start_authd(self):
+        log = open(self.authd_log, "ab")
+        self.authd = subprocess.Popen([os.environ["AUTHD"], "-d", "-f",
+                                       self.conf], stdout=log, stderr=log)
+        log.close()
+        wait_for(lambda: "ready" in read(self.authd_log), 10,
+                 "authd ready")
+
+    def start_vmmd(self):
+        mark = len(read(self.vmmd_log))
+        log = open(self.vmmd_log, "ab")
+        self.vmmd = subprocess.Popen([os.environ["VMMD"], "-d", "-v", "-f",
+                                      self.conf], stdout=log, stderr=log)
+        log.close()
+        wait_for(lambda: "ready:" in read(self.vmmd_log)[mark:] or
+                 self.vmmd.poll() is not None, 30, "vmmd ready")
+        if self.vmmd.poll() is not None:
+            raise RuntimeError("vmmd exited %d:\n%s" % (
+                self.vmmd.returncode, read(self.vmmd_log)[mark:]))
+        # vmmd connects to authd after it says ready.
+        time.sleep(0.3)
+
+    def kill_vmmd(self):
+        self.vmmd.kill()
+        self.vmmd.wait()
+        self.vmmd = None
+
+    def stop_vmmd(self, timeout=120):
+        """SIGTERM; returns (exit status, seconds)."""
+        t = time.monotonic()
+        self.vmmd.send_signal(signal.SIGTERM)
+        try:
+            rc = self.vmmd.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.vmmd.kill()
+            rc = self.vmmd.wait()
+        self.vmmd = None
+        return rc, time.monotonic() - t
+
+    def issue(self, ws, *flags):
+        out = os.path.join(self.dir, "tok-%s-%d" % (ws, time.monotonic_ns()))
+        self.authctl("issue", "--workspace", ws, "--output", out, *flags)
+        with open(out) as f:
+            return f.read().strip()
+
+    def authctl(self, *args):
+        return run(os.environ["AUTHCTL"], "--socket",
+                   os.path.join(self.run, "authctl.sock"), *args)
+
+    def vmctl(self, *args):
+        return run(os.environ["VMCTL"], "--socket",
+                   os.path.join(self.run, "vmctl.sock"), *args, check=False)
+
+    def conn(self):
+        return ipc.Conn(os.path.join(self.run, "vmmd.sock"), "mcpd",
+                        timeout=300)
+
+    def vm_uids(self):
+        return range(UID_BASE, UID_BASE + MAX_VMS + 1)
+
+    def jail_processes(self):
+        """Every process running as one of this test's VM uids.  Orphans
+        come to this process (a child subreaper) and are reaped here, so
+        a zombie that remains is one a live vmmd did not reap."""
+        mine = {p.pid for p in (self.vmmd, self.authd) if p is not None}
+        found = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/status" % pid) as f:
+                    for line in f:
+                        if line.startswith("Uid:"):
+                            uid = int(line.split()[1])
+                            break
+                    else:
+                        continue
+                if uid in self.vm_uids():
+                    if reap_orphan(int(pid), mine):
+                        continue
+                    with open("/proc/%s/cmdline" % pid, "rb") as f:
+                        cmd = f.read().replace(b"\0", b" ")[:80]
+                    found.append((int(pid), uid, cmd.decode(
+                        errors="replace")))
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def cgroups(self):
+        """Every VM cgroup under this test's parent, any controller."""
+        out = []
+        for ctl in os.listdir("/sys/fs/cgroup"):
+            p = os.path.join("/sys/fs/cgroup", ctl, self.cg_parent)
+            if os.path.isdir(p):
+                out += [os.path.join(p, d) for d in os.listdir(p)
+                        if d.startswith("vm-")]
+        return out
+
+    def cleanup(self):
+        for p in (self.vmmd, self.authd):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        for pid, _, _ in self.jail_processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.2)
+        for ctl in os.listdir("/sys/fs/cgroup"):
+            p = os.path.join("/sys/fs/cgroup", ctl, self.cg_parent)
+            if not os.path.isdir(p):
+                continue
+            for d in os.listdir(p):
+                sub = os.path.join(p, d)
+                if os.path.isdir(sub):
+                    try:
+                        os.rmdir(sub)
+                    except OSError:
+                        pass
+            try:
+                os.rmdir(p)
+            except OSError:
+                pass
+        if self.garbage is not None:
+            self.garbage.close()
+        if self.loop is not None:
+            subprocess.run(["umount", "-l", self.mnt], capture_output=True)
+            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def reap_orphan(pid, mine):
+    """Reaps pid if it is a zombie child of this process (an orphan of a
+    killed vmmd); True if it was."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return True
+    if fields[0] != "Z" or int(fields[1]) != os.getpid() or pid in mine:
+        return False
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    return True
+
+
+def become_subreaper():
+    import ctypes
+    PR_SET_CHILD_SUBREAPER = 36
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def read(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def wait_for(cond, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = cond()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise RuntimeError("timed out waiting for " + what)
+
+
+# ---- tool helpers ------------------------------------------------------
+
+class Client:
+    def __init__(self, host, tok):
+        self.host = host
+        self.tok = tok
+        self.c = host.conn()
+
+    def reconnect(self):
+        self.c.close()
+        self.c = self.host.conn()
+
+    def __call__(self, name, **args):
+        return ipc.tool(self.c, self.tok, name, **args)
+
+    def state(self, vm):
+        okk, r = self("vm_status", vm_id=vm)
+        return r["state"] if okk else "error:" + r["code"]
+
+    def wait_job(self, vm, job, timeout=60):
+        """Polls vm_job_output until the job ends; returns all output."""
+        out, err, cur = "", "", {"stdout": 0, "stderr": 0}
+        deadline = time.monotonic() + timeout
+        while True:
+            okk, r = self("vm_job_output", vm_id=vm, job_id=job,
+                          cursor=cur)
+            if not okk:
+                raise RuntimeError("job_output: %r" % r)
+            out += r["stdout"]
+            err += r["stderr"]
+            cur = r["next_cursor"]
+            if r["state"] != "running":
+                return r["state"], r.get("exit_code"), out, err
+            if time.monotonic() > deadline:
+                raise RuntimeError("job %s still running" % job)
+            time.sleep(0.2)
+
+    def sh(self, vm, cmd, rid, **kw):
+        okk, r = self("vm_exec", vm_id=vm, request_id=rid, command=cmd,
+                      **kw)
+        if not okk:
+            raise RuntimeError("exec %r: %r" % (cmd, r))
+        return self.wait_job(vm, r["job_id"])
+
+
+def err_code(res):
+    okk, r = res
+    return None if okk else r.get("code")
+
+
+# ---- the checks ----------------------------------------------------------
+
+def check_lifecycle(h, a):
+    t = time.monotonic()
+    okk, r = a("vm_create", request_id="c-a1", memory_mib=MEM,
+               idle_seconds=3600)
+    secs = time.monotonic() - t
+    if not ok(okk and r["state"] == "running", "vm_create returns a "
+              "running VM once the guest said hello (%.1f s)" % secs, r):
+        raise RuntimeError("no VM, nothing else can be checked")
+    vm = r["vm_id"]
+    ok(r["memory_mib"] == MEM and r["image"] == h.manifest["id"] and
+       r["network"] == "off" and r["idle_seconds"] == 3600 and
+       r["idle_mode"] == "hibernate", "vm_create's result describes it", r)
+    okk, r2 = a("vm_create", request_id="c-a1", memory_mib=MEM,
+                idle_seconds=3600)
+    ok(okk and r2["vm_id"] == vm, "vm_create retried with the same "
+       "request_id returns the stored result, no second VM", r2)
+    ok(err_code(a("vm_create", request_id="c-a1", memory_mib=MEM + 256))
+       == "conflict", "the same request_id with other arguments: conflict")
+    okk, r = a("vm_list")
+    ok(okk and [v["vm_id"] for v in r["vms"]] == [vm] and
+       r["vms"][0]["state"] == "running", "vm_list shows it", r)
+    okk, r = a("vm_status", vm_id=vm)
+    ok(okk and r["state"] == "running" and r["jobs"] == [] and
+       r["open_streams"] == 0, "vm_status: running, no jobs", r)
+    disk = os.path.join(h.mnt, "vms", vm, "disk.raw")
+    st = os.stat(disk) if os.path.exists(disk) else None
+    ok(st is not None and st.st_uid == UID_BASE + 0 or
+       (st is not None and UID_BASE <= st.st_uid < UID_BASE + MAX_VMS),
+       "the VM's disk is a file of the VM's own uid on the state volume",
+       st)
+    procs = h.jail_processes()
+    ok(any("qemu" in c for _, _, c in procs) and
+       any("vmproxy" in c for _, _, c in procs),
+       "QEMU and vmproxy run as the VM's uid", procs)
+
+    # exec, output, cursors
+    okk, r = a("vm_exec", vm_id=vm, request_id="e1",
+               command="echo out1; echo err1 >&2; expr 2 + 2; exit 3")
+    ok(okk and r["state"] in ("running", "completed", "failed") and
+       r["request_id"] == "e1", "vm_exec starts a job", r)
+    job = r["job_id"]
+    st, code, out, err = a.wait_job(vm, job)
+    ok(st == "failed" and code == 3 and out == "out1\n4\n" and
+       err == "err1\n", "the job's output, error and exit code",
+       (st, code, out, err))
+    okk, r = a("vm_job_output", vm_id=vm, job_id=job,
+               cursor={"stdout": 5, "stderr": 0})
+    ok(okk and r["stdout"] == "4\n" and r["next_cursor"]["stdout"] == 7,
+       "vm_job_output from a cursor returns the rest", r)
+    okk, r = a("vm_job_output", vm_id=vm, job_id=job,
+               cursor={"stdout": 7, "stderr": 5})
+    ok(okk and r["stdout"] == "" and r["stderr"] == "",
+       "a cursor at the end returns nothing more", r)
+    okk, r = a("vm_job_status", vm_id=vm, job_id=job)
+    ok(okk and r["state"] == "failed" and r["exit_code"] == 3 and
+       r["stdout_bytes"] == 7 and r["finished_at"] is not None,
+       "vm_job_status", r)
+    okk, r = a("vm_exec", vm_id=vm, request_id="e1",
+               command="echo out1; echo err1 >&2; expr 2 + 2; exit 3")
+    ok(okk and r["job_id"] == job, "vm_exec retried: the same job, not "
+       "run again", r)
+    ok(err_code(a("vm_exec", vm_id=vm, request_id="e1", command="true"))
+       == "conflict", "vm_exec's request_id with another command: "
+       "conflict")
+    okk, r = a("vm_status", vm_id=vm)
+    ok(okk and [(j["job_id"], j["request_id"]) for j in r["jobs"]] ==
+       [(job, "e1")], "vm_status lists the job for reconciliation", r)
+    ok(err_code(a("vm_job_status", vm_id=vm, job_id="jnosuchjob")) ==
+       "not_found", "an unknown job: not_found")
+
+    # cancel
+    okk, r = a("vm_exec", vm_id=vm, request_id="e-cancel",
+               command="sleep 300")
+    cj = r["job_id"] if okk else "x"
+    okk, r = a("vm_job_cancel", vm_id=vm, job_id=cj)
+    ok(okk and r["state"] in ("cancelled", "running"), "vm_job_cancel", r)
+    st, _, _, _ = a.wait_job(vm, cj, timeout=20)
+    ok(st == "cancelled", "the cancelled job ends cancelled", st)
+
+    # files
+    data = bytes(range(256)) * 4
+    okk, r = a("vm_write_file", vm_id=vm, path="d/e/f.bin",
+               data_base64=base64.b64encode(data).decode(),
+               create_parents=True)
+    ok(okk and r["bytes"] == len(data), "vm_write_file", r)
+    okk, r = a("vm_read_file", vm_id=vm, path="d/e/f.bin")
+    ok(okk and base64.b64decode(r["data_base64"]) == data and r["eof"] and
+       r["size"] == len(data), "vm_read_file returns the same bytes",
+       r if not okk else r["size"])
+    okk, r = a("vm_read_file", vm_id=vm, path="d/e/f.bin", offset=1000,
+               max_bytes=10)
+    ok(okk and base64.b64decode(r["data_base64"]) == data[1000:1010],
+       "vm_read_file with offset and max_bytes", r)
+    ok(err_code(a("vm_read_file", vm_id=vm, path="../etc/passwd")) in
+       ("forbidden", "invalid_argument"), "a path through .. is refused")
+    ok(err_code(a("vm_read_file", vm_id=vm, path="/etc/passwd")) ==
+       "invalid_argument", "an absolute path is refused")
+    return vm
+
+
+def check_suspend(h, a, vm):
+    # A process that keeps running across hibernation, and a job whose
+    # timeout budget does not count the time suspended.
+    okk, r = a("vm_exec", vm_id=vm, request_id="bg", command=(
+        "nohup sh -c 'while :; do date +%s >> /workspace/tick; sleep 1; "
+        "done' >/dev/null 2>&1 & echo started"))
+    st, _, out, _ = a.wait_job(vm, r["job_id"])
+    ok(st == "completed" and out == "started\n", "a background process "
+       "started", (st, out))
+    okk, r = a("vm_exec", vm_id=vm, request_id="budget",
+               command="sleep 4; echo survived", timeout_seconds=6)
+    budget = r["job_id"]
+    time.sleep(1.5)
+    ok(err_code(a("vm_suspend", vm_id=vm)) == "busy",
+       "vm_suspend with a running job and no force: busy")
+    t = time.monotonic()
+    okk, r = a("vm_suspend", vm_id=vm, force=True)
+    hib = time.monotonic() - t
+    ok(okk and r["state"] == "hibernated", "vm_suspend force hibernates "
+       "(%.1f s)" % hib, r)
+    procs = h.jail_processes()
+    ok(procs == [] and h.cgroups() == [], "hibernated: no QEMU, no "
+       "vmproxy, no cgroup", (procs, h.cgroups()))
+    cp = os.path.join(h.mnt, "vms", vm, "checkpoint.bin")
+    ok(os.path.exists(cp), "the checkpoint is on the state volume")
+    okk, r = a("vm_status", vm_id=vm)
+    ok(okk and r["state"] == "hibernated" and
+       {j["job_id"] for j in r["jobs"]} >= {budget},
+       "vm_status answers without waking it", r)
+    okk, r = a("vm_job_status", vm_id=vm, job_id=budget)
+    ok(okk and r["state"] == "running" and a.state(vm) == "hibernated",
+       "vm_job_status of a hibernated VM is the last known, no wake", r)
+    time.sleep(5)    # with the 1.5 s before: past the job's 6 s budget
+    t = time.monotonic()
+    okk, r = a("vm_resume", vm_id=vm)
+    res = time.monotonic() - t
+    ok(okk and r["state"] == "running", "vm_resume (%.1f s)" % res, r)
+    ok(not os.path.exists(cp), "a restored checkpoint is removed: the "
+       "disk has run since")
+    st, code, out, _ = a.wait_job(vm, budget, timeout=30)
+    ok(st == "completed" and out == "survived\n", "the job's timeout "
+       "excludes the hibernation (%s after %.0f s wall)" % (st, 1.5 + hib +
+       5 + res), (st, code, out))
+    st, _, out, _ = a.sh(vm, "n1=$(wc -l < /workspace/tick); sleep 2; "
+                         "n2=$(wc -l < /workspace/tick); "
+                         "echo $n1 $n2 $(date +%s)", "tick1")
+    try:
+        n1, n2, guest_now = (int(x) for x in out.split())
+    except ValueError:
+        n1 = n2 = guest_now = 0
+    ok(st == "completed" and n2 > n1 >= 1, "the background process "
+       "survived hibernation and still runs", out)
+    ok(abs(guest_now - time.time()) <= 3, "the guest clock is right after "
+       "resume (guest %d, host %d)" % (guest_now, time.time()))
+
+    # pause and resume
+    okk, r = a("vm_suspend", vm_id=vm, mode="pause", force=True)
+    ok(okk and r["state"] == "paused", "vm_suspend mode pause", r)
+    ok(any("qemu" in c for _, _, c in h.jail_processes()),
+       "paused: QEMU is still there")
+    okk, r = a("vm_suspend", vm_id=vm, mode="pause", force=True)
+    ok(okk and r["state"] == "paused", "pausing a paused VM is fine", r)
+    time.sleep(2)
+    okk, r = a("vm_resume", vm_id=vm)
+    ok(okk and r["state"] == "running", "vm_resume from pause", r)
+    st, _, out, _ = a.sh(vm, "date +%s", "clock2")
+    ok(st == "completed" and abs(int(out or 0) - time.time()) <= 3,
+       "the guest clock is right after pause", out)
+
+
+def check_idle(h, a):
+    t = time.monotonic()
+    okk, r = a("vm_create", request_id="c-a2", memory_mib=MEM,
+               idle_seconds=3)
+    ok(okk and r["state"] == "running", "a second VM with idle_seconds 3 "
+       "(%.1f s)" % (time.monotonic() - t), r)
+    if not okk:
+        return None
+    vm = r["vm_id"]
+    t = time.monotonic()
+    st = None
+    while time.monotonic() - t < 40:
+        st = a.state(vm)
+        if st == "hibernated":
+            break
+        time.sleep(0.25)
+    ok(st == "hibernated", "idle: hibernated by itself after %.1f s, with "
+       "vm_status polling meanwhile" % (time.monotonic() - t), st)
+    t = time.monotonic()
+    st, _, out, _ = a.sh(vm, "echo awake", "wake1")
+    ok(st == "completed" and out == "awake\n", "vm_exec wakes a hibernated "
+       "VM (%.1f s)" % (time.monotonic() - t), (st, out))
+    ok(a.state(vm) == "running", "running again after the wake")
+    return vm
+
+
+def check_cross_workspace(h, a, b, vm):
+    tools = [("vm_status", {}), ("vm_exec", {"request_id": "x1",
+             "command": "touch /workspace/pwned"}),
+             ("vm_job_status", {"job_id": "j0"}),
+             ("vm_job_output", {"job_id": "j0"}),
+             ("vm_job_cancel", {"job_id": "j0"}),
+             ("vm_read_file", {"path": "d/e/f.bin"}),
+             ("vm_write_file", {"path": "pwned", "data_base64": "eA=="}),
+             ("vm_suspend", {"force": True}), ("vm_resume", {}),
+             ("vm_destroy", {})]
+    for name, args in tools:
+        okk, r = b(name, vm_id=vm, **args)
+        ok(not okk and r["code"] == "not_found", "another workspace's VM "
+           "in %s: not_found" % name, r)
+        if "request_id" in args:
+            args = dict(args, request_id="x2")
+        okk, r2 = b(name, vm_id="0" * 32, **args)
+        ok(not okk and r2["code"] == "not_found" and
+           r2["message"].replace("0" * 32, vm) == r["message"],
+           "%s says the same of a VM that never was" % name, (r, r2))
+    okk, r = b("vm_list")
+    ok(okk and r["vms"] == [], "vm_list shows none of them", r)
+    okk, r = b("vm_status", vm_id=vm, workspace="alpha")
+    ok(not okk and r["code"] == "invalid_argument" and
+       "workspace" in r["message"], "a forged workspace argument is "
+       "refused by validation", r)
+    okk, r = b("vm_list", workspace="alpha")
+    ok(not okk and r["code"] == "invalid_argument",
+       "vm_list with a forged workspace: refused", r)
+    # The VM is untouched: running, no file written, no job.
+    okk, r = a("vm_status", vm_id=vm)
+    ok(okk and r["state"] == "running" and
+       all(j["request_id"] != "x1" for j in r["jobs"]),
+       "the VM still runs and has no job from the other workspace", r)
+    ok(err_code(a("vm_read_file", vm_id=vm, path="pwned")) == "not_found",
+       "no file from the other workspace")
+
+
+def check_admission(h, a, b, q):
+    # alpha has two VMs; host limits: 3 VMs, 1024 MiB.
+    h.authctl("policy", "set", "--workspace", "alpha", "--max-vms", "2")
+    okk, r = a("vm_create", request_id="c-over", memory_mib=MEM)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("workspace max_vms"),
+       "the workspace's max_vms: quota_exceeded naming it", r)
+    h.authctl("policy", "set", "--workspace", "alpha", "--max-vms", "8")
+    okk, r = b("vm_create", request_id="c-mem", memory_mib=768)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("max_memory_mib"),
+       "the host's max_memory_mib: quota_exceeded naming it", r)
+    okk, r = q("vm_create", request_id="c-q1", memory_mib=MEM)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("workspace memory_mib"),
+       "the workspace's memory_mib: quota_exceeded naming it", r)
+    h.authctl("policy", "set", "--workspace", "quota", "--memory-mib",
+              "4096")
+    okk, r = q("vm_create", request_id="c-q2", memory_mib=MEM)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("workspace storage_gib"),
+       "the workspace's storage_gib: quota_exceeded naming it", r)
+    okk, r = q("vm_create", request_id="c-q3", image="no-such-image")
+    ok(not okk and r["code"] == "invalid_argument", "an unknown image", r)
+    okk, r = q("vm_create", request_id="c-q4", network="on")
+    ok(not okk and r["code"] == "forbidden", "network on without the "
+       "policy: forbidden", r)
+    okk, r = q("vm_list")
+    ok(okk and r["vms"] == [], "refused creations leave no VM", r)
+    okk, r = q("vm_create", request_id="c-q2", memory_mib=MEM)
+    ok(not okk and r["code"] == "quota_exceeded", "a refused request_id "
+       "keeps its answer", r)
+
+
+def check_vmctl(h, vms):
+    p = h.vmctl("--json", "list")
+    try:
+        lst = json.loads(p.stdout)["vms"]
+    except (ValueError, KeyError):
+        lst = []
+    ok(p.returncode == 0 and sorted(v["vm_id"] for v in lst) ==
+       sorted(vms) and all(v["workspace"] == "alpha" for v in lst),
+       "vmctl --json list: every VM with its workspace", p.stdout +
+       p.stderr)
+    p = h.vmctl("list")
+    ok(p.returncode == 0 and all(v in p.stdout for v in vms) and
+       "WORKSPACE" in p.stdout, "vmctl list: a table", p.stdout)
+    p = h.vmctl("--json", "status", vms[0])
+    ok(p.returncode == 0 and json.loads(p.stdout)["vm_id"] == vms[0],
+       "vmctl --json status", p.stdout + p.stderr)
+    p = h.vmctl("status", "0" * 32)
+    ok(p.returncode == 1 and "not_found" in p.stderr,
+       "vmctl status of no VM: exit 1, not_found", p.stdout + p.stderr)
+    p = h.vmctl("bogus")
+    ok(p.returncode == 2, "vmctl with an unknown command: exit 2",
+       p.stderr)
+    p = subprocess.run([os.environ["VMCTL"], "--socket",
+                        os.path.join(h.dir, "nosuch.sock"), "list"],
+                       capture_output=True, text=True)
+    ok(p.returncode == 3, "vmctl without vmmd: exit 3", p.stderr)
+
+
+def check_audit(h):
+    p = h.vmctl("--json", "audit", "verify")
+    try:
+        res = json.loads(p.stdout)
+    except ValueError:
+        res = {}
+    ok(p.returncode == 0 and res.get("ok") is True and
+       res.get("lines", 0) >= 10, "vmctl audit verify: the chain holds",
+       p.stdout + p.stderr)
+    path = os.path.join(h.mnt, "audit.log")
+    lines = open(path).read().splitlines()
+    ok(all("mcpvm_" not in ln and "pwned" not in ln for ln in lines) and
+       any('"vm_create"' in ln for ln in lines) and
+       not any('"vm_list"' in ln for ln in lines),
+       "audit lines carry mutations only, no tokens, no payloads",
+       "\n".join(lines[:5]))
+    with open(path, "r+b") as f:
+        data = f.read()
+        i = data.index(b'"vm_exec"') + 2
+        f.seek(i)
+        f.write(bytes([data[i] ^ 0x20]))     # one byte: e -> E
+    p = h.vmctl("audit", "verify")
+    ok(p.returncode == 1 and "BROKEN" in p.stdout, "a one-byte edit is "
+       "detected", p.stdout + p.stderr)
+    with open(path, "r+b") as f:
+        f.seek(i)
+        f.write(bytes([data[i]]))
+    p = h.vmctl("audit", "verify")
+    ok(p.returncode == 0 and "chain intact" in p.stdout,
+       "restored, the chain holds again", p.stdout + p.stderr)
+
+
+def check_sigterm(h, a, vm1, vm2):
+    """SIGTERM hibernates every running VM, with its jobs, then exits."""
+    okk, r = a("vm_exec", vm_id=vm1, request_id="term-job",
+               command="sleep 3; echo after-restart")
+    tj = r["job_id"] if okk else ""
+    rc, secs = h.stop_vmmd()
+    ok(rc == 0, "vmmd exits 0 after SIGTERM (%.1f s)" % secs, rc)
+    db = sqlite3.connect(os.path.join(h.mnt, "vmmd.db"))
+    try:
+        states = dict(db.execute("SELECT id, state FROM vms").fetchall())
+    except sqlite3.Error as e:
+        states = {"error": str(e)}
+    db.close()
+    ok(states.get(vm1) in ("hibernated", 3) and
+       os.path.getsize(os.path.join(h.mnt, "vms", vm1,
+                                    "checkpoint.bin")) > 1 << 20,
+       "the running VM was hibernated, its checkpoint on disk, before "
+       "vmmd exited", states)
+    ok(h.jail_processes() == [] and h.cgroups() == [],
+       "nothing of the VMs runs once vmmd is gone",
+       (h.jail_processes(), h.cgroups()))
+    h.start_vmmd()
+    a.reconnect()
+    okk, r = a("vm_list")
+    ok(okk and {v["vm_id"]: v["state"] for v in r["vms"]} ==
+       {vm1: "hibernated", vm2: "hibernated"},
+       "restarted, vmmd keeps both VMs hibernated", r)
+    st, _, out, _ = a.wait_job(vm1, tj, timeout=60)
+    ok(st == "completed" and out == "after-restart\n",
+       "an output read wakes the VM; the job frozen by the shutdown "
+       "finishes", (st, out))
+    st, _, out, _ = a.sh(vm1, "n1=$(wc -l < /workspace/tick); sleep 2; "
+                         "echo $n1 $(wc -l < /workspace/tick)", "tick2")
+    nums = [int(x) for x in out.split()] if st == "completed" else [0, 0]
+    ok(len(nums) == 2 and nums[1] > nums[0], "the background process runs "
+       "on after the restart", out)
+
+
+def crash_state(h, a, vm):
+    okk, r = a("vm_status", vm_id=vm)
+    return r if okk else {"state": "error", "failure": r}
+
+
+def check_kill9(h, a, b, vm1, vm2):
+    """kill -9 while one VM is being created and another hibernates."""
+    cres = {}
+
+    def create():
+        c = Client(h, b.tok)
+        try:
+            cres["r"] = c("vm_create", request_id="c-crash",
+                          memory_mib=MEM)
+        except (OSError, EOFError) as e:
+            cres["r"] = (False, {"code": "eof", "message": str(e)})
+    th = threading.Thread(target=create, daemon=True)
+    th.start()
+    wait_for(lambda: any("qemu" in c for _, _, c in h.jail_processes()
+                         if "vmproxy" not in c) and
+             len(h.jail_processes()) >= 3, 30, "the new VM's QEMU")
+    time.sleep(1)
+    hres = {}
+
+    def hibernate():
+        c = Client(h, a.tok)
+        try:
+            hres["r"] = c("vm_suspend", vm_id=vm1, force=True)
+        except (OSError, EOFError) as e:
+            hres["r"] = (False, {"code": "eof", "message": str(e)})
+    th2 = threading.Thread(target=hibernate, daemon=True)
+    th2.start()
+    db = os.path.join(h.mnt, "vmmd.db")
+    try:
+        wait_for(lambda: states(db).get(vm1) == "hibernating", 20,
+                 "hibernating")
+        got = states(db)
+    except RuntimeError:
+        got = states(db)
+    ok(list(sorted(got.values())) == ["creating", "hibernated",
+                                      "hibernating"],
+       "one VM creating, one hibernating, one hibernated", got)
+    h.kill_vmmd()
+    th.join(10)
+    th2.join(10)
+    ok(cres.get("r", (True,))[0] is False and
+       hres.get("r", (True,))[0] is False,
+       "the callers lose their answers", (cres, hres))
+    cvm = [k for k, v in got.items() if v == "creating"]
+    cvm = cvm[0] if cvm else ""
+    h.start_vmmd()
+    a.reconnect()
+    b.reconnect()
+    ok(h.jail_processes() == [] and h.cgroups() == [],
+       "after the restart: no orphan QEMU, vmproxy or cgroup",
+       (h.jail_processes(), h.cgroups()))
+    r = crash_state(h, b, cvm)
+    ok(r["state"] == "failed", "the VM that was being created is failed",
+       r)
+    r = crash_state(h, a, vm1)
+    ok(r["state"] == "failed", "the VM that was hibernating is failed, "
+       "its half-written checkpoint never trusted", r)
+    r = crash_state(h, a, vm2)
+    ok(r["state"] == "hibernated", "the hibernated VM stays hibernated",
+       r)
+    okk, r = b("vm_create", request_id="c-crash", memory_mib=MEM)
+    ok(not okk and r["code"] == "conflict" and "unknown" in r["message"],
+       "vm_create retried after the crash: conflict, outcome unknown, "
+       "not run again", r)
+    okk, r = b("vm_list")
+    ok(okk and [v["vm_id"] for v in r["vms"]] == [cvm],
+       "no second VM from the retry", r)
+    okk, r = a("vm_exec", vm_id=vm1, request_id="after-fail",
+               command="true")
+    ok(not okk and r["code"] == "unavailable", "a failed VM refuses exec "
+       "with unavailable", r)
+    okk, r = a("vm_resume", vm_id=vm1)
+    ok(not okk and r["code"] == "unavailable", "a failed VM is not "
+       "resumed", r)
+    # Three VMs are retained: the host's max_vms is reached.
+    okk, r = b("vm_create", request_id="c-full", memory_mib=MEM)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("max_vms"), "failed and hibernated VMs "
+       "count: the host's max_vms refuses, naming it", r)
+    return cvm
+
+
+def states(db):
+    try:
+        c = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=1)
+        try:
+            return dict(c.execute("SELECT id, state FROM vms").fetchall())
+        finally:
+            c.close()
+    except sqlite3.Error:
+        return {}
+
+
+def check_garbage(h, a, vm2, vmgood):
+    """The guest link of vm2 speaks garbage when it comes back."""
+    open(os.path.join(h.dir, "garbage-" + vm2), "w").close()
+    before = h.garbage.accepted
+    okk, r = a("vm_exec", vm_id=vm2, request_id="garbage1",
+               command="true")
+    ok(not okk and r["code"] == "unavailable",
+       "exec on a VM whose guest sends garbage: unavailable", r)
+    ok(h.garbage.accepted > before, "its vmproxy did talk to the fake "
+       "guest")
+    p = h.vmctl("--json", "status", vm2)
+    try:
+        r = json.loads(p.stdout)
+    except ValueError:
+        r = {}
+    ok(r.get("state") == "failed" and "protocol" in r.get("failure", ""),
+       "that VM is failed, and vmctl status says why", p.stdout)
+    ok(not any(uid == vm_uid(h, vm2) for _, uid, _ in h.jail_processes()),
+       "and nothing of it runs", h.jail_processes())
+    log = read(h.vmmd_log)
+    ok("broke the link protocol" in log, "vmproxy said why", log[-2000:])
+    ok(h.vmmd.poll() is None, "vmmd carries on")
+    st, _, out, _ = a.sh(vmgood, "echo still here", "garbage-other")
+    ok(st == "completed" and out == "still here\n", "and so does the "
+       "other VM", (st, out))
+
+
+def check_kill9_resuming(h, a, vm):
+    """kill -9 while a VM restores from its checkpoint."""
+    okk, r = a("vm_suspend", vm_id=vm, force=True)
+    ok(okk and r["state"] == "hibernated", "hibernated again", r)
+    res = {}
+
+    def resume():
+        c = Client(h, a.tok)
+        try:
+            res["r"] = c("vm_resume", vm_id=vm)
+        except (OSError, EOFError) as e:
+            res["r"] = (False, {"code": "eof", "message": str(e)})
+    th = threading.Thread(target=resume, daemon=True)
+    th.start()
+    db = os.path.join(h.mnt, "vmmd.db")
+    try:
+        wait_for(lambda: states(db).get(vm) == "resuming", 20, "resuming")
+    except RuntimeError:
+        pass
+    got = states(db).get(vm)
+    h.kill_vmmd()
+    th.join(10)
+    ok(got == "resuming" and res.get("r", (True,))[0] is False,
+       "vmmd killed while the VM was resuming", (got, res))
+    h.start_vmmd()
+    a.reconnect()
+    ok(h.jail_processes() == [] and h.cgroups() == [],
+       "after the restart: no orphan QEMU, vmproxy or cgroup",
+       (h.jail_processes(), h.cgroups()))
+    r = crash_state(h, a, vm)
+    ok(r["state"] == "failed", "the VM that was resuming is failed: its "
+       "disk may have run past the checkpoint", r)
+    okk, r = a("vm_resume", vm_id=vm)
+    ok(not okk and r["code"] == "unavailable", "and is not resumed", r)
+
+
+def vm_uid(h, vm):
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(h.mnt, "vmmd.db"),
+                         uri=True)
+    try:
+        row = db.execute("SELECT slot FROM vms WHERE id = ?",
+                         (vm,)).fetchone()
+    finally:
+        db.close()
+    return UID_BASE + row[0] if row else -1
+
+
+def check_vmproxy_direct(h):
+    """vmproxy alone against a fake guest: exit 3 and a guest_error."""
+    a_, b_ = socket.socketpair()
+    uid = UID_BASE + MAX_VMS
+    sock = os.path.join(h.dir, "garbage2.sock")
+    g = Garbage(sock)
+
+    def demote():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    p = subprocess.Popen([os.environ["VMPROXY"], "-d", "--ipc-fd",
+                          str(b_.fileno()), "--link", sock, "--vm", "direct"],
+                         pass_fds=(b_.fileno(),), preexec_fn=demote,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    b_.close()
+    c = ipc.Conn.__new__(ipc.Conn)
+    c.sock = a_
+    c.sock.settimeout(20)
+    c.next_id = 1
+    c.fds = []
+    events = []
+    try:
+        c.send(ipc.HELLO, {"version": 1, "role": "vmmd"}, id=0)
+        while True:
+            t, _, body, _ = c.recv()
+            events.append((t, body))
+    except (EOFError, OSError, ValueError):
+        pass
+    try:
+        rc = p.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = p.wait()
+    out = p.stdout.read().decode(errors="replace")
+    g.close()
+    a_.close()
+    ok(rc == 3, "vmproxy exits 3 when the guest sends garbage", (rc, out))
+    ok(any(b.get("event") == "guest_error" for _, b in events),
+       "and reports guest_error to vmmd first", events)
+
+
+def check_destroy(h, a, b, vms_a):
+    for vm in vms_a:
+        okk, r = a("vm_destroy", vm_id=vm)
+        ok(okk and r["destroyed"] is True and r["vm_id"] == vm,
+           "vm_destroy", r)
+        okk, r = a("vm_destroy", vm_id=vm)
+        ok(okk and r["destroyed"] is True and r["already_destroyed"],
+           "vm_destroy again: already_destroyed", r)
+        ok(err_code(a("vm_status", vm_id=vm)) == "not_found",
+           "a destroyed VM is not_found")
+    left = os.listdir(os.path.join(h.mnt, "vms"))
+    ok(left == [], "no disk, kernel or checkpoint is left", left)
+    ok(h.jail_processes() == [] and h.cgroups() == [],
+       "no process and no cgroup is left",
+       (h.jail_processes(), h.cgroups()))
+    p = h.vmctl("audit", "verify")
+    ok(p.returncode == 0, "the audit chain holds at the end",
+       p.stdout + p.stderr)
+
+
+def check_stop_workspace(h, vm):
+    p = h.vmctl("--json", "stop-workspace", "alpha")
+    try:
+        res = json.loads(p.stdout)
+    except ValueError:
+        res = {}
+    ok(p.returncode == 0 and vm in res.get("stopped", []),
+       "vmctl stop-workspace stops its VMs", p.stdout + p.stderr)
+    p = h.vmctl("--json", "status", vm)
+    try:
+        res = json.loads(p.stdout)
+    except ValueError:
+        res = {}
+    ok(res.get("state") == "failed" and
+       res.get("failure") == "stopped by the operator",
+       "vmctl status: failed, stopped by the operator", p.stdout)
+    ok(h.jail_processes() == [], "nothing of the workspace runs",
+       h.jail_processes())
+
+
+def main():
+    if os.geteuid() != 0:
+        skip_all("needs root (loop devices, mounts, cgroups, VM uids)")
+    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup"):
+        if shutil.which(tool) is None:
+            skip_all("%s is not installed" % tool)
+    for uid in range(UID_BASE, UID_BASE + MAX_VMS + 1):
+        try:
+            import pwd
+            pwd.getpwuid(uid)
+            skip_all("uid %d exists; the test's VM uids must be free" % uid)
+        except KeyError:
+            pass
+    # Orphans of a killed vmmd come here, not to a PID 1 that may never
+    # reap them (as in some containers).
+    become_subreaper()
+    manifest = build_image()
+    h = Host(manifest)
+    try:
+        h.setup()
+        h.write_conf()
+        h.start_authd()
+        h.start_vmmd()
+        a = Client(h, h.issue("alpha"))
+        b = Client(h, h.issue("beta"))
+        q = Client(h, h.issue("quota", "--memory-mib", "128",
+                              "--storage-gib", "2"))
+        check_vmproxy_direct(h)
+        vm1 = check_lifecycle(h, a)
+        check_suspend(h, a, vm1)
+        vm2 = check_idle(h, a)
+        check_cross_workspace(h, a, b, vm1)
+        check_admission(h, a, b, q)
+        check_vmctl(h, [vm1, vm2])
+        check_audit(h)
+        # vm2 idles back into hibernation before the shutdown.
+        wait_for(lambda: a.state(vm2) == "hibernated", 30, "idle again")
+        check_sigterm(h, a, vm1, vm2)
+        cvm = check_kill9(h, a, b, vm1, vm2)
+        okk, r = b("vm_destroy", vm_id=cvm)
+        ok(okk and r["destroyed"], "the VM failed by the crash is "
+           "destroyed", r)
+        t = time.monotonic()
+        okk, r = a("vm_create", request_id="c-a3", memory_mib=MEM,
+                   idle_seconds=3600)
+        ok(okk and r["state"] == "running", "a third VM (%.1f s)" % (
+            time.monotonic() - t), r)
+        vm3 = r["vm_id"]
+        check_garbage(h, a, vm2, vm3)
+        check_kill9_resuming(h, a, vm3)
+        check_stop_workspace(h, vm2)
+        check_destroy(h, a, b, [vm1, vm2, vm3])
+        rc, secs = h.stop_vmmd()
+        ok(rc == 0, "vmmd exits 0 with no VM left (%.1f s)" % secs, rc)
+    except Exception as e:  # reported, then cleaned up
+        import traceback
+        ok(False, "the run went through", traceback.format_exc())
+        note(read(h.vmmd_log)[-4000:])
+        del e
+    finally:
+        if failed:
+            # The temporary directory goes; the logs stay for a person.
+            keep = "/tmp/vmmd-it-%d.log" % os.getpid()
+            with open(keep, "w") as f:
+                f.write(read(h.authd_log) + "\n----\n" + read(h.vmmd_log))
+            note("authd and vmmd logs kept in " + keep)
+        h.cleanup()
+    print("1..%d" % n)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
