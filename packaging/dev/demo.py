@@ -14,6 +14,10 @@ import urllib.request
 COMMAND = "uname -a && python3 -c 'print(2+2)'"
 
 
+class Unavailable(RuntimeError):
+    """A tool said "unavailable": worth asking again shortly."""
+
+
 class Mcp:
     def __init__(self, base, token):
         self.url = base + "/mcp"
@@ -58,7 +62,11 @@ class Mcp:
         res = self.call("tools/call", {"name": name, "arguments": args})
         if res.get("isError"):
             # A tool error is {"error":{...}} as the text content.
-            raise RuntimeError("%s: %s" % (name, res["content"][0]["text"]))
+            text = res["content"][0]["text"]
+            err = json.loads(text).get("error", {})
+            cls = Unavailable if err.get("code") == "unavailable" else \
+                RuntimeError
+            raise cls("%s: %s" % (name, text))
         return res["structuredContent"]
 
 
@@ -74,7 +82,14 @@ def main():
         except OSError:
             time.sleep(0.2)      # mcpd still starting
     mcp.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    vms = mcp.tool("vm_list")["vms"]
+    for _ in range(60):
+        try:
+            vms = mcp.tool("vm_list")["vms"]
+            break
+        except Unavailable:
+            time.sleep(1)    # mcpd reconnects to a vmmd that just started
+    else:
+        vms = mcp.tool("vm_list")["vms"]
     usable = [v for v in vms if v["state"] != "failed"]
     if usable:
         vm = usable[0]["vm_id"]

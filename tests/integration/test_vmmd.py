@@ -86,24 +86,31 @@ def guest_binaries():
     return g, s
 
 
-def build_image():
-    if os.environ.get("VMMD_TEST_IMAGE"):
+def build_image(profile="test", out=None, mem=MEM):
+    """Builds or reuses an image with this tree's guestd; returns its
+    manifest, with "dir" added: where the files are."""
+    global IMAGE_OUT
+    if profile == "test" and os.environ.get("VMMD_TEST_IMAGE"):
         # A prebuilt image with guestd, for quick runs by hand.
-        global IMAGE_OUT
         IMAGE_OUT = os.environ["VMMD_TEST_IMAGE"]
-        return json.load(open(os.path.join(IMAGE_OUT, "manifest.json")))
-    guestd, stage1 = guest_binaries()
-    t = time.monotonic()
-    p = subprocess.run([os.path.join(SRCDIR, "packaging/image/build"),
-                        "--profile", "test", "--out", IMAGE_OUT,
-                        "--cache", CACHE, "--guestd", guestd,
-                        "--stage1", stage1, "--memory-mib", str(MEM)],
-                       capture_output=True, text=True, timeout=1200)
-    ok(p.returncode == 0, "test image with guestd built or reused "
-       "(%.1f s)" % (time.monotonic() - t), p.stdout + p.stderr)
-    if p.returncode != 0:
-        raise RuntimeError("no image")
-    return json.load(open(os.path.join(IMAGE_OUT, "manifest.json")))
+        out = IMAGE_OUT
+    else:
+        out = out or IMAGE_OUT
+        guestd, stage1 = guest_binaries()
+        t = time.monotonic()
+        p = subprocess.run([os.path.join(SRCDIR, "packaging/image/build"),
+                            "--profile", profile, "--out", out,
+                            "--cache", CACHE, "--guestd", guestd,
+                            "--stage1", stage1, "--memory-mib", str(mem)],
+                           capture_output=True, text=True, timeout=1200)
+        ok(p.returncode == 0, "%s image with guestd built or reused "
+           "(%.1f s)" % (profile, time.monotonic() - t),
+           p.stdout + p.stderr)
+        if p.returncode != 0:
+            raise RuntimeError("no image")
+    m = json.load(open(os.path.join(out, "manifest.json")))
+    m["dir"] = out
+    return m
 
 
 # ---- the host side: XFS, authd, vmmd -----------------------------------
@@ -158,6 +165,7 @@ class Host:
         self.conf = os.path.join(self.dir, "mcpvm.conf")
         self.manifest = manifest
         self.garbage = None
+        self.authd_peers = "root"     # who may ask authd: vmmd, and mcpd
 
     def setup(self):
         img = os.path.join(self.dir, "xfs.img")
@@ -176,7 +184,7 @@ class Host:
         files = self.manifest["files"]
         self.image = {}
         for role in ("rootfs", "kernel", "initrd"):
-            src = os.path.join(IMAGE_OUT, files[role]["path"])
+            src = os.path.join(self.manifest["dir"], files[role]["path"])
             dst = os.path.join(imgdir, os.path.basename(src))
             run("cp", "--sparse=always", src, dst)
             self.image[role] = (dst, files[role]["sha256"])
@@ -215,7 +223,8 @@ exec %(real)s "$@"
         with open(self.conf, "w") as f:
             f.write("[paths]\nruntime_dir = %s\nstate_dir = %s\n"
                     % (self.run, self.mnt))
-            f.write("[authd]\npeers = root\ndefault_ttl = 0\n")
+            f.write("[authd]\npeers = %s\ndefault_ttl = 0\n" %
+                    self.authd_peers)
             f.write("[vmmd]\n")
             for k, v in keys.items():
                 f.write("%s = %s\n" % (k, v))
@@ -224,6 +233,10 @@ exec %(real)s "$@"
                 f.write("%s = %s\n%s_sha256 = %s\n" % (role, path, role,
                                                        digest))
             f.write("default = yes\nmemory_mib = %d\n" % MEM)
+            self.write_more_conf(f)
+
+    def write_more_conf(self, f):
+        """Sections a subclass adds (mcpd's, for the end-to-end suite)."""
 
     def start_authd(self):
         log = open(self.authd_log, "ab")

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+# The end-to-end suite's harness: builds or reuses the `dev` guest image (it
+# has gcc), puts a real authd, vmmd and mcpd on real sockets over a
+# loop-mounted XFS volume (test_vmmd.py's Host), issues two workspaces'
+# credentials, and runs tests/mcp/e2e.mjs -- the official MCP TypeScript SDK
+# client driving real VMs -- with node's test runner.
+#
+# Environment: as test_vmmd.py, plus MCPD and NODE; E2E_PORT (default
+# 18090) for mcpd.
+import json
+import os
+import subprocess
+import tempfile
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_vmmd as base  # noqa: E402
+
+PORT = int(os.environ.get("E2E_PORT", "18090"))
+IDLE_SECONDS = 6
+
+
+class Stack(base.Host):
+    """authd and vmmd as the vmmd suite runs them, plus mcpd."""
+
+    def __init__(self, manifest):
+        super().__init__(manifest)
+        self.mcpd = None
+        self.mcpd_log = os.path.join(self.dir, "mcpd.log")
+        self.authd_peers = "root mcpvm"
+
+    def write_more_conf(self, f):
+        f.write("[mcpd]\nlisten = 127.0.0.1:%d\n"
+                "allowed_hosts = 127.0.0.1 localhost\n" % PORT)
+
+    def start_mcpd(self):
+        log = open(self.mcpd_log, "ab")
+        self.mcpd = subprocess.Popen([os.environ["MCPD"], "-d", "-f",
+                                      self.conf], stdout=log, stderr=log)
+        log.close()
+        base.wait_for(lambda: "ready" in base.read(self.mcpd_log) or
+                      self.mcpd.poll() is not None, 20, "mcpd ready")
+        if self.mcpd.poll() is not None:
+            raise RuntimeError("mcpd exited:\n" + base.read(self.mcpd_log))
+
+    def cleanup(self):
+        if self.mcpd is not None and self.mcpd.poll() is None:
+            self.mcpd.terminate()
+            self.mcpd.wait()
+        super().cleanup()
+
+
+def check_stdio_bridge(token):
+    """mcpvm-stdio: MCP on stdio, forwarded to mcpd with the credential
+    from a file, as stdio-only clients (the Inspector CLI) use it."""
+    tok = os.path.join(tempfile.gettempdir(), "e2e-stdio-%d" %
+                       os.getpid())
+    with open(os.open(tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+              "w") as f:
+        f.write(token)
+    msgs = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "e2e", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}]
+    try:
+        p = subprocess.run([os.path.join(base.SRCDIR, "mcpd",
+                                         "mcpvm-stdio"),
+                            "--endpoint", "http://127.0.0.1:%d" % PORT,
+                            "--token-file", tok],
+                           input="".join(json.dumps(m) + "\n" for m in msgs),
+                           capture_output=True, text=True, timeout=60)
+    finally:
+        os.unlink(tok)
+    replies = {}
+    for line in p.stdout.splitlines():
+        m = json.loads(line)
+        replies[m.get("id")] = m
+    tools = replies.get(2, {}).get("result", {}).get("tools", [])
+    good = p.returncode == 0 and len(tools) == 12 and \
+        replies.get(1, {}).get("result", {}).get("protocolVersion") == \
+        "2025-06-18"
+    print("%s - mcpvm-stdio: initialize and tools/list over stdio (%d "
+          "tools)" % ("ok" if good else "not ok", len(tools)), flush=True)
+    if not good:
+        print("# " + (p.stdout + p.stderr).replace("\n", "\n# "))
+    return good
+
+
+def main():
+    if os.geteuid() != 0:
+        base.skip_all("needs root")
+    base.become_subreaper()
+    manifest = base.build_image("dev", os.path.join(base.CACHE, "e2e-dev"),
+                                768)
+    h = Stack(manifest)
+    rc = 1
+    try:
+        h.setup()
+        h.write_conf(mcpd_user="mcpvm", max_vms=4, max_memory_mib=4096)
+        h.start_authd()
+        h.start_vmmd()
+        h.start_mcpd()
+        tok_a = h.issue("e2e-a", "--max-vms", "4", "--memory-mib", "4096")
+        tok_b = h.issue("e2e-b", "--max-vms", "2", "--memory-mib", "2048")
+        env = dict(os.environ, MCPVM_URL="http://127.0.0.1:%d" % PORT,
+                   TOKEN_A=tok_a, TOKEN_B=tok_b, CONF=h.conf,
+                   IDLE_SECONDS=str(IDLE_SECONDS))
+        t = time.monotonic()
+        mcp_dir = os.path.join(base.SRCDIR, "tests", "mcp")
+        p = subprocess.run([os.environ.get("NODE", "node"), "--test",
+                            "--test-reporter=tap", "e2e.mjs"], cwd=mcp_dir,
+                           env=env, timeout=1800)
+        rc = p.returncode
+        print("# e2e: node exited %d after %.0f s" % (rc,
+              time.monotonic() - t), flush=True)
+        if not check_stdio_bridge(tok_a):
+            rc = rc or 1
+    except Exception as e:
+        print("not ok - harness: %s" % e, flush=True)
+    finally:
+        if rc != 0:
+            for name, path in (("authd", h.authd_log), ("vmmd", h.vmmd_log),
+                               ("mcpd", h.mcpd_log)):
+                tail = base.read(path).splitlines()[-30:]
+                print("# --- %s log, last lines" % name)
+                for line in tail:
+                    print("# " + line)
+        h.cleanup()
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    main()
