@@ -39,7 +39,7 @@ class Stack(base.Host):
         self.mcpd = subprocess.Popen([os.environ["MCPD"], "-d", "-f",
                                       self.conf], stdout=log, stderr=log)
         log.close()
-        base.wait_for(lambda: "ready" in base.read(self.mcpd_log) or
+        base.wait_for(lambda: "started (" in base.read(self.mcpd_log) or
                       self.mcpd.poll() is not None, 20, "mcpd ready")
         if self.mcpd.poll() is not None:
             raise RuntimeError("mcpd exited:\n" + base.read(self.mcpd_log))

@@ -31,8 +31,10 @@ async function connect(token) {
 async function call(client, name, args = {}) {
 	const res = await client.callTool({ name, arguments: args }, undefined,
 	    { timeout: 600000 });
+	// A tool error is {"error":{code,message}} as the text content: the
+	// SDK checks structuredContent against the outputSchema even then.
 	if (res.isError)
-		return { error: res.structuredContent.error };
+		return { error: JSON.parse(res.content[0].text).error };
 	return res.structuredContent;
 }
 
