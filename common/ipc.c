@@ -466,6 +466,32 @@ ipc_enqueue(struct ipc_conn *c, struct ipc_out *o)
 		errno = ENOBUFS;
 		return -1;
 	}
+	/*
+	 * Nothing queued: try the socket now, saving a trip through the event
+	 * loop on every reply (a third of a verification's cost in authd).
+	 */
+	if (TAILQ_EMPTY(&c->outq)) {
+		int rc = ipc_out_write(c->fd, o);
+
+		if (rc == 1) {
+			ipc_out_free(o);
+			return 0;
+		}
+		if (rc == -1) {
+			int saved = errno;
+
+			ipc_out_free(o);
+			if (saved == EPIPE || saved == ECONNRESET)
+				c->dead = 1;
+			else
+				ipc_conn_fail(c, strerror(saved));
+			/* The read side notices and frees it, outside of
+			 * whatever called us. */
+			event_active(c->rev, EV_READ, 0);
+			errno = saved;
+			return -1;
+		}
+	}
 	TAILQ_INSERT_TAIL(&c->outq, o, entry);
 	c->out_bytes += o->len;
 	event_add(c->wev, NULL);

@@ -49,6 +49,7 @@ struct stream {
 	uint64_t		 bytes_in;	/* client to guest */
 	uint64_t		 bytes_out;	/* guest to client */
 	int			 eof_pending;	/* EOF to send after the data */
+	int			 guest_eof;	/* the guest closed its side */
 	int			 eof_sent;
 	int			 close_sent;
 	int			 close_received;
@@ -333,7 +334,10 @@ guest_read_cb(struct bufferevent *bev, void *arg)
 	size_t n, hlen;
 
 	while ((n = evbuffer_get_length(in)) > 0) {
-		if (evbuffer_get_length(out) >= STREAM_HIGH_WATER) {
+		/* At the guest's EOF, what it sent last must all go out: the
+		 * guest side is freed next, and its input with it. */
+		if (!st->guest_eof &&
+		    evbuffer_get_length(out) >= STREAM_HIGH_WATER) {
 			/* The client is slow: stop reading the guest. */
 			bufferevent_disable(bev, EV_READ);
 			return;
@@ -376,6 +380,7 @@ guest_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_EOF) {
 		/* What the guest sent last goes out whatever the rate. */
+		st->guest_eof = 1;
 		st->tok_out = INT64_MAX / 2;
 		st->throttled_out = 0;
 		guest_read_cb(bev, st);

@@ -152,7 +152,7 @@ proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		if (p->vm != NULL &&
 		    json_object_object_get_ex(m->body, "open", &v) &&
 		    json_object_is_type(v, json_type_int))
-			p->vm->open_streams = json_object_get_int(v);
+			vm_streams_count(p->vm, json_object_get_int(v));
 		return;
 	}
 	json_object_object_get_ex(m->body, "guest", &info);
@@ -246,6 +246,10 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		char *argv[10];
 		int i = 0, devnull;
 
+		/* Its own session: a Ctrl-C meant for vmmd's terminal must
+		 * not reach it, or the VM would fail instead of hibernating. */
+		if (setsid() == -1)
+			_exit(119);
 		/* Into the VM's cgroup and uid before anything else runs. */
 		if (have_cg && cg_attach_apply(&cga) == -1)
 			_exit(120);

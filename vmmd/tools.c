@@ -664,9 +664,10 @@ stream_opened(struct vm *vm, struct json_object *res, const char *code,
 	    "port", 0)));
 	json_object_object_add(o, "workspace",
 	    json_object_new_string(req->workspace));
-	if (req->conn != NULL)
+	if (req->conn != NULL) {
+		vm_stream_add(vm, sid, req->conn);
 		ipc_reply(req->conn, IPC_VM_STREAM_OPEN_RESULT, req->id, o, fd);
-	else
+	} else
 		close(fd);
 	json_object_put(o);
 	request_drop(req);

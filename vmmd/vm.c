@@ -71,13 +71,82 @@ vm_alloc(const struct vm_record *rec)
 	vm->image = conf_find_image(&env->conf, rec->image);
 	vm->last_active = mono_seconds();
 	TAILQ_INIT(&vm->ready_waiters);
+	TAILQ_INIT(&vm->streams);
 	TAILQ_INSERT_TAIL(&env->vms, vm, entry);
 	return vm;
+}
+
+/* ---- streams ----------------------------------------------------------- */
+
+void
+vm_stream_add(struct vm *vm, const char *id, struct ipc_conn *conn)
+{
+	struct vm_stream *s;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL)
+		fatal("calloc");
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->conn = conn;
+	TAILQ_INSERT_TAIL(&vm->streams, s, entry);
+}
+
+/*
+ * Asks mcpd to close every stream of the VM (WebSocket 1001 with the
+ * reason), before the VM stops answering them.  Streams that already ended
+ * are unknown to mcpd by then and cost nothing.
+ */
+void
+vm_streams_close(struct vm *vm, const char *reason)
+{
+	struct vm_stream *s;
+
+	while ((s = TAILQ_FIRST(&vm->streams)) != NULL) {
+		TAILQ_REMOVE(&vm->streams, s, entry);
+		if (s->conn != NULL) {
+			struct json_object *b = json_object_new_object();
+
+			json_object_object_add(b, "stream_id",
+			    json_object_new_string(s->id));
+			json_object_object_add(b, "reason",
+			    json_object_new_string(reason));
+			ipc_send(s->conn, IPC_VM_STREAM_CLOSE, 0, b, -1);
+			json_object_put(b);
+		}
+		free(s);
+	}
+}
+
+/* vmproxy's count of open streams; none open: forget the names. */
+void
+vm_streams_count(struct vm *vm, int open)
+{
+	struct vm_stream *s;
+
+	vm->open_streams = open;
+	if (open > 0)
+		return;
+	while ((s = TAILQ_FIRST(&vm->streams)) != NULL) {
+		TAILQ_REMOVE(&vm->streams, s, entry);
+		free(s);
+	}
+}
+
+void
+vm_streams_forget_conn(struct ipc_conn *conn)
+{
+	struct vm_stream *s;
+	struct vm *vm;
+
+	TAILQ_FOREACH(vm, &env->vms, entry)
+		TAILQ_FOREACH(s, &vm->streams, entry)
+			if (s->conn == conn)
+				s->conn = NULL;
 }
 
 static void
 vm_free(struct vm *vm)
 {
+	vm_streams_count(vm, 0);
 	TAILQ_REMOVE(&env->vms, vm, entry);
 	if (vm->boot_timer != NULL)
 		event_free(vm->boot_timer);
@@ -215,6 +284,7 @@ void
 vm_fail(struct vm *vm, const char *why)
 {
 	log_warnx("vm %s: failed: %s", vm->rec.id, why);
+	vm_streams_close(vm, "failed");
 	vm_kill_processes(vm);
 	vm_set_state(vm, VM_FAILED, why);
 }
@@ -778,6 +848,7 @@ vm_suspend(struct vm *vm, int pause, vm_done_cb cb, void *arg)
 	vm->op_cb = cb;
 	vm->op_arg = arg;
 	vm->op_pause = pause;
+	vm_streams_close(vm, "suspended");
 	call = json_object_new_object();
 	json_object_object_add(call, "op", json_object_new_string("freeze"));
 	if (!vm->guest_up || proxy_call(vm, call, GUEST_CALL_MS,
@@ -924,6 +995,7 @@ vm_destroy(struct vm *vm, vm_done_cb cb, void *arg)
 	char id[VM_ID_LEN + 1];
 
 	snprintf(id, sizeof(id), "%s", vm->rec.id);
+	vm_streams_close(vm, "destroyed");
 	vm_set_state(vm, VM_DESTROYING, NULL);
 	vm_kill_processes(vm);
 	vm_remove_files(vm);

@@ -420,6 +420,7 @@ mcpd_closed(struct ipc_conn *conn, void *arg)
 	TAILQ_FOREACH(req, &env->requests, entry)
 		if (req->conn == conn)
 			req->conn = NULL;
+	vm_streams_forget_conn(conn);
 }
 
 static const struct ipc_rule mcpd_rules[] = {

@@ -80,6 +80,13 @@ struct vm_waiter {
 
 struct proxy;
 
+/* A stream handed to mcpd: closed by name when the VM suspends or goes. */
+struct vm_stream {
+	TAILQ_ENTRY(vm_stream)	 entry;
+	char			 id[64];
+	struct ipc_conn		*conn;	/* NULL once mcpd's connection ended */
+};
+
 struct vm {
 	TAILQ_ENTRY(vm)		 entry;
 	struct vm_record	 rec;
@@ -94,6 +101,7 @@ struct vm {
 	int			 busy;		/* a lifecycle op runs */
 	long long		 last_active;	/* monotonic seconds */
 	int			 open_streams;
+	TAILQ_HEAD(, vm_stream)	 streams;	/* handed out, maybe closed */
 	struct event		*idle_timer;
 	struct event		*boot_timer;
 	TAILQ_HEAD(, vm_waiter)	 ready_waiters;	/* want it running */
@@ -160,6 +168,10 @@ void	vm_hibernate_all(void);
 struct json_object *vm_summary(const struct vm *);
 void	vm_guest_event(struct vm *, const char *event, struct json_object *);
 void	vm_proxy_gone(struct vm *, int guest_fault);
+void	vm_stream_add(struct vm *, const char *id, struct ipc_conn *);
+void	vm_streams_close(struct vm *, const char *reason);
+void	vm_streams_count(struct vm *, int open);
+void	vm_streams_forget_conn(struct ipc_conn *);
 
 /* proxy.c */
 int	proxy_spawn(struct vm *, char *err, size_t errlen);

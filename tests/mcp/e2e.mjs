@@ -6,9 +6,14 @@
 //   TOKEN_A, TOKEN_B credentials of two workspaces, "e2e-a" and "e2e-b"
 //   AUTHCTL, VMCTL   the CLIs, with CONF the configuration they use
 //   IDLE_SECONDS     the short idle time the idle test's VM gets
+//   ATTACH           mcpvm-attach, for the WebSocket stream tests
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
@@ -180,6 +185,70 @@ test("two VMs' disks are isolated from each other", async () => {
 	const r = await sh(a, vmB, "cat /workspace/mine 2>&1; ls /workspace");
 	assert.match(r.stdout, /No such file/);
 	assert.doesNotMatch(r.stdout, /secret-a/);
+});
+
+// mcpvm-attach with the credential in a 0600 file, as a user would run it.
+const tokdir = mkdtempSync(join(tmpdir(), "e2e-tok-"));
+function tokenFile(name, token) {
+	const p = join(tokdir, name);
+	writeFileSync(p, token, { mode: 0o600 });
+	return p;
+}
+
+function attach(tokfile, vm, port, input, extra = []) {
+	return new Promise((resolve) => {
+		const p = spawn(process.env.ATTACH, ["--endpoint",
+		    process.env.MCPVM_URL, "--token-file", tokfile, "--vm", vm,
+		    "--port", String(port), ...extra]);
+		const out = [], err = [];
+		p.stdout.on("data", (d) => out.push(d));
+		p.stderr.on("data", (d) => err.push(d));
+		p.on("close", (code) => resolve({ code,
+		    stdout: Buffer.concat(out),
+		    stderr: Buffer.concat(err).toString() }));
+		if (input !== null)
+			p.stdin.end(input);
+		resolve.proc = p;
+		attach.last = p;
+	});
+}
+
+test("a WebSocket stream carries bytes both ways, with half-close",
+    async () => {
+	const echo = "import socket\ns=socket.socket()\n" +
+	    "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n" +
+	    "s.bind(('127.0.0.1',5000));s.listen(4)\nwhile True:\n" +
+	    " c,_=s.accept()\n while True:\n  d=c.recv(65536)\n" +
+	    "  if not d: break\n  c.sendall(d)\n" +
+	    " c.shutdown(socket.SHUT_WR);c.close()\n";
+	await ok(a, "vm_write_file", { vm_id: vmA, path: "echo.py",
+	    data_base64: Buffer.from(echo).toString("base64") });
+	await sh(a, vmA, "nohup python3 echo.py >/dev/null 2>&1 & sleep 1");
+	const ta = tokenFile("a", process.env.TOKEN_A);
+	const data = randomBytes(8 << 20);
+	const r = await attach(ta, vmA, 5000, data);
+	assert.equal(r.code, 0, r.stderr);
+	assert.equal(Buffer.compare(r.stdout, data), 0,
+	    `echoed ${r.stdout.length} of ${data.length} bytes, or others`);
+	// Refused before any guest connection, each with its own status.
+	const tb = tokenFile("b", process.env.TOKEN_B);
+	for (const [tok, port, status] of [[ta, 1024, "403"],
+	    [ta, 6999, "409"], [tb, 5000, "404"]]) {
+		const x = await attach(tok, vmA, port, "");
+		assert.equal(x.code, 1, `port ${port}: ${x.stderr}`);
+		assert.match(x.stderr, new RegExp(`HTTP ${status}`),
+		    `port ${port}`);
+	}
+	// A suspension closes the streams of the VM (1001, "suspended").
+	const held = attach(ta, vmA, 5000, null, ["--ignore-stdin-eof"]);
+	await sleep(1500);
+	const busy = await call(a, "vm_suspend", { vm_id: vmA, mode: "pause" });
+	assert.equal(busy.error?.code, "busy", "an open stream is activity");
+	await ok(a, "vm_suspend", { vm_id: vmA, mode: "pause", force: true });
+	const closed = await held;
+	assert.equal(closed.code, 1);
+	assert.match(closed.stderr, /suspended/);
+	await ok(a, "vm_resume", { vm_id: vmA });
 });
 
 test("a process keeps running across pause and across hibernate",
