@@ -578,11 +578,33 @@ def check_suspend(h, a, vm):
     time.sleep(1.5)
     ok(err_code(a("vm_suspend", vm_id=vm)) == "busy",
        "vm_suspend with a running job and no force: busy")
+    # Another workspace keeps being answered while this checkpoint is
+    # written: the loop never waits on QEMU or the disk.
+    other = Client(h, h.issue("probe"))
+    done = threading.Event()
+    answered = []
+
+    def probe():
+        while not done.is_set():
+            t0 = time.monotonic()
+            good, _ = other("vm_list")
+            if good and not done.is_set():
+                answered.append(time.monotonic() - t0)
+            time.sleep(0.01)
+    th = threading.Thread(target=probe)
+    th.start()
+    time.sleep(0.1)
+    answered.clear()
     t = time.monotonic()
     okk, r = a("vm_suspend", vm_id=vm, force=True)
     hib = time.monotonic() - t
+    done.set()
+    th.join()
     ok(okk and r["state"] == "hibernated", "vm_suspend force hibernates "
        "(%.1f s)" % hib, r)
+    ok(len(answered) >= 3, "another workspace's vm_list was answered %d "
+       "times during the hibernation (slowest %.0f ms)" % (
+           len(answered), max(answered, default=0) * 1000), answered)
     procs = h.jail_processes()
     ok(procs == [] and h.cgroups() == [], "hibernated: no QEMU, no "
        "vmproxy, no cgroup", (procs, h.cgroups()))
