@@ -113,6 +113,7 @@ def main():
         sys.exit("vmmd_vm.py: %s: missing; run tests/run --suite vmmd "
                  "first" % manifest_path)
     manifest = json.load(open(manifest_path))
+    manifest["dir"] = tv.IMAGE_OUT
     tv.MAX_VMS = max(args.vms, 2)
     tv.become_subreaper()
     tmp = tempfile.mkdtemp(prefix="mcpvm-bench-")
