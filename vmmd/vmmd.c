@@ -707,6 +707,23 @@ main(int argc, char *argv[])
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
 
+	/*
+	 * vmmd stays uid 0 but keeps only what starting and tending VMs
+	 * takes: switching a child to a VM's uid, handing it its files,
+	 * reaching into its 0700 run directory, and killing it.  No new
+	 * privileges from here on, for vmmd or anything it starts.
+	 */
+	{
+		static const cap_value_t keep[] = {
+			CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_FOWNER,
+			CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_KILL,
+		};
+		static const struct privdrop pd = { NULL, keep,
+		    sizeof(keep) / sizeof(keep[0]) };
+
+		privdrop(&pd);
+	}
+
 	log_info("ready: %s, %s acceleration", env->conf.vmmd.socket,
 	    qemu_backend_kvm(env->qemu) ? "KVM" : "TCG (software)");
 	sd_notify_send("READY=1");
