@@ -625,6 +625,12 @@ ipc_conn_set_arg(struct ipc_conn *c, void *arg)
 	c->arg = arg;
 }
 
+int
+ipc_conn_set_priority(struct ipc_conn *c, int pri)
+{
+	return event_priority_set(c->rev, pri);
+}
+
 void *
 ipc_conn_arg(const struct ipc_conn *c)
 {

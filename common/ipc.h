@@ -70,6 +70,12 @@ const struct ucred *ipc_conn_peercred(const struct ipc_conn *);
 const char	*ipc_conn_peer_role(const struct ipc_conn *);
 void		 ipc_conn_set_arg(struct ipc_conn *, void *);
 void		*ipc_conn_arg(const struct ipc_conn *);
+/*
+ * libevent priority of the connection's reads (0 is first); for authd's
+ * connection, whose revocations must be read before client requests that
+ * became readable in the same loop turn.
+ */
+int		 ipc_conn_set_priority(struct ipc_conn *, int);
 
 /* body is not consumed (NULL sends {}); fd is consumed (-1 for none). */
 int		 ipc_send(struct ipc_conn *, uint32_t type, uint32_t id,
