@@ -52,7 +52,8 @@ struct schema {
 	regex_t		 pattern;
 	struct pattern	*fast;		/* the same, when pattern.c can */
 	char		*pattern_text;	/* printable, for messages */
-	struct prop	*props;
+	struct prop	*props;		/* in the schema's order, for messages */
+	struct prop	*byname;	/* the same sorted by name, for lookups */
 	size_t		 nprops;
 	const char	**required;
 	size_t		 nrequired;
@@ -115,6 +116,7 @@ schema_free(struct schema *s)
 	for (i = 0; i < s->nprops; i++)
 		schema_free(s->props[i].schema);
 	free(s->props);
+	free(s->byname);
 	free(s->required);
 	schema_free(s->additional);
 	schema_free(s->property_names);
@@ -209,6 +211,13 @@ compile_list(json_object *v, const char *kw, const char *where,
 }
 
 static int
+prop_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct prop *)a)->name,
+	    ((const struct prop *)b)->name);
+}
+
+static int
 compile_properties(struct schema *s, json_object *v, const char *where,
     char *err, size_t errlen)
 {
@@ -233,6 +242,12 @@ compile_properties(struct schema *s, json_object *v, const char *where,
 			return -1;
 		s->nprops++;
 	}
+	if ((s->byname = calloc(n ? n : 1, sizeof(*s->byname))) == NULL) {
+		say(err, errlen, "out of memory");
+		return -1;
+	}
+	memcpy(s->byname, s->props, n * sizeof(*s->byname));
+	qsort(s->byname, n, sizeof(*s->byname), prop_cmp);
 	return 0;
 }
 
@@ -675,12 +690,12 @@ check_string(const struct schema *s, json_object *v, struct walk *w)
 static const struct schema *
 find_prop(const struct schema *s, const char *name)
 {
-	size_t	 i;
+	const struct prop key = { name, NULL }, *p;
 
-	for (i = 0; i < s->nprops; i++)
-		if (strcmp(s->props[i].name, name) == 0)
-			return s->props[i].schema;
-	return NULL;
+	if (s->nprops == 0)
+		return NULL;
+	p = bsearch(&key, s->byname, s->nprops, sizeof(*p), prop_cmp);
+	return p != NULL ? p->schema : NULL;
 }
 
 /* Names first: a misspelt name is better reported than the "missing" one. */
