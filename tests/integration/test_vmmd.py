@@ -166,6 +166,7 @@ class Host:
         self.manifest = manifest
         self.garbage = None
         self.authd_peers = "root"     # who may ask authd: vmmd, and mcpd
+        self.vmmd_flags = ["-d", "-v"]  # foreground, debug log
 
     def setup(self):
         img = os.path.join(self.dir, "xfs.img")
@@ -250,8 +251,8 @@ exec %(real)s "$@"
     def start_vmmd(self):
         mark = len(read(self.vmmd_log))
         log = open(self.vmmd_log, "ab")
-        self.vmmd = subprocess.Popen([os.environ["VMMD"], "-d", "-v", "-f",
-                                      self.conf], stdout=log, stderr=log)
+        self.vmmd = subprocess.Popen([os.environ["VMMD"]] + self.vmmd_flags +
+                                     ["-f", self.conf], stdout=log, stderr=log)
         log.close()
         wait_for(lambda: "ready:" in read(self.vmmd_log)[mark:] or
                  self.vmmd.poll() is not None, 30, "vmmd ready")

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+# mcpd in front of the real service, beside nginx: wrk against
+# POST /v1/tools/vm_list for a workspace holding 10 real VMs (QEMU TCG,
+# the `test` image, over a real authd and vmmd), and against nginx serving
+# a static file of the same size, in the same run; then MCP tools/call
+# vm_status over one session.  Every request goes the whole way: mcpd
+# verifies the credential with authd, forwards it to vmmd, vmmd verifies
+# it again and answers from its own state.
+#
+# The 10 VMs are created, then hibernated, so that no TCG guest spends the
+# machine's two cores while wrk runs; vm_list reports them all the same.
+# Runs as root, with the image the vmmd integration test builds (tests/run
+# --suite vmmd first).
+#
+# usage: tests/bench/mcpd_vmmd.py [--build DIR] [--vms N] [--seconds S]
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+sys.path.insert(0, HERE)
+os.environ.setdefault("MCPVM_QEMU_ACCEL", "tcg")
+import test_vmmd as tv  # noqa: E402
+import test_e2e  # noqa: E402
+import bench_mcpd as bm  # noqa: E402
+from mcpdlib import MCP  # noqa: E402
+
+MEM = 256
+
+
+class Stack(test_e2e.Stack):
+    def __init__(self, manifest):
+        super().__init__(manifest)
+        # As in production: a debug log line per request would be measured.
+        self.vmmd_flags = ["-d"]
+
+    def write_more_conf(self, f):
+        super().write_more_conf(f)
+        # wrk's 32 connections come from one address.
+        f.write("max_connections_per_client = 1024\n")
+
+
+class Endpoint:
+    """What mcpdlib's MCP client needs to know of an mcpd."""
+
+    def __init__(self, port):
+        self.port = port
+        self.host = "127.0.0.1:%d" % port
+
+
+def post(port, tok, name, args):
+    req = urllib.request.Request(
+        "http://127.0.0.1:%d/v1/tools/%s" % (port, name),
+        data=json.dumps(args).encode(), method="POST",
+        headers={"Authorization": "Bearer " + tok,
+                 "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return r.read()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(TOP, "build", "test"))
+    ap.add_argument("--vms", type=int, default=10)
+    ap.add_argument("--seconds", default=os.environ.get("BENCH_SECONDS",
+                                                       "10"))
+    ap.add_argument("--perf", metavar="FILE",
+                    help="also record `perf record -a -g` into FILE while "
+                    "wrk runs against vm_list, for finding where the time "
+                    "goes")
+    args = ap.parse_args()
+    if bm.WRK is None or not os.path.exists(bm.NGINX):
+        print("wrk or nginx missing")
+        sys.exit(77)
+    if os.geteuid() != 0:
+        print("needs root")
+        sys.exit(77)
+    bm.SECONDS = args.seconds
+    b = args.build
+    os.environ.update({
+        "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
+        "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmmd/vmproxy",
+        "VMCTL": b + "/vmmd/vmctl", "MCPD": b + "/mcpd/mcpd"})
+    manifest_path = os.path.join(tv.IMAGE_OUT, "manifest.json")
+    if not os.path.exists(manifest_path):
+        sys.exit("mcpd_vmmd.py: %s: missing; run tests/run --suite vmmd "
+                 "first" % manifest_path)
+    manifest = json.load(open(manifest_path))
+    manifest["dir"] = tv.IMAGE_OUT
+    tv.MAX_VMS = args.vms
+    tv.MEM = MEM
+    tv.become_subreaper()
+    h = Stack(manifest)
+    tmp = tempfile.mkdtemp(prefix="bench-mcpd-vmmd.")
+    nginx = None
+    try:
+        h.setup()
+        h.write_conf(mcpd_user="mcpvm", max_vms=args.vms,
+                     max_memory_mib=MEM * (args.vms + 1))
+        h.start_authd()
+        h.start_vmmd()
+        h.start_mcpd()
+        port = test_e2e.PORT
+        tok = h.issue("bench", "--max-vms", str(args.vms), "--memory-mib",
+                      "65536", "--storage-gib", "4096")
+        t = time.monotonic()
+        vms = []
+        for i in range(args.vms):
+            r = json.loads(post(port, tok, "vm_create",
+                                {"request_id": "bench-%d" % i,
+                                 "memory_mib": MEM}))
+            vms.append(r["vm_id"])
+            post(port, tok, "vm_suspend", {"vm_id": r["vm_id"],
+                                           "mode": "hibernate"})
+        print("%d VMs created and hibernated in %.0f s" %
+              (len(vms), time.monotonic() - t))
+        body = post(port, tok, "vm_list", {})
+        listed = json.loads(body)["vms"]
+        assert len(listed) == args.vms, body
+        print("vm_list: %d bytes, states %s" % (
+            len(body), sorted({v["state"] for v in listed})))
+
+        www = os.path.join(tmp, "www")
+        os.mkdir(www)
+        with open(os.path.join(www, "vm_list.json"), "wb") as f:
+            f.write(body)
+        nport = bm.free_port()
+        conf = os.path.join(tmp, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write("worker_processes 1;\nerror_log %s/error.log;\n"
+                    "pid %s/nginx.pid;\nevents { worker_connections 1024; }\n"
+                    "http { access_log off; default_type application/json;\n"
+                    "  client_body_temp_path %s; proxy_temp_path %s;\n"
+                    "  fastcgi_temp_path %s; uwsgi_temp_path %s;\n"
+                    "  scgi_temp_path %s;\n"
+                    "  server { listen 127.0.0.1:%d; root %s; } }\n"
+                    % ((tmp,) * 7 + (nport, www)))
+        nginx = subprocess.Popen([bm.NGINX, "-c", conf, "-p", tmp, "-g",
+                                  "daemon off;"])
+        time.sleep(0.5)
+
+        hdr = {"Authorization": "Bearer " + tok,
+               "Content-Type": "application/json",
+               "Host": "127.0.0.1:%d" % port}
+        perf = None
+        if args.perf:
+            perf = subprocess.Popen(["perf", "record", "-a", "-F", "999",
+                                     "--call-graph", "dwarf", "-o",
+                                     args.perf, "--", "sleep",
+                                     str(int(args.seconds))])
+        m_rps, m50, m99 = bm.wrk("http://127.0.0.1:%d/v1/tools/vm_list"
+                                 % port, bm.lua(os.path.join(tmp,
+                                                             "rest.lua"),
+                                                "{}", hdr))
+        if perf is not None:
+            perf.wait()
+        n_rps, n50, n99 = bm.wrk("http://127.0.0.1:%d/vm_list.json" % nport)
+        what = "mcpd+vmmd POST /v1/tools/vm_list (%d VMs)" % args.vms
+        bm.row(what, m_rps, "req/s", "nginx static file, same size", n_rps)
+        bm.row("mcpd+vmmd vm_list p50", m50, "ms", "nginx p50", n50)
+        bm.row("mcpd+vmmd vm_list p99", m99, "ms", "nginx p99", n99)
+
+        sess = MCP(Endpoint(port), auth=tok)
+        sess.initialize()
+        mh = dict(hdr, **{"Mcp-Session-Id": sess.session,
+                          "MCP-Protocol-Version": sess.version,
+                          "Accept": "application/json, text/event-stream"})
+        call = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "vm_status",
+                                      "arguments": {"vm_id": vms[0]}}})
+        t_rps, t50, t99 = bm.wrk("http://127.0.0.1:%d/mcp" % port,
+                                 bm.lua(os.path.join(tmp, "mcp.lua"), call,
+                                        mh))
+        bm.row("mcpd+vmmd MCP tools/call vm_status, one session", t_rps,
+               "req/s", "nginx static file", n_rps)
+        bm.row("mcpd+vmmd tools/call p99", t99, "ms", "nginx p99", n99)
+    except Exception:
+        for path in (h.authd_log, h.vmmd_log, h.mcpd_log):
+            print("--- %s, last lines" % os.path.basename(path))
+            print("\n".join(tv.read(path).splitlines()[-20:]))
+        raise
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(10)
+        h.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
