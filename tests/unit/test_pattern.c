@@ -122,9 +122,13 @@ START_TEST(tools_json_patterns)
 		"debian-13.1:test", "abc.def-1",
 	};
 	json_object *doc, *pats;
+	json_tokener *tok = json_tokener_new();
 	size_t n;
 
-	doc = json_tokener_parse((const char *)mcpvm_tools_json);
+	/* The embedded copy is not NUL-terminated. */
+	doc = json_tokener_parse_ex(tok, (const char *)mcpvm_tools_json,
+	    (int)mcpvm_tools_json_len);
+	json_tokener_free(tok);
 	ck_assert_ptr_nonnull(doc);
 	pats = json_object_new_array();
 	collect(doc, pats);
