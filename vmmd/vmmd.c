@@ -22,7 +22,7 @@
 #include <event2/event.h>
 
 #include "audit.h"
-#include "authcache.h"
+#include "authclient.h"
 #include "backend.h"
 #include "ipc.h"
 #include "jsonx.h"
@@ -35,18 +35,10 @@
 #include "vmmd.h"
 #include "worker.h"
 
-#define AUTHD_TIMEOUT_MS	5000
 #define CREDENTIAL_MAX		512
 
 struct vmmd *env;
 
-/* A request waiting for authd's word on its credential. */
-struct authwait {
-	TAILQ_ENTRY(authwait)	 entry;
-	struct request		*req;
-	uint8_t			 key[AUTHCACHE_KEY_LEN];
-	int			 keyed;
-};
 
 long long
 mono_seconds(void)
@@ -184,8 +176,6 @@ request_progress(struct request *req, int progress, int total,
 
 /* ---- authd ------------------------------------------------------------- */
 
-static void authd_connect(void);
-
 static int
 policy_from_json(struct json_object *o, struct policy *p, char *err,
     size_t errlen)
@@ -249,168 +239,40 @@ request_identify(struct request *req, struct json_object *result)
 	return 0;
 }
 
+/* authd's answer for req's credential; tools_dispatch follows. */
 static void
-authd_verified(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+authd_verified(enum authc_status st, json_object *result, void *arg)
 {
-	struct authwait *w = arg;
-	struct request *req = w->req;
+	struct request *req = arg;
 
-	TAILQ_REMOVE(&env->authwaits, w, entry);
-	if (m == NULL) {
-		request_error(req, "unavailable", "authd did not answer; try "
-		    "again shortly");
-		goto out;
-	}
-	if (m->type != IPC_AUTH_VERIFY_RESULT) {
+	switch (st) {
+	case AUTHC_OK:
+		if (request_identify(req, result) == -1) {
+			log_warnx("authd sent a verify result vmmd cannot "
+			    "read");
+			request_error(req, "unavailable", "authd's answer was "
+			    "not understood");
+			return;
+		}
+		tools_dispatch(req);
+		return;
+	case AUTHC_UNAUTHORIZED:
 		/* authd says no more than that, and neither do we. */
 		request_error(req, "unauthorized", "the credential is not "
 		    "valid");
-		goto out;
-	}
-	if (request_identify(req, m->body) == -1) {
-		log_warnx("authd sent a verify result vmmd cannot read");
-		request_error(req, "unavailable", "authd's answer was not "
-		    "understood");
-		goto out;
-	}
-	if (w->keyed && env->authd_subscribed)
-		authcache_put(env->authcache, w->key, m->body,
-		    (int64_t)time(NULL));
-	tools_dispatch(req);
- out:
-	explicit_bzero(w, sizeof(*w));
-	free(w);
-}
-
-/*
- * authd's pushes: a revocation, an expiry or a policy change.  Streams are
- * mcpd's to close; what vmmd holds is its cache of authd's answers.
- */
-static void
-authd_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
-{
-	struct jsonx_err jerr;
-	const char *ws, *cred = NULL;
-
-	if (m->type != IPC_AUTH_EVENT)
 		return;
-	if (jsonx_get_string(m->body, "workspace", 1, &ws, &jerr) != 1 ||
-	    jsonx_get_string(m->body, "credential_id", 0, &cred, &jerr) < 0) {
-		/* Not knowing whose: forget everyone's. */
-		log_warnx("authd sent an event vmmd cannot read: %s",
-		    jerr.msg);
-		authcache_flush(env->authcache);
+	default:
+		request_error(req, "unavailable", "authd is not reachable or "
+		    "did not answer; try again shortly");
 		return;
 	}
-	log_debug("authd: event for workspace %s", ws);
-	authcache_drop(env->authcache, ws, cred);
 }
 
-static void
-authd_subscribed(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
-{
-	if (m == NULL || m->type != IPC_AUTH_SUBSCRIBE_RESULT) {
-		log_warnx("authd refused the event subscription; every "
-		    "request will be verified afresh");
-		return;
-	}
-	env->authd_subscribed = 1;
-}
-
-static void
-authd_closed(struct ipc_conn *conn, void *arg)
-{
-	struct timeval tv = { 1, 0 };
-
-	env->authd = NULL;
-	env->authd_subscribed = 0;
-	authcache_flush(env->authcache);
-	if (!env->shutting_down) {
-		log_warnx("lost authd; reconnecting");
-		evtimer_add(env->authd_retry, &tv);
-	}
-}
-
-static const struct ipc_rule authd_rules[] = {
-	{ IPC_AUTH_VERIFY_RESULT, 0 },
-	{ IPC_AUTH_SUBSCRIBE_RESULT, 0 },
-	{ IPC_AUTH_EVENT, 0 },
-	{ IPC_ERROR, 0 },
-};
-static const struct ipc_policy authd_policy = {
-	"authd", authd_rules, sizeof(authd_rules) / sizeof(authd_rules[0])
-};
-static const struct ipc_handlers authd_handlers = {
-	authd_dispatch, authd_closed
-};
-
-static void
-authd_retry_cb(int fd, short ev, void *arg)
-{
-	authd_connect();
-}
-
-static void
-authd_connect(void)
-{
-	struct timeval tv = { 1, 0 };
-
-	env->authd = ipc_connect(env->base, env->conf.vmmd.authd_socket,
-	    "vmmd", &authd_policy, &authd_handlers, NULL);
-	if (env->authd == NULL) {
-		log_debug("authd at %s: %s", env->conf.vmmd.authd_socket,
-		    strerror(errno));
-		evtimer_add(env->authd_retry, &tv);
-		return;
-	}
-	env->authd_subscribed = 0;
-	authcache_flush(env->authcache);
-	if (ipc_conn_set_priority(env->authd, 0) == -1)
-		log_warnx("authd: cannot raise the connection's priority");
-	/* First on the connection, so it is in force before any answer. */
-	if (ipc_request(env->authd, IPC_AUTH_SUBSCRIBE, NULL, -1,
-	    AUTHD_TIMEOUT_MS, authd_subscribed, NULL) == -1)
-		log_warnx("authd: cannot subscribe to its events");
-}
-
-/* Asks authd about req's credential; tools_dispatch follows. */
+/* Asks authd about req's credential. */
 static void
 request_verify(struct request *req, const char *credential)
 {
-	struct json_object *body, *known;
-	struct authwait *w;
-
-	if (env->authd == NULL) {
-		request_error(req, "unavailable", "authd is not reachable; "
-		    "try again shortly");
-		return;
-	}
-	if ((w = calloc(1, sizeof(*w))) == NULL)
-		fatal("calloc");
-	w->req = req;
-	if (authcache_key(credential, w->key) == 0) {
-		w->keyed = 1;
-		known = authcache_get(env->authcache, w->key,
-		    (int64_t)time(NULL));
-		if (known != NULL && request_identify(req, known) == 0) {
-			explicit_bzero(w, sizeof(*w));
-			free(w);
-			tools_dispatch(req);
-			return;
-		}
-	}
-	TAILQ_INSERT_TAIL(&env->authwaits, w, entry);
-	body = json_object_new_object();
-	json_object_object_add(body, "credential",
-	    json_object_new_string(credential));
-	if (ipc_request(env->authd, IPC_AUTH_VERIFY, body, -1,
-	    AUTHD_TIMEOUT_MS, authd_verified, w) == -1) {
-		TAILQ_REMOVE(&env->authwaits, w, entry);
-		explicit_bzero(w, sizeof(*w));
-		free(w);
-		request_error(req, "unavailable", "authd is not reachable");
-	}
-	json_object_put(body);
+	authclient_verify(env->authd, credential, authd_verified, req);
 }
 
 /* ---- mcpd -------------------------------------------------------------- */
@@ -741,9 +603,8 @@ main(int argc, char *argv[])
 	if ((env->base = event_base_new()) == NULL)
 		fatalx("event_base_new");
 	/* Two priorities: authd's events (0) before mcpd's requests (1). */
-	if (event_base_priority_init(env->base, 2) == -1 ||
-	    (env->authcache = authcache_new()) == NULL)
-		fatalx("event base priorities or the credential cache");
+	if (event_base_priority_init(env->base, 2) == -1)
+		fatalx("event_base_priority_init");
 	if ((env->workers = worker_pool_new(env->base, 2)) == NULL)
 		fatalx("worker pool");
 	memset(&qc, 0, sizeof(qc));
@@ -757,7 +618,6 @@ main(int argc, char *argv[])
 
 	TAILQ_INIT(&env->vms);
 	TAILQ_INIT(&env->requests);
-	TAILQ_INIT(&env->authwaits);
 	/* Before serving: what a crash left behind is settled first. */
 	store_receipts_mark_uncertain(env->store);
 	vm_init_all();
@@ -770,8 +630,11 @@ main(int argc, char *argv[])
 	    0666, "vmmd", accept_vmctl, &vmctl_handlers, NULL);
 	if (env->srv_ctl == NULL)
 		fatal("%s", env->conf.vmmd.ctl_socket);
-	env->authd_retry = evtimer_new(env->base, authd_retry_cb, NULL);
-	authd_connect();
+	/* Streams are mcpd's to close; vmmd needs only what the client
+	 * already does with authd's events. */
+	if ((env->authd = authclient_new(env->base,
+	    env->conf.vmmd.authd_socket, "vmmd", NULL, NULL)) == NULL)
+		fatalx("cannot set up authd's client");
 
 	sigterm = evsignal_new(env->base, SIGTERM, signal_cb, NULL);
 	sigint = evsignal_new(env->base, SIGINT, signal_cb, NULL);

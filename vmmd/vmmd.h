@@ -124,17 +124,13 @@ struct vmmd {
 	struct qemu_backend	*qemu;
 	struct cg_host		 cg;
 	struct ipc_server	*srv_mcpd, *srv_ctl;
-	struct ipc_conn		*authd;
-	struct event		*authd_retry;
-	struct authcache	*authcache;	/* authd's recent answers */
-	int			 authd_subscribed;
+	struct authclient	*authd;
 	uid_t			 mcpd_uid;
 	gid_t			 admin_gid;
 	int			 foreground, verbose;
 	int			 shutting_down;
 	TAILQ_HEAD(, vm)	 vms;
 	TAILQ_HEAD(, request)	 requests;
-	TAILQ_HEAD(, authwait) 	 authwaits;
 };
 
 extern struct vmmd *env;

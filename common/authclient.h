@@ -1,0 +1,48 @@
+/*
+ * authd's client, for its two enforcement points: mcpd and vmmd.  It
+ * connects to authd.sock and reconnects each second while authd is away,
+ * subscribes to authd's events and reads them ahead of everything else on
+ * the event loop, and keeps answers for valid credentials in
+ * common/authcache (see there for why that is safe).  One implementation,
+ * so the two points cannot drift apart.
+ */
+#ifndef MCPVM_AUTHCLIENT_H
+#define MCPVM_AUTHCLIENT_H
+
+#include <event2/event.h>
+#include <json-c/json.h>
+
+enum authc_status {
+	AUTHC_OK,		/* result: authd's verify answer */
+	AUTHC_UNAUTHORIZED,	/* authd said no; it never says why */
+	AUTHC_UNAVAILABLE,	/* authd away, slow, busy or incoherent */
+};
+
+/* result is borrowed for the call, and has a "workspace" string. */
+typedef void	(*authc_verified_cb)(enum authc_status, json_object *result,
+		    void *arg);
+/* An event: credential_id NULL for the whole workspace; reason is
+ * "revoked", "expired" or "policy". */
+typedef void	(*authc_event_cb)(const char *workspace,
+		    const char *credential_id, const char *reason, void *arg);
+
+struct authclient;
+
+/*
+ * The event base must have been given two priorities
+ * (event_base_priority_init(base, 2)): authd's connection reads at 0,
+ * everything else stays at the default, 1.  NULL on failure.
+ */
+struct authclient *authclient_new(struct event_base *, const char *path,
+		    const char *role, authc_event_cb, void *arg);
+/* Requests still waiting are answered AUTHC_UNAVAILABLE.  Not from
+ * within one of the client's own callbacks. */
+void		 authclient_free(struct authclient *);
+/*
+ * Asks who credential belongs to.  cb runs exactly once, possibly before
+ * this returns (a kept answer, or authd away).
+ */
+void		 authclient_verify(struct authclient *, const char *credential,
+		    authc_verified_cb cb, void *arg);
+
+#endif
