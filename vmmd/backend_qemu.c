@@ -454,6 +454,46 @@ qvm_quit(struct qvm *v)
 		kill(v->pid, SIGKILL);
 }
 
+/*
+ * A query-migrate answer, for either direction: 1 when the migration has
+ * completed; otherwise 0, having failed the operation (with QEMU's
+ * reason) or polled again later.  No status yet means the incoming side
+ * has not started.
+ */
+static int
+migration_done(struct qvm *v, const struct qmp_reply *r, const char *what)
+{
+	struct timeval tv = { 0, MIGRATE_POLL_MS * 1000 };
+	struct json_object *st, *ed;
+	const char *s;
+
+	if (!r->ok) {
+		if (!qmp_lost(v, r))
+			qvm_op_fail(v, "query-migrate: %s", r->err_desc);
+		return 0;
+	}
+	if (!json_object_is_type(r->ret, json_type_object) ||
+	    !json_object_object_get_ex(r->ret, "status", &st) ||
+	    !json_object_is_type(st, json_type_string)) {
+		evtimer_add(v->timer, &tv);
+		return 0;
+	}
+	s = json_object_get_string(st);
+	if (strcmp(s, "completed") == 0)
+		return 1;
+	if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0) {
+		if (json_object_object_get_ex(r->ret, "error-desc", &ed) &&
+		    json_object_is_type(ed, json_type_string))
+			qvm_op_fail(v, "%s %s: %s", what, s,
+			    json_object_get_string(ed));
+		else
+			qvm_op_fail(v, "%s %s", what, s);
+		return 0;
+	}
+	evtimer_add(v->timer, &tv);
+	return 0;
+}
+
 /* --- restore: getfd, migrate-incoming, poll, cont --- */
 
 static void	restore_poll(evutil_socket_t, short, void *);
@@ -468,38 +508,9 @@ static void
 restore_status(struct qmp *q, const struct qmp_reply *r, void *arg)
 {
 	struct qvm *v = arg;
-	struct timeval tv = { 0, MIGRATE_POLL_MS * 1000 };
-	struct json_object *st, *ed;
-	const char *s;
 
-	if (!r->ok) {
-		if (qmp_lost(v, r))
-			return;
-		qvm_op_fail(v, "query-migrate: %s", r->err_desc);
-		return;
-	}
-	if (!json_object_is_type(r->ret, json_type_object) ||
-	    !json_object_object_get_ex(r->ret, "status", &st) ||
-	    !json_object_is_type(st, json_type_string)) {
-		/* No status yet: the incoming side has not started. */
-		evtimer_add(v->timer, &tv);
-		return;
-	}
-	s = json_object_get_string(st);
-	if (strcmp(s, "completed") == 0) {
+	if (migration_done(v, r, "incoming migration"))
 		qvm_cmd(v, "cont", NULL, -1, restore_cont);
-		return;
-	}
-	if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0) {
-		if (json_object_object_get_ex(r->ret, "error-desc", &ed) &&
-		    json_object_is_type(ed, json_type_string))
-			qvm_op_fail(v, "incoming migration %s: %s", s,
-			    json_object_get_string(ed));
-		else
-			qvm_op_fail(v, "incoming migration %s", s);
-		return;
-	}
-	evtimer_add(v->timer, &tv);
 }
 
 static void
@@ -875,43 +886,15 @@ static void
 snap_status(struct qmp *q, const struct qmp_reply *r, void *arg)
 {
 	struct qvm *v = arg;
-	struct timeval tv = { 0, MIGRATE_POLL_MS * 1000 };
-	struct json_object *st, *ed;
-	const char *s;
 
-	if (!r->ok) {
-		if (qmp_lost(v, r))
-			return;
-		qvm_op_fail(v, "query-migrate: %s", r->err_desc);
+	if (!migration_done(v, r, "migration"))
 		return;
+	v->in_worker = 1;
+	if (worker_submit(v->be->pool, snap_fsync_run, snap_fsync_done,
+	    v) == -1) {
+		v->in_worker = 0;
+		qvm_op_fail(v, "fsync: cannot queue: %s", strerror(errno));
 	}
-	if (!json_object_is_type(r->ret, json_type_object) ||
-	    !json_object_object_get_ex(r->ret, "status", &st) ||
-	    !json_object_is_type(st, json_type_string)) {
-		evtimer_add(v->timer, &tv);
-		return;
-	}
-	s = json_object_get_string(st);
-	if (strcmp(s, "completed") == 0) {
-		v->in_worker = 1;
-		if (worker_submit(v->be->pool, snap_fsync_run,
-		    snap_fsync_done, v) == -1) {
-			v->in_worker = 0;
-				qvm_op_fail(v, "fsync: cannot queue: %s",
-			    strerror(errno));
-		}
-		return;
-	}
-	if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0) {
-		if (json_object_object_get_ex(r->ret, "error-desc", &ed) &&
-		    json_object_is_type(ed, json_type_string))
-			qvm_op_fail(v, "migration %s: %s", s,
-			    json_object_get_string(ed));
-		else
-			qvm_op_fail(v, "migration %s", s);
-		return;
-	}
-	evtimer_add(v->timer, &tv);
 }
 
 static void
