@@ -95,6 +95,15 @@ static const char *const migrations[] = {
 	"  one INTEGER PRIMARY KEY CHECK (one = 1),"
 	"  seq INTEGER NOT NULL,"
 	"  hash TEXT NOT NULL);",
+	/* 2: image digests checked, by the file's identity at the time. */
+	"CREATE TABLE image_digests ("
+	"  path TEXT PRIMARY KEY,"
+	"  dev INTEGER NOT NULL,"
+	"  ino INTEGER NOT NULL,"
+	"  size INTEGER NOT NULL,"
+	"  mtime_ns INTEGER NOT NULL,"
+	"  ctime_ns INTEGER NOT NULL,"
+	"  sha256 TEXT NOT NULL);",
 };
 
 #define NMIGRATIONS	((int)(sizeof(migrations) / sizeof(migrations[0])))
@@ -739,5 +748,51 @@ store_audit_anchor_set(struct store *s, long long seq, const char *hash)
 		return -1;
 	sqlite3_bind_int64(st, 1, seq);
 	sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
+	return store_done(s, st);
+}
+
+int
+store_digest_get(struct store *s, const char *path,
+    const struct file_identity *id, char hex[65])
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT sha256 FROM image_digests "
+	    "WHERE path = ?1 AND dev = ?2 AND ino = ?3 AND size = ?4 AND "
+	    "mtime_ns = ?5 AND ctime_ns = ?6");
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, id->dev);
+	sqlite3_bind_int64(st, 3, id->ino);
+	sqlite3_bind_int64(st, 4, id->size);
+	sqlite3_bind_int64(st, 5, id->mtime_ns);
+	sqlite3_bind_int64(st, 6, id->ctime_ns);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		copy_text(hex, 65, st, 0);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return strlen(hex) == 64 ? 1 : 0;
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int
+store_digest_put(struct store *s, const char *path,
+    const struct file_identity *id, const char *hex)
+{
+	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO "
+	    "image_digests (path, dev, ino, size, mtime_ns, ctime_ns, sha256) "
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, id->dev);
+	sqlite3_bind_int64(st, 3, id->ino);
+	sqlite3_bind_int64(st, 4, id->size);
+	sqlite3_bind_int64(st, 5, id->mtime_ns);
+	sqlite3_bind_int64(st, 6, id->ctime_ns);
+	sqlite3_bind_text(st, 7, hex, -1, SQLITE_STATIC);
 	return store_done(s, st);
 }

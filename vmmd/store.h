@@ -127,4 +127,20 @@ int	store_audit_anchor_get(struct store *, long long *seq, char *hash,
 int	store_audit_anchor_set(struct store *, long long seq,
 	    const char *hash);
 
+/*
+ * The SHA-256 last computed for an image file, remembered with what
+ * stat(2) said of the file just before it was read: device, inode, size,
+ * and the modification and change times in nanoseconds.  Any write or
+ * replacement changes the change time, which no one can set, so a file
+ * whose identity still matches need not be read again at startup.
+ */
+struct file_identity {
+	long long	dev, ino, size, mtime_ns, ctime_ns;
+};
+/* 1 and hex set when path is remembered with exactly this identity. */
+int	store_digest_get(struct store *, const char *path,
+	    const struct file_identity *, char hex[65]);
+int	store_digest_put(struct store *, const char *path,
+	    const struct file_identity *, const char *hex);
+
 #endif

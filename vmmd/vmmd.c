@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -462,6 +464,52 @@ vmmd_maybe_exit(void)
 	event_base_loopexit(env->base, NULL);
 }
 
+/*
+ * One pinned image file: its SHA-256 must be the configured one.  A file
+ * whose identity (store.h) is what it was when its digest last matched is
+ * not read again: a 3 GiB rootfs costs seconds at every start otherwise.
+ */
+static void
+check_image_file(const char *image, const struct pf_file *f)
+{
+	struct pf_result r;
+	struct file_identity id;
+	struct stat sb;
+	char hex[65];
+	int known = 0;
+
+	memset(&r, 0, sizeof(r));
+	if (stat(f->path, &sb) == 0) {
+		id.dev = (long long)sb.st_dev;
+		id.ino = (long long)sb.st_ino;
+		id.size = (long long)sb.st_size;
+		id.mtime_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL +
+		    sb.st_mtim.tv_nsec;
+		id.ctime_ns = (long long)sb.st_ctim.tv_sec * 1000000000LL +
+		    sb.st_ctim.tv_nsec;
+		known = 1;
+		if (store_digest_get(env->store, f->path, &id, hex) == 1 &&
+		    strcasecmp(hex, f->sha256) == 0) {
+			log_info("image %s: %s %s: unchanged since its digest "
+			    "matched; not read again", image, f->label,
+			    f->path);
+			return;
+		}
+	}
+	/* The identity was taken first: a write while reading changes it. */
+	pf_check_digest(f, &r);
+	if (!r.ok)
+		fatalx("image %s: %s", image, r.msg);
+	if (known) {
+		for (int k = 0; k < 64; k++)
+			hex[k] = (char)tolower((unsigned char)f->sha256[k]);
+		hex[64] = '\0';
+		if (store_digest_put(env->store, f->path, &id, hex) == -1)
+			log_warnx("image %s: cannot remember the digest of %s",
+			    image, f->path);
+	}
+}
+
 static void
 check_images(void)
 {
@@ -475,14 +523,8 @@ check_images(void)
 			{ "initrd", im[i].initrd, im[i].initrd_sha256 },
 		};
 
-		for (int f = 0; f < 3; f++) {
-			struct pf_result r;
-
-			memset(&r, 0, sizeof(r));
-			pf_check_digest(&files[f], &r);
-			if (!r.ok)
-				fatalx("image %s: %s", im[i].id, r.msg);
-		}
+		for (int f = 0; f < 3; f++)
+			check_image_file(im[i].id, &files[f]);
 		if (im[i].is_default)
 			ndefault++;
 		if (im[i].min_memory_mib > im[i].memory_mib)
@@ -574,11 +616,11 @@ main(int argc, char *argv[])
 	make_dir(env->conf.paths.runtime_dir, 0755);
 	make_dir(env->conf.vmmd.vm_dir, 0711);
 	make_dir(env->conf.vmmd.run_dir, 0711);
-	check_images();
 
 	if ((env->store = store_open(env->conf.vmmd.database, err,
 	    sizeof(err))) == NULL)
 		fatalx("%s", err);
+	check_images();
 	if ((env->audit = audit_open(env->conf.vmmd.audit_log, env->store,
 	    err, sizeof(err))) == NULL)
 		fatalx("%s", err);

@@ -836,7 +836,11 @@ def check_sigterm(h, a, vm1, vm2):
     ok(h.jail_processes() == [] and h.cgroups() == [],
        "nothing of the VMs runs once vmmd is gone",
        (h.jail_processes(), h.cgroups()))
+    mark = len(read(h.vmmd_log))
     h.start_vmmd()
+    again = read(h.vmmd_log)[mark:].count("not read again")
+    ok(again == 3, "restarted, vmmd does not read the unchanged image "
+       "files again to check their digests", again)
     a.reconnect()
     okk, r = a("vm_list")
     ok(okk and {v["vm_id"]: v["state"] for v in r["vms"]} ==
@@ -1063,6 +1067,30 @@ def check_auth_cache(h):
        "of counts once authd is back", res)
 
 
+def check_changed_image(h):
+    """An image file written to since its digest was remembered is read
+    again, and a changed byte stops vmmd from starting."""
+    path = h.image["initrd"][0]
+    with open(path, "r+b") as f:
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 0xff]))
+    try:
+        h.start_vmmd()
+        ok(False, "vmmd refuses to start on an image with a changed byte")
+        h.stop_vmmd()
+    except RuntimeError as e:
+        ok("the file changed" in str(e), "vmmd refuses to start on an "
+           "image with a changed byte, though its digest was remembered",
+           str(e)[-300:])
+    finally:
+        h.vmmd = None
+        with open(path, "r+b") as f:
+            f.seek(100)
+            f.write(b)
+
+
 def check_vmproxy_direct(h):
     """vmproxy alone against a fake guest: exit 3 and a guest_error."""
     a_, b_ = socket.socketpair()
@@ -1200,6 +1228,7 @@ def main():
         check_destroy(h, a, b, [vm1, vm2, vm3])
         rc, secs = h.stop_vmmd()
         ok(rc == 0, "vmmd exits 0 with no VM left (%.1f s)" % secs, rc)
+        check_changed_image(h)
     except Exception as e:  # reported, then cleaned up
         import traceback
         ok(False, "the run went through", traceback.format_exc())

@@ -291,6 +291,42 @@ START_TEST(digest_is_canonical)
 }
 END_TEST
 
+START_TEST(image_digests_by_identity)
+{
+	struct store *s = open_store();
+	struct file_identity id = { 2049, 131, 3 << 30, 1700000000123456789LL,
+	    1700000000223456789LL }, other;
+	const char *hex = "0123456789abcdef0123456789abcdef"
+	    "0123456789abcdef0123456789abcdef";
+	char got[65];
+
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got), 0);
+	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &id, hex), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got), 1);
+	ck_assert_str_eq(got, hex);
+	/* Any part of the identity changed: not remembered. */
+	other = id;
+	other.ctime_ns++;
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 0);
+	other = id;
+	other.ino++;
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 0);
+	other = id;
+	other.size--;
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/kernel", &id, got), 0);
+	/* A new identity replaces the old one; it survives a reopen. */
+	other = id;
+	other.mtime_ns += 1000;
+	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &other, hex), 0);
+	store_close(s);
+	s = open_store();
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 1);
+	store_close(s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -309,6 +345,7 @@ main(void)
 	tcase_add_test(tc, jobs_remember_their_last_state);
 	tcase_add_test(tc, refuses_garbage_file);
 	tcase_add_test(tc, digest_is_canonical);
+	tcase_add_test(tc, image_digests_by_identity);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
