@@ -237,17 +237,27 @@ after(() => {
 		ws.terminate();
 });
 
-test("a stream echoes binary and text messages through a guest listener",
+// Waits until `n` bytes have come back on ws; they, concatenated.
+async function received(ws, n) {
+	for (let i = 0; i < 200 && Buffer.concat(ws.chunks).length < n; i++)
+		await sleep(50);
+	return Buffer.concat(ws.chunks);
+}
+
+test("a stream echoes binary, text and fragmented messages, answers pings",
     async () => {
 	const ws = await open(TOKEN_A, vmA, ECHO);
+	const pong = once(ws, "pong");
+	ws.ping("still there?");
+	assert.equal((await pong)[0].toString(), "still there?");
 	ws.send(Buffer.from([0, 1, 2, 255]));
 	ws.send("héllo");	// text goes as its UTF-8 bytes
+	ws.send(Buffer.from("fr"), { fin: false });	// one message, three
+	ws.send(Buffer.from("ag"), { fin: false });	// frames
+	ws.send(Buffer.from("ment"), { fin: true });
 	const want = Buffer.concat([Buffer.from([0, 1, 2, 255]),
-	    Buffer.from("héllo")]);
-	for (let i = 0; i < 100 &&
-	    Buffer.concat(ws.chunks).length < want.length; i++)
-		await sleep(50);
-	assert.deepEqual(Buffer.concat(ws.chunks), want);
+	    Buffer.from("héllo"), Buffer.from("fragment")]);
+	assert.deepEqual(await received(ws, want.length), want);
 	ws.send(Buffer.alloc(0));
 	const c = await ws.closed;
 	assert.equal(c.code, 1000, c.reason);
@@ -384,6 +394,21 @@ test("a message over 1 MiB closes the stream with 1009", async () => {
 	const c = await ws.closed;
 	assert.equal(c.code, 1009, c.reason);
 	assert.equal(ws.chunks.length, 0, "nothing of it reached the guest");
+	// Fragments count together: 1 MiB in two goes through; one byte
+	// more closes the stream at the fragment that passes the limit (the
+	// ones before it are relayed as they come).
+	const f = await open(TOKEN_A, vmA, ECHO);
+	const whole = Buffer.concat([Buffer.alloc(MIB / 2, 1),
+	    Buffer.alloc(MIB / 2, 2)]);
+	f.send(whole.subarray(0, MIB / 2), { fin: false });
+	f.send(whole.subarray(MIB / 2), { fin: true });
+	assert.ok((await received(f, MIB)).equals(whole));
+	f.send(Buffer.alloc(MIB / 2), { fin: false });
+	f.send(Buffer.alloc(MIB / 2 + 1), { fin: true });
+	const fc = await f.closed;
+	assert.equal(fc.code, 1009, fc.reason);
+	const back = Buffer.concat(f.chunks).length;
+	assert.ok(back <= MIB + MIB / 2, `${back} bytes came back`);
 });
 
 test("a full per-VM or per-workspace stream quota is 409", async () => {
