@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # The end-to-end suite's harness: builds or reuses the `dev` guest image (it
 # has gcc), puts a real authd, vmmd and mcpd on real sockets over a
-# loop-mounted XFS volume (test_vmmd.py's Host), issues two workspaces'
+# loop-mounted XFS volume (test_vmmd.py's Host), issues three workspaces'
 # credentials, and runs tests/mcp/e2e.mjs -- the official MCP TypeScript SDK
 # client driving real VMs -- then tests/mcp/streams.mjs -- WebSocket streams
 # with the `ws` client -- with node's test runner.
