@@ -279,11 +279,15 @@ ctl_issue(struct ipc_conn *c, struct ipc_msg *msg, struct authd_request *req)
 		}
 		json_object_object_add(body, "revoked", arr);
 	}
+	/*
+	 * Subscribers hear of the revocations before authctl hears that
+	 * they are done: mcpd and vmmd keep answers until told otherwise.
+	 */
+	for (size_t i = 0; i < revoked.n; i++)
+		peer_event(req->workspace, revoked.ids[i], "revoked");
 	reply_with_secret(c, msg->type + 1, msg->id, body, secret);
 	json_object_put(secret);
 	json_object_put(body);
-	for (size_t i = 0; i < revoked.n; i++)
-		peer_event(req->workspace, revoked.ids[i], "revoked");
 	store_ids_free(&revoked);
 }
 

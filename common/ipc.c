@@ -235,6 +235,22 @@ ipc_frame_check(const struct ipc_frame *f, const struct ipc_policy *pol,
 		    "descriptor", f->type);
 		return -1;
 	}
+	if (rule->flags & IPC_RULE_TEXT) {
+		struct jsonx_err jerr;
+
+		if (f->len == 0) {
+			snprintf(err, errlen, "empty payload");
+			return -1;
+		}
+		if (jsonx_check_object(f->payload, f->len, IPC_JSON_DEPTH,
+		    &jerr) == -1) {
+			if ((size_t)snprintf(err, errlen, "%s", jerr.msg) >=
+			    errlen)
+				err[errlen - 1] = '\0';
+			return -1;
+		}
+		return 0;
+	}
 	if ((*body = ipc_parse_json(f->payload, f->len, err, errlen)) == NULL)
 		return -1;
 	return 0;
@@ -625,6 +641,12 @@ ipc_conn_set_arg(struct ipc_conn *c, void *arg)
 	c->arg = arg;
 }
 
+int
+ipc_conn_set_priority(struct ipc_conn *c, int pri)
+{
+	return event_priority_set(c->rev, pri);
+}
+
 void *
 ipc_conn_arg(const struct ipc_conn *c)
 {
@@ -805,6 +827,8 @@ ipc_conn_frame(struct ipc_conn *c, struct ipc_frame *f)
 	msg.id = f->id;
 	msg.flags = f->flags;
 	msg.fd = f->fd;
+	msg.text = f->payload;
+	msg.textlen = f->len;
 
 	if (f->flags & IPC_FLAG_REPLY) {
 		TAILQ_FOREACH(p, &c->pending, entry)

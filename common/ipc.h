@@ -31,9 +31,19 @@ struct ipc_msg {
 	uint32_t		 flags;
 	struct json_object	*body;	/* owned by ipc for the callback */
 	int			 fd;	/* -1, or taken by setting it to -1 */
+	/* The payload as sent, valid for the callback; never NUL-ended. */
+	const char		*text;
+	size_t			 textlen;
 };
 
 #define IPC_RULE_FD	0x1u	/* this type may carry one descriptor */
+/*
+ * This type is checked as strictly as any (one JSON object, RFC 8259,
+ * UTF-8, depth) but not made into objects: body is NULL and the receiver
+ * reads text, for a payload it mostly passes on (mcpd with vmmd's tool
+ * results, which can be a MiB).
+ */
+#define IPC_RULE_TEXT	0x2u
 
 struct ipc_rule {
 	uint32_t	type;
@@ -70,6 +80,12 @@ const struct ucred *ipc_conn_peercred(const struct ipc_conn *);
 const char	*ipc_conn_peer_role(const struct ipc_conn *);
 void		 ipc_conn_set_arg(struct ipc_conn *, void *);
 void		*ipc_conn_arg(const struct ipc_conn *);
+/*
+ * libevent priority of the connection's reads (0 is first); for authd's
+ * connection, whose revocations must be read before client requests that
+ * became readable in the same loop turn.
+ */
+int		 ipc_conn_set_priority(struct ipc_conn *, int);
 
 /* body is not consumed (NULL sends {}); fd is consumed (-1 for none). */
 int		 ipc_send(struct ipc_conn *, uint32_t type, uint32_t id,
@@ -135,7 +151,8 @@ int	ipc_reader_commit(struct ipc_reader *, size_t n, struct ipc_frame *,
 int	ipc_reader_add_fd(struct ipc_reader *, int fd, const char **err);
 /*
  * Checks a complete frame against a policy and parses its JSON body.
- * Returns 0 and sets *body, or -1 with *err.
+ * Returns 0 and sets *body (NULL for an IPC_RULE_TEXT type, whose payload
+ * is checked only), or -1 with *err.
  */
 int	ipc_frame_check(const struct ipc_frame *, const struct ipc_policy *,
 	    struct json_object **body, char *err, size_t errlen);

@@ -268,6 +268,111 @@ scan_value(struct scan *s, size_t depth)
 	}
 }
 
+/* The grammar, UTF-8, NUL and depth checks; s is left after the value. */
+static int
+check_text(const char *buf, size_t len, size_t max_depth, struct scan *s,
+    struct jsonx_err *err)
+{
+	const char	*nul;
+
+	if (len > INT_MAX - 1) {
+		seterr(err, "invalid JSON: text too large");
+		return -1;
+	}
+	if ((nul = memchr(buf, '\0', len)) != NULL) {
+		seterr(err, "invalid JSON at byte %zu: NUL byte",
+		    (size_t)(nul - buf));
+		return -1;
+	}
+	if (!utf8_valid((const uint8_t *)buf, len)) {
+		seterr(err, "invalid JSON: text is not valid UTF-8");
+		return -1;
+	}
+	memset(s, 0, sizeof(*s));
+	s->buf = (const uint8_t *)buf;
+	s->len = len;
+	s->max_depth = max_depth < JSONX_DEPTH_LIMIT ? max_depth :
+	    JSONX_DEPTH_LIMIT;
+	if (scan_value(s, 0) == 0) {
+		skip_ws(s);
+		if (s->pos != s->len)
+			fail(s, "unexpected data after the JSON value");
+	}
+	if (s->why != NULL) {
+		if (strcmp(s->why, "nested too deep") == 0)
+			seterr(err, "invalid JSON at byte %zu: nested deeper "
+			    "than %zu levels", s->pos, s->max_depth);
+		else
+			seterr(err, "invalid JSON at byte %zu: %s", s->pos,
+			    s->why);
+		return -1;
+	}
+	return 0;
+}
+
+int
+jsonx_check_object(const char *buf, size_t len, size_t max_depth,
+    struct jsonx_err *err)
+{
+	struct scan	 s;
+	size_t		 i = 0;
+
+	if (check_text(buf, len, max_depth, &s, err) == -1)
+		return -1;
+	while (i < len && strchr(" \t\r\n", buf[i]) != NULL)
+		i++;
+	if (buf[i] != '{') {
+		seterr(err, "$: expected object");
+		return -1;
+	}
+	return 0;
+}
+
+int
+jsonx_member_span(const char *buf, size_t len, const char *key,
+    size_t *off, size_t *vlen)
+{
+	struct scan	 s;
+	size_t		 klen = strlen(key), kstart, vstart;
+	int		 found = 0, match;
+
+	memset(&s, 0, sizeof(s));
+	s.buf = (const uint8_t *)buf;
+	s.len = len;
+	s.max_depth = JSONX_DEPTH_LIMIT;
+	skip_ws(&s);
+	if (s.pos >= s.len || s.buf[s.pos] != '{')
+		return 0;
+	s.pos++;
+	for (;;) {
+		skip_ws(&s);
+		if (s.pos >= s.len || s.buf[s.pos] != '"')
+			return found;	/* '}': the end */
+		kstart = s.pos + 1;
+		if (scan_string(&s) == -1)
+			return 0;
+		/* As written: an escaped spelling of key is not key. */
+		match = s.pos - 1 - kstart == klen &&
+		    memcmp(buf + kstart, key, klen) == 0;
+		skip_ws(&s);
+		s.pos++;		/* ':' */
+		skip_ws(&s);
+		vstart = s.pos;
+		if (scan_value(&s, 1) == -1)
+			return 0;
+		if (match) {
+			/* The last one counts, as with json-c. */
+			*off = vstart;
+			*vlen = s.pos - vstart;
+			found = 1;
+		}
+		skip_ws(&s);
+		if (s.pos >= s.len || s.buf[s.pos] != ',')
+			return found;
+		s.pos++;
+	}
+}
+
 json_object *
 jsonx_parse(const char *buf, size_t len, size_t max_depth,
     struct jsonx_err *err)
@@ -275,40 +380,9 @@ jsonx_parse(const char *buf, size_t len, size_t max_depth,
 	struct scan	 s;
 	struct json_tokener *tok = NULL;
 	json_object	*obj = NULL;
-	const char	*nul;
 
-	if (len > INT_MAX - 1) {
-		seterr(err, "invalid JSON: text too large");
+	if (check_text(buf, len, max_depth, &s, err) == -1)
 		return NULL;
-	}
-	if ((nul = memchr(buf, '\0', len)) != NULL) {
-		seterr(err, "invalid JSON at byte %zu: NUL byte",
-		    (size_t)(nul - buf));
-		return NULL;
-	}
-	if (!utf8_valid((const uint8_t *)buf, len)) {
-		seterr(err, "invalid JSON: text is not valid UTF-8");
-		return NULL;
-	}
-	memset(&s, 0, sizeof(s));
-	s.buf = (const uint8_t *)buf;
-	s.len = len;
-	s.max_depth = max_depth < JSONX_DEPTH_LIMIT ? max_depth :
-	    JSONX_DEPTH_LIMIT;
-	if (scan_value(&s, 0) == 0) {
-		skip_ws(&s);
-		if (s.pos != s.len)
-			fail(&s, "unexpected data after the JSON value");
-	}
-	if (s.why != NULL) {
-		if (strcmp(s.why, "nested too deep") == 0)
-			seterr(err, "invalid JSON at byte %zu: nested deeper "
-			    "than %zu levels", s.pos, s.max_depth);
-		else
-			seterr(err, "invalid JSON at byte %zu: %s", s.pos,
-			    s.why);
-		return NULL;
-	}
 
 	/*
 	 * From here on json-c sees only text the grammar check accepted, so
@@ -348,6 +422,43 @@ jsonx_parse_object(const char *buf, size_t len, size_t max_depth,
 		return NULL;
 	}
 	return obj;
+}
+
+struct raw_text {
+	size_t	 len;
+	char	 text[];
+};
+
+static int
+raw_serialize(json_object *o, struct printbuf *pb, int level, int flags)
+{
+	const struct raw_text *r = json_object_get_userdata(o);
+
+	return printbuf_memappend(pb, r->text, (int)r->len);
+}
+
+static void
+raw_free(json_object *o, void *userdata)
+{
+	free(userdata);
+}
+
+json_object *
+jsonx_raw_object(const char *text, size_t len)
+{
+	struct raw_text *r;
+	json_object *o;
+
+	if (len > INT_MAX || (r = malloc(sizeof(*r) + len)) == NULL)
+		return NULL;
+	r->len = len;
+	memcpy(r->text, text, len);
+	if ((o = json_object_new_object()) == NULL) {
+		free(r);
+		return NULL;
+	}
+	json_object_set_serializer(o, raw_serialize, r, raw_free);
+	return o;
 }
 
 const char *

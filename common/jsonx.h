@@ -37,6 +37,28 @@ json_object	*jsonx_parse_object(const char *buf, size_t len,
 		    size_t max_depth, struct jsonx_err *err);
 
 /* "integer", "number", "string", "boolean", "null", "object", "array". */
+/*
+ * jsonx_parse_object's checks without building the object, for text that
+ * is passed on rather than read: 0, or -1 with err->msg set.
+ */
+int		 jsonx_check_object(const char *buf, size_t len,
+		    size_t max_depth, struct jsonx_err *err);
+/*
+ * In text jsonx_check_object accepted, the value of the top-level member
+ * named key: its offset and length, and 1; 0 if there is none.  Names are
+ * compared as written (an escaped spelling of key is not key), and of a
+ * name given twice the last counts, as in jsonx_parse.
+ */
+int		 jsonx_member_span(const char *buf, size_t len,
+		    const char *key, size_t *off, size_t *vlen);
+
+/*
+ * A json-c object that serializes as text (a JSON object checked by the
+ * caller, copied here) wherever it is put: passes a peer's object on
+ * without building it.  It has no members to look at; read the text.
+ */
+json_object	*jsonx_raw_object(const char *text, size_t len);
+
 const char	*jsonx_type_name(json_object *);
 
 /*

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "jsonx.h"
+#include "pattern.h"
 #include "schema.h"
 #include "tools_json.h"
 #include "utf8.h"
@@ -49,6 +50,7 @@ struct schema {
 	int64_t		 max_props;
 	int		 has_pattern;
 	regex_t		 pattern;
+	struct pattern	*fast;		/* the same, when pattern.c can */
 	char		*pattern_text;	/* printable, for messages */
 	struct prop	*props;
 	size_t		 nprops;
@@ -125,6 +127,7 @@ schema_free(struct schema *s)
 	free(s->any_of);
 	if (s->has_pattern)
 		regfree(&s->pattern);
+	pattern_free(s->fast);
 	free(s->allowed_text);
 	free(s->pattern_text);
 	json_object_put(s->src);
@@ -282,6 +285,8 @@ compile_pattern(struct schema *s, json_object *v, const char *where,
 		return -1;
 	}
 	s->has_pattern = 1;
+	/* regcomp decides what the pattern means; pattern.c only runs it. */
+	s->fast = pattern_compile(p);
 	/* Control characters are shown as escapes, never sent raw. */
 	if ((s->pattern_text = malloc(n * 4 + 1)) == NULL) {
 		say(err, errlen, "out of memory");
@@ -659,7 +664,8 @@ check_string(const struct schema *s, json_object *v, struct walk *w)
 	if (s->has_pattern) {
 		if (strlen(str) != len)
 			return reject(w, "must not contain NUL characters");
-		if (regexec(&s->pattern, str, 0, NULL, 0) != 0)
+		if (s->fast != NULL ? !pattern_match(s->fast, str, len) :
+		    regexec(&s->pattern, str, 0, NULL, 0) != 0)
 			return reject(w, "must match the pattern %s",
 			    s->pattern_text);
 	}

@@ -12,6 +12,7 @@
 #include <event2/event.h>
 
 #include "ipc.h"
+#include "jsonx.h"
 #include "log.h"
 #include "mcpd.h"
 
@@ -126,7 +127,8 @@ tool_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct backend_call *c = arg;
 	struct backend_result br = { 0 };
-	struct json_object *r;
+	struct json_object *raw = NULL;
+	size_t off, len;
 
 	if (c->cancelled) {
 		call_free(c);
@@ -137,14 +139,22 @@ tool_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		br.message = "vmmd did not answer in time; the outcome is "
 		    "unknown (retry with the same request_id)";
 	} else if (m->type == IPC_VM_TOOL_RESULT &&
-	    json_object_object_get_ex(m->body, "result", &r) &&
-	    json_object_is_type(r, json_type_object)) {
+	    jsonx_member_span(m->text, m->textlen, "result", &off, &len) &&
+	    m->text[off] == '{') {
+		/*
+		 * The result goes to the client as vmmd wrote it (the frame
+		 * was checked as strict JSON): a vm_read_file of a MiB is not
+		 * parsed into objects only to be written out again.
+		 */
+		if ((raw = jsonx_raw_object(m->text + off, len)) == NULL)
+			fatal("%s", __func__);
 		br.ok = 1;
-		br.result = r;
+		br.result = raw;
 	} else {
 		error_of(m, &br.code, &br.message);
 	}
 	c->done(&br, c->arg);
+	json_object_put(raw);
 	call_free(c);
 }
 
@@ -298,7 +308,7 @@ vmmd_closed(struct ipc_conn *conn, void *arg)
 }
 
 static const struct ipc_rule vmmd_rules[] = {
-	{ IPC_VM_TOOL_RESULT, 0 },
+	{ IPC_VM_TOOL_RESULT, IPC_RULE_TEXT },
 	{ IPC_VM_PROGRESS, 0 },
 	{ IPC_VM_STREAM_OPEN_RESULT, IPC_RULE_FD },
 	{ IPC_VM_STREAM_CLOSE, 0 },

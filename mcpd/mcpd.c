@@ -110,6 +110,9 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	signal(SIGPIPE, SIG_IGN);
 	if ((m.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
+	/* Two priorities: authd's events (0) before clients (1, default). */
+	if (event_base_priority_init(m.base, 2) == -1)
+		fatalx("event_base_priority_init failed");
 	sessions_init(&m.sessions, cfg.max_sessions,
 	    cfg.max_sessions_per_workspace, cfg.session_idle_timeout);
 	mcp_http_init(&m);

@@ -22,6 +22,7 @@
 #include <event2/event.h>
 
 #include "audit.h"
+#include "authcache.h"
 #include "backend.h"
 #include "ipc.h"
 #include "jsonx.h"
@@ -43,6 +44,8 @@ struct vmmd *env;
 struct authwait {
 	TAILQ_ENTRY(authwait)	 entry;
 	struct request		*req;
+	uint8_t			 key[AUTHCACHE_KEY_LEN];
+	int			 keyed;
 };
 
 long long
@@ -229,48 +232,89 @@ policy_from_json(struct json_object *o, struct policy *p, char *err,
 	return -1;
 }
 
-static void
-authd_verified(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+/* The workspace and policy of authd's verify result into req. */
+static int
+request_identify(struct request *req, struct json_object *result)
 {
-	struct authwait *w = arg;
-	struct request *req = w->req;
 	struct json_object *pol;
 	struct jsonx_err jerr;
 	const char *ws;
 	char err[256];
 
+	if (jsonx_get_string(result, "workspace", 1, &ws, &jerr) != 1 ||
+	    jsonx_get_object(result, "policy", 1, &pol, &jerr) != 1 ||
+	    policy_from_json(pol, &req->policy, err, sizeof(err)) == -1)
+		return -1;
+	snprintf(req->workspace, sizeof(req->workspace), "%s", ws);
+	return 0;
+}
+
+static void
+authd_verified(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	struct authwait *w = arg;
+	struct request *req = w->req;
+
 	TAILQ_REMOVE(&env->authwaits, w, entry);
-	free(w);
 	if (m == NULL) {
 		request_error(req, "unavailable", "authd did not answer; try "
 		    "again shortly");
-		return;
+		goto out;
 	}
 	if (m->type != IPC_AUTH_VERIFY_RESULT) {
 		/* authd says no more than that, and neither do we. */
 		request_error(req, "unauthorized", "the credential is not "
 		    "valid");
-		return;
+		goto out;
 	}
-	if (jsonx_get_string(m->body, "workspace", 1, &ws, &jerr) != 1 ||
-	    jsonx_get_object(m->body, "policy", 1, &pol, &jerr) != 1 ||
-	    policy_from_json(pol, &req->policy, err, sizeof(err)) == -1) {
+	if (request_identify(req, m->body) == -1) {
 		log_warnx("authd sent a verify result vmmd cannot read");
 		request_error(req, "unavailable", "authd's answer was not "
 		    "understood");
-		return;
+		goto out;
 	}
-	snprintf(req->workspace, sizeof(req->workspace), "%s", ws);
+	if (w->keyed && env->authd_subscribed)
+		authcache_put(env->authcache, w->key, m->body,
+		    (int64_t)time(NULL));
 	tools_dispatch(req);
+ out:
+	explicit_bzero(w, sizeof(*w));
+	free(w);
 }
 
+/*
+ * authd's pushes: a revocation, an expiry or a policy change.  Streams are
+ * mcpd's to close; what vmmd holds is its cache of authd's answers.
+ */
 static void
 authd_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
-	/* Revocation pushes: streams are mcpd's to close; nothing held here
-	 * outlives a request, so there is nothing to do but note it. */
-	if (m->type == IPC_AUTH_EVENT)
-		log_debug("authd: credential event");
+	struct jsonx_err jerr;
+	const char *ws, *cred = NULL;
+
+	if (m->type != IPC_AUTH_EVENT)
+		return;
+	if (jsonx_get_string(m->body, "workspace", 1, &ws, &jerr) != 1 ||
+	    jsonx_get_string(m->body, "credential_id", 0, &cred, &jerr) < 0) {
+		/* Not knowing whose: forget everyone's. */
+		log_warnx("authd sent an event vmmd cannot read: %s",
+		    jerr.msg);
+		authcache_flush(env->authcache);
+		return;
+	}
+	log_debug("authd: event for workspace %s", ws);
+	authcache_drop(env->authcache, ws, cred);
+}
+
+static void
+authd_subscribed(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	if (m == NULL || m->type != IPC_AUTH_SUBSCRIBE_RESULT) {
+		log_warnx("authd refused the event subscription; every "
+		    "request will be verified afresh");
+		return;
+	}
+	env->authd_subscribed = 1;
 }
 
 static void
@@ -279,6 +323,8 @@ authd_closed(struct ipc_conn *conn, void *arg)
 	struct timeval tv = { 1, 0 };
 
 	env->authd = NULL;
+	env->authd_subscribed = 0;
+	authcache_flush(env->authcache);
 	if (!env->shutting_down) {
 		log_warnx("lost authd; reconnecting");
 		evtimer_add(env->authd_retry, &tv);
@@ -315,14 +361,23 @@ authd_connect(void)
 		log_debug("authd at %s: %s", env->conf.vmmd.authd_socket,
 		    strerror(errno));
 		evtimer_add(env->authd_retry, &tv);
+		return;
 	}
+	env->authd_subscribed = 0;
+	authcache_flush(env->authcache);
+	if (ipc_conn_set_priority(env->authd, 0) == -1)
+		log_warnx("authd: cannot raise the connection's priority");
+	/* First on the connection, so it is in force before any answer. */
+	if (ipc_request(env->authd, IPC_AUTH_SUBSCRIBE, NULL, -1,
+	    AUTHD_TIMEOUT_MS, authd_subscribed, NULL) == -1)
+		log_warnx("authd: cannot subscribe to its events");
 }
 
 /* Asks authd about req's credential; tools_dispatch follows. */
 static void
 request_verify(struct request *req, const char *credential)
 {
-	struct json_object *body;
+	struct json_object *body, *known;
 	struct authwait *w;
 
 	if (env->authd == NULL) {
@@ -333,6 +388,17 @@ request_verify(struct request *req, const char *credential)
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		fatal("calloc");
 	w->req = req;
+	if (authcache_key(credential, w->key) == 0) {
+		w->keyed = 1;
+		known = authcache_get(env->authcache, w->key,
+		    (int64_t)time(NULL));
+		if (known != NULL && request_identify(req, known) == 0) {
+			explicit_bzero(w, sizeof(*w));
+			free(w);
+			tools_dispatch(req);
+			return;
+		}
+	}
 	TAILQ_INSERT_TAIL(&env->authwaits, w, entry);
 	body = json_object_new_object();
 	json_object_object_add(body, "credential",
@@ -340,6 +406,7 @@ request_verify(struct request *req, const char *credential)
 	if (ipc_request(env->authd, IPC_AUTH_VERIFY, body, -1,
 	    AUTHD_TIMEOUT_MS, authd_verified, w) == -1) {
 		TAILQ_REMOVE(&env->authwaits, w, entry);
+		explicit_bzero(w, sizeof(*w));
 		free(w);
 		request_error(req, "unavailable", "authd is not reachable");
 	}
@@ -673,6 +740,10 @@ main(int argc, char *argv[])
 
 	if ((env->base = event_base_new()) == NULL)
 		fatalx("event_base_new");
+	/* Two priorities: authd's events (0) before mcpd's requests (1). */
+	if (event_base_priority_init(env->base, 2) == -1 ||
+	    (env->authcache = authcache_new()) == NULL)
+		fatalx("event base priorities or the credential cache");
 	if ((env->workers = worker_pool_new(env->base, 2)) == NULL)
 		fatalx("worker pool");
 	memset(&qc, 0, sizeof(qc));

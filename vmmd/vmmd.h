@@ -126,6 +126,8 @@ struct vmmd {
 	struct ipc_server	*srv_mcpd, *srv_ctl;
 	struct ipc_conn		*authd;
 	struct event		*authd_retry;
+	struct authcache	*authcache;	/* authd's recent answers */
+	int			 authd_subscribed;
 	uid_t			 mcpd_uid;
 	gid_t			 admin_gid;
 	int			 foreground, verbose;

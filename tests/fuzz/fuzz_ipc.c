@@ -1,7 +1,10 @@
 /*
  * libFuzzer target for the IPC frame reader and message check: the bytes
  * are a stream as a peer would send it, cut into reads of varying sizes,
- * with descriptors "arriving" where a control byte says so.
+ * with descriptors "arriving" where a control byte says so.  A text-only
+ * type (IPC_RULE_TEXT) must accept exactly what the parsing check accepts,
+ * and jsonx_member_span must stay inside the payload and find a value
+ * that parses on its own.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,6 +12,7 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "jsonx.h"
 #include "log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
@@ -16,8 +20,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 static const struct ipc_rule rules[] = {
 	{ IPC_TEST_ECHO, 0 },
 	{ IPC_TEST_FD, IPC_RULE_FD },
+	{ IPC_TEST_ECHO_RESULT, IPC_RULE_TEXT },
 };
-static const struct ipc_policy policy = { "fuzz", rules, 2 };
+static const struct ipc_policy policy = { "fuzz", rules, 3 };
+
+static void
+text_frame(const struct ipc_frame *f, int accepted)
+{
+	struct json_object *o, *v;
+	struct jsonx_err jerr;
+	size_t off, len;
+
+	o = f->len > 0 ? jsonx_parse_object(f->payload, f->len, 32, &jerr) :
+	    NULL;
+	/* The check accepts what the parse does (at IPC's depth, 32). */
+	if ((o != NULL) != accepted)
+		abort();
+	if (o == NULL)
+		return;
+	if (jsonx_member_span(f->payload, f->len, "result", &off, &len)) {
+		if (off + len > f->len || len == 0)
+			abort();
+		v = jsonx_parse(f->payload + off, len, 32, &jerr);
+		/* null is the one value jsonx_parse refuses at the top. */
+		if (v == NULL && !(len == 4 && memcmp(f->payload + off,
+		    "null", 4) == 0))
+			abort();
+		json_object_put(v);
+	}
+	json_object_put(o);
+}
 
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -59,9 +91,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct json_object *body;
 			char msg[256];
 
-			if (ipc_frame_check(&f, &policy, &body, msg,
-			    sizeof(msg)) == 0)
+			int ok = ipc_frame_check(&f, &policy, &body, msg,
+			    sizeof(msg)) == 0;
+
+			if (ok)
 				json_object_put(body);
+			if (f.type == IPC_TEST_ECHO_RESULT &&
+			    !(f.flags & IPC_FLAG_FD))
+				text_frame(&f, ok);
 			if (f.fd != -1)
 				close(f.fd);
 		}

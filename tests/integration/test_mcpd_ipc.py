@@ -140,7 +140,7 @@ class Stack:
         self.conf = os.path.join(self.dir, "mcpvm.conf")
         with open(self.conf, "w") as f:
             f.write("[paths]\nruntime_dir = %s\nstate_dir = %s\n"
-                    "[authd]\npeers = root\ndefault_ttl = 0\n"
+                    "[authd]\npeers = root mcpvm\ndefault_ttl = 0\n"
                     "[mcpd]\nlisten = 127.0.0.1:%d\n"
                     "metrics_listen = 127.0.0.1:%d\n"
                     % (self.run, self.state, self.port, self.mport))
@@ -369,6 +369,61 @@ def test_revocation_closes_streams_and_refuses():
     w.close()
     r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=tok)
     assert r.status == 401, r.status
+
+
+def tool_calls(s):
+    return sum(1 for t, _ in s.vmmd.seen if t == VM_TOOL)
+
+
+def test_kept_answers_yield_to_events():
+    """mcpd keeps authd's answers a few seconds (common/authcache): a
+    policy change leaves the workspace's streams open, and a revocation
+    still counts at once, without a call reaching vmmd."""
+    s = stack()
+    tok = s.issue("carol")
+    r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=tok)
+    assert r.status == 200, r.status
+    w = WS(s, "/v1/vms/v9/streams/5000", auth=tok)
+    assert w.status == 101, w.status
+    guest = s.vmmd.guests[-1]
+    s.authctl("policy", "set", "--workspace", "carol", "--max-streams",
+              "7")
+    w.send(2, b"still-open")
+    guest.settimeout(5)
+    assert guest.recv(100) == b"still-open"
+    calls = tool_calls(s)
+    s.authctl("revoke-token", "--token-file",
+              os.path.join(s.dir, "tok-carol"))
+    r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=tok)
+    assert r.status == 401, r.status
+    assert tool_calls(s) == calls, "a revoked credential reached vmmd"
+    w.s.settimeout(5)
+    code, reason = w.recv_close()
+    assert code == 1008, (code, reason)
+    w.close()
+
+
+def test_lost_authd_forgets_kept_answers():
+    """A revocation made while mcpd had lost authd counts as soon as it
+    is back: nothing kept from before is trusted meanwhile."""
+    s = stack()
+    tok = s.issue("dave")
+    r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=tok)
+    assert r.status == 200, r.status
+    s.stop(s.authd)
+    s.authd = s.start([AUTHD, "-d", "-v", "-f", s.conf], "authd.log",
+                      "ready:")
+    s.authctl("revoke-token", "--token-file",
+              os.path.join(s.dir, "tok-dave"))
+    deadline = time.time() + 10
+    while True:
+        r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=tok)
+        if r.status != 503 or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert r.status == 401, r.status
+    r = request(s, "POST", "/v1/tools/vm_list", body={}, auth=TOK)
+    assert r.status == 200, r.status
 
 
 def test_metrics_show_vms_by_state():

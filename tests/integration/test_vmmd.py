@@ -239,11 +239,12 @@ exec %(real)s "$@"
         """Sections a subclass adds (mcpd's, for the end-to-end suite)."""
 
     def start_authd(self):
+        mark = len(read(self.authd_log))
         log = open(self.authd_log, "ab")
         self.authd = subprocess.Popen([os.environ["AUTHD"], "-d", "-f",
                                        self.conf], stdout=log, stderr=log)
         log.close()
-        wait_for(lambda: "ready" in read(self.authd_log), 10,
+        wait_for(lambda: "ready" in read(self.authd_log)[mark:], 10,
                  "authd ready")
 
     def start_vmmd(self):
@@ -1023,6 +1024,44 @@ def vm_uid(h, vm):
     return UID_BASE + row[0] if row else -1
 
 
+def check_auth_cache(h):
+    """vmmd keeps authd's answers for a few seconds (common/authcache);
+    a policy change and a revocation must still count at once, and a
+    revocation made while vmmd had lost authd must count as soon as it is
+    back."""
+    g = Client(h, h.issue("gamma"))
+    okk, r = g("vm_list")
+    ok(okk, "a new workspace lists its VMs (authd's answer now kept)", r)
+    h.authctl("policy", "set", "--workspace", "gamma", "--memory-mib",
+              str(MEM // 2))
+    res = g("vm_create", request_id="c-g1", memory_mib=MEM)
+    ok(err_code(res) == "quota_exceeded", "a lowered quota counts at "
+       "once, though the credential's answer was kept", res)
+    path = os.path.join(h.dir, "tok-gamma")
+    with open(path, "w") as f:
+        f.write(g.tok)
+    okk, r = g("vm_list")
+    h.authctl("revoke-token", "--token-file", path)
+    res = g("vm_list")
+    ok(err_code(res) == "unauthorized", "a revoked credential is refused "
+       "at once, though its answer was kept", res)
+    d = Client(h, h.issue("delta"))
+    okk, r = d("vm_list")
+    ok(okk, "another credential is verified and kept", r)
+    with open(path, "w") as f:
+        f.write(d.tok)
+    # authd restarts; the revocation happens before vmmd is back.
+    h.authd.kill()
+    h.authd.wait()
+    h.start_authd()
+    h.authctl("revoke-token", "--token-file", path)
+    wait_for(lambda: err_code(d("vm_list")) != "unavailable", 10,
+             "vmmd back on authd")
+    res = d("vm_list")
+    ok(err_code(res) == "unauthorized", "a revocation vmmd could not hear "
+       "of counts once authd is back", res)
+
+
 def check_vmproxy_direct(h):
     """vmproxy alone against a fake guest: exit 3 and a guest_error."""
     a_, b_ = socket.socketpair()
@@ -1133,6 +1172,7 @@ def main():
         q = Client(h, h.issue("quota", "--memory-mib", "128",
                               "--storage-gib", "2"))
         check_vmproxy_direct(h)
+        check_auth_cache(h)
         vm1 = check_lifecycle(h, a)
         check_suspend(h, a, vm1)
         vm2 = check_idle(h, a)

@@ -329,6 +329,77 @@ START_TEST(type_names)
 }
 END_TEST
 
+/* The text-only check accepts and refuses exactly what parsing does. */
+START_TEST(check_object_agrees_with_parse)
+{
+	static const char *texts[] = {
+		"{}", " {\"a\":1} ", "{\"a\":[1,2,{\"b\":null}]}", "[]", "1",
+		"\"s\"", "{\"a\":1,}", "{\"a\":NaN}", "{\"a\":01}",
+		"{\"a\":\"\\ud800\"}", "{\"a\":1} x", "{\"a\":\"\xff\"}",
+		"{\"a\":99999999999999999999}", "{'a':1}", "",
+	};
+	struct jsonx_err err;
+	json_object *o;
+
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		size_t len = strlen(texts[i]);
+		int checked = jsonx_check_object(texts[i], len, 8, &err) == 0;
+
+		o = len > 0 ? jsonx_parse_object(texts[i], len, 8, &err) :
+		    NULL;
+		ck_assert_msg(checked == (o != NULL), "%s: check says %d",
+		    texts[i], checked);
+		json_object_put(o);
+	}
+	ck_assert_int_eq(jsonx_check_object("{\"a\":{\"b\":{}}}", 14, 2,
+	    &err), -1);
+	ck_assert_ptr_nonnull(strstr(err.msg, "deeper"));
+}
+END_TEST
+
+START_TEST(member_span)
+{
+	const char *t = "{ \"x\" : [1,{\"result\":0}], \"result\" : "
+	    "{\"a\":\"}\\\"\"} , \"z\":true}";
+	const char *want = "{\"a\":\"}\\\"\"}";
+	const char *dup = "{\"result\":1,\"result\":{\"b\":2}}";
+	const char *esc = "{\"r\\u0065sult\":{}}";
+	const char *nested = "{\"x\":{\"result\":{}}}";
+	size_t off, len;
+
+	ck_assert_int_eq(jsonx_member_span(t, strlen(t), "result", &off,
+	    &len), 1);
+	ck_assert_uint_eq(len, strlen(want));
+	ck_assert_int_eq(memcmp(t + off, want, len), 0);
+	/* A member of the same name further down is not the top-level one. */
+	ck_assert_int_eq(jsonx_member_span(nested, strlen(nested), "result",
+	    &off, &len), 0);
+	/* The last of two counts, as in jsonx_parse. */
+	ck_assert_int_eq(jsonx_member_span(dup, strlen(dup), "result", &off,
+	    &len), 1);
+	ck_assert_int_eq(memcmp(dup + off, "{\"b\":2}", len), 0);
+	ck_assert_int_eq(jsonx_member_span(esc, strlen(esc), "result", &off,
+	    &len), 0);
+	ck_assert_int_eq(jsonx_member_span("[]", 2, "result", &off, &len), 0);
+}
+END_TEST
+
+START_TEST(raw_object_serializes_as_its_text)
+{
+	const char *text = "{\"path\":\"/a/b\",\"n\":[1,2]}";
+	json_object *raw = jsonx_raw_object(text, strlen(text));
+	json_object *outer = json_object_new_object();
+
+	ck_assert_ptr_nonnull(raw);
+	ck_assert(json_object_is_type(raw, json_type_object));
+	json_object_object_add(outer, "result", raw);
+	ck_assert_str_eq(json_object_to_json_string_ext(outer,
+	    JSON_C_TO_STRING_PLAIN),
+	    "{\"result\":{\"path\":\"/a/b\",\"n\":[1,2]}}");
+	json_object_put(outer);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -347,6 +418,9 @@ main(void)
 	tcase_add_test(tc, nested_paths);
 	tcase_add_test(tc, get_enum);
 	tcase_add_test(tc, type_names);
+	tcase_add_test(tc, check_object_agrees_with_parse);
+	tcase_add_test(tc, member_span);
+	tcase_add_test(tc, raw_object_serializes_as_its_text);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
