@@ -86,7 +86,8 @@ function connect(token, vm, port, opts = {}) {
 		const headers = token === null ? {} :
 		    { Authorization: `Bearer ${token}` };
 		const ws = new WebSocket(streamUrl(vm, port), {
-		    headers, perMessageDeflate: false, ...opts });
+		    perMessageDeflate: false, ...opts,
+		    headers: { ...headers, ...opts.headers } });
 		sockets.add(ws);
 		ws.chunks = [];
 		ws.on("message", (d) => ws.chunks.push(d));
@@ -370,6 +371,8 @@ test("refusals come before any guest connection, each with its status",
 		    OUTSIDE, {}, 403],
 		["a foreign Origin", TOKEN_A, vmA, ECHO,
 		    { origin: "http://evil.example" }, 403],
+		["a Host not in allowed_hosts", TOKEN_A, vmA, ECHO,
+		    { headers: { Host: "evil.example" } }, 403],
 		["a port nothing listens on", TOKEN_A, vmA, NOBODY, {}, 409],
 	];
 	const before = await accepts(TOKEN_A, vmA);
