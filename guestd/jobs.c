@@ -563,11 +563,13 @@ jobs_cancel(const struct req *r)
 	return job_json(j, r->id);
 }
 
+static int	job_pipe_read(struct job *, int);
+
 void
 jobs_reaped(pid_t pid, int status)
 {
 	struct job *j = NULL;
-	int i;
+	int i, k;
 
 	for (i = 0; i < njobs; i++)
 		if (jobs[i]->pid == pid)
@@ -577,30 +579,51 @@ jobs_reaped(pid_t pid, int status)
 	j->pid = 0;
 	j->status = status;
 	budget_stop(&j->budget, now_ns());
+	/*
+	 * What it wrote before exiting is in its pipes: take it before the
+	 * state says completed, or a read in this same loop turn would see
+	 * the final state without the last output and stop there.  A pipe
+	 * holds what was written before the exit; bounded, as a detached
+	 * descendant may still be writing to it.
+	 */
+	for (i = 0; i < 2; i++)
+		for (k = 0; k < 16 && j->fd[i] != -1 &&
+		    job_pipe_read(j, i); k++)
+			;
 	if (j->state == JOB_RUNNING)
 		j->state = JOB_COMPLETED;
 	log_debug("job %s: exited, status 0x%x", j->id, status);
 	job_cleanup_cgroup(j);
 }
 
-static void
-job_pipe_io(int fd, short revents, void *arg)
+/* One read of the job's stdout (s 0) or stderr (1); 1 if it had bytes. */
+static int
+job_pipe_read(struct job *j, int s)
 {
 	static uint8_t buf[65536];
-	struct job *j = arg;
-	int s = fd == j->fd[0] ? 0 : 1;
 	ssize_t n;
 
 	/* Drained whatever the retention: a full pipe must never block. */
-	n = read(fd, buf, sizeof(buf));
+	n = read(j->fd[s], buf, sizeof(buf));
 	if (n > 0) {
 		if (jobout_append(&j->out, s, buf, (size_t)n) == -1)
 			log_warnx("job %s: out of memory for output", j->id);
-		return;
+		return 1;
 	}
 	if (n == -1 && (errno == EAGAIN || errno == EINTR))
-		return;
+		return 0;
 	close_fd(&j->fd[s]);
+	/* Its poll entry may still be pending in this loop turn. */
+	loop_gen++;
+	return 0;
+}
+
+static void
+job_pipe_io(int fd, short revents, void *arg)
+{
+	struct job *j = arg;
+
+	job_pipe_read(j, fd == j->fd[0] ? 0 : 1);
 }
 
 static void

@@ -454,6 +454,27 @@ stream_upgrade(struct stream *st, int fd)
 		ws_read_cb(st->ws, st);
 }
 
+/*
+ * A full stream quota is 409 for a stream, as mcpd(8) and the reference
+ * say, where a tool's quota_exceeded is 429: the client may retry once one
+ * of its streams has ended.  The code stays quota_exceeded.
+ */
+static void
+stream_refuse_full(struct hreq *hr, const char *message)
+{
+	struct json_object *o, *e;
+
+	o = json_object_new_object();
+	e = json_object_new_object();
+	json_object_object_add(e, "code",
+	    json_object_new_string("quota_exceeded"));
+	json_object_object_add(e, "message", json_object_new_string(
+	    message != NULL ? message : "stream quota exceeded"));
+	json_object_object_add(o, "error", e);
+	http_reply_json(hr, 409, o);
+	json_object_put(o);
+}
+
 static void
 stream_opened(int fd, const char *stream_id, const char *code,
     const char *message, void *arg)
@@ -467,7 +488,10 @@ stream_opened(int fd, const char *stream_id, const char *code,
 		    stream_id);
 	hr->on_gone = NULL;
 	if (fd < 0) {
-		http_reply_error(hr, code, "%s", message);
+		if (code != NULL && strcmp(code, "quota_exceeded") == 0)
+			stream_refuse_full(hr, message);
+		else
+			http_reply_error(hr, code, "%s", message);
 		free(st);
 		return;
 	}

@@ -654,6 +654,12 @@ main(int argc, char *argv[])
 	qc.accel = env->conf.vmmd.accel == CONF_ACCEL_KVM ? QEMU_ACCEL_KVM :
 	    env->conf.vmmd.accel == CONF_ACCEL_TCG ? QEMU_ACCEL_TCG :
 	    QEMU_ACCEL_AUTO;
+	/*
+	 * TCG's default translation cache, 1 GiB, fills as guest code runs
+	 * and does not fit the VM's cgroup beside its RAM: QEMU was killed
+	 * for memory after some hundred jobs.  256 MiB fits the overhead.
+	 */
+	qc.tcg_tb_mib = 256;
 	if ((env->qemu = qemu_backend_new(env->base, env->workers, &qc, err,
 	    sizeof(err))) == NULL)
 		fatalx("qemu: %s", err);

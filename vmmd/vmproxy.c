@@ -624,11 +624,18 @@ stream_write(struct pstream *s)
 		memmove(s->wbuf, s->wbuf + n, s->wlen - (size_t)n);
 		s->wlen -= (size_t)n;
 		/* Grant the guest what the socket took. */
-		glink_consumed(px.g, s->ch, (size_t)n);
-		link_want_write();
+		if (s->ch != 0) {
+			glink_consumed(px.g, s->ch, (size_t)n);
+			link_want_write();
+		}
 	}
 	if (s->guest_eof) {
 		shutdown(s->fd, SHUT_WR);
+		if (s->ch == 0) {
+			/* The guest closed the channel; its bytes are out. */
+			stream_free(s, 0);
+			return;
+		}
 		stream_maybe_done(s);
 	}
 }
@@ -696,6 +703,17 @@ on_stream_frame(const struct glink_frame *f)
 			stream_write(s);
 		break;
 	case GLINK_CLOSE:
+		/*
+		 * After its EOF the guest closes the channel once both ways
+		 * are done, while what it sent last may still wait for the
+		 * socket: that goes out first.  A CLOSE before EOF is an
+		 * abort.  The channel is released either way.
+		 */
+		if (s->guest_eof && s->wlen > 0) {
+			s->ch = 0;
+			event_del(s->rev);
+			break;
+		}
 		stream_free(s, 0);
 		break;
 	}

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 # The end-to-end suite's harness: builds or reuses the `dev` guest image (it
 # has gcc), puts a real authd, vmmd and mcpd on real sockets over a
-# loop-mounted XFS volume (test_vmmd.py's Host), issues two workspaces'
+# loop-mounted XFS volume (test_vmmd.py's Host), issues three workspaces'
 # credentials, and runs tests/mcp/e2e.mjs -- the official MCP TypeScript SDK
-# client driving real VMs -- with node's test runner.
+# client driving real VMs -- then tests/mcp/streams.mjs -- WebSocket streams
+# with the `ws` client -- with node's test runner.
 #
-# Environment: as test_vmmd.py, plus MCPD and NODE; E2E_PORT (default
-# 18090) for mcpd.
+# Environment: as test_vmmd.py, plus MCPD, ATTACH and NODE; E2E_PORT (default
+# 18090) for mcpd; E2E_SCRIPTS to run only some of the scripts (default
+# "e2e.mjs streams.mjs", for quicker runs while working on one).
 import json
 import os
 import subprocess
@@ -19,6 +21,11 @@ import test_vmmd as base  # noqa: E402
 
 PORT = int(os.environ.get("E2E_PORT", "18090"))
 IDLE_SECONDS = 6
+# Stream limits small enough for streams.mjs to reach: the VM's quota, a
+# workspace quota below it, and a port range with room above it.
+STREAMS_PER_VM = 3
+STREAMS_C = 2
+STREAM_PORT_MAX = 9999
 
 
 class Stack(base.Host):
@@ -98,23 +105,37 @@ def main():
     rc = 1
     try:
         h.setup()
-        h.write_conf(mcpd_user="mcpvm", max_vms=4, max_memory_mib=4096)
+        h.write_conf(mcpd_user="mcpvm", max_vms=4, max_memory_mib=4096,
+                     stream_ports="1025-%d" % STREAM_PORT_MAX,
+                     max_streams_per_vm=STREAMS_PER_VM)
         h.start_authd()
         h.start_vmmd()
         h.start_mcpd()
         tok_a = h.issue("e2e-a", "--max-vms", "4", "--memory-mib", "4096")
         tok_b = h.issue("e2e-b", "--max-vms", "2", "--memory-mib", "2048")
+        # streams.mjs revokes this one.
+        tok_c = h.issue("e2e-c", "--max-vms", "1", "--memory-mib", "512",
+                        "--max-streams", str(STREAMS_C))
         env = dict(os.environ, MCPVM_URL="http://127.0.0.1:%d" % PORT,
-                   TOKEN_A=tok_a, TOKEN_B=tok_b, CONF=h.conf,
-                   IDLE_SECONDS=str(IDLE_SECONDS))
-        t = time.monotonic()
+                   TOKEN_A=tok_a, TOKEN_B=tok_b, TOKEN_C=tok_c,
+                   WORKSPACE_A="e2e-a", WORKSPACE_C="e2e-c", CONF=h.conf,
+                   IDLE_SECONDS=str(IDLE_SECONDS),
+                   STREAMS_PER_VM=str(STREAMS_PER_VM),
+                   STREAMS_C=str(STREAMS_C),
+                   STREAM_PORT_MAX=str(STREAM_PORT_MAX))
         mcp_dir = os.path.join(base.SRCDIR, "tests", "mcp")
-        p = subprocess.run([os.environ.get("NODE", "node"), "--test",
-                            "--test-reporter=tap", "e2e.mjs"], cwd=mcp_dir,
-                           env=env, timeout=1800)
-        rc = p.returncode
-        print("# e2e: node exited %d after %.0f s" % (rc,
-              time.monotonic() - t), flush=True)
+        # e2e.mjs first: it ends with every VM of e2e-a destroyed, which
+        # leaves the host's VM slots to streams.mjs.
+        rc = 0
+        for script in os.environ.get("E2E_SCRIPTS",
+                                     "e2e.mjs streams.mjs").split():
+            t = time.monotonic()
+            p = subprocess.run([os.environ.get("NODE", "node"), "--test",
+                                "--test-reporter=tap", script], cwd=mcp_dir,
+                               env=env, timeout=1800)
+            rc = rc or p.returncode
+            print("# %s: node exited %d after %.0f s" % (
+                script, p.returncode, time.monotonic() - t), flush=True)
         if not check_stdio_bridge(tok_a):
             rc = rc or 1
     except Exception as e:

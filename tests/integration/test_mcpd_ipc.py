@@ -111,6 +111,11 @@ class FakeVmmd:
                                             "message": "no such VM"}},
                           mid, REPLY)
                 return
+            if body["vm_id"].startswith("err-"):
+                self.send(ERROR, {"error": {"code": body["vm_id"][4:],
+                                            "message": "from vmmd"}},
+                          mid, REPLY)
+                return
             a, b = socket.socketpair()
             self.guests.append(b)
             self.send(VM_STREAM_OPEN_RESULT,
@@ -337,6 +342,19 @@ def test_stream_fd_and_close_notice():
     w.close()
     w = WS(s, "/v1/vms/nope/streams/5000", auth=TOK)
     assert w.status == 404, w.status
+
+
+def test_stream_refusals_map_to_statuses():
+    """vmmd's refusals of a stream, as statuses of the upgrade; a full
+    quota is 409 there (mcpd(8)), where a tool's is 429."""
+    s = stack()
+    for code, status in (("quota_exceeded", 409), ("conflict", 409),
+                         ("forbidden", 403), ("not_found", 404),
+                         ("unavailable", 503)):
+        w = WS(s, "/v1/vms/err-%s/streams/5000" % code, auth=TOK)
+        assert w.status == status, (code, w.status)
+        assert json.loads(w.body)["error"]["code"] == code, w.body
+        w.close()
 
 
 def test_revocation_closes_streams_and_refuses():
