@@ -25,6 +25,7 @@ IDLE_SECONDS = 6
 # workspace quota below it, and a port range with room above it.
 STREAMS_PER_VM = 3
 STREAMS_C = 2
+STREAMS_HOST = STREAMS_PER_VM + STREAMS_C   # [vmmd] max_streams
 STREAM_PORT_MAX = 9999
 
 
@@ -107,7 +108,8 @@ def main():
         h.setup()
         h.write_conf(mcpd_user="mcpvm", max_vms=4, max_memory_mib=4096,
                      stream_ports="1025-%d" % STREAM_PORT_MAX,
-                     max_streams_per_vm=STREAMS_PER_VM)
+                     max_streams_per_vm=STREAMS_PER_VM,
+                     max_streams=STREAMS_HOST)
         h.start_authd()
         h.start_vmmd()
         h.start_mcpd()
@@ -122,6 +124,7 @@ def main():
                    IDLE_SECONDS=str(IDLE_SECONDS),
                    STREAMS_PER_VM=str(STREAMS_PER_VM),
                    STREAMS_C=str(STREAMS_C),
+                   STREAMS_HOST=str(STREAMS_HOST),
                    STREAM_PORT_MAX=str(STREAM_PORT_MAX))
         mcp_dir = os.path.join(base.SRCDIR, "tests", "mcp")
         # e2e.mjs first: it ends with every VM of e2e-a destroyed, which

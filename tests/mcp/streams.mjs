@@ -13,6 +13,7 @@
 //   ATTACH           mcpvm-attach
 //   STREAMS_PER_VM   [vmmd] max_streams_per_vm as the harness set it
 //   STREAMS_C        C's max_streams (below STREAMS_PER_VM)
+//   STREAMS_HOST     [vmmd] max_streams: STREAMS_PER_VM + STREAMS_C
 //   STREAM_PORT_MAX  the top of [vmmd] stream_ports (1025-STREAM_PORT_MAX)
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -28,6 +29,7 @@ const BASE = process.env.MCPVM_URL;
 const TOKEN_A = process.env.TOKEN_A, TOKEN_C = process.env.TOKEN_C;
 const PER_VM = Number(process.env.STREAMS_PER_VM);
 const PER_WS_C = Number(process.env.STREAMS_C);
+const HOST_MAX = Number(process.env.STREAMS_HOST);
 const PORT_MAX = Number(process.env.STREAM_PORT_MAX);
 const MIB = 1024 * 1024;
 const run = `streams-${process.pid}-${Date.now()}`;
@@ -414,7 +416,7 @@ test("a message over 1 MiB closes the stream with 1009", async () => {
 	assert.ok(back <= MIB + MIB / 2, `${back} bytes came back`);
 });
 
-test("a full per-VM or per-workspace stream quota is 409", async () => {
+test("a full per-VM, per-workspace or host stream quota is 409", async () => {
 	// A: the VM's limit.
 	await openStreams(TOKEN_A, vmA, 0);
 	const held = [];
@@ -438,6 +440,18 @@ test("a full per-VM or per-workspace stream quota is 409", async () => {
 	const w = await connect(TOKEN_C, vmC, HOLD);
 	assert.equal(w.status, 409, JSON.stringify(w));
 	assert.match(JSON.parse(w.body).error.message, /workspace max_streams/);
+	// The host's limit: C's streams and A's fill it, whoever asks next.
+	const more = [];
+	while (heldC.length + more.length < HOST_MAX)
+		more.push(await open(TOKEN_A, vmA, HOLD));
+	await openStreams(TOKEN_A, vmA, more.length);
+	const h = await connect(TOKEN_A, vmA, HOLD);
+	assert.equal(h.status, 409, JSON.stringify(h));
+	assert.match(JSON.parse(h.body).error.message, /max_streams: the host/);
+	for (const ws of more)
+		ws.close(1000);
+	await Promise.all(more.map((ws) => ws.closed));
+	await openStreams(TOKEN_A, vmA, 0);
 });
 
 test("a suspension closes with 1001 suspended; a new stream wakes the VM",
