@@ -98,6 +98,7 @@ def main():
     tv.MAX_VMS = args.vms
     tv.MEM = MEM
     tv.become_subreaper()
+    tv.exit_cleanly_on_sigterm()
     h = Stack(manifest)
     tmp = tempfile.mkdtemp(prefix="bench-mcpd-vmmd.")
     nginx = None

@@ -116,6 +116,7 @@ def main():
     manifest["dir"] = tv.IMAGE_OUT
     tv.MAX_VMS = max(args.vms, 2)
     tv.become_subreaper()
+    tv.exit_cleanly_on_sigterm()
     tmp = tempfile.mkdtemp(prefix="mcpvm-bench-")
     h = tv.Host(manifest)
     fig = {}

@@ -100,6 +100,7 @@ def main():
     if os.geteuid() != 0:
         base.skip_all("needs root")
     base.become_subreaper()
+    base.exit_cleanly_on_sigterm()
     manifest = base.build_image("dev", os.path.join(base.CACHE, "e2e-dev"),
                                 768)
     h = Stack(manifest)

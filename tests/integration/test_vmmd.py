@@ -389,6 +389,15 @@ def reap_orphan(pid, mine):
     return True
 
 
+def exit_cleanly_on_sigterm():
+    """meson's timeout sends SIGTERM: unwind through the finally blocks,
+    so the daemons, VMs, cgroups, mount and loop device go too."""
+    def term(signum, frame):
+        raise SystemExit("killed by signal %d (a timeout?); cleaning up"
+                         % signum)
+    signal.signal(signal.SIGTERM, term)
+
+
 def become_subreaper():
     import ctypes
     PR_SET_CHILD_SUBREAPER = 36
@@ -1189,6 +1198,7 @@ def main():
     # Orphans of a killed vmmd come here, not to a PID 1 that may never
     # reap them (as in some containers).
     become_subreaper()
+    exit_cleanly_on_sigterm()
     manifest = build_image()
     h = Host(manifest)
     try:
