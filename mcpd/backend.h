@@ -15,7 +15,12 @@ struct backend_call;
 
 struct backend_result {
 	int			 ok;
-	struct json_object	*result;	/* ok: the tool's result object */
+	/*
+	 * ok: the tool's result object, to be put in a reply.  From vmmd it
+	 * is the text vmmd sent (jsonx_raw_object): it serializes as that
+	 * text and has no members to look at.
+	 */
+	struct json_object	*result;
 	const char		*code;		/* !ok: a public error code */
 	const char		*message;	/* !ok: for a person to act on */
 };
