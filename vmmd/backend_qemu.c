@@ -344,6 +344,20 @@ qmp_lost(struct qvm *v, const struct qmp_reply *r)
 	return 1;
 }
 
+/*
+ * A QMP command's answer: 1 when it failed, having failed the operation
+ * with what it says (or found QEMU gone); 0 to go on.
+ */
+static int
+cmd_failed(struct qvm *v, const struct qmp_reply *r, const char *what)
+{
+	if (r->ok)
+		return 0;
+	if (!qmp_lost(v, r))
+		qvm_op_fail(v, "%s: %s", what, r->err_desc);
+	return 1;
+}
+
 /* The last line QEMU wrote to its stderr log, for error messages. */
 static void
 last_words(const struct qvm *v, char *buf, size_t len)
@@ -407,10 +421,7 @@ reply_finish(struct qmp *q, const struct qmp_reply *r, void *arg)
 {
 	struct qvm *v = arg;
 
-	if (!r->ok) {
-		if (!qmp_lost(v, r))
-			qvm_op_fail(v, "%s: %s", r->err_class, r->err_desc);
-	} else
+	if (!cmd_failed(v, r, r->err_class))
 		qvm_op_done(v);
 }
 
@@ -467,11 +478,8 @@ migration_done(struct qvm *v, const struct qmp_reply *r, const char *what)
 	struct json_object *st, *ed;
 	const char *s;
 
-	if (!r->ok) {
-		if (!qmp_lost(v, r))
-			qvm_op_fail(v, "query-migrate: %s", r->err_desc);
+	if (cmd_failed(v, r, "query-migrate"))
 		return 0;
-	}
 	if (!json_object_is_type(r->ret, json_type_object) ||
 	    !json_object_object_get_ex(r->ret, "status", &st) ||
 	    !json_object_is_type(st, json_type_string)) {
@@ -526,12 +534,8 @@ restore_incoming(struct qmp *q, const struct qmp_reply *r, void *arg)
 {
 	struct qvm *v = arg;
 
-	if (!r->ok) {
-		if (qmp_lost(v, r))
-			return;
-		qvm_op_fail(v, "migrate-incoming: %s", r->err_desc);
+	if (cmd_failed(v, r, "migrate-incoming"))
 		return;
-	}
 	/* QEMU has its own copy of the descriptor now. */
 	close(v->ckpt_fd);
 	v->ckpt_fd = -1;
@@ -544,12 +548,8 @@ restore_getfd(struct qmp *q, const struct qmp_reply *r, void *arg)
 	struct qvm *v = arg;
 	struct json_object *a;
 
-	if (!r->ok) {
-		if (qmp_lost(v, r))
-			return;
-		qvm_op_fail(v, "getfd: %s", r->err_desc);
+	if (cmd_failed(v, r, "getfd"))
 		return;
-	}
 	a = json_object_new_object();
 	json_object_object_add(a, "uri", json_object_new_string("fd:"
 	    CKPT_FDNAME));
@@ -910,12 +910,8 @@ snap_migrate(struct qmp *q, const struct qmp_reply *r, void *arg)
 {
 	struct qvm *v = arg;
 
-	if (!r->ok) {
-		if (qmp_lost(v, r))
-			return;
-		qvm_op_fail(v, "migrate: %s", r->err_desc);
+	if (cmd_failed(v, r, "migrate"))
 		return;
-	}
 	snap_poll(-1, 0, v);
 }
 
@@ -925,12 +921,8 @@ snap_getfd(struct qmp *q, const struct qmp_reply *r, void *arg)
 	struct qvm *v = arg;
 	struct json_object *a;
 
-	if (!r->ok) {
-		if (qmp_lost(v, r))
-			return;
-		qvm_op_fail(v, "getfd: %s", r->err_desc);
+	if (cmd_failed(v, r, "getfd"))
 		return;
-	}
 	a = json_object_new_object();
 	json_object_object_add(a, "uri", json_object_new_string("fd:"
 	    CKPT_FDNAME));
@@ -943,12 +935,8 @@ snap_params(struct qmp *q, const struct qmp_reply *r, void *arg)
 	struct qvm *v = arg;
 	struct json_object *a;
 
-	if (!r->ok) {
-		if (qmp_lost(v, r))
-			return;
-		qvm_op_fail(v, "migrate-set-parameters: %s", r->err_desc);
+	if (cmd_failed(v, r, "migrate-set-parameters"))
 		return;
-	}
 	a = json_object_new_object();
 	json_object_object_add(a, "fdname", json_object_new_string(
 	    CKPT_FDNAME));
@@ -961,12 +949,8 @@ snap_stopped(struct qmp *q, const struct qmp_reply *r, void *arg)
 	struct qvm *v = arg;
 	struct json_object *a;
 
-	if (!r->ok) {
-		if (qmp_lost(v, r))
-			return;
-		qvm_op_fail(v, "stop: %s", r->err_desc);
+	if (cmd_failed(v, r, "stop"))
 		return;
-	}
 	a = json_object_new_object();
 	json_object_object_add(a, "max-bandwidth",
 	    json_object_new_int64(MIGRATE_BANDWIDTH));
@@ -979,12 +963,8 @@ snap_status_before(struct qmp *q, const struct qmp_reply *r, void *arg)
 	struct qvm *v = arg;
 	struct json_object *run;
 
-	if (!r->ok) {
-		if (qmp_lost(v, r))
-			return;
-		qvm_op_fail(v, "query-status: %s", r->err_desc);
+	if (cmd_failed(v, r, "query-status"))
 		return;
-	}
 	v->was_running = json_object_is_type(r->ret, json_type_object) &&
 	    json_object_object_get_ex(r->ret, "running", &run) &&
 	    json_object_get_boolean(run);
