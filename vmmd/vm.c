@@ -22,7 +22,9 @@
 #include "backend.h"
 #include "disk.h"
 #include "guest.h"
+#include "jsonx.h"
 #include "log.h"
+#include "schema.h"
 #include "vmmd.h"
 #include "worker.h"
 
@@ -151,6 +153,7 @@ vm_free(struct vm *vm)
 	if (vm->boot_timer != NULL)
 		event_free(vm->boot_timer);
 	vmm_free(vm->vmm);
+	json_object_put(vm->listed);
 	free(vm);
 }
 
@@ -219,6 +222,42 @@ vm_summary(const struct vm *vm)
 	    vm->rec.idle_mode_pause ? "pause" : "hibernate"));
 	json_object_object_add(o, "created_at", json_object_new_string(when));
 	return o;
+}
+
+struct json_object *
+vm_list_entry(struct vm *vm, int *checked)
+{
+	const struct tool *t = tools_find("vm_list");
+	struct json_object *o, *arr, *wrap;
+	const char *text;
+	size_t len;
+	char err[256];
+	int good;
+
+	if (vm->listed != NULL && vm->listed_state == vm->rec.state)
+		return json_object_get(vm->listed);
+	o = vm_summary(vm);
+	/* Checked as vm_list would check a list of just this one. */
+	wrap = json_object_new_object();
+	arr = json_object_new_array();
+	json_object_array_add(arr, json_object_get(o));
+	json_object_object_add(wrap, "vms", arr);
+	good = t != NULL && tool_validate_output(t, wrap, err, sizeof(err)) ==
+	    0;
+	json_object_put(wrap);
+	if (!good) {
+		/* request_reply checks the whole and reports it. */
+		*checked = 0;
+		return o;
+	}
+	text = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE, &len);
+	json_object_put(vm->listed);
+	if ((vm->listed = jsonx_raw_object(text, len)) == NULL)
+		fatal("%s", __func__);
+	vm->listed_state = vm->rec.state;
+	json_object_put(o);
+	return json_object_get(vm->listed);
 }
 
 /* Paths are bounded at startup (vm_dir is short); a cut one is empty. */

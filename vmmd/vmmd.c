@@ -109,7 +109,7 @@ request_reply(struct request *req, struct json_object *result)
 	char err[256];
 
 	/* vmmd checks what it answers, as mcpd checks what it asked. */
-	if (t != NULL && !req->admin &&
+	if (t != NULL && !req->admin && !req->checked &&
 	    tool_validate_output(t, result, err, sizeof(err)) == -1) {
 		log_warnx("%s: result does not match its schema: %s",
 		    req->tool, err);

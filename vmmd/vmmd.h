@@ -67,6 +67,7 @@ struct request {
 	char			 vm_id[VM_ID_LEN + 1];	/* for the audit */
 	int			 mutation;	/* audited */
 	int			 progress;	/* client wants progress */
+	int			 checked;	/* result checked in parts */
 };
 
 typedef void (*vm_done_cb)(struct vm *, const char *code, const char *msg,
@@ -101,6 +102,9 @@ struct vm {
 	int			 busy;		/* a lifecycle op runs */
 	long long		 last_active;	/* monotonic seconds */
 	int			 open_streams;
+	/* vm_list's entry for it as checked text, and the state it is for */
+	struct json_object	*listed;
+	enum vm_state		 listed_state;
 	TAILQ_HEAD(, vm_stream)	 streams;	/* handed out, maybe closed */
 	struct event		*idle_timer;
 	struct event		*boot_timer;
@@ -164,6 +168,13 @@ void	vm_touch(struct vm *);
 void	vm_fail(struct vm *, const char *why);
 void	vm_hibernate_all(void);
 struct json_object *vm_summary(const struct vm *);
+/*
+ * vm_summary as vm_list lists it: text checked against vm_list's schema
+ * once per state (the summary changes only with the state), so listing
+ * ten VMs does not build, check and write ten objects each time.  *checked
+ * is cleared when it could not be checked and is the plain object.
+ */
+struct json_object *vm_list_entry(struct vm *, int *checked);
 void	vm_guest_event(struct vm *, const char *event, struct json_object *);
 void	vm_proxy_gone(struct vm *, int guest_fault);
 void	vm_stream_add(struct vm *, const char *id, struct ipc_conn *);

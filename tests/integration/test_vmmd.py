@@ -574,6 +574,13 @@ def check_lifecycle(h, a):
     return vm
 
 
+def listed_state(a, vm):
+    """vm's state as vm_list reports it (vmmd keeps entries as text)."""
+    okk, r = a("vm_list")
+    return {v["vm_id"]: v["state"] for v in r["vms"]}.get(vm) if okk \
+        else "error:%s" % r
+
+
 def check_suspend(h, a, vm):
     # A process that keeps running across hibernation, and a job whose
     # timeout budget does not count the time suspended.
@@ -604,6 +611,7 @@ def check_suspend(h, a, vm):
             time.sleep(0.01)
     th = threading.Thread(target=probe)
     th.start()
+    listed_before = listed_state(a, vm)
     time.sleep(0.1)
     answered.clear()
     t = time.monotonic()
@@ -625,6 +633,10 @@ def check_suspend(h, a, vm):
     ok(okk and r["state"] == "hibernated" and
        {j["job_id"] for j in r["jobs"]} >= {budget},
        "vm_status answers without waking it", r)
+    listed = listed_state(a, vm)
+    ok((listed_before, listed) == ("running", "hibernated"), "vm_list "
+       "follows the state: running, then hibernated", (listed_before,
+                                                      listed))
     okk, r = a("vm_job_status", vm_id=vm, job_id=budget)
     ok(okk and r["state"] == "running" and a.state(vm) == "hibernated",
        "vm_job_status of a hibernated VM is the last known, no wake", r)
@@ -633,6 +645,8 @@ def check_suspend(h, a, vm):
     okk, r = a("vm_resume", vm_id=vm)
     res = time.monotonic() - t
     ok(okk and r["state"] == "running", "vm_resume (%.1f s)" % res, r)
+    ok(listed_state(a, vm) == "running", "vm_list says running again",
+       listed_state(a, vm))
     ok(not os.path.exists(cp), "a restored checkpoint is removed: the "
        "disk has run since")
     st, code, out, _ = a.wait_job(vm, budget, timeout=30)
