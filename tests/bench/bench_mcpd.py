@@ -59,6 +59,30 @@ def row(what, val, unit, ref, refval):
     print("BENCH\t%s\t%.2f\t%s\t%s\t%.2f" % (what, val, unit, ref, refval))
 
 
+def start_nginx(tmp, body):
+    """nginx with one worker (mcpd has one event loop) serving body as
+    /vm_list.json from tmp; (process, port)."""
+    www = os.path.join(tmp, "www")
+    os.mkdir(www)
+    with open(os.path.join(www, "vm_list.json"), "wb") as f:
+        f.write(body)
+    port = free_port()
+    conf = os.path.join(tmp, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write("worker_processes 1;\nerror_log %s/error.log;\n"
+                "pid %s/nginx.pid;\nevents { worker_connections 1024; }\n"
+                "http { access_log off; default_type application/json;\n"
+                "  client_body_temp_path %s; proxy_temp_path %s;\n"
+                "  fastcgi_temp_path %s; uwsgi_temp_path %s;\n"
+                "  scgi_temp_path %s;\n"
+                "  server { listen 127.0.0.1:%d; root %s; } }\n"
+                % ((tmp,) * 7 + (port, www)))
+    p = subprocess.Popen([NGINX, "-c", conf, "-p", tmp, "-g",
+                          "daemon off;"])
+    time.sleep(0.5)
+    return p, port
+
+
 def main():
     if WRK is None or not os.path.exists(NGINX):
         print("wrk or nginx missing")
@@ -71,24 +95,7 @@ def main():
     nginx = None
     try:
         body = request(d, "POST", "/v1/tools/vm_list", body={}).body
-        www = os.path.join(tmp, "www")
-        os.mkdir(www)
-        with open(os.path.join(www, "vm_list.json"), "wb") as f:
-            f.write(body)
-        nport = free_port()
-        conf = os.path.join(tmp, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write("worker_processes 1;\nerror_log %s/error.log;\n"
-                    "pid %s/nginx.pid;\nevents { worker_connections 1024; }\n"
-                    "http { access_log off; default_type application/json;\n"
-                    "  client_body_temp_path %s; proxy_temp_path %s;\n"
-                    "  fastcgi_temp_path %s; uwsgi_temp_path %s;\n"
-                    "  scgi_temp_path %s;\n"
-                    "  server { listen 127.0.0.1:%d; root %s; } }\n"
-                    % ((tmp,) * 7 + (nport, www)))
-        nginx = subprocess.Popen([NGINX, "-c", conf, "-p", tmp, "-g",
-                                  "daemon off;"])
-        time.sleep(0.5)
+        nginx, nport = start_nginx(tmp, body)
         print("response body: %d bytes (10 VMs)" % len(body))
 
         hdr = {"Authorization": "Bearer " + TOKEN_A,

@@ -129,24 +129,7 @@ def main():
         print("vm_list: %d bytes, states %s" % (
             len(body), sorted({v["state"] for v in listed})))
 
-        www = os.path.join(tmp, "www")
-        os.mkdir(www)
-        with open(os.path.join(www, "vm_list.json"), "wb") as f:
-            f.write(body)
-        nport = bm.free_port()
-        conf = os.path.join(tmp, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write("worker_processes 1;\nerror_log %s/error.log;\n"
-                    "pid %s/nginx.pid;\nevents { worker_connections 1024; }\n"
-                    "http { access_log off; default_type application/json;\n"
-                    "  client_body_temp_path %s; proxy_temp_path %s;\n"
-                    "  fastcgi_temp_path %s; uwsgi_temp_path %s;\n"
-                    "  scgi_temp_path %s;\n"
-                    "  server { listen 127.0.0.1:%d; root %s; } }\n"
-                    % ((tmp,) * 7 + (nport, www)))
-        nginx = subprocess.Popen([bm.NGINX, "-c", conf, "-p", tmp, "-g",
-                                  "daemon off;"])
-        time.sleep(0.5)
+        nginx, nport = bm.start_nginx(tmp, body)
 
         hdr = {"Authorization": "Bearer " + tok,
                "Content-Type": "application/json",
