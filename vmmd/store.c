@@ -751,6 +751,19 @@ store_audit_anchor_set(struct store *s, long long seq, const char *hash)
 	return store_done(s, st);
 }
 
+/* ?1 to ?6: the path and its identity, as both statements name them. */
+static void
+bind_identity(sqlite3_stmt *st, const char *path,
+    const struct file_identity *id)
+{
+	sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, id->dev);
+	sqlite3_bind_int64(st, 3, id->ino);
+	sqlite3_bind_int64(st, 4, id->size);
+	sqlite3_bind_int64(st, 5, id->mtime_ns);
+	sqlite3_bind_int64(st, 6, id->ctime_ns);
+}
+
 int
 store_digest_get(struct store *s, const char *path,
     const struct file_identity *id, char hex[65])
@@ -762,12 +775,7 @@ store_digest_get(struct store *s, const char *path,
 
 	if (st == NULL)
 		return -1;
-	sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, id->dev);
-	sqlite3_bind_int64(st, 3, id->ino);
-	sqlite3_bind_int64(st, 4, id->size);
-	sqlite3_bind_int64(st, 5, id->mtime_ns);
-	sqlite3_bind_int64(st, 6, id->ctime_ns);
+	bind_identity(st, path, id);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		copy_text(hex, 65, st, 0);
@@ -787,12 +795,7 @@ store_digest_put(struct store *s, const char *path,
 
 	if (st == NULL)
 		return -1;
-	sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, id->dev);
-	sqlite3_bind_int64(st, 3, id->ino);
-	sqlite3_bind_int64(st, 4, id->size);
-	sqlite3_bind_int64(st, 5, id->mtime_ns);
-	sqlite3_bind_int64(st, 6, id->ctime_ns);
+	bind_identity(st, path, id);
 	sqlite3_bind_text(st, 7, hex, -1, SQLITE_STATIC);
 	return store_done(s, st);
 }
