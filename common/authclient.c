@@ -121,8 +121,8 @@ authc_connect(struct authclient *ac)
 {
 	struct timeval tv = { AUTHD_RETRY_SECONDS, 0 };
 
-	ac->subscribed = 0;
-	authcache_flush(ac->cache);
+	/* Nothing is kept here: the client is new, or authc_closed
+	 * forgot it all. */
 	ac->conn = ipc_connect(ac->base, ac->path, ac->role, &authd_policy,
 	    &authd_handlers, ac);
 	if (ac->conn == NULL) {
