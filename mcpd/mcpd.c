@@ -64,6 +64,7 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	struct mcpd_config cfg;
 	struct mcpd m;
 	struct event *sigterm, *sigint;
+	struct event_config *evcfg;
 	struct timeval sweep_tv = { 5, 0 };
 	const char *conffile = MCPVM_SYSCONFDIR "/mcpvm.conf";
 	char err[512];
@@ -108,8 +109,18 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	m.backend = backend;
 	m.backend_ctx = backend_ctx;
 	signal(SIGPIPE, SIG_IGN);
-	if ((m.base = event_base_new()) == NULL)
+	/*
+	 * The changelist folds the add/delete pairs evhttp makes on every
+	 * request (read off while a reply is built, write on to send it, read
+	 * back on) into one epoll_ctl per descriptor per loop turn.  libevent
+	 * warns that it misbehaves with dup()ed descriptors; mcpd has none.
+	 */
+	if ((evcfg = event_config_new()) == NULL ||
+	    event_config_set_flag(evcfg,
+	    EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST) == -1 ||
+	    (m.base = event_base_new_with_config(evcfg)) == NULL)
 		fatalx("event_base_new failed");
+	event_config_free(evcfg);
 	/* Two priorities: authd's events (0) before clients (1, default). */
 	if (event_base_priority_init(m.base, 2) == -1)
 		fatalx("event_base_priority_init failed");
