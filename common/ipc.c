@@ -214,7 +214,8 @@ ipc_parse_json(const char *buf, size_t len, char *err, size_t errlen)
 
 int
 ipc_frame_check(const struct ipc_frame *f, const struct ipc_policy *pol,
-    struct json_object **body, char *err, size_t errlen)
+    struct json_object **body, struct jsonx_members *mem, char *err,
+    size_t errlen)
 {
 	const struct ipc_rule *rule = NULL;
 	size_t i;
@@ -242,8 +243,8 @@ ipc_frame_check(const struct ipc_frame *f, const struct ipc_policy *pol,
 			snprintf(err, errlen, "empty payload");
 			return -1;
 		}
-		if (jsonx_check_object(f->payload, f->len, IPC_JSON_DEPTH,
-		    &jerr) == -1) {
+		if (jsonx_check_object_members(f->payload, f->len,
+		    IPC_JSON_DEPTH, mem, &jerr) == -1) {
 			if ((size_t)snprintf(err, errlen, "%s", jerr.msg) >=
 			    errlen)
 				err[errlen - 1] = '\0';
@@ -803,6 +804,7 @@ ipc_conn_frame(struct ipc_conn *c, struct ipc_frame *f)
 {
 	struct ipc_pending *p;
 	struct ipc_msg msg;
+	struct jsonx_members mem;
 	char err[256];
 
 	if (!c->hello_seen) {
@@ -817,7 +819,8 @@ ipc_conn_frame(struct ipc_conn *c, struct ipc_frame *f)
 		return;
 	}
 	memset(&msg, 0, sizeof(msg));
-	if (ipc_frame_check(f, c->policy, &msg.body, err, sizeof(err)) == -1) {
+	if (ipc_frame_check(f, c->policy, &msg.body, &mem, err,
+	    sizeof(err)) == -1) {
 		if (f->fd != -1)
 			close(f->fd);
 		ipc_conn_fail(c, err);
@@ -829,6 +832,8 @@ ipc_conn_frame(struct ipc_conn *c, struct ipc_frame *f)
 	msg.fd = f->fd;
 	msg.text = f->payload;
 	msg.textlen = f->len;
+	if (msg.body == NULL)
+		msg.members = &mem;
 
 	if (f->flags & IPC_FLAG_REPLY) {
 		TAILQ_FOREACH(p, &c->pending, entry)

@@ -18,6 +18,8 @@
 
 #include <json-c/json.h>
 
+#include "jsonx.h"
+
 /* proto/ipc.h: both files are "ipc.h", so name the catalogue by path. */
 #include "../proto/ipc.h"
 
@@ -34,6 +36,8 @@ struct ipc_msg {
 	/* The payload as sent, valid for the callback; never NUL-ended. */
 	const char		*text;
 	size_t			 textlen;
+	/* For an IPC_RULE_TEXT type: its top-level members, as checked. */
+	const struct jsonx_members *members;
 };
 
 #define IPC_RULE_FD	0x1u	/* this type may carry one descriptor */
@@ -152,9 +156,11 @@ int	ipc_reader_add_fd(struct ipc_reader *, int fd, const char **err);
 /*
  * Checks a complete frame against a policy and parses its JSON body.
  * Returns 0 and sets *body (NULL for an IPC_RULE_TEXT type, whose payload
- * is checked only), or -1 with *err.
+ * is checked only, its top-level members recorded in *mem unless that is
+ * NULL), or -1 with *err.
  */
 int	ipc_frame_check(const struct ipc_frame *, const struct ipc_policy *,
-	    struct json_object **body, char *err, size_t errlen);
+	    struct json_object **body, struct jsonx_members *, char *err,
+	    size_t errlen);
 
 #endif

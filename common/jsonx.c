@@ -26,6 +26,7 @@ struct scan {
 	size_t		 pos;
 	size_t		 max_depth;
 	const char	*why;
+	struct jsonx_members *members;	/* top-level spans, or NULL */
 };
 
 static int	scan_value(struct scan *, size_t);
@@ -83,6 +84,40 @@ scan_hex4(struct scan *s, unsigned *out)
 	return 0;
 }
 
+/*
+ * Word-at-a-time tests (8 bytes): any byte with its top bit set; any byte
+ * below 0x20, equal to '"' or equal to '\\'.  Each is exact for "is there
+ * any" though not for which byte; the byte loop after finds that.
+ */
+#define ONES		0x0101010101010101ULL
+#define HIGHS		0x8080808080808080ULL
+#define ANY_ZERO(v)	(((v) - ONES) & ~(v) & HIGHS)
+#define ANY_BELOW(v, n)	(((v) - ONES * (n)) & ~(v) & HIGHS)
+
+static uint64_t
+load64(const uint8_t *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* Skips string bytes that need no look: not '"', '\\' or a control. */
+static void
+skip_plain(struct scan *s)
+{
+	uint64_t v;
+
+	while (s->len - s->pos >= 8) {
+		v = load64(s->buf + s->pos);
+		if (ANY_BELOW(v, 0x20) | ANY_ZERO(v ^ (ONES * '"')) |
+		    ANY_ZERO(v ^ (ONES * '\\')))
+			break;
+		s->pos += 8;
+	}
+}
+
 /* The bytes were checked as UTF-8 already; this checks JSON's own rules. */
 static int
 scan_string(struct scan *s)
@@ -92,6 +127,7 @@ scan_string(struct scan *s)
 
 	s->pos++;
 	for (;;) {
+		skip_plain(s);
 		if (s->pos >= s->len)
 			return fail(s, "unterminated string");
 		c = s->buf[s->pos++];
@@ -131,11 +167,17 @@ scan_string(struct scan *s)
 }
 
 static int
+is_digit(uint8_t c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static int
 scan_digits(struct scan *s)
 {
 	size_t	 start = s->pos;
 
-	while (s->pos < s->len && isdigit(s->buf[s->pos]))
+	while (s->pos < s->len && is_digit(s->buf[s->pos]))
 		s->pos++;
 	return s->pos > start ? 0 : fail(s, "invalid number");
 }
@@ -152,7 +194,7 @@ scan_number(struct scan *s)
 		s->pos++;
 	if (s->pos < s->len && s->buf[s->pos] == '0') {
 		s->pos++;
-		if (s->pos < s->len && isdigit(s->buf[s->pos]))
+		if (s->pos < s->len && is_digit(s->buf[s->pos]))
 			return fail(s, "leading zero in number");
 	} else if (scan_digits(s) == -1)
 		return -1;
@@ -175,6 +217,9 @@ scan_number(struct scan *s)
 	n = s->pos - start;
 	if (n > JSONX_NUMBER_MAX)
 		return fail(s, "number literal too long");
+	/* Up to 18 digits and a sign: within int64 without asking strtoll. */
+	if (integer && n <= 19 - (s->buf[start] != '-'))
+		return 0;
 	memcpy(num, s->buf + start, n);
 	num[n] = '\0';
 	errno = 0;
@@ -216,19 +261,36 @@ scan_container(struct scan *s, size_t depth)
 		return 0;
 	}
 	for (;;) {
+		struct jsonx_span *span = NULL;
+
 		if (close == '}') {
 			skip_ws(s);
 			if (s->pos >= s->len || s->buf[s->pos] != '"')
 				return fail(s, "expected a quoted member name");
+			if (depth == 0 && s->members != NULL) {
+				if (s->members->n < JSONX_MEMBERS_MAX)
+					span = &s->members->m[s->members->n++];
+				else
+					s->members->overflow = 1;
+			}
+			if (span != NULL)
+				span->key_off = s->pos + 1;
 			if (scan_string(s) == -1)
 				return -1;
+			if (span != NULL)
+				span->key_len = s->pos - 1 - span->key_off;
 			skip_ws(s);
 			if (s->pos >= s->len || s->buf[s->pos] != ':')
 				return fail(s, "expected ':'");
 			s->pos++;
+			skip_ws(s);
 		}
+		if (span != NULL)
+			span->off = s->pos;
 		if (scan_value(s, depth + 1) == -1)
 			return -1;
+		if (span != NULL)
+			span->len = s->pos - span->off;
 		skip_ws(s);
 		if (s->pos >= s->len)
 			return fail(s, "unexpected end of input");
@@ -262,7 +324,7 @@ scan_value(struct scan *s, size_t depth)
 	case 'n':
 		return scan_literal(s, "null");
 	default:
-		if (s->buf[s->pos] == '-' || isdigit(s->buf[s->pos]))
+		if (s->buf[s->pos] == '-' || is_digit(s->buf[s->pos]))
 			return scan_number(s);
 		return fail(s, "unexpected character");
 	}
@@ -270,8 +332,8 @@ scan_value(struct scan *s, size_t depth)
 
 /* The grammar, UTF-8, NUL and depth checks; s is left after the value. */
 static int
-check_text(const char *buf, size_t len, size_t max_depth, struct scan *s,
-    struct jsonx_err *err)
+check_text(const char *buf, size_t len, size_t max_depth,
+    struct jsonx_members *mem, struct scan *s, struct jsonx_err *err)
 {
 	const char	*nul;
 
@@ -293,6 +355,7 @@ check_text(const char *buf, size_t len, size_t max_depth, struct scan *s,
 	s->len = len;
 	s->max_depth = max_depth < JSONX_DEPTH_LIMIT ? max_depth :
 	    JSONX_DEPTH_LIMIT;
+	s->members = mem;
 	if (scan_value(s, 0) == 0) {
 		skip_ws(s);
 		if (s->pos != s->len)
@@ -314,10 +377,19 @@ int
 jsonx_check_object(const char *buf, size_t len, size_t max_depth,
     struct jsonx_err *err)
 {
+	return jsonx_check_object_members(buf, len, max_depth, NULL, err);
+}
+
+int
+jsonx_check_object_members(const char *buf, size_t len, size_t max_depth,
+    struct jsonx_members *mem, struct jsonx_err *err)
+{
 	struct scan	 s;
 	size_t		 i = 0;
 
-	if (check_text(buf, len, max_depth, &s, err) == -1)
+	if (mem != NULL)
+		memset(mem, 0, sizeof(*mem));
+	if (check_text(buf, len, max_depth, mem, &s, err) == -1)
 		return -1;
 	while (i < len && strchr(" \t\r\n", buf[i]) != NULL)
 		i++;
@@ -373,6 +445,29 @@ jsonx_member_span(const char *buf, size_t len, const char *key,
 	}
 }
 
+int
+jsonx_members_find(const struct jsonx_members *mem, const char *buf,
+    size_t len, const char *key, size_t *off, size_t *vlen)
+{
+	size_t	 klen = strlen(key), i;
+	int	 found = 0;
+
+	if (mem == NULL || mem->overflow)
+		return jsonx_member_span(buf, len, key, off, vlen);
+	for (i = 0; i < mem->n; i++) {
+		const struct jsonx_span *sp = &mem->m[i];
+
+		/* As jsonx_member_span: as written, and the last one counts. */
+		if (sp->key_len == klen && memcmp(buf + sp->key_off, key,
+		    klen) == 0) {
+			*off = sp->off;
+			*vlen = sp->len;
+			found = 1;
+		}
+	}
+	return found;
+}
+
 json_object *
 jsonx_parse(const char *buf, size_t len, size_t max_depth,
     struct jsonx_err *err)
@@ -381,7 +476,7 @@ jsonx_parse(const char *buf, size_t len, size_t max_depth,
 	struct json_tokener *tok = NULL;
 	json_object	*obj = NULL;
 
-	if (check_text(buf, len, max_depth, &s, err) == -1)
+	if (check_text(buf, len, max_depth, NULL, &s, err) == -1)
 		return NULL;
 
 	/*

@@ -53,6 +53,34 @@ int		 jsonx_member_span(const char *buf, size_t len,
 		    const char *key, size_t *off, size_t *vlen);
 
 /*
+ * The top-level members of an object jsonx_check_object_members accepted,
+ * as spans of its text: the first JSONX_MEMBERS_MAX of them, and whether
+ * there were more.  Lets a receiver find a member without scanning again.
+ */
+#define JSONX_MEMBERS_MAX	8
+struct jsonx_span {
+	size_t		 key_off, key_len;	/* the name, quotes excluded */
+	size_t		 off, len;		/* the value */
+};
+struct jsonx_members {
+	size_t			 n;
+	int			 overflow;
+	struct jsonx_span	 m[JSONX_MEMBERS_MAX];
+};
+/* jsonx_check_object, also filling *mem (which may be NULL). */
+int		 jsonx_check_object_members(const char *buf, size_t len,
+		    size_t max_depth, struct jsonx_members *mem,
+		    struct jsonx_err *err);
+/*
+ * jsonx_member_span's answer from what the check recorded; it scans again
+ * only when the object had more members than were recorded (or mem is
+ * NULL).
+ */
+int		 jsonx_members_find(const struct jsonx_members *mem,
+		    const char *buf, size_t len, const char *key, size_t *off,
+		    size_t *vlen);
+
+/*
  * A json-c object that serializes as text (a JSON object checked by the
  * caller, copied here) wherever it is put: passes a peer's object on
  * without building it.  It has no members to look at; read the text.

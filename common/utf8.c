@@ -73,6 +73,15 @@ utf8_valid(const uint8_t *buf, size_t len)
 
 	while (i < len) {
 		/* The ASCII fast path matters: most JSON and output is ASCII. */
+		if (len - i >= 8) {
+			uint64_t v;
+
+			memcpy(&v, buf + i, sizeof(v));
+			if ((v & 0x8080808080808080ULL) == 0) {
+				i += 8;
+				continue;
+			}
+		}
 		if (buf[i] < 0x80) {
 			i++;
 			continue;

@@ -139,7 +139,8 @@ tool_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		br.message = "vmmd did not answer in time; the outcome is "
 		    "unknown (retry with the same request_id)";
 	} else if (m->type == IPC_VM_TOOL_RESULT &&
-	    jsonx_member_span(m->text, m->textlen, "result", &off, &len) &&
+	    jsonx_members_find(m->members, m->text, m->textlen, "result",
+	    &off, &len) &&
 	    m->text[off] == '{') {
 		/*
 		 * The result goes to the client as vmmd wrote it (the frame

@@ -75,7 +75,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	f.payload = payload;
 	f.len = size - 1;
 	f.fd = -1;
-	if (ipc_frame_check(&f, &policy, &body, err, sizeof(err)) == 0) {
+	if (ipc_frame_check(&f, &policy, &body, NULL, err,
+	    sizeof(err)) == 0) {
 		if (authd_request_decode(f.type, body, &req, err,
 		    sizeof(err)) == 0)
 			check(&req);

@@ -4,7 +4,8 @@
  * with descriptors "arriving" where a control byte says so.  A text-only
  * type (IPC_RULE_TEXT) must accept exactly what the parsing check accepts,
  * and jsonx_member_span must stay inside the payload and find a value
- * that parses on its own.
+ * that parses on its own; the spans the check recorded must give the same
+ * answer as scanning again.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,11 +26,13 @@ static const struct ipc_rule rules[] = {
 static const struct ipc_policy policy = { "fuzz", rules, 3 };
 
 static void
-text_frame(const struct ipc_frame *f, int accepted)
+text_frame(const struct ipc_frame *f, int accepted,
+    const struct jsonx_members *mem)
 {
 	struct json_object *o, *v;
 	struct jsonx_err jerr;
-	size_t off, len;
+	size_t off, len, moff, mlen;
+	int found;
 
 	o = f->len > 0 ? jsonx_parse_object(f->payload, f->len, 32, &jerr) :
 	    NULL;
@@ -38,7 +41,11 @@ text_frame(const struct ipc_frame *f, int accepted)
 		abort();
 	if (o == NULL)
 		return;
-	if (jsonx_member_span(f->payload, f->len, "result", &off, &len)) {
+	found = jsonx_member_span(f->payload, f->len, "result", &off, &len);
+	if (jsonx_members_find(mem, f->payload, f->len, "result", &moff,
+	    &mlen) != found || (found && (moff != off || mlen != len)))
+		abort();
+	if (found) {
 		if (off + len > f->len || len == 0)
 			abort();
 		v = jsonx_parse(f->payload + off, len, 32, &jerr);
@@ -89,16 +96,17 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		if (rc == 1) {
 			struct json_object *body;
+			struct jsonx_members mem;
 			char msg[256];
 
-			int ok = ipc_frame_check(&f, &policy, &body, msg,
-			    sizeof(msg)) == 0;
+			int ok = ipc_frame_check(&f, &policy, &body, &mem,
+			    msg, sizeof(msg)) == 0;
 
 			if (ok)
 				json_object_put(body);
 			if (f.type == IPC_TEST_ECHO_RESULT &&
 			    !(f.flags & IPC_FLAG_FD))
-				text_frame(&f, ok);
+				text_frame(&f, ok, &mem);
 			if (f.fd != -1)
 				close(f.fd);
 		}

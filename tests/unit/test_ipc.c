@@ -200,7 +200,7 @@ check_payload(uint32_t type, uint32_t flags, const char *payload, size_t len,
 	struct json_object *body;
 	int rc;
 
-	rc = ipc_frame_check(&f, &test_policy, &body, err, errlen);
+	rc = ipc_frame_check(&f, &test_policy, &body, NULL, err, errlen);
 	json_object_put(body);
 	return rc;
 }

@@ -5,6 +5,7 @@
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "jsonx.h"
@@ -384,6 +385,114 @@ START_TEST(member_span)
 }
 END_TEST
 
+/* The spans the check records answer as a second scan would. */
+START_TEST(members_recorded_by_the_check)
+{
+	const char *texts[] = {
+		"{ \"x\" : [1,{\"result\":0}], \"result\" : "
+		    "{\"a\":\"}\\\"\"} , \"z\":true}",
+		"{\"result\":1,\"result\":{\"b\":2}}",
+		"{\"r\\u0065sult\":{}}",
+		"{\"x\":{\"result\":{}}}",
+		"{}",
+		/* More members than are recorded: the find scans again. */
+		"{\"a\":1,\"b\":2,\"c\":3,\"d\":4,\"e\":5,\"f\":6,\"g\":7,"
+		    "\"h\":8,\"result\":\"late\"}",
+	};
+	struct jsonx_members mem;
+	struct jsonx_err err;
+	size_t off, len, moff, mlen;
+	int found;
+
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		size_t n = strlen(texts[i]);
+
+		ck_assert_int_eq(jsonx_check_object_members(texts[i], n, 8,
+		    &mem, &err), 0);
+		found = jsonx_member_span(texts[i], n, "result", &off, &len);
+		ck_assert_int_eq(jsonx_members_find(&mem, texts[i], n,
+		    "result", &moff, &mlen), found);
+		if (found) {
+			ck_assert_uint_eq(moff, off);
+			ck_assert_uint_eq(mlen, len);
+		}
+	}
+	ck_assert_int_eq(mem.overflow, 1);
+	ck_assert_uint_eq(mem.n, JSONX_MEMBERS_MAX);
+	ck_assert_int_eq(jsonx_members_find(&mem, texts[5], strlen(texts[5]),
+	    "result", &off, &len), 1);
+	ck_assert_int_eq(memcmp(texts[5] + off, "\"late\"", len), 0);
+	ck_assert_int_eq(jsonx_members_find(NULL, texts[1], strlen(texts[1]),
+	    "result", &off, &len), 1);
+}
+END_TEST
+
+/*
+ * Strings are scanned 8 bytes at a time: whatever ends or breaks a string
+ * must be seen at every offset within and across those words.
+ */
+START_TEST(string_scan_sees_every_offset)
+{
+	static const struct {
+		const char	*ins;
+		int		 ok;
+	} cases[] = {
+		{ "\x01", 0 }, { "\x1f", 0 }, { "\n", 0 }, { "\"", 0 },
+		{ "\\q", 0 }, { "\x7f", 1 }, { " ", 1 }, { "\xc3\xa9", 1 },
+		{ "\\\"", 1 }, { "\\u00e9", 1 }, { "\xe2\x82\xac", 1 },
+	};
+	struct jsonx_err err;
+	char text[64];
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+		for (int at = 0; at <= 24; at++) {
+			int n = snprintf(text, sizeof(text), "{\"k\":\"%.*s%s"
+			    "%.*s\"}", at, "abcdefghijklmnopqrstuvwxyz",
+			    cases[c].ins, 24 - at,
+			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+			int rc = jsonx_check_object(text, (size_t)n, 8, &err);
+
+			ck_assert_msg((rc == 0) == cases[c].ok,
+			    "case %zu at %d: %s", c, at, rc == 0 ? "accepted" :
+			    err.msg);
+		}
+	/* A string that runs off the end, at every length. */
+	for (int at = 0; at <= 24; at++) {
+		int n = snprintf(text, sizeof(text), "{\"k\":\"%.*s", at,
+		    "abcdefghijklmnopqrstuvwxyz");
+
+		ck_assert_int_eq(jsonx_check_object(text, (size_t)n, 8, &err),
+		    -1);
+		ck_assert_ptr_nonnull(strstr(err.msg, "unterminated"));
+	}
+}
+END_TEST
+
+/* Integers long enough to need the range check still get it. */
+START_TEST(integer_range_at_the_edges)
+{
+	static const struct {
+		const char	*num;
+		int		 ok;
+	} cases[] = {
+		{ "999999999999999999", 1 }, { "-999999999999999999", 1 },
+		{ "9223372036854775807", 1 }, { "-9223372036854775808", 1 },
+		{ "9223372036854775808", 0 }, { "-9223372036854775809", 0 },
+		{ "10000000000000000000", 0 },
+	};
+	struct jsonx_err err;
+	char text[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int n = snprintf(text, sizeof(text), "{\"n\":%s}",
+		    cases[i].num);
+
+		ck_assert_msg((jsonx_check_object(text, (size_t)n, 8,
+		    &err) == 0) == cases[i].ok, "%s", cases[i].num);
+	}
+}
+END_TEST
+
 START_TEST(raw_object_serializes_as_its_text)
 {
 	const char *text = "{\"path\":\"/a/b\",\"n\":[1,2]}";
@@ -420,6 +529,9 @@ main(void)
 	tcase_add_test(tc, type_names);
 	tcase_add_test(tc, check_object_agrees_with_parse);
 	tcase_add_test(tc, member_span);
+	tcase_add_test(tc, members_recorded_by_the_check);
+	tcase_add_test(tc, string_scan_sees_every_offset);
+	tcase_add_test(tc, integer_range_at_the_edges);
 	tcase_add_test(tc, raw_object_serializes_as_its_text);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
