@@ -49,6 +49,8 @@ struct ipc_conn {
 	struct event_base		*base;
 	int				 fd;
 	struct event			*rev, *wev;
+	struct event			*fev;	/* flush at the end of the turn */
+	int				 flush_due;
 	char				 role[IPC_ROLE_MAX];
 	char				 peer_role[IPC_ROLE_MAX];
 	int				 hello_seen;
@@ -82,35 +84,34 @@ void
 ipc_reader_init(struct ipc_reader *r)
 {
 	memset(r, 0, sizeof(*r));
-	r->fd = -1;
+	r->saved = -1;
+	r->in_fd = -1;
+}
+
+void
+ipc_reader_set_bulk(struct ipc_reader *r)
+{
+	r->bulk = 1;
+}
+
+/* Frames may carry credentials: nothing of them stays in freed memory. */
+static void
+wipe_free(uint8_t *buf, size_t len)
+{
+	if (buf != NULL)
+		explicit_bzero(buf, len);
+	free(buf);
 }
 
 void
 ipc_reader_reset(struct ipc_reader *r)
 {
-	if (r->payload != NULL)
-		explicit_bzero(r->payload, (size_t)r->len + 1);
-	free(r->payload);
-	if (r->fd != -1)
-		close(r->fd);
+	wipe_free(r->buf, r->cap);
+	if (r->in_fd != -1)
+		close(r->in_fd);
+	for (size_t i = 0; i < r->nfds; i++)
+		close(r->fds[i].fd);
 	ipc_reader_init(r);
-}
-
-void *
-ipc_reader_space(struct ipc_reader *r, size_t *want)
-{
-	if (r->have < IPC_HDR_LEN) {
-		/* A new frame: the previous frame's payload is done with. */
-		if (r->have == 0 && r->payload != NULL) {
-			explicit_bzero(r->payload, (size_t)r->len + 1);
-			free(r->payload);
-			r->payload = NULL;
-		}
-		*want = IPC_HDR_LEN - r->have;
-		return r->hdr + r->have;
-	}
-	*want = IPC_HDR_LEN + (size_t)r->len - r->have;
-	return r->payload + (r->have - IPC_HDR_LEN);
 }
 
 static uint32_t
@@ -122,72 +123,182 @@ get_u32(const uint8_t *p)
 	return v;
 }
 
+/* Puts back the byte a handed-out payload's NUL covered. */
+static void
+restore_saved(struct ipc_reader *r)
+{
+	if (r->saved != -1) {
+		r->buf[r->saved_at] = (uint8_t)r->saved;
+		r->saved = -1;
+	}
+}
+
+/* Bytes the frame at r->start needs in all, once its header is in. */
+static size_t
+frame_size(const struct ipc_reader *r)
+{
+	if (r->end - r->start < IPC_HDR_LEN)
+		return IPC_HDR_LEN;
+	return IPC_HDR_LEN + (size_t)get_u32(r->buf + r->start + 4);
+}
+
+/* How many bytes the next read may bring. */
+static size_t
+room(const struct ipc_reader *r)
+{
+	size_t upto;
+
+	if (r->buf == NULL)
+		return 0;
+	upto = r->bulk ? r->cap - 1 : r->start + frame_size(r);
+	if (upto > r->cap - 1)
+		upto = r->cap - 1;
+	return upto > r->end ? upto - r->end : 0;
+}
+
+void *
+ipc_reader_space(struct ipc_reader *r, size_t *want)
+{
+	size_t keep = r->end - r->start, need;
+	uint8_t *nb;
+
+	restore_saved(r);
+	/* Frames handed out are done with: wipe them, keep what follows. */
+	if (r->start > 0) {
+		memmove(r->buf, r->buf + r->start, keep);
+		explicit_bzero(r->buf + keep, r->end - keep);
+		/* A read begun in a frame handed out began before any left. */
+		for (size_t i = 0; i < r->nfds; i++) {
+			r->fds[i].from = r->fds[i].from > r->start ?
+			    r->fds[i].from - r->start : 0;
+			r->fds[i].to = r->fds[i].to > r->start ?
+			    r->fds[i].to - r->start : 0;
+		}
+		r->start = 0;
+		r->end = keep;
+	}
+	/*
+	 * Room for the frame begun (its header says how big; the length is
+	 * checked when the header is whole, so this is at most the limit)
+	 * and its NUL; a bulk reader keeps IPC_READ_BUF at least.
+	 */
+	need = frame_size(r);
+	if (need > IPC_HDR_LEN + IPC_MAX_PAYLOAD)
+		need = IPC_HDR_LEN;
+	need++;
+	if (r->bulk && need < IPC_READ_BUF)
+		need = IPC_READ_BUF;
+	if (r->cap < need || (keep == 0 && r->cap > need &&
+	    r->cap > IPC_READ_BUF)) {
+		/* Grown for a big frame, or back to size once it is gone. */
+		if ((nb = malloc(need)) == NULL)
+			return NULL;
+		memcpy(nb, r->buf, keep);
+		wipe_free(r->buf, r->cap);
+		r->buf = nb;
+		r->cap = need;
+	}
+	*want = room(r);
+	return r->buf + r->end;
+}
+
 int
 ipc_reader_commit(struct ipc_reader *r, size_t n, struct ipc_frame *f,
     const char **err)
 {
-	size_t want;
-
-	(void)ipc_reader_space(r, &want);
-	if (n > want) {
+	if (n > room(r)) {
 		*err = "reader given more than it asked for";
 		return -1;
 	}
-	r->have += n;
-	if (r->have < IPC_HDR_LEN)
+	if (r->in_fd != -1) {
+		if (n == 0 || r->nfds == sizeof(r->fds) / sizeof(r->fds[0])) {
+			*err = "descriptor arrived that no frame can carry";
+			return -1;
+		}
+		r->fds[r->nfds].fd = r->in_fd;
+		r->fds[r->nfds].from = r->end;
+		r->fds[r->nfds].to = r->end + n;
+		r->nfds++;
+		r->in_fd = -1;
+	}
+	r->end += n;
+	return ipc_reader_next(r, f, err);
+}
+
+int
+ipc_reader_next(struct ipc_reader *r, struct ipc_frame *f, const char **err)
+{
+	const uint8_t *h;
+	size_t size;
+	uint32_t len, flags;
+	int fd = -1;
+
+	restore_saved(r);
+	if (r->end - r->start < IPC_HDR_LEN)
 		return 0;
-	if (r->have == IPC_HDR_LEN && n > 0) {
-		r->type = get_u32(r->hdr);
-		r->len = get_u32(r->hdr + 4);
-		r->id = get_u32(r->hdr + 8);
-		r->flags = get_u32(r->hdr + 12);
-		if (r->len > IPC_MAX_PAYLOAD) {
-			*err = "frame payload exceeds 1 MiB";
-			return -1;
-		}
-		if (r->flags & ~IPC_FLAGS_KNOWN) {
-			*err = "unknown frame flags";
-			return -1;
-		}
-		if ((r->payload = malloc((size_t)r->len + 1)) == NULL) {
-			*err = "out of memory";
+	h = r->buf + r->start;
+	len = get_u32(h + 4);
+	flags = get_u32(h + 12);
+	if (len > IPC_MAX_PAYLOAD) {
+		*err = "frame payload exceeds 1 MiB";
+		return -1;
+	}
+	if (flags & ~IPC_FLAGS_KNOWN) {
+		*err = "unknown frame flags";
+		return -1;
+	}
+	size = IPC_HDR_LEN + (size_t)len;
+	/* The descriptor of a read that ends within this frame is its own. */
+	if (r->nfds > 0 && r->fds[0].to <= r->start) {
+		*err = "descriptor arrived that no frame can carry";
+		return -1;
+	}
+	if (r->nfds > 0 && r->fds[0].to - 1 < r->start + size) {
+		if (r->fds[0].from > r->start) {
+			*err = "descriptor arrived in the middle of a frame";
 			return -1;
 		}
 	}
-	if (r->have < IPC_HDR_LEN + (size_t)r->len)
+	if (r->end - r->start < size)
 		return 0;
-
+	if (r->nfds > 0 && r->fds[0].to - 1 < r->start + size) {
+		fd = r->fds[0].fd;
+		r->nfds--;
+		memmove(&r->fds[0], &r->fds[1], r->nfds * sizeof(r->fds[0]));
+	}
 	/* The frame is complete: its descriptor must match its flag. */
-	if ((r->flags & IPC_FLAG_FD) && r->fd == -1) {
+	if ((flags & IPC_FLAG_FD) && fd == -1) {
 		*err = "frame announces a descriptor that did not arrive";
 		return -1;
 	}
-	if (!(r->flags & IPC_FLAG_FD) && r->fd != -1) {
+	if (!(flags & IPC_FLAG_FD) && fd != -1) {
+		close(fd);
 		*err = "descriptor arrived with a frame that announces none";
 		return -1;
 	}
-	r->payload[r->len] = '\0';
-	f->type = r->type;
-	f->id = r->id;
-	f->flags = r->flags;
-	f->payload = (const char *)r->payload;
-	f->len = r->len;
-	f->fd = r->fd;
-	/* The caller owns the descriptor now; the payload lives until next. */
-	r->fd = -1;
-	r->have = 0;
+	f->type = get_u32(h);
+	f->id = get_u32(h + 8);
+	f->flags = flags;
+	f->payload = (const char *)h + IPC_HDR_LEN;
+	f->len = len;
+	f->fd = fd;		/* the caller's now */
+	/* NUL-terminated for the caller: borrow the next byte meanwhile. */
+	r->saved_at = r->start + size;
+	r->saved = r->buf[r->saved_at];
+	r->buf[r->saved_at] = '\0';
+	r->start += size;
 	return 1;
 }
 
 int
 ipc_reader_add_fd(struct ipc_reader *r, int fd, const char **err)
 {
-	if (r->fd != -1) {
+	if (r->in_fd != -1) {
 		close(fd);
 		*err = "more than one descriptor for one frame";
 		return -1;
 	}
-	r->fd = fd;
+	r->in_fd = fd;
 	return 0;
 }
 
@@ -356,7 +467,7 @@ ipc_out_free(struct ipc_out *o)
 }
 
 /*
- * Sends as much of o as the socket takes.  The descriptor goes with the
+ * Sends as much of o as the socket takes (for the blocking client below).  The descriptor goes with the
  * first byte of the frame.  Returns 1 when done, 0 on EAGAIN, -1 on error.
  */
 static int
@@ -400,6 +511,82 @@ ipc_out_write(int sock, struct ipc_out *o)
 		if (o->fd != -1) {
 			close(o->fd);
 			o->fd = -1;
+		}
+	}
+	return 1;
+}
+
+/* Frames per sendmsg when several are queued. */
+#define IPC_WRITE_BATCH	64
+
+/*
+ * Sends as much of the queue as the socket takes, several frames to a
+ * sendmsg.  A frame with a descriptor starts a sendmsg of its own and ends
+ * it, the descriptor going with its first byte: the reader relies on that
+ * to know whose descriptor it is.  Returns 1 when the queue is empty, 0 on
+ * EAGAIN, -1 on error (errno).
+ */
+static int
+ipc_outq_write(struct ipc_conn *c)
+{
+	union {
+		struct cmsghdr	hdr;
+		char		buf[CMSG_SPACE(sizeof(int))];
+	} cmsgbuf;
+	struct iovec iov[IPC_WRITE_BATCH];
+	struct msghdr msg;
+	struct ipc_out *o;
+	size_t n;
+	ssize_t w;
+	int niov;
+
+	while ((o = TAILQ_FIRST(&c->outq)) != NULL) {
+		memset(&msg, 0, sizeof(msg));
+		niov = 0;
+		if (o->off == 0 && o->fd != -1) {
+			struct cmsghdr *cm;
+
+			memset(&cmsgbuf, 0, sizeof(cmsgbuf));
+			msg.msg_control = cmsgbuf.buf;
+			msg.msg_controllen = sizeof(cmsgbuf.buf);
+			cm = CMSG_FIRSTHDR(&msg);
+			cm->cmsg_level = SOL_SOCKET;
+			cm->cmsg_type = SCM_RIGHTS;
+			cm->cmsg_len = CMSG_LEN(sizeof(int));
+			memcpy(CMSG_DATA(cm), &o->fd, sizeof(int));
+			iov[niov].iov_base = o->buf;
+			iov[niov++].iov_len = o->len;
+		} else {
+			for (; o != NULL && niov < IPC_WRITE_BATCH &&
+			    (niov == 0 || o->fd == -1);
+			    o = TAILQ_NEXT(o, entry)) {
+				iov[niov].iov_base = o->buf + o->off;
+				iov[niov++].iov_len = o->len - o->off;
+			}
+		}
+		msg.msg_iov = iov;
+		msg.msg_iovlen = (size_t)niov;
+		w = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+		if (w == -1) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? 0 : -1;
+		}
+		for (n = (size_t)w; n > 0 &&
+		    (o = TAILQ_FIRST(&c->outq)) != NULL; ) {
+			size_t take = o->len - o->off < n ? o->len - o->off : n;
+
+			o->off += take;
+			n -= take;
+			if (o->fd != -1) {
+				close(o->fd);	/* it went with the first byte */
+				o->fd = -1;
+			}
+			if (o->off < o->len)
+				break;
+			TAILQ_REMOVE(&c->outq, o, entry);
+			c->out_bytes -= o->len;
+			ipc_out_free(o);
 		}
 	}
 	return 1;
@@ -483,35 +670,18 @@ ipc_enqueue(struct ipc_conn *c, struct ipc_out *o)
 		errno = ENOBUFS;
 		return -1;
 	}
-	/*
-	 * Nothing queued: try the socket now, saving a trip through the event
-	 * loop on every reply (a third of a verification's cost in authd).
-	 */
-	if (TAILQ_EMPTY(&c->outq)) {
-		int rc = ipc_out_write(c->fd, o);
-
-		if (rc == 1) {
-			ipc_out_free(o);
-			return 0;
-		}
-		if (rc == -1) {
-			int saved = errno;
-
-			ipc_out_free(o);
-			if (saved == EPIPE || saved == ECONNRESET)
-				c->dead = 1;
-			else
-				ipc_conn_fail(c, strerror(saved));
-			/* The read side notices and frees it, outside of
-			 * whatever called us. */
-			event_active(c->rev, EV_READ, 0);
-			errno = saved;
-			return -1;
-		}
-	}
 	TAILQ_INSERT_TAIL(&c->outq, o, entry);
 	c->out_bytes += o->len;
-	event_add(c->wev, NULL);
+	/*
+	 * Written once the callbacks already due this loop turn have run, so
+	 * that the frames they queue go out together: one sendmsg for many
+	 * requests or replies under load, with no epoll round trip.  When the
+	 * socket is full, the write event takes over.
+	 */
+	if (!c->flush_due && !event_pending(c->wev, EV_WRITE, NULL)) {
+		c->flush_due = 1;
+		event_active(c->fev, EV_WRITE, 0);
+	}
 	return 0;
 }
 
@@ -557,6 +727,7 @@ ipc_conn_new(struct event_base *base, int fd, const char *role,
 	c->next_id = 1;
 	snprintf(c->role, sizeof(c->role), "%s", role);
 	ipc_reader_init(&c->rd);
+	ipc_reader_set_bulk(&c->rd);
 	TAILQ_INIT(&c->outq);
 	TAILQ_INIT(&c->pending);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &c->cred, &len) == -1)
@@ -566,7 +737,8 @@ ipc_conn_new(struct event_base *base, int fd, const char *role,
 		goto fail;
 	c->rev = event_new(base, fd, EV_READ | EV_PERSIST, ipc_conn_readcb, c);
 	c->wev = event_new(base, fd, EV_WRITE, ipc_conn_writecb, c);
-	if (c->rev == NULL || c->wev == NULL)
+	c->fev = event_new(base, -1, 0, ipc_conn_writecb, c);
+	if (c->rev == NULL || c->wev == NULL || c->fev == NULL)
 		goto fail;
 	hello = json_object_new_object();
 	json_object_object_add(hello, "version",
@@ -583,6 +755,8 @@ ipc_conn_new(struct event_base *base, int fd, const char *role,
 		event_free(c->rev);
 	if (c->wev != NULL)
 		event_free(c->wev);
+	if (c->fev != NULL)
+		event_free(c->fev);
 	while (!TAILQ_EMPTY(&c->outq)) {
 		struct ipc_out *o = TAILQ_FIRST(&c->outq);
 
@@ -645,6 +819,8 @@ ipc_conn_set_arg(struct ipc_conn *c, void *arg)
 int
 ipc_conn_set_priority(struct ipc_conn *c, int pri)
 {
+	if (event_priority_set(c->fev, pri) == -1)
+		return -1;
 	return event_priority_set(c->rev, pri);
 }
 
@@ -777,12 +953,16 @@ ipc_conn_destroy(struct ipc_conn *c)
 	}
 	if (c->h != NULL && c->h->closed != NULL)
 		c->h->closed(c, c->arg);
+	/* What was sent just before the end still goes, if it can. */
+	if (!TAILQ_EMPTY(&c->outq))
+		(void)ipc_outq_write(c);
 	while ((o = TAILQ_FIRST(&c->outq)) != NULL) {
 		TAILQ_REMOVE(&c->outq, o, entry);
 		ipc_out_free(o);
 	}
 	event_free(c->rev);
 	event_free(c->wev);
+	event_free(c->fev);
 	ipc_reader_reset(&c->rd);
 	close(c->fd);
 	free(c);
@@ -863,15 +1043,41 @@ ipc_conn_readcb(int fd, short ev, void *arg)
 	struct ipc_frame f;
 	const char *err = NULL;
 	int budget = 64;	/* frames per wakeup: be fair to others */
+	int drained = 0, rc = 0;
 
 	c->busy++;
-	while (!c->dead && budget > 0) {
+	while (!c->dead) {
 		size_t want;
 		void *dst;
 		ssize_t n;
-		int rc;
 
-		dst = ipc_reader_space(&c->rd, &want);
+		/* First the frames already read. */
+		while (!c->dead && budget > 0 &&
+		    (rc = ipc_reader_next(&c->rd, &f, &err)) == 1) {
+			ipc_conn_frame(c, &f);
+			budget--;
+		}
+		if (rc == -1) {
+			ipc_conn_fail(c, err);
+			break;
+		}
+		if (c->dead)
+			break;
+		if (budget == 0) {
+			/* Come back for the rest after the others. */
+			event_active(c->rev, EV_READ, 0);
+			break;
+		}
+		/* A short read emptied the socket; epoll says when there is
+		 * more, saving a read that would only say EAGAIN. */
+		if (drained)
+			break;
+		if ((dst = ipc_reader_space(&c->rd, &want)) == NULL ||
+		    want == 0) {
+			ipc_conn_fail(c, dst == NULL ? "out of memory" :
+			    "frame reader has no room");
+			break;
+		}
 		n = ipc_recv(fd, &c->rd, dst, want, &err);
 		if (n == -2) {
 			ipc_conn_fail(c, err);
@@ -883,7 +1089,7 @@ ipc_conn_readcb(int fd, short ev, void *arg)
 			break;
 		}
 		if (n == 0) {
-			if (c->rd.have != 0)
+			if (c->rd.end != c->rd.start)
 				ipc_conn_fail(c, "connection closed mid-frame");
 			else {
 				log_debug("%s: %s closed the connection",
@@ -892,6 +1098,7 @@ ipc_conn_readcb(int fd, short ev, void *arg)
 			}
 			break;
 		}
+		drained = (size_t)n < want;
 		if ((rc = ipc_reader_commit(&c->rd, (size_t)n, &f, &err)) ==
 		    -1) {
 			ipc_conn_fail(c, err);
@@ -911,29 +1118,24 @@ static void
 ipc_conn_writecb(int fd, short ev, void *arg)
 {
 	struct ipc_conn *c = arg;
-	struct ipc_out *o;
 	int rc;
 
-	while ((o = TAILQ_FIRST(&c->outq)) != NULL) {
-		rc = ipc_out_write(fd, o);
-		if (rc == 0) {
-			event_add(c->wev, NULL);
-			return;
-		}
-		if (rc == -1) {
-			if (errno == EPIPE || errno == ECONNRESET) {
-				log_debug("%s: %s went away", c->role,
-				    c->policy->peer);
-				c->dead = 1;
-			} else
-				ipc_conn_fail(c, strerror(errno));
-			if (c->busy == 0)
-				ipc_conn_destroy(c);
-			return;
-		}
-		TAILQ_REMOVE(&c->outq, o, entry);
-		c->out_bytes -= o->len;
-		ipc_out_free(o);
+	c->flush_due = 0;
+	if (c->dead)
+		return;
+	if ((rc = ipc_outq_write(c)) == 0) {
+		event_add(c->wev, NULL);
+		return;
+	}
+	if (rc == -1) {
+		if (errno == EPIPE || errno == ECONNRESET) {
+			log_debug("%s: %s went away", c->role,
+			    c->policy->peer);
+			c->dead = 1;
+		} else
+			ipc_conn_fail(c, strerror(errno));
+		if (c->busy == 0)
+			ipc_conn_destroy(c);
 	}
 }
 
@@ -1106,7 +1308,8 @@ sync_read(int fd, struct ipc_reader *r, struct ipc_frame *f,
 		void *dst;
 		int rc;
 
-		dst = ipc_reader_space(r, &want);
+		if ((dst = ipc_reader_space(r, &want)) == NULL)
+			return -1;
 		if (poll(&pfd, 1, deadline_left(deadline)) <= 0) {
 			errno = ETIMEDOUT;
 			return -1;

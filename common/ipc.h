@@ -126,30 +126,58 @@ struct json_object *ipc_error_body(const char *code, const char *message);
 /*
  * The frame reader, free of I/O so that the fuzzer drives it exactly as the
  * sockets do: ipc_reader_space() says where the next bytes go and how many
- * at most; after reading n of them, ipc_reader_commit() accounts for them.
- * Descriptors that arrive meanwhile are attached with ipc_reader_add_fd().
+ * at most; after reading n of them, ipc_reader_commit() accounts for them
+ * and hands out the first complete frame, ipc_reader_next() the others.
+ * Descriptors that arrive with a read are attached with ipc_reader_add_fd()
+ * before its commit.
+ *
+ * A descriptor belongs to the frame holding the last byte of the read that
+ * brought it, and that frame must begin within that read.  This holds for
+ * every sender that puts a frame with a descriptor in a sendmsg of its own,
+ * the descriptor with its first byte (ipc.c's do): Linux never returns
+ * bytes from beyond a message that carried descriptors in the same read.
+ *
+ * An exact reader (the default) reads no further than the frame it is in,
+ * for the blocking client, which reads one frame and stops; a bulk reader
+ * (ipc_reader_set_bulk) takes whatever the socket has, several frames in
+ * one read under load.
  */
+#define IPC_READ_BUF	(64 * 1024)
 struct ipc_reader {
-	uint8_t		 hdr[IPC_HDR_LEN];
-	size_t		 have;		/* bytes of the current frame */
-	uint32_t	 type, len, id, flags;
-	uint8_t		*payload;	/* len + 1 bytes once the header is in */
-	int		 fd;		/* descriptor that came with this frame */
+	uint8_t		*buf;
+	size_t		 cap;
+	size_t		 start;		/* where the next frame begins */
+	size_t		 end;		/* end of the bytes read */
+	int		 bulk;
+	int		 saved;		/* byte under a payload's NUL, or -1 */
+	size_t		 saved_at;
+	int		 in_fd;		/* came with the read not yet committed */
+	struct {
+		int	 fd;
+		size_t	 from, to;	/* the read that brought it */
+	}		 fds[2];
+	size_t		 nfds;
 };
 
 struct ipc_frame {
 	uint32_t	 type, id, flags;
 	const char	*payload;	/* NUL-terminated; valid until the
-					   next ipc_reader_space() */
+					   next ipc_reader_space() or
+					   ipc_reader_next() */
 	size_t		 len;
 	int		 fd;		/* -1, or the caller's to keep */
 };
 
 void	ipc_reader_init(struct ipc_reader *);
+void	ipc_reader_set_bulk(struct ipc_reader *);
 void	ipc_reader_reset(struct ipc_reader *);
+/* NULL when out of memory. */
 void	*ipc_reader_space(struct ipc_reader *, size_t *want);
 /* 1: a frame is complete; 0: need more; -1: broken frame, *err says why */
 int	ipc_reader_commit(struct ipc_reader *, size_t n, struct ipc_frame *,
+	    const char **err);
+/* The next frame already read, as ipc_reader_commit answers. */
+int	ipc_reader_next(struct ipc_reader *, struct ipc_frame *,
 	    const char **err);
 /* -1 when a second descriptor arrives for one frame. */
 int	ipc_reader_add_fd(struct ipc_reader *, int fd, const char **err);

@@ -73,10 +73,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ctl = data[0];
 	off = 1;
 	ipc_reader_init(&r);
+	/* Half the inputs read as the daemons do, several frames at once. */
+	if (ctl & 0x40)
+		ipc_reader_set_bulk(&r);
 	while (off < size) {
 		size_t want, n;
 		uint8_t *dst = ipc_reader_space(&r, &want);
 		int rc;
+
+		if (dst == NULL || want == 0)
+			abort();
 
 		n = (size_t)(ctl & 0x0f) + 1;
 		if (n > want)
@@ -94,7 +100,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		rc = ipc_reader_commit(&r, n, &f, &err);
 		if (rc == -1)
 			break;
-		if (rc == 1) {
+		for (; rc == 1; rc = ipc_reader_next(&r, &f, &err)) {
 			struct json_object *body;
 			struct jsonx_members mem;
 			char msg[256];
@@ -110,6 +116,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (f.fd != -1)
 				close(f.fd);
 		}
+		if (rc == -1)
+			break;
 		ctl = (uint8_t)(ctl * 33 + 7);
 	}
 	ipc_reader_reset(&r);

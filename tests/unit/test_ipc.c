@@ -190,6 +190,156 @@ START_TEST(reader_rejects_overfeed)
 }
 END_TEST
 
+/* Copies len bytes into a bulk reader as one read, fd arriving with it. */
+static int
+bulk_read(struct ipc_reader *r, const uint8_t *buf, size_t len, int fd,
+    struct ipc_frame *f, const char **err)
+{
+	size_t want;
+	uint8_t *dst = ipc_reader_space(r, &want);
+
+	ck_assert_ptr_nonnull(dst);
+	ck_assert_uint_ge(want, len);
+	if (fd != -1)
+		ck_assert_int_eq(ipc_reader_add_fd(r, fd, err), 0);
+	memcpy(dst, buf, len);
+	return ipc_reader_commit(r, len, f, err);
+}
+
+/* Several frames in one read come out one by one, each NUL-ended. */
+START_TEST(bulk_reader_several_frames_per_read)
+{
+	struct ipc_reader r;
+	struct ipc_frame f;
+	const char *err = NULL;
+	uint8_t buf[256];
+	size_t off = 0;
+	int i;
+
+	for (i = 0; i < 5; i++) {
+		hdr(buf + off, 7, 7, (uint32_t)i, 0);
+		memcpy(buf + off + 16, "{\"n\":1}", 7);
+		buf[off + 16 + 5] = (uint8_t)('0' + i);
+		off += 23;
+	}
+	ipc_reader_init(&r);
+	ipc_reader_set_bulk(&r);
+	/* All five and half a header of a sixth. */
+	hdr(buf + off, 7, 7, 5, 0);
+	ck_assert_int_eq(bulk_read(&r, buf, off + 8, -1, &f, &err), 1);
+	for (i = 0; i < 5; i++) {
+		if (i > 0)
+			ck_assert_int_eq(ipc_reader_next(&r, &f, &err), 1);
+		ck_assert_uint_eq(f.id, (uint32_t)i);
+		ck_assert_uint_eq(f.len, 7);
+		ck_assert_uint_eq((uint8_t)f.payload[5], '0' + i);
+		ck_assert_int_eq(f.payload[7], '\0');
+	}
+	ck_assert_int_eq(ipc_reader_next(&r, &f, &err), 0);
+	/* The NUL lent from the sixth header was given back. */
+	memcpy(buf, buf + off + 8, 8);
+	memcpy(buf + 8, "{\"n\":15}", 7);
+	ck_assert_int_eq(bulk_read(&r, buf, 15, -1, &f, &err), 1);
+	ck_assert_uint_eq(f.id, 5);
+	ck_assert_uint_eq(f.type, 7);
+	ipc_reader_reset(&r);
+}
+END_TEST
+
+/*
+ * A descriptor is the frame's whose bytes the read that brought it ended
+ * in, and that frame must have begun within that read.
+ */
+START_TEST(bulk_reader_descriptor_attribution)
+{
+	struct ipc_reader r;
+	struct ipc_frame f;
+	const char *err = NULL;
+	uint8_t buf[128];
+
+	/* Frame 1 (none) whole and frame 2 (announced) begun: 2's. */
+	ipc_reader_init(&r);
+	ipc_reader_set_bulk(&r);
+	hdr(buf, 7, 2, 1, 0);
+	memcpy(buf + 16, "{}", 2);
+	hdr(buf + 18, 7, 2, 2, IPC_FLAG_FD);
+	memcpy(buf + 34, "{}", 2);
+	ck_assert_int_eq(bulk_read(&r, buf, 20, dup(0), &f, &err), 1);
+	ck_assert_uint_eq(f.id, 1);
+	ck_assert_int_eq(f.fd, -1);
+	ck_assert_int_eq(ipc_reader_next(&r, &f, &err), 0);
+	ck_assert_int_eq(bulk_read(&r, buf + 20, 16, -1, &f, &err), 1);
+	ck_assert_uint_eq(f.id, 2);
+	ck_assert_int_ge(f.fd, 0);
+	close(f.fd);
+	ipc_reader_reset(&r);
+
+	/* Both frames whole in the read: the last one's. */
+	ipc_reader_init(&r);
+	ipc_reader_set_bulk(&r);
+	ck_assert_int_eq(bulk_read(&r, buf, 36, dup(0), &f, &err), 1);
+	ck_assert_int_eq(f.fd, -1);
+	ck_assert_int_eq(ipc_reader_next(&r, &f, &err), 1);
+	ck_assert_int_ge(f.fd, 0);
+	close(f.fd);
+	ipc_reader_reset(&r);
+
+	/* Arriving with bytes from the middle of a frame: refused. */
+	ipc_reader_init(&r);
+	ipc_reader_set_bulk(&r);
+	ck_assert_int_eq(bulk_read(&r, buf + 18, 8, -1, &f, &err), 0);
+	ck_assert_int_eq(bulk_read(&r, buf + 26, 10, dup(0), &f, &err), -1);
+	ck_assert_str_eq(err, "descriptor arrived in the middle of a frame");
+	ipc_reader_reset(&r);
+
+	/* A read that ends in a frame announcing none: refused. */
+	ipc_reader_init(&r);
+	ipc_reader_set_bulk(&r);
+	ck_assert_int_eq(bulk_read(&r, buf, 18, dup(0), &f, &err), -1);
+	ck_assert_str_eq(err, "descriptor arrived with a frame that announces "
+	    "none");
+	ipc_reader_reset(&r);
+}
+END_TEST
+
+/* A frame of the largest size fits, and the buffer shrinks after it. */
+START_TEST(bulk_reader_big_frame)
+{
+	struct ipc_reader r;
+	struct ipc_frame f;
+	const char *err = NULL;
+	uint8_t *big = malloc(16 + IPC_MAX_PAYLOAD);
+	size_t off = 0;
+
+	ck_assert_ptr_nonnull(big);
+	hdr(big, 7, IPC_MAX_PAYLOAD, 9, 0);
+	memset(big + 16, 'x', IPC_MAX_PAYLOAD);
+	ipc_reader_init(&r);
+	ipc_reader_set_bulk(&r);
+	for (;;) {
+		size_t want, n;
+		uint8_t *dst = ipc_reader_space(&r, &want);
+		int rc;
+
+		ck_assert_ptr_nonnull(dst);
+		n = 16 + IPC_MAX_PAYLOAD - off < want ? 16 + IPC_MAX_PAYLOAD -
+		    off : want;
+		memcpy(dst, big + off, n);
+		off += n;
+		if ((rc = ipc_reader_commit(&r, n, &f, &err)) == 1)
+			break;
+		ck_assert_int_eq(rc, 0);
+	}
+	ck_assert_uint_eq(f.len, IPC_MAX_PAYLOAD);
+	ck_assert_int_eq(f.payload[IPC_MAX_PAYLOAD], '\0');
+	ck_assert_uint_gt(r.cap, IPC_MAX_PAYLOAD);
+	ck_assert_ptr_nonnull(ipc_reader_space(&r, &off));
+	ck_assert_uint_eq(r.cap, IPC_READ_BUF);
+	ipc_reader_reset(&r);
+	free(big);
+}
+END_TEST
+
 /* ---- policy and JSON --------------------------------------------------- */
 
 static int
@@ -740,6 +890,81 @@ START_TEST(async_requests)
 }
 END_TEST
 
+struct burst_state {
+	struct event_base	*base;
+	int			 replies, fds, bad;
+	int			 want;
+};
+
+static void
+on_burst_reply(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	struct burst_state *bs = arg;
+	struct json_object *v;
+
+	if (m == NULL || m->type != IPC_TEST_ECHO_RESULT)
+		bs->bad++;
+	else if (m->fd != -1) {
+		/* A descriptor request: its content and a pipe come back. */
+		if (!json_object_object_get_ex(m->body, "content", &v) ||
+		    strncmp(json_object_get_string(v), "fd-", 3) != 0)
+			bs->bad++;
+		bs->fds++;
+	} else if (!json_object_object_get_ex(m->body, "n", &v))
+		bs->bad++;
+	if (++bs->replies == bs->want)
+		event_base_loopexit(bs->base, NULL);
+}
+
+/*
+ * Hundreds of requests queued in one go, every seventh with a descriptor:
+ * they leave several to a sendmsg and arrive several to a read on both
+ * sides, and every descriptor still reaches its own frame.
+ */
+START_TEST(burst_of_requests_with_descriptors)
+{
+	struct burst_state bs = { 0 };
+	struct ipc_conn *c;
+	struct timeval tv = { 20, 0 };
+	pid_t srv;
+	int i;
+
+	srv = spawn_server((uid_t)-1);
+	bs.base = event_base_new();
+	bs.want = 700;
+	c = ipc_connect(bs.base, sockpath, "client", &reply_policy, NULL,
+	    &bs);
+	ck_assert_ptr_nonnull(c);
+	for (i = 0; i < bs.want; i++) {
+		struct json_object *req = NULL;
+		int fd = -1;
+		char tag[32];
+
+		if (i % 7 == 3) {
+			fd = memfd_create("x", MFD_CLOEXEC);
+			snprintf(tag, sizeof(tag), "fd-%d", i);
+			ck_assert_int_eq(write(fd, tag, strlen(tag)),
+			    (ssize_t)strlen(tag));
+		} else {
+			req = json_object_new_object();
+			json_object_object_add(req, "n",
+			    json_object_new_int(i));
+		}
+		ck_assert_int_eq(ipc_request(c, fd != -1 ? IPC_TEST_FD :
+		    IPC_TEST_ECHO, req, fd, 15000, on_burst_reply, &bs), 0);
+		json_object_put(req);
+	}
+	event_base_loopexit(bs.base, &tv);
+	event_base_dispatch(bs.base);
+	ck_assert_int_eq(bs.replies, bs.want);
+	ck_assert_int_eq(bs.bad, 0);
+	ck_assert_int_eq(bs.fds, bs.want / 7);
+	ipc_conn_free(c);
+	event_base_free(bs.base);
+	stop_server(srv);
+}
+END_TEST
+
 START_TEST(server_refuses_to_replace_non_socket)
 {
 	struct event_base *base = event_base_new();
@@ -778,6 +1003,9 @@ main(void)
 	tcase_add_test(reader, reader_rejects_unknown_flags);
 	tcase_add_test(reader, reader_fd_must_match_flag);
 	tcase_add_test(reader, reader_rejects_overfeed);
+	tcase_add_test(reader, bulk_reader_several_frames_per_read);
+	tcase_add_test(reader, bulk_reader_descriptor_attribution);
+	tcase_add_test(reader, bulk_reader_big_frame);
 	tcase_add_test(reader, frame_check_cases);
 	suite_add_tcase(s, reader);
 
@@ -787,6 +1015,7 @@ main(void)
 	    (int)(sizeof(malformed_cases) / sizeof(malformed_cases[0])));
 	tcase_add_test(live, peer_refused_by_uid);
 	tcase_add_test(live, async_requests);
+	tcase_add_test(live, burst_of_requests_with_descriptors);
 	tcase_add_test(live, server_refuses_to_replace_non_socket);
 	suite_add_tcase(s, live);
 
