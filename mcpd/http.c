@@ -195,7 +195,9 @@ http_reply_error(struct hreq *hr, const char *code, const char *fmt, ...)
 		    json_object_new_string(msg));
 		json_object_object_add(o, "error", e);
 	}
-	if (status == 401)
+	/* One challenge: auth_done may have given a more precise one. */
+	if (status == 401 && evhttp_find_header(http_out_headers(hr),
+	    "WWW-Authenticate") == NULL)
 		evhttp_add_header(http_out_headers(hr), "WWW-Authenticate",
 		    "Bearer realm=\"mcpvm\"");
 	http_reply_json(hr, status, o);

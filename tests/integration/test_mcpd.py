@@ -104,6 +104,8 @@ def test_bearer_required():
     r = request(d, "POST", "/v1/tools/vm_list", body={}, auth="mcpvm_wrong")
     assert r.status == 401
     assert "invalid_token" in r.header("WWW-Authenticate")
+    challenges = [v for k, v in r.headers if k.lower() == "www-authenticate"]
+    assert len(challenges) == 1, challenges
     r = request(d, "POST", "/v1/tools/vm_list", body={},
                 headers={"Authorization": "bearer " + TOKEN_A}, auth=None)
     assert r.status == 200, "scheme is case-insensitive"
