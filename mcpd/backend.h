@@ -16,16 +16,18 @@ struct backend_call;
 struct backend_result {
 	int			 ok;
 	/*
-	 * ok: the tool's result object, to be put in a reply.  From vmmd it
-	 * is the text vmmd sent (jsonx_raw_object): it serializes as that
-	 * text and has no members to look at.
+	 * ok: the tool's result object, to be put in a reply, as one of:
+	 * text, a JSON object's text already checked as strict JSON (vmmd's
+	 * answer as it came: JSON HTTP sends it as it is), or result.
 	 */
+	const char		*text;
+	size_t			 textlen;
 	struct json_object	*result;
 	const char		*code;		/* !ok: a public error code */
 	const char		*message;	/* !ok: for a person to act on */
 };
 
-/* result and its fields are valid only during the callback. */
+/* result, text and the strings are valid only during the callback. */
 typedef void (*backend_result_cb)(const struct backend_result *, void *arg);
 /* Progress of a slow tool (vm_create booting, vm_resume restoring). */
 typedef void (*backend_progress_cb)(double progress, double total,

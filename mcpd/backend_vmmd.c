@@ -86,8 +86,8 @@ static void
 call_fail_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct backend_call *c = arg;
-	struct backend_result br = { 0, NULL, "unavailable",
-	    "vmmd is not reachable; try again shortly" };
+	struct backend_result br = { .code = "unavailable",
+	    .message = "vmmd is not reachable; try again shortly" };
 
 	if (c->done != NULL)
 		c->done(&br, c->arg);
@@ -127,7 +127,6 @@ tool_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct backend_call *c = arg;
 	struct backend_result br = { 0 };
-	struct json_object *raw = NULL;
 	size_t off, len;
 
 	if (c->cancelled) {
@@ -147,15 +146,13 @@ tool_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		 * was checked as strict JSON): a vm_read_file of a MiB is not
 		 * parsed into objects only to be written out again.
 		 */
-		if ((raw = jsonx_raw_object(m->text + off, len)) == NULL)
-			fatal("%s", __func__);
 		br.ok = 1;
-		br.result = raw;
+		br.text = m->text + off;
+		br.textlen = len;
 	} else {
 		error_of(m, &br.code, &br.message);
 	}
 	c->done(&br, c->arg);
-	json_object_put(raw);
 	call_free(c);
 }
 

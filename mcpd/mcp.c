@@ -10,6 +10,8 @@
 #include "mcp.h"
 #include "schema.h"
 #include "jsonv.h"
+#include "jsonx.h"
+#include "log.h"
 
 static const char *const versions[] = {
 	"2025-11-25", "2025-06-18", "2025-03-26",
@@ -173,8 +175,14 @@ mcp_tool_result(const struct backend_result *br)
 	struct json_object *content = json_object_new_array();
 	struct json_object *text = json_object_new_object();
 	struct json_object *sc;
+	int is_object = br->ok && (br->text != NULL ||
+	    json_object_is_type(br->result, json_type_object));
 
-	if (br->ok && json_object_is_type(br->result, json_type_object)) {
+	if (br->ok && br->text != NULL) {
+		/* Serializes as the text; nothing here looks inside it. */
+		if ((sc = jsonx_raw_object(br->text, br->textlen)) == NULL)
+			fatal("%s", __func__);
+	} else if (is_object) {
 		sc = json_object_get(br->result);
 	} else {
 		struct json_object *e = json_object_new_object();
@@ -199,12 +207,12 @@ mcp_tool_result(const struct backend_result *br)
 	 * success; clients check it even on errors.  So an error travels as
 	 * text only.
 	 */
-	if (br->ok && json_object_is_type(br->result, json_type_object))
+	if (is_object)
 		json_object_object_add(r, "structuredContent", sc);
 	else
 		json_object_put(sc);
 	json_object_object_add(r, "isError", json_object_new_boolean(
-	    !(br->ok && json_object_is_type(br->result, json_type_object))));
+	    !is_object));
 	return r;
 }
 

@@ -138,8 +138,8 @@ call_timer_cb(evutil_socket_t fd, short ev, void *arg)
 	struct mcp_call *call = arg;
 	struct timespec now;
 	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
-	struct backend_result br = { 0, NULL, "timeout",
-	    "the tool did not finish within tool_timeout" };
+	struct backend_result br = { .code = "timeout",
+	    .message = "the tool did not finish within tool_timeout" };
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	if (now.tv_sec >= call->deadline.tv_sec) {
@@ -175,7 +175,8 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	if (!json_object_is_type(out->args, json_type_object) ||
 	    tool_validate_input(tools_find(out->tool), out->args, msg,
 	    sizeof(msg)) == -1) {
-		struct backend_result br = { 0, NULL, "invalid_argument", msg };
+		struct backend_result br = { .code = "invalid_argument",
+		    .message = msg };
 		struct json_object *r;
 
 		r = jsonrpc_result(out->call_id, mcp_tool_result(&br));

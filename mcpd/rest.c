@@ -36,7 +36,10 @@ rest_done(const struct backend_result *br, void *arg)
 
 	rc->bc = NULL;
 	hr->on_gone = NULL;
-	if (br->ok)
+	if (br->ok && br->text != NULL)
+		http_reply(hr, 200, "application/json", br->text,
+		    br->textlen);
+	else if (br->ok)
 		http_reply_json(hr, 200, br->result);
 	else
 		http_reply_error(hr, br->code, "%s", br->message);

@@ -222,8 +222,10 @@ END_TEST
 
 START_TEST(tool_results)
 {
-	struct backend_result ok = { 1, NULL, NULL, NULL };
-	struct backend_result bad = { 0, NULL, "busy", "VM is busy" };
+	struct backend_result ok = { .ok = 1 };
+	struct backend_result bad = { .code = "busy", .message = "VM is busy" };
+	struct backend_result text = { .ok = 1, .text = "{\"vms\":[1]} ",
+	    .textlen = 11 };
 	struct json_object *r, *v, *sc, *e;
 
 	ok.result = json_tokener_parse("{\"vms\":[]}");
@@ -236,6 +238,17 @@ START_TEST(tool_results)
 	    json_object_array_get_idx(v, 0), "text")), "{\"vms\":[]}");
 	json_object_put(r);
 	json_object_put(ok.result);
+	/* A result as text (vmmd's) is passed on as that text, both ways. */
+	r = mcp_tool_result(&text);
+	ck_assert(json_object_object_get_ex(r, "isError", &v));
+	ck_assert_int_eq(json_object_get_boolean(v), 0);
+	ck_assert(json_object_object_get_ex(r, "structuredContent", &sc));
+	ck_assert_str_eq(json_object_to_json_string_ext(sc,
+	    JSON_C_TO_STRING_PLAIN), "{\"vms\":[1]}");
+	ck_assert(json_object_object_get_ex(r, "content", &v));
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(
+	    json_object_array_get_idx(v, 0), "text")), "{\"vms\":[1]}");
+	json_object_put(r);
 	r = mcp_tool_result(&bad);
 	ck_assert(json_object_object_get_ex(r, "isError", &v));
 	ck_assert_int_eq(json_object_get_boolean(v), 1);
