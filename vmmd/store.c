@@ -18,9 +18,24 @@
 #include "log.h"
 #include "store.h"
 
+/*
+ * Statements are prepared once and kept: preparing vm_status's job query
+ * cost more than running it.  busy marks one handed out and not yet
+ * released, so that a nested use of the same SQL prepares its own.  The
+ * store belongs to vmmd's event loop thread alone.
+ */
+#define STORE_STMTS	48
+struct store_stmt {
+	const char	*sql;
+	sqlite3_stmt	*st;
+	int		 busy;
+};
+
 struct store {
-	sqlite3	*db;
-	char	*path;
+	sqlite3			*db;
+	char			*path;
+	struct store_stmt	 stmts[STORE_STMTS];
+	size_t			 nstmts;
 };
 
 static const char *const state_names[VM_NSTATES] = {
@@ -209,6 +224,8 @@ store_close(struct store *s)
 {
 	if (s == NULL)
 		return;
+	for (size_t i = 0; i < s->nstmts; i++)
+		sqlite3_finalize(s->stmts[i].st);
 	sqlite3_close(s->db);
 	free(s->path);
 	free(s);
@@ -217,14 +234,47 @@ store_close(struct store *s)
 static sqlite3_stmt *
 store_prepare(struct store *s, const char *sql)
 {
+	struct store_stmt *c;
 	sqlite3_stmt *st;
+	size_t i;
 
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
+	/* sql is a literal: its address names the statement. */
+	for (i = 0; i < s->nstmts; i++) {
+		c = &s->stmts[i];
+		if (c->sql == sql && !c->busy) {
+			c->busy = 1;
+			return c->st;
+		}
+	}
+	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st,
+	    NULL) != SQLITE_OK) {
 		log_warnx("store %s: %s: %s", s->path, sql,
 		    sqlite3_errmsg(s->db));
 		return NULL;
 	}
+	if (s->nstmts < STORE_STMTS) {
+		c = &s->stmts[s->nstmts++];
+		c->sql = sql;
+		c->st = st;
+		c->busy = 1;
+	}
 	return st;
+}
+
+/* Done with a statement from store_prepare: kept for next time, reset. */
+static void
+store_release(struct store *s, sqlite3_stmt *st)
+{
+	size_t i;
+
+	for (i = 0; i < s->nstmts; i++)
+		if (s->stmts[i].st == st) {
+			(void)sqlite3_reset(st);
+			(void)sqlite3_clear_bindings(st);
+			s->stmts[i].busy = 0;
+			return;
+		}
+	sqlite3_finalize(st);
 }
 
 /* Steps a statement that returns no rows, and finalizes it. */
@@ -233,7 +283,7 @@ store_done(struct store *s, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 
-	sqlite3_finalize(st);
+	store_release(s, st);
 	if (rc != SQLITE_DONE) {
 		log_warnx("store %s: %s", s->path, sqlite3_errmsg(s->db));
 		return -1;
@@ -368,10 +418,10 @@ store_vm_get(struct store *s, const char *id, struct vm_record *v)
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		row_to_vm(st, v);
-		sqlite3_finalize(st);
+		store_release(s, st);
 		return 0;
 	}
-	sqlite3_finalize(st);
+	store_release(s, st);
 	errno = rc == SQLITE_DONE ? ENOENT : EIO;
 	return -1;
 }
@@ -403,14 +453,14 @@ store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
 			cap = cap ? cap * 2 : 16;
 			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL) {
 				free(v);
-				sqlite3_finalize(st);
+				store_release(s, st);
 				return -1;
 			}
 			v = nv;
 		}
 		row_to_vm(st, &v[(*n)++]);
 	}
-	sqlite3_finalize(st);
+	store_release(s, st);
 	if (rc != SQLITE_DONE) {
 		free(v);
 		*n = 0;
@@ -459,7 +509,7 @@ store_vm_was_destroyed(struct store *s, const char *id, const char *workspace)
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
+	store_release(s, st);
 	return rc == SQLITE_ROW;
 }
 
@@ -480,7 +530,7 @@ store_free_slot(struct store *s, int max)
 		if (slot == want)
 			want++;
 	}
-	sqlite3_finalize(st);
+	store_release(s, st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return -1;
 	return want < max ? want : -1;
@@ -515,17 +565,17 @@ store_receipt_begin(struct store *s, const char *workspace,
 		else if (strcmp(state, "done") == 0) {
 			*status = RECEIPT_DONE;
 			if (r != NULL && (*result = strdup(r)) == NULL) {
-				sqlite3_finalize(st);
+				store_release(s, st);
 				goto fail;
 			}
 		} else if (strcmp(state, "uncertain") == 0)
 			*status = RECEIPT_UNCERTAIN;
 		else
 			*status = RECEIPT_PENDING;
-		sqlite3_finalize(st);
+		store_release(s, st);
 		return store_exec(s, "COMMIT");
 	}
-	sqlite3_finalize(st);
+	store_release(s, st);
 	if (rc != SQLITE_DONE)
 		goto fail;
 
@@ -670,7 +720,7 @@ store_job_get(struct store *s, const char *vm_id, const char *job_id,
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		row_to_job(st, j);
-	sqlite3_finalize(st);
+	store_release(s, st);
 	if (rc != SQLITE_ROW) {
 		errno = rc == SQLITE_DONE ? ENOENT : EIO;
 		return -1;
@@ -706,7 +756,7 @@ store_job_list(struct store *s, const char *vm_id, struct job_record **out,
 		}
 		row_to_job(st, &j[(*n)++]);
 	}
-	sqlite3_finalize(st);
+	store_release(s, st);
 	if (rc != SQLITE_DONE) {
 		free(j);
 		*n = 0;
@@ -734,7 +784,7 @@ store_audit_anchor_get(struct store *s, long long *seq, char *hash,
 		*seq = 0;
 		hash[0] = '\0';
 	}
-	sqlite3_finalize(st);
+	store_release(s, st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
@@ -779,7 +829,7 @@ store_digest_get(struct store *s, const char *path,
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		copy_text(hex, 65, st, 0);
-	sqlite3_finalize(st);
+	store_release(s, st);
 	if (rc == SQLITE_ROW)
 		return strlen(hex) == 64 ? 1 : 0;
 	return rc == SQLITE_DONE ? 0 : -1;
