@@ -182,13 +182,31 @@ scan_digits(struct scan *s)
 	return s->pos > start ? 0 : fail(s, "invalid number");
 }
 
+/*
+ * json-c would clamp these to INT64_MAX or infinity without a word.  Out of
+ * line, so that the buffer's stack guard costs only the numbers that need
+ * it, not every value scanned.
+ */
+static __attribute__((noinline)) int
+number_in_range(const uint8_t *text, size_t n, int integer)
+{
+	char	 num[JSONX_NUMBER_MAX + 1];
+
+	memcpy(num, text, n);
+	num[n] = '\0';
+	errno = 0;
+	if (integer) {
+		(void)strtoll(num, NULL, 10);
+		return errno != ERANGE;
+	}
+	return isfinite(strtod(num, NULL));
+}
+
 static int
 scan_number(struct scan *s)
 {
-	char	 num[JSONX_NUMBER_MAX + 1];
 	size_t	 start = s->pos, n;
 	int	 integer = 1;
-	double	 d;
 
 	if (s->buf[s->pos] == '-')
 		s->pos++;
@@ -220,19 +238,9 @@ scan_number(struct scan *s)
 	/* Up to 18 digits and a sign: within int64 without asking strtoll. */
 	if (integer && n <= 19 - (s->buf[start] != '-'))
 		return 0;
-	memcpy(num, s->buf + start, n);
-	num[n] = '\0';
-	errno = 0;
-	/* json-c would clamp these to INT64_MAX or infinity without a word. */
-	if (integer) {
-		(void)strtoll(num, NULL, 10);
-		if (errno == ERANGE)
-			return fail(s, "integer out of range");
-	} else {
-		d = strtod(num, NULL);
-		if (!isfinite(d))
-			return fail(s, "number out of range");
-	}
+	if (!number_in_range(s->buf + start, n, integer))
+		return fail(s, integer ? "integer out of range" :
+		    "number out of range");
 	return 0;
 }
 

@@ -46,7 +46,8 @@ mcp_negotiate_version(const char *requested)
 struct json_object *
 mcp_json_parse(const char *buf, size_t len, const char **why)
 {
-	struct json_tokener *tok;
+	/* One tokener, reset for each body: mcpd has one thread. */
+	static struct json_tokener *tok;
 	struct json_object *obj = NULL;
 	enum json_tokener_error jerr;
 	size_t off;
@@ -60,10 +61,12 @@ mcp_json_parse(const char *buf, size_t len, const char **why)
 	 * UTF-8 through: check the syntax strictly first. */
 	if (jsonv_check(buf, len, why, &off) == -1)
 		return NULL;
-	if ((tok = json_tokener_new_ex(MCP_JSON_DEPTH)) == NULL) {
+	if (tok == NULL && (tok = json_tokener_new_ex(MCP_JSON_DEPTH)) ==
+	    NULL) {
 		*why = "out of memory";
 		return NULL;
 	}
+	json_tokener_reset(tok);
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
 	    JSON_TOKENER_VALIDATE_UTF8);
 	obj = json_tokener_parse_ex(tok, buf, (int)len);
@@ -97,7 +100,7 @@ mcp_json_parse(const char *buf, size_t len, const char **why)
 		else
 			*why = json_tokener_error_desc(jerr);
 	}
-	json_tokener_free(tok);
+	json_tokener_reset(tok);
 	return obj;
 }
 
