@@ -11,6 +11,12 @@
  *	u32 flags	bit 0, IPC_FLAG_FD: exactly one descriptor rides along
  *			bit 1, IPC_FLAG_REPLY: answers the peer's request `id`
  *
+ * A frame with a descriptor is sent by a sendmsg of its own, the descriptor
+ * (SCM_RIGHTS) with the frame's first byte; frames without may share one.
+ * Receivers read several frames at a time and give a descriptor to the
+ * frame holding the last byte of the read that brought it, which must have
+ * begun in that read; anything else closes the connection.
+ *
  * The first frame each way is IPC_HELLO {"version":IPC_VERSION,"role":"…"}.
  * Errors travel as IPC_ERROR {"error":{"code":"…","message":"…"}} with the
  * public codes (invalid_argument, unauthorized, forbidden, not_found,
