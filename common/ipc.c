@@ -193,7 +193,8 @@ ipc_reader_space(struct ipc_reader *r, size_t *want)
 		/* Grown for a big frame, or back to size once it is gone. */
 		if ((nb = malloc(need)) == NULL)
 			return NULL;
-		memcpy(nb, r->buf, keep);
+		if (keep > 0)
+			memcpy(nb, r->buf, keep);
 		wipe_free(r->buf, r->cap);
 		r->buf = nb;
 		r->cap = need;
@@ -466,6 +467,22 @@ ipc_out_free(struct ipc_out *o)
 	free(o);
 }
 
+/* Puts fd in msg as SCM_RIGHTS, using buf (CMSG_SPACE(sizeof(int))). */
+static void
+attach_fd(struct msghdr *msg, void *buf, size_t buflen, int fd)
+{
+	struct cmsghdr *c;
+
+	memset(buf, 0, buflen);
+	msg->msg_control = buf;
+	msg->msg_controllen = buflen;
+	c = CMSG_FIRSTHDR(msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+}
+
 /*
  * Sends as much of o as the socket takes (for the blocking client below).  The descriptor goes with the
  * first byte of the frame.  Returns 1 when done, 0 on EAGAIN, -1 on error.
@@ -487,18 +504,8 @@ ipc_out_write(int sock, struct ipc_out *o)
 		iov.iov_len = o->len - o->off;
 		msg.msg_iov = &iov;
 		msg.msg_iovlen = 1;
-		if (o->off == 0 && o->fd != -1) {
-			struct cmsghdr *c;
-
-			memset(&cmsgbuf, 0, sizeof(cmsgbuf));
-			msg.msg_control = cmsgbuf.buf;
-			msg.msg_controllen = sizeof(cmsgbuf.buf);
-			c = CMSG_FIRSTHDR(&msg);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(c), &o->fd, sizeof(int));
-		}
+		if (o->off == 0 && o->fd != -1)
+			attach_fd(&msg, &cmsgbuf, sizeof(cmsgbuf), o->fd);
 		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
 		if (n == -1) {
 			if (errno == EINTR)
@@ -544,16 +551,7 @@ ipc_outq_write(struct ipc_conn *c)
 		memset(&msg, 0, sizeof(msg));
 		niov = 0;
 		if (o->off == 0 && o->fd != -1) {
-			struct cmsghdr *cm;
-
-			memset(&cmsgbuf, 0, sizeof(cmsgbuf));
-			msg.msg_control = cmsgbuf.buf;
-			msg.msg_controllen = sizeof(cmsgbuf.buf);
-			cm = CMSG_FIRSTHDR(&msg);
-			cm->cmsg_level = SOL_SOCKET;
-			cm->cmsg_type = SCM_RIGHTS;
-			cm->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(cm), &o->fd, sizeof(int));
+			attach_fd(&msg, &cmsgbuf, sizeof(cmsgbuf), o->fd);
 			iov[niov].iov_base = o->buf;
 			iov[niov++].iov_len = o->len;
 		} else {
@@ -683,6 +681,26 @@ ipc_enqueue(struct ipc_conn *c, struct ipc_out *o)
 		event_active(c->fev, EV_WRITE, 0);
 	}
 	return 0;
+}
+
+void
+ipc_conn_flush(struct ipc_conn *c)
+{
+	int rc;
+
+	if (c->dead || TAILQ_EMPTY(&c->outq) ||
+	    event_pending(c->wev, EV_WRITE, NULL))
+		return;
+	if ((rc = ipc_outq_write(c)) == 0)
+		event_add(c->wev, NULL);
+	else if (rc == -1) {
+		if (errno == EPIPE || errno == ECONNRESET)
+			c->dead = 1;
+		else
+			ipc_conn_fail(c, strerror(errno));
+		/* The read side frees it, outside of whatever called us. */
+		event_active(c->rev, EV_READ, 0);
+	}
 }
 
 static int

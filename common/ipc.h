@@ -91,6 +91,14 @@ void		*ipc_conn_arg(const struct ipc_conn *);
  */
 int		 ipc_conn_set_priority(struct ipc_conn *, int);
 
+/*
+ * Frames are written at the end of the loop turn that queued them; this
+ * writes what is queued now, for a message that must reach the peer before
+ * something else it can see happens (a stream's close notice before the
+ * VM's processes die).  What the socket does not take goes later.
+ */
+void		 ipc_conn_flush(struct ipc_conn *);
+
 /* body is not consumed (NULL sends {}); fd is consumed (-1 for none). */
 int		 ipc_send(struct ipc_conn *, uint32_t type, uint32_t id,
 		    struct json_object *body, int fd);

@@ -112,6 +112,8 @@ vm_streams_close(struct vm *vm, const char *reason)
 			json_object_object_add(b, "reason",
 			    json_object_new_string(reason));
 			ipc_send(s->conn, IPC_VM_STREAM_CLOSE, 0, b, -1);
+			/* Now: mcpd must not see the guest end first. */
+			ipc_conn_flush(s->conn);
 			json_object_put(b);
 		}
 		free(s);
