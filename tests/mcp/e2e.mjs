@@ -217,13 +217,20 @@ test("a WebSocket stream carries bytes both ways, with half-close",
     async () => {
 	const echo = "import socket\ns=socket.socket()\n" +
 	    "s.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n" +
-	    "s.bind(('127.0.0.1',5000));s.listen(4)\nwhile True:\n" +
+	    "s.bind(('127.0.0.1',5000));s.listen(4)\n" +
+	    "open('/workspace/echo-listening','w').close()\nwhile True:\n" +
 	    " c,_=s.accept()\n while True:\n  d=c.recv(65536)\n" +
 	    "  if not d: break\n  c.sendall(d)\n" +
 	    " c.shutdown(socket.SHUT_WR);c.close()\n";
 	await ok(a, "vm_write_file", { vm_id: vmA, path: "echo.py",
 	    data_base64: Buffer.from(echo).toString("base64") });
-	await sh(a, vmA, "nohup python3 echo.py >/dev/null 2>&1 & sleep 1");
+	// Python takes a second or more to start under TCG: wait for the
+	// listener itself rather than for a guess.
+	const up = await sh(a, vmA, "rm -f echo-listening; nohup python3 " +
+	    "echo.py >echo.log 2>&1 & for i in $(seq 100); do " +
+	    "[ -e echo-listening ] && exit 0; sleep 0.2; done; " +
+	    "cat echo.log >&2; exit 1");
+	assert.equal(up.final.exit_code, 0, up.stderr);
 	const ta = tokenFile("a", process.env.TOKEN_A);
 	const data = randomBytes(8 << 20);
 	const r = await attach(ta, vmA, 5000, data);
