@@ -127,7 +127,13 @@ scan_string(struct scan *s)
 
 	s->pos++;
 	for (;;) {
+		/* Words while they are plain, then bytes up to the one that
+		 * is not (asking the word test again for each of those last
+		 * bytes made short strings cost a word test a byte). */
 		skip_plain(s);
+		while (s->pos < s->len && s->buf[s->pos] != '"' &&
+		    s->buf[s->pos] != '\\' && s->buf[s->pos] >= 0x20)
+			s->pos++;
 		if (s->pos >= s->len)
 			return fail(s, "unterminated string");
 		c = s->buf[s->pos++];
@@ -135,8 +141,6 @@ scan_string(struct scan *s)
 			return 0;
 		if (c < 0x20)
 			return fail(s, "control character in string");
-		if (c != '\\')
-			continue;
 		if (s->pos >= s->len)
 			return fail(s, "unterminated string");
 		switch (s->buf[s->pos++]) {
