@@ -118,11 +118,38 @@ skip_plain(struct scan *s)
 	}
 }
 
+/*
+ * The four hex digits after "\\u", and a low surrogate's after a high one.
+ * Out of line, so that scan_string keeps no address-taken local and so no
+ * stack guard: escapes are rare, strings are not.
+ */
+static __attribute__((noinline)) int
+scan_u_escape(struct scan *s)
+{
+	unsigned u, lo;
+
+	if (scan_hex4(s, &u) == -1)
+		return -1;
+	/* json-c would quietly turn a lone surrogate into U+FFFD. */
+	if (u >= 0xdc00 && u <= 0xdfff)
+		return fail(s, "unpaired surrogate escape");
+	if (u >= 0xd800 && u <= 0xdbff) {
+		if (s->len - s->pos < 2 || s->buf[s->pos] != '\\' ||
+		    s->buf[s->pos + 1] != 'u')
+			return fail(s, "unpaired surrogate escape");
+		s->pos += 2;
+		if (scan_hex4(s, &lo) == -1)
+			return -1;
+		if (lo < 0xdc00 || lo > 0xdfff)
+			return fail(s, "unpaired surrogate escape");
+	}
+	return 0;
+}
+
 /* The bytes were checked as UTF-8 already; this checks JSON's own rules. */
 static int
 scan_string(struct scan *s)
 {
-	unsigned u, lo;
 	uint8_t	 c;
 
 	s->pos++;
@@ -152,21 +179,8 @@ scan_string(struct scan *s)
 		default:
 			return fail(s, "invalid escape in string");
 		}
-		if (scan_hex4(s, &u) == -1)
+		if (scan_u_escape(s) == -1)
 			return -1;
-		/* json-c would quietly turn a lone surrogate into U+FFFD. */
-		if (u >= 0xdc00 && u <= 0xdfff)
-			return fail(s, "unpaired surrogate escape");
-		if (u >= 0xd800 && u <= 0xdbff) {
-			if (s->len - s->pos < 2 || s->buf[s->pos] != '\\' ||
-			    s->buf[s->pos + 1] != 'u')
-				return fail(s, "unpaired surrogate escape");
-			s->pos += 2;
-			if (scan_hex4(s, &lo) == -1)
-				return -1;
-			if (lo < 0xdc00 || lo > 0xdfff)
-				return fail(s, "unpaired surrogate escape");
-		}
 	}
 }
 
