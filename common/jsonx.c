@@ -582,6 +582,63 @@ jsonx_raw_object(const char *text, size_t len)
 	return o;
 }
 
+/* What a string byte becomes; NULL: itself.  json-c's table, less "\/". */
+static const char *
+escape_of(uint8_t c, char tmp[7])
+{
+	static const char hex[] = "0123456789abcdef";
+
+	switch (c) {
+	case '\b': return "\\b";
+	case '\n': return "\\n";
+	case '\r': return "\\r";
+	case '\t': return "\\t";
+	case '\f': return "\\f";
+	case '"': return "\\\"";
+	case '\\': return "\\\\";
+	}
+	if (c >= 0x20)
+		return NULL;
+	memcpy(tmp, "\\u00", 4);
+	tmp[4] = hex[c >> 4];
+	tmp[5] = hex[c & 0xf];
+	tmp[6] = '\0';
+	return tmp;
+}
+
+size_t
+jsonx_escaped_len(const char *text, size_t len)
+{
+	const char *e;
+	char tmp[7];
+	size_t n = 0;
+
+	for (size_t i = 0; i < len; i++)
+		n += (e = escape_of((uint8_t)text[i], tmp)) != NULL ?
+		    strlen(e) : 1;
+	return n;
+}
+
+size_t
+jsonx_escape(char *out, const char *text, size_t len)
+{
+	const char *e;
+	char tmp[7], *o = out;
+	size_t i, run = 0;
+
+	for (i = 0; i < len; i++) {
+		if ((e = escape_of((uint8_t)text[i], tmp)) == NULL)
+			continue;
+		memcpy(o, text + run, i - run);
+		o += i - run;
+		o = stpcpy(o, e);
+		run = i + 1;
+	}
+	memcpy(o, text + run, len - run);
+	o += len - run;
+	return (size_t)(o - out);
+}
+
 const char *
 jsonx_type_name(json_object *obj)
 {

@@ -87,6 +87,14 @@ int		 jsonx_members_find(const struct jsonx_members *mem,
  */
 json_object	*jsonx_raw_object(const char *text, size_t len);
 
+/*
+ * A string's contents as json-c writes them with
+ * JSON_C_TO_STRING_NOSLASHESCAPE (no quotes around): the length, and the
+ * text into out, which has room for jsonx_escaped_len() bytes.
+ */
+size_t		 jsonx_escaped_len(const char *text, size_t len);
+size_t		 jsonx_escape(char *out, const char *text, size_t len);
+
 const char	*jsonx_type_name(json_object *);
 
 /*

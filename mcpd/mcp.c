@@ -4,6 +4,7 @@
  * message with the JSON-RPC error that names the problem.
  */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -171,21 +172,50 @@ mcp_progress(struct json_object *token, double progress, double total,
 	return o;
 }
 
+/*
+ * A successful result given as text (vmmd's), as mcp_tool_result's object
+ * would serialize, written directly: the same text twice, once escaped as
+ * the text content and once as structuredContent, without building and
+ * printing json-c objects for every call.
+ */
+static struct json_object *
+tool_result_text(const char *text, size_t len)
+{
+	static const char pre[] = "{\"content\":[{\"type\":\"text\","
+	    "\"text\":\"";
+	static const char mid[] = "\"}],\"structuredContent\":";
+	static const char post[] = ",\"isError\":false}";
+	struct json_object *r;
+	size_t elen = jsonx_escaped_len(text, len), n;
+	char *buf, *p;
+
+	n = sizeof(pre) - 1 + elen + sizeof(mid) - 1 + len + sizeof(post) - 1;
+	if ((buf = malloc(n)) == NULL)
+		fatal("%s", __func__);
+	p = mempcpy(buf, pre, sizeof(pre) - 1);
+	p += jsonx_escape(p, text, len);
+	p = mempcpy(p, mid, sizeof(mid) - 1);
+	p = mempcpy(p, text, len);
+	p = mempcpy(p, post, sizeof(post) - 1);
+	if ((r = jsonx_raw_object(buf, (size_t)(p - buf))) == NULL)
+		fatal("%s", __func__);
+	free(buf);
+	return r;
+}
+
 struct json_object *
 mcp_tool_result(const struct backend_result *br)
 {
-	struct json_object *r = json_object_new_object();
-	struct json_object *content = json_object_new_array();
-	struct json_object *text = json_object_new_object();
-	struct json_object *sc;
-	int is_object = br->ok && (br->text != NULL ||
-	    json_object_is_type(br->result, json_type_object));
+	struct json_object *r, *content, *text, *sc;
+	int is_object = br->ok && json_object_is_type(br->result,
+	    json_type_object);
 
-	if (br->ok && br->text != NULL) {
-		/* Serializes as the text; nothing here looks inside it. */
-		if ((sc = jsonx_raw_object(br->text, br->textlen)) == NULL)
-			fatal("%s", __func__);
-	} else if (is_object) {
+	if (br->ok && br->text != NULL)
+		return tool_result_text(br->text, br->textlen);
+	r = json_object_new_object();
+	content = json_object_new_array();
+	text = json_object_new_object();
+	if (is_object) {
 		sc = json_object_get(br->result);
 	} else {
 		struct json_object *e = json_object_new_object();

@@ -493,6 +493,28 @@ START_TEST(integer_range_at_the_edges)
 }
 END_TEST
 
+/* jsonx_escape writes a string's contents as json-c does, every byte. */
+START_TEST(escape_as_json_c_does)
+{
+	char in[256], out[256 * 6], *want;
+	json_object *o;
+	size_t n = 0, got;
+
+	for (int c = 1; c < 256; c++)
+		in[n++] = (char)c;
+	o = json_object_new_string_len(in, (int)n);
+	want = strdup(json_object_to_json_string_ext(o,
+	    JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+	got = jsonx_escape(out, in, n);
+	ck_assert_uint_eq(got, jsonx_escaped_len(in, n));
+	/* json-c adds the quotes around it. */
+	ck_assert_uint_eq(got, strlen(want) - 2);
+	ck_assert_int_eq(memcmp(out, want + 1, got), 0);
+	free(want);
+}
+END_TEST
+
 START_TEST(raw_object_serializes_as_its_text)
 {
 	const char *text = "{\"path\":\"/a/b\",\"n\":[1,2]}";
@@ -532,6 +554,7 @@ main(void)
 	tcase_add_test(tc, members_recorded_by_the_check);
 	tcase_add_test(tc, string_scan_sees_every_offset);
 	tcase_add_test(tc, integer_range_at_the_edges);
+	tcase_add_test(tc, escape_as_json_c_does);
 	tcase_add_test(tc, raw_object_serializes_as_its_text);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -226,6 +226,12 @@ START_TEST(tool_results)
 	struct backend_result bad = { .code = "busy", .message = "VM is busy" };
 	struct backend_result text = { .ok = 1, .text = "{\"vms\":[1]} ",
 	    .textlen = 11 };
+	static const char *texts[] = {
+		"{\"vms\":[]}",
+		"{\"s\":\"quote \\\" backslash \\\\ slash / tab \\t nl \\n "
+		    "ctl \\u0001 \xc3\xa9 \xe2\x82\xac\"}",
+		"{\"a\":{\"b\":[true,false,null,-1,7]},\"c\":\"\"}",
+	};
 	struct json_object *r, *v, *sc, *e;
 
 	ok.result = json_tokener_parse("{\"vms\":[]}");
@@ -238,16 +244,37 @@ START_TEST(tool_results)
 	    json_object_array_get_idx(v, 0), "text")), "{\"vms\":[]}");
 	json_object_put(r);
 	json_object_put(ok.result);
-	/* A result as text (vmmd's) is passed on as that text, both ways. */
+	/*
+	 * A result as text (vmmd's) is written directly: it must read exactly
+	 * as the same result given as an object, escapes and all.
+	 */
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		struct backend_result t = { .ok = 1, .text = texts[i],
+		    .textlen = strlen(texts[i]) };
+		struct backend_result o = { .ok = 1,
+		    .result = json_tokener_parse(texts[i]) };
+		struct json_object *rt, *ro;
+		int fl = JSON_C_TO_STRING_PLAIN |
+		    JSON_C_TO_STRING_NOSLASHESCAPE;
+
+		ck_assert_ptr_nonnull(o.result);
+		rt = mcp_tool_result(&t);
+		ro = mcp_tool_result(&o);
+		ck_assert_str_eq(json_object_to_json_string_ext(rt, fl),
+		    json_object_to_json_string_ext(ro, fl));
+		json_object_put(rt);
+		json_object_put(ro);
+		json_object_put(o.result);
+	}
+	/* And its text content is the result's text, unchanged. */
 	r = mcp_tool_result(&text);
-	ck_assert(json_object_object_get_ex(r, "isError", &v));
-	ck_assert_int_eq(json_object_get_boolean(v), 0);
-	ck_assert(json_object_object_get_ex(r, "structuredContent", &sc));
-	ck_assert_str_eq(json_object_to_json_string_ext(sc,
-	    JSON_C_TO_STRING_PLAIN), "{\"vms\":[1]}");
-	ck_assert(json_object_object_get_ex(r, "content", &v));
+	sc = json_tokener_parse(json_object_to_json_string(r));
+	ck_assert(json_object_object_get_ex(sc, "content", &v));
 	ck_assert_str_eq(json_object_get_string(json_object_object_get(
 	    json_object_array_get_idx(v, 0), "text")), "{\"vms\":[1]}");
+	ck_assert(json_object_object_get_ex(sc, "isError", &v));
+	ck_assert_int_eq(json_object_get_boolean(v), 0);
+	json_object_put(sc);
 	json_object_put(r);
 	r = mcp_tool_result(&bad);
 	ck_assert(json_object_object_get_ex(r, "isError", &v));
