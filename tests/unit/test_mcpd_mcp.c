@@ -228,8 +228,8 @@ START_TEST(tool_results)
 	    .textlen = 11 };
 	static const char *texts[] = {
 		"{\"vms\":[]}",
-		"{\"s\":\"quote \\\" backslash \\\\ slash / tab \\t nl \\n "
-		    "ctl \\u0001 \xc3\xa9 \xe2\x82\xac\"}",
+		("{\"s\":\"quote \\\" backslash \\\\ slash / tab \\t nl \\n "
+		    "ctl \\u0001 \xc3\xa9 \xe2\x82\xac\"}"),
 		"{\"a\":{\"b\":[true,false,null,-1,7]},\"c\":\"\"}",
 	};
 	struct json_object *r, *v, *sc, *e;
