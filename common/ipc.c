@@ -50,7 +50,6 @@ struct ipc_conn {
 	int				 fd;
 	struct event			*rev, *wev;
 	struct event			*fev;	/* flush at the end of the turn */
-	int				 flush_due;
 	char				 role[IPC_ROLE_MAX];
 	char				 peer_role[IPC_ROLE_MAX];
 	int				 hello_seen;
@@ -676,31 +675,42 @@ ipc_enqueue(struct ipc_conn *c, struct ipc_out *o)
 	 * requests or replies under load, with no epoll round trip.  When the
 	 * socket is full, the write event takes over.
 	 */
-	if (!c->flush_due && !event_pending(c->wev, EV_WRITE, NULL)) {
-		c->flush_due = 1;
-		event_active(c->fev, EV_WRITE, 0);
-	}
+	if (!event_pending(c->wev, EV_WRITE, NULL))
+		event_active(c->fev, EV_WRITE, 0);	/* once, if already */
 	return 0;
+}
+
+/*
+ * Writes what the socket takes now; the write event waits for the rest.
+ * -1 when the connection broke: it is marked dead (or failed), for the
+ * caller to free when it may.
+ */
+static int
+ipc_conn_write_now(struct ipc_conn *c)
+{
+	int rc;
+
+	if ((rc = ipc_outq_write(c)) == 0)
+		event_add(c->wev, NULL);
+	if (rc != -1)
+		return 0;
+	if (errno == EPIPE || errno == ECONNRESET) {
+		log_debug("%s: %s went away", c->role, c->policy->peer);
+		c->dead = 1;
+	} else
+		ipc_conn_fail(c, strerror(errno));
+	return -1;
 }
 
 void
 ipc_conn_flush(struct ipc_conn *c)
 {
-	int rc;
-
 	if (c->dead || TAILQ_EMPTY(&c->outq) ||
 	    event_pending(c->wev, EV_WRITE, NULL))
 		return;
-	if ((rc = ipc_outq_write(c)) == 0)
-		event_add(c->wev, NULL);
-	else if (rc == -1) {
-		if (errno == EPIPE || errno == ECONNRESET)
-			c->dead = 1;
-		else
-			ipc_conn_fail(c, strerror(errno));
-		/* The read side frees it, outside of whatever called us. */
+	/* The read side frees it, outside of whatever called us. */
+	if (ipc_conn_write_now(c) == -1)
 		event_active(c->rev, EV_READ, 0);
-	}
 }
 
 static int
@@ -1136,25 +1146,11 @@ static void
 ipc_conn_writecb(int fd, short ev, void *arg)
 {
 	struct ipc_conn *c = arg;
-	int rc;
 
-	c->flush_due = 0;
 	if (c->dead)
 		return;
-	if ((rc = ipc_outq_write(c)) == 0) {
-		event_add(c->wev, NULL);
-		return;
-	}
-	if (rc == -1) {
-		if (errno == EPIPE || errno == ECONNRESET) {
-			log_debug("%s: %s went away", c->role,
-			    c->policy->peer);
-			c->dead = 1;
-		} else
-			ipc_conn_fail(c, strerror(errno));
-		if (c->busy == 0)
-			ipc_conn_destroy(c);
-	}
+	if (ipc_conn_write_now(c) == -1 && c->busy == 0)
+		ipc_conn_destroy(c);
 }
 
 /* ---- servers ----------------------------------------------------------- */
