@@ -98,12 +98,10 @@ def main():
         "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
         "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmmd/vmproxy",
         "VMCTL": b + "/vmmd/vmctl", "MCPD": b + "/mcpd/mcpd"})
-    manifest_path = os.path.join(tv.IMAGE_OUT, "manifest.json")
-    if not os.path.exists(manifest_path):
-        sys.exit("mcpd_vmmd.py: %s: missing; run tests/run --suite vmmd "
-                 "first" % manifest_path)
-    manifest = json.load(open(manifest_path))
-    manifest["dir"] = tv.IMAGE_OUT
+    manifest = tv.built_image()
+    if manifest is None:
+        sys.exit("mcpd_vmmd.py: no image in %s; run tests/run --suite vmmd "
+                 "first" % tv.IMAGE_OUT)
     tv.MAX_VMS = args.vms
     tv.MEM = MEM
     tv.become_subreaper()
@@ -150,18 +148,27 @@ def main():
                                      args.perf, "--", "sleep",
                                      str(int(args.seconds))])
         rest = bm.lua(os.path.join(tmp, "rest.lua"), "{}", hdr)
-        m_runs, n_runs = [], []
-        for i in range(args.rounds):
-            m_runs.append(bm.wrk("http://127.0.0.1:%d/v1/tools/vm_list"
-                                 % port, rest))
-            if perf is not None:
-                perf.wait()
-                perf = None
-            n_runs.append(bm.wrk("http://127.0.0.1:%d/vm_list.json" %
-                                 nport))
-            print("round %d: mcpd %.0f req/s, nginx %.0f req/s, ratio "
-                  "%.2f" % (i + 1, m_runs[-1][0], n_runs[-1][0],
-                            m_runs[-1][0] / n_runs[-1][0]))
+        nurl = "http://127.0.0.1:%d/vm_list.json" % nport
+
+        def take_turns(what, url, script, perf=None):
+            """mcpd and nginx in turn, args.rounds times: both lists of
+            (req/s, p50, p99).  perf, recording, ends with mcpd's first."""
+            m_runs, n_runs = [], []
+            for i in range(args.rounds):
+                m_runs.append(bm.wrk(url, script))
+                if perf is not None:
+                    perf.wait()
+                    perf = None
+                n_runs.append(bm.wrk(nurl))
+                print("round %d, %s: mcpd %.0f req/s, nginx %.0f req/s, "
+                      "ratio %.2f" % (i + 1, what, m_runs[-1][0],
+                                      n_runs[-1][0],
+                                      m_runs[-1][0] / n_runs[-1][0]))
+            return m_runs, n_runs
+
+        m_runs, n_runs = take_turns(
+            "vm_list", "http://127.0.0.1:%d/v1/tools/vm_list" % port, rest,
+            perf)
 
         def med(runs, k):
             return statistics.median(r[k] for r in runs)
@@ -186,11 +193,8 @@ def main():
                            "params": {"name": "vm_status",
                                       "arguments": {"vm_id": vms[0]}}})
         mcp = bm.lua(os.path.join(tmp, "mcp.lua"), call, mh)
-        t_runs, n2_runs = [], []
-        for i in range(args.rounds):
-            t_runs.append(bm.wrk("http://127.0.0.1:%d/mcp" % port, mcp))
-            n2_runs.append(bm.wrk("http://127.0.0.1:%d/vm_list.json" %
-                                  nport))
+        t_runs, n2_runs = take_turns("tools/call",
+                                     "http://127.0.0.1:%d/mcp" % port, mcp)
         bm.row("mcpd+vmmd MCP tools/call vm_status, one session, median",
                med(t_runs, 0), "req/s", "nginx static file, median",
                med(n2_runs, 0))

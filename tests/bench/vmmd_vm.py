@@ -108,12 +108,11 @@ def main():
         "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
         "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmmd/vmproxy",
         "VMCTL": b + "/vmmd/vmctl"})
-    manifest_path = os.path.join(tv.IMAGE_OUT, "manifest.json")
-    if not os.path.exists(manifest_path):
-        sys.exit("vmmd_vm.py: %s: missing; run tests/run --suite vmmd "
-                 "first" % manifest_path)
-    manifest = json.load(open(manifest_path))
-    manifest["dir"] = tv.IMAGE_OUT
+    manifest = tv.built_image()
+    if manifest is None:
+        sys.exit("vmmd_vm.py: no image in %s; run tests/run --suite vmmd "
+                 "first" % tv.IMAGE_OUT)
+    manifest_path = os.path.join(manifest["dir"], "manifest.json")
     tv.MAX_VMS = max(args.vms, 2)
     tv.become_subreaper()
     tv.exit_cleanly_on_sigterm()

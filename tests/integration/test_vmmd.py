@@ -108,7 +108,17 @@ def build_image(profile="test", out=None, mem=MEM):
            p.stdout + p.stderr)
         if p.returncode != 0:
             raise RuntimeError("no image")
-    m = json.load(open(os.path.join(out, "manifest.json")))
+    return built_image(out)
+
+
+def built_image(out=None):
+    """The manifest of an image already built into out (IMAGE_OUT), with
+    "dir" added, or None when there is none."""
+    out = out or IMAGE_OUT
+    path = os.path.join(out, "manifest.json")
+    if not os.path.exists(path):
+        return None
+    m = json.load(open(path))
     m["dir"] = out
     return m
 
