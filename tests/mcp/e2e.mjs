@@ -206,6 +206,10 @@ function attach(tokfile, vm, port, input, extra = []) {
 		p.on("close", (code) => resolve({ code,
 		    stdout: Buffer.concat(out),
 		    stderr: Buffer.concat(err).toString() }));
+		// An attach that exits before taking all its input makes the
+		// write fail (EPIPE); its exit code and stderr, which the
+		// caller checks, say why.
+		p.stdin.on("error", () => {});
 		if (input !== null)
 			p.stdin.end(input);
 		resolve.proc = p;
