@@ -40,6 +40,7 @@ struct ipc_pending {
 	TAILQ_ENTRY(ipc_pending) entry;
 	struct ipc_conn		*conn;
 	uint32_t		 id;
+	uint32_t		 want;	/* the reply's type; 0: any */
 	struct event		*timer;
 	ipc_reply_cb		 cb;
 	void			*arg;
@@ -919,9 +920,10 @@ ipc_pending_timeout(int fd, short ev, void *arg)
 		ipc_conn_destroy(c);
 }
 
-int
-ipc_request_id(struct ipc_conn *c, uint32_t type, struct json_object *body,
-    int fd, int timeout_ms, ipc_reply_cb cb, void *arg, uint32_t *idp)
+static int
+ipc_request_full(struct ipc_conn *c, uint32_t type, struct json_object *body,
+    int fd, int timeout_ms, uint32_t want, ipc_reply_cb cb, void *arg,
+    uint32_t *idp)
 {
 	struct ipc_pending *p;
 	struct timeval tv;
@@ -932,6 +934,7 @@ ipc_request_id(struct ipc_conn *c, uint32_t type, struct json_object *body,
 		return -1;
 	}
 	p->conn = c;
+	p->want = want;
 	p->cb = cb;
 	p->arg = arg;
 	p->id = c->next_id++;
@@ -958,27 +961,51 @@ ipc_request_id(struct ipc_conn *c, uint32_t type, struct json_object *body,
 }
 
 int
+ipc_request_id(struct ipc_conn *c, uint32_t type, struct json_object *body,
+    int fd, int timeout_ms, ipc_reply_cb cb, void *arg, uint32_t *idp)
+{
+	return ipc_request_full(c, type, body, fd, timeout_ms, 0, cb, arg,
+	    idp);
+}
+
+int
 ipc_request(struct ipc_conn *c, uint32_t type, struct json_object *body,
     int fd, int timeout_ms, ipc_reply_cb cb, void *arg)
 {
-	return ipc_request_id(c, type, body, fd, timeout_ms, cb, arg, NULL);
+	return ipc_request_full(c, type, body, fd, timeout_ms, 0, cb, arg,
+	    NULL);
 }
 
-/* Frees everything; callers have made sure no callback is running. */
+int
+ipc_request_want(struct ipc_conn *c, uint32_t type, struct json_object *body,
+    int fd, int timeout_ms, uint32_t want, ipc_reply_cb cb, void *arg)
+{
+	return ipc_request_full(c, type, body, fd, timeout_ms, want, cb, arg,
+	    NULL);
+}
+
+/* Outstanding requests learn that no reply will come. */
 static void
-ipc_conn_destroy(struct ipc_conn *c)
+ipc_fail_pending(struct ipc_conn *c)
 {
 	struct ipc_pending *p;
-	struct ipc_out *o;
 
-	/* Outstanding requests learn that no reply will come. */
-	c->busy++;
 	while ((p = TAILQ_FIRST(&c->pending)) != NULL) {
 		TAILQ_REMOVE(&c->pending, p, entry);
 		event_free(p->timer);
 		p->cb(c, NULL, p->arg);
 		free(p);
 	}
+}
+
+/* Frees everything; callers have made sure no callback is running. */
+static void
+ipc_conn_destroy(struct ipc_conn *c)
+{
+	struct ipc_out *o;
+
+	c->busy++;
+	ipc_fail_pending(c);
 	if (c->h != NULL && c->h->closed != NULL)
 		c->h->closed(c, c->arg);
 	/* What was sent just before the end still goes, if it can. */
@@ -994,6 +1021,16 @@ ipc_conn_destroy(struct ipc_conn *c)
 	ipc_reader_reset(&c->rd);
 	close(c->fd);
 	free(c);
+}
+
+void
+ipc_conn_cancel_requests(struct ipc_conn *c)
+{
+	c->busy++;
+	ipc_fail_pending(c);
+	c->busy--;
+	if (c->dead && c->busy == 0)
+		ipc_conn_destroy(c);
 }
 
 void
@@ -1051,6 +1088,18 @@ ipc_conn_frame(struct ipc_conn *c, struct ipc_frame *f)
 			/* Late: the request already timed out. */
 			log_debug("%s: reply %u from %s matches no request",
 			    c->role, f->id, c->policy->peer);
+		} else if (p->want != 0 && f->type != p->want &&
+		    f->type != IPC_ERROR) {
+			/* An answer of another kind (a descriptor where none
+			 * was asked for, say) is a peer out of protocol. */
+			snprintf(err, sizeof(err), "reply %u of type %u to a "
+			    "request that wants type %u", f->id, f->type,
+			    p->want);
+			if (msg.fd != -1)
+				close(msg.fd);
+			json_object_put(msg.body);
+			ipc_conn_fail(c, err);
+			return;
 		} else {
 			TAILQ_REMOVE(&c->pending, p, entry);
 			event_free(p->timer);

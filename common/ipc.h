@@ -80,6 +80,12 @@ struct ipc_conn	*ipc_connect(struct event_base *, const char *path,
 		    const char *role, const struct ipc_policy *,
 		    const struct ipc_handlers *, void *arg);
 void		 ipc_conn_free(struct ipc_conn *);
+/*
+ * Fails every request of c still waiting for a reply, now: each callback
+ * gets a NULL message, as when the connection closes.  Unlike a close it
+ * does not wait for the end of a callback of c that is running.
+ */
+void		 ipc_conn_cancel_requests(struct ipc_conn *);
 const struct ucred *ipc_conn_peercred(const struct ipc_conn *);
 const char	*ipc_conn_peer_role(const struct ipc_conn *);
 void		 ipc_conn_set_arg(struct ipc_conn *, void *);
@@ -115,6 +121,14 @@ int		 ipc_request(struct ipc_conn *, uint32_t type,
 int		 ipc_request_id(struct ipc_conn *, uint32_t type,
 		    struct json_object *body, int fd, int timeout_ms,
 		    ipc_reply_cb, void *arg, uint32_t *id);
+/*
+ * As ipc_request, for a peer that is not trusted to answer in kind: a
+ * reply whose type is neither want nor IPC_ERROR closes the connection
+ * (its descriptor too) instead of reaching cb.
+ */
+int		 ipc_request_want(struct ipc_conn *, uint32_t type,
+		    struct json_object *body, int fd, int timeout_ms,
+		    uint32_t want, ipc_reply_cb, void *arg);
 
 struct ipc_server *ipc_server_new(struct event_base *, const char *path,
 		    mode_t mode, const char *role, ipc_accept_cb,

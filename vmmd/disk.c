@@ -313,8 +313,35 @@ disk_chown(const char *path, uid_t uid, gid_t gid, char *err, size_t errlen)
 	return 0;
 }
 
+/*
+ * A test's failpoint: MCPVM_TEST_DISK_DELAY_MS holds every disk job on its
+ * worker thread that long first, so that a test can act while a create's
+ * disk is still being made (a reflink clone is otherwise over in
+ * milliseconds).  Read once, on the loop; 0 (unset) in production.
+ */
+static long
+disk_test_delay_ms(void)
+{
+	static long ms = -1;
+	const char *v;
+	char *end;
+
+	if (ms == -1) {
+		ms = 0;
+		if ((v = getenv("MCPVM_TEST_DISK_DELAY_MS")) != NULL) {
+			errno = 0;
+			ms = strtol(v, &end, 10);
+			if (errno != 0 || *end != '\0' || ms < 0 ||
+			    ms > 600000)
+				ms = 0;
+		}
+	}
+	return ms;
+}
+
 struct disk_job {
 	char		*src, *dst;
+	long		 delay_ms;
 	uid_t		 uid;
 	gid_t		 gid;
 	int		 reflink;
@@ -329,6 +356,8 @@ disk_job_run(void *arg)
 {
 	struct disk_job *j = arg;
 
+	if (j->delay_ms > 0)
+		usleep((useconds_t)j->delay_ms * 1000);
 	j->rc = make_copy(j->src, j->dst, j->uid, j->gid, j->reflink, j->err,
 	    sizeof(j->err));
 }
@@ -359,6 +388,7 @@ submit(struct worker_pool *wp, const char *src, const char *dst, uid_t uid,
 	j->uid = uid;
 	j->gid = gid;
 	j->reflink = reflink;
+	j->delay_ms = disk_test_delay_ms();
 	j->cb = cb;
 	j->arg = arg;
 	if (worker_submit(wp, disk_job_run, disk_job_done, j) == -1)

@@ -32,6 +32,7 @@ struct proxy {
 	int		 pidfd;
 	struct event	*pidev;
 	int		 guest_fault;	/* it reported a guest_error */
+	int		 stopping;	/* proxy_stop: calls out fail now */
 };
 
 struct pcall {
@@ -51,7 +52,8 @@ proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 
 	if (m == NULL) {
 		code = "unavailable";
-		msg = "the guest did not answer in time";
+		msg = pc->p->stopping ? "the VM stopped before the guest "
+		    "answered" : "the guest did not answer in time";
 	} else if (m->type == IPC_ERROR) {
 		code = "internal";
 		msg = "vmproxy failed";
@@ -72,7 +74,7 @@ proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		fd = m->fd;
 		m->fd = -1;
 	}
-	/* A proxy stopped on purpose answers no one: its VM moved on. */
+	/* Past proxy_stop (which fails every call first) no one is left. */
 	if (pc->cb != NULL && pc->p->vm != NULL)
 		pc->cb(pc->vm, res, code, msg, fd, pc->arg);
 	else if (fd != -1)
@@ -97,8 +99,8 @@ proxy_call(struct vm *vm, struct json_object *call, int timeout_ms,
 	pc->vm = vm;
 	pc->cb = cb;
 	pc->arg = arg;
-	if (ipc_request(vm->proxy->conn, IPC_PROXY_CALL, call, -1, timeout_ms,
-	    proxy_reply, pc) == -1) {
+	if (ipc_request_want(vm->proxy->conn, IPC_PROXY_CALL, call, -1,
+	    timeout_ms, IPC_PROXY_RESULT, proxy_reply, pc) == -1) {
 		free(pc);
 		return -1;
 	}
@@ -124,8 +126,8 @@ proxy_stream_open(struct vm *vm, int port, proxy_cb cb, void *arg)
 	pc->arg = arg;
 	body = json_object_new_object();
 	json_object_object_add(body, "port", json_object_new_int(port));
-	rc = ipc_request(vm->proxy->conn, IPC_PROXY_STREAM_OPEN, body, -1,
-	    10000, proxy_reply, pc);
+	rc = ipc_request_want(vm->proxy->conn, IPC_PROXY_STREAM_OPEN, body, -1,
+	    10000, IPC_PROXY_STREAM_OPEN_RESULT, proxy_reply, pc);
 	json_object_put(body);
 	if (rc == -1)
 		free(pc);
@@ -149,10 +151,24 @@ proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		return;
 	}
 	if (strcmp(event, "streams") == 0) {
-		if (p->vm != NULL &&
-		    json_object_object_get_ex(m->body, "open", &v) &&
+		int64_t open = -1;
+
+		if (json_object_object_get_ex(m->body, "open", &v) &&
 		    json_object_is_type(v, json_type_int))
-			vm_streams_count(p->vm, json_object_get_int(v));
+			open = json_object_get_int64(v);
+		/* vmproxy opens no more than vmmd let it: anything else is a
+		 * proxy that the guest has taken over. */
+		if (open < 0 || open > env->conf.vmmd.max_streams_per_vm) {
+			log_warnx("vm %s: vmproxy reports %lld open streams, "
+			    "outside 0..%lld", p->vm != NULL ? p->vm->rec.id :
+			    "?", (long long)open,
+			    (long long)env->conf.vmmd.max_streams_per_vm);
+			if (p->vm != NULL)
+				vm_fail(p->vm, "vmproxy broke the protocol");
+			return;
+		}
+		if (p->vm != NULL)
+			vm_streams_count(p->vm, (int)open);
 		return;
 	}
 	json_object_object_get_ex(m->body, "guest", &info);
@@ -317,7 +333,11 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	return 0;
 }
 
-/* Ends the proxy: it exits when its connection to us closes. */
+/*
+ * Ends the proxy: it exits when its connection to us closes.  Every guest
+ * call still out fails first, while its VM is still there to hear it: a
+ * request waiting for the guest is answered, never dropped.
+ */
 void
 proxy_stop(struct vm *vm)
 {
@@ -325,12 +345,15 @@ proxy_stop(struct vm *vm)
 
 	if (p == NULL)
 		return;
+	/* First: a callback below that calls in again finds no proxy. */
 	vm->proxy = NULL;
-	p->vm = NULL;
+	p->stopping = 1;
 	if (p->conn != NULL) {
+		ipc_conn_cancel_requests(p->conn);
 		ipc_conn_free(p->conn);
 		p->conn = NULL;
 	}
+	p->vm = NULL;
 	/* Belt and braces: it must not outlive its VM. */
 	kill(p->pid, SIGKILL);
 }

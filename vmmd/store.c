@@ -640,6 +640,20 @@ store_receipt_forget(struct store *s, const char *workspace,
 }
 
 int
+store_receipt_uncertain(struct store *s, const char *workspace,
+    const char *request_id)
+{
+	sqlite3_stmt *st = store_prepare(s, "UPDATE receipts SET "
+	    "status = 'uncertain' WHERE workspace = ?1 AND request_id = ?2");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
+	return store_done(s, st);
+}
+
+int
 store_receipts_mark_uncertain(struct store *s)
 {
 	return store_exec(s, "UPDATE receipts SET status = 'uncertain' "

@@ -96,6 +96,9 @@ int	store_receipt_finish(struct store *, const char *workspace,
 /* Forgets a receipt whose request had no effect (e.g. refused). */
 int	store_receipt_forget(struct store *, const char *workspace,
 	    const char *request_id);
+/* A request that may have run but whose result was lost. */
+int	store_receipt_uncertain(struct store *, const char *workspace,
+	    const char *request_id);
 /* At startup: every pending receipt's outcome is now unknown. */
 int	store_receipts_mark_uncertain(struct store *);
 

@@ -300,6 +300,10 @@ exec_started(struct vm *vm, struct json_object *res, const char *code,
 	char when[40];
 
 	if (code != NULL) {
+		/* Lost on the way back (the guest stopped answering, the link
+		 * or the VM went): the guest may have started it. */
+		if (strcmp(code, "unavailable") == 0)
+			req->uncertain = 1;
 		reply_vm_error(req, code, msg);
 		return;
 	}
@@ -808,8 +812,9 @@ receipt_check(struct request *req)
 		return -1;
 	case RECEIPT_UNCERTAIN:
 		request_error(req, "conflict", "the outcome of request '%s' "
-		    "is unknown: vmmd stopped while it ran, and it is not run "
-		    "again; see vm_status for the jobs that exist", rid);
+		    "is unknown: vmmd or the guest stopped while it ran, and "
+		    "it is not run again; see vm_status for the jobs that "
+		    "exist", rid);
 		return -1;
 	}
 	return -1;

@@ -38,15 +38,28 @@
 
 static struct event *idle_tick;
 
+/*
+ * VMs that are gone but may still be named: by a caller further up the
+ * stack (a callback that ended the VM returns into code that holds it) or
+ * by a disk job on the worker pool.  vm_reap frees them on a later turn of
+ * the loop, each once no disk job of its own is out.
+ */
+static TAILQ_HEAD(, vm) dead_vms = TAILQ_HEAD_INITIALIZER(dead_vms);
+static struct event *reap_ev;
+
 static void vm_op_done(struct vm *, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void vm_wake_waiters(struct vm *);
+static void vm_teardown(struct vm *);
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
 static void
 vm_set_state(struct vm *vm, enum vm_state s, const char *failure)
 {
+	/* Its record is already deleted; nothing may write it back. */
+	if (vm->discarded)
+		return;
 	vm->rec.state = s;
 	snprintf(vm->rec.failure, sizeof(vm->rec.failure), "%s",
 	    s == VM_FAILED && failure != NULL ? failure : "");
@@ -73,6 +86,7 @@ vm_alloc(const struct vm_record *rec)
 	vm->image = conf_find_image(&env->conf, rec->image);
 	vm->last_active = mono_seconds();
 	TAILQ_INIT(&vm->ready_waiters);
+	TAILQ_INIT(&vm->destroy_waiters);
 	TAILQ_INIT(&vm->streams);
 	TAILQ_INSERT_TAIL(&env->vms, vm, entry);
 	return vm;
@@ -151,7 +165,6 @@ static void
 vm_free(struct vm *vm)
 {
 	vm_streams_count(vm, 0);
-	TAILQ_REMOVE(&env->vms, vm, entry);
 	if (vm->boot_timer != NULL)
 		event_free(vm->boot_timer);
 	vmm_free(vm->vmm);
@@ -159,13 +172,55 @@ vm_free(struct vm *vm)
 	free(vm);
 }
 
-static int
-vm_exists(const struct vm *which)
+static void
+vm_reap(int fd, short ev, void *arg)
+{
+	struct vm *vm, *next;
+
+	TAILQ_FOREACH_SAFE(vm, &dead_vms, entry, next) {
+		if (vm->io_pending > 0)
+			continue;	/* its disk job's return reaps it */
+		TAILQ_REMOVE(&dead_vms, vm, entry);
+		vm_free(vm);
+	}
+}
+
+/*
+ * Takes a VM whose record is gone out of every lookup.  Its memory stays
+ * until vm_reap: whoever called into the code that ended it may still
+ * read it on the way out, and a disk job may still be out.
+ */
+static void
+vm_discard(struct vm *vm)
+{
+	struct timeval now = { 0, 0 };
+
+	if (vm->discarded)
+		return;
+	vm->rec.state = VM_GONE;
+	vm->discarded = 1;
+	vm->busy = 0;
+	if (vm->boot_timer != NULL)
+		event_del(vm->boot_timer);
+	TAILQ_REMOVE(&env->vms, vm, entry);
+	TAILQ_INSERT_TAIL(&dead_vms, vm, entry);
+	if (reap_ev == NULL &&
+	    (reap_ev = evtimer_new(env->base, vm_reap, NULL)) == NULL)
+		fatal("%s: evtimer_new", __func__);
+	evtimer_add(reap_ev, &now);
+}
+
+/* Is any VM, live or gone, still doing something vmmd must wait for? */
+int
+vm_work_pending(void)
 {
 	struct vm *vm;
 
 	TAILQ_FOREACH(vm, &env->vms, entry)
-		if (vm == which)
+		if (vm->busy || vm->io_pending > 0)
+			return 1;
+	TAILQ_FOREACH(vm, &dead_vms, entry)
+		if (vm->io_pending > 0)
 			return 1;
 	return 0;
 }
@@ -270,6 +325,35 @@ vm_path(const struct vm *vm, const char *name, char *buf, size_t len)
 		buf[0] = '\0';
 }
 
+/*
+ * Operations.  One at a time per VM (busy); op_seq tells its callbacks
+ * apart from those of an operation that was cancelled, which may still
+ * arrive (a guest reply, a failed call when vmproxy stops).  A callback
+ * that got op_token() as its argument checks op_current() first.
+ */
+static void
+vm_op_begin(struct vm *vm, vm_done_cb cb, void *arg)
+{
+	vm->busy = 1;
+	vm->op_cb = cb;
+	vm->op_arg = arg;
+	vm->op_step = 0;
+	vm->op_seq++;
+}
+
+static void *
+op_token(const struct vm *vm)
+{
+	return (void *)(uintptr_t)vm->op_seq;
+}
+
+static int
+op_current(const struct vm *vm, void *token)
+{
+	return vm->busy && !vm->discarded &&
+	    (uintptr_t)token == (uintptr_t)vm->op_seq;
+}
+
 /* Ends the operation in progress and tells whoever started it. */
 static void
 vm_op_done(struct vm *vm, const char *code, const char *fmt, ...)
@@ -289,14 +373,27 @@ vm_op_done(struct vm *vm, const char *code, const char *fmt, ...)
 	vm->op_cb = NULL;
 	vm->op_arg = NULL;
 	vm->op_step = 0;
+	vm->op_seq++;
 	if (vm->boot_timer != NULL)
 		event_del(vm->boot_timer);
 	if (cb != NULL)
 		cb(vm, code, code != NULL ? msg : NULL, arg);
-	/* The callback may have freed the VM (a failed create). */
-	if (vm_exists(vm))
+	/* The callback may have ended the VM (a failed create). */
+	if (!vm->discarded)
 		vm_wake_waiters(vm);
 	vmmd_maybe_exit();
+}
+
+/*
+ * Ends the operation in flight, if any, without waiting for it: whoever
+ * started it hears code and msg now, and its callbacks still to come find
+ * it stale.  Processes are the caller's to stop.
+ */
+static void
+vm_cancel_op(struct vm *vm, const char *code, const char *msg)
+{
+	if (vm->busy)
+		vm_op_done(vm, code, "%s", msg);
 }
 
 /* Stops every process of the VM: vmproxy, QEMU, and its cgroup. */
@@ -319,15 +416,29 @@ vm_kill_processes(struct vm *vm)
 		log_debug("vm %s: %s", vm->rec.id, err);
 }
 
-/* Marks the VM failed and stops it: what a broken guest or clock earns,
- * and what an operator's stop-workspace does. */
+/*
+ * Marks the VM failed and stops it: what a broken guest or clock earns,
+ * and what an operator's stop-workspace does.  An operation in flight
+ * ends with it (a create that fails leaves no VM), and whoever waits for
+ * the VM to run hears why it will not.
+ */
 void
 vm_fail(struct vm *vm, const char *why)
 {
+	char msg[512];
+
+	if (vm->discarded)
+		return;
 	log_warnx("vm %s: failed: %s", vm->rec.id, why);
+	/* First: nothing that the cancel wakes may start the VM again. */
+	vm_set_state(vm, VM_FAILED, why);
+	snprintf(msg, sizeof(msg), "VM %s failed: %s", vm->rec.id, why);
+	vm_cancel_op(vm, "unavailable", msg);
+	if (vm->discarded)
+		return;
 	vm_streams_close(vm, "failed");
 	vm_kill_processes(vm);
-	vm_set_state(vm, VM_FAILED, why);
+	vm_wake_waiters(vm);
 }
 
 /* ---- admission --------------------------------------------------------- */
@@ -476,6 +587,8 @@ static void
 boot_clock_done(struct vm *vm, struct json_object *res, const char *code,
     const char *msg, int fd, void *arg)
 {
+	if (!op_current(vm, arg))
+		return;		/* the boot was cancelled meanwhile */
 	if (code != NULL) {
 		vm_fail(vm, "the guest clock could not be set");
 		vm_op_done(vm, "unavailable", "VM %s failed: its clock could "
@@ -504,9 +617,9 @@ vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
 			json_object_object_add(call, "realtime_ns",
 			    json_object_new_int64(wall_ms() * 1000000LL));
 			if (proxy_call(vm, call, GUEST_CALL_MS,
-			    boot_clock_done, NULL) == -1)
+			    boot_clock_done, op_token(vm)) == -1)
 				boot_clock_done(vm, NULL, "unavailable",
-				    "vmproxy is gone", -1, NULL);
+				    "vmproxy is gone", -1, op_token(vm));
 			json_object_put(call);
 		} else
 			vm_wake_waiters(vm);
@@ -601,14 +714,13 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 /* ---- create ------------------------------------------------------------ */
 
 struct create_ctx {
-	struct vm	*vm;
 	struct request	*req;
 	int		 step;
 	vm_done_cb	 cb;		/* the requester's */
 	void		*arg;
 };
 
-static void create_step(int rc, const char *err, void *arg);
+static void create_step(struct vm *, int rc, const char *err);
 
 static void
 vm_remove_files(struct vm *vm)
@@ -640,34 +752,76 @@ vm_remove_files(struct vm *vm)
 
 /*
  * The end of a create, either way.  A VM that never came up leaves
- * nothing behind: no files, no processes, only its id as destroyed.
+ * nothing behind: no files, no processes, only its id as destroyed.  One
+ * destroyed while it was being created is torn down by vm_destroy.
  */
 static void
 create_done(struct vm *vm, const char *code, const char *msg, void *arg)
 {
 	struct create_ctx *cx = arg;
 
-	if (code != NULL) {
+	if (code != NULL && vm->rec.state == VM_DESTROYING) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "VM %s was destroyed before it "
+		    "finished booting", vm->rec.id);
+		cx->cb(vm, "conflict", why, cx->arg);
+	} else if (code != NULL) {
 		log_warnx("vm %s: create failed: %s", vm->rec.id, msg);
-		vm_kill_processes(vm);
-		vm_remove_files(vm);
-		store_vm_delete(env->store, vm->rec.id);
 		cx->cb(vm, code, msg, cx->arg);
-		vm_free(vm);
+		vm_teardown(vm);
 	} else
 		cx->cb(vm, NULL, NULL, cx->arg);
 	free(cx);
 }
 
+/*
+ * A disk job of a create came back.  The VM may have been destroyed or
+ * failed meanwhile: its teardown waited for this job, and ends now.
+ */
 static void
-create_step(int rc, const char *err, void *arg)
+create_disk_done(int rc, const char *err, void *arg)
 {
-	struct create_ctx *cx = arg;
-	struct vm *vm = cx->vm;
+	struct vm *vm = arg;
+
+	vm->io_pending--;
+	if (vm->doomed) {
+		if (vm->io_pending == 0)
+			vm_teardown(vm);
+		return;
+	}
+	create_step(vm, rc, err);
+}
+
+static int
+create_disk_job(struct vm *vm, int reflink, const char *src,
+    const char *name)
+{
+	char dst[PATH_MAX];
+	int rc;
+
+	vm_path(vm, name, dst, sizeof(dst));
+	rc = (reflink ? disk_clone_async : disk_copy_async)(env->workers, src,
+	    dst, vm->uid, vm->gid, create_disk_done, vm);
+	if (rc == 0)
+		vm->io_pending++;
+	return rc == 0;
+}
+
+static void
+create_step(struct vm *vm, int rc, const char *err)
+{
+	struct create_ctx *cx = vm->op_arg;
 	const struct conf_image *im = vm->image;
-	char dst[PATH_MAX], why[512];
+	char why[512];
 	int queued = 0;
 
+	if (!vm->busy || vm->op_cb != create_done) {
+		/* Only a teardown ends a create early, and it is doomed. */
+		log_warnx("vm %s: %s: no create in progress", vm->rec.id,
+		    __func__);
+		return;
+	}
 	if (rc == -1) {
 		vm_op_done(vm, "unavailable", "the VM could not be created: "
 		    "%s", err);
@@ -676,19 +830,13 @@ create_step(int rc, const char *err, void *arg)
 	switch (cx->step++) {
 	case 0:
 		request_progress(cx->req, 1, 4, "cloning the disk");
-		vm_path(vm, DISK, dst, sizeof(dst));
-		queued = disk_clone_async(env->workers, im->rootfs, dst,
-		    vm->uid, vm->gid, create_step, cx) == 0;
+		queued = create_disk_job(vm, 1, im->rootfs, DISK);
 		break;
 	case 1:
-		vm_path(vm, KERNEL, dst, sizeof(dst));
-		queued = disk_copy_async(env->workers, im->kernel, dst,
-		    vm->uid, vm->gid, create_step, cx) == 0;
+		queued = create_disk_job(vm, 0, im->kernel, KERNEL);
 		break;
 	case 2:
-		vm_path(vm, INITRD, dst, sizeof(dst));
-		queued = disk_copy_async(env->workers, im->initrd, dst,
-		    vm->uid, vm->gid, create_step, cx) == 0;
+		queued = create_disk_job(vm, 0, im->initrd, INITRD);
 		break;
 	default:
 		request_progress(cx->req, 2, 4, "booting");
@@ -745,13 +893,10 @@ vm_create(struct request *req, const struct conf_image *im, int vcpus,
 	snprintf(req->vm_id, sizeof(req->vm_id), "%s", rec.id);
 	if ((cx = calloc(1, sizeof(*cx))) == NULL)
 		fatal("calloc");
-	cx->vm = vm;
 	cx->req = req;
 	cx->cb = cb;
 	cx->arg = arg;
-	vm->busy = 1;
-	vm->op_cb = create_done;
-	vm->op_arg = cx;
+	vm_op_begin(vm, create_done, cx);
 	/* The rundir belongs to the VM's uid: QEMU makes its sockets there. */
 	if (mkdir(vm->dir, 0711) == -1 || mkdir(vm->rundir, 0700) == -1 ||
 	    chown(vm->rundir, vm->uid, vm->gid) == -1) {
@@ -759,7 +904,7 @@ vm_create(struct request *req, const struct conf_image *im, int vcpus,
 		    "%s", strerror(errno));
 		return;
 	}
-	create_step(0, NULL, cx);
+	create_step(vm, 0, NULL);
 }
 
 /* ---- suspend and resume ------------------------------------------------ */
@@ -820,6 +965,8 @@ suspend_frozen(struct vm *vm, struct json_object *res, const char *code,
 {
 	char cp[PATH_MAX];
 
+	if (!op_current(vm, arg))
+		return;		/* cancelled: destroyed or failed meanwhile */
 	/* A guest that cannot freeze still stops: its timeouts then count
 	 * the suspension, which is the lesser harm. */
 	if (code != NULL)
@@ -860,9 +1007,7 @@ vm_suspend(struct vm *vm, int pause, vm_done_cb cb, void *arg)
 	if (vm->rec.state == VM_PAUSED && !pause) {
 		/* Pause to hibernate: run it just long enough to checkpoint
 		 * (the jobs stay frozen). */
-		vm->busy = 1;
-		vm->op_cb = cb;
-		vm->op_arg = arg;
+		vm_op_begin(vm, cb, arg);
 		vm->op_pause = 0;
 		vm_set_state(vm, VM_HIBERNATING, NULL);
 		{
@@ -885,17 +1030,15 @@ vm_suspend(struct vm *vm, int pause, vm_done_cb cb, void *arg)
 		cb(vm, "conflict", msg, arg);
 		return;
 	}
-	vm->busy = 1;
-	vm->op_cb = cb;
-	vm->op_arg = arg;
+	vm_op_begin(vm, cb, arg);
 	vm->op_pause = pause;
 	vm_streams_close(vm, "suspended");
 	call = json_object_new_object();
 	json_object_object_add(call, "op", json_object_new_string("freeze"));
 	if (!vm->guest_up || proxy_call(vm, call, GUEST_CALL_MS,
-	    suspend_frozen, NULL) == -1)
+	    suspend_frozen, op_token(vm)) == -1)
 		suspend_frozen(vm, NULL, "unavailable", "guest not up", -1,
-		    NULL);
+		    op_token(vm));
 	json_object_put(call);
 }
 
@@ -903,6 +1046,8 @@ static void
 resume_thawed(struct vm *vm, struct json_object *res, const char *code,
     const char *msg, int fd, void *arg)
 {
+	if (!op_current(vm, arg))
+		return;
 	if (code != NULL) {
 		vm_fail(vm, "the guest clock could not be set after resume");
 		vm_op_done(vm, "unavailable", "VM %s failed: its clock could "
@@ -928,9 +1073,10 @@ resume_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 	json_object_object_add(call, "op", json_object_new_string("thaw"));
 	json_object_object_add(call, "realtime_ns",
 	    json_object_new_int64(wall_ms() * 1000000LL));
-	if (proxy_call(vm, call, GUEST_CALL_MS, resume_thawed, NULL) == -1)
+	if (proxy_call(vm, call, GUEST_CALL_MS, resume_thawed,
+	    op_token(vm)) == -1)
 		resume_thawed(vm, NULL, "unavailable", "vmproxy is gone", -1,
-		    NULL);
+		    op_token(vm));
 	json_object_put(call);
 }
 
@@ -947,8 +1093,9 @@ restore_done(struct vm *vm, const char *code, const char *msg, void *arg)
 		return;
 	}
 	/* An interrupted restore must not be retried over a disk that may
-	 * have run: the VM is failed. */
-	vm_fail(vm, msg != NULL ? msg : "restore failed");
+	 * have run: the VM is failed (unless it already is, or goes). */
+	if (vm->rec.state == VM_RESUMING)
+		vm_fail(vm, msg != NULL ? msg : "restore failed");
 }
 
 /* Resumes a paused or hibernated VM; cb when it runs again. */
@@ -957,17 +1104,15 @@ vm_resume(struct vm *vm)
 {
 	char cp[PATH_MAX], err[256];
 
-	vm->busy = 1;
 	if (vm->rec.state == VM_PAUSED) {
-		vm->op_cb = NULL;
+		vm_op_begin(vm, NULL, NULL);
 		if (vmm_resume(vm->vmm, resume_vmm_done, vm) == -1)
 			vm_op_done(vm, "busy", "QEMU is busy");
 		return;
 	}
+	vm_op_begin(vm, restore_done, NULL);
 	vm_set_state(vm, VM_RESUMING, NULL);
 	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-	vm->op_cb = restore_done;
-	vm->op_arg = NULL;
 	if (vm_boot(vm, cp, err, sizeof(err)) == -1)
 		vm_op_done(vm, "unavailable", "restore failed: %s", err);
 }
@@ -1029,35 +1174,63 @@ vm_ready(struct vm *vm, vm_done_cb cb, void *arg)
 
 /* ---- destroy ----------------------------------------------------------- */
 
+/*
+ * Removes what is left of a VM whose processes are gone or going: its
+ * files, its record and the VM itself, and answers whoever asked for its
+ * destruction.  A disk job still writing into its directory is waited
+ * for: create_disk_done calls this again when the last one is back.
+ */
+static void
+vm_teardown(struct vm *vm)
+{
+	TAILQ_HEAD(, vm_waiter) list;
+	struct vm_waiter *w;
+
+	vm->doomed = 1;
+	vm_kill_processes(vm);
+	if (vm->io_pending > 0)
+		return;
+	vm_remove_files(vm);
+	if (store_vm_delete(env->store, vm->rec.id) == -1)
+		log_warnx("vm %s: not marked gone", vm->rec.id);
+	TAILQ_INIT(&list);
+	TAILQ_CONCAT(&list, &vm->destroy_waiters, entry);
+	vm_discard(vm);
+	while ((w = TAILQ_FIRST(&list)) != NULL) {
+		TAILQ_REMOVE(&list, w, entry);
+		w->cb(vm, NULL, NULL, w->arg);
+		free(w);
+	}
+	vmmd_maybe_exit();
+}
+
+/*
+ * Destroys the VM in whatever state it is.  An operation in flight is
+ * cancelled, not awaited: its requester hears that the VM was destroyed
+ * (a create: conflict), its QEMU and vmproxy are killed, and every guest
+ * call still out fails.  The only thing waited for is a disk job on the
+ * worker pool, which cannot be stopped half way; until it is back the VM
+ * is listed as destroying, and a second destroy joins the first.
+ */
 void
 vm_destroy(struct vm *vm, vm_done_cb cb, void *arg)
 {
 	struct vm_waiter *w;
-	char id[VM_ID_LEN + 1];
 
-	snprintf(id, sizeof(id), "%s", vm->rec.id);
-	vm_streams_close(vm, "destroyed");
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		fatal("calloc");
+	w->cb = cb;
+	w->arg = arg;
+	TAILQ_INSERT_TAIL(&vm->destroy_waiters, w, entry);
+	if (vm->rec.state == VM_DESTROYING)
+		return;
+	/* First: nothing that the cancel wakes may start the VM again. */
 	vm_set_state(vm, VM_DESTROYING, NULL);
+	vm_streams_close(vm, "destroyed");
+	vm_cancel_op(vm, "not_found", "the VM was destroyed");
 	vm_kill_processes(vm);
-	vm_remove_files(vm);
-	if (store_vm_delete(env->store, id) == -1)
-		log_warnx("vm %s: not marked gone", id);
-	vm->rec.state = VM_GONE;
-	while ((w = TAILQ_FIRST(&vm->ready_waiters)) != NULL) {
-		TAILQ_REMOVE(&vm->ready_waiters, w, entry);
-		w->cb(vm, "not_found", "the VM was destroyed", w->arg);
-		free(w);
-	}
-	/* An operation in flight hears of it through its own callback. */
-	if (vm->busy && vm->op_cb != NULL) {
-		vm_done_cb ocb = vm->op_cb;
-
-		vm->op_cb = NULL;
-		ocb(vm, "not_found", "the VM was destroyed", vm->op_arg);
-	}
-	cb(vm, NULL, NULL, arg);
-	vm_free(vm);
-	vmmd_maybe_exit();
+	vm_wake_waiters(vm);	/* each hears it is being destroyed */
+	vm_teardown(vm);
 }
 
 /* ---- idle and shutdown ------------------------------------------------- */

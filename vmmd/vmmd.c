@@ -146,9 +146,18 @@ request_error(struct request *req, const char *code, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	body = ipc_error_body(code, msg);
-	/* A refusal that changed nothing leaves no receipt: retry may go. */
-	if (req->request_id[0] != '\0' && (strcmp(code, "unavailable") == 0 ||
+	if (req->request_id[0] != '\0' && req->uncertain) {
+		/* It may have run: a retry is refused, never run again. */
+		if (store_receipt_uncertain(env->store, req->workspace,
+		    req->request_id) == -1)
+			log_warnx("%s: receipt %s not marked uncertain",
+			    req->tool, req->request_id);
+		req->request_id[0] = '\0';
+	} else if (req->request_id[0] != '\0' &&
+	    (strcmp(code, "unavailable") == 0 ||
 	    strcmp(code, "unauthorized") == 0)) {
+		/* A refusal that changed nothing leaves no receipt: a retry
+		 * may go. */
 		store_receipt_forget(env->store, req->workspace,
 		    req->request_id);
 		req->request_id[0] = '\0';
@@ -454,13 +463,8 @@ signal_cb(int sig, short ev, void *arg)
 void
 vmmd_maybe_exit(void)
 {
-	struct vm *vm;
-
-	if (!env->shutting_down)
+	if (!env->shutting_down || vm_work_pending())
 		return;
-	TAILQ_FOREACH(vm, &env->vms, entry)
-		if (vm->busy)
-			return;
 	event_base_loopexit(env->base, NULL);
 }
 

@@ -68,6 +68,9 @@ struct request {
 	int			 mutation;	/* audited */
 	int			 progress;	/* client wants progress */
 	int			 checked;	/* result checked in parts */
+	/* It reached the guest and may have run there: a failure now
+	 * leaves its receipt uncertain, never forgotten. */
+	int			 uncertain;
 };
 
 typedef void (*vm_done_cb)(struct vm *, const char *code, const char *msg,
@@ -100,6 +103,17 @@ struct vm {
 	struct proxy		*proxy;		/* NULL: no vmproxy */
 	int			 guest_up;	/* hello since (re)connect */
 	int			 busy;		/* a lifecycle op runs */
+	/*
+	 * Disk jobs on the worker pool that will call back with this VM.  A
+	 * VM is freed only once none is out (vm.c, vm_discard), so a worker
+	 * finishing after a destroy finds the VM, not freed memory.
+	 */
+	int			 io_pending;
+	int			 doomed;	/* torn down once io_pending is 0 */
+	int			 discarded;	/* gone: off env->vms, freed soon */
+	/* Bumped whenever an operation starts or ends: a callback of an
+	 * operation that was cancelled sees that it is stale. */
+	unsigned		 op_seq;
 	long long		 last_active;	/* monotonic seconds */
 	int			 open_streams;
 	/* vm_list's entry for it as checked text, and the state it is for */
@@ -109,6 +123,7 @@ struct vm {
 	struct event		*idle_timer;
 	struct event		*boot_timer;
 	TAILQ_HEAD(, vm_waiter)	 ready_waiters;	/* want it running */
+	TAILQ_HEAD(, vm_waiter)	 destroy_waiters; /* want it gone */
 	/* The lifecycle operation in progress. */
 	vm_done_cb		 op_cb;
 	void			*op_arg;
@@ -167,6 +182,7 @@ void	vm_destroy(struct vm *, vm_done_cb, void *);
 void	vm_touch(struct vm *);
 void	vm_fail(struct vm *, const char *why);
 void	vm_hibernate_all(void);
+int	vm_work_pending(void);
 struct json_object *vm_summary(const struct vm *);
 /*
  * vm_summary as vm_list lists it: text checked against vm_list's schema

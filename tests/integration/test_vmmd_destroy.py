@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+# vm_destroy in every state a VM can be in while something else is under
+# way, against a real vmmd with real QEMU TCG VMs (the set-up of
+# test_vmmd.py): during the disk clone of a create, while QEMU starts,
+# while the guest boots, while hibernating, while resuming, while pausing
+# with the guest not answering, and with guest calls in flight.  Each case
+# checks that the destroy answers, that whoever waited for the cancelled
+# operation is answered too, that nothing of the VM is left, and that vmmd
+# is still up for another workspace.  In the ASan build a use after free
+# or a double free in vmmd ends vmmd, and so fails the case.
+#
+# The disk clone of a create takes milliseconds on a reflink volume, so
+# the first case starts vmmd with MCPVM_TEST_DISK_DELAY_MS, a failpoint
+# that holds each disk job on vmmd's worker thread (vmmd/disk.c).
+#
+# Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+import os
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_vmmd as base  # noqa: E402
+from test_vmmd import ok, note, read, wait_for, err_code  # noqa: E402
+
+MEM = base.MEM
+
+
+class Call(threading.Thread):
+    """One tool call on a connection of its own, answered in the
+    background; .res is (ok, result) once it is back."""
+
+    def __init__(self, h, tok, name, **args):
+        super().__init__(daemon=True)
+        self.h, self.tok, self.name, self.args = h, tok, name, args
+        self.res = None
+        self.start()
+
+    def run(self):
+        c = base.Client(self.h, self.tok)
+        try:
+            self.res = c(self.name, **self.args)
+        except (OSError, EOFError) as e:
+            self.res = (False, {"code": "eof", "message": str(e)})
+        finally:
+            c.c.close()
+
+    def wait(self, timeout=120):
+        self.join(timeout)
+        return self.res if self.res is not None else \
+            (False, {"code": "no answer", "message": "still waiting"})
+
+
+def db_state(h, vm):
+    return base.states(os.path.join(h.mnt, "vmmd.db")).get(vm)
+
+
+def creating_vm(a, known):
+    """The id of a VM of a's that vm_list shows as creating, not in
+    known."""
+    okk, r = a("vm_list")
+    if not okk:
+        return None
+    for v in r["vms"]:
+        if v["vm_id"] not in known and v["state"] == "creating":
+            return v["vm_id"]
+    return None
+
+
+def vmmd_fds(h):
+    return len(os.listdir("/proc/%d/fd" % h.vmmd.pid))
+
+
+def check_gone(h, a, b, vm, what):
+    """After a destroy: nothing of vm is left, vmmd is up and answers."""
+    ok(h.vmmd.poll() is None, "%s: vmmd is still running" % what,
+       read(h.vmmd_log)[-3000:])
+    ok(err_code(a("vm_status", vm_id=vm)) == "not_found",
+       "%s: the VM is not_found afterwards" % what)
+    okk, r = a("vm_destroy", vm_id=vm)
+    ok(okk and r["already_destroyed"] is True,
+       "%s: destroying it again: already_destroyed" % what, r)
+    vmdir = os.path.join(h.mnt, "vms", vm)
+    rundir = os.path.join(h.run, "vms", vm)
+    ok(not os.path.exists(vmdir) and not os.path.exists(rundir),
+       "%s: its disk, kernel and run directory are gone" % what,
+       (os.listdir(vmdir) if os.path.exists(vmdir) else None))
+    uid = base.vm_uid(h, vm)
+    left = [p for p in h.jail_processes() if uid is None or p[1] == uid]
+    ok(left == [], "%s: no QEMU or vmproxy of it is left" % what, left)
+    okk, r = b("vm_list")
+    ok(okk, "%s: another workspace is answered" % what, r)
+
+
+def case_disk_clone(h, a, b):
+    """Destroy while the create's disk jobs are on the worker pool."""
+    fds = vmmd_fds(h)
+    create = Call(h, a.tok, "vm_create", request_id="d-clone",
+                  memory_mib=MEM, idle_seconds=0)
+    vm = wait_for(lambda: creating_vm(a, set()), 20, "a creating VM")
+    ok(db_state(h, vm) == "creating", "clone: the VM is creating while "
+       "its disk is cloned")
+    d1 = Call(h, a.tok, "vm_destroy", vm_id=vm)
+    d2 = Call(h, a.tok, "vm_destroy", vm_id=vm)
+    r1, r2 = d1.wait(), d2.wait()
+    ok(r1[0] and r1[1]["destroyed"] is True and r2[0] and
+       r2[1]["destroyed"] is True, "clone: two destroys during the clone "
+       "both answer destroyed", (r1, r2))
+    okk, r = create.wait()
+    ok(not okk and r["code"] == "conflict" and "destroyed" in r["message"],
+       "clone: the create answers conflict: destroyed before it booted", r)
+    okk, r = a("vm_create", request_id="d-clone", memory_mib=MEM,
+               idle_seconds=0)
+    ok(not okk and r["code"] == "conflict", "clone: the create retried "
+       "with its request_id gets the same answer, not a new VM", r)
+    okk, r = a("vm_list")
+    ok(okk and r["vms"] == [], "clone: and no VM exists", r)
+    check_gone(h, a, b, vm, "clone")
+    ok(vmmd_fds(h) <= fds, "clone: vmmd holds no more descriptors than "
+       "before (%d, was %d)" % (vmmd_fds(h), fds))
+
+
+def case_create(h, a, b, delay, what, rid):
+    """Destroy a creating VM delay seconds after it shows in vm_list."""
+    create = Call(h, a.tok, "vm_create", request_id=rid, memory_mib=MEM,
+                  idle_seconds=0)
+    vm = wait_for(lambda: creating_vm(a, set()), 30, "a creating VM")
+    time.sleep(delay)
+    st = db_state(h, vm)
+    okk, r = a("vm_destroy", vm_id=vm)
+    ok(okk and r["destroyed"] is True, "%s: vm_destroy of a VM that was "
+       "%s answers destroyed" % (what, st), r)
+    okk, r = create.wait()
+    ok(not okk and r["code"] == "conflict", "%s: the create answers "
+       "conflict" % what, r)
+    check_gone(h, a, b, vm, what)
+
+
+def running_vm(h, a, rid):
+    okk, r = a("vm_create", request_id=rid, memory_mib=MEM, idle_seconds=0)
+    if not okk or r["state"] != "running":
+        raise RuntimeError("no running VM: %r" % (r,))
+    return r["vm_id"]
+
+
+def case_hibernating(h, a, b):
+    vm = running_vm(h, a, "d-hib")
+    sus = Call(h, a.tok, "vm_suspend", vm_id=vm, force=True)
+    try:
+        wait_for(lambda: db_state(h, vm) == "hibernating", 30,
+                 "hibernating")
+    except RuntimeError:
+        pass
+    st = db_state(h, vm)
+    okk, r = a("vm_destroy", vm_id=vm)
+    ok(st == "hibernating" and okk and r["destroyed"] is True,
+       "hibernating: vm_destroy during the checkpoint answers destroyed",
+       (st, r))
+    okk, r = sus.wait()
+    ok(not okk and r["code"] == "not_found", "hibernating: the suspend "
+       "answers not_found: the VM was destroyed", r)
+    check_gone(h, a, b, vm, "hibernating")
+
+
+def case_resuming(h, a, b):
+    vm = running_vm(h, a, "d-res")
+    okk, r = a("vm_suspend", vm_id=vm, force=True)
+    if not ok(okk and r["state"] == "hibernated", "resuming: hibernated "
+              "first", r):
+        return
+    res = Call(h, a.tok, "vm_resume", vm_id=vm)
+    try:
+        wait_for(lambda: db_state(h, vm) == "resuming", 30, "resuming")
+    except RuntimeError:
+        pass
+    st = db_state(h, vm)
+    okk, r = a("vm_destroy", vm_id=vm)
+    ok(st == "resuming" and okk and r["destroyed"] is True,
+       "resuming: vm_destroy during the restore answers destroyed",
+       (st, r))
+    okk, r = res.wait()
+    ok(not okk and r["code"] == "not_found", "resuming: the resume "
+       "answers not_found", r)
+    check_gone(h, a, b, vm, "resuming")
+
+
+def qemu_pid(h, vm):
+    uid = base.vm_uid(h, vm)
+    for pid, u, cmd in h.jail_processes():
+        if u == uid and "qemu" in cmd:
+            return pid
+    return None
+
+
+def case_guest_silent(h, a, b):
+    """A guest that stops answering (its QEMU is stopped with SIGSTOP):
+    an exec and a pause are left waiting for it when the VM is
+    destroyed."""
+    vm = running_vm(h, a, "d-silent")
+    pid = qemu_pid(h, vm)
+    if not ok(pid is not None, "silent: the VM's QEMU is found"):
+        return
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        exe = Call(h, a.tok, "vm_exec", vm_id=vm, request_id="d-silent-x",
+                   command="echo never")
+        time.sleep(1)
+        pause = Call(h, a.tok, "vm_suspend", vm_id=vm, mode="pause",
+                     force=True)
+        time.sleep(1)
+        ok(exe.res is None and pause.res is None, "silent: the exec and "
+           "the pause wait for the guest", (exe.res, pause.res))
+        okk, r = a("vm_destroy", vm_id=vm)
+        ok(okk and r["destroyed"] is True, "silent: vm_destroy answers "
+           "destroyed", r)
+        okk, r = exe.wait(20)
+        ok(not okk and r["code"] in ("unavailable", "not_found",
+                                     "conflict"),
+           "silent: the exec waiting for the guest is answered at once",
+           r)
+        okk, r = pause.wait(20)
+        ok(not okk and r["code"] == "not_found", "silent: the pause "
+           "waiting for the guest's freeze answers not_found", r)
+        okk, r = a("vm_exec", vm_id=vm, request_id="d-silent-x",
+                   command="echo never")
+        ok(not okk and r["code"] == "conflict" and "unknown" in
+           r["message"], "silent: the exec retried with its request_id "
+           "is refused: it may have run, so it never runs twice", r)
+    finally:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except OSError:
+            pass
+    check_gone(h, a, b, vm, "silent")
+
+
+def main():
+    if os.geteuid() != 0:
+        base.skip_all("needs root (loop devices, mounts, cgroups, VM uids)")
+    import shutil
+    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup"):
+        if shutil.which(tool) is None:
+            base.skip_all("%s is not installed" % tool)
+    base.become_subreaper()
+    base.exit_cleanly_on_sigterm()
+    manifest = base.build_image()
+    h = base.Host(manifest)
+    try:
+        h.setup()
+        h.write_conf()
+        h.start_authd()
+        os.environ["MCPVM_TEST_DISK_DELAY_MS"] = "2000"
+        h.start_vmmd()
+        del os.environ["MCPVM_TEST_DISK_DELAY_MS"]
+        a = base.Client(h, h.issue("alpha"))
+        b = base.Client(h, h.issue("beta"))
+        case_disk_clone(h, a, b)
+        rc, _ = h.stop_vmmd()
+        ok(rc == 0, "vmmd with the disk failpoint exits 0", rc)
+        h.start_vmmd()
+        a.reconnect()
+        b.reconnect()
+        fds = vmmd_fds(h)
+        case_create(h, a, b, 0, "starting", "d-start")
+        case_create(h, a, b, 2.0, "booting", "d-boot")
+        case_hibernating(h, a, b)
+        case_resuming(h, a, b)
+        case_guest_silent(h, a, b)
+        ok(vmmd_fds(h) <= fds, "vmmd holds no more descriptors than after "
+           "its start (%d, was %d)" % (vmmd_fds(h), fds))
+        ok(h.cgroups() == [], "no VM cgroup is left", h.cgroups())
+        p = h.vmctl("audit", "verify")
+        ok(p.returncode == 0, "the audit chain holds", p.stdout + p.stderr)
+        rc, secs = h.stop_vmmd()
+        ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
+    except Exception:
+        import traceback
+        ok(False, "the run went through", traceback.format_exc())
+        note(read(h.vmmd_log)[-4000:])
+    finally:
+        if base.failed:
+            keep = "/tmp/vmmd-destroy-%d.log" % os.getpid()
+            with open(keep, "w") as f:
+                f.write(read(h.vmmd_log))
+            note("vmmd's log kept in " + keep)
+        h.cleanup()
+    print("1..%d" % base.n)
+    sys.exit(1 if base.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
