@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""A compromised vmproxy, for tests: started by vmmd in place of the real
+one (through the test's wrapper), it speaks vmmd's IPC on fd 3 as vmproxy
+does, up to the guest's hello, and then misbehaves as MODE says:
+
+  wrongtype   answers the clock call with a stream-open result carrying a
+              descriptor (a reply of another type, with an fd)
+  streamsneg  answers properly, then reports -5 open streams
+  streamshuge answers properly, then reports 10**12 open streams
+  manyfds     sends an event frame carrying three descriptors
+  flood       answers properly, then sends 20000 events as fast as it can
+
+It then waits for vmmd to close the connection, and exits 0.  Arguments
+are vmproxy's; MODE comes from the file named by $FAKE_VMPROXY_MODE.
+"""
+import array
+import os
+import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import vmmd_ipc as ipc  # noqa: E402
+
+PROXY_CALL = 601
+PROXY_RESULT = 602
+PROXY_STREAM_OPEN_RESULT = 604
+PROXY_EVENT = 605
+
+
+class FdConn(ipc.Conn):
+    """vmmd_ipc.Conn on an inherited socket, vmproxy's end."""
+
+    def __init__(self, fd):
+        self.sock = socket.socket(fileno=fd)
+        self.next_id = 1
+        self.fds = []
+        self.send(ipc.HELLO, {"version": 1, "role": "vmproxy"}, id=0)
+        t, _, self.peer, _ = self.recv()
+        if t != ipc.HELLO:
+            sys.exit(2)
+
+
+def send_fds(c, type, body, fds):
+    import json
+    import struct
+    payload = json.dumps(body).encode()
+    hdr = struct.pack("=IIII", type, len(payload), 0, ipc.FLAG_FD)
+    c.sock.sendmsg([hdr + payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS,
+                                      array.array("i", fds))])
+
+
+def main():
+    with open(os.environ["FAKE_VMPROXY_MODE"]) as f:
+        mode = f.read().strip()
+    c = FdConn(3)
+    c.send(PROXY_EVENT, {"event": "hello", "guest": {"boot_id": "fake"}},
+           id=0)
+    try:
+        while True:
+            t, rid, body, fd = c.recv()
+            if fd is not None:
+                os.close(fd)
+            if t != PROXY_CALL:
+                continue
+            if mode == "wrongtype":
+                r, w = os.pipe()
+                c.send(PROXY_STREAM_OPEN_RESULT, {"channel": 1}, id=rid,
+                       flags=ipc.FLAG_REPLY, fd=r)
+                os.close(r)
+                os.close(w)
+                continue
+            c.send(PROXY_RESULT, {"result": {}}, id=rid,
+                   flags=ipc.FLAG_REPLY)
+            if mode == "streamsneg":
+                c.send(PROXY_EVENT, {"event": "streams", "open": -5}, id=0)
+            elif mode == "streamshuge":
+                c.send(PROXY_EVENT, {"event": "streams", "open": 10**12},
+                       id=0)
+            elif mode == "manyfds":
+                fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(3)]
+                send_fds(c, PROXY_EVENT, {"event": "link_down"}, fds)
+                for fd in fds:
+                    os.close(fd)
+            elif mode == "flood":
+                for _ in range(20000):
+                    c.send(PROXY_EVENT, {"event": "link_up"}, id=0)
+    except (EOFError, OSError):
+        pass
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+# A compromised vmproxy against a real vmmd (#14, finding 6 and the
+# hostile-peer harness): vmmd starts fake_vmproxy.py in place of vmproxy
+# for every VM, and it answers with a reply of the wrong type carrying a
+# descriptor, reports absurd stream counts, sends a frame with three
+# descriptors, or floods events.  For each, vmmd must stay up, answer
+# another workspace while it happens, fail or refuse only that VM, and
+# hold no more descriptors or memory than before.  QEMU and the guest are
+# real; only vmproxy is the fake, so the VM's link is never read.
+#
+# Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_vmmd as base  # noqa: E402
+from test_vmmd import ok, note, read, err_code  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MEM = base.MEM
+
+
+class HostileHost(base.Host):
+    """vmmd's vmproxy is fake_vmproxy.py while the mode file exists."""
+
+    def setup(self):
+        super().setup()
+        self.mode_file = os.path.join(self.dir, "fake-vmproxy-mode")
+        real = self.wrapper
+        self.wrapper = os.path.join(self.dir, "hostile-wrapper")
+        with open(self.wrapper, "w") as f:
+            f.write("""#!/bin/sh
+if [ -e %(mode)s ]; then
+	FAKE_VMPROXY_MODE=%(mode)s exec python3 %(fake)s "$@"
+fi
+exec %(real)s "$@"
+""" % {"mode": self.mode_file, "fake": os.path.join(HERE,
+                                                       "fake_vmproxy.py"),
+                "real": real})
+        os.chmod(self.wrapper, 0o755)
+
+
+def vmmd_fds(h):
+    return len(os.listdir("/proc/%d/fd" % h.vmmd.pid))
+
+
+def vmmd_rss_kib(h):
+    with open("/proc/%d/status" % h.vmmd.pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Prober(threading.Thread):
+    """Asks vmmd for another workspace's list over and over, and keeps the
+    slowest answer."""
+
+    def __init__(self, h, tok):
+        super().__init__(daemon=True)
+        self.c = base.Client(h, tok)
+        self.stop = threading.Event()
+        self.worst = 0.0
+        self.answers = 0
+        self.errors = []
+        self.start()
+
+    def run(self):
+        while not self.stop.is_set():
+            t = time.monotonic()
+            try:
+                okk, r = self.c("vm_list")
+            except (OSError, EOFError) as e:
+                self.errors.append(str(e))
+                return
+            self.worst = max(self.worst, time.monotonic() - t)
+            self.answers += 1
+            if not okk:
+                self.errors.append(r)
+            time.sleep(0.01)
+
+    def finish(self):
+        self.stop.set()
+        self.join(30)
+        self.c.c.close()
+
+
+def run_mode(h, a, b, mode, check):
+    with open(h.mode_file, "w") as f:
+        f.write(mode + "\n")
+    fds, rss = vmmd_fds(h), vmmd_rss_kib(h)
+    probe = Prober(h, b.tok)
+    res = a("vm_create", request_id="h-" + mode, memory_mib=MEM,
+            idle_seconds=0)
+    time.sleep(1.0)     # what the fake sends after the reply arrives too
+    check(res)
+    okk, r = a("vm_list")
+    for v in (r["vms"] if okk else []):
+        a("vm_destroy", vm_id=v["vm_id"])
+    probe.finish()
+    os.unlink(h.mode_file)
+    ok(h.vmmd.poll() is None, "%s: vmmd is still running" % mode,
+       read(h.vmmd_log)[-3000:])
+    ok(probe.answers > 0 and probe.errors == [], "%s: another workspace "
+       "was answered throughout (%d answers, slowest %.0f ms)" % (
+           mode, probe.answers, probe.worst * 1000), probe.errors)
+    note("%s: slowest answer to the other workspace %.1f ms" % (
+        mode, probe.worst * 1000))
+    ok(vmmd_fds(h) <= fds, "%s: vmmd holds no more descriptors than "
+       "before (%d, was %d)" % (mode, vmmd_fds(h), fds))
+    grown = vmmd_rss_kib(h) - rss
+    ok(grown < 16 * 1024, "%s: vmmd's resident memory grew by %d KiB "
+       "(bound 16 MiB)" % (mode, grown))
+    ok(h.jail_processes() == [], "%s: nothing of the VM runs" % mode,
+       h.jail_processes())
+
+
+def failed_vm(h, a, res, mode, why):
+    okk, r = res
+    if not ok(okk, "%s: the create itself went through" % mode, r):
+        return
+    p = h.vmctl("--json", "status", r["vm_id"])
+    ok('"failed"' in p.stdout and why in p.stdout, "%s: vmmd failed the VM: "
+       "%s" % (mode, why), p.stdout + p.stderr)
+
+
+def main():
+    if os.geteuid() != 0:
+        base.skip_all("needs root (loop devices, mounts, cgroups, VM uids)")
+    import shutil
+    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup"):
+        if shutil.which(tool) is None:
+            base.skip_all("%s is not installed" % tool)
+    base.become_subreaper()
+    base.exit_cleanly_on_sigterm()
+    manifest = base.build_image()
+    h = HostileHost(manifest)
+    try:
+        h.setup()
+        h.write_conf()
+        h.start_authd()
+        h.start_vmmd()
+        a = base.Client(h, h.issue("alpha"))
+        b = base.Client(h, h.issue("beta"))
+
+        def wrongtype(res):
+            ok(err_code(res) == "unavailable", "wrongtype: a reply of "
+               "another type with a descriptor fails the create", res)
+            log = read(h.vmmd_log)
+            ok("wants type" in log, "wrongtype: and vmmd says why",
+               log[-1500:])
+        run_mode(h, a, b, "wrongtype", wrongtype)
+        run_mode(h, a, b, "streamsneg", lambda res: failed_vm(
+            h, a, res, "streamsneg", "vmproxy broke the protocol"))
+        run_mode(h, a, b, "streamshuge", lambda res: failed_vm(
+            h, a, res, "streamshuge", "vmproxy broke the protocol"))
+        run_mode(h, a, b, "manyfds", lambda res: failed_vm(
+            h, a, res, "manyfds", "vmproxy exited"))
+        run_mode(h, a, b, "flood", lambda res: ok(
+            res[0], "flood: the create answers despite 20000 events",
+            res))
+        okk, r = a("vm_create", request_id="h-real", memory_mib=MEM,
+                   idle_seconds=0)
+        ok(okk and r["state"] == "running", "a VM with the real vmproxy "
+           "still works afterwards", r)
+        if okk:
+            st, _, out, _ = a.sh(r["vm_id"], "echo fine", "h-real-x")
+            ok(out == "fine\n", "and runs a command", (st, out))
+            a("vm_destroy", vm_id=r["vm_id"])
+        rc, secs = h.stop_vmmd()
+        ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
+    except Exception:
+        import traceback
+        ok(False, "the run went through", traceback.format_exc())
+        note(read(h.vmmd_log)[-4000:])
+    finally:
+        if base.failed:
+            keep = "/tmp/vmmd-hostile-%d.log" % os.getpid()
+            with open(keep, "w") as f:
+                f.write(read(h.vmmd_log))
+            note("vmmd's log kept in " + keep)
+        h.cleanup()
+    print("1..%d" % base.n)
+    sys.exit(1 if base.failed else 0)
+
+
+if __name__ == "__main__":
+    main()
