@@ -86,6 +86,9 @@ struct qvm {
 	int			 quitting;	/* quit sent: exit is success */
 	int			 was_running;	/* snapshot: to undo the stop */
 	int			 ckpt_fd;
+	/* QEMU's stderr log, kept open: the rundir belongs to the VM's
+	 * uid, so the name may by now be anything (a FIFO, a hard link). */
+	int			 logfd;
 	char			 ckpt[PATH_MAX], ckpt_part[PATH_MAX + 8];
 	struct event		*timer;		/* migrate polls, stop timeout */
 	struct event		*deadline;	/* whole-operation timeout */
@@ -358,26 +361,25 @@ cmd_failed(struct qvm *v, const struct qmp_reply *r, const char *what)
 	return 1;
 }
 
-/* The last line QEMU wrote to its stderr log, for error messages. */
+/*
+ * The last line QEMU wrote to its stderr log, for error messages.  Read
+ * from the descriptor vmmd created the file with, never by name.
+ */
 static void
 last_words(const struct qvm *v, char *buf, size_t len)
 {
-	char path[PATH_MAX + 32], tail[512], *p, *e;
+	char tail[512], *p, *e;
+	struct stat st;
 	ssize_t n;
-	off_t sz;
-	int fd;
+	off_t at = 0;
 
 	buf[0] = '\0';
-	snprintf(path, sizeof(path), "%s/%s", v->rundir, VMM_STDERR_LOG);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+	if (v->logfd == -1 || fstat(v->logfd, &st) == -1 ||
+	    !S_ISREG(st.st_mode))
 		return;
-	sz = lseek(fd, 0, SEEK_END);
-	if (sz > (off_t)sizeof(tail) - 1)
-		lseek(fd, sz - (off_t)sizeof(tail) + 1, SEEK_SET);
-	else
-		lseek(fd, 0, SEEK_SET);
-	n = read(fd, tail, sizeof(tail) - 1);
-	close(fd);
+	if (st.st_size > (off_t)sizeof(tail) - 1)
+		at = st.st_size - (off_t)sizeof(tail) + 1;
+	n = pread(v->logfd, tail, sizeof(tail) - 1, at);
 	if (n <= 0)
 		return;
 	tail[n] = '\0';
@@ -597,9 +599,15 @@ qvm_spawn(struct qvm *v, const struct vm_spec *s, int incoming, char *err,
 	unlink(path);
 	snprintf(path, sizeof(path), "%s/%s", s->rundir, VMM_LINK_SOCK);
 	unlink(path);
+	/*
+	 * A new file of root's, whatever the VM's uid left under that name:
+	 * O_EXCL and O_NOFOLLOW refuse a planted link, O_NONBLOCK a planted
+	 * FIFO.  vmmd reads it back only through this descriptor.
+	 */
 	snprintf(path, sizeof(path), "%s/%s", s->rundir, VMM_STDERR_LOG);
-	logfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW |
-	    O_CLOEXEC, 0640);
+	unlink(path);
+	logfd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW |
+	    O_NONBLOCK | O_CLOEXEC, 0640);
 	if (logfd == -1) {
 		errf(err, errlen, "%s: %s", path, strerror(errno));
 		goto out;
@@ -609,6 +617,10 @@ qvm_spawn(struct qvm *v, const struct vm_spec *s, int incoming, char *err,
 	if (pid == -1)
 		goto out;
 	v->pid = pid;
+	if (v->logfd != -1)
+		close(v->logfd);
+	v->logfd = logfd;
+	logfd = -1;
 	rc = 0;
 out:
 	qemu_argv_free(&a);
@@ -648,6 +660,7 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
 	v->cbarg = cbarg;
 	v->pidfd = -1;
 	v->ckpt_fd = -1;
+	v->logfd = -1;
 	v->pid = -1;
 	v->timer = evtimer_new(be->base, restore_poll, v);
 	v->deadline = evtimer_new(be->base, qvm_deadline_cb, v);
@@ -695,6 +708,8 @@ fail:
 		close(v->pidfd);
 	if (v->ckpt_fd != -1)
 		close(v->ckpt_fd);
+	if (v->logfd != -1)
+		close(v->logfd);
 	if (v->timer != NULL)
 		event_free(v->timer);
 	if (v->deadline != NULL)
@@ -1082,6 +1097,10 @@ qvm_free(struct vmm *vm)
 		event_free(v->timer);
 	if (v->deadline != NULL)
 		event_free(v->deadline);
+	if (v->logfd != -1) {
+		close(v->logfd);
+		v->logfd = -1;
+	}
 	/* A worker still fsyncs our checkpoint: it frees us when done. */
 	if (v->in_worker) {
 		v->freed = 1;

@@ -42,8 +42,17 @@ exec %(real)s "$@"
         os.chmod(self.wrapper, 0o755)
 
 
-def vmmd_fds(h):
-    return len(os.listdir("/proc/%d/fd" % h.vmmd.pid))
+def vmmd_fds(h, settle_to=None):
+    """vmmd's open descriptors; with settle_to, waits up to 3 s for the
+    count to come down to it (a client's close reaches vmmd a moment
+    after the client returns)."""
+    deadline = time.monotonic() + 3
+    while True:
+        n = len(os.listdir("/proc/%d/fd" % h.vmmd.pid))
+        if settle_to is None or n <= settle_to or \
+                time.monotonic() > deadline:
+            return n
+        time.sleep(0.05)
 
 
 def vmmd_rss_kib(h):
@@ -108,8 +117,9 @@ def run_mode(h, a, b, mode, check):
            mode, probe.answers, probe.worst * 1000), probe.errors)
     note("%s: slowest answer to the other workspace %.1f ms" % (
         mode, probe.worst * 1000))
-    ok(vmmd_fds(h) <= fds, "%s: vmmd holds no more descriptors than "
-       "before (%d, was %d)" % (mode, vmmd_fds(h), fds))
+    now = vmmd_fds(h, fds)
+    ok(now <= fds, "%s: vmmd holds no more descriptors than "
+       "before (%d, was %d)" % (mode, now, fds))
     grown = vmmd_rss_kib(h) - rss
     ok(grown < 16 * 1024, "%s: vmmd's resident memory grew by %d KiB "
        "(bound 16 MiB)" % (mode, grown))
@@ -124,6 +134,52 @@ def failed_vm(h, a, res, mode, why):
     p = h.vmctl("--json", "status", r["vm_id"])
     ok('"failed"' in p.stdout and why in p.stdout, "%s: vmmd failed the VM: "
        "%s" % (mode, why), p.stdout + p.stderr)
+
+
+def case_log_fifo(h, a, b):
+    """A compromised QEMU replaces its stderr log with a FIFO and dies in
+    the middle of a hibernation: vmmd reads QEMU's last words for the
+    error, and must not open that name again (it would block on the
+    FIFO, and every tenant with it)."""
+    fds = vmmd_fds(h)
+    okk, r = a("vm_create", request_id="h-fifo", memory_mib=MEM,
+               idle_seconds=0)
+    if not ok(okk, "fifo: a VM with the real vmproxy", r):
+        return
+    vm = r["vm_id"]
+    log = os.path.join(h.run, "vms", vm, "qemu.log")
+    ok(os.stat(log).st_uid == 0, "fifo: QEMU's log is a file of root's, "
+       "not of the VM's uid")
+    sus = threading.Thread(target=lambda: a.__class__(h, a.tok)(
+        "vm_suspend", vm_id=vm, force=True), daemon=True)
+    probe = Prober(h, b.tok)
+    sus.start()
+    db = os.path.join(h.mnt, "vmmd.db")
+    try:
+        base.wait_for(lambda: base.states(db).get(vm) == "hibernating", 30,
+                      "hibernating")
+    except RuntimeError:
+        pass
+    os.unlink(log)
+    os.mkfifo(log, 0o666)
+    uid = base.vm_uid(h, vm)
+    for pid, u, cmd in h.jail_processes():
+        if u == uid and "qemu" in cmd:
+            os.kill(pid, 9)
+    sus.join(60)
+    ok(not sus.is_alive(), "fifo: the hibernation is answered after QEMU "
+       "died")
+    time.sleep(0.5)
+    probe.finish()
+    ok(h.vmmd.poll() is None and probe.answers > 0 and
+       probe.errors == [], "fifo: vmmd never blocked on the FIFO: another "
+       "workspace was answered throughout (%d answers, slowest %.0f ms)" %
+       (probe.answers, probe.worst * 1000), probe.errors)
+    okk, r = a("vm_destroy", vm_id=vm)
+    ok(okk, "fifo: the VM is destroyed", r)
+    now = vmmd_fds(h, fds)
+    ok(now <= fds, "fifo: vmmd holds no more descriptors than "
+       "before (%d, was %d)" % (now, fds))
 
 
 def main():
@@ -161,6 +217,7 @@ def main():
         run_mode(h, a, b, "flood", lambda res: ok(
             res[0], "flood: the create answers despite 20000 events",
             res))
+        case_log_fifo(h, a, b)
         okk, r = a("vm_create", request_id="h-real", memory_mib=MEM,
                    idle_seconds=0)
         ok(okk and r["state"] == "running", "a VM with the real vmproxy "
