@@ -69,6 +69,11 @@ static const struct cfg_key vmmd_keys[] = {
 	    "open streams host-wide" },
 	{ "max_streams_per_vm", CFG_INT, V(max_streams_per_vm), 0, "4", 0,
 	    65535, NULL, "open streams per VM" },
+	{ "max_peer_connections", CFG_INT, V(max_peer_connections), 0, "64",
+	    1, 4096, NULL, "connections at once on each of vmmd.sock and "
+	    "vmctl.sock" },
+	{ "max_peer_requests", CFG_INT, V(max_peer_requests), 0, "256", 1,
+	    65536, NULL, "requests one connection may have unanswered" },
 };
 #undef V
 

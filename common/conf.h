@@ -41,6 +41,8 @@ struct conf_vmmd {
 	struct cfg_list	 stream_ports;		/* "1025-65535" ranges */
 	long long	 max_streams;		/* host-wide */
 	long long	 max_streams_per_vm;
+	long long	 max_peer_connections;
+	long long	 max_peer_requests;
 };
 
 struct conf_image {

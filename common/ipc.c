@@ -1204,11 +1204,41 @@ ipc_conn_writecb(int fd, short ev, void *arg)
 
 /* ---- servers ----------------------------------------------------------- */
 
+/* What an accept callback's ucred points into: the peer's socket too. */
+struct ipc_peer {
+	struct ucred	cred;	/* first: the callback's pointer */
+	int		fd;
+};
+
+#define IPC_PEER_MAX_GROUPS	256
+
+int
+ipc_peer_in_group(const struct ucred *cred, gid_t gid)
+{
+	const struct ipc_peer *peer = (const struct ipc_peer *)cred;
+	gid_t groups[IPC_PEER_MAX_GROUPS];
+	socklen_t len = sizeof(groups);
+
+	if (cred->gid == gid)
+		return 1;
+	if (getsockopt(peer->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) ==
+	    -1) {
+		/* ERANGE: more groups than we look at; not a member then. */
+		log_warn("SO_PEERGROUPS of pid %d", (int)cred->pid);
+		return 0;
+	}
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		if (groups[i] == gid)
+			return 1;
+	return 0;
+}
+
 static void
 ipc_server_acceptcb(int lfd, short ev, void *arg)
 {
 	struct ipc_server *s = arg;
 	const struct ipc_policy *pol;
+	struct ipc_peer peer;
 	struct ucred cred;
 	socklen_t len = sizeof(cred);
 	int fd;
@@ -1225,7 +1255,9 @@ ipc_server_acceptcb(int lfd, short ev, void *arg)
 		close(fd);
 		return;
 	}
-	if ((pol = s->accept(&cred, s->arg)) == NULL) {
+	peer.cred = cred;
+	peer.fd = fd;
+	if ((pol = s->accept(&peer.cred, s->arg)) == NULL) {
 		log_warnx("%s: refused peer pid %d uid %d gid %d on %s",
 		    s->role, (int)cred.pid, (int)cred.uid, (int)cred.gid,
 		    s->path);

@@ -72,6 +72,12 @@ typedef void (*ipc_reply_cb)(struct ipc_conn *, struct ipc_msg *, void *);
 /* accept(): the policy for this peer, or NULL to refuse it. */
 typedef const struct ipc_policy *(*ipc_accept_cb)(const struct ucred *,
     void *);
+/*
+ * Within an accept callback: does the peer hold gid as its primary or a
+ * supplementary group?  From the kernel (SO_PEERGROUPS, the groups it had
+ * when it connected): no group database, no NSS, nothing that blocks.
+ */
+int		 ipc_peer_in_group(const struct ucred *, gid_t);
 
 struct ipc_conn	*ipc_conn_new(struct event_base *, int fd, const char *role,
 		    const struct ipc_policy *, const struct ipc_handlers *,

@@ -227,7 +227,15 @@ vmmd_dispatch_vmctl(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		break;
 	case IPC_VMCTL_SUSPEND:
 		snprintf(req->tool, sizeof(req->tool), "vmctl:suspend");
-		(void)jsonx_get_string(m->body, "mode", 0, &mode, &jerr);
+		/* A mode that is not one of the two is refused, never read
+		 * as hibernate. */
+		if (jsonx_get_string(m->body, "mode", 0, &mode, &jerr) == -1 ||
+		    (strcmp(mode, "pause") != 0 &&
+		    strcmp(mode, "hibernate") != 0)) {
+			request_error(req, "invalid_argument", "mode must be "
+			    "\"hibernate\" or \"pause\"");
+			break;
+		}
 		vm_suspend(vm, strcmp(mode, "pause") == 0, ctl_done, req);
 		break;
 	case IPC_VMCTL_RESUME:

@@ -659,16 +659,25 @@ stream_opened(struct vm *vm, struct json_object *res, const char *code,
 	struct json_object *o;
 	char sid[48];
 
+	struct jsonx_err jerr;
+	int64_t channel;
+
+	vm->opening_streams--;
 	if (code != NULL) {
 		reply_vm_error(req, code, msg);
 		return;
 	}
-	if (fd == -1) {
-		request_error(req, "internal", "vmproxy sent no stream");
+	/* vmproxy speaks for the guest: its channel number is checked. */
+	if (fd == -1 || jsonx_get_int64(res, "channel", 1, 1, UINT32_MAX,
+	    &channel, &jerr) != 1) {
+		if (fd != -1)
+			close(fd);
+		log_warnx("vm %s: vmproxy's stream open result is malformed",
+		    vm->rec.id);
+		request_error(req, "internal", "vmproxy sent no valid stream");
 		return;
 	}
-	snprintf(sid, sizeof(sid), "%s/%" PRId64, vm->rec.id,
-	    json_object_get_int64(json_object_object_get(res, "channel")));
+	snprintf(sid, sizeof(sid), "%s/%" PRId64, vm->rec.id, channel);
 	o = json_object_new_object();
 	json_object_object_add(o, "stream_id", json_object_new_string(sid));
 	json_object_object_add(o, "vm_id", json_object_new_string(vm->rec.id));
@@ -695,17 +704,49 @@ stream_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 		return;
 	}
 	if (proxy_stream_open(vm, (int)arg_int(req, "port", 0), stream_opened,
-	    req) == -1)
+	    req) == -1) {
 		request_error(req, "unavailable", "the guest link is down");
+		return;
+	}
+	vm->opening_streams++;
+}
+
+/*
+ * stream_open is mcpd's, not a tool of tools.json: its arguments are
+ * checked here, exactly, before anything reads them.
+ */
+static int
+stream_open_check(struct request *req)
+{
+	struct jsonx_err jerr;
+	const char *id;
+	int64_t port;
+
+	if (req->args == NULL ||
+	    !json_object_is_type(req->args, json_type_object) ||
+	    json_object_object_length(req->args) != 2) {
+		request_error(req, "invalid_argument", "stream_open takes "
+		    "exactly vm_id and port");
+		return -1;
+	}
+	if (jsonx_get_string(req->args, "vm_id", 1, &id, &jerr) != 1 ||
+	    jsonx_get_int64(req->args, "port", 1, 1, 65535, &port,
+	    &jerr) != 1) {
+		request_error(req, "invalid_argument", "%s", jerr.msg);
+		return -1;
+	}
+	return 0;
 }
 
 static void
 tool_stream_open(struct request *req)
 {
-	int port = (int)arg_int(req, "port", 0);
-	int host = 0, ws = 0;
+	int port, host = 0, ws = 0, here;
 	struct vm *vm, *v;
 
+	if (stream_open_check(req) == -1)
+		return;
+	port = (int)arg_int(req, "port", 0);	/* 1..65535, checked */
 	if ((vm = owned_vm(req)) == NULL)
 		return;
 	if (port < 1 || port > 65535 || !port_allowed(port)) {
@@ -713,18 +754,20 @@ tool_stream_open(struct request *req)
 		    "streams on this host", port);
 		return;
 	}
+	/* Opens still on their way count: a burst cannot slip past. */
 	TAILQ_FOREACH(v, &env->vms, entry) {
-		host += v->open_streams;
+		host += v->open_streams + v->opening_streams;
 		if (strcmp(v->rec.workspace, req->workspace) == 0)
-			ws += v->open_streams;
+			ws += v->open_streams + v->opening_streams;
 	}
+	here = vm->open_streams + vm->opening_streams;
 	if (host >= env->conf.vmmd.max_streams ||
-	    vm->open_streams >= env->conf.vmmd.max_streams_per_vm ||
+	    here >= env->conf.vmmd.max_streams_per_vm ||
 	    (req->policy.max_streams > 0 && ws >= req->policy.max_streams)) {
 		request_error(req, "quota_exceeded", "%s",
 		    host >= env->conf.vmmd.max_streams ? "max_streams: the "
 		    "host's streams are all open" :
-		    vm->open_streams >= env->conf.vmmd.max_streams_per_vm ?
+		    here >= env->conf.vmmd.max_streams_per_vm ?
 		    "max_streams_per_vm: this VM's streams are all open" :
 		    "workspace max_streams: its streams are all open");
 		return;

@@ -301,6 +301,19 @@ request_new(struct ipc_conn *conn, uint32_t id)
 	return req;
 }
 
+/* Requests of conn not yet answered. */
+static long long
+conn_requests(const struct ipc_conn *conn)
+{
+	const struct request *req;
+	long long n = 0;
+
+	TAILQ_FOREACH(req, &env->requests, entry)
+		if (req->conn == conn)
+			n++;
+	return n;
+}
+
 static void
 vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
@@ -309,8 +322,14 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	struct jsonx_err jerr;
 	const char *cred, *tool;
 	int progress = 0;
+	long long pending = conn_requests(conn);
 
 	req = request_new(conn, m->id);
+	if (pending >= env->conf.vmmd.max_peer_requests) {
+		request_error(req, "busy", "max_peer_requests: this connection "
+		    "already has %lld requests unanswered", pending);
+		return;
+	}
 	if (m->type == IPC_VM_STATS) {
 		req->admin = 1;
 		snprintf(req->tool, sizeof(req->tool), "stats");
@@ -329,8 +348,15 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		return;
 	}
 	if (m->type == IPC_VM_STREAM_OPEN) {
+		struct json_object *a = json_object_new_object();
+
+		/* The arguments are the rest: the credential stays here. */
+		json_object_object_foreach(m->body, k, v)
+			if (strcmp(k, "credential") != 0)
+				json_object_object_add(a, k,
+				    json_object_get(v));
 		snprintf(req->tool, sizeof(req->tool), "stream_open");
-		req->args = json_object_get(m->body);
+		req->args = a;
 		request_verify(req, cred);
 		return;
 	}
@@ -351,9 +377,26 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	request_verify(req, cred);
 }
 
-/* The connection is gone: its requests finish unheard. */
+/* Connections open now on vmmd.sock and vmctl.sock. */
+static long long nconns_mcpd, nconns_vmctl;
+
+/* One more connection on a socket, if its limit allows. */
+static int
+conn_admit(long long *n, const char *sock, const struct ucred *cred)
+{
+	if (*n >= env->conf.vmmd.max_peer_connections) {
+		log_warnx("%s: max_peer_connections (%lld) reached: closing "
+		    "pid %d's connection", sock,
+		    env->conf.vmmd.max_peer_connections, (int)cred->pid);
+		return 0;
+	}
+	(*n)++;
+	return 1;
+}
+
+/* A connection is gone: its requests finish unheard. */
 static void
-mcpd_closed(struct ipc_conn *conn, void *arg)
+conn_forget(struct ipc_conn *conn)
 {
 	struct request *req;
 
@@ -361,6 +404,13 @@ mcpd_closed(struct ipc_conn *conn, void *arg)
 		if (req->conn == conn)
 			req->conn = NULL;
 	vm_streams_forget_conn(conn);
+}
+
+static void
+mcpd_closed(struct ipc_conn *conn, void *arg)
+{
+	nconns_mcpd--;
+	conn_forget(conn);
 }
 
 static const struct ipc_rule mcpd_rules[] = {
@@ -380,9 +430,10 @@ static const struct ipc_policy *
 accept_mcpd(const struct ucred *cred, void *arg)
 {
 	/* Only mcpd's own user; root may test. */
-	if (cred->uid == env->mcpd_uid || cred->uid == 0)
-		return &mcpd_policy;
-	return NULL;
+	if (cred->uid != env->mcpd_uid && cred->uid != 0)
+		return NULL;
+	return conn_admit(&nconns_mcpd, "vmmd.sock", cred) ? &mcpd_policy :
+	    NULL;
 }
 
 static const struct ipc_rule vmctl_rules[] = {
@@ -398,38 +449,29 @@ static const struct ipc_rule vmctl_rules[] = {
 static const struct ipc_policy vmctl_policy = {
 	"vmctl", vmctl_rules, sizeof(vmctl_rules) / sizeof(vmctl_rules[0])
 };
-static const struct ipc_handlers vmctl_handlers = {
-	vmmd_dispatch_vmctl, mcpd_closed
-};
-
-/* Is uid root or a member of the admin group? */
-static int
-is_admin(uid_t uid, gid_t gid)
+static void
+vmctl_closed(struct ipc_conn *conn, void *arg)
 {
-	struct passwd *pw;
-	gid_t groups[64];
-	int n = 64;
-
-	if (uid == 0)
-		return 1;
-	if (env->admin_gid == (gid_t)-1)
-		return 0;
-	if (gid == env->admin_gid)
-		return 1;
-	if ((pw = getpwuid(uid)) == NULL)
-		return 0;
-	if (getgrouplist(pw->pw_name, pw->pw_gid, groups, &n) == -1)
-		return 0;
-	for (int i = 0; i < n; i++)
-		if (groups[i] == env->admin_gid)
-			return 1;
-	return 0;
+	nconns_vmctl--;
+	conn_forget(conn);
 }
 
+static const struct ipc_handlers vmctl_handlers = {
+	vmmd_dispatch_vmctl, vmctl_closed
+};
+
+/*
+ * Root, or a process whose groups include the admin group, as the kernel
+ * saw them at connect (SO_PEERGROUPS): no NSS lookup on the loop.
+ */
 static const struct ipc_policy *
 accept_vmctl(const struct ucred *cred, void *arg)
 {
-	return is_admin(cred->uid, cred->gid) ? &vmctl_policy : NULL;
+	if (cred->uid != 0 && (env->admin_gid == (gid_t)-1 ||
+	    !ipc_peer_in_group(cred, env->admin_gid)))
+		return NULL;
+	return conn_admit(&nconns_vmctl, "vmctl.sock", cred) ?
+	    &vmctl_policy : NULL;
 }
 
 struct request *control_request_new(struct ipc_conn *, uint32_t);

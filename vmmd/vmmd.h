@@ -115,7 +115,8 @@ struct vm {
 	 * operation that was cancelled sees that it is stale. */
 	unsigned		 op_seq;
 	long long		 last_active;	/* monotonic seconds */
-	int			 open_streams;
+	int			 open_streams;	/* as vmproxy counts them */
+	int			 opening_streams; /* asked for, not yet open */
 	/* vm_list's entry for it as checked text, and the state it is for */
 	struct json_object	*listed;
 	enum vm_state		 listed_state;
