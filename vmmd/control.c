@@ -13,6 +13,7 @@
 #include "log.h"
 #include "preflight.h"
 #include "vmmd.h"
+#include "worker.h"
 
 struct request *control_request_new(struct ipc_conn *, uint32_t);
 
@@ -97,56 +98,94 @@ ctl_stop_workspace(struct request *req, const char *ws)
 	request_reply(req, res);
 }
 
-static void
-ctl_preflight(struct request *req)
-{
-	struct json_object *res = json_object_new_object();
-	struct json_object *arr = json_object_new_array();
-	const struct conf_image *im = env->conf.images.v;
-	struct pf_file *files;
+/*
+ * vmctl preflight hashes every image file (GiBs) and asks NSS about the
+ * uid range: on the worker pool, so that the loop serves every VM
+ * meanwhile.
+ */
+struct preflight_job {
+	struct request	*req;
+	struct pf_conf	 pc;
+	struct pf_file	*files;
 	struct pf_report rep;
-	struct pf_conf pc;
-	size_t nf = 0;
+	int		 rc;
+};
 
-	if ((files = calloc(env->conf.images.n * 3 + 1, sizeof(*files))) ==
-	    NULL)
-		fatal("calloc");
-	for (size_t i = 0; i < env->conf.images.n; i++) {
-		files[nf++] = (struct pf_file){ "rootfs", im[i].rootfs,
-		    im[i].rootfs_sha256 };
-		files[nf++] = (struct pf_file){ "kernel", im[i].kernel,
-		    im[i].kernel_sha256 };
-		files[nf++] = (struct pf_file){ "initrd", im[i].initrd,
-		    im[i].initrd_sha256 };
+static void
+preflight_job_run(void *arg)
+{
+	struct preflight_job *j = arg;
+
+	j->rc = preflight_run(&j->pc, &j->rep);
+}
+
+static void
+preflight_job_done(void *arg)
+{
+	struct preflight_job *j = arg;
+	struct json_object *res, *arr;
+
+	if (j->rc == -1) {
+		request_error(j->req, "internal", "preflight could not run");
+		goto out;
 	}
-	memset(&pc, 0, sizeof(pc));
-	pc.qemu_binary = env->conf.vmmd.qemu;
-	pc.state_dir = env->conf.vmmd.vm_dir;
-	pc.min_free_bytes = (uint64_t)env->conf.vmmd.min_free_mib << 20;
-	pc.uid_base = (uid_t)env->conf.vmmd.uid_base;
-	pc.uid_count = (unsigned)env->conf.vmmd.max_vms;
-	pc.cgroup_parent = env->conf.vmmd.cgroup_parent;
-	pc.files = files;
-	pc.nfiles = nf;
-	if (preflight_run(&pc, &rep) == -1)
-		fatal("preflight");
-	for (size_t i = 0; i < rep.n; i++) {
+	res = json_object_new_object();
+	arr = json_object_new_array();
+	for (size_t i = 0; i < j->rep.n; i++) {
 		struct json_object *o = json_object_new_object();
 
 		json_object_object_add(o, "check",
-		    json_object_new_string(rep.r[i].name));
+		    json_object_new_string(j->rep.r[i].name));
 		json_object_object_add(o, "ok",
-		    json_object_new_boolean(rep.r[i].ok));
+		    json_object_new_boolean(j->rep.r[i].ok));
 		json_object_object_add(o, "message",
-		    json_object_new_string(rep.r[i].msg));
+		    json_object_new_string(j->rep.r[i].msg));
 		json_object_array_add(arr, o);
 	}
 	json_object_object_add(res, "checks", arr);
 	json_object_object_add(res, "failed",
-	    json_object_new_int((int)rep.failed));
-	preflight_free(&rep);
-	free(files);
-	request_reply(req, res);
+	    json_object_new_int((int)j->rep.failed));
+	preflight_free(&j->rep);
+	request_reply(j->req, res);
+out:
+	free(j->files);
+	free(j);
+}
+
+static void
+ctl_preflight(struct request *req)
+{
+	const struct conf_image *im = env->conf.images.v;
+	struct preflight_job *j;
+	size_t nf = 0;
+
+	if ((j = calloc(1, sizeof(*j))) == NULL ||
+	    (j->files = calloc(env->conf.images.n * 3 + 1,
+	    sizeof(*j->files))) == NULL)
+		fatal("calloc");
+	for (size_t i = 0; i < env->conf.images.n; i++) {
+		j->files[nf++] = (struct pf_file){ "rootfs", im[i].rootfs,
+		    im[i].rootfs_sha256 };
+		j->files[nf++] = (struct pf_file){ "kernel", im[i].kernel,
+		    im[i].kernel_sha256 };
+		j->files[nf++] = (struct pf_file){ "initrd", im[i].initrd,
+		    im[i].initrd_sha256 };
+	}
+	j->req = req;
+	j->pc.qemu_binary = env->conf.vmmd.qemu;
+	j->pc.state_dir = env->conf.vmmd.vm_dir;
+	j->pc.min_free_bytes = (uint64_t)env->conf.vmmd.min_free_mib << 20;
+	j->pc.uid_base = (uid_t)env->conf.vmmd.uid_base;
+	j->pc.uid_count = (unsigned)env->conf.vmmd.max_vms;
+	j->pc.cgroup_parent = env->conf.vmmd.cgroup_parent;
+	j->pc.files = j->files;
+	j->pc.nfiles = nf;
+	if (worker_submit(env->workers, preflight_job_run, preflight_job_done,
+	    j) == -1) {
+		request_error(req, "unavailable", "vmmd is shutting down");
+		free(j->files);
+		free(j);
+	}
 }
 
 static void

@@ -374,6 +374,7 @@ vm_op_done(struct vm *vm, const char *code, const char *fmt, ...)
 	vm->op_arg = NULL;
 	vm->op_step = 0;
 	vm->op_seq++;
+	vm->io_then = NULL;	/* a step of this operation, now over */
 	if (vm->boot_timer != NULL)
 		event_del(vm->boot_timer);
 	if (cb != NULL)
@@ -396,12 +397,86 @@ vm_cancel_op(struct vm *vm, const char *code, const char *msg)
 		vm_op_done(vm, code, "%s", msg);
 }
 
+/*
+ * A job on the worker pool is back: the last one lets a teardown finish
+ * or a waiting resume go on.
+ */
+static void
+vm_io_done(struct vm *vm)
+{
+	void (*then)(struct vm *);
+
+	if (--vm->io_pending > 0)
+		return;
+	if (vm->doomed)
+		vm_teardown(vm);
+	else if ((then = vm->io_then) != NULL) {
+		vm->io_then = NULL;
+		then(vm);
+	}
+	vmmd_maybe_exit();
+}
+
+struct cg_job {
+	struct vm	*vm;
+	unsigned	 slot;
+	int		 kill_rc, remove_rc;
+	char		 kill_err[256], remove_err[256];
+};
+
+static void
+cg_job_run(void *arg)
+{
+	struct cg_job *j = arg;
+
+	j->kill_rc = cg_kill(&env->cg, j->slot, j->kill_err,
+	    sizeof(j->kill_err));
+	j->remove_rc = cg_remove(&env->cg, j->slot, j->remove_err,
+	    sizeof(j->remove_err));
+}
+
+static void
+cg_job_done(void *arg)
+{
+	struct cg_job *j = arg;
+	struct vm *vm = j->vm;
+
+	if (j->kill_rc == -1)
+		log_warnx("vm %s: %s", vm->rec.id, j->kill_err);
+	if (j->remove_rc == -1)
+		log_debug("vm %s: %s", vm->rec.id, j->remove_err);
+	free(j);
+	vm_io_done(vm);
+}
+
+/*
+ * Kills whatever is left in the VM's cgroup and removes it, on the worker
+ * pool: cg_kill and cg_remove poll for up to seconds when a process is
+ * slow to die, and the loop serves every other VM meanwhile.  The slot
+ * stays the VM's until then: a teardown, which frees it, waits for
+ * io_pending, and so does a resume, which makes the cgroup again.
+ */
+static void
+vm_cg_clean(struct vm *vm)
+{
+	struct cg_job *j;
+
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		fatal("calloc");
+	j->vm = vm;
+	j->slot = (unsigned)vm->rec.slot;
+	vm->io_pending++;
+	if (worker_submit(env->workers, cg_job_run, cg_job_done, j) == -1) {
+		/* The pool is going (vmmd stops): do it here and now. */
+		cg_job_run(j);
+		cg_job_done(j);
+	}
+}
+
 /* Stops every process of the VM: vmproxy, QEMU, and its cgroup. */
 static void
 vm_kill_processes(struct vm *vm)
 {
-	char err[256];
-
 	proxy_stop(vm);
 	if (vm->vmm != NULL) {
 		vmm_kill(vm->vmm);
@@ -409,11 +484,7 @@ vm_kill_processes(struct vm *vm)
 		vm->vmm = NULL;
 	}
 	vm->guest_up = 0;
-	if (cg_kill(&env->cg, (unsigned)vm->rec.slot, err, sizeof(err)) == -1)
-		log_warnx("vm %s: %s", vm->rec.id, err);
-	if (cg_remove(&env->cg, (unsigned)vm->rec.slot, err, sizeof(err)) ==
-	    -1)
-		log_debug("vm %s: %s", vm->rec.id, err);
+	vm_cg_clean(vm);
 }
 
 /*
@@ -784,12 +855,11 @@ create_disk_done(int rc, const char *err, void *arg)
 {
 	struct vm *vm = arg;
 
-	vm->io_pending--;
 	if (vm->doomed) {
-		if (vm->io_pending == 0)
-			vm_teardown(vm);
+		vm_io_done(vm);
 		return;
 	}
+	vm->io_pending--;
 	create_step(vm, rc, err);
 }
 
@@ -942,17 +1012,7 @@ suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 	}
 	/* On disk: QEMU has exited, vmproxy and the cgroup go too. */
 	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-	proxy_stop(vm);
-	vmm_free(vm->vmm);
-	vm->vmm = NULL;
-	vm->guest_up = 0;
-	{
-		char cerr[256];
-
-		cg_kill(&env->cg, (unsigned)vm->rec.slot, cerr, sizeof(cerr));
-		cg_remove(&env->cg, (unsigned)vm->rec.slot, cerr,
-		    sizeof(cerr));
-	}
+	vm_kill_processes(vm);
 	store_vm_set_generation(env->store, vm->rec.id, vm->rec.generation + 1);
 	vm->rec.generation++;
 	vm_set_state(vm, VM_HIBERNATED, NULL);
@@ -1098,11 +1158,21 @@ restore_done(struct vm *vm, const char *code, const char *msg, void *arg)
 		vm_fail(vm, msg != NULL ? msg : "restore failed");
 }
 
+/* The hibernated half of vm_resume: QEMU from the checkpoint. */
+static void
+vm_restore(struct vm *vm)
+{
+	char cp[PATH_MAX], err[256];
+
+	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
+	if (vm_boot(vm, cp, err, sizeof(err)) == -1)
+		vm_op_done(vm, "unavailable", "restore failed: %s", err);
+}
+
 /* Resumes a paused or hibernated VM; cb when it runs again. */
 static void
 vm_resume(struct vm *vm)
 {
-	char cp[PATH_MAX], err[256];
 
 	if (vm->rec.state == VM_PAUSED) {
 		vm_op_begin(vm, NULL, NULL);
@@ -1112,9 +1182,12 @@ vm_resume(struct vm *vm)
 	}
 	vm_op_begin(vm, restore_done, NULL);
 	vm_set_state(vm, VM_RESUMING, NULL);
-	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-	if (vm_boot(vm, cp, err, sizeof(err)) == -1)
-		vm_op_done(vm, "unavailable", "restore failed: %s", err);
+	/* The cgroup of its last run may still be on its way out. */
+	if (vm->io_pending > 0) {
+		vm->io_then = vm_restore;
+		return;
+	}
+	vm_restore(vm);
 }
 
 static void
@@ -1178,7 +1251,8 @@ vm_ready(struct vm *vm, vm_done_cb cb, void *arg)
  * Removes what is left of a VM whose processes are gone or going: its
  * files, its record and the VM itself, and answers whoever asked for its
  * destruction.  A disk job still writing into its directory is waited
- * for: create_disk_done calls this again when the last one is back.
+ * for, and the cgroup cleanup of its processes: vm_io_done calls this
+ * again when the last job is back.
  */
 static void
 vm_teardown(struct vm *vm)
@@ -1186,8 +1260,10 @@ vm_teardown(struct vm *vm)
 	TAILQ_HEAD(, vm_waiter) list;
 	struct vm_waiter *w;
 
-	vm->doomed = 1;
-	vm_kill_processes(vm);
+	if (!vm->doomed) {
+		vm->doomed = 1;
+		vm_kill_processes(vm);
+	}
 	if (vm->io_pending > 0)
 		return;
 	vm_remove_files(vm);
@@ -1228,9 +1304,8 @@ vm_destroy(struct vm *vm, vm_done_cb cb, void *arg)
 	vm_set_state(vm, VM_DESTROYING, NULL);
 	vm_streams_close(vm, "destroyed");
 	vm_cancel_op(vm, "not_found", "the VM was destroyed");
-	vm_kill_processes(vm);
 	vm_wake_waiters(vm);	/* each hears it is being destroyed */
-	vm_teardown(vm);
+	vm_teardown(vm);	/* kills its processes first */
 }
 
 /* ---- idle and shutdown ------------------------------------------------- */

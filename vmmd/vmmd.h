@@ -109,6 +109,9 @@ struct vm {
 	 * finishing after a destroy finds the VM, not freed memory.
 	 */
 	int			 io_pending;
+	/* Run once io_pending is back to 0 (a resume waits for the
+	 * cleanup of the cgroup it is about to make again). */
+	void			(*io_then)(struct vm *);
 	int			 doomed;	/* torn down once io_pending is 0 */
 	int			 discarded;	/* gone: off env->vms, freed soon */
 	/* Bumped whenever an operation starts or ends: a callback of an

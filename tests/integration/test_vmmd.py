@@ -432,6 +432,17 @@ def wait_for(cond, timeout, what):
     raise RuntimeError("timed out waiting for " + what)
 
 
+def settle(cond, timeout=10):
+    """Waits for cond, quietly: a failed VM's processes are killed at
+    once, but its cgroup is emptied on vmmd's worker pool, so the last
+    of them may still be on its way out when vmmd answers.  The check
+    that follows says whether they went."""
+    try:
+        wait_for(cond, timeout, "processes to go")
+    except RuntimeError:
+        pass
+
+
 # ---- tool helpers ------------------------------------------------------
 
 class Client:
@@ -1005,6 +1016,8 @@ def check_garbage(h, a, vm2, vmgood):
         r = {}
     ok(r.get("state") == "failed" and "protocol" in r.get("failure", ""),
        "that VM is failed, and vmctl status says why", p.stdout)
+    settle(lambda: not any(uid == vm_uid(h, vm2)
+                           for _, uid, _ in h.jail_processes()))
     ok(not any(uid == vm_uid(h, vm2) for _, uid, _ in h.jail_processes()),
        "and nothing of it runs", h.jail_processes())
     log = read(h.vmmd_log)
@@ -1202,6 +1215,7 @@ def check_stop_workspace(h, vm):
     ok(res.get("state") == "failed" and
        res.get("failure") == "stopped by the operator",
        "vmctl status: failed, stopped by the operator", p.stdout)
+    settle(lambda: h.jail_processes() == [])
     ok(h.jail_processes() == [], "nothing of the workspace runs",
        h.jail_processes())
 
