@@ -43,6 +43,7 @@ struct conf_vmmd {
 	long long	 max_streams_per_vm;
 	long long	 max_peer_connections;
 	long long	 max_peer_requests;
+	long long	 console_log_kib;
 };
 
 struct conf_image {

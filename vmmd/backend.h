@@ -32,6 +32,12 @@ struct vm_spec {
 	 */
 	const char		*rundir;
 	int			 tap_fd;	/* -1: no network device at all */
+	/*
+	 * The write end of a pipe for the serial console, which vmproxy
+	 * drains into a bounded console.log; -1: QEMU writes the file in
+	 * rundir itself, without bound (tests of the backend alone).
+	 */
+	int			 console_fd;
 	const struct cg_host	*cg;		/* NULL: no cgroup (tests) */
 };
 

@@ -613,7 +613,7 @@ qvm_spawn(struct qvm *v, const struct vm_spec *s, int incoming, char *err,
 		goto out;
 	}
 	pid = qemu_spawn(a.v, s->cg != NULL ? &cga : NULL, s->uid, s->gid,
-	    be->kvm_gid, s->tap_fd, logfd, err, errlen);
+	    be->kvm_gid, s->tap_fd, s->console_fd, logfd, err, errlen);
 	if (pid == -1)
 		goto out;
 	v->pid = pid;

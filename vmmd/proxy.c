@@ -237,7 +237,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 {
 	struct cg_attach cga;
 	struct proxy *p;
-	char link[PATH_MAX], fdarg[16];
+	char link[PATH_MAX], console[PATH_MAX], fdarg[16], conmax[24];
 	int sp[2], have_cg;
 	pid_t pid;
 
@@ -246,6 +246,13 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		snprintf(err, errlen, "run_dir path too long");
 		return -1;
 	}
+	if ((size_t)snprintf(console, sizeof(console), "%s/%s", vm->rundir,
+	    VMM_CONSOLE_LOG) >= sizeof(console)) {
+		snprintf(err, errlen, "run_dir path too long");
+		return -1;
+	}
+	snprintf(conmax, sizeof(conmax), "%lld",
+	    env->conf.vmmd.console_log_kib * 1024);
 	have_cg = cg_attach_prepare(&env->cg, (unsigned)vm->rec.slot, &cga) ==
 	    0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {
@@ -259,8 +266,8 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		return -1;
 	}
 	if (pid == 0) {
-		char *argv[10];
-		int i = 0, devnull;
+		char *argv[16];
+		int i = 0, devnull, keep = 4;
 
 		/* Its own session: a Ctrl-C meant for vmmd's terminal must
 		 * not reach it, or the VM would fail instead of hibernating. */
@@ -279,13 +286,19 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 			_exit(123);
 		if (dup2(sp[1], 3) == -1)
 			_exit(124);
+		/* QEMU's console pipe, when there is one, as fd 4. */
+		if (vm->console_rd != -1) {
+			if (dup2(vm->console_rd, 4) == -1)
+				_exit(124);
+			keep = 5;
+		}
 		if ((devnull = open("/dev/null", O_RDWR)) == -1 ||
 		    dup2(devnull, 0) == -1 || dup2(devnull, 1) == -1)
 			_exit(125);
 		if (!env->foreground && dup2(devnull, 2) == -1)
 			_exit(125);
 		/* Nothing of vmmd's leaks into the proxy. */
-		syscall(SYS_close_range, 4, ~0U, 0);
+		syscall(SYS_close_range, keep, ~0U, 0);
 		snprintf(fdarg, sizeof(fdarg), "%d", 3);
 		argv[i++] = "vmproxy";
 		if (env->foreground)
@@ -298,11 +311,24 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		argv[i++] = link;
 		argv[i++] = "--vm";
 		argv[i++] = vm->rec.id;
+		if (keep == 5) {
+			argv[i++] = "--console-fd";
+			argv[i++] = "4";
+			argv[i++] = "--console";
+			argv[i++] = console;
+			argv[i++] = "--console-max";
+			argv[i++] = conmax;
+		}
 		argv[i] = NULL;
 		execv(env->conf.vmmd.vmproxy, argv);
 		_exit(127);
 	}
 	close(sp[1]);
+	/* vmproxy has the console pipe now. */
+	if (vm->console_rd != -1) {
+		close(vm->console_rd);
+		vm->console_rd = -1;
+	}
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		fatal("calloc");
 	p->vm = vm;

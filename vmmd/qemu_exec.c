@@ -181,7 +181,9 @@ qemu_build_argv(const struct qemu_conf *conf, const struct vm_spec *s,
 	    argv_add(a, "-mon") == -1 ||
 	    argv_add(a, "chardev=qmp0,mode=control") == -1 ||
 	    argv_add(a, "-chardev") == -1 ||
-	    argv_add(a, "file,id=con0,path=%s/%s", rd, VMM_CONSOLE_LOG) == -1 ||
+	    (s->console_fd != -1 ?
+	    argv_add(a, "file,id=con0,path=/dev/fd/%d", QEMU_CONSOLE_FD) :
+	    argv_add(a, "file,id=con0,path=%s/%s", rd, VMM_CONSOLE_LOG)) == -1 ||
 	    argv_add(a, "-serial") == -1 ||
 	    argv_add(a, "chardev:con0") == -1)
 		goto out;
@@ -275,22 +277,27 @@ child_fail(int pfd, int step)
  */
 static void __attribute__((noreturn))
 child_exec(int pfd, const struct cg_attach *cga, int devnull, int logfd,
-    int tapfd, uid_t uid, gid_t gid, gid_t kvm_gid, char *const argv[])
+    int tapfd, int confd, uid_t uid, gid_t gid, gid_t kvm_gid,
+    char *const argv[])
 {
 	static char *const envp[] = { "PATH=/usr/bin:/bin", "LC_ALL=C", NULL };
+	/* QEMU_TAP_FD and QEMU_CONSOLE_FD, in that order. */
+	int place[2] = { tapfd, confd };
 	gid_t groups[1];
-	int keep = 3, ngroups = 0, n;
+	int keep = QEMU_CONSOLE_FD + 1, ngroups = 0, n;
 
 	/*
-	 * Park the pipe and the TAP fd high first, so that no dup2 below
-	 * can land on them whatever numbers they came with.
+	 * Park the pipe, the TAP fd and the console pipe high first, so
+	 * that no dup2 below can land on them whatever numbers they came
+	 * with.
 	 */
 	if ((n = fcntl(pfd, F_DUPFD_CLOEXEC, CHILD_HIGH_FD)) == -1)
 		child_fail(pfd, 4);
 	pfd = n;
-	if (tapfd != -1 && (tapfd = fcntl(tapfd, F_DUPFD, CHILD_HIGH_FD)) ==
-	    -1)
-		child_fail(pfd, 3);
+	for (int i = 0; i < 2; i++)
+		if (place[i] != -1 && (place[i] = fcntl(place[i], F_DUPFD,
+		    CHILD_HIGH_FD)) == -1)
+			child_fail(pfd, 3);
 	if (setsid() == -1)
 		child_fail(pfd, 0);
 	if (cga != NULL && cg_attach_apply(cga) == -1)
@@ -298,10 +305,12 @@ child_exec(int pfd, const struct cg_attach *cga, int devnull, int logfd,
 	if (dup2(devnull, 0) == -1 || dup2(logfd, 1) == -1 ||
 	    dup2(logfd, 2) == -1)
 		child_fail(pfd, 2);
-	if (tapfd != -1) {
-		if (dup2(tapfd, QEMU_TAP_FD) == -1)
+	/* Each in its place, or its number closed: nothing of vmmd's. */
+	for (int i = 0; i < 2; i++) {
+		if (place[i] != -1 && dup2(place[i], QEMU_TAP_FD + i) == -1)
 			child_fail(pfd, 3);
-		keep = QEMU_TAP_FD + 1;
+		if (place[i] == -1)
+			close(QEMU_TAP_FD + i);
 	}
 	/* Everything else goes: QEMU gets no descriptor of vmmd's. */
 	if (syscall(SYS_close_range, keep, pfd - 1, 0) == -1 ||
@@ -323,7 +332,8 @@ child_exec(int pfd, const struct cg_attach *cga, int devnull, int logfd,
 
 pid_t
 qemu_spawn(char *const argv[], const struct cg_attach *cga, uid_t uid,
-    gid_t gid, gid_t kvm_gid, int tap_fd, int logfd, char *err, size_t errlen)
+    gid_t gid, gid_t kvm_gid, int tap_fd, int console_fd, int logfd,
+    char *err, size_t errlen)
 {
 	struct spawn_err se;
 	int p[2] = { -1, -1 }, devnull;
@@ -341,8 +351,8 @@ qemu_spawn(char *const argv[], const struct cg_attach *cga, uid_t uid,
 		goto out;
 	}
 	if (pid == 0)
-		child_exec(p[1], cga, devnull, logfd, tap_fd, uid, gid,
-		    kvm_gid, argv);
+		child_exec(p[1], cga, devnull, logfd, tap_fd, console_fd, uid,
+		    gid, kvm_gid, argv);
 	close(p[1]);
 	p[1] = -1;
 	/*

@@ -35,6 +35,7 @@
 #define QEMU_OVERHEAD_MIB	768	/* QEMU's own memory beside the guest */
 #define GUEST_CALL_MS		30000
 #define IDLE_TICK_SECONDS	1
+#define CONSOLE_PIPE_BYTES	(1024 * 1024)	/* the default pipe-max-size */
 
 static struct event *idle_tick;
 
@@ -85,6 +86,7 @@ vm_alloc(const struct vm_record *rec)
 	    env->conf.vmmd.run_dir, rec->id);
 	vm->image = conf_find_image(&env->conf, rec->image);
 	vm->last_active = mono_seconds();
+	vm->console_rd = -1;
 	TAILQ_INIT(&vm->ready_waiters);
 	TAILQ_INIT(&vm->destroy_waiters);
 	TAILQ_INIT(&vm->streams);
@@ -162,8 +164,18 @@ vm_streams_forget_conn(struct ipc_conn *conn)
 }
 
 static void
+vm_console_close(struct vm *vm)
+{
+	if (vm->console_rd != -1) {
+		close(vm->console_rd);
+		vm->console_rd = -1;
+	}
+}
+
+static void
 vm_free(struct vm *vm)
 {
+	vm_console_close(vm);
 	vm_streams_count(vm, 0);
 	if (vm->boot_timer != NULL)
 		event_free(vm->boot_timer);
@@ -483,6 +495,7 @@ vm_kill_processes(struct vm *vm)
 		vmm_free(vm->vmm);
 		vm->vmm = NULL;
 	}
+	vm_console_close(vm);
 	vm->guest_up = 0;
 	vm_cg_clean(vm);
 }
@@ -650,6 +663,7 @@ vm_spec(struct vm *vm, struct vm_spec *spec, char *append, size_t applen,
 	spec->disk = disk;
 	spec->rundir = vm->rundir;
 	spec->tap_fd = -1;	/* network on comes with netd */
+	spec->console_fd = -1;	/* vm_boot makes the pipe */
 	spec->cg = &env->cg;
 }
 
@@ -755,7 +769,7 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 	char append[512], disk[PATH_MAX], kernel[PATH_MAX], initrd[PATH_MAX];
 	struct cg_limits lim;
 	struct vm_spec spec;
-	int rc;
+	int rc, con[2];
 
 	memset(&lim, 0, sizeof(lim));
 	lim.memory_bytes = ((uint64_t)vm->rec.memory_mib + QEMU_OVERHEAD_MIB)
@@ -768,6 +782,25 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 		return -1;
 	vm_spec(vm, &spec, append, sizeof(append), disk, kernel, initrd,
 	    sizeof(disk));
+	/*
+	 * The console goes to a pipe that vmproxy drains into a bounded
+	 * file (console_log_kib); until vmproxy runs the pipe holds what
+	 * the boot prints, so it is made large enough for all of that.
+	 */
+	vm_console_close(vm);
+	if (pipe2(con, O_CLOEXEC) == -1) {
+		snprintf(err, errlen, "console pipe: %s", strerror(errno));
+		return -1;
+	}
+	(void)fcntl(con[1], F_SETPIPE_SZ, CONSOLE_PIPE_BYTES);
+	/* QEMU opens it again as /dev/fd/N, as the VM's uid. */
+	if (fchown(con[1], vm->uid, vm->gid) == -1) {
+		snprintf(err, errlen, "console pipe: %s", strerror(errno));
+		close(con[0]);
+		close(con[1]);
+		return -1;
+	}
+	spec.console_fd = con[1];
 	vm->op_step = 0;
 	if (checkpoint == NULL)
 		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_cbs, vm,
@@ -775,10 +808,13 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 	else
 		rc = qemu_backend_ops.restore(env->qemu, &spec, checkpoint,
 		    &vm_cbs, vm, boot_vmm_done, vm, &vm->vmm);
+	close(con[1]);		/* QEMU has its copy */
 	if (rc == -1) {
+		close(con[0]);
 		snprintf(err, errlen, "QEMU: %s", strerror(errno));
 		return -1;
 	}
+	vm->console_rd = con[0];
 	return 0;
 }
 

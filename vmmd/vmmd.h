@@ -101,6 +101,8 @@ struct vm {
 	const struct conf_image	*image;		/* NULL if unconfigured now */
 	struct vmm		*vmm;		/* NULL: no VMM process */
 	struct proxy		*proxy;		/* NULL: no vmproxy */
+	/* The read end of QEMU's console pipe, until vmproxy has it. */
+	int			 console_rd;
 	int			 guest_up;	/* hello since (re)connect */
 	int			 busy;		/* a lifecycle op runs */
 	/*

@@ -28,6 +28,7 @@
 #include <json-c/json.h>
 
 #include "b64.h"
+#include "console.h"
 #include "glink.h"
 #include "guest.h"
 #include "ipc.h"
@@ -50,6 +51,7 @@
  * kills leaves the process waiting for it forever.
  */
 static const char *const vmproxy_syscalls[] = {
+	"ftruncate",		/* console.log keeps its newest bytes */
 #ifdef VMPROXY_SANITIZED
 	"getdents",
 #endif
@@ -1215,7 +1217,8 @@ static const struct ipc_handlers vmmd_handlers = {
 static __attribute__((noreturn)) void
 usage(void)
 {
-	fprintf(stderr, "usage: vmproxy [-dv] --ipc-fd N --link PATH --vm ID\n");
+	fprintf(stderr, "usage: vmproxy [-dv] --ipc-fd N --link PATH --vm ID "
+	    "[--console-fd N --console PATH --console-max BYTES]\n");
 	exit(2);
 }
 
@@ -1226,10 +1229,17 @@ main(int argc, char *argv[])
 		{ "ipc-fd", required_argument, NULL, 'f' },
 		{ "link", required_argument, NULL, 'l' },
 		{ "vm", required_argument, NULL, 'm' },
+		{ "console-fd", required_argument, NULL, 'c' },
+		{ "console", required_argument, NULL, 'C' },
+		{ "console-max", required_argument, NULL, 'M' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const struct privdrop keep_none = { NULL, NULL, 0 };
-	int ch, foreground = 0, verbose = 0, ipc_fd = -1;
+	int ch, foreground = 0, verbose = 0, ipc_fd = -1, con_fd = -1;
+	int con_file = -1;
+	const char *con_path = NULL;
+	long long con_max = 0;
+	struct console *con = NULL;
 	char *end;
 
 	while ((ch = getopt_long(argc, argv, "dv", longopts, NULL)) != -1) {
@@ -1251,11 +1261,26 @@ main(int argc, char *argv[])
 		case 'm':
 			px.vm_id = optarg;
 			break;
+		case 'c':
+			con_fd = (int)strtol(optarg, &end, 10);
+			if (*end != '\0' || con_fd < 3)
+				usage();
+			break;
+		case 'C':
+			con_path = optarg;
+			break;
+		case 'M':
+			con_max = strtoll(optarg, &end, 10);
+			if (*end != '\0' || con_max < 2 || con_max > 1LL << 30)
+				usage();
+			break;
 		default:
 			usage();
 		}
 	}
-	if (ipc_fd == -1 || px.link_path == NULL || px.vm_id == NULL)
+	if (ipc_fd == -1 || px.link_path == NULL || px.vm_id == NULL ||
+	    (con_fd != -1) != (con_path != NULL) ||
+	    (con_fd != -1) != (con_max != 0))
 		usage();
 	log_init("vmproxy", foreground, verbose);
 	signal(SIGPIPE, SIG_IGN);
@@ -1264,6 +1289,10 @@ main(int argc, char *argv[])
 	if (geteuid() == 0)
 		fatalx("vmproxy must not run as root");
 	privdrop(&keep_none);
+	/* Opened before the filter, which has no open of any kind. */
+	if (con_path != NULL && (con_file = open(con_path, O_RDWR | O_CREAT |
+	    O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) == -1)
+		fatal("%s", con_path);
 	sandbox_seccomp(vmproxy_syscalls, sizeof(vmproxy_syscalls) /
 	    sizeof(vmproxy_syscalls[0]) - 1, 0);
 
@@ -1274,6 +1303,9 @@ main(int argc, char *argv[])
 		fatalx("event_base_new");
 	if ((px.g = glink_new(GLINK_ROLE_HOST)) == NULL)
 		fatalx("glink_new");
+	if (con_fd != -1 && (con = console_new(px.base, con_fd, con_file,
+	    (size_t)con_max)) == NULL)
+		fatal("console");
 	px.retry = evtimer_new(px.base, retry_cb, NULL);
 	px.hello_wait = evtimer_new(px.base, hello_wait_cb, NULL);
 	if ((px.vmmd = ipc_conn_new(px.base, ipc_fd, "vmproxy", &vmmd_policy,
@@ -1281,6 +1313,7 @@ main(int argc, char *argv[])
 		fatal("ipc to vmmd");
 	link_connect();
 	event_base_dispatch(px.base);
+	console_free(con);
 	/* A guest that broke the protocol: exit status 3 tells vmmd so. */
 	return px.vmmd != NULL ? 3 : 0;
 }

@@ -241,6 +241,7 @@ bench_qemu(const char *bare)
 	s.memory_mib = GUEST_MIB;
 	s.rundir = rundir;
 	s.tap_fd = -1;
+	s.console_fd = -1;
 	s.cg = &cg;
 	for (i = 0; i < ITER; i++) {
 		memset(&r, 0, sizeof(r));

@@ -132,6 +132,7 @@ spec_init(struct vm_spec *s)
 	s->memory_mib = 64;
 	s->rundir = rundir;
 	s->tap_fd = -1;
+	s->console_fd = -1;
 	s->cg = &cg;
 }
 
@@ -546,6 +547,7 @@ START_TEST(network_on_gets_the_tap_fd)
 	spec_init(&s);
 	s.cg = NULL;
 	s.tap_fd = tap;
+	s.console_fd = -1;
 	ck_assert_int_eq(qemu_backend_ops.start(be, &s, &cbs, &ex, done_cb, &r,
 	    &v), 0);
 	ck_assert(itest_run_until(base, &r.done, 20000));

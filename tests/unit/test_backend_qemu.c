@@ -26,6 +26,7 @@ spec_init(struct vm_spec *s)
 	s->disk = "/var/lib/mcpvm/vms/7/disk.raw";
 	s->rundir = "/run/mcpvm/vm-7";
 	s->tap_fd = -1;
+	s->console_fd = -1;
 }
 
 /* Index of the option opt, or -1; the value is argv[i + 1]. */
@@ -114,6 +115,7 @@ START_TEST(kvm_network_and_incoming)
 
 	spec_init(&s);
 	s.tap_fd = 17;
+	s.console_fd = -1;
 	ck_assert_int_eq(qemu_build_argv(&conf, &s, 1, 1, &a), 0);
 	ck_assert_str_eq(value(&a, "-accel"), "kvm");
 	ck_assert_str_eq(value(&a, "-cpu"), "host");
@@ -122,6 +124,24 @@ START_TEST(kvm_network_and_incoming)
 	ck_assert(has_value(&a, "-device", "virtio-net-pci,netdev=net0"));
 	ck_assert_str_eq(value(&a, "-incoming"), "defer");
 	ck_assert_int_ge(find(&a, "-S", 0), 0);
+	qemu_argv_free(&a);
+}
+END_TEST
+
+/* With a console pipe, QEMU writes the console to it, not to a file. */
+START_TEST(console_goes_to_the_pipe)
+{
+	struct vm_spec s;
+	struct qemu_argv a;
+
+	spec_init(&s);
+	s.console_fd = 23;
+	ck_assert_int_eq(qemu_build_argv(&conf, &s, 0, 0, &a), 0);
+	/* Moved to 4 in the child. */
+	ck_assert(has_value(&a, "-chardev", "file,id=con0,path=/dev/fd/4"));
+	ck_assert(!has_value(&a, "-chardev", "file,id=con0,"
+	    "path=/run/mcpvm/vm-7/console.log"));
+	ck_assert_str_eq(value(&a, "-serial"), "chardev:con0");
 	qemu_argv_free(&a);
 }
 END_TEST
@@ -201,6 +221,7 @@ START_TEST(microvm_uses_mmio_devices)
 	c.machine = "microvm";
 	spec_init(&s);
 	s.tap_fd = 5;
+	s.console_fd = -1;
 	ck_assert_int_eq(qemu_build_argv(&c, &s, 0, 0, &a), 0);
 	ck_assert_str_eq(value(&a, "-machine"), "microvm");
 	ck_assert(has_value(&a, "-device", "virtio-serial-device,id=vser0"));
@@ -218,6 +239,7 @@ suite(void)
 
 	tcase_add_test(tc, tcg_vm_without_network);
 	tcase_add_test(tc, kvm_network_and_incoming);
+	tcase_add_test(tc, console_goes_to_the_pipe);
 	tcase_add_test(tc, firmware_only_has_no_kernel_or_disk);
 	tcase_add_test(tc, commas_in_paths_cannot_add_options);
 	tcase_add_test(tc, refuses_empty_machine);
