@@ -372,7 +372,8 @@ START_TEST(frame_check_cases)
 	    err, sizeof(err)), 0);
 	ck_assert_int_eq(check_payload(IPC_TEST_ECHO, 0, "{\"a\":", 5,
 	    err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "invalid JSON at byte 5: unexpected end of input");
+	ck_assert_str_eq(err, "invalid JSON at byte 5: unexpected end of input "
+	    "(truncated)");
 	ck_assert_int_eq(check_payload(IPC_TEST_ECHO, 0, "{} {}", 5,
 	    err, sizeof(err)), -1);
 	ck_assert_str_eq(err, "invalid JSON at byte 3: unexpected data after "
