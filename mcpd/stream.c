@@ -341,8 +341,8 @@ ws_read_cb(struct bufferevent *bev, void *arg)
 			if (ws_send_control(st, WS_OP_PONG, ev.payload,
 			    ev.len) == -1) {
 				log_warnx("stream %s:%u: workspace %s: %zu "
-				    "bytes of pongs not read by the client; "
-				    "closing", st->vm_id, st->port,
+				    "bytes of pongs queued: control frames "
+				    "not read; closing", st->vm_id, st->port,
 				    st->workspace, st->ctl_bytes);
 				stream_close(st, WS_CLOSE_POLICY,
 				    "control frames not read");
