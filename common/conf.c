@@ -208,6 +208,10 @@ static const struct cfg_key mcpd_keys[] = {
 	{ "stream_rate_bytes", CFG_INT, MK(stream_rate_bytes), 0, "33554432",
 	    0, 1073741824, NULL,
 	    "bytes per second per direction of one stream; 0: unlimited" },
+	{ "stream_control_queue_bytes", CFG_INT,
+	    MK(stream_control_queue_bytes), 0, "16384", 256, 1048576, NULL,
+	    "bytes of WebSocket replies (pongs) queued for a client that does "
+	    "not read them, before the stream is closed" },
 };
 
 #define NKEYS(t)	(sizeof(t) / sizeof((t)[0]))

@@ -99,6 +99,7 @@ struct conf_mcpd {
 	long long	 session_idle_timeout;
 	long long	 tool_timeout;
 	long long	 stream_rate_bytes;	/* per direction; 0 = unlimited */
+	long long	 stream_control_queue_bytes;	/* unread pongs */
 };
 
 struct mcpvm_conf {

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "glink.h"
+#include "jsonx.h"
+#include "utf8.h"
 
 #define CH_OPENING	0x01	/* OPEN sent/received, no OPEN_OK yet */
 #define CH_LOCAL_EOF	0x02
@@ -874,85 +876,37 @@ glink_feed(struct glink *l, const void *buf, size_t n, glink_cb cb, void *arg)
 
 /* JSON */
 
+/*
+ * Text for C: valid UTF-8 (common/utf8, the one validator) and no NUL.  A
+ * name kept for vmproxy; new code calls utf8_valid.
+ */
 int
 glink_utf8_valid(const void *buf, size_t n)
 {
-	const uint8_t *s = buf;
-	size_t i = 0;
-
-	while (i < n) {
-		uint8_t c = s[i];
-		uint32_t cp;
-		size_t k, need;
-
-		if (c < 0x80) {
-			if (c == 0)
-				return 0;
-			i++;
-			continue;
-		}
-		if (c >= 0xc2 && c <= 0xdf) {
-			need = 1;
-			cp = c & 0x1f;
-		} else if (c >= 0xe0 && c <= 0xef) {
-			need = 2;
-			cp = c & 0x0f;
-		} else if (c >= 0xf0 && c <= 0xf4) {
-			need = 3;
-			cp = c & 0x07;
-		} else
-			return 0;
-		if (n - i <= need)
-			return 0;
-		for (k = 1; k <= need; k++) {
-			if ((s[i + k] & 0xc0) != 0x80)
-				return 0;
-			cp = cp << 6 | (s[i + k] & 0x3f);
-		}
-		if ((need == 2 && (cp < 0x800 || (cp >= 0xd800 &&
-		    cp <= 0xdfff))) || (need == 3 && (cp < 0x10000 ||
-		    cp > 0x10ffff)))
-			return 0;
-		i += need + 1;
-	}
-	return 1;
+	return memchr(buf, '\0', n) == NULL && utf8_valid(buf, n);
 }
 
+/* Strictly, by common/jsonx like every other peer's JSON. */
 struct json_object *
 glink_json_parse(const void *buf, size_t n, char *err, size_t errlen)
 {
-	struct json_tokener *tok;
-	struct json_object *o = NULL;
-	enum json_tokener_error jerr;
+	struct jsonx_err jerr;
+	struct json_object *o;
 
 	if (n == 0 || n > GLINK_MAX_PAYLOAD) {
 		snprintf(err, errlen, "control message of %zu bytes", n);
 		return NULL;
 	}
-	if ((tok = json_tokener_new_ex(GLINK_JSON_DEPTH)) == NULL) {
-		snprintf(err, errlen, "out of memory");
+	if ((o = jsonx_parse(buf, n, GLINK_JSON_DEPTH, &jerr)) == NULL) {
+		snprintf(err, errlen, "control message is not JSON: %s",
+		    jerr.msg);
 		return NULL;
 	}
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
-	    JSON_TOKENER_VALIDATE_UTF8);
-	o = json_tokener_parse_ex(tok, buf, (int)n);
-	jerr = json_tokener_get_error(tok);
-	if (o == NULL || jerr != json_tokener_success) {
-		snprintf(err, errlen, "control message is not JSON: %s",
-		    jerr == json_tokener_continue ? "truncated" :
-		    json_tokener_error_desc(jerr));
-		json_object_put(o);
-		o = NULL;
-	} else if (json_tokener_get_parse_end(tok) != n) {
-		snprintf(err, errlen, "trailing bytes after the JSON object");
-		json_object_put(o);
-		o = NULL;
-	} else if (!json_object_is_type(o, json_type_object)) {
+	if (!json_object_is_type(o, json_type_object)) {
 		snprintf(err, errlen, "control message is not a JSON object");
 		json_object_put(o);
-		o = NULL;
+		return NULL;
 	}
-	json_tokener_free(tok);
 	return o;
 }
 

@@ -113,9 +113,10 @@ void	 glink_out_consume(struct glink *, size_t);
 ssize_t	 glink_flush(struct glink *, int);
 
 /*
- * Channel 0 JSON: glink_json_parse() takes exactly len bytes (no NUL needed),
- * refuses nesting deeper than GLINK_JSON_DEPTH, trailing bytes and anything
- * but an object.  Getters type-check one field: they return 1 when present
+ * Channel 0 JSON: glink_json_parse() takes exactly len bytes (no NUL needed)
+ * and parses them with jsonx_parse (common/jsonx: strict grammar and UTF-8,
+ * int64 and finite numbers), refusing nesting deeper than GLINK_JSON_DEPTH,
+ * trailing bytes and anything but an object.  Getters type-check one field: they return 1 when present
  * and valid, 0 when absent (an error if required), -1 with err filled when
  * wrong.  Strings must be valid UTF-8 without NUL and at most max bytes.
  */
@@ -146,6 +147,7 @@ struct glink_reply {
 int	 glink_reply_decode(struct json_object *, struct glink_reply *,
 	    char *, size_t);
 
+/* Valid UTF-8 (utf8_valid, common/utf8) without NUL: text C can use. */
 int	 glink_utf8_valid(const void *, size_t);
 
 #endif

@@ -631,7 +631,10 @@ ipc_recv(int sock, struct ipc_reader *r, void *buf, size_t want,
 		nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (i = 0; i < nfd; i++) {
 			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			if (bad || ipc_reader_add_fd(r, fd, err) == -1)
+			/* Every one received is ours to keep or close. */
+			if (bad)
+				close(fd);
+			else if (ipc_reader_add_fd(r, fd, err) == -1)
 				bad = 1;
 		}
 	}

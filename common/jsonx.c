@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,7 +320,7 @@ scan_container(struct scan *s, size_t depth)
 			span->len = s->pos - span->off;
 		skip_ws(s);
 		if (s->pos >= s->len)
-			return fail(s, "unexpected end of input");
+			return fail(s, "unexpected end of input (truncated)");
 		if (s->buf[s->pos] == close) {
 			s->pos++;
 			return 0;
@@ -336,7 +337,7 @@ scan_value(struct scan *s, size_t depth)
 {
 	skip_ws(s);
 	if (s->pos >= s->len)
-		return fail(s, "unexpected end of input");
+		return fail(s, "unexpected end of input (truncated)");
 	switch (s->buf[s->pos]) {
 	case '{':
 	case '[':
@@ -494,37 +495,113 @@ jsonx_members_find(const struct jsonx_members *mem, const char *buf,
 	return found;
 }
 
-json_object *
-jsonx_parse(const char *buf, size_t len, size_t max_depth,
-    struct jsonx_err *err)
+/*
+ * One tokener per thread, kept between texts: a request or frame then costs
+ * no tokener allocation.  A thread's tokener is freed when the thread ends.
+ */
+static pthread_key_t	 tok_key;
+static pthread_once_t	 tok_once = PTHREAD_ONCE_INIT;
+static int		 tok_key_ok;
+
+struct tok_cache {
+	struct json_tokener	*tok;
+	int			 depth;
+};
+
+static void
+tok_cache_free(void *p)
+{
+	struct tok_cache *tc = p;
+
+	if (tc->tok != NULL)
+		json_tokener_free(tc->tok);
+	free(tc);
+}
+
+static void
+tok_key_init(void)
+{
+	tok_key_ok = pthread_key_create(&tok_key, tok_cache_free) == 0;
+}
+
+static struct json_tokener *
+tokener(int depth)
+{
+	struct tok_cache *tc;
+
+	(void)pthread_once(&tok_once, tok_key_init);
+	if (!tok_key_ok)
+		return NULL;
+	if ((tc = pthread_getspecific(tok_key)) == NULL) {
+		if ((tc = calloc(1, sizeof(*tc))) == NULL)
+			return NULL;
+		if (pthread_setspecific(tok_key, tc) != 0) {
+			free(tc);
+			return NULL;
+		}
+	}
+	if (tc->tok != NULL && tc->depth != depth) {
+		json_tokener_free(tc->tok);
+		tc->tok = NULL;
+	}
+	if (tc->tok == NULL) {
+		if ((tc->tok = json_tokener_new_ex(depth)) == NULL)
+			return NULL;
+		tc->depth = depth;
+		json_tokener_set_flags(tc->tok, JSON_TOKENER_STRICT);
+	}
+	json_tokener_reset(tc->tok);
+	return tc->tok;
+}
+
+int
+jsonx_parse_value(const char *buf, size_t len, size_t max_depth,
+    json_object **out, struct jsonx_err *err)
 {
 	struct scan	 s;
-	struct json_tokener *tok = NULL;
+	struct json_tokener *tok;
 	json_object	*obj = NULL;
+	enum json_tokener_error jerr;
 
+	*out = NULL;
 	if (check_text(buf, len, max_depth, NULL, &s, err) == -1)
-		return NULL;
+		return -1;
 
 	/*
 	 * From here on json-c sees only text the grammar check accepted, so
 	 * a json-c failure (reported as such) is a bug the fuzzer looks for.
 	 * It counts a scalar inside the deepest container as a level.
 	 */
-	if ((tok = json_tokener_new_ex((int)s.max_depth + 2)) == NULL) {
+	if ((tok = tokener((int)s.max_depth + 2)) == NULL) {
 		seterr(err, "out of memory");
-		return NULL;
+		return -1;
 	}
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	obj = json_tokener_parse_ex(tok, buf, (int)len);
 	/* A number at the very end needs a terminator to be complete. */
 	if (obj == NULL && json_tokener_get_error(tok) == json_tokener_continue)
 		obj = json_tokener_parse_ex(tok, "", 1);
-	if (obj == NULL && json_tokener_get_error(tok) == json_tokener_success)
+	jerr = json_tokener_get_error(tok);
+	json_tokener_reset(tok);
+	if (jerr != json_tokener_success) {
+		json_object_put(obj);
+		seterr(err, "invalid JSON (json-c): %s",
+		    json_tokener_error_desc(jerr));
+		return -1;
+	}
+	*out = obj;		/* NULL: the text was null */
+	return 0;
+}
+
+json_object *
+jsonx_parse(const char *buf, size_t len, size_t max_depth,
+    struct jsonx_err *err)
+{
+	json_object	*obj;
+
+	if (jsonx_parse_value(buf, len, max_depth, &obj, err) == -1)
+		return NULL;
+	if (obj == NULL)
 		seterr(err, "$: expected a value other than null");
-	else if (obj == NULL)
-		seterr(err, "invalid JSON (json-c): %s", json_tokener_error_desc(
-		    json_tokener_get_error(tok)));
-	json_tokener_free(tok);
 	return obj;
 }
 

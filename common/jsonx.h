@@ -2,7 +2,8 @@
  * Strict JSON for everything mcpvm accepts from a peer: a parser that
  * refuses what RFC 8259 refuses (json-c alone accepts NaN, single quotes,
  * trailing commas in places, huge integers clamped to INT64_MAX) and typed
- * getters that never coerce.  Used by mcpd, vmmd, authd and netd.
+ * getters that never coerce.  Used by mcpd, vmmd, vmproxy, authd, netd
+ * and, through glink, guestd: the one JSON layer.
  */
 #ifndef MCPVM_JSONX_H
 #define MCPVM_JSONX_H
@@ -31,6 +32,14 @@ struct jsonx_err {
  * top-level null is refused, since json-c represents it as NULL.
  */
 json_object	*jsonx_parse(const char *buf, size_t len, size_t max_depth,
+		    struct jsonx_err *err);
+/*
+ * jsonx_parse for text where a top-level null is a value like any other:
+ * 0 with *out a new reference, or NULL when the text was null; -1 with
+ * err->msg set (and *out NULL) when it is not JSON jsonx_parse accepts.
+ */
+int		 jsonx_parse_value(const char *buf, size_t len,
+		    size_t max_depth, json_object **out,
 		    struct jsonx_err *err);
 /* The same, and the top-level value must be an object. */
 json_object	*jsonx_parse_object(const char *buf, size_t len,

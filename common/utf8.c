@@ -66,10 +66,15 @@ classify(const uint8_t *s, size_t len, size_t *n)
 	return SEQ_OK;
 }
 
-int
-utf8_valid(const uint8_t *buf, size_t len)
+/*
+ * How far buf is valid UTF-8, and what stopped the scan there (SEQ_OK when
+ * it reached the end).  The one loop behind utf8_valid and utf8_feed.
+ */
+static size_t
+valid_prefix(const uint8_t *buf, size_t len, enum seq *stop)
 {
 	size_t	 i = 0, n;
+	enum seq r;
 
 	while (i < len) {
 		/* The ASCII fast path matters: most JSON and output is ASCII. */
@@ -86,11 +91,63 @@ utf8_valid(const uint8_t *buf, size_t len)
 			i++;
 			continue;
 		}
-		if (classify(buf + i, len - i, &n) != SEQ_OK)
-			return 0;
+		if ((r = classify(buf + i, len - i, &n)) != SEQ_OK) {
+			*stop = r;
+			return i;
+		}
 		i += n;
 	}
-	return 1;
+	*stop = SEQ_OK;
+	return i;
+}
+
+int
+utf8_valid(const uint8_t *buf, size_t len)
+{
+	enum seq stop;
+
+	return valid_prefix(buf, len, &stop) == len;
+}
+
+int
+utf8_feed(struct utf8_stream *st, const uint8_t *buf, size_t len)
+{
+	size_t	 i = 0, n, at;
+	enum seq stop;
+
+	if (st->bad)
+		return -1;
+	/* First the character the last piece ended inside of. */
+	while (st->npend > 0 && i < len) {
+		st->pend[st->npend++] = buf[i++];
+		switch (classify(st->pend, st->npend, &n)) {
+		case SEQ_OK:
+			st->npend = 0;
+			break;
+		case SEQ_INVALID:
+			st->bad = 1;
+			return -1;
+		case SEQ_INCOMPLETE:
+			break;
+		}
+	}
+	at = i + valid_prefix(buf + i, len - i, &stop);
+	if (stop == SEQ_INVALID) {
+		st->bad = 1;
+		return -1;
+	}
+	if (stop == SEQ_INCOMPLETE) {
+		/* A valid start cut by the end: under UTF8_SEQ_MAX bytes. */
+		st->npend = len - at;
+		memcpy(st->pend, buf + at, st->npend);
+	}
+	return 0;
+}
+
+int
+utf8_complete(const struct utf8_stream *st)
+{
+	return !st->bad && st->npend == 0;
 }
 
 void

@@ -1,7 +1,7 @@
 /*
  * Strict UTF-8 checking and the window decoder behind vm_job_output's text
- * mode.  Pure functions with no process state; used by mcpd and vmmd (and by
- * jsonx for every JSON text it accepts).
+ * mode.  Pure functions with no process state; used by mcpd, vmmd, vmproxy and
+ * glink (and by jsonx for every JSON text it accepts): the one UTF-8 layer.
  */
 #ifndef MCPVM_UTF8_H
 #define MCPVM_UTF8_H
@@ -18,6 +18,21 @@
  * no truncated sequence.  U+0000 is valid.
  */
 int	utf8_valid(const uint8_t *buf, size_t len);
+
+/*
+ * The same check over text that arrives in pieces (WebSocket text frames):
+ * a character may be split between pieces.  utf8_feed returns 0 while
+ * everything fed so far can still be valid, -1 (and forever after) once it
+ * cannot; utf8_complete says whether it also ends on a character boundary.
+ * Zero a struct utf8_stream to start.
+ */
+struct utf8_stream {
+	uint8_t	 pend[UTF8_SEQ_MAX];	/* a character cut by the last piece */
+	uint8_t	 npend;
+	uint8_t	 bad;
+};
+int	utf8_feed(struct utf8_stream *, const uint8_t *buf, size_t len);
+int	utf8_complete(const struct utf8_stream *);
 
 /*
  * Replace each byte of every ill-formed sequence in a NUL-terminated string

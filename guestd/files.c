@@ -1,7 +1,10 @@
 /*
  * guestd: file_read and file_write beneath the workspace.  Paths resolve
  * with openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), so neither "..", an
- * absolute path nor a symlink planted by a job can lead outside it.
+ * absolute path nor a symlink planted by a job can lead outside it; and
+ * every operation runs with the workspace user's filesystem uid and gid, so
+ * that what a job plants (a hard link to a root-only file, a directory
+ * swapped between two calls) gets it nothing uid 1000 could not do itself.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -9,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
+#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -94,15 +99,57 @@ ws_root(char *err, size_t errlen)
 	return fd;
 }
 
+/* Escapes, and what the workspace user may not touch. */
 static int
 is_forbidden(void)
 {
-	return errno == ELOOP || errno == EXDEV;
+	return errno == ELOOP || errno == EXDEV || errno == EACCES ||
+	    errno == EPERM;
+}
+
+/*
+ * Takes the workspace user's filesystem credentials (and, once, drops
+ * supplementary groups, which jobs do not have either): the kernel then
+ * checks every open and creates everything as uid 1000, so nothing is
+ * chowned by name afterwards.  *saved gets what fs_leave restores.
+ */
+struct fscred {
+	uid_t	 uid;
+	gid_t	 gid;
+};
+
+static int
+fs_enter(struct fscred *saved, char *err, size_t errlen)
+{
+	if (getgroups(0, NULL) > 0 && setgroups(0, NULL) == -1) {
+		snprintf(err, errlen, "setgroups: %s", strerror(errno));
+		return -1;
+	}
+	saved->gid = (gid_t)setfsgid(opts.gid);
+	saved->uid = (uid_t)setfsuid(opts.uid);
+	/* setfsuid reports nothing; asking again says whether it held. */
+	if ((uid_t)setfsuid((uid_t)-1) != opts.uid ||
+	    (gid_t)setfsgid((gid_t)-1) != opts.gid) {
+		setfsuid(saved->uid);
+		setfsgid(saved->gid);
+		snprintf(err, errlen, "cannot act as uid %u gid %u",
+		    (unsigned)opts.uid, (unsigned)opts.gid);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+fs_leave(const struct fscred *saved)
+{
+	setfsuid(saved->uid);
+	setfsgid(saved->gid);
 }
 
 /*
  * Opens directory rel beneath the workspace ("" is the workspace itself);
- * with create, missing components are made, owned by the dev user.
+ * with create, missing components are made, owned by the dev user because
+ * files_write calls this with its filesystem credentials.
  */
 int
 ws_open_dir(const char *rel, int create, char *err, size_t errlen)
@@ -145,12 +192,9 @@ ws_open_dir(const char *rel, int create, char *err, size_t errlen)
 			continue;
 		next = openat2_beneath(fd, comp, O_RDONLY | O_DIRECTORY, 0);
 		if (next == -1 && errno == ENOENT) {
+			/* No chown by name: whatever is there by then is
+			 * opened as a directory, beneath, or refused. */
 			if (mkdirat(fd, comp, 0755) == -1 && errno != EEXIST) {
-				resolve_error(rel, err, errlen);
-				goto fail;
-			}
-			if (fchownat(fd, comp, opts.uid, opts.gid,
-			    AT_SYMLINK_NOFOLLOW) == -1) {
 				resolve_error(rel, err, errlen);
 				goto fail;
 			}
@@ -176,6 +220,7 @@ struct json_object *
 files_read(const struct req *r, uint8_t **body, size_t *body_len)
 {
 	struct json_object *o = NULL;
+	struct fscred cred;
 	char err[512];
 	struct stat st;
 	uint8_t *buf = NULL;
@@ -185,8 +230,12 @@ files_read(const struct req *r, uint8_t **body, size_t *body_len)
 
 	if (check_path(r->path, 0, err, sizeof(err)) == -1)
 		return reply_error(r->id, "forbidden_path", "%s", err);
-	if ((root = ws_root(err, sizeof(err))) == -1)
+	if (fs_enter(&cred, err, sizeof(err)) == -1)
+		return reply_error(r->id, "internal", "%s", err);
+	if ((root = ws_root(err, sizeof(err))) == -1) {
+		fs_leave(&cred);
 		return reply_error(r->id, "io_error", "%s", err);
+	}
 	/* O_NONBLOCK: a FIFO must not hang the open. */
 	fd = openat2_beneath(root, r->path, O_RDONLY | O_NOFOLLOW |
 	    O_NONBLOCK | O_NOCTTY, 0);
@@ -199,6 +248,13 @@ files_read(const struct req *r, uint8_t **body, size_t *body_len)
 	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
 		o = reply_error(r->id, "invalid_argument", "path \"%s\" is not "
 		    "a regular file", r->path);
+		goto out;
+	}
+	/* A second name for someone else's file: not the workspace's. */
+	if (st.st_nlink > 1 && st.st_uid != opts.uid) {
+		o = reply_error(r->id, "forbidden_path", "path \"%s\" is a "
+		    "hard link to a file uid %u does not own", r->path,
+		    (unsigned)opts.uid);
 		goto out;
 	}
 	if (st.st_size > (off_t)GUEST_MAX_FILE) {
@@ -242,6 +298,7 @@ out:
 	if (fd != -1)
 		close(fd);
 	close(root);
+	fs_leave(&cred);
 	return o;
 }
 
@@ -249,6 +306,7 @@ struct json_object *
 files_write(const struct req *r)
 {
 	struct json_object *o = NULL;
+	struct fscred cred;
 	char err[512], *dir = NULL, tmp[NAME_MAX + 1];
 	const char *name, *slash;
 	struct stat st;
@@ -269,6 +327,10 @@ files_write(const struct req *r)
 	if ((dir = strndup(r->path, slash != NULL ? (size_t)(slash - r->path) :
 	    0)) == NULL)
 		return reply_error(r->id, "internal", "out of memory");
+	if (fs_enter(&cred, err, sizeof(err)) == -1) {
+		free(dir);
+		return reply_error(r->id, "internal", "%s", err);
+	}
 	if ((dfd = ws_open_dir(dir, r->create_parents, err, sizeof(err))) ==
 	    -1) {
 		o = reply_error(r->id, is_forbidden() ? "forbidden_path" :
@@ -296,8 +358,9 @@ files_write(const struct req *r)
 	    (unsigned long long)rnd);
 	if ((fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 	    O_CLOEXEC, 0600)) == -1) {
-		o = reply_error(r->id, "io_error", "create in \"%s\": %s", dir,
-		    strerror(errno));
+		o = reply_error(r->id, is_forbidden() ? "forbidden_path" :
+		    "io_error", "create in \"%s\": %s", dir[0] != '\0' ? dir :
+		    ".", strerror(errno));
 		goto out;
 	}
 	while (off < r->body_len) {
@@ -308,6 +371,7 @@ files_write(const struct req *r)
 			break;
 		off += (size_t)n;
 	}
+	/* Created as the user already; the group too, whatever the dir's. */
 	if (off < r->body_len || fchown(fd, opts.uid, opts.gid) == -1 ||
 	    fchmod(fd, mode) == -1 || fsync(fd) == -1 ||
 	    renameat(dfd, tmp, dfd, name) == -1) {
@@ -324,6 +388,7 @@ out:
 		close(fd);
 	if (dfd != -1)
 		close(dfd);
+	fs_leave(&cred);
 	free(dir);
 	return o;
 }

@@ -309,11 +309,28 @@ link_io(int fd, short revents, void *arg)
 static void
 listen_io(int fd, short revents, void *arg)
 {
+	struct sockaddr_vm peer, local;
+	socklen_t plen = sizeof(peer), llen = sizeof(local);
 	int c;
 
-	if ((c = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) == -1)
+	memset(&peer, 0, sizeof(peer));
+	memset(&local, 0, sizeof(local));
+	if ((c = accept4(fd, (struct sockaddr *)&peer, &plen,
+	    SOCK_NONBLOCK | SOCK_CLOEXEC)) == -1)
 		return;
-	/* A new connection means the host's old one is gone. */
+	/*
+	 * A guest program may connect too; only the host is the link, and
+	 * it must not cost the host's link.
+	 */
+	if (getsockname(c, (struct sockaddr *)&local, &llen) == -1 ||
+	    !vsock_peer_is_host((struct sockaddr *)&peer, plen,
+	    (struct sockaddr *)&local, llen)) {
+		log_warnx("link: refused a vsock connection from cid %u "
+		    "port %u: not the host", peer.svm_cid, peer.svm_port);
+		close(c);
+		return;
+	}
+	/* A new connection from the host means its old one is gone. */
 	if (link_fd != -1)
 		link_drop("host reconnected");
 	link_set_up(c);

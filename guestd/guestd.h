@@ -8,6 +8,7 @@
 
 #include <poll.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <json-c/json.h>
@@ -44,6 +45,14 @@ int	 link_is_up(void);
 void	 link_reply(struct json_object *, const void *, size_t);
 void	 guestd_shutdown(void);
 void	 guestd_hello(struct json_object *);
+
+/*
+ * Link peers (vsockpeer.c): 1 when an accepted vsock connection comes from
+ * the host (VMADDR_CID_HOST) to GUEST_VSOCK_PORT, else 0.  Anything else
+ * is a guest program trying to pass for the host.
+ */
+int	 vsock_peer_is_host(const struct sockaddr *peer, socklen_t peerlen,
+	    const struct sockaddr *local, socklen_t locallen);
 
 /* Requests (request.c): decoding of channel 0 messages, fuzzed. */
 enum req_op {

@@ -237,6 +237,35 @@ read_boot_id(char *out, size_t len)
 	}
 }
 
+static int	in_initial_pidns(void);
+
+/*
+ * The kernel's defaults (0) let uid 1000 hard-link any file it can name,
+ * root's included, into /workspace, and follow others' symlinks in sticky
+ * directories; no systemd in the guest raises them.  Only in the VM's own
+ * kernel: in a test harness's pid namespace these are the host's.
+ */
+static void
+init_fs_protections(void)
+{
+	static const char *const keys[] = {
+		"/proc/sys/fs/protected_hardlinks",
+		"/proc/sys/fs/protected_symlinks",
+	};
+	size_t i;
+	int fd;
+
+	if (!in_initial_pidns())
+		return;
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if ((fd = open(keys[i], O_WRONLY | O_CLOEXEC)) == -1 ||
+		    write(fd, "1\n", 2) != 2)
+			log_warn("%s", keys[i]);
+		if (fd != -1)
+			close(fd);
+	}
+}
+
 void
 init_system(void)
 {
@@ -257,6 +286,7 @@ init_system(void)
 	do_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	do_mount("cgroup2", "/sys/fs/cgroup", "cgroup2",
 	    MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	init_fs_protections();
 	if (cmdline_get("mcpvm.hostname", val, sizeof(val)) == NULL)
 		snprintf(val, sizeof(val), "mcpvm");
 	if (sethostname(val, strlen(val)) == -1)

@@ -32,6 +32,7 @@ config_defaults(struct mcpd_config *cfg)
 	cfg->session_idle_timeout = 3600;
 	cfg->tool_timeout = 900;
 	cfg->stream_rate_bytes = 33554432;
+	cfg->stream_control_queue_bytes = 16384;
 	strcpy(cfg->user, "mcpvm");
 	strcpy(cfg->authd_socket, "/run/mcpvm/authd.sock");
 	strcpy(cfg->vmmd_socket, "/run/mcpvm/vmmd.sock");
@@ -179,6 +180,8 @@ config_load(struct mcpd_config *cfg, const char *path, char *err,
 	cfg->session_idle_timeout = (unsigned int)c->session_idle_timeout;
 	cfg->tool_timeout = (unsigned int)c->tool_timeout;
 	cfg->stream_rate_bytes = (size_t)c->stream_rate_bytes;
+	cfg->stream_control_queue_bytes =
+	    (size_t)c->stream_control_queue_bytes;
 	rc = config_finish(cfg, err, errlen);
 out:
 	conf_free(&conf);

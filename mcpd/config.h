@@ -44,6 +44,7 @@ struct mcpd_config {
 	unsigned int	session_idle_timeout;	/* s */
 	unsigned int	tool_timeout;		/* s a backend call may take */
 	size_t		stream_rate_bytes;	/* per direction; 0 = no limit */
+	size_t		stream_control_queue_bytes;	/* pongs not read */
 
 	char		user[64];
 	char		authd_socket[256];

@@ -3,6 +3,7 @@
  * Every input here comes straight from the network.
  */
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -189,10 +190,41 @@ host_allowed(const struct mcpd_config *cfg, const char *host)
 	return 0;
 }
 
+/*
+ * An Origin's host and port against allowed_hosts.  An origin is scheme,
+ * host and port, so an entry without a port means the scheme's default
+ * port here (80 for http, 443 for https), not any port: another service on
+ * the same name is another origin.
+ */
+static int
+origin_host_allowed(const struct mcpd_config *cfg, const char *hostport,
+    long defport)
+{
+	const char *name, *port, *ename, *eport;
+	size_t namelen, enamelen, i;
+	long want, have;
+
+	if (host_split(hostport, &name, &namelen, &port) == -1)
+		return 0;
+	have = port != NULL ? strtol(port, NULL, 10) : defport;
+	for (i = 0; i < cfg->nallowed_hosts; i++) {
+		const char *e = cfg->allowed_hosts[i];
+
+		if (host_split(e, &ename, &enamelen, &eport) == -1)
+			continue;
+		if (enamelen != namelen ||
+		    strncasecmp(ename, name, namelen) != 0)
+			continue;
+		want = eport != NULL ? strtol(eport, NULL, 10) : defport;
+		if (have == want)
+			return 1;
+	}
+	return 0;
+}
+
 int
 origin_allowed(const struct mcpd_config *cfg, const char *origin)
 {
-	const char *hostport = NULL;
 	size_t i;
 
 	if (origin == NULL)
@@ -201,15 +233,14 @@ origin_allowed(const struct mcpd_config *cfg, const char *origin)
 		if (strcasecmp(cfg->allowed_origins[i], origin) == 0)
 			return 1;
 	/*
-	 * Our own origin (scheme and an allowed Host, port included) is not
-	 * foreign: a rebinding attacker's page carries its own name.
+	 * Our own origin (scheme and an allowed Host) is not foreign: a
+	 * rebinding attacker's page carries its own name.
 	 */
 	if (strncasecmp(origin, "http://", 7) == 0)
-		hostport = origin + 7;
-	else if (strncasecmp(origin, "https://", 8) == 0)
-		hostport = origin + 8;
-	return hostport != NULL && strchr(hostport, ':') != NULL &&
-	    host_allowed(cfg, hostport);
+		return origin_host_allowed(cfg, origin + 7, 80);
+	if (strncasecmp(origin, "https://", 8) == 0)
+		return origin_host_allowed(cfg, origin + 8, 443);
+	return 0;
 }
 
 /* RFC 6750 b64token: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=" */

@@ -10,7 +10,6 @@
 
 #include "mcp.h"
 #include "schema.h"
-#include "jsonv.h"
 #include "jsonx.h"
 #include "log.h"
 
@@ -44,65 +43,25 @@ mcp_negotiate_version(const char *requested)
 	return MCP_VERSION_LATEST;
 }
 
-struct json_object *
-mcp_json_parse(const char *buf, size_t len, const char **why)
+int
+mcp_json_parse(const char *buf, size_t len, struct json_object **out,
+    struct jsonx_err *err)
 {
-	/* One tokener, reset for each body: mcpd has one thread. */
-	static struct json_tokener *tok;
-	struct json_object *obj = NULL;
-	enum json_tokener_error jerr;
-	size_t off;
+	return jsonx_parse_value(buf, len, MCP_JSON_DEPTH, out, err);
+}
 
-	*why = NULL;
-	if (len > (size_t)INT32_MAX) {
-		*why = "body too large";
-		return NULL;
-	}
-	/* json-c accepts extensions (single quotes...) and lets overlong
-	 * UTF-8 through: check the syntax strictly first. */
-	if (jsonv_check(buf, len, why, &off) == -1)
-		return NULL;
-	if (tok == NULL && (tok = json_tokener_new_ex(MCP_JSON_DEPTH)) ==
-	    NULL) {
-		*why = "out of memory";
-		return NULL;
-	}
-	json_tokener_reset(tok);
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
-	    JSON_TOKENER_VALIDATE_UTF8);
-	obj = json_tokener_parse_ex(tok, buf, (int)len);
-	jerr = json_tokener_get_error(tok);
-	off = json_tokener_get_parse_end(tok);
-	if (obj == NULL && jerr == json_tokener_continue && off == len) {
-		/* A bare number only ends at the end of input: say so. */
-		obj = json_tokener_parse_ex(tok, "", 1);
-		jerr = obj != NULL ? json_tokener_get_error(tok) :
-		    json_tokener_continue;
-	}
-	if (obj != NULL && jerr == json_tokener_success) {
-		/* The tokener stops after one value; insist on the end. */
-		while (off < len && (buf[off] == ' ' || buf[off] == '\t' ||
-		    buf[off] == '\r' || buf[off] == '\n'))
-			off++;
-		if (off != len) {
-			json_object_put(obj);
-			obj = NULL;
-			*why = "trailing data after the JSON value";
-		}
-	} else {
-		json_object_put(obj);
-		obj = NULL;
-		if (jerr == json_tokener_continue)
-			*why = "truncated JSON";
-		else if (jerr == json_tokener_error_parse_utf8_string)
-			*why = "invalid UTF-8";
-		else if (jerr == json_tokener_error_depth)
-			*why = "nested too deeply";
-		else
-			*why = json_tokener_error_desc(jerr);
-	}
-	json_tokener_reset(tok);
-	return obj;
+/*
+ * A string member a client sent, as C reads it: absent (NULL), or a string
+ * without U+0000, which C would cut there ("vm_exec\u0000junk" must not be
+ * vm_exec).  -1 for anything else.
+ */
+static int
+client_string(struct json_object *obj, const char *key, const char **out)
+{
+	struct jsonx_err jerr;
+
+	*out = NULL;
+	return jsonx_get_string(obj, key, 0, out, &jerr) < 0 ? -1 : 0;
 }
 
 struct json_object *
@@ -145,8 +104,10 @@ jsonrpc_id_equal(struct json_object *a, struct json_object *b)
 	if (json_object_is_type(a, json_type_int))
 		return json_object_get_int64(a) == json_object_get_int64(b);
 	if (json_object_is_type(a, json_type_string))
-		return strcmp(json_object_get_string(a),
-		    json_object_get_string(b)) == 0;
+		return json_object_get_string_len(a) ==
+		    json_object_get_string_len(b) &&
+		    memcmp(json_object_get_string(a), json_object_get_string(b),
+		    (size_t)json_object_get_string_len(a)) == 0;
 	return 0;
 }
 
@@ -285,17 +246,17 @@ static void
 do_initialize(const struct mcp_env *env, struct json_object *id,
     struct json_object *params, struct mcp_out *out)
 {
-	struct json_object *v;
-	const char *version;
+	const char *version, *asked;
 	struct session *sess;
 
-	if (!json_object_object_get_ex(params, "protocolVersion", &v) ||
-	    !json_object_is_type(v, json_type_string)) {
+	if (params == NULL || client_string(params, "protocolVersion",
+	    &asked) == -1 || asked == NULL) {
 		reply(out, 200, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
-		    "initialize: params.protocolVersion must be a string"));
+		    "initialize: params.protocolVersion must be a string "
+		    "without NUL characters"));
 		return;
 	}
-	version = mcp_negotiate_version(json_object_get_string(v));
+	version = mcp_negotiate_version(asked);
 	switch (sessions_create(env->sessions, env->workspace, version,
 	    &sess)) {
 	case SESSION_OK:
@@ -321,16 +282,16 @@ static void
 do_tools_call(struct json_object *id, struct json_object *params,
     struct mcp_out *out)
 {
-	struct json_object *name, *args = NULL, *meta, *tok;
+	struct json_object *args = NULL, *meta, *tok;
 	const char *n;
 
-	if (!json_object_object_get_ex(params, "name", &name) ||
-	    !json_object_is_type(name, json_type_string)) {
+	if (params == NULL || client_string(params, "name", &n) == -1 ||
+	    n == NULL) {
 		reply(out, 200, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
-		    "tools/call: params.name must be a string"));
+		    "tools/call: params.name must be a string without NUL "
+		    "characters"));
 		return;
 	}
-	n = json_object_get_string(name);
 	if (strlen(n) >= sizeof(out->tool) || tools_find(n) == NULL) {
 		reply(out, 200, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
 		    "tools/call: unknown tool \"%.64s\"", n));
@@ -408,16 +369,18 @@ void
 mcp_process(const struct mcp_env *env, const char *body, size_t len,
     struct mcp_out *out)
 {
-	struct json_object *msg, *v, *id = NULL, *params = NULL;
-	const char *why, *method = NULL;
+	struct json_object *msg, *id = NULL, *params = NULL;
+	struct jsonx_err jerr;
+	const char *method = NULL, *version;
 	int has_id, is_response;
 
 	memset(out, 0, sizeof(*out));
-	if ((msg = mcp_json_parse(body, len, &why)) == NULL) {
+	if (mcp_json_parse(body, len, &msg, &jerr) == -1) {
 		reply(out, 400, jsonrpc_error(NULL, JSONRPC_PARSE_ERROR,
-		    "parse error: %s", why));
+		    "parse error: %s", jerr.msg));
 		return;
 	}
+	/* Valid JSON that is no request (null included) is -32600. */
 	if (json_object_is_type(msg, json_type_array)) {
 		reply(out, 400, jsonrpc_error(NULL, JSONRPC_INVALID_REQUEST,
 		    "JSON-RPC batches are not supported; send one message "
@@ -436,20 +399,16 @@ mcp_process(const struct mcp_env *env, const char *body, size_t len,
 		    "id must be a string or an integer"));
 		goto out;
 	}
-	if (!json_object_object_get_ex(msg, "jsonrpc", &v) ||
-	    !json_object_is_type(v, json_type_string) ||
-	    strcmp(json_object_get_string(v), "2.0") != 0) {
+	if (client_string(msg, "jsonrpc", &version) == -1 ||
+	    version == NULL || strcmp(version, "2.0") != 0) {
 		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
 		    "jsonrpc must be \"2.0\""));
 		goto out;
 	}
-	if (json_object_object_get_ex(msg, "method", &v)) {
-		if (!json_object_is_type(v, json_type_string)) {
-			reply(out, 400, jsonrpc_error(id,
-			    JSONRPC_INVALID_REQUEST, "method must be a string"));
-			goto out;
-		}
-		method = json_object_get_string(v);
+	if (client_string(msg, "method", &method) == -1) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
+		    "method must be a string without NUL characters"));
+		goto out;
 	}
 	is_response = method == NULL && has_id &&
 	    (json_object_object_get_ex(msg, "result", NULL) ||

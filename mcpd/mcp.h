@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <json-c/json.h>
 
+#include "jsonx.h"
+
 #include "backend.h"
 #include "session.h"
 
@@ -53,9 +55,14 @@ struct mcp_out {
 	struct json_object	*cancel_id;
 };
 
-/* Strict JSON parse (UTF-8 checked, depth-limited, nothing trailing). */
-struct json_object *mcp_json_parse(const char *buf, size_t len,
-	    const char **why);
+/*
+ * A request body, parsed strictly by common/jsonx (the one JSON layer: UTF-8,
+ * grammar, int64 and finite numbers, depth, nothing trailing): 0 with *out a
+ * new reference, NULL when the body is the JSON text null; -1 with err->msg
+ * naming the problem.
+ */
+int	mcp_json_parse(const char *buf, size_t len, struct json_object **out,
+	    struct jsonx_err *err);
 
 void	mcp_process(const struct mcp_env *, const char *body, size_t len,
 	    struct mcp_out *);

@@ -85,7 +85,8 @@ rest_handle(struct hreq *hr)
 	struct json_object *args;
 	struct rest_call *rc;
 	struct timeval tv = { m->cfg->tool_timeout, 0 };
-	const char *body, *why;
+	const char *body;
+	struct jsonx_err jerr;
 	char msg[512];
 	const struct tool *tool;
 	size_t len;
@@ -103,9 +104,9 @@ rest_handle(struct hreq *hr)
 	len = evbuffer_get_length(in);
 	if ((body = (const char *)evbuffer_pullup(in, -1)) == NULL)
 		body = "";
-	if ((args = mcp_json_parse(body, len, &why)) == NULL) {
+	if (mcp_json_parse(body, len, &args, &jerr) == -1) {
 		http_reply_error(hr, "invalid_argument", "request body is not "
-		    "valid JSON: %s", why);
+		    "valid JSON: %s", jerr.msg);
 		return;
 	}
 	if (!json_object_is_type(args, json_type_object)) {

@@ -25,6 +25,20 @@
 
 /* stream_rate_bytes: per second, per direction, per stream; 0 = none. */
 static size_t stream_rate;
+/* stream_control_queue_bytes: pongs that may wait for the client. */
+static size_t ctl_queue_max = 16384;
+
+/*
+ * Pongs queued for the client and not yet written to its socket, one by
+ * one while there are few; past CTL_RING a pong is merged into the newest
+ * entry, which then counts all of them until the last one has gone.
+ */
+#define CTL_RING	32
+
+struct ctl_pending {
+	uint64_t	 end;	/* offset just past it, in bytes ever written */
+	size_t		 len;
+};
 
 #define RATE_TICKS	10	/* refills per second */
 
@@ -61,6 +75,12 @@ struct stream {
 	int			 throttled_in;
 	int			 throttled_out;
 	struct event		*rate_ev;
+	/* What the client's output holds of control frames. */
+	struct evbuffer_cb_entry *out_cb;
+	uint64_t		 out_sent;	/* bytes written to the client */
+	struct ctl_pending	 ctl[CTL_RING];
+	size_t			 ctl_head, ctl_n;
+	size_t			 ctl_bytes;	/* queued, not yet written */
 };
 
 static TAILQ_HEAD(, stream) streams = TAILQ_HEAD_INITIALIZER(streams);
@@ -138,6 +158,9 @@ stream_finish(struct stream *st)
 	    st->reason[0] != '\0' ? st->reason : "-");
 	TAILQ_REMOVE(&streams, st, entry);
 	st->m->metrics.open_streams--;
+	if (st->out_cb != NULL)
+		evbuffer_remove_cb_entry(bufferevent_get_output(st->ws),
+		    st->out_cb);
 	if (st->guest != NULL)
 		bufferevent_free(st->guest);
 	if (st->close_timer != NULL)
@@ -159,6 +182,52 @@ ws_send(struct stream *st, int opcode, const void *data, size_t len)
 	evbuffer_add(out, hdr, hlen);
 	if (len > 0)
 		evbuffer_add(out, data, len);
+}
+
+/* Counts what leaves the client's output, and so which pongs have gone. */
+static void
+ws_out_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
+    void *arg)
+{
+	struct stream *st = arg;
+	struct ctl_pending *c;
+
+	st->out_sent += info->n_deleted;
+	while (st->ctl_n > 0 && (c = &st->ctl[st->ctl_head])->end <=
+	    st->out_sent) {
+		st->ctl_bytes -= c->len;
+		st->ctl_head = (st->ctl_head + 1) % CTL_RING;
+		st->ctl_n--;
+	}
+}
+
+/*
+ * A control frame for the client (a pong), counted until it is written:
+ * -1, and nothing queued, when that would pass stream_control_queue_bytes.
+ */
+static int
+ws_send_control(struct stream *st, int opcode, const void *data, size_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(st->ws);
+	uint8_t hdr[WS_MAX_HEADER];
+	size_t n = ws_frame_header(hdr, 1, opcode, len) + len;
+	struct ctl_pending *c;
+
+	if (st->ctl_bytes + n > ctl_queue_max)
+		return -1;
+	ws_send(st, opcode, data, len);
+	st->ctl_bytes += n;
+	if (st->ctl_n < CTL_RING) {
+		c = &st->ctl[(st->ctl_head + st->ctl_n++) % CTL_RING];
+		c->len = n;
+	} else {
+		c = &st->ctl[(st->ctl_head + st->ctl_n - 1) % CTL_RING];
+		c->len += n;
+	}
+	c->end = st->out_sent + evbuffer_get_length(out);
+	/* Sent with the rate's tokens, as data to the client is. */
+	st->tok_out -= (int64_t)n;
+	return 0;
 }
 
 static void
@@ -245,6 +314,9 @@ ws_read_cb(struct bufferevent *bev, void *arg)
 		}
 		if (r == 0)
 			return;
+		/* Control frames cost the client's tokens as data does. */
+		if (ev.kind != WS_EV_DATA)
+			st->tok_in -= (int64_t)r;
 		switch (ev.kind) {
 		case WS_EV_DATA:
 			if (st->close_sent || st->eof_sent || st->eof_pending)
@@ -264,8 +336,17 @@ ws_read_cb(struct bufferevent *bev, void *arg)
 			}
 			break;
 		case WS_EV_PING:
-			if (!st->close_sent)
-				ws_send(st, WS_OP_PONG, ev.payload, ev.len);
+			if (st->close_sent)
+				break;
+			if (ws_send_control(st, WS_OP_PONG, ev.payload,
+			    ev.len) == -1) {
+				log_warnx("stream %s:%u: workspace %s: %zu "
+				    "bytes of pongs queued: control frames "
+				    "not read; closing", st->vm_id, st->port,
+				    st->workspace, st->ctl_bytes);
+				stream_close(st, WS_CLOSE_POLICY,
+				    "control frames not read");
+			}
 			break;
 		case WS_EV_PONG:
 			break;
@@ -425,6 +506,9 @@ stream_upgrade(struct stream *st, int fd)
 	}
 	/* Take the connection over from evhttp; it never answers now. */
 	st->ws = evhttp_connection_get_bufferevent(st->evcon);
+	if ((st->out_cb = evbuffer_add_cb(bufferevent_get_output(st->ws),
+	    ws_out_cb, st)) == NULL)
+		fatal("%s: evbuffer_add_cb", __func__);
 	http_takeover(hr);
 	http_record(hr, 101);
 	hreq_free(hr);
@@ -562,6 +646,7 @@ int
 stream_init(const struct mcpd_config *cfg)
 {
 	stream_rate = cfg->stream_rate_bytes;
+	ctl_queue_max = cfg->stream_control_queue_bytes;
 	return 0;
 }
 

@@ -218,10 +218,10 @@ ws_rx_parse(struct ws_rx *rx, uint8_t *buf, size_t len, struct ws_event *ev,
 		ev->reason = (const char *)ev->payload + 2;
 		ev->reason_len = plen - 2;
 		{
-			struct utf8v v = { 0, 0x80, 0xbf };
+			struct utf8_stream v = { 0 };
 
-			if (utf8v_feed(&v, ev->payload + 2, plen - 2) == -1 ||
-			    !utf8v_complete(&v)) {
+			if (utf8_feed(&v, ev->payload + 2, plen - 2) == -1 ||
+			    !utf8_complete(&v)) {
 				*close_code = WS_CLOSE_BAD_DATA;
 				return -1;
 			}
@@ -242,8 +242,8 @@ ws_rx_parse(struct ws_rx *rx, uint8_t *buf, size_t len, struct ws_event *ev,
 		}
 		rx->msg_len += plen;
 		if (rx->msg_op == WS_OP_TEXT &&
-		    (utf8v_feed(&rx->utf8, ev->payload, ev->len) == -1 ||
-		    (fin && !utf8v_complete(&rx->utf8)))) {
+		    (utf8_feed(&rx->utf8, ev->payload, ev->len) == -1 ||
+		    (fin && !utf8_complete(&rx->utf8)))) {
 			*close_code = WS_CLOSE_BAD_DATA;
 			return -1;
 		}

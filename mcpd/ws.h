@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "utf8v.h"
+#include "utf8.h"
 
 #define WS_OP_CONT	0x0
 #define WS_OP_TEXT	0x1
@@ -70,7 +70,7 @@ struct ws_rx {
 	int		 msg_op;
 	uint64_t	 msg_len;
 	size_t		 max_msg;
-	struct utf8v	 utf8;
+	struct utf8_stream utf8;
 };
 
 void	ws_rx_init(struct ws_rx *, size_t max_msg);

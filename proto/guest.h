@@ -7,7 +7,8 @@
  *   QEMU: virtio-serial port "org.mcpvm.link.0" (guestd finds its /dev/vportNpM
  *   by name in /sys/class/virtio-ports; no udev).  Firecracker (or
  *   vhost-vsock): guest vsock port 1024, guestd listens and the newest
- *   connection is the link.
+ *   connection from the host (VMADDR_CID_HOST, 2) is the link; one from
+ *   any other CID (a guest program) is refused and leaves the link alone.
  *   When the transport drops (host disconnects, hibernation, reset) every
  *   channel is gone on both sides and any half-received frame is discarded;
  *   jobs live on in guestd.  After every (re)connect guestd sends "hello"

@@ -1,14 +1,14 @@
 /*
  * libFuzzer target: one POST body through mcpd's MCP core (strict JSON
- * check, JSON-RPC validation, sessions, method dispatch) with no backend,
- * and the reply rendered as mcpd would send it.  Also checks that whatever
- * the strict checker accepts, json-c builds.
+ * parse by common/jsonx, JSON-RPC validation, sessions, method dispatch)
+ * with no backend, and the reply rendered as mcpd would send it.  Also
+ * checks that whatever jsonx's grammar check accepts, json-c builds, and
+ * that a body that parses is never answered as a parse error.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonv.h"
 #include "mcp.h"
 #include "schema.h"
 
@@ -22,9 +22,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static int init;
 	struct mcp_env env;
 	struct mcp_out out;
-	struct json_object *o;
-	const char *why;
-	size_t off;
+	struct json_object *o, *e, *c;
+	struct jsonx_err jerr;
+	int parsed;
 
 	if (!init) {
 		char err[256];
@@ -43,15 +43,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(sid, s->id, sizeof(sid));
 	}
 
-	/* The checker and json-c agree on what is JSON. */
-	if (jsonv_check((const char *)data, size, &why, &off) == 0) {
-		if ((o = mcp_json_parse((const char *)data, size, &why)) ==
-		    NULL)
-			abort();
+	/* The grammar check and json-c agree on what is JSON. */
+	parsed = mcp_json_parse((const char *)data, size, &o, &jerr) == 0;
+	if (parsed)
 		json_object_put(o);
-	} else if (off > size) {
+	else if (strstr(jerr.msg, "(json-c)") != NULL)
 		abort();
-	}
 
 	memset(&env, 0, sizeof(env));
 	env.sessions = &sessions;
@@ -60,6 +57,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	env.protocol_version = size > 0 && (data[0] & 2) ? "2025-06-18" : NULL;
 	mcp_process(&env, (const char *)data, size, &out);
 	if (out.status < 200 || out.status > 599)
+		abort();
+	/* Valid JSON is never a parse error (it was, for the body null). */
+	if (parsed && out.body != NULL &&
+	    json_object_object_get_ex(out.body, "error", &e) &&
+	    json_object_object_get_ex(e, "code", &c) &&
+	    json_object_get_int(c) == JSONRPC_PARSE_ERROR)
 		abort();
 	if (out.body != NULL)
 		json_object_to_json_string_ext(out.body,

@@ -3,8 +3,8 @@
  * entirely, through the window decoder.  The first byte picks at_end and a
  * page size; the rest is the stream.  Invariants: the text is valid UTF-8,
  * consumed <= len, decoding is deterministic, valid input comes back
- * unchanged, and paging through the stream gives the same text as decoding
- * it whole.
+ * unchanged, paging through the stream gives the same text as decoding
+ * it whole, and the incremental check (utf8_feed) agrees with utf8_valid.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,6 +57,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	utf8_window_free(&a);
 	utf8_window_free(&b);
+
+	/* Fed in pieces (WebSocket frames), the same verdict as whole. */
+	{
+		struct utf8_stream st = { 0 };
+		size_t piece = 1 + (data[0] >> 1) % 7;
+		int ok = 1;
+
+		for (pos = 0; pos < len && ok; pos += piece)
+			ok = utf8_feed(&st, buf + pos, len - pos < piece ?
+			    len - pos : piece) == 0;
+		if ((ok && utf8_complete(&st)) != utf8_valid(buf, len))
+			abort();
+	}
 
 	decode(buf, len, 1, &whole);
 	if ((joined = malloc(len * 3 + 1)) == NULL)

@@ -84,6 +84,63 @@ class Files(GuestdCase):
         self.assertEqual(os.readlink(self.ws("flink")),
                          os.path.join(outside, "secret"))
 
+    # Issue 14, finding 12: guestd (root) does file operations with the
+    # workspace user's credentials, so it reads, creates and replaces only
+    # what uid 1000 could itself.
+
+    def root_only(self, name, data=b"root only\n"):
+        path = os.path.join(self.g.tmp, name)   # same filesystem
+        with open(path, "wb") as f:
+            f.write(data)
+        os.chmod(path, 0o600)
+        return path
+
+    def test_hard_link_to_root_file_refused(self):
+        secret = self.root_only("shadow-like")
+        os.link(secret, self.ws("hl"))
+        with self.assertRaises(glink.GuestError) as cm:
+            self.call("file_read", path="hl")
+        self.assertEqual(cm.exception.code, "forbidden_path")
+        # Replacing it is the user's right (their directory); the root
+        # file keeps its content, owner and mode.
+        self.call("file_write", body=b"mine", path="hl")
+        st = os.stat(secret)
+        self.assertEqual((st.st_uid, st.st_mode & 0o777), (0, 0o600))
+        with open(secret, "rb") as f:
+            self.assertEqual(f.read(), b"root only\n")
+
+    def test_root_only_file_in_workspace_refused(self):
+        path = self.ws("rootfile")
+        with open(path, "wb") as f:
+            f.write(b"not for uid 1000")
+        os.chmod(path, 0o600)
+        with self.assertRaises(glink.GuestError) as cm:
+            self.call("file_read", path="rootfile")
+        self.assertEqual(cm.exception.code, "forbidden_path")
+
+    def test_root_directory_not_written(self):
+        d = self.ws("rootdir")
+        os.mkdir(d, 0o755)
+        for kw in ({"path": "rootdir/f"},
+                   {"path": "rootdir/sub/f", "create_parents": True}):
+            with self.assertRaises(glink.GuestError) as cm:
+                self.call("file_write", body=b"x", **kw)
+            self.assertEqual(cm.exception.code, "forbidden_path", kw)
+        self.assertEqual(os.listdir(d), [])
+
+    def test_created_directories_owned_without_chown(self):
+        # Made with the user's fsuid: nothing is chowned by name, so a
+        # component swapped for a link between two calls is never chowned.
+        secret = self.root_only("victim")
+        self.call("file_write", body=b"x", path="p1/p2/f",
+                  create_parents=True)
+        for d in ("p1", "p1/p2"):
+            st = os.stat(self.ws(d))
+            self.assertEqual((st.st_uid, st.st_gid), (1000, 1000), d)
+        st = os.stat(self.ws("p1/p2/f"))
+        self.assertEqual((st.st_uid, st.st_gid), (1000, 1000))
+        self.assertEqual(os.stat(secret).st_uid, 0)
+
 
 if __name__ == "__main__":
     main()

@@ -257,6 +257,34 @@ def test_boot_guestd(tmp):
                out == b"4\n",
                f"exec python3 -c 'print(2+2)' gives 4 "
                f"({time.monotonic() - t1:.1f} s)", f"{st} {out!r}")
+            # Issue 14, finding 12: the guest's kernel protects links, so
+            # uid 1000 cannot hard-link a root-only file into /workspace.
+            # Debian's kernel defaults both to 1 already; guestd sets them
+            # for a kernel that does not, and this keeps them so.
+            t1 = time.monotonic()
+            link.call("exec", job_id="links", command=(
+                "cat /proc/sys/fs/protected_hardlinks "
+                "/proc/sys/fs/protected_symlinks; "
+                "ln /etc/shadow /workspace/hl 2>/dev/null && echo linked "
+                "|| echo refused"), timeout=BOOT_TIMEOUT)
+            while True:
+                st, _ = link.call("job_status", job_id="links",
+                                  timeout=BOOT_TIMEOUT)
+                if st["state"] != "running" and not st["streams_open"]:
+                    break
+                if time.monotonic() - t1 > BOOT_TIMEOUT:
+                    raise TimeoutError("links job still running")
+                time.sleep(0.05)
+            _, out = link.call("job_output", job_id="links")
+            try:
+                link.call("file_read", path="hl", timeout=BOOT_TIMEOUT)
+                read = "read"
+            except glink.GuestError as e:
+                read = e.code
+            ok(out == b"1\n1\nrefused\n" and read != "read",
+               "fs.protected_hardlinks and protected_symlinks are set; a "
+               "job cannot link /etc/shadow in, nor vm_read_file it",
+               f"{out!r} file_read: {read}")
             link.call("shutdown", timeout=BOOT_TIMEOUT)
             ok(vm.wait(BOOT_TIMEOUT) == 0,
                f"shutdown powers the guest off "

@@ -5,6 +5,7 @@ real socket (mcpd-testd: test verifier, fake backend).  TAP output."""
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -178,6 +179,10 @@ def test_rest_bad_bodies():
         (b'', 400, ""),
         (b'{"a":' + b'[' * 100 + b']' * 100 + b'}', 400, "deep"),
         (b"{'a':1}", 400, ""),
+        # json-c alone takes these for 18446744073709551615 and infinity.
+        (b'{"a":99999999999999999999999}', 400, "integer out of range"),
+        (b'{"a":1e999}', 400, "number out of range"),
+        (b'null', 400, "object"),
     ]
     for body, status, word in cases:
         r = request(d, "POST", "/v1/tools/vm_list", body=body,
@@ -806,6 +811,93 @@ def test_ws_rate_limit():
         assert got[0] == total
         # 3 MiB at 1 MiB/s with a 1 MiB burst: at least about 2 s.
         assert elapsed > 1.7, elapsed
+        w.close()
+    finally:
+        d.stop()
+
+
+def ws_frames(w, timeout):
+    """Yields (opcode, payload) from w's socket until EOF or timeout."""
+    w.s.settimeout(timeout)
+    buf, pos = w.buf, 0
+    while True:
+        while True:
+            if len(buf) - pos < 2:
+                break
+            n, off = buf[pos + 1] & 0x7f, 2
+            if n == 126:
+                if len(buf) - pos < 4:
+                    break
+                n, off = struct.unpack("!H", buf[pos + 2:pos + 4])[0], 4
+            elif n == 127:
+                if len(buf) - pos < 10:
+                    break
+                n, off = struct.unpack("!Q", buf[pos + 2:pos + 10])[0], 10
+            if len(buf) - pos < off + n:
+                break
+            yield buf[pos] & 0x0f, buf[pos + off:pos + off + n]
+            pos += off + n
+        try:
+            chunk = w.s.recv(1 << 20)
+        except (socket.timeout, ConnectionResetError):
+            return
+        if not chunk:
+            return
+        buf, pos = buf[pos:] + chunk, 0
+
+
+def test_ws_ping_flood_is_bounded():
+    # Issue 14, finding 8: a client that pings and never reads must not
+    # grow mcpd without limit.  Replies beyond stream_control_queue_bytes
+    # (default 16384) end the stream with 1008 and a reason.
+    d = daemon()
+    w = WS(d, "/v1/vms/vm1/streams/5001")
+    assert w.status == 101
+    ping = WS.frame(9, b"p" * 125)
+    blob = ping * ((1 << 20) // len(ping))
+    sent = 0
+    try:
+        for _ in range(32):         # 32 MiB, far past the kernel's buffers
+            w.s.sendall(blob)
+            sent += len(blob) // len(ping)
+    except OSError:
+        pass                        # closed on us: what we want
+    pongs, close = 0, None
+    for op, p in ws_frames(w, 5):
+        if op == 10:
+            pongs += 1
+        elif op == 8:
+            close = (struct.unpack("!H", p[:2])[0], p[2:].decode())
+            break
+    w.close()
+    assert close is not None, "no close after %d pings, %d pongs" % (
+        sent, pongs)
+    assert close[0] == 1008 and "control frames" in close[1], close
+    assert pongs < sent, (pongs, sent)
+    assert d.alive()
+    assert "control frames" in d.logtext()
+
+
+def test_ws_pings_cost_rate_tokens():
+    # Pings are charged to the client's rate like data: a flood of them
+    # answered promptly by a reading client still takes its time.
+    d = Daemon({"stream_rate_bytes": "65536"})
+    try:
+        w = WS(d, "/v1/vms/vm1/streams/5001")
+        ping = WS.frame(9, b"q" * 125)
+        n = (256 << 10) // len(ping)
+        t0 = time.time()
+        w.s.sendall(ping * n)
+        pongs = 0
+        for op, p in ws_frames(w, 10):
+            assert op == 10, op
+            pongs += 1
+            if pongs == n:
+                break
+        elapsed = time.time() - t0
+        assert pongs == n, (pongs, n)
+        # 256 KiB at 64 KiB/s with a 64 KiB burst: about 3 s at least.
+        assert elapsed > 2.5, elapsed
         w.close()
     finally:
         d.stop()

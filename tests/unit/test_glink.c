@@ -419,12 +419,20 @@ START_TEST(json_parse_bounds)
 	ck_assert_int_eq(glink_json_str(o, "a", 1, 50, &s, err,
 	    sizeof(err)), -1);
 	json_object_put(o);
-	o = glink_json_parse(P("{\"a\":18446744073709551615}"), err,
-	    sizeof(err));
-	ck_assert_ptr_nonnull(o);
-	ck_assert_int_eq(glink_json_int(o, "a", 1, 0, INT64_MAX, &v, err,
-	    sizeof(err)), -1);
-	json_object_put(o);
+	/* What json-c alone would clamp, or take for infinity. */
+	ck_assert_ptr_null(glink_json_parse(P("{\"a\":18446744073709551615}"),
+	    err, sizeof(err)));
+	ck_assert_ptr_nonnull(strstr(err, "integer out of range"));
+	ck_assert_ptr_null(glink_json_parse(P("{\"a\":1e999}"), err,
+	    sizeof(err)));
+	ck_assert_ptr_nonnull(strstr(err, "number out of range"));
+	/* Grammar json-c's strict mode still lets through. */
+	ck_assert_ptr_null(glink_json_parse(P("{\"a\":\"\\ud800\"}"), err,
+	    sizeof(err)));
+	ck_assert_ptr_null(glink_json_parse(P("{\"a\":\"\xc0\xaf\"}"), err,
+	    sizeof(err)));
+	ck_assert_ptr_null(glink_json_parse("{\"a\":1}\0", 8, err,
+	    sizeof(err)));
 }
 END_TEST
 

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -371,7 +372,8 @@ START_TEST(frame_check_cases)
 	    err, sizeof(err)), 0);
 	ck_assert_int_eq(check_payload(IPC_TEST_ECHO, 0, "{\"a\":", 5,
 	    err, sizeof(err)), -1);
-	ck_assert_str_eq(err, "invalid JSON at byte 5: unexpected end of input");
+	ck_assert_str_eq(err, "invalid JSON at byte 5: unexpected end of input "
+	    "(truncated)");
 	ck_assert_int_eq(check_payload(IPC_TEST_ECHO, 0, "{} {}", 5,
 	    err, sizeof(err)), -1);
 	ck_assert_str_eq(err, "invalid JSON at byte 3: unexpected data after "
@@ -549,7 +551,7 @@ raw_send(int fd, uint32_t type, uint32_t id, uint32_t flags,
 {
 	union {
 		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int) * 4)];
+		char		buf[CMSG_SPACE(sizeof(int) * 16)];
 	} cm;
 	uint8_t buf[1024];
 	struct msghdr msg = { 0 };
@@ -728,6 +730,39 @@ m_two_fds(int fd)
 	close(p[1]);
 }
 
+/* n descriptors for one frame: all but none may stay open in the server. */
+static void
+send_n_fds(int fd, int n)
+{
+	int p[16], i;
+
+	ck_assert_int_le(n, 16);
+	for (i = 0; i < n; i++)
+		p[i] = dup(0);
+	raw_hello(fd);
+	raw_send(fd, IPC_TEST_FD, 1, IPC_FLAG_FD, "{}", 2, p, n);
+	for (i = 0; i < n; i++)
+		close(p[i]);
+}
+
+static void
+m_three_fds(int fd)
+{
+	send_n_fds(fd, 3);
+}
+
+static void
+m_eight_fds(int fd)
+{
+	send_n_fds(fd, 8);	/* as many as the server's control buffer */
+}
+
+static void
+m_sixteen_fds(int fd)
+{
+	send_n_fds(fd, 16);	/* more than fit: MSG_CTRUNC */
+}
+
 static void
 m_fd_without_flag(int fd)
 {
@@ -761,16 +796,38 @@ static const struct malformed malformed_cases[] = {
 	{ "unknown type", m_unknown_type },
 	{ "fd where none is allowed", m_fd_not_allowed },
 	{ "second fd", m_two_fds },
+	{ "three fds", m_three_fds },
+	{ "eight fds", m_eight_fds },
+	{ "sixteen fds", m_sixteen_fds },
 	{ "fd without flag", m_fd_without_flag },
 	{ "invalid JSON", m_bad_json },
 	{ "invalid UTF-8", m_bad_utf8 },
 };
 
+/* How many descriptors process pid holds open. */
+static int
+count_fds(pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	ck_assert_msg(d != NULL, "%s: %s", path, strerror(errno));
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
 START_TEST(malformed_closes_only_that_connection)
 {
 	const struct malformed *m = &malformed_cases[_i];
 	pid_t srv;
-	int fd, bystander;
+	int fd, bystander, fds_before;
 	struct json_object *rep;
 	uint32_t rtype;
 
@@ -778,6 +835,7 @@ START_TEST(malformed_closes_only_that_connection)
 	/* A well-behaved client connected before and after the bad one. */
 	bystander = ipc_sync_connect(sockpath, "bystander", 5000);
 	ck_assert_int_ge(bystander, 0);
+	fds_before = count_fds(srv);
 	fd = raw_connect();
 	m->send(fd);
 	ck_assert_msg(closed_by_server(fd), "%s: connection left open",
@@ -786,6 +844,10 @@ START_TEST(malformed_closes_only_that_connection)
 	ck_assert_int_eq(ipc_sync_call(bystander, IPC_TEST_ECHO, NULL, -1,
 	    &rtype, &rep, NULL, 5000), 0);
 	json_object_put(rep);
+	/* Whatever the bad peer sent, none of it stays open in the server. */
+	ck_assert_msg(count_fds(srv) == fds_before,
+	    "%s: server holds %d descriptors, %d before", m->name,
+	    count_fds(srv), fds_before);
 	close(bystander);
 	assert_server_alive();
 	stop_server(srv);

@@ -114,6 +114,37 @@ START_TEST(origins)
 }
 END_TEST
 
+/*
+ * Issue 14, finding 15: an allowed host without a port stands for its
+ * scheme's default port in an Origin (an origin is scheme, host and port),
+ * never for every port of that host.
+ */
+START_TEST(origin_portless_host_means_default_port)
+{
+	strcpy(cfg.allowed_hosts[cfg.nallowed_hosts++], "mcp.example.org");
+	/* The TLS proxy's own origin, with or without its default port. */
+	ck_assert_int_eq(origin_allowed(&cfg, "https://mcp.example.org"), 1);
+	ck_assert_int_eq(origin_allowed(&cfg, "https://mcp.example.org:443"),
+	    1);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://mcp.example.org"), 1);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://mcp.example.org:80"), 1);
+	/* Another service on the same name is another origin. */
+	ck_assert_int_eq(origin_allowed(&cfg, "http://mcp.example.org:6666"),
+	    0);
+	ck_assert_int_eq(origin_allowed(&cfg, "https://mcp.example.org:8443"),
+	    0);
+	ck_assert_int_eq(origin_allowed(&cfg, "https://mcp.example.org:80"),
+	    0);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://mcp.example.org:443"),
+	    0);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://mcp.example.org:"), 0);
+	/* An entry with a port still means exactly that port. */
+	ck_assert_int_eq(origin_allowed(&cfg, "http://localhost:8090"), 1);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://localhost"), 0);
+	ck_assert_int_eq(origin_allowed(&cfg, "http://localhost:80"), 0);
+}
+END_TEST
+
 START_TEST(bearer)
 {
 	char tok[64];
@@ -264,6 +295,7 @@ main(void)
 	tcase_add_test(tc, routes);
 	tcase_add_test(tc, hosts);
 	tcase_add_test(tc, origins);
+	tcase_add_test(tc, origin_portless_host_means_default_port);
 	tcase_add_test(tc, bearer);
 	tcase_add_test(tc, accept_header);
 	tcase_add_test(tc, content_type);

@@ -1,13 +1,12 @@
 /*
- * Unit tests for mcpd's JSON-RPC/MCP core (mcpd/mcp.c), strict JSON check
- * (mcpd/jsonv.c) and sessions (mcpd/session.c).
+ * Unit tests for mcpd's JSON-RPC/MCP core (mcpd/mcp.c), its strict JSON
+ * parse (common/jsonx, through mcp_json_parse) and sessions (mcpd/session.c).
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsonv.h"
 #include "mcp.h"
 #include "schema.h"
 
@@ -216,7 +215,6 @@ START_TEST(methods_in_a_session)
 	    &out), 0);
 	ck_assert_int_eq(out.status, 202);
 	mcp_out_free(&out);
-#undef MSG
 }
 END_TEST
 
@@ -315,6 +313,68 @@ START_TEST(session_limits_and_expiry)
 }
 END_TEST
 
+/*
+ * Issue 14, finding 14: what one strict JSON layer (common/jsonx) refuses
+ * never reaches a handler, and valid JSON that is no request is -32600,
+ * never a parse error.  Each case is a body as a client sends it.
+ */
+START_TEST(strict_json_regressions)
+{
+	static const struct {
+		const char *body;
+		int status, code;
+	} cases[] = {
+		/* json-c alone reads this as 18446744073709551615. */
+		{ MSG("\"id\":99999999999999999999999,\"method\":\"ping\""),
+		    400, JSONRPC_PARSE_ERROR },
+		{ MSG("\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"vm_list\",\"arguments\":{\"n\":99999999999999999999999}}"),
+		    400, JSONRPC_PARSE_ERROR },
+		{ MSG("\"id\":-99999999999999999999999,\"method\":\"ping\""),
+		    400, JSONRPC_PARSE_ERROR },
+		/* ... and this as infinity. */
+		{ MSG("\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"vm_list\",\"arguments\":{\"n\":1e999}}"), 400,
+		    JSONRPC_PARSE_ERROR },
+		{ MSG("\"id\":1,\"method\":\"ping\",\"params\":{\"x\":-1e999}"),
+		    400, JSONRPC_PARSE_ERROR },
+		/* Valid JSON, but not a request. */
+		{ "null", 400, JSONRPC_INVALID_REQUEST },
+		{ " null\n", 400, JSONRPC_INVALID_REQUEST },
+		{ "true", 400, JSONRPC_INVALID_REQUEST },
+		{ "\"x\"", 400, JSONRPC_INVALID_REQUEST },
+		/* C would read each string only up to its U+0000. */
+		{ MSG("\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"vm_list\\u0000junk\",\"arguments\":{}}"), 200,
+		    JSONRPC_INVALID_PARAMS },
+		{ MSG("\"id\":1,\"method\":\"ping\\u0000junk\""), 400,
+		    JSONRPC_INVALID_REQUEST },
+		{ "{\"jsonrpc\":\"2.0\\u0000junk\",\"id\":1,\"method\":"
+		    "\"ping\"}", 400, JSONRPC_INVALID_REQUEST },
+		{ MSG("\"id\":1,\"method\":\"initialize\",\"params\":{"
+		    "\"protocolVersion\":\"2025-06-18\\u0000junk\"}"), 200,
+		    JSONRPC_INVALID_PARAMS },
+	};
+	const char *sid = open_session("ws-a", "2025-11-25");
+	struct mcp_out out;
+	char bad[2048] = "";
+	size_t i, used = 0;
+
+	/* Every case is run, and every wrong answer named. */
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int code = run("ws-a", sid, NULL, cases[i].body, &out);
+
+		if ((code != cases[i].code || out.status != cases[i].status ||
+		    out.call || out.new_session) && used < sizeof(bad))
+			used += (size_t)snprintf(bad + used, sizeof(bad) - used,
+			    " [case %zu: code %d status %d%s]", i, code,
+			    out.status, out.call ? " forwarded" : "");
+		mcp_out_free(&out);
+	}
+	ck_assert_msg(bad[0] == '\0', "wrong answers:%s", bad);
+}
+END_TEST
+
 START_TEST(strict_json)
 {
 	static const struct {
@@ -323,7 +383,8 @@ START_TEST(strict_json)
 	} cases[] = {
 		{ "{}", 1 }, { " [ ] ", 1 }, { "0", 1 }, { "-0.5e+3", 1 },
 		{ "\"\\ud83d\\ude00\"", 1 }, { "{\"a\":[1,{\"b\":null}]}", 1 },
-		{ "true", 1 }, { "\"\xc3\xa9\"", 1 },
+		{ "true", 1 }, { "\"\xc3\xa9\"", 1 }, { "null", 1 },
+		{ "\"a\\u0000b\"", 1 },	/* JSON; the getters refuse it */
 		{ "", 0 }, { "{", 0 }, { "[1,]", 0 }, { "[,1]", 0 },
 		{ "{\"a\"}", 0 }, { "{\"a\":1,}", 0 }, { "{'a':1}", 0 },
 		{ "01", 0 }, { "1.", 0 }, { ".5", 0 }, { "+1", 0 },
@@ -332,27 +393,35 @@ START_TEST(strict_json)
 		{ "\"a\nb\"", 0 }, { "\"\xc0\xaf\"", 0 }, { "\"\xff\"", 0 },
 		{ "{} {}", 0 }, { "/* c */ {}", 0 }, { "[1] x", 0 },
 		{ "{\"a\":1 \"b\":2}", 0 },
+		{ "99999999999999999999999", 0 }, { "9223372036854775808", 0 },
+		{ "1e999", 0 }, { "-1e999", 0 },
 	};
 	char deep[200];
-	const char *why;
-	size_t i, off;
+	struct jsonx_err err;
+	struct json_object *o;
+	size_t i;
 
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		int ok = jsonv_check(cases[i].s, strlen(cases[i].s), &why,
-		    &off) == 0;
+		int ok = mcp_json_parse(cases[i].s, strlen(cases[i].s), &o,
+		    &err) == 0;
 
 		ck_assert_msg(ok == cases[i].ok, "case %zu (%s)", i,
 		    cases[i].s);
+		/* Only the text null parses to no object. */
+		ck_assert(!ok || (o == NULL) == (strcmp(cases[i].s, "null") ==
+		    0));
+		json_object_put(o);
 	}
 	memset(deep, '[', 64);
 	memset(deep + 64, ']', 64);
-	ck_assert_int_eq(jsonv_check(deep, 128, &why, &off), 0);
+	ck_assert_int_eq(mcp_json_parse(deep, 128, &o, &err), 0);
+	json_object_put(o);
 	memset(deep, '[', 65);
 	memset(deep + 65, ']', 65);
-	ck_assert_int_eq(jsonv_check(deep, 130, &why, &off), -1);
-	ck_assert_str_eq(why, "nested too deeply");
+	ck_assert_int_eq(mcp_json_parse(deep, 130, &o, &err), -1);
+	ck_assert_ptr_nonnull(strstr(err.msg, "nested deeper"));
 	/* A NUL inside a document is not JSON. */
-	ck_assert_int_eq(jsonv_check("{}\0", 3, &why, &off), -1);
+	ck_assert_int_eq(mcp_json_parse("{}\0", 3, &o, &err), -1);
 }
 END_TEST
 
@@ -372,6 +441,7 @@ main(void)
 	tcase_add_test(tc, tool_results);
 	tcase_add_test(tc, session_limits_and_expiry);
 	tcase_add_test(tc, strict_json);
+	tcase_add_test(tc, strict_json_regressions);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -325,30 +325,6 @@ START_TEST(text_utf8)
 }
 END_TEST
 
-START_TEST(utf8_validator)
-{
-	static const struct {
-		const char *s;
-		int ok;
-	} cases[] = {
-		{ "plain", 1 }, { "\xc3\xa9", 1 }, { "\xef\xbf\xbd", 1 },
-		{ "\xf0\x9f\x98\x80", 1 }, { "\xf4\x8f\xbf\xbf", 1 },
-		{ "\xc0\xaf", 0 }, { "\xc1\xbf", 0 }, { "\xe0\x80\xaf", 0 },
-		{ "\xed\xa0\x80", 0 }, { "\xf4\x90\x80\x80", 0 },
-		{ "\xf5\x80\x80\x80", 0 }, { "\x80", 0 }, { "\xc3", 0 },
-		{ "\xe2\x9c", 0 }, { "\xfe", 0 },
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct utf8v v = UTF8V_INIT;
-		int ok = utf8v_feed(&v, (const uint8_t *)cases[i].s,
-		    strlen(cases[i].s)) == 0 && utf8v_complete(&v);
-
-		ck_assert_msg(ok == cases[i].ok, "case %zu", i);
-	}
-}
-END_TEST
 
 START_TEST(server_frames)
 {
@@ -398,7 +374,6 @@ main(void)
 	tcase_add_test(tc, close_codes);
 	tcase_add_test(tc, message_size_limit);
 	tcase_add_test(tc, text_utf8);
-	tcase_add_test(tc, utf8_validator);
 	tcase_add_test(tc, server_frames);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

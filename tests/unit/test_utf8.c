@@ -65,6 +65,56 @@ START_TEST(rejects_ill_formed)
 }
 END_TEST
 
+/* Fed in pieces, split anywhere: the same answer as utf8_valid. */
+static int
+fed(const char *s, size_t len, size_t cut, size_t step)
+{
+	struct utf8_stream st = { 0 };
+	size_t i;
+
+	if (utf8_feed(&st, (const uint8_t *)s, cut) == -1)
+		return 0;
+	for (i = cut; i < len; i += step)
+		if (utf8_feed(&st, (const uint8_t *)s + i,
+		    len - i < step ? len - i : step) == -1)
+			return 0;
+	return utf8_complete(&st);
+}
+
+START_TEST(stream_agrees_with_whole_check)
+{
+	static const char *const texts[] = {
+		"plain", "\xc3\xa9", FFFD, "a\xf0\x9f\x98\x80z",
+		"\xf4\x8f\xbf\xbf", "\xe0\xa0\x80\xed\x9f\xbf",
+		"\xc0\xaf", "\xc1\xbf", "\xe0\x80\xaf", "\xed\xa0\x80",
+		"\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\x80", "\xc3",
+		"\xe2\x9c", "\xfe", "ok\xc3", "\xe2\x82\xac\x80",
+		"\xf0\x9f\x98", "\xc3\xa9\xc3\x28",
+	};
+	struct utf8_stream st = { 0 };
+	size_t i, cut, step;
+
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		size_t len = strlen(texts[i]);
+		int want = valid(texts[i]);
+
+		for (cut = 0; cut <= len; cut++)
+			for (step = 1; step <= 4; step++)
+				ck_assert_msg(fed(texts[i], len, cut, step) ==
+				    want, "text %zu cut %zu step %zu", i, cut,
+				    step);
+	}
+	/* Refused once, refused for good. */
+	ck_assert_int_eq(utf8_feed(&st, (const uint8_t *)"\xff", 1), -1);
+	ck_assert_int_eq(utf8_feed(&st, (const uint8_t *)"a", 1), -1);
+	ck_assert(!utf8_complete(&st));
+	/* A bad byte is refused as it arrives, not at the end. */
+	memset(&st, 0, sizeof(st));
+	ck_assert_int_eq(utf8_feed(&st, (const uint8_t *)"\xe0", 1), 0);
+	ck_assert_int_eq(utf8_feed(&st, (const uint8_t *)"\x80", 1), -1);
+}
+END_TEST
+
 START_TEST(scrubs_ill_formed_bytes)
 {
 	char	 buf[64];
@@ -244,6 +294,7 @@ main(void)
 
 	tcase_add_test(tc, accepts_well_formed);
 	tcase_add_test(tc, rejects_ill_formed);
+	tcase_add_test(tc, stream_agrees_with_whole_check);
 	tcase_add_test(tc, scrubs_ill_formed_bytes);
 	tcase_add_test(tc, counts_code_points);
 	tcase_add_test(tc, window_holds_back_split_characters);
