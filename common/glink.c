@@ -876,15 +876,6 @@ glink_feed(struct glink *l, const void *buf, size_t n, glink_cb cb, void *arg)
 
 /* JSON */
 
-/*
- * Text for C: valid UTF-8 (common/utf8, the one validator) and no NUL.  A
- * name kept for vmproxy; new code calls utf8_valid.
- */
-int
-glink_utf8_valid(const void *buf, size_t n)
-{
-	return memchr(buf, '\0', n) == NULL && utf8_valid(buf, n);
-}
 
 /* Strictly, by common/jsonx like every other peer's JSON. */
 struct json_object *
@@ -947,7 +938,8 @@ glink_json_str(struct json_object *o, const char *key, int required,
 		return -1;
 	}
 	*out = json_object_get_string(v);
-	if (memchr(*out, '\0', n) != NULL || !glink_utf8_valid(*out, n)) {
+	if (memchr(*out, '\0', n) != NULL ||
+	    !utf8_valid((const uint8_t *)*out, n)) {
 		snprintf(err, errlen, "field \"%s\" is not valid UTF-8 text",
 		    key);
 		return -1;

@@ -147,7 +147,4 @@ struct glink_reply {
 int	 glink_reply_decode(struct json_object *, struct glink_reply *,
 	    char *, size_t);
 
-/* Valid UTF-8 (utf8_valid, common/utf8) without NUL: text C can use. */
-int	 glink_utf8_valid(const void *, size_t);
-
 #endif

@@ -12,6 +12,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "preflight.h"
+#include "decode.h"
 #include "vmmd.h"
 #include "worker.h"
 
@@ -55,16 +56,14 @@ ctl_done(struct vm *vm, const char *code, const char *msg, void *arg)
 	}
 }
 
+/* Every VM, or those of workspace ws. */
 static void
-ctl_list(struct request *req, struct json_object *body)
+ctl_list(struct request *req, const char *ws)
 {
 	struct json_object *res = json_object_new_object();
 	struct json_object *arr = json_object_new_array();
-	struct jsonx_err jerr;
-	const char *ws = NULL;
 	struct vm *vm;
 
-	(void)jsonx_get_string(body, "workspace", 0, &ws, &jerr);
 	TAILQ_FOREACH(vm, &env->vms, entry)
 		if (vm->rec.state != VM_GONE &&
 		    (ws == NULL || strcmp(ws, vm->rec.workspace) == 0))
@@ -220,13 +219,20 @@ void
 vmmd_dispatch_vmctl(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct request *req = control_request_new(conn, m->id);
-	struct jsonx_err jerr;
-	const char *id = NULL, *ws = NULL, *mode = "hibernate";
+	struct vmctl_msg cm;
+	struct decode_err de;
 	struct vm *vm = NULL;
 
-	switch (m->type) {
+	/* Decoded and bounded first; an operator gets a reason, not a
+	 * closed connection. */
+	if (decode_vmctl(m->type, m->body, &cm, &de) != DECODE_OK) {
+		request_error(req, de.code != NULL ? de.code :
+		    "invalid_argument", "%s", de.msg);
+		return;
+	}
+	switch (cm.type) {
 	case IPC_VMCTL_LIST:
-		ctl_list(req, m->body);
+		ctl_list(req, cm.workspace);
 		return;
 	case IPC_VMCTL_PREFLIGHT:
 		ctl_preflight(req);
@@ -235,28 +241,20 @@ vmmd_dispatch_vmctl(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		ctl_audit_verify(req);
 		return;
 	case IPC_VMCTL_STOP_WORKSPACE:
-		if (jsonx_get_string(m->body, "workspace", 1, &ws, &jerr) !=
-		    1) {
-			request_error(req, "invalid_argument", "%s", jerr.msg);
-			return;
-		}
-		ctl_stop_workspace(req, ws);
+		ctl_stop_workspace(req, cm.workspace);
 		return;
 	}
 	/* The rest name one VM, of any workspace. */
-	if (jsonx_get_string(m->body, "vm_id", 1, &id, &jerr) != 1) {
-		request_error(req, "invalid_argument", "%s", jerr.msg);
-		return;
-	}
-	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, id);
-	if ((vm = vm_find(id)) == NULL || vm->rec.state == VM_GONE) {
-		request_error(req, "not_found", "there is no VM '%.64s'", id);
+	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, cm.vm_id);
+	if ((vm = vm_find(cm.vm_id)) == NULL || vm->rec.state == VM_GONE) {
+		request_error(req, "not_found", "there is no VM '%.64s'",
+		    cm.vm_id);
 		return;
 	}
 	snprintf(req->workspace, sizeof(req->workspace), "%s",
 	    vm->rec.workspace);
-	req->mutation = m->type != IPC_VMCTL_STATUS;
-	switch (m->type) {
+	req->mutation = cm.type != IPC_VMCTL_STATUS;
+	switch (cm.type) {
 	case IPC_VMCTL_STATUS:
 		request_reply(req, vm_detail(vm));
 		break;
@@ -266,16 +264,7 @@ vmmd_dispatch_vmctl(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		break;
 	case IPC_VMCTL_SUSPEND:
 		snprintf(req->tool, sizeof(req->tool), "vmctl:suspend");
-		/* A mode that is not one of the two is refused, never read
-		 * as hibernate. */
-		if (jsonx_get_string(m->body, "mode", 0, &mode, &jerr) == -1 ||
-		    (strcmp(mode, "pause") != 0 &&
-		    strcmp(mode, "hibernate") != 0)) {
-			request_error(req, "invalid_argument", "mode must be "
-			    "\"hibernate\" or \"pause\"");
-			break;
-		}
-		vm_suspend(vm, strcmp(mode, "pause") == 0, ctl_done, req);
+		vm_suspend(vm, cm.pause, ctl_done, req);
 		break;
 	case IPC_VMCTL_RESUME:
 		snprintf(req->tool, sizeof(req->tool), "vmctl:resume");

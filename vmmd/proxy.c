@@ -21,6 +21,7 @@
 #include <event2/event.h>
 
 #include "backend.h"
+#include "decode.h"
 #include "ipc.h"
 #include "log.h"
 #include "vmmd.h"
@@ -138,42 +139,41 @@ static void
 proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct proxy *p = arg;
-	struct json_object *v, *info = NULL;
-	const char *event;
+	struct proxy_event ev;
+	struct decode_err de;
 
-	if (m->type != IPC_PROXY_EVENT ||
-	    !json_object_object_get_ex(m->body, "event", &v) ||
-	    !json_object_is_type(v, json_type_string))
+	/* IPC_PROXY_EVENT is all the policy admits unasked for. */
+	if (decode_proxy_event(m->body,
+	    (int)env->conf.vmmd.max_streams_per_vm, &ev, &de) != DECODE_OK) {
+		/* A proxy out of protocol is one the guest has taken over:
+		 * its VM fails, and the connection goes with it. */
+		log_warnx("vm %s: vmproxy sent a malformed event: %s",
+		    p->vm != NULL ? p->vm->rec.id : "?", de.msg);
+		if (p->vm != NULL)
+			vm_fail(p->vm, "vmproxy broke the protocol");
+		else
+			ipc_conn_free(conn);
 		return;
-	event = json_object_get_string(v);
-	if (strcmp(event, "guest_error") == 0) {
+	}
+	if (ev.kind == PROXY_EV_GUEST_ERROR) {
 		p->guest_fault = 1;
 		return;
 	}
-	if (strcmp(event, "streams") == 0) {
-		int64_t open = -1;
-
-		if (json_object_object_get_ex(m->body, "open", &v) &&
-		    json_object_is_type(v, json_type_int))
-			open = json_object_get_int64(v);
-		/* vmproxy opens no more than vmmd let it: anything else is a
-		 * proxy that the guest has taken over. */
-		if (open < 0 || open > env->conf.vmmd.max_streams_per_vm) {
-			log_warnx("vm %s: vmproxy reports %lld open streams, "
-			    "outside 0..%lld", p->vm != NULL ? p->vm->rec.id :
-			    "?", (long long)open,
-			    (long long)env->conf.vmmd.max_streams_per_vm);
-			if (p->vm != NULL)
-				vm_fail(p->vm, "vmproxy broke the protocol");
-			return;
-		}
-		if (p->vm != NULL)
-			vm_streams_count(p->vm, (int)open);
+	if (p->vm == NULL)
 		return;
+	switch (ev.kind) {
+	case PROXY_EV_STREAMS:
+		vm_streams_count(p->vm, ev.open);
+		break;
+	case PROXY_EV_HELLO:
+		vm_guest_event(p->vm, "hello", ev.guest);
+		break;
+	case PROXY_EV_LINK_DOWN:
+		vm_guest_event(p->vm, "link_down", NULL);
+		break;
+	case PROXY_EV_GUEST_ERROR:
+		break;
 	}
-	json_object_object_get_ex(m->body, "guest", &info);
-	if (p->vm != NULL)
-		vm_guest_event(p->vm, event, info);
 }
 
 static void

@@ -711,42 +711,14 @@ stream_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 	vm->opening_streams++;
 }
 
-/*
- * stream_open is mcpd's, not a tool of tools.json: its arguments are
- * checked here, exactly, before anything reads them.
- */
-static int
-stream_open_check(struct request *req)
-{
-	struct jsonx_err jerr;
-	const char *id;
-	int64_t port;
-
-	if (req->args == NULL ||
-	    !json_object_is_type(req->args, json_type_object) ||
-	    json_object_object_length(req->args) != 2) {
-		request_error(req, "invalid_argument", "stream_open takes "
-		    "exactly vm_id and port");
-		return -1;
-	}
-	if (jsonx_get_string(req->args, "vm_id", 1, &id, &jerr) != 1 ||
-	    jsonx_get_int64(req->args, "port", 1, 1, 65535, &port,
-	    &jerr) != 1) {
-		request_error(req, "invalid_argument", "%s", jerr.msg);
-		return -1;
-	}
-	return 0;
-}
-
 static void
 tool_stream_open(struct request *req)
 {
 	int port, host = 0, ws = 0, here;
 	struct vm *vm, *v;
 
-	if (stream_open_check(req) == -1)
-		return;
-	port = (int)arg_int(req, "port", 0);	/* 1..65535, checked */
+	/* vm_id and port, 1..65535: decode_mcpd checked them. */
+	port = (int)arg_int(req, "port", 0);
 	if ((vm = owned_vm(req)) == NULL)
 		return;
 	if (port < 1 || port > 65535 || !port_allowed(port)) {

@@ -26,6 +26,7 @@
 #include "audit.h"
 #include "authclient.h"
 #include "backend.h"
+#include "decode.h"
 #include "ipc.h"
 #include "jsonx.h"
 #include "log.h"
@@ -37,7 +38,6 @@
 #include "vmmd.h"
 #include "worker.h"
 
-#define CREDENTIAL_MAX		512
 
 struct vmmd *env;
 
@@ -318,63 +318,51 @@ static void
 vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct request *req;
-	struct json_object *args;
-	struct jsonx_err jerr;
-	const char *cred, *tool;
-	int progress = 0;
+	struct mcpd_msg mm;
+	struct decode_err de;
 	long long pending = conn_requests(conn);
 
+	/* Decoded and bounded first: no handler sees the raw body. */
+	switch (decode_mcpd(m->type, m->body, &mm, &de)) {
+	case DECODE_BAD:
+		log_warnx("mcpd sent a malformed message (type %u): %s; "
+		    "closing its connection", m->type, de.msg);
+		ipc_conn_free(conn);
+		return;
+	case DECODE_REFUSE:
+		request_error(request_new(conn, m->id), de.code, "%s", de.msg);
+		return;
+	case DECODE_OK:
+		break;
+	}
+	if (mm.type == IPC_VM_CANCEL)
+		return;	/* nothing vmmd runs is safe to abandon half way */
 	req = request_new(conn, m->id);
 	if (pending >= env->conf.vmmd.max_peer_requests) {
 		request_error(req, "busy", "max_peer_requests: this connection "
 		    "already has %lld requests unanswered", pending);
 		return;
 	}
-	if (m->type == IPC_VM_STATS) {
+	switch (mm.type) {
+	case IPC_VM_STATS:
 		req->admin = 1;
 		snprintf(req->tool, sizeof(req->tool), "stats");
 		tools_dispatch(req);
 		return;
-	}
-	if (m->type == IPC_VM_CANCEL) {
-		/* Nothing vmmd runs is safe to abandon half way; the reply
-		 * simply goes unread. */
-		request_free(req);
-		return;
-	}
-	if (jsonx_get_string(m->body, "credential", 1, &cred, &jerr) != 1 ||
-	    strlen(cred) > CREDENTIAL_MAX) {
-		request_error(req, "unauthorized", "no credential");
-		return;
-	}
-	if (m->type == IPC_VM_STREAM_OPEN) {
-		struct json_object *a = json_object_new_object();
-
-		/* The arguments are the rest: the credential stays here. */
-		json_object_object_foreach(m->body, k, v)
-			if (strcmp(k, "credential") != 0)
-				json_object_object_add(a, k,
-				    json_object_get(v));
+	case IPC_VM_STREAM_OPEN:
 		snprintf(req->tool, sizeof(req->tool), "stream_open");
-		req->args = a;
-		request_verify(req, cred);
-		return;
+		req->args = json_object_new_object();
+		json_object_object_add(req->args, "vm_id",
+		    json_object_new_string(mm.vm_id));
+		json_object_object_add(req->args, "port",
+		    json_object_new_int(mm.port));
+		break;
+	default:	/* IPC_VM_TOOL */
+		snprintf(req->tool, sizeof(req->tool), "%s", mm.tool);
+		req->args = json_object_get(mm.args);
+		req->progress = mm.progress;
 	}
-	if (jsonx_get_string(m->body, "tool", 1, &tool, &jerr) != 1 ||
-	    jsonx_get_object(m->body, "arguments", 1, &args, &jerr) != 1 ||
-	    jsonx_get_bool(m->body, "progress", 0, &progress, &jerr) < 0) {
-		request_error(req, "invalid_argument", "%s", jerr.msg);
-		return;
-	}
-	if (tools_find(tool) == NULL) {
-		request_error(req, "not_found", "there is no tool '%.64s'",
-		    tool);
-		return;
-	}
-	snprintf(req->tool, sizeof(req->tool), "%s", tool);
-	req->args = json_object_get(args);
-	req->progress = progress;
-	request_verify(req, cred);
+	request_verify(req, mm.credential);
 }
 
 /* Connections open now on vmmd.sock and vmctl.sock. */

@@ -672,7 +672,8 @@ on_stream_frame(const struct glink_frame *f)
 
 		memcpy(why, f->data, n);
 		why[n] = '\0';
-		if (!glink_utf8_valid(why, n))
+		if (memchr(why, '\0', n) != NULL ||
+		    !utf8_valid((const uint8_t *)why, n))
 			snprintf(why, sizeof(why), "refused");
 		ipc_reply_error(px.vmmd, s->ipc_id, "conflict",
 		    "nothing in the guest accepted the stream (%s)", why);

@@ -83,7 +83,7 @@ def main():
                     os.close(fd)
             elif mode == "flood":
                 for _ in range(20000):
-                    c.send(PROXY_EVENT, {"event": "link_up"}, id=0)
+                    c.send(PROXY_EVENT, {"event": "streams", "open": 0}, id=0)
     except (EOFError, OSError):
         pass
     sys.exit(0)

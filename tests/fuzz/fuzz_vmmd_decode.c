@@ -1,0 +1,160 @@
+/*
+ * libFuzzer target for vmmd's decoders (vmmd/decode.c): a frame body as
+ * mcpd, vmctl or vmproxy could send it goes through the socket's JSON
+ * check (ipc_frame_check) and then the decoder of its peer.  The first
+ * byte picks the message type.  Whatever a decoder accepts must satisfy
+ * what the handlers rely on, and every refusal must say why; anything
+ * else aborts.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "decode.h"
+#include "ipc.h"
+#include "schema.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+#define MAX_STREAMS	4
+
+static const struct ipc_rule rules[] = {
+	{ IPC_VM_TOOL, 0 }, { IPC_VM_CANCEL, 0 }, { IPC_VM_STREAM_OPEN, 0 },
+	{ IPC_VM_STATS, 0 },
+	{ IPC_VMCTL_LIST, 0 }, { IPC_VMCTL_STATUS, 0 },
+	{ IPC_VMCTL_DESTROY, 0 }, { IPC_VMCTL_SUSPEND, 0 },
+	{ IPC_VMCTL_RESUME, 0 }, { IPC_VMCTL_STOP_WORKSPACE, 0 },
+	{ IPC_VMCTL_PREFLIGHT, 0 }, { IPC_VMCTL_AUDIT_VERIFY, 0 },
+	{ IPC_PROXY_EVENT, 0 },
+	/* Types of the other peers, which every decoder must turn away. */
+	{ IPC_HELLO, 0 }, { IPC_PROXY_RESULT, 0 }, { IPC_VMCTL_RESULT, 0 },
+};
+static const struct ipc_policy policy = { "fuzz", rules,
+	sizeof(rules) / sizeof(rules[0]) };
+
+static void
+verdict_ok(enum decode_verdict v, const struct decode_err *e)
+{
+	if (v == DECODE_REFUSE && (e->code == NULL || e->msg[0] == '\0'))
+		abort();
+	if (v == DECODE_BAD && e->msg[0] == '\0')
+		abort();
+}
+
+static void
+check_mcpd(uint32_t type, struct json_object *body)
+{
+	struct mcpd_msg m;
+	struct decode_err e;
+	enum decode_verdict v = decode_mcpd(type, body, &m, &e);
+
+	verdict_ok(v, &e);
+	if (v != DECODE_OK)
+		return;
+	if (m.type != type)
+		abort();
+	switch (type) {
+	case IPC_VM_TOOL:
+		if (m.credential == NULL || strlen(m.credential) >
+		    DECODE_CREDENTIAL_MAX || m.tool == NULL ||
+		    tools_find(m.tool) == NULL || m.args == NULL ||
+		    !json_object_is_type(m.args, json_type_object) ||
+		    (m.progress != 0 && m.progress != 1))
+			abort();
+		break;
+	case IPC_VM_STREAM_OPEN:
+		if (m.credential == NULL || strlen(m.credential) >
+		    DECODE_CREDENTIAL_MAX || m.vm_id == NULL ||
+		    m.port < 1 || m.port > 65535)
+			abort();
+		break;
+	case IPC_VM_CANCEL:
+	case IPC_VM_STATS:
+		break;
+	default:
+		abort();	/* another peer's type was accepted */
+	}
+}
+
+static void
+check_vmctl(uint32_t type, struct json_object *body)
+{
+	struct vmctl_msg m;
+	struct decode_err e;
+	enum decode_verdict v = decode_vmctl(type, body, &m, &e);
+
+	verdict_ok(v, &e);
+	if (v != DECODE_OK)
+		return;
+	switch (type) {
+	case IPC_VMCTL_STATUS:
+	case IPC_VMCTL_DESTROY:
+	case IPC_VMCTL_RESUME:
+	case IPC_VMCTL_SUSPEND:
+		if (m.vm_id == NULL || (m.pause != 0 && m.pause != 1))
+			abort();
+		break;
+	case IPC_VMCTL_STOP_WORKSPACE:
+		if (m.workspace == NULL)
+			abort();
+		break;
+	case IPC_VMCTL_LIST:
+	case IPC_VMCTL_PREFLIGHT:
+	case IPC_VMCTL_AUDIT_VERIFY:
+		break;
+	default:
+		abort();
+	}
+}
+
+static void
+check_proxy(struct json_object *body)
+{
+	struct proxy_event ev;
+	struct decode_err e;
+	enum decode_verdict v = decode_proxy_event(body, MAX_STREAMS, &ev, &e);
+
+	verdict_ok(v, &e);
+	if (v == DECODE_REFUSE)
+		abort();	/* vmproxy is never argued with */
+	if (v != DECODE_OK)
+		return;
+	if (ev.kind == PROXY_EV_STREAMS && (ev.open < 0 ||
+	    ev.open > MAX_STREAMS))
+		abort();
+	if (ev.guest != NULL && !json_object_is_type(ev.guest,
+	    json_type_object))
+		abort();
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct json_object *body = NULL;
+	struct ipc_frame f;
+	char *payload, err[256];
+
+	if (size < 1 || size > 65536)
+		return 0;
+	payload = malloc(size);
+	memcpy(payload, data + 1, size - 1);
+	payload[size - 1] = '\0';
+	memset(&f, 0, sizeof(f));
+	f.type = rules[data[0] % policy.nrules].type;
+	f.id = 1;
+	f.payload = payload;
+	f.len = size - 1;
+	f.fd = -1;
+	if (ipc_frame_check(&f, &policy, &body, NULL, err,
+	    sizeof(err)) == 0) {
+		check_mcpd(f.type, body);
+		check_vmctl(f.type, body);
+		if (f.type == IPC_PROXY_EVENT)
+			check_proxy(body);
+		json_object_put(body);
+	}
+	free(payload);
+	return 0;
+}

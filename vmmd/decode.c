@@ -1,0 +1,251 @@
+/*
+ * vmmd's decoders for what mcpd, vmctl and vmproxy send (decode.h).
+ * Each checks every member of its message: the type and bounds of the
+ * ones it knows, and that there are no others.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "decode.h"
+#include "ipc.h"
+#include "jsonx.h"
+#include "schema.h"
+
+static enum decode_verdict verdict(struct decode_err *,
+    enum decode_verdict, const char *, const char *, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static enum decode_verdict
+verdict(struct decode_err *e, enum decode_verdict v, const char *code,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	e->code = code;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	return v;
+}
+
+/* Is every member of o one of names (NULL-terminated)?  *extra: the
+ * first that is not. */
+static int
+only_members(struct json_object *o, const char *const *names,
+    const char **extra)
+{
+	json_object_object_foreach(o, k, v) {
+		size_t i;
+
+		(void)v;
+		for (i = 0; names[i] != NULL; i++)
+			if (strcmp(k, names[i]) == 0)
+				break;
+		if (names[i] == NULL) {
+			*extra = k;
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static enum decode_verdict
+decode_credential(struct json_object *body, const char **out,
+    struct decode_err *e)
+{
+	struct jsonx_err jerr;
+
+	if (jsonx_get_string(body, "credential", 1, out, &jerr) != 1)
+		return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+	/* Longer than any credential authd issues: refused unasked. */
+	if (strlen(*out) > DECODE_CREDENTIAL_MAX)
+		return verdict(e, DECODE_REFUSE, "unauthorized",
+		    "the credential is not valid");
+	return DECODE_OK;
+}
+
+enum decode_verdict
+decode_mcpd(uint32_t type, struct json_object *body, struct mcpd_msg *m,
+    struct decode_err *e)
+{
+	static const char *const tool_keys[] = { "credential", "tool",
+	    "arguments", "progress", NULL };
+	static const char *const stream_keys[] = { "credential", "vm_id",
+	    "port", NULL };
+	static const char *const cancel_keys[] = { "id", NULL };
+	struct jsonx_err jerr;
+	enum decode_verdict v;
+	const char *extra = NULL;
+	int64_t n;
+	int rc;
+
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	if (body == NULL || !json_object_is_type(body, json_type_object))
+		return verdict(e, DECODE_BAD, NULL, "the body is no object");
+	switch (type) {
+	case IPC_VM_STATS:
+		if (json_object_object_length(body) != 0)
+			return verdict(e, DECODE_BAD, NULL, "stats takes no "
+			    "members");
+		return DECODE_OK;
+	case IPC_VM_CANCEL:
+		if (!only_members(body, cancel_keys, &extra))
+			return verdict(e, DECODE_BAD, NULL, "cancel: unknown "
+			    "member '%.64s'", extra);
+		if (jsonx_get_int64(body, "id", 0, 0, UINT32_MAX, &n,
+		    &jerr) == -1)
+			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		return DECODE_OK;
+	case IPC_VM_TOOL:
+		if (!only_members(body, tool_keys, &extra))
+			return verdict(e, DECODE_BAD, NULL, "tool call: unknown "
+			    "member '%.64s'", extra);
+		if (jsonx_get_string(body, "tool", 1, &m->tool, &jerr) != 1 ||
+		    jsonx_get_object(body, "arguments", 1, &m->args,
+		    &jerr) != 1 ||
+		    jsonx_get_bool(body, "progress", 0, &m->progress,
+		    &jerr) == -1)
+			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		if ((v = decode_credential(body, &m->credential, e)) !=
+		    DECODE_OK)
+			return v;
+		if (tools_find(m->tool) == NULL)
+			return verdict(e, DECODE_REFUSE, "not_found", "there "
+			    "is no tool '%.64s'", m->tool);
+		return DECODE_OK;
+	case IPC_VM_STREAM_OPEN:
+		if ((v = decode_credential(body, &m->credential, e)) !=
+		    DECODE_OK)
+			return v;
+		/* vm_id and port are the client's, from the URL: refused
+		 * with a reason, not a broken mcpd. */
+		if (!only_members(body, stream_keys, &extra))
+			return verdict(e, DECODE_REFUSE, "invalid_argument",
+			    "stream_open takes vm_id and port, not "
+			    "'%.64s'", extra);
+		if (jsonx_get_string(body, "vm_id", 1, &m->vm_id, &jerr) != 1 ||
+		    (rc = jsonx_get_int64(body, "port", 1, 1, 65535, &n,
+		    &jerr)) != 1)
+			return verdict(e, DECODE_REFUSE, "invalid_argument",
+			    "%s", jerr.msg);
+		m->port = (int)n;
+		return DECODE_OK;
+	}
+	return verdict(e, DECODE_BAD, NULL, "message type %u is not mcpd's",
+	    type);
+}
+
+enum decode_verdict
+decode_vmctl(uint32_t type, struct json_object *body, struct vmctl_msg *m,
+    struct decode_err *e)
+{
+	static const char *const none[] = { NULL };
+	static const char *const list_keys[] = { "workspace", NULL };
+	static const char *const vm_keys[] = { "vm_id", NULL };
+	static const char *const suspend_keys[] = { "vm_id", "mode", NULL };
+	static const char *const modes[] = { "hibernate", "pause", NULL };
+	const char *const *keys;
+	struct jsonx_err jerr;
+	const char *extra = NULL;
+	int mode = 0, rc = 1;
+
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	if (body == NULL || !json_object_is_type(body, json_type_object))
+		return verdict(e, DECODE_REFUSE, "invalid_argument",
+		    "the request is no object");
+	switch (type) {
+	case IPC_VMCTL_LIST:
+		keys = list_keys;
+		rc = jsonx_get_string(body, "workspace", 0, &m->workspace,
+		    &jerr);
+		break;
+	case IPC_VMCTL_STOP_WORKSPACE:
+		keys = list_keys;
+		rc = jsonx_get_string(body, "workspace", 1, &m->workspace,
+		    &jerr);
+		break;
+	case IPC_VMCTL_STATUS:
+	case IPC_VMCTL_DESTROY:
+	case IPC_VMCTL_RESUME:
+		keys = vm_keys;
+		rc = jsonx_get_string(body, "vm_id", 1, &m->vm_id, &jerr);
+		break;
+	case IPC_VMCTL_SUSPEND:
+		keys = suspend_keys;
+		if ((rc = jsonx_get_string(body, "vm_id", 1, &m->vm_id,
+		    &jerr)) == 1 &&
+		    (rc = jsonx_get_enum(body, "mode", 0, modes, &mode,
+		    &jerr)) >= 0) {
+			m->pause = mode == 1;
+			rc = 1;
+		}
+		break;
+	case IPC_VMCTL_PREFLIGHT:
+	case IPC_VMCTL_AUDIT_VERIFY:
+		keys = none;
+		break;
+	default:
+		return verdict(e, DECODE_BAD, NULL, "message type %u is not "
+		    "vmctl's", type);
+	}
+	if (rc == -1 || (rc == 0 && type == IPC_VMCTL_STOP_WORKSPACE))
+		return verdict(e, DECODE_REFUSE, "invalid_argument", "%s",
+		    jerr.msg);
+	if (!only_members(body, keys, &extra))
+		return verdict(e, DECODE_REFUSE, "invalid_argument",
+		    "unknown member '%.64s'", extra);
+	return DECODE_OK;
+}
+
+enum decode_verdict
+decode_proxy_event(struct json_object *body, int max_streams,
+    struct proxy_event *ev, struct decode_err *e)
+{
+	static const char *const names[] = { "hello", "link_down", "streams",
+	    "guest_error", NULL };
+	static const char *const keys[][3] = {
+		{ "event", "guest", NULL },		/* hello */
+		{ "event", NULL, NULL },		/* link_down */
+		{ "event", "open", NULL },		/* streams */
+		{ "event", "message", NULL },		/* guest_error */
+	};
+	struct jsonx_err jerr;
+	const char *extra = NULL, *s;
+	int64_t n;
+	int kind;
+
+	memset(ev, 0, sizeof(*ev));
+	if (body == NULL || !json_object_is_type(body, json_type_object) ||
+	    jsonx_get_enum(body, "event", 1, names, &kind, &jerr) != 1)
+		return verdict(e, DECODE_BAD, NULL, "an event of no known "
+		    "kind");
+	ev->kind = (enum proxy_event_kind)kind;
+	if (!only_members(body, keys[kind], &extra))
+		return verdict(e, DECODE_BAD, NULL, "event %s: unknown member "
+		    "'%.64s'", names[kind], extra);
+	switch (ev->kind) {
+	case PROXY_EV_HELLO:
+		if (jsonx_get_object(body, "guest", 0, &ev->guest, &jerr) ==
+		    -1)
+			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		break;
+	case PROXY_EV_STREAMS:
+		/* vmproxy opens no more than vmmd let it: anything else is a
+		 * proxy that the guest has taken over. */
+		if (jsonx_get_int64(body, "open", 1, 0, max_streams, &n,
+		    &jerr) != 1)
+			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		ev->open = (int)n;
+		break;
+	case PROXY_EV_GUEST_ERROR:
+		if (jsonx_get_string(body, "message", 0, &s, &jerr) == -1)
+			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		break;
+	case PROXY_EV_LINK_DOWN:
+		break;
+	}
+	return DECODE_OK;
+}

@@ -1,0 +1,75 @@
+/*
+ * vmmd: every message a peer may send, decoded into a typed struct and
+ * bounded before any handler runs (#14).  Pure: a JSON body in, a struct
+ * or a verdict out, no state, so that fuzz_vmmd_decode drives exactly
+ * what the sockets do.  Strings in a struct point into the body and live
+ * as long as it does.
+ *
+ * A verdict is one of three: the message is good; it is well formed but a
+ * value is refused, and the peer is answered with code and msg; or it is
+ * not of its type's shape, which only a broken or compromised peer sends,
+ * and its connection is closed and logged.
+ */
+#ifndef VMMD_DECODE_H
+#define VMMD_DECODE_H
+
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#define DECODE_CREDENTIAL_MAX	512
+
+enum decode_verdict {
+	DECODE_OK,
+	DECODE_REFUSE,		/* answer code, msg */
+	DECODE_BAD,		/* close the connection, log msg */
+};
+
+struct decode_err {
+	const char	*code;	/* a public error code, for DECODE_REFUSE */
+	char		 msg[256];
+};
+
+/* vmmd.sock: mcpd. */
+struct mcpd_msg {
+	uint32_t		 type;
+	const char		*credential;	/* TOOL, STREAM_OPEN */
+	const char		*tool;		/* TOOL: a tool of tools.json */
+	struct json_object	*args;		/* TOOL: an object, borrowed */
+	int			 progress;	/* TOOL */
+	const char		*vm_id;		/* STREAM_OPEN */
+	int			 port;		/* STREAM_OPEN: 1..65535 */
+};
+
+enum decode_verdict decode_mcpd(uint32_t type, struct json_object *body,
+	    struct mcpd_msg *, struct decode_err *);
+
+/* vmctl.sock: the operator's vmctl. */
+struct vmctl_msg {
+	uint32_t	 type;
+	const char	*vm_id;		/* STATUS, DESTROY, SUSPEND, RESUME */
+	const char	*workspace;	/* STOP_WORKSPACE; LIST: NULL for all */
+	int		 pause;		/* SUSPEND: mode "pause" */
+};
+
+enum decode_verdict decode_vmctl(uint32_t type, struct json_object *body,
+	    struct vmctl_msg *, struct decode_err *);
+
+/* vmproxy's events (IPC_PROXY_EVENT).  vmproxy speaks for the guest. */
+enum proxy_event_kind {
+	PROXY_EV_HELLO,		/* the guest said hello */
+	PROXY_EV_LINK_DOWN,
+	PROXY_EV_STREAMS,	/* open: how many streams are open */
+	PROXY_EV_GUEST_ERROR,	/* the guest broke the link protocol */
+};
+
+struct proxy_event {
+	enum proxy_event_kind	 kind;
+	int			 open;		/* STREAMS: 0..max_streams */
+	struct json_object	*guest;		/* HELLO: an object or NULL */
+};
+
+enum decode_verdict decode_proxy_event(struct json_object *body,
+	    int max_streams, struct proxy_event *, struct decode_err *);
+
+#endif
