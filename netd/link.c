@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <linux/if_tun.h>
 #include <sched.h>
 #include <stdio.h>
@@ -266,7 +267,7 @@ link_leave(const struct link_cfg *c)
 /* The TAP for the VMM, in the current netns, not persistent: it lives as
  * long as a descriptor (QEMU's) does, or until teardown deletes it. */
 static int
-tap_open(const char *name, char *err, size_t errlen)
+tap_open(const char *name, unsigned slot, char *err, size_t errlen)
 {
 	struct ifreq ifr;
 	int fd;
@@ -280,6 +281,14 @@ tap_open(const char *name, char *err, size_t errlen)
 	ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
 	if (ioctl(fd, TUNSETIFF, &ifr) == -1) {
 		snprintf(err, errlen, "%s: TUNSETIFF: %s", name,
+		    strerror(errno));
+		close(fd);
+		return -1;
+	}
+	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+	netd_gateway_mac(slot, (uint8_t *)ifr.ifr_hwaddr.sa_data);
+	if (ioctl(fd, SIOCSIFHWADDR, &ifr) == -1) {
+		snprintf(err, errlen, "%s: SIOCSIFHWADDR: %s", name,
 		    strerror(errno));
 		close(fd);
 		return -1;
@@ -350,7 +359,7 @@ link_setup(const struct link_cfg *c, unsigned slot, int *tap, char *err,
 	    (nsfd = open("/proc/thread-self/ns/net", O_RDONLY |
 	    O_CLOEXEC)) == -1 || (sk = nl_open(err, errlen)) == NULL ||
 	    link_set_up(sk, "lo", err, errlen) == -1 ||
-	    (tapfd = tap_open(n.tap, err, errlen)) == -1)
+	    (tapfd = tap_open(n.tap, slot, err, errlen)) == -1)
 		goto fail;
 	nl_socket_free(sk);
 	sk = NULL;

@@ -181,6 +181,13 @@ netd_guest_mac(unsigned slot, uint8_t mac[6])
 	mac[5] = (uint8_t)slot;
 }
 
+void
+netd_gateway_mac(unsigned slot, uint8_t mac[6])
+{
+	netd_guest_mac(slot, mac);
+	mac[3] = 0x01;
+}
+
 static void
 put_mac(struct out *o, const uint8_t mac[6])
 {

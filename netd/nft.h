@@ -60,6 +60,10 @@ int	cidr_overlap(const struct cidr *, const struct cidr *);
 int	netd_ifname_valid(const char *);
 /* The guest's MAC for a slot: 02:6d:76:00:<slot hi>:<slot lo>. */
 void	netd_guest_mac(unsigned slot, uint8_t mac[6]);
+/* The TAP's own (the guest's gateway): 02:6d:76:01:<slot hi>:<slot lo>,
+ * fixed so that a guest resumed from hibernation finds its gateway at the
+ * address its ARP cache remembers. */
+void	netd_gateway_mac(unsigned slot, uint8_t mac[6]);
 
 /*
  * The whole ruleset text of one VM's netns, replacing any earlier one in

@@ -93,7 +93,7 @@ class NetConn(ipc.Conn):
 class World:
     """The namespaces, servers and one netd, built once for the class."""
 
-    def __init__(self):
+    def __init__(self, max_vms=MAX_VMS):
         self.procs = []
         self.dir = tempfile.mkdtemp(prefix="netd-it.")
         os.chmod(self.dir, 0o755)
@@ -109,7 +109,7 @@ class World:
                     "[vmmd]\nmax_vms = %d\n"
                     "[netd]\nuplink = up0\ndns = 203.0.113.53\n"
                     "blocked_cidrs = 198.18.5.0/24\nnetns_dir = %s\n"
-                    % (self.run, self.dir, MAX_VMS, self.netns_dir))
+                    % (self.run, self.dir, max_vms, self.netns_dir))
         self.netd = None
         self.guests = {}
 
@@ -442,6 +442,11 @@ class NetdTest(unittest.TestCase):
 
         def neigh(addr):
             return sh("ip", "neigh", "show", addr, ns=vmns).stdout.strip()
+
+        # The gateway's MAC is fixed per slot: a guest resumed from
+        # hibernation finds it where its ARP cache says.
+        self.assertIn("02:6d:76:01:00:03", sh("ip", "link", "show",
+                                              "mcpvm-3t", ns=vmns).stdout)
 
         # Control: a well-formed request about an address we may claim
         # (the guest's own, on a fresh entry) creates a neighbour entry.
