@@ -22,6 +22,7 @@ struct conf_vmmd {
 	char		*socket;		/* mcpd's requests */
 	char		*ctl_socket;		/* vmctl */
 	char		*authd_socket;
+	char		*netd_socket;		/* guest networks */
 	char		*database;
 	char		*audit_log;
 	char		*vm_dir;		/* disks, kernels, checkpoints */

@@ -32,6 +32,7 @@ struct vm_spec {
 	 */
 	const char		*rundir;
 	int			 tap_fd;	/* -1: no network device at all */
+	const char		*mac;		/* the NIC's, with tap_fd */
 	const struct cg_host	*cg;		/* NULL: no cgroup (tests) */
 };
 

@@ -12,6 +12,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "preflight.h"
+#include "netclient.h"
 #include "vmmd.h"
 
 struct request *control_request_new(struct ipc_conn *, uint32_t);
@@ -140,6 +141,15 @@ ctl_preflight(struct request *req)
 		json_object_object_add(o, "message",
 		    json_object_new_string(rep.r[i].msg));
 		json_object_array_add(arr, o);
+	}
+	netclient_preflight(arr);
+	{
+		struct json_object *last = json_object_array_get_idx(arr,
+		    json_object_array_length(arr) - 1);
+
+		if (!json_object_get_boolean(json_object_object_get(last,
+		    "ok")))
+			rep.failed++;
 	}
 	json_object_object_add(res, "checks", arr);
 	json_object_object_add(res, "failed",
