@@ -7,6 +7,7 @@
       dns:ADDR       answers A queries for NAME (env DNS_NAME) with
                      env DNS_ADDR, NXDOMAIN for anything else
       sink:ADDR:PORT appends each UDP datagram's "PEER DATA" to env SINK
+      discard:ADDR:PORT  reads a TCP stream to its end, answers "done"
   netd_world.py pump FD MAC ADDR/PLEN GW
       the guest: makes TAP eth0 in the current netns with that MAC and
       address, default route via GW, and copies frames between it and
@@ -15,6 +16,10 @@
       one try from the current netns, prints a JSON result:
       tcp (connect, read), udp (send, await echo), dns (query NAME),
       udp-send (send one datagram, no answer expected), tcp6
+  netd_world.py bench ADDR PORT MIB CONNECTS
+      from the current netns: MIB MiB to a discard server at ADDR:PORT,
+      then CONNECTS connections to a tcp server at ADDR:80; prints JSON
+      {"mib_s": throughput, "connect_ms": median connect time}
   netd_world.py sniff IFNAME SECONDS
       counts frames arriving on IFNAME by ethertype, prints JSON
 
@@ -81,6 +86,22 @@ def serve(specs):
                         pass
                     c.close()
             threads.append(threading.Thread(target=tcp_loop, daemon=True))
+        elif kind == "discard":
+            addr, port = rest.rsplit(":", 1)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((addr, int(port)))
+            s.listen(8)
+
+            def discard_loop(s=s):
+                while True:
+                    c, _ = s.accept()
+                    while c.recv(1 << 18):
+                        pass
+                    c.sendall(b"done")
+                    c.close()
+            threads.append(threading.Thread(target=discard_loop,
+                                            daemon=True))
         elif kind in ("udp", "sink"):
             addr, port = rest.rsplit(":", 1)
             s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -198,6 +219,27 @@ def probe(kind, addr, port, src=None):
     print(json.dumps(res))
 
 
+def bench(addr, port, mib, connects):
+    import statistics
+    block = b"x" * (1 << 16)
+    s = socket.create_connection((addr, int(port)), timeout=30)
+    t0 = time.monotonic()
+    for _ in range(int(mib) * 16):
+        s.sendall(block)
+    s.shutdown(socket.SHUT_WR)
+    s.recv(16)
+    secs = time.monotonic() - t0
+    s.close()
+    times = []
+    for _ in range(int(connects)):
+        t = time.monotonic()
+        c = socket.create_connection((addr, 80), timeout=5)
+        times.append((time.monotonic() - t) * 1000)
+        c.close()
+    print(json.dumps({"mib_s": int(mib) / secs,
+                      "connect_ms": statistics.median(times)}))
+
+
 def sniff(ifname, seconds):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
     s.bind((ifname, 0))
@@ -225,6 +267,8 @@ if __name__ == "__main__":
         pump(*sys.argv[2:6])
     elif cmd == "probe":
         probe(*sys.argv[2:])
+    elif cmd == "bench":
+        bench(*sys.argv[2:6])
     elif cmd == "sniff":
         sniff(*sys.argv[2:4])
     else:
