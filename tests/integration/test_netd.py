@@ -315,6 +315,11 @@ class NetdTest(unittest.TestCase):
                   n.startswith("mcpvm")]
         assert not leaked, "namespaces left: %s" % leaked
 
+    def tearDown(self):
+        # The machine's own ruleset is never touched, test after test.
+        self.assertEqual(host_ruleset(), self.real_ruleset,
+                         "the machine's nft ruleset changed")
+
     # -- helpers ---------------------------------------------------------
 
     def setup_slot(self, slot, conn=None):
@@ -372,6 +377,44 @@ class NetdTest(unittest.TestCase):
         self.assertTrue(b["forward_drop"], "H's FORWARD policy drop unseen")
         self.assertEqual(b["host_range"], "10.231.0.0/16")
         self.assertEqual(b["guest_range"], "10.232.0.0/16")
+
+    def test_01_privileges(self):
+        with open("/proc/%d/status" % self.world.netd.pid) as f:
+            st = dict(ln.split(":", 1) for ln in f.read().splitlines()
+                      if ":" in ln)
+        caps = (1 << 12) | (1 << 21)    # CAP_NET_ADMIN, CAP_SYS_ADMIN
+        for key in ("CapEff", "CapPrm", "CapBnd"):
+            self.assertEqual(int(st[key].strip(), 16), caps, key)
+        self.assertEqual(int(st["CapInh"].strip(), 16), 0)
+        self.assertEqual(st["NoNewPrivs"].strip(), "1")
+        self.assertEqual(st["Seccomp"].strip(), "2")
+
+    def test_01_unavailable_without_forwarding(self):
+        sh("sysctl", "-qw", "net.ipv4.ip_forward=0", ns=NS_H)
+        try:
+            t, b = self.c.call(NET_STATUS, {})
+            self.assertFalse(b["available"])
+            self.assertIn("forwarding", b["reason"])
+            t, b = self.c.call(NET_SETUP, {"slot": 2})
+            self.assertEqual(t, ipc.IPC_ERROR)
+            self.assertEqual(b["error"]["code"], "unavailable")
+            self.assertIn("ip_forward", b["error"]["message"])
+            self.assertEqual(mcpvm_links(NS_H), [])
+        finally:
+            sh("sysctl", "-qw", "net.ipv4.ip_forward=1", ns=NS_H)
+
+    def test_01_ranges_checked_against_host_routes(self):
+        sh("ip", "route", "add", "10.232.40.0/24", "via", "192.168.77.2",
+           ns=NS_H)
+        try:
+            r = sh(NETD, "-n", "-f", self.world.conf, ns=NS_H, check=False)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn("guest_range 10.232.0.0/16 overlaps the host's "
+                          "route 10.232.40.0/24 on lan0", r.stderr)
+        finally:
+            sh("ip", "route", "del", "10.232.40.0/24", ns=NS_H)
+        r = sh(NETD, "-n", "-f", self.world.conf, ns=NS_H, check=False)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_02_public_egress_through_nat(self):
         g = self.guest(3)
