@@ -4,6 +4,7 @@
  * the netns bind mounts), NoNewPrivs and a seccomp allowlist, and serves
  * vmmd alone on netd.sock.
  */
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <arpa/inet.h>
 #include <errno.h>
@@ -519,11 +520,27 @@ do_status(struct ipc_conn *c, uint32_t id)
 	json_object_put(o);
 }
 
+/* vmmd's connections, so that an exit closes them. */
+struct peer {
+	struct ipc_conn		*conn;
+	TAILQ_ENTRY(peer)	 entry;
+};
+static TAILQ_HEAD(, peer) peers = TAILQ_HEAD_INITIALIZER(peers);
+
 static void
 netd_dispatch_vmmd(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 {
 	struct netd_request req;
+	struct peer *p;
 	char why[256];
+
+	if (arg == NULL) {
+		if ((p = calloc(1, sizeof(*p))) == NULL)
+			fatal("calloc");
+		p->conn = c;
+		TAILQ_INSERT_TAIL(&peers, p, entry);
+		ipc_conn_set_arg(c, p);
+	}
 
 	if (netd_request_decode(m->type, m->body, netd->max_slots, &req, why,
 	    sizeof(why)) == -1) {
@@ -550,8 +567,14 @@ netd_dispatch_vmmd(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 static void
 netd_closed_vmmd(struct ipc_conn *c, void *arg)
 {
+	struct peer *p = arg;
+
 	/* Networks stay: vmmd's next sync says which are still wanted. */
 	log_debug("vmmd: connection closed");
+	if (p != NULL) {
+		TAILQ_REMOVE(&peers, p, entry);
+		free(p);
+	}
 }
 
 static const struct ipc_handlers vmmd_handlers = {
@@ -651,6 +674,7 @@ main(int argc, char **argv)
 	netd_configure(&n, &conf);
 	if (check_only) {
 		fprintf(stderr, "netd: configuration %s OK\n", config);
+		conf_free(&conf);
 		return 0;
 	}
 	if (geteuid() != 0)
@@ -704,6 +728,8 @@ main(int argc, char **argv)
 	/* The host's side goes (with it the guests' egress); the VMs'
 	 * netns, links and rulesets stay for the next netd. */
 	host_table_remove();
+	while (!TAILQ_EMPTY(&peers))
+		ipc_conn_free(TAILQ_FIRST(&peers)->conn);	/* closed frees */
 	ipc_server_free(srv);
 	event_free(sigterm);
 	event_free(sigint);

@@ -190,7 +190,11 @@ class World:
         if p is None or p.poll() is not None:
             return None
         p.send_signal(sig)
-        return p.wait(timeout=15)
+        rc = p.wait(timeout=15)
+        if sig == signal.SIGTERM and rc != 0:
+            raise AssertionError("netd exited %d after SIGTERM:\n%s"
+                                 % (rc, self.log()[-6000:]))
+        return rc
 
     def log(self):
         try:
