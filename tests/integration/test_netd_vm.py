@@ -47,6 +47,15 @@ def all_gone(w, h_before, timeout=10):
     return False
 
 
+def guest_addr(a, vm, rid):
+    """The address the guest's stack sends from (no ip(8) in the image)."""
+    code, out, err = guest(a, vm, "python3 -c 'import socket; s=socket."
+                           "socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                           "s.connect((\"203.0.113.10\", 7)); "
+                           "print(s.getsockname()[0])'", rid)
+    return out
+
+
 def check_policy(h, a, nonet):
     okk, r = nonet("vm_create", request_id="n-1", network="on")
     ok(not okk and r["code"] == "forbidden", "network on without the "
@@ -136,6 +145,9 @@ def main():
         ok("nameserver 203.0.113.53" in out and "02:6d:76:00:00:" in out,
            "eth0 has netd's MAC and resolv.conf the resolver", out)
         check_egress(w, a, vm, "booted")
+        addr = guest_addr(a, vm, "addr-1")
+        ok(addr.startswith("10.232.") and addr.endswith(".2"),
+           "the guest's address is its slot's", addr)
         links, ns = netd_objects(w)
         ok(len(ns) == 1 and len(links) == 1, "one netns, one host veth",
            (links, ns))
@@ -149,6 +161,28 @@ def main():
                                "cat /proc/net/route | wc -l", "g-2")
         ok(code == 0 and a.state(vm) == "running", "a job resumes it", out)
         check_egress(w, a, vm, "resumed")
+        ok(guest_addr(a, vm, "addr-2") == addr, "the resumed guest keeps "
+           "its address", addr)
+
+        # netd restarts under a running VM: the TAP stays with QEMU, the
+        # rest is in place, and vmmd's sync on reconnect brings the host
+        # table back.
+        w.stop_netd()
+        code, out, err = tcp(a, vm, "203.0.113.10", 80, "r-tcp1")
+        ok(code != 0, "netd stopped: egress stops (closed, not open)",
+           (code, out))
+        w.start_netd()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            code, out, err = tcp(a, vm, "203.0.113.10", 80,
+                                 "r-tcp-%d" % int(time.monotonic() * 10))
+            if code == 0:
+                break
+            time.sleep(0.5)
+        ok(code == 0, "netd restarted: vmmd's sync restores egress to the "
+           "same running guest", (code, out, err))
+        code, out, err = tcp(a, vm, "10.77.0.2", 80, "r-tcp2")
+        ok(code != 0, "and the private LAN stays blocked", out)
 
         okk, r = a("vm_suspend", vm_id=vm, mode="pause")
         ok(okk and a.state(vm) == "paused" and len(netd_objects(w)[0]) == 1,
@@ -167,16 +201,38 @@ def main():
         ok(all_gone(w, h_before, 20), "the restarted vmmd's sync removed "
            "the orphaned network")
         a.reconnect()
+        nonet.reconnect()
         okk, r = a("vm_destroy", vm_id=vm)
         ok(okk, "destroyed the failed VM", r)
 
-        okk, r = a("vm_create", request_id="c-2", network="on",
-                   idle_seconds=3600)
-        ok(okk and r.get("state") == "running", "another VM", r)
+        # A workspace granted network later by `authctl policy set`.
+        h.authctl("policy", "set", "--workspace", "nonet",
+                  "--allow-network")
+        okk, r = nonet("vm_create", request_id="c-2", network="on",
+                       idle_seconds=3600)
+        ok(okk and r.get("state") == "running", "after policy set "
+           "--allow-network the other workspace gets network", r)
         vm2 = r["vm_id"]
-        code, out, err = tcp(a, vm2, "203.0.113.10", 80, "v2-tcp")
+        code, out, err = tcp(nonet, vm2, "203.0.113.10", 80, "v2-tcp")
         ok(code == 0, "it reaches the internet", (out, err))
-        okk, r = a("vm_destroy", vm_id=vm2)
+        # QEMU dies under vmmd: the VM is failed and its network goes.
+        qemu = [pid for pid, _, cmd in h.jail_processes()
+                if "qemu-system" in cmd]
+        ok(len(qemu) == 1, "one QEMU", h.jail_processes())
+        os.kill(qemu[0], signal.SIGKILL)
+        tv.wait_for(lambda: nonet.state(vm2) == "failed", 20,
+                    "the VM to be failed")
+        ok(all_gone(w, h_before), "a failed VM's network is released",
+           netd_objects(w))
+        okk, r = nonet("vm_create", request_id="c-3", network="on",
+                       idle_seconds=3600)
+        ok(okk and r.get("state") == "running", "and a new VM gets one", r)
+        vm3 = r["vm_id"]
+        code, out, err = tcp(nonet, vm3, "203.0.113.10", 80, "v3-tcp")
+        ok(code == 0, "it reaches the internet", (out, err))
+        okk, r = nonet("vm_destroy", vm_id=vm2)
+        ok(okk, "the failed VM is destroyed", r)
+        okk, r = nonet("vm_destroy", vm_id=vm3)
         ok(okk and all_gone(w, h_before),
            "destroy leaves no network object and the ruleset as it was",
            (r, netd_objects(w)))
