@@ -31,6 +31,9 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "authd_socket", CFG_PATH, V(authd_socket), 0,
 	    "${runtime_dir}/authd.sock", 0, 0, NULL,
 	    "authd's socket, to verify credentials" },
+	{ "netd_socket", CFG_PATH, V(netd_socket), 0,
+	    "${runtime_dir}/netd.sock", 0, 0, NULL,
+	    "netd's socket, for guest networks (optional)" },
 	{ "database", CFG_PATH, V(database), 0, "${state_dir}/vmmd.db",
 	    0, 0, NULL, "SQLite file holding VM states and receipts" },
 	{ "audit_log", CFG_PATH, V(audit_log), 0, "${state_dir}/audit.log",
@@ -214,6 +217,28 @@ static const struct cfg_key mcpd_keys[] = {
 	    "not read them, before the stream is closed" },
 };
 
+#define NK(f)	KEY(struct conf_netd, f)
+
+static const struct cfg_key netd_keys[] = {
+	{ "socket", CFG_PATH, NK(socket), 0, "${runtime_dir}/netd.sock",
+	    0, 0, NULL, "socket vmmd asks for guest networks on" },
+	{ "vmmd_user", CFG_STRING, NK(vmmd_user), 0, "root", 0, 0, NULL,
+	    "user vmmd runs as: the only peer allowed on socket" },
+	{ "netns_dir", CFG_PATH, NK(netns_dir), 0, "/run/netns", 0, 0, NULL,
+	    "directory where each VM's netns mcpvm-<slot> is bound" },
+	{ "uplink", CFG_STRING, NK(uplink), 0, "", 0, 0, NULL,
+	    "interface guests' traffic leaves by, masqueraded; empty: no "
+	    "guest networking" },
+	{ "host_range", CFG_STRING, NK(host_range), 0, "10.231.0.0/16", 0, 0,
+	    NULL, "a /16 for the host<->netns links, 10.231.<slot>.0/30" },
+	{ "guest_range", CFG_STRING, NK(guest_range), 0, "10.232.0.0/16", 0,
+	    0, NULL, "a /16 for the netns<->guest links, 10.232.<slot>.0/30" },
+	{ "dns", CFG_LIST, NK(dns), 0, "", 0, 0, NULL,
+	    "IPv4 resolvers guests may query (at most 3); empty: none" },
+	{ "blocked_cidrs", CFG_LIST, NK(blocked_cidrs), 0, "", 0, 0, NULL,
+	    "more IPv4 destinations guests never reach" },
+};
+
 #define NKEYS(t)	(sizeof(t) / sizeof((t)[0]))
 
 static const struct cfg_section sections[] = {
@@ -228,6 +253,8 @@ static const struct cfg_section sections[] = {
 	    offsetof(struct mcpvm_conf, authd), 0, 0, 0, NULL },
 	{ "mcpd", mcpd_keys, NKEYS(mcpd_keys),
 	    offsetof(struct mcpvm_conf, mcpd), 0, 0, 0, NULL },
+	{ "netd", netd_keys, NKEYS(netd_keys),
+	    offsetof(struct mcpvm_conf, netd), 0, 0, 0, NULL },
 };
 
 const struct cfg_schema mcpvm_conf_schema = {

@@ -22,6 +22,7 @@ struct conf_vmmd {
 	char		*socket;		/* mcpd's requests */
 	char		*ctl_socket;		/* vmctl */
 	char		*authd_socket;
+	char		*netd_socket;		/* guest networks */
 	char		*database;
 	char		*audit_log;
 	char		*vm_dir;		/* disks, kernels, checkpoints */
@@ -102,12 +103,25 @@ struct conf_mcpd {
 	long long	 stream_control_queue_bytes;	/* unread pongs */
 };
 
+/* [netd]: the network helper; see netd.8. */
+struct conf_netd {
+	char		*socket;	/* netd.sock, for vmmd only */
+	char		*vmmd_user;	/* the only peer allowed on socket */
+	char		*netns_dir;	/* where netns mcpvm-<slot> is bound */
+	char		*uplink;	/* "" = networking unavailable */
+	char		*host_range;	/* a /16: host<->netns /30s */
+	char		*guest_range;	/* a /16: netns<->guest /30s */
+	struct cfg_list	 dns;		/* resolvers for the guests */
+	struct cfg_list	 blocked_cidrs;	/* destinations no guest reaches */
+};
+
 struct mcpvm_conf {
 	struct conf_paths	 paths;
 	struct conf_vmmd	 vmmd;
 	struct cfg_array	 images;	/* struct conf_image */
 	struct conf_authd	 authd;
 	struct conf_mcpd	 mcpd;
+	struct conf_netd	 netd;
 };
 
 /* The image vm_create uses when it names none: NULL if none is marked. */

@@ -104,35 +104,47 @@ set_inaddr(int sock, const char *ifname, unsigned long req, in_addr_t a)
 	return ioctl(sock, req, &ifr);
 }
 
-/* Atomically replaces /etc/resolv.conf with one nameserver. */
+#define NET_MAX_DNS	3
+
+/* Atomically replaces /etc/resolv.conf with the host's resolvers. */
 static void
-write_resolv(const char *dns)
+write_resolv(char *const *dns, int ndns)
 {
 	struct in_addr a;
-	char line[64];
+	char text[NET_MAX_DNS * 32];
+	size_t len = 0;
 	int fd;
 
-	if (inet_pton(AF_INET, dns, &a) != 1) {
-		log_warnx("mcpvm.net: dns=%s is not an IPv4 address", dns);
-		return;
+	for (int i = 0; i < ndns; i++) {
+		if (inet_pton(AF_INET, dns[i], &a) != 1) {
+			log_warnx("mcpvm.net: dns=%s is not an IPv4 address",
+			    dns[i]);
+			continue;
+		}
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+		    "nameserver %s\n", dns[i]);
 	}
-	snprintf(line, sizeof(line), "nameserver %s\n", dns);
+	if (len == 0)
+		return;
 	if ((fd = open("/etc/.resolv.conf.guestd", O_WRONLY | O_CREAT |
 	    O_TRUNC | O_CLOEXEC, 0644)) == -1 ||
-	    write(fd, line, strlen(line)) != (ssize_t)strlen(line) ||
+	    write(fd, text, len) != (ssize_t)len ||
 	    fsync(fd) == -1 || close(fd) == -1 ||
 	    rename("/etc/.resolv.conf.guestd", "/etc/resolv.conf") == -1)
 		log_warn("/etc/resolv.conf");
 }
 
 /*
- * mcpvm.net=10.231.N.2/30,gw=10.231.N.1[,dns=IP] on the kernel command
- * line: configures eth0, which the VM has only when networking is on.
+ * mcpvm.net=10.232.N.2/30,gw=10.232.N.1[,dns=IP]... (at most three dns)
+ * on the kernel command line: configures eth0, which the VM has only when
+ * networking is on, and the resolvers in /etc/resolv.conf.
  */
 static void
 init_eth0(const char *spec)
 {
-	char buf[128], *addr, *gw = NULL, *dns = NULL, *slash, *opt, *save;
+	char buf[192], *addr, *gw = NULL, *dns[NET_MAX_DNS], *slash, *opt;
+	char *save;
+	int ndns = 0;
 	struct in_addr a, g;
 	struct rtentry rt;
 	struct sockaddr_in *sin;
@@ -145,8 +157,8 @@ init_eth0(const char *spec)
 	while ((opt = strtok_r(NULL, ",", &save)) != NULL) {
 		if (strncmp(opt, "gw=", 3) == 0)
 			gw = opt + 3;
-		else if (strncmp(opt, "dns=", 4) == 0)
-			dns = opt + 4;
+		else if (strncmp(opt, "dns=", 4) == 0 && ndns < NET_MAX_DNS)
+			dns[ndns++] = opt + 4;
 		else
 			log_warnx("mcpvm.net: unknown option %s", opt);
 	}
@@ -189,8 +201,8 @@ init_eth0(const char *spec)
 			log_warn("eth0: default route via %s", gw);
 	}
 	close(s);
-	if (dns != NULL)
-		write_resolv(dns);
+	if (ndns > 0)
+		write_resolv(dns, ndns);
 	log_info("eth0: %s", spec);
 }
 

@@ -106,8 +106,25 @@ enum ipc_type {
 	IPC_VMCTL_AUDIT_VERIFY = 408,	/* {} */
 	IPC_VMCTL_RESULT = 420,
 
-	/* 500-599: vmmd -> netd */
+	/*
+	 * 500-599: vmmd -> netd (netd.8 documents the bodies).  netd takes
+	 * only slot numbers and builds every name and address itself.
+	 */
 	IPC_NET_BASE = 500,
+	/* {"slots":[n,…]}: the slots of live VMs with network; netd removes
+	 * every mcpvm network object of any other slot */
+	IPC_NET_SYNC = 501,
+	IPC_NET_SYNC_RESULT = 502,	/* {"kept":[n,…],"removed":[n,…]} */
+	/* {"slot":n} -> {"slot","mac","address","prefix","gateway","dns":[…]}
+	 * + the TAP's fd */
+	IPC_NET_SETUP = 503,
+	IPC_NET_SETUP_RESULT = 504,
+	IPC_NET_TEARDOWN = 505,		/* {"slot":n} */
+	IPC_NET_TEARDOWN_RESULT = 506,	/* {"slot":n} */
+	/* {} -> {"slots":[…],"uplink","uplink_ok","ip_forward",
+	 * "host_range","guest_range","forward_drop"} for vmctl preflight */
+	IPC_NET_STATUS = 507,
+	IPC_NET_STATUS_RESULT = 508,
 
 	/*
 	 * 600-699: vmmd <-> vmproxy.  vmproxy is the only process that

@@ -32,6 +32,7 @@ struct vm_spec {
 	 */
 	const char		*rundir;
 	int			 tap_fd;	/* -1: no network device at all */
+	const char		*mac;		/* the NIC's, with tap_fd */
 	/*
 	 * The write end of a pipe for the serial console, which vmproxy
 	 * drains into a bounded console.log; -1: QEMU writes the file in

@@ -11,8 +11,9 @@
 #include "ipc.h"
 #include "jsonx.h"
 #include "log.h"
-#include "preflight.h"
 #include "decode.h"
+#include "netclient.h"
+#include "preflight.h"
 #include "vmmd.h"
 #include "worker.h"
 
@@ -140,6 +141,15 @@ preflight_job_done(void *arg)
 		json_object_object_add(o, "message",
 		    json_object_new_string(j->rep.r[i].msg));
 		json_object_array_add(arr, o);
+	}
+	netclient_preflight(arr);
+	{
+		struct json_object *last = json_object_array_get_idx(arr,
+		    json_object_array_length(arr) - 1);
+
+		if (!json_object_get_boolean(json_object_object_get(last,
+		    "ok")))
+			j->rep.failed++;
 	}
 	json_object_object_add(res, "checks", arr);
 	json_object_object_add(res, "failed",

@@ -190,7 +190,9 @@ qemu_build_argv(const struct qemu_conf *conf, const struct vm_spec *s,
 	if (s->tap_fd != -1 && (argv_add(a, "-netdev") == -1 ||
 	    argv_add(a, "tap,id=net0,fd=%d", QEMU_TAP_FD) == -1 ||
 	    argv_add(a, "-device") == -1 ||
-	    argv_add(a, "virtio-net-%s,netdev=net0", bus) == -1))
+	    (s->mac != NULL ? argv_add(a, "virtio-net-%s,netdev=net0,mac=%s",
+	    bus, s->mac) : argv_add(a, "virtio-net-%s,netdev=net0", bus)) ==
+	    -1))
 		goto out;
 	if (argv_add(a, "-pidfile") == -1 ||
 	    argv_add(a, "%s/%s", s->rundir, VMM_PIDFILE) == -1 ||

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "receipts.h"
 #include "schema.h"
+#include "netclient.h"
 #include "vmmd.h"
 
 #define GUEST_CALL_MS	60000
@@ -150,9 +151,10 @@ tool_vm_create(struct request *req)
 			    "not turn networking on");
 			return;
 		}
-		request_error(req, "unavailable", "guest networking is not "
-		    "available on this host yet (netd is not installed)");
-		return;
+		if (!netclient_available(msg, sizeof(msg))) {
+			request_error(req, "unavailable", "%s", msg);
+			return;
+		}
 	}
 	memory = arg_int(req, "memory_mib", im->memory_mib);
 	if (memory < im->min_memory_mib) {
@@ -165,8 +167,8 @@ tool_vm_create(struct request *req)
 		request_error(req, code, "%s", msg);
 		return;
 	}
-	vm_create(req, im, (int)arg_int(req, "vcpus", 1), (int)memory, 0,
-	    (int)arg_int(req, "idle_seconds", 300),
+	vm_create(req, im, (int)arg_int(req, "vcpus", 1), (int)memory,
+	    strcmp(network, "on") == 0, (int)arg_int(req, "idle_seconds", 300),
 	    strcmp(arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
 	    create_done, req);
 }

@@ -25,6 +25,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "schema.h"
+#include "netclient.h"
 #include "vmmd.h"
 #include "worker.h"
 
@@ -498,6 +499,8 @@ vm_kill_processes(struct vm *vm)
 	vm_console_close(vm);
 	vm->guest_up = 0;
 	vm_cg_clean(vm);
+	/* No VMM, no network: failed, destroyed and never-booted VMs. */
+	netclient_release(vm);
 }
 
 /*
@@ -762,11 +765,14 @@ boot_timeout_cb(int fd, short ev, void *arg)
 	    "seconds", env->conf.vmmd.boot_timeout_seconds);
 }
 
-/* Starts QEMU (from a checkpoint when given) and waits for the guest. */
+/* Starts QEMU (from a checkpoint when given) and waits for the guest;
+ * with tap_fd (not consumed), the guest gets a NIC with that MAC and
+ * netarg on its command line. */
 static int
-vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
+vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
+    const char *mac, const char *netarg, char *err, size_t errlen)
 {
-	char append[512], disk[PATH_MAX], kernel[PATH_MAX], initrd[PATH_MAX];
+	char append[768], disk[PATH_MAX], kernel[PATH_MAX], initrd[PATH_MAX];
 	struct cg_limits lim;
 	struct vm_spec spec;
 	int rc, con[2];
@@ -801,6 +807,12 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 		return -1;
 	}
 	spec.console_fd = con[1];
+	if (tap_fd != -1) {
+		spec.tap_fd = tap_fd;
+		spec.mac = mac;
+		snprintf(append + strlen(append), sizeof(append) -
+		    strlen(append), " %s", netarg);
+	}
 	vm->op_step = 0;
 	if (checkpoint == NULL)
 		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_cbs, vm,
@@ -815,6 +827,67 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 		return -1;
 	}
 	vm->console_rd = con[0];
+	return 0;
+}
+
+/* A VM with network asks netd first; its TAP then goes to QEMU. */
+struct boot_net {
+	char	 checkpoint[PATH_MAX];
+	int	 has_checkpoint;
+	void	*op;		/* op_token() of the boot that asked */
+};
+
+static void
+boot_net_done(struct vm *vm, int tap_fd, const char *mac,
+    const char *netarg, const char *code, const char *msg, void *arg)
+{
+	struct boot_net *bn = arg;
+	char err[512];
+
+	if (vm == NULL) {
+		/* The VM was destroyed meanwhile. */
+		free(bn);
+		return;
+	}
+	if (!op_current(vm, bn->op)) {
+		/* The boot was cancelled (destroyed, failed) while netd
+		 * worked: no QEMU, and the network goes straight back. */
+		if (tap_fd != -1)
+			close(tap_fd);
+		netclient_release(vm);
+		free(bn);
+		return;
+	}
+	if (code != NULL)
+		vm_op_done(vm, "unavailable", "guest network: %s", msg);
+	else if (vm_boot_vmm(vm, bn->has_checkpoint ? bn->checkpoint : NULL,
+	    tap_fd, mac, netarg, err, sizeof(err)) == -1)
+		vm_op_done(vm, "unavailable", "the VM could not start: %s",
+		    err);
+	/* QEMU has its copy once started. */
+	if (tap_fd != -1)
+		close(tap_fd);
+	free(bn);
+}
+
+static int
+vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
+{
+	struct boot_net *bn;
+
+	if (!vm->rec.network)
+		return vm_boot_vmm(vm, checkpoint, -1, NULL, NULL, err,
+		    errlen);
+	if ((bn = calloc(1, sizeof(*bn))) == NULL)
+		fatal("calloc");
+	if (checkpoint != NULL) {
+		snprintf(bn->checkpoint, sizeof(bn->checkpoint), "%s",
+		    checkpoint);
+		bn->has_checkpoint = 1;
+	}
+	vm->op_step = 0;
+	bn->op = op_token(vm);
+	netclient_setup(vm, boot_net_done, bn);
 	return 0;
 }
 
@@ -1048,7 +1121,7 @@ suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 	}
 	/* On disk: QEMU has exited, vmproxy and the cgroup go too. */
 	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-	vm_kill_processes(vm);
+	vm_kill_processes(vm);	/* the network too: resume makes it again */
 	store_vm_set_generation(env->store, vm->rec.id, vm->rec.generation + 1);
 	vm->rec.generation++;
 	vm_set_state(vm, VM_HIBERNATED, NULL);

@@ -35,6 +35,7 @@
 #include "schema.h"
 #include "sdnotify.h"
 #include "store.h"
+#include "netclient.h"
 #include "vmmd.h"
 #include "worker.h"
 
@@ -717,6 +718,9 @@ main(int argc, char *argv[])
 	if ((env->authd = authclient_new(env->base,
 	    env->conf.vmmd.authd_socket, "vmmd", NULL, NULL)) == NULL)
 		fatalx("cannot set up authd's client");
+	/* After vm_init_all: no VM has a network yet, so netd's first sync
+	 * removes whatever an earlier vmmd's VMs left. */
+	netclient_init();
 
 	sigterm = evsignal_new(env->base, SIGTERM, signal_cb, NULL);
 	sigint = evsignal_new(env->base, SIGINT, signal_cb, NULL);

@@ -1,0 +1,742 @@
+/*
+ * netd: makes and removes the VMs' networks for vmmd; see netd.h.  Starts
+ * as root, keeps only CAP_NET_ADMIN and CAP_SYS_ADMIN (unshare, setns,
+ * the netns bind mounts), NoNewPrivs and a seccomp allowlist, and serves
+ * vmmd alone on netd.sock.
+ */
+#include <sys/queue.h>
+#include <sys/stat.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <json-c/json.h>
+
+#include "conf.h"
+#include "log.h"
+#include "netd.h"
+#include "privdrop.h"
+#include "request.h"
+#include "sdnotify.h"
+
+struct netd *netd;
+
+#define RULESET_MAX	(64 * 1024)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define NETD_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NETD_SANITIZED 1
+#endif
+#endif
+
+/* Namespaces, TAPs, bind mounts and libnftables on top of the base. */
+static const char *const netd_syscalls[] = {
+	"openat", "ioctl", "unshare", "setns", "mount", "umount2",
+	"unlink", "unlinkat", "getdents64", "access", "faccessat",
+	"faccessat2", "readlink", "readlinkat", "getcwd", "sysinfo",
+#ifdef NETD_SANITIZED
+	"getdents",
+#endif
+};
+
+static const struct ipc_rule vmmd_rules[] = {
+	{ IPC_NET_SYNC, 0 },
+	{ IPC_NET_SETUP, 0 },
+	{ IPC_NET_TEARDOWN, 0 },
+	{ IPC_NET_STATUS, 0 },
+};
+
+static const struct ipc_policy vmmd_policy = {
+	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0]),
+};
+
+static void __attribute__((noreturn))
+usage(void)
+{
+	fprintf(stderr, "usage: netd [-dnv] [-f config]\n");
+	exit(2);
+}
+
+static void
+on_signal(int sig, short ev, void *arg)
+{
+	log_info("signal %d: shutting down, leaving the VMs' networks in "
+	    "place", sig);
+	event_base_loopexit(netd->base, NULL);
+}
+
+static const struct ipc_policy *
+netd_accept(const struct ucred *cred, void *arg)
+{
+	/* ipc logs the refusal with pid, uid and gid. */
+	return cred->uid == netd->vmmd_uid ? &vmmd_policy : NULL;
+}
+
+static void
+fmt_ip(char *buf, size_t len, uint32_t a)
+{
+	snprintf(buf, len, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff,
+	    (a >> 8) & 0xff, a & 0xff);
+}
+
+static struct json_object *
+jip(uint32_t a)
+{
+	char b[16];
+
+	fmt_ip(b, sizeof(b), a);
+	return json_object_new_string(b);
+}
+
+static struct json_object *
+jcidr(const struct cidr *c)
+{
+	char b[24];
+
+	fmt_ip(b, sizeof(b), c->addr);
+	snprintf(b + strlen(b), sizeof(b) - strlen(b), "/%u", c->len);
+	return json_object_new_string(b);
+}
+
+/*
+ * Chains of other tables that hook forward with policy drop, which would
+ * drop the guests' traffic before or after netd's rules pass it (e.g.
+ * iptables-nft's FORWARD).  The first one as "family table chain".
+ */
+static int
+forward_drop(char *where, size_t len)
+{
+	char *out, *line, *save, table[96] = "";
+	int found = 0;
+
+	if ((out = nft_list(netd->host_nft, "list chains")) == NULL)
+		return 0;
+	for (line = strtok_r(out, "\n", &save); line != NULL && !found;
+	    line = strtok_r(NULL, "\n", &save)) {
+		char fam[16], name[64];
+
+		while (*line == '\t' || *line == ' ')
+			line++;
+		if (sscanf(line, "table %15s %63s", fam, name) == 2)
+			snprintf(table, sizeof(table), "%s %s", fam, name);
+		else if (strncmp(line, "chain ", 6) == 0 &&
+		    sscanf(line, "chain %63s", name) == 1)
+			snprintf(where, len, "%s %s", table, name);
+		else if (strstr(line, "hook forward") != NULL &&
+		    strstr(line, "policy drop") != NULL &&
+		    strstr(table, "mcpvm") == NULL)
+			found = 1;
+	}
+	free(out);
+	if (!found)
+		where[0] = '\0';
+	return found;
+}
+
+/*
+ * The host's side: netd's own table, plus, when another table's forward
+ * chain drops by policy, two accept rules there for netd's interfaces
+ * alone, marked so that netd removes exactly them.
+ */
+static int
+host_table_ensure(char *err, size_t errlen)
+{
+	struct nft_host_spec hs = { netd->uplink, netd->host_range.addr,
+	    netd->guest_range.addr };
+	char *text, where[160];
+	int n;
+
+	if (netd->host_table)
+		return 0;
+	if ((text = malloc(RULESET_MAX)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if ((n = nft_build_host(&hs, text, RULESET_MAX)) < 0) {
+		snprintf(err, errlen, "host ruleset: bad inputs");
+		free(text);
+		return -1;
+	}
+	if (forward_drop(where, sizeof(where))) {
+		snprintf(text + n, RULESET_MAX - (size_t)n,
+		    "insert rule %s iifname \"mcpvm-*\" oifname \"%s\" accept "
+		    "comment \"mcpvm-netd\"\n"
+		    "insert rule %s iifname \"%s\" oifname \"mcpvm-*\" ct state "
+		    "{ established, related } accept comment \"mcpvm-netd\"\n",
+		    where, netd->uplink, where, netd->uplink);
+		snprintf(netd->fwd_chain, sizeof(netd->fwd_chain), "%s",
+		    where);
+		log_info("host chain %s drops forwarded traffic: adding two "
+		    "accept rules for mcpvm-* <-> %s", where, netd->uplink);
+	}
+	if (nft_apply(netd->host_nft, text, err, errlen) == -1) {
+		netd->fwd_chain[0] = '\0';
+		free(text);
+		return -1;
+	}
+	free(text);
+	netd->host_table = 1;
+	return 0;
+}
+
+/*
+ * Removes every rule netd put in another table's chain, wherever it is
+ * (a netd killed with -9 leaves them; its owned table goes by itself).
+ */
+static void
+fwd_rules_purge(void)
+{
+	char err[512], cmd[512], chain[240] = "", table[160] = "";
+	char *out, *line, *save, *h;
+
+	if ((out = nft_list_handles(netd->host_nft, "list ruleset")) == NULL)
+		return;
+	for (line = strtok_r(out, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save)) {
+		char fam[16], name[64];
+		unsigned long handle;
+
+		while (*line == '\t' || *line == ' ')
+			line++;
+		if (sscanf(line, "table %15s %63s", fam, name) == 2)
+			snprintf(table, sizeof(table), "%s %s", fam, name);
+		else if (sscanf(line, "chain %63s", name) == 1)
+			snprintf(chain, sizeof(chain), "%s %s", table, name);
+		else if (strstr(line, "comment \"mcpvm-netd\"") != NULL &&
+		    (h = strstr(line, "# handle ")) != NULL &&
+		    sscanf(h, "# handle %lu", &handle) == 1) {
+			snprintf(cmd, sizeof(cmd), "delete rule %s handle %lu",
+			    chain, handle);
+			if (nft_apply(netd->host_nft, cmd, err,
+			    sizeof(err)) == -1)
+				log_warnx("%s: %s", cmd, err);
+			else
+				log_debug("%s", cmd);
+		}
+	}
+	free(out);
+}
+
+static void
+host_table_remove(void)
+{
+	char err[512];
+
+	if (!netd->host_table)
+		return;
+	if (netd->fwd_chain[0] != '\0') {
+		fwd_rules_purge();
+		netd->fwd_chain[0] = '\0';
+	}
+	if (nft_apply(netd->host_nft, "delete table ip " NETD_HOST_TABLE,
+	    err, sizeof(err)) == -1)
+		log_warnx("host table " NETD_HOST_TABLE ": %s", err);
+	netd->host_table = 0;
+}
+
+/* The VM's ruleset, applied inside its netns. */
+static int
+vm_rules_apply(unsigned slot, char *err, size_t errlen)
+{
+	struct nft_vm_spec vs;
+	uint32_t hostaddrs[NETD_MAX_HOSTADDRS];
+	size_t nh;
+	struct nft_ctx *ctx;
+	char *text;
+	int rc = -1;
+
+	if (link_host_addrs(hostaddrs, NETD_MAX_HOSTADDRS, &nh) == -1) {
+		snprintf(err, errlen, "listing the host's addresses failed");
+		return -1;
+	}
+	memset(&vs, 0, sizeof(vs));
+	vs.slot = slot;
+	vs.host_base = netd->host_range.addr;
+	vs.guest_base = netd->guest_range.addr;
+	netd_guest_mac(slot, vs.mac);
+	vs.blocked = netd->blocked;
+	vs.nblocked = netd->nblocked;
+	vs.hostaddrs = hostaddrs;
+	vs.nhostaddrs = nh;
+	vs.dns = netd->dns;
+	vs.ndns = netd->ndns;
+	if ((text = malloc(RULESET_MAX)) == NULL) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	if (nft_build_vm(&vs, text, RULESET_MAX) < 0) {
+		snprintf(err, errlen, "ruleset: bad inputs");
+		free(text);
+		return -1;
+	}
+	if (link_enter(&netd->lc, slot) == -1) {
+		snprintf(err, errlen, "netns: %s", strerror(errno));
+		free(text);
+		return -1;
+	}
+	/* Created in the netns, so its socket talks to the netns. */
+	if ((ctx = nft_open()) == NULL)
+		snprintf(err, errlen, "libnftables: cannot make a context");
+	else {
+		rc = nft_apply(ctx, text, err, errlen);
+		nft_close(ctx);
+	}
+	link_leave(&netd->lc);
+	free(text);
+	return rc;
+}
+
+static void
+vm_rules_delete(unsigned slot)
+{
+	struct nft_ctx *ctx;
+	char text[512], err[512];
+
+	if (nft_build_vm_delete(slot, text, sizeof(text)) < 0 ||
+	    link_enter(&netd->lc, slot) == -1)
+		return;
+	if ((ctx = nft_open()) != NULL) {
+		if (nft_apply(ctx, text, err, sizeof(err)) == -1)
+			log_warnx("slot %u: deleting its tables: %s", slot,
+			    err);
+		nft_close(ctx);
+	}
+	link_leave(&netd->lc);
+}
+
+static int
+slot_teardown(unsigned slot, char *err, size_t errlen)
+{
+	int rc;
+
+	vm_rules_delete(slot);
+	rc = link_teardown(&netd->lc, slot, err, errlen);
+	if (netd->live[slot]) {
+		netd->live[slot] = 0;
+		netd->nlive--;
+	}
+	if (netd->nlive == 0)
+		host_table_remove();
+	return rc;
+}
+
+/* Why networking cannot be set up now, or NULL. */
+static const char *
+unavailable(char *why, size_t len)
+{
+	if (netd->uplink[0] == '\0')
+		return "guest networking is not configured on this host "
+		    "([netd] uplink is empty)";
+	if (!link_host_has(netd->uplink)) {
+		snprintf(why, len, "[netd] uplink %s does not exist",
+		    netd->uplink);
+		return why;
+	}
+	if (link_ip_forward() != 1)
+		return "IPv4 forwarding is off on the host (sysctl "
+		    "net.ipv4.ip_forward=1 is the operator's to set)";
+	return NULL;
+}
+
+static void
+do_setup(struct ipc_conn *c, uint32_t id, unsigned slot)
+{
+	struct json_object *o, *dns;
+	uint8_t mac[6];
+	char err[1024], why[128], macs[24];
+	const char *u;
+	uint32_t gnet = netd->guest_range.addr | slot << 8;
+	int tap;
+
+	if ((u = unavailable(why, sizeof(why))) != NULL) {
+		ipc_reply_error(c, id, "unavailable", "%s", u);
+		return;
+	}
+	if (netd->live[slot] || link_exists(&netd->lc, slot)) {
+		ipc_reply_error(c, id, "conflict", "slot %u already has a "
+		    "network; tear it down first", slot);
+		return;
+	}
+	if (host_table_ensure(err, sizeof(err)) == -1) {
+		log_warnx("slot %u: host table: %s", slot, err);
+		ipc_reply_error(c, id, "internal", "netd could not set up the "
+		    "host's table (see netd's log)");
+		return;
+	}
+	if (link_setup(&netd->lc, slot, &tap, err, sizeof(err)) == -1) {
+		log_warnx("slot %u: setup: %s", slot, err);
+		if (netd->nlive == 0)
+			host_table_remove();
+		ipc_reply_error(c, id, "internal", "slot %u: network setup "
+		    "failed (see netd's log)", slot);
+		return;
+	}
+	if (vm_rules_apply(slot, err, sizeof(err)) == -1) {
+		log_warnx("slot %u: ruleset: %s", slot, err);
+		close(tap);
+		slot_teardown(slot, err, sizeof(err));
+		ipc_reply_error(c, id, "internal", "slot %u: network policy "
+		    "failed (see netd's log)", slot);
+		return;
+	}
+	netd->live[slot] = 1;
+	netd->nlive++;
+	netd_guest_mac(slot, mac);
+	snprintf(macs, sizeof(macs), "%02x:%02x:%02x:%02x:%02x:%02x", mac[0],
+	    mac[1], mac[2], mac[3], mac[4], mac[5]);
+	o = json_object_new_object();
+	json_object_object_add(o, "slot", json_object_new_int((int)slot));
+	json_object_object_add(o, "mac", json_object_new_string(macs));
+	json_object_object_add(o, "address", jip(gnet | 2));
+	json_object_object_add(o, "prefix", json_object_new_int(30));
+	json_object_object_add(o, "gateway", jip(gnet | 1));
+	dns = json_object_new_array();
+	for (size_t i = 0; i < netd->ndns; i++)
+		json_object_array_add(dns, jip(netd->dns[i]));
+	json_object_object_add(o, "dns", dns);
+	log_info("slot %u: network up, guest %u.%u.%u.2", slot,
+	    gnet >> 24, (gnet >> 16) & 0xff, (gnet >> 8) & 0xff);
+	if (ipc_reply(c, IPC_NET_SETUP_RESULT, id, o, tap) == -1)
+		log_warnx("slot %u: reply failed; vmmd's sync will remove it",
+		    slot);
+	json_object_put(o);
+}
+
+static void
+do_teardown(struct ipc_conn *c, uint32_t id, unsigned slot)
+{
+	struct json_object *o;
+	char err[512];
+
+	if (slot_teardown(slot, err, sizeof(err)) == -1) {
+		log_warnx("slot %u: teardown: %s", slot, err);
+		ipc_reply_error(c, id, "internal", "slot %u: teardown failed "
+		    "(see netd's log)", slot);
+		return;
+	}
+	log_info("slot %u: network removed", slot);
+	o = json_object_new_object();
+	json_object_object_add(o, "slot", json_object_new_int((int)slot));
+	ipc_reply(c, IPC_NET_TEARDOWN_RESULT, id, o, -1);
+	json_object_put(o);
+}
+
+/*
+ * vmmd's list of live networks: every mcpvm object of another slot is an
+ * orphan (a VM that died with netd or vmmd down) and goes; the listed
+ * ones that exist are kept and get their ruleset re-applied.
+ */
+static void
+do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
+{
+	unsigned char have[NETD_MAX_SLOTS];
+	struct json_object *o, *kept, *removed, *missing;
+	char err[1024];
+
+	if (link_list(&netd->lc, have) == -1) {
+		ipc_reply_error(c, id, "internal", "listing netd's objects "
+		    "failed");
+		return;
+	}
+	kept = json_object_new_array();
+	removed = json_object_new_array();
+	missing = json_object_new_array();
+	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
+		if ((have[s] || netd->live[s]) && !req->slots[s]) {
+			if (slot_teardown(s, err, sizeof(err)) == -1)
+				log_warnx("slot %u: orphan: %s", s, err);
+			else
+				log_info("slot %u: removed an orphan network",
+				    s);
+			json_object_array_add(removed,
+			    json_object_new_int((int)s));
+		} else if (req->slots[s] && !have[s])
+			json_object_array_add(missing,
+			    json_object_new_int((int)s));
+		else if (req->slots[s]) {
+			if (host_table_ensure(err, sizeof(err)) == -1 ||
+			    vm_rules_apply(s, err, sizeof(err)) == -1) {
+				log_warnx("slot %u: keeping: %s", s, err);
+				json_object_array_add(missing,
+				    json_object_new_int((int)s));
+				continue;
+			}
+			if (!netd->live[s]) {
+				netd->live[s] = 1;
+				netd->nlive++;
+			}
+			json_object_array_add(kept,
+			    json_object_new_int((int)s));
+		}
+	}
+	if (netd->nlive == 0)
+		host_table_remove();
+	o = json_object_new_object();
+	json_object_object_add(o, "kept", kept);
+	json_object_object_add(o, "removed", removed);
+	json_object_object_add(o, "missing", missing);
+	ipc_reply(c, IPC_NET_SYNC_RESULT, id, o, -1);
+	json_object_put(o);
+}
+
+static void
+do_status(struct ipc_conn *c, uint32_t id)
+{
+	struct json_object *o, *slots;
+	char where[160], why[128];
+	const char *u = unavailable(why, sizeof(why));
+
+	o = json_object_new_object();
+	slots = json_object_new_array();
+	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++)
+		if (netd->live[s])
+			json_object_array_add(slots,
+			    json_object_new_int((int)s));
+	json_object_object_add(o, "slots", slots);
+	json_object_object_add(o, "uplink",
+	    json_object_new_string(netd->uplink));
+	json_object_object_add(o, "uplink_ok", json_object_new_boolean(
+	    netd->uplink[0] != '\0' && link_host_has(netd->uplink)));
+	json_object_object_add(o, "ip_forward",
+	    json_object_new_boolean(link_ip_forward() == 1));
+	json_object_object_add(o, "available", json_object_new_boolean(
+	    u == NULL));
+	if (u != NULL)
+		json_object_object_add(o, "reason", json_object_new_string(u));
+	json_object_object_add(o, "host_range", jcidr(&netd->host_range));
+	json_object_object_add(o, "guest_range", jcidr(&netd->guest_range));
+	json_object_object_add(o, "forward_drop", json_object_new_boolean(
+	    forward_drop(where, sizeof(where))));
+	ipc_reply(c, IPC_NET_STATUS_RESULT, id, o, -1);
+	json_object_put(o);
+}
+
+/* vmmd's connections, so that an exit closes them. */
+struct peer {
+	struct ipc_conn		*conn;
+	TAILQ_ENTRY(peer)	 entry;
+};
+static TAILQ_HEAD(, peer) peers = TAILQ_HEAD_INITIALIZER(peers);
+
+static void
+netd_dispatch_vmmd(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	struct netd_request req;
+	struct peer *p;
+	char why[256];
+
+	if (arg == NULL) {
+		if ((p = calloc(1, sizeof(*p))) == NULL)
+			fatal("calloc");
+		p->conn = c;
+		TAILQ_INSERT_TAIL(&peers, p, entry);
+		ipc_conn_set_arg(c, p);
+	}
+
+	if (netd_request_decode(m->type, m->body, netd->max_slots, &req, why,
+	    sizeof(why)) == -1) {
+		log_warnx("vmmd: rejected request type %u: %s", m->type, why);
+		ipc_reply_error(c, m->id, "invalid_argument", "%s", why);
+		return;
+	}
+	switch (req.type) {
+	case IPC_NET_SETUP:
+		do_setup(c, m->id, req.slot);
+		break;
+	case IPC_NET_TEARDOWN:
+		do_teardown(c, m->id, req.slot);
+		break;
+	case IPC_NET_SYNC:
+		do_sync(c, m->id, &req);
+		break;
+	case IPC_NET_STATUS:
+		do_status(c, m->id);
+		break;
+	}
+}
+
+static void
+netd_closed_vmmd(struct ipc_conn *c, void *arg)
+{
+	struct peer *p = arg;
+
+	/* Networks stay: vmmd's next sync says which are still wanted. */
+	log_debug("vmmd: connection closed");
+	if (p != NULL) {
+		TAILQ_REMOVE(&peers, p, entry);
+		free(p);
+	}
+}
+
+static const struct ipc_handlers vmmd_handlers = {
+	.dispatch = netd_dispatch_vmmd,
+	.closed = netd_closed_vmmd,
+};
+
+/* The configuration netd needs, checked before anything is touched. */
+static void
+netd_configure(struct netd *n, const struct mcpvm_conf *conf)
+{
+	char err[256], what[160];
+	gid_t gid;
+	struct cidr *r[2] = { &n->host_range, &n->guest_range };
+	const char *rn[2] = { "host_range", "guest_range" };
+	const char *rv[2] = { conf->netd.host_range, conf->netd.guest_range };
+
+	if (privdrop_lookup(conf->netd.vmmd_user, &n->vmmd_uid, &gid, err,
+	    sizeof(err)) == -1)
+		fatalx("[netd] vmmd_user: %s", err);
+	n->max_slots = conf->vmmd.max_vms < NETD_MAX_SLOTS ?
+	    (unsigned)conf->vmmd.max_vms : NETD_MAX_SLOTS;
+	n->uplink = conf->netd.uplink;
+	if (n->uplink[0] != '\0' && (!netd_ifname_valid(n->uplink) ||
+	    strncmp(n->uplink, "mcpvm", 5) == 0))
+		fatalx("[netd] uplink %s: not an interface name netd may use",
+		    n->uplink);
+	for (int i = 0; i < 2; i++)
+		if (cidr_parse(rv[i], 0, r[i]) == -1 || r[i]->len != 16)
+			fatalx("[netd] %s %s: must be a /16 such as 10.231.0.0/16",
+			    rn[i], rv[i]);
+	if (cidr_overlap(r[0], r[1]))
+		fatalx("[netd] host_range and guest_range overlap");
+	for (int i = 0; i < 2; i++) {
+		int rc = link_host_overlap(r[i], what, sizeof(what));
+
+		if (rc == -1)
+			fatalx("[netd] %s: cannot list the host's routes",
+			    rn[i]);
+		if (rc == 1)
+			fatalx("[netd] %s %s overlaps the host's %s; choose "
+			    "another range", rn[i], rv[i], what);
+	}
+	if (conf->netd.blocked_cidrs.n > NETD_MAX_CIDRS)
+		fatalx("[netd] blocked_cidrs: more than %d", NETD_MAX_CIDRS);
+	for (size_t i = 0; i < conf->netd.blocked_cidrs.n; i++)
+		if (cidr_parse(conf->netd.blocked_cidrs.v[i], 1,
+		    &n->blocked[n->nblocked++]) == -1)
+			fatalx("[netd] blocked_cidrs %s: not an IPv4 prefix "
+			    "a.b.c.d/n without host bits",
+			    conf->netd.blocked_cidrs.v[i]);
+	if (conf->netd.dns.n > NETD_MAX_DNS)
+		fatalx("[netd] dns: at most %d resolvers", NETD_MAX_DNS);
+	for (size_t i = 0; i < conf->netd.dns.n; i++) {
+		struct cidr c;
+
+		if (cidr_parse(conf->netd.dns.v[i], 1, &c) == -1 ||
+		    c.len != 32)
+			fatalx("[netd] dns %s: not an IPv4 address",
+			    conf->netd.dns.v[i]);
+		n->dns[n->ndns++] = c.addr;
+	}
+	n->lc.netns_dir = conf->netd.netns_dir;
+	n->lc.host_base = n->host_range.addr;
+	n->lc.guest_base = n->guest_range.addr;
+}
+
+int
+main(int argc, char **argv)
+{
+	static struct netd n;
+	static const cap_value_t keep[] = { CAP_NET_ADMIN, CAP_SYS_ADMIN };
+	struct mcpvm_conf conf;
+	struct ipc_server *srv;
+	struct event *sigterm, *sigint;
+	const char *config = MCPVM_CONF_PATH;
+	unsigned char have[NETD_MAX_SLOTS];
+	size_t nhave = 0;
+	char err[512];
+	int ch, foreground = 0, verbose = 0, check_only = 0;
+
+	while ((ch = getopt(argc, argv, "df:nv")) != -1) {
+		switch (ch) {
+		case 'd': foreground = 1; break;
+		case 'f': config = optarg; break;
+		case 'n': check_only = 1; break;
+		case 'v': verbose++; break;
+		default: usage();
+		}
+	}
+	if (optind != argc)
+		usage();
+	log_init("netd", 1, verbose);
+	if (conf_load(config, &conf, err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	netd = &n;
+	netd_configure(&n, &conf);
+	if (check_only) {
+		fprintf(stderr, "netd: configuration %s OK\n", config);
+		conf_free(&conf);
+		return 0;
+	}
+	if (geteuid() != 0)
+		fatalx("must start as root");
+	log_init("netd", foreground, verbose);
+	umask(022);
+	signal(SIGPIPE, SIG_IGN);
+
+	if ((n.lc.host_ns = open("/proc/self/ns/net", O_RDONLY |
+	    O_CLOEXEC)) == -1)
+		fatal("/proc/self/ns/net");
+	if (mkdir(n.lc.netns_dir, 0755) == -1 && errno != EEXIST)
+		fatal("%s", n.lc.netns_dir);
+	/* The host table is owned by this context's socket for netd's
+	 * lifetime; it is made with the first network. */
+	if ((n.host_nft = nft_open()) == NULL)
+		fatalx("libnftables: cannot make a context");
+	if ((n.base = event_base_new()) == NULL)
+		fatalx("event_base_new failed");
+	if ((srv = ipc_server_new(n.base, conf.netd.socket, 0666, "netd",
+	    netd_accept, &vmmd_handlers, NULL)) == NULL)
+		fatal("listen on %s", conf.netd.socket);
+	sd_notify_init();
+
+	privdrop(&(struct privdrop){ .user = "", .keep = keep,
+	    .nkeep = sizeof(keep) / sizeof(keep[0]) });
+
+	sigterm = evsignal_new(n.base, SIGTERM, on_signal, NULL);
+	sigint = evsignal_new(n.base, SIGINT, on_signal, NULL);
+	if (sigterm == NULL || sigint == NULL || evsignal_add(sigterm, NULL) ||
+	    evsignal_add(sigint, NULL))
+		fatalx("signal events");
+
+	sandbox_seccomp(netd_syscalls, sizeof(netd_syscalls) /
+	    sizeof(netd_syscalls[0]), 0);
+
+	/* A netd killed with -9 may have left accept rules behind. */
+	fwd_rules_purge();
+	/* Orphans go at vmmd's first sync: only vmmd knows which VMs live. */
+	if (link_list(&n.lc, have) == 0)
+		for (unsigned s = 0; s < NETD_MAX_SLOTS; s++)
+			nhave += have[s];
+	log_info("ready: %s (uid %u only), uplink %s, %zu existing network%s "
+	    "await vmmd's sync", conf.netd.socket, (unsigned)n.vmmd_uid,
+	    n.uplink[0] != '\0' ? n.uplink : "(none)", nhave,
+	    nhave == 1 ? "" : "s");
+	sd_notify_send("READY=1");
+	event_base_dispatch(n.base);
+	sd_notify_send("STOPPING=1");
+
+	/* The host's side goes (with it the guests' egress); the VMs'
+	 * netns, links and rulesets stay for the next netd. */
+	host_table_remove();
+	while (!TAILQ_EMPTY(&peers))
+		ipc_conn_free(TAILQ_FIRST(&peers)->conn);	/* closed frees */
+	ipc_server_free(srv);
+	event_free(sigterm);
+	event_free(sigint);
+	/* Closing the context's socket removes mcpvm_host (owner flag). */
+	nft_close(n.host_nft);
+	event_base_free(n.base);
+	close(n.lc.host_ns);
+	conf_free(&conf);
+	return 0;
+}

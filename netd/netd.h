@@ -1,0 +1,42 @@
+/*
+ * netd: the guest network helper.  Makes, on vmmd's request, one network
+ * namespace per VM with a veth pair to the host, a TAP for the VMM and an
+ * nftables policy that lets the guest reach the public IPv4 Internet and
+ * nothing else.  See netd.8 and DESIGN.md section 7.
+ */
+#ifndef MCPVM_NETD_H
+#define MCPVM_NETD_H
+
+#include <sys/types.h>
+#include <stdint.h>
+
+#include "ipc.h"
+#include "link.h"
+#include "nft.h"
+
+struct event_base;
+
+struct netd {
+	struct event_base	*base;
+	struct link_cfg		 lc;
+	uid_t			 vmmd_uid;
+	unsigned		 max_slots;
+	const char		*uplink;	/* "" = none configured */
+	struct cidr		 host_range, guest_range;
+	struct cidr		 blocked[NETD_MAX_CIDRS];
+	size_t			 nblocked;
+	uint32_t		 dns[NETD_MAX_DNS];
+	size_t			 ndns;
+	/* Slots whose network this netd made or kept at a sync. */
+	unsigned char		 live[NETD_MAX_SLOTS];
+	size_t			 nlive;
+	/* The host's nftables context: its socket owns mcpvm_host. */
+	struct nft_ctx		*host_nft;
+	int			 host_table;
+	/* Rules netd put in a host chain whose policy drops forwarding. */
+	char			 fwd_chain[160];	/* "" = none */
+};
+
+extern struct netd *netd;
+
+#endif

@@ -1,0 +1,433 @@
+/*
+ * netd's nftables rulesets; see nft.h.  The builders only ever print
+ * numbers and names netd made itself, so a ruleset cannot carry a byte a
+ * peer chose.  Runs in netd (and in the fuzz target and unit tests).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <nftables/libnftables.h>
+
+#include "nft.h"
+
+/* The destinations no guest reaches, whatever the operator adds. */
+static const struct cidr never[] = {
+	{ 0x00000000u, 8 },	/* 0.0.0.0/8, "this network" */
+	{ 0x0a000000u, 8 },	/* 10.0.0.0/8 */
+	{ 0x64400000u, 10 },	/* 100.64.0.0/10, CGNAT */
+	{ 0x7f000000u, 8 },	/* 127.0.0.0/8 */
+	{ 0xa9fe0000u, 16 },	/* 169.254.0.0/16, link-local, metadata */
+	{ 0xac100000u, 12 },	/* 172.16.0.0/12 */
+	{ 0xc0a80000u, 16 },	/* 192.168.0.0/16 */
+	{ 0xe0000000u, 4 },	/* 224.0.0.0/4, multicast */
+	{ 0xf0000000u, 4 },	/* 240.0.0.0/4, reserved and broadcast */
+};
+
+struct out {
+	char	*buf;
+	size_t	 len, used;
+	int	 full;
+};
+
+static void __attribute__((format(printf, 2, 3)))
+put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->full)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(o->buf + o->used, o->len - o->used, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= o->len - o->used) {
+		o->full = 1;
+		return;
+	}
+	o->used += (size_t)n;
+}
+
+static int
+finish(struct out *o)
+{
+	if (o->full || o->used > 0x7fffffff)
+		return -1;
+	return (int)o->used;
+}
+
+static void
+put_ip(struct out *o, uint32_t a)
+{
+	put(o, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff,
+	    a & 0xff);
+}
+
+static void
+put_cidr(struct out *o, const struct cidr *c)
+{
+	put_ip(o, c->addr);
+	put(o, "/%u", c->len);
+}
+
+static uint32_t
+mask(uint8_t len)
+{
+	return len == 0 ? 0 : 0xffffffffu << (32 - len);
+}
+
+static int
+parse_octets(const char *s, const char **end, uint32_t *out)
+{
+	uint32_t a = 0;
+
+	for (int i = 0; i < 4; i++) {
+		unsigned v = 0;
+		int digits = 0;
+
+		if (i > 0) {
+			if (*s != '.')
+				return -1;
+			s++;
+		}
+		while (*s >= '0' && *s <= '9') {
+			/* No leading zeros: "010" is octal to inet_aton. */
+			if (digits == 1 && v == 0)
+				return -1;
+			v = v * 10 + (unsigned)(*s - '0');
+			if (++digits > 3 || v > 255)
+				return -1;
+			s++;
+		}
+		if (digits == 0)
+			return -1;
+		a = a << 8 | v;
+	}
+	*end = s;
+	*out = a;
+	return 0;
+}
+
+int
+cidr_parse(const char *s, int allow_host, struct cidr *out)
+{
+	const char *p;
+	uint32_t a;
+	unsigned len = 0;
+	int digits = 0;
+
+	if (s == NULL || parse_octets(s, &p, &a) == -1)
+		return -1;
+	if (*p == '\0') {
+		if (!allow_host)
+			return -1;
+		out->addr = a;
+		out->len = 32;
+		return 0;
+	}
+	if (*p++ != '/')
+		return -1;
+	while (*p >= '0' && *p <= '9') {
+		if (digits == 1 && len == 0)
+			return -1;
+		len = len * 10 + (unsigned)(*p - '0');
+		if (++digits > 2 || len > 32)
+			return -1;
+		p++;
+	}
+	if (digits == 0 || *p != '\0' || (a & ~mask((uint8_t)len)) != 0)
+		return -1;
+	out->addr = a;
+	out->len = (uint8_t)len;
+	return 0;
+}
+
+int
+cidr_overlap(const struct cidr *a, const struct cidr *b)
+{
+	uint8_t len = a->len < b->len ? a->len : b->len;
+
+	return ((a->addr ^ b->addr) & mask(len)) == 0;
+}
+
+int
+netd_ifname_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 15)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		    c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+void
+netd_guest_mac(unsigned slot, uint8_t mac[6])
+{
+	/* Locally administered unicast, "mv" for mcpvm. */
+	mac[0] = 0x02;
+	mac[1] = 0x6d;
+	mac[2] = 0x76;
+	mac[3] = 0x00;
+	mac[4] = (uint8_t)(slot >> 8);
+	mac[5] = (uint8_t)slot;
+}
+
+void
+netd_gateway_mac(unsigned slot, uint8_t mac[6])
+{
+	netd_guest_mac(slot, mac);
+	mac[3] = 0x01;
+}
+
+static void
+put_mac(struct out *o, const uint8_t mac[6])
+{
+	put(o, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2],
+	    mac[3], mac[4], mac[5]);
+}
+
+/* The /16 bases netd accepts: a.b.0.0 with nothing in the low half. */
+static int
+base_ok(uint32_t base)
+{
+	return (base & 0xffffu) == 0;
+}
+
+int
+nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
+{
+	struct out o = { buf, len, 0, 0 };
+	unsigned n = s->slot;
+	uint32_t guest = s->guest_base | n << 8 | 2;
+	char tap[16], nsif[16];
+
+	if (len == 0 || n >= NETD_MAX_SLOTS || !base_ok(s->host_base) ||
+	    !base_ok(s->guest_base) || s->nblocked > NETD_MAX_CIDRS ||
+	    s->nhostaddrs > NETD_MAX_HOSTADDRS || s->ndns > NETD_MAX_DNS)
+		return -1;
+	for (size_t i = 0; i < s->nblocked; i++)
+		if (s->blocked[i].len > 32 ||
+		    (s->blocked[i].addr & ~mask(s->blocked[i].len)) != 0)
+			return -1;
+	snprintf(tap, sizeof(tap), NETD_TAP_FMT, n);
+	snprintf(nsif, sizeof(nsif), NETD_NSIF_FMT, n);
+
+	/* Creating then deleting makes the replacement atomic either way. */
+	put(&o, "table inet " NETD_TABLE_FMT "\n", n);
+	put(&o, "delete table inet " NETD_TABLE_FMT "\n", n);
+	put(&o, "table netdev " NETD_TABLE_FMT "\n", n);
+	put(&o, "delete table netdev " NETD_TABLE_FMT "\n", n);
+
+	/*
+	 * What the guest may put on the wire at all: its own MAC, ARP
+	 * about its own address, IPv4 from its own address.  Everything
+	 * else (IPv6, other ethertypes, spoofed sources) is dropped
+	 * before the netns's stack sees it.
+	 */
+	put(&o, "table netdev " NETD_TABLE_FMT " {\n", n);
+	put(&o, "\tchain guest_in {\n");
+	put(&o, "\t\ttype filter hook ingress device \"%s\" priority -500; "
+	    "policy drop;\n", tap);
+	put(&o, "\t\tether saddr != ");
+	put_mac(&o, s->mac);
+	put(&o, " drop\n");
+	put(&o, "\t\tether type arp arp htype 1 arp ptype ip arp hlen 6 "
+	    "arp plen 4 arp saddr ether ");
+	put_mac(&o, s->mac);
+	put(&o, " arp saddr ip ");
+	put_ip(&o, guest);
+	put(&o, " accept\n");
+	put(&o, "\t\tether type ip ip saddr ");
+	put_ip(&o, guest);
+	put(&o, " accept\n");
+	put(&o, "\t}\n}\n");
+
+	put(&o, "table inet " NETD_TABLE_FMT " {\n", n);
+	put(&o, "\tset blocked {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
+	    "\t\tauto-merge\n\t\telements = { ");
+	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
+		put(&o, i == 0 ? "" : ", ");
+		put_cidr(&o, &never[i]);
+	}
+	for (size_t i = 0; i < s->nblocked; i++) {
+		put(&o, ", ");
+		put_cidr(&o, &s->blocked[i]);
+	}
+	for (size_t i = 0; i < s->nhostaddrs; i++) {
+		put(&o, ", ");
+		put_ip(&o, s->hostaddrs[i]);
+	}
+	put(&o, " }\n\t}\n");
+	put(&o, "\tset dns {\n\t\ttype ipv4_addr\n");
+	if (s->ndns > 0) {
+		put(&o, "\t\telements = { ");
+		for (size_t i = 0; i < s->ndns; i++) {
+			put(&o, i == 0 ? "" : ", ");
+			put_ip(&o, s->dns[i]);
+		}
+		put(&o, " }\n");
+	}
+	put(&o, "\t}\n");
+
+	/* Out: new connections from the guest's address to the public
+	 * Internet (and its resolvers); in: only replies. */
+	put(&o, "\tchain forward {\n");
+	put(&o, "\t\ttype filter hook forward priority filter; "
+	    "policy drop;\n");
+	put(&o, "\t\tmeta nfproto ipv6 drop\n");
+	put(&o, "\t\tct state invalid drop\n");
+	put(&o, "\t\tiifname \"%s\" ip saddr != ", tap);
+	put_ip(&o, guest);
+	put(&o, " drop\n");
+	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ip daddr @dns "
+	    "meta l4proto { tcp, udp } th dport 53 accept\n", tap, nsif);
+	put(&o, "\t\tiifname \"%s\" ip daddr @blocked drop\n", tap);
+	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ct state "
+	    "{ new, established, related } accept\n", tap, nsif);
+	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ct state "
+	    "{ established, related } accept\n", nsif, tap);
+	put(&o, "\t}\n");
+	/* The netns itself serves nothing, to the guest or the host. */
+	put(&o, "\tchain input {\n");
+	put(&o, "\t\ttype filter hook input priority filter; policy drop;\n");
+	put(&o, "\t\tiif \"lo\" accept\n");
+	put(&o, "\t}\n");
+	put(&o, "\tchain output {\n");
+	put(&o, "\t\ttype filter hook output priority filter; "
+	    "policy accept;\n");
+	put(&o, "\t\tmeta nfproto ipv6 drop\n");
+	put(&o, "\t}\n}\n");
+	return finish(&o);
+}
+
+int
+nft_build_vm_delete(unsigned slot, char *buf, size_t len)
+{
+	struct out o = { buf, len, 0, 0 };
+
+	if (len == 0 || slot >= NETD_MAX_SLOTS)
+		return -1;
+	put(&o, "table inet " NETD_TABLE_FMT "\n", slot);
+	put(&o, "delete table inet " NETD_TABLE_FMT "\n", slot);
+	put(&o, "table netdev " NETD_TABLE_FMT "\n", slot);
+	put(&o, "delete table netdev " NETD_TABLE_FMT "\n", slot);
+	return finish(&o);
+}
+
+int
+nft_build_host(const struct nft_host_spec *s, char *buf, size_t len)
+{
+	struct out o = { buf, len, 0, 0 };
+	struct cidr g = { s->guest_base, 16 };
+
+	if (len == 0 || s->uplink == NULL || !netd_ifname_valid(s->uplink) ||
+	    !base_ok(s->host_base) || !base_ok(s->guest_base))
+		return -1;
+	/*
+	 * Owned by netd's netlink socket: if netd dies the kernel removes
+	 * it, and with it the masquerade, so the guests' egress stops
+	 * rather than running unmanaged.
+	 */
+	put(&o, "table ip " NETD_HOST_TABLE " {\n\tflags owner\n");
+	put(&o, "\tchain forward {\n");
+	put(&o, "\t\ttype filter hook forward priority filter; "
+	    "policy accept;\n");
+	put(&o, "\t\tiifname \"mcpvm-*\" oifname != \"%s\" drop\n",
+	    s->uplink);
+	put(&o, "\t\toifname \"mcpvm-*\" iifname != \"%s\" drop\n",
+	    s->uplink);
+	put(&o, "\t\toifname \"mcpvm-*\" ct state != { established, related } "
+	    "drop\n");
+	put(&o, "\t}\n");
+	/* The host's own services are not the guests' business. */
+	put(&o, "\tchain input {\n");
+	put(&o, "\t\ttype filter hook input priority filter; "
+	    "policy accept;\n");
+	put(&o, "\t\tiifname \"mcpvm-*\" drop\n");
+	put(&o, "\t}\n");
+	put(&o, "\tchain postrouting {\n");
+	put(&o, "\t\ttype nat hook postrouting priority srcnat; "
+	    "policy accept;\n");
+	put(&o, "\t\toifname \"%s\" ip saddr ", s->uplink);
+	put_cidr(&o, &g);
+	put(&o, " masquerade\n");
+	put(&o, "\t}\n}\n");
+	return finish(&o);
+}
+
+struct nft_ctx *
+nft_open(void)
+{
+	struct nft_ctx *ctx;
+
+	if ((ctx = nft_ctx_new(NFT_CTX_DEFAULT)) == NULL)
+		return NULL;
+	if (nft_ctx_buffer_output(ctx) != 0 ||
+	    nft_ctx_buffer_error(ctx) != 0) {
+		nft_ctx_free(ctx);
+		return NULL;
+	}
+	return ctx;
+}
+
+void
+nft_close(struct nft_ctx *ctx)
+{
+	if (ctx != NULL)
+		nft_ctx_free(ctx);
+}
+
+int
+nft_apply(struct nft_ctx *ctx, const char *text, char *err, size_t errlen)
+{
+	const char *e;
+	size_t n;
+
+	if (nft_run_cmd_from_buffer(ctx, text) == 0) {
+		(void)nft_ctx_get_error_buffer(ctx);
+		return 0;
+	}
+	e = nft_ctx_get_error_buffer(ctx);
+	if (e == NULL || *e == '\0')
+		e = "nft: transaction refused";
+	snprintf(err, errlen, "%s", e);
+	/* nft's message spans lines; one log line is enough. */
+	for (n = 0; err[n] != '\0'; n++)
+		if (err[n] == '\n')
+			err[n] = ' ';
+	return -1;
+}
+
+char *
+nft_list(struct nft_ctx *ctx, const char *cmd)
+{
+	const char *out;
+
+	if (nft_run_cmd_from_buffer(ctx, cmd) != 0) {
+		(void)nft_ctx_get_error_buffer(ctx);
+		return NULL;
+	}
+	out = nft_ctx_get_output_buffer(ctx);
+	return strdup(out != NULL ? out : "");
+}
+
+char *
+nft_list_handles(struct nft_ctx *ctx, const char *cmd)
+{
+	unsigned int flags = nft_ctx_output_get_flags(ctx);
+	char *out;
+
+	nft_ctx_output_set_flags(ctx, flags | NFT_CTX_OUTPUT_HANDLE);
+	out = nft_list(ctx, cmd);
+	nft_ctx_output_set_flags(ctx, flags);
+	return out;
+}

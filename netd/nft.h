@@ -1,0 +1,92 @@
+/*
+ * netd's nftables rulesets, built as text from typed inputs (no I/O, so the
+ * fuzz target and unit tests drive it exactly as netd does), and applied
+ * atomically through libnftables.  Runs in netd.
+ */
+#ifndef MCPVM_NETD_NFT_H
+#define MCPVM_NETD_NFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct nft_ctx;
+
+/* An IPv4 prefix in host byte order, host bits zero. */
+struct cidr {
+	uint32_t	addr;
+	uint8_t		len;
+};
+
+/* Slots are the third octet of 10.231.<slot>.0/30 and 10.232.<slot>.0/30. */
+#define NETD_MAX_SLOTS	256
+#define NETD_MAX_CIDRS	256
+#define NETD_MAX_DNS	3
+#define NETD_MAX_HOSTADDRS	256
+
+/* Names netd builds for a slot; never taken from a request. */
+#define NETD_NS_FMT	"mcpvm-%u"	/* netns, in netns_dir */
+#define NETD_HOSTIF_FMT	"mcpvm-%uh"	/* veth, host end */
+#define NETD_NSIF_FMT	"mcpvm-%un"	/* veth, netns end */
+#define NETD_TAP_FMT	"mcpvm-%ut"	/* the VMM's TAP, in the netns */
+#define NETD_TABLE_FMT	"mcpvm_%u"	/* inet and netdev, in the netns */
+#define NETD_HOST_TABLE	"mcpvm_host"	/* ip, on the host, owner flag */
+
+struct nft_vm_spec {
+	unsigned		 slot;
+	uint32_t		 host_base;	/* the /16 of host<->netns */
+	uint32_t		 guest_base;	/* the /16 of netns<->guest */
+	uint8_t			 mac[6];	/* the guest's */
+	const struct cidr	*blocked;	/* operator's blocked_cidrs */
+	size_t			 nblocked;
+	const uint32_t		*hostaddrs;	/* the host's own addresses */
+	size_t			 nhostaddrs;
+	const uint32_t		*dns;		/* resolvers the guest may use */
+	size_t			 ndns;
+};
+
+struct nft_host_spec {
+	const char	*uplink;	/* checked by netd_ifname_valid */
+	uint32_t	 host_base, guest_base;
+};
+
+/*
+ * "a.b.c.d/n" (or "a.b.c.d" as /32 when allow_host) into *out: 0, or -1
+ * when it is not exactly that, or has host bits set.
+ */
+int	cidr_parse(const char *s, int allow_host, struct cidr *out);
+/* 1 when the two prefixes share an address. */
+int	cidr_overlap(const struct cidr *, const struct cidr *);
+/* Interface names netd writes into rulesets: [A-Za-z0-9_.-]{1,15}. */
+int	netd_ifname_valid(const char *);
+/* The guest's MAC for a slot: 02:6d:76:00:<slot hi>:<slot lo>. */
+void	netd_guest_mac(unsigned slot, uint8_t mac[6]);
+/* The TAP's own (the guest's gateway): 02:6d:76:01:<slot hi>:<slot lo>,
+ * fixed so that a guest resumed from hibernation finds its gateway at the
+ * address its ARP cache remembers. */
+void	netd_gateway_mac(unsigned slot, uint8_t mac[6]);
+
+/*
+ * The whole ruleset text of one VM's netns, replacing any earlier one in
+ * the same transaction.  Returns its length, or -1 when the inputs are out
+ * of range or buf is too small.
+ */
+int	nft_build_vm(const struct nft_vm_spec *, char *buf, size_t len);
+/* The host's shared table (forward limits, masquerade on the uplink). */
+int	nft_build_host(const struct nft_host_spec *, char *buf, size_t len);
+/* Deleting one VM's tables, or the host's. */
+int	nft_build_vm_delete(unsigned slot, char *buf, size_t len);
+
+/*
+ * libnftables: a context for the calling thread's network namespace (its
+ * netlink socket stays there), and one atomic transaction from text.
+ * nft_apply returns 0, or -1 with nft's own message in err.
+ */
+struct nft_ctx *nft_open(void);
+void	nft_close(struct nft_ctx *);
+int	nft_apply(struct nft_ctx *, const char *text, char *err, size_t errlen);
+/* Runs a list command; the output, malloc'd, or NULL. */
+char	*nft_list(struct nft_ctx *, const char *cmd);
+/* The same with each rule's "# handle N". */
+char	*nft_list_handles(struct nft_ctx *, const char *cmd);
+
+#endif

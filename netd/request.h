@@ -1,0 +1,34 @@
+/*
+ * Decoding of what vmmd sends netd into typed requests.  Strict: unknown
+ * keys, wrong types, slots out of range and duplicates are refused with a
+ * message naming the field.  netd never takes a name or an address from a
+ * request, only slot numbers.  This is the fuzz target's entry point.
+ */
+#ifndef MCPVM_NETD_REQUEST_H
+#define MCPVM_NETD_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../proto/ipc.h"
+#include "nft.h"
+
+struct json_object;
+
+struct netd_request {
+	uint32_t	type;
+	unsigned	slot;				/* SETUP, TEARDOWN */
+	size_t		nslots;				/* SYNC */
+	unsigned char	slots[NETD_MAX_SLOTS];		/* SYNC: 1 = live */
+};
+
+/*
+ * Fills req from body for message type; max_slots bounds every slot
+ * (at most NETD_MAX_SLOTS).  0, or -1 with why (a sentence for an
+ * invalid_argument reply).
+ */
+int	netd_request_decode(uint32_t type, struct json_object *body,
+	    unsigned max_slots, struct netd_request *req, char *why,
+	    size_t whylen);
+
+#endif

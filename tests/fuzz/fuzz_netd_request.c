@@ -1,0 +1,81 @@
+/*
+ * libFuzzer target for netd's request decoding: a body as vmmd (or
+ * whoever took vmmd's place) could send it goes through the socket's JSON
+ * check (ipc_frame_check) and netd_request_decode().  The first byte picks
+ * the message type, the second the slot limit.  A decoded request must
+ * hold what netd's handlers rely on; anything else aborts.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "ipc.h"
+#include "request.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+static const struct ipc_rule rules[] = {
+	{ IPC_NET_SYNC, 0 }, { IPC_NET_SETUP, 0 }, { IPC_NET_TEARDOWN, 0 },
+	{ IPC_NET_STATUS, 0 }, { IPC_NET_SETUP_RESULT, 0 },
+};
+static const struct ipc_policy policy = { "fuzz", rules,
+	sizeof(rules) / sizeof(rules[0]) };
+
+static void
+check(const struct netd_request *r, uint32_t type, unsigned max)
+{
+	size_t n = 0;
+
+	if (r->type != type)
+		abort();
+	if (type == IPC_NET_SETUP_RESULT)
+		abort();	/* not a request netd serves */
+	if ((type == IPC_NET_SETUP || type == IPC_NET_TEARDOWN) &&
+	    r->slot >= max)
+		abort();
+	if (type != IPC_NET_SETUP && type != IPC_NET_TEARDOWN && r->slot != 0)
+		abort();
+	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
+		if (r->slots[s] > 1 || (r->slots[s] && s >= max))
+			abort();
+		n += r->slots[s];
+	}
+	if (n != r->nslots || (type != IPC_NET_SYNC && n != 0))
+		abort();
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct json_object *body = NULL;
+	struct netd_request req;
+	struct ipc_frame f;
+	unsigned max;
+	char *payload, err[256];
+
+	if (size < 2 || size > 65536)
+		return 0;
+	max = data[1] == 0 ? NETD_MAX_SLOTS : data[1];
+	payload = malloc(size - 1);
+	memcpy(payload, data + 2, size - 2);
+	payload[size - 2] = '\0';
+	memset(&f, 0, sizeof(f));
+	f.type = rules[data[0] % policy.nrules].type;
+	f.id = 1;
+	f.payload = payload;
+	f.len = size - 2;
+	f.fd = -1;
+	if (ipc_frame_check(&f, &policy, &body, NULL, err,
+	    sizeof(err)) == 0) {
+		if (netd_request_decode(f.type, body, max, &req, err,
+		    sizeof(err)) == 0)
+			check(&req, f.type, max);
+		else if (err[0] == '\0')
+			abort();	/* a refusal always says why */
+		json_object_put(body);
+	}
+	free(payload);
+	return 0;
+}

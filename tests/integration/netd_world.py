@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""The pieces of netd's test world that run inside its namespaces.
+
+  netd_world.py serve SPEC...   servers, one per SPEC, until killed:
+      tcp:ADDR:PORT  answers "tcp ADDR PEER" and closes
+      udp:ADDR:PORT  echoes "udp ADDR PEER DATA"
+      dns:ADDR       answers A queries for NAME (env DNS_NAME) with
+                     env DNS_ADDR, NXDOMAIN for anything else
+      sink:ADDR:PORT appends each UDP datagram's "PEER DATA" to env SINK
+      discard:ADDR:PORT  reads a TCP stream to its end, answers "done"
+  netd_world.py pump FD MAC ADDR/PLEN GW
+      the guest: makes TAP eth0 in the current netns with that MAC and
+      address, default route via GW, and copies frames between it and
+      FD (netd's TAP) both ways, as QEMU would; prints "ready"
+  netd_world.py probe KIND ADDR PORT [SRC]
+      one try from the current netns, prints a JSON result:
+      tcp (connect, read), udp (send, await echo), dns (query NAME),
+      udp-send (send one datagram, no answer expected), tcp6
+  netd_world.py bench ADDR PORT MIB CONNECTS
+      from the current netns: MIB MiB to a discard server at ADDR:PORT,
+      then CONNECTS connections to a tcp server at ADDR:80; prints JSON
+      {"mib_s": throughput, "connect_ms": median connect time}
+  netd_world.py sniff IFNAME SECONDS
+      counts frames arriving on IFNAME by ethertype, prints JSON
+
+Python 3 stdlib only; the test drives these with nsenter(1).
+"""
+import fcntl
+import json
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+TUNSETIFF = 0x400454CA
+IFF_TAP = 0x0002
+IFF_NO_PI = 0x1000
+
+
+def dns_query(name, qid=0x1234):
+    q = b"".join(bytes([len(p)]) + p.encode() for p in name.split("."))
+    return struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0) + q + \
+        b"\0" + struct.pack("!HH", 1, 1)
+
+
+def dns_answer(query, name, addr):
+    qid, = struct.unpack("!H", query[:2])
+    # The question, as asked: labels up to the root, then type and class.
+    end = 12
+    while end < len(query) and query[end] != 0:
+        end += 1 + query[end]
+    question = query[12:end + 5]
+    labels, i = [], 12
+    while i < end:
+        labels.append(query[i + 1:i + 1 + query[i]].decode(errors="replace"))
+        i += 1 + query[i]
+    if ".".join(labels).lower() == name.lower():
+        hdr = struct.pack("!HHHHHH", qid, 0x8180, 1, 1, 0, 0)
+        rr = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + \
+            socket.inet_aton(addr)
+        return hdr + question + rr
+    return struct.pack("!HHHHHH", qid, 0x8183, 1, 0, 0, 0) + question
+
+
+def serve(specs):
+    threads = []
+    for spec in specs:
+        kind, rest = spec.split(":", 1)
+        if kind == "tcp":
+            addr, port = rest.rsplit(":", 1)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((addr, int(port)))
+            s.listen(64)
+
+            def tcp_loop(s=s, addr=addr):
+                while True:
+                    c, peer = s.accept()
+                    try:
+                        c.sendall(("tcp %s %s\n" % (addr, peer[0])).encode())
+                    except OSError:
+                        pass
+                    c.close()
+            threads.append(threading.Thread(target=tcp_loop, daemon=True))
+        elif kind == "discard":
+            addr, port = rest.rsplit(":", 1)
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((addr, int(port)))
+            s.listen(8)
+
+            def discard_loop(s=s):
+                while True:
+                    c, _ = s.accept()
+                    while c.recv(1 << 18):
+                        pass
+                    c.sendall(b"done")
+                    c.close()
+            threads.append(threading.Thread(target=discard_loop,
+                                            daemon=True))
+        elif kind in ("udp", "sink"):
+            addr, port = rest.rsplit(":", 1)
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((addr, int(port)))
+
+            def udp_loop(s=s, addr=addr, kind=kind):
+                while True:
+                    data, peer = s.recvfrom(65536)
+                    if kind == "udp":
+                        s.sendto(b"udp %s %s " % (addr.encode(),
+                                                  peer[0].encode()) + data,
+                                 peer)
+                    else:
+                        with open(os.environ["SINK"], "a") as f:
+                            f.write("%s %s\n" % (peer[0],
+                                                 data.decode(errors="replace")))
+            threads.append(threading.Thread(target=udp_loop, daemon=True))
+        elif kind == "dns":
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind((rest, 53))
+
+            def dns_loop(s=s):
+                while True:
+                    data, peer = s.recvfrom(512)
+                    s.sendto(dns_answer(data, os.environ["DNS_NAME"],
+                                        os.environ["DNS_ADDR"]), peer)
+            threads.append(threading.Thread(target=dns_loop, daemon=True))
+        else:
+            sys.exit("unknown server kind " + kind)
+    for t in threads:
+        t.start()
+    print("ready", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+def pump(fd, mac, addr, gw):
+    fd = int(fd)
+    tap = os.open("/dev/net/tun", os.O_RDWR)
+    fcntl.ioctl(tap, TUNSETIFF, struct.pack("16sH", b"eth0",
+                                            IFF_TAP | IFF_NO_PI))
+    for cmd in (["ip", "link", "set", "lo", "up"],
+                ["ip", "link", "set", "eth0", "address", mac],
+                ["ip", "addr", "add", addr, "dev", "eth0"],
+                ["ip", "link", "set", "eth0", "up"],
+                ["ip", "route", "add", "default", "via", gw]):
+        subprocess.run(cmd, check=True)
+    print("ready", flush=True)
+    while True:
+        r, _, _ = select.select([fd, tap], [], [])
+        for src in r:
+            dst = tap if src == fd else fd
+            try:
+                frame = os.read(src, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                # netd deleted its TAP: the VM's NIC lost its link.
+                if src == fd:
+                    return
+                continue
+            if not frame and src == fd:
+                return
+            try:
+                os.write(dst, frame)
+            except OSError:
+                pass
+
+
+def probe(kind, addr, port, src=None):
+    port = int(port)
+    t0 = time.monotonic()
+    res = {"ok": False}
+    try:
+        if kind in ("tcp", "tcp6"):
+            fam = socket.AF_INET6 if kind == "tcp6" else socket.AF_INET
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            s.settimeout(2.0)
+            if src:
+                s.bind((src, 0))
+            s.connect((addr, port))
+            res["connect_ms"] = (time.monotonic() - t0) * 1000
+            data = b""
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            res["data"] = data.decode(errors="replace").strip()
+            res["ok"] = True
+        elif kind in ("udp", "udp-send", "dns", "udp6"):
+            fam = socket.AF_INET6 if kind == "udp6" else socket.AF_INET
+            s = socket.socket(fam, socket.SOCK_DGRAM)
+            s.settimeout(2.0)
+            if src:
+                s.bind((src, 0))
+            if kind == "dns":
+                s.sendto(dns_query(os.environ["DNS_NAME"]), (addr, port))
+                data, _ = s.recvfrom(512)
+                ancount, = struct.unpack("!H", data[6:8])
+                res["ok"] = ancount == 1
+                if ancount == 1:
+                    res["data"] = socket.inet_ntoa(data[-4:])
+            else:
+                s.sendto(b"probe-%d" % os.getpid(), (addr, port))
+                res["ok"] = True
+                if kind == "udp":
+                    data, _ = s.recvfrom(65536)
+                    res["data"] = data.decode(errors="replace")
+                else:
+                    res["data"] = "probe-%d" % os.getpid()
+    except OSError as e:
+        res["ok"] = False
+        res["error"] = str(e)
+    print(json.dumps(res))
+
+
+def bench(addr, port, mib, connects):
+    import statistics
+    block = b"x" * (1 << 16)
+    s = socket.create_connection((addr, int(port)), timeout=30)
+    t0 = time.monotonic()
+    for _ in range(int(mib) * 16):
+        s.sendall(block)
+    s.shutdown(socket.SHUT_WR)
+    s.recv(16)
+    secs = time.monotonic() - t0
+    s.close()
+    times = []
+    for _ in range(int(connects)):
+        t = time.monotonic()
+        c = socket.create_connection((addr, 80), timeout=5)
+        times.append((time.monotonic() - t) * 1000)
+        c.close()
+    print(json.dumps({"mib_s": int(mib) / secs,
+                      "connect_ms": statistics.median(times)}))
+
+
+def sniff(ifname, seconds):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    s.bind((ifname, 0))
+    s.settimeout(0.1)
+    counts = {}
+    print("ready", flush=True)
+    end = time.monotonic() + float(seconds)
+    while time.monotonic() < end:
+        try:
+            frame, addr = s.recvfrom(65536)
+        except socket.timeout:
+            continue
+        if addr[2] == socket.PACKET_OUTGOING:
+            continue
+        et = "%04x" % struct.unpack("!H", frame[12:14])[0]
+        counts[et] = counts.get(et, 0) + 1
+    print(json.dumps(counts), flush=True)
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "serve":
+        serve(sys.argv[2:])
+    elif cmd == "pump":
+        pump(*sys.argv[2:6])
+    elif cmd == "probe":
+        probe(*sys.argv[2:])
+    elif cmd == "bench":
+        bench(*sys.argv[2:6])
+    elif cmd == "sniff":
+        sniff(*sys.argv[2:4])
+    else:
+        sys.exit("usage: see the docstring")

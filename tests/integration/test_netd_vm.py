@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+# Guest networking end to end: real authd, vmmd, vmproxy and QEMU TCG VMs
+# booting the `test` image with this tree's guestd, and the real netd in
+# the namespace test world of test_netd.py (its "host" netns, uplink to
+# an "internet" netns, a "private LAN").  vmmd runs in the machine's own
+# netns and reaches netd by its socket; QEMU gets the TAP netd made.
+# Everything is driven through the tools, as a client would.  TAP on
+# stdout; needs root and what test_vmmd.py needs.
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_netd as tn  # noqa: E402
+import test_vmmd as tv  # noqa: E402
+
+ok, note = tv.ok, tv.note
+IMAGE_OUT = os.path.join(tv.CACHE, "netd-test")
+
+
+def guest(a, vm, cmd, rid):
+    state, code, out, err = a.sh(vm, cmd, rid, timeout_seconds=30)
+    return code, out.strip(), err.strip()
+
+
+def tcp(a, vm, addr, port, rid):
+    """A TCP connection from the guest with bash's /dev/tcp, 3 s at most."""
+    return guest(a, vm, "timeout 3 bash -c 'exec 3<>/dev/tcp/%s/%d && "
+                 "cat <&3'" % (addr, port), rid)
+
+
+def netd_objects(w):
+    return (tn.mcpvm_links(tn.NS_H), sorted(os.listdir(w.netns_dir)))
+
+
+def all_gone(w, h_before, timeout=10):
+    """vmmd releases a network without waiting for netd: give it time."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if netd_objects(w) == ([], []) and tn.h_ruleset() == h_before:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def guest_addr(a, vm, rid):
+    """The address the guest's stack sends from (no ip(8) in the image)."""
+    code, out, err = guest(a, vm, "python3 -c 'import socket; s=socket."
+                           "socket(socket.AF_INET, socket.SOCK_DGRAM); "
+                           "s.connect((\"203.0.113.10\", 7)); "
+                           "print(s.getsockname()[0])'", rid)
+    return out
+
+
+def check_policy(h, a, nonet):
+    okk, r = nonet("vm_create", request_id="n-1", network="on")
+    ok(not okk and r["code"] == "forbidden", "network on without the "
+       "workspace's grant: forbidden", r)
+
+
+def check_egress(w, a, vm, tag):
+    code, out, err = tcp(a, vm, "203.0.113.10", 80, tag + "-tcp")
+    ok(code == 0 and out == "tcp 203.0.113.10 " + tn.UPLINK_ADDR,
+       "%s: the guest reaches the internet through NAT" % tag, (out, err))
+    code, out, err = guest(a, vm, "getent hosts " + tn.DNS_NAME,
+                           tag + "-dns")
+    ok(code == 0 and out.split()[:1] == [tn.DNS_ADDR],
+       "%s: the test name resolves through the configured resolver" % tag,
+       (code, out, err))
+    code, out, err = guest(a, vm, "timeout 3 bash -c 'echo hi >"
+                           "/dev/udp/203.0.113.10/7'", tag + "-udp")
+    ok(code == 0, "%s: UDP leaves" % tag, (out, err))
+    blocked = [("10.77.0.2", 80), ("192.168.77.2", 80), ("100.64.7.2", 80),
+               ("169.254.169.254", 80), ("198.18.5.2", 80),
+               (tn.UPLINK_ADDR, 8081)]
+    bad = []
+    for i, (addr, port) in enumerate(blocked):
+        code, out, err = tcp(a, vm, addr, port, "%s-b%d" % (tag, i))
+        if code == 0:
+            bad.append((addr, out))
+    ok(not bad, "%s: private, CGNAT, metadata, blocked and host addresses "
+       "are unreachable" % tag, bad)
+
+
+def main():
+    if os.geteuid() != 0:
+        tv.skip_all("needs root")
+    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup", "nsenter",
+                 "nft", "ip"):
+        if shutil.which(tool) is None:
+            tv.skip_all("%s is not installed" % tool)
+    tv.become_subreaper()
+    tv.exit_cleanly_on_sigterm()
+    real_ruleset = tn.host_ruleset()
+    manifest = tv.build_image(out=IMAGE_OUT)
+    w = tn.World()
+    h = tv.Host(manifest)
+    try:
+        w.build()
+        h_before = tn.h_ruleset()
+        w.start_netd()
+        h.setup()
+        h.write_conf(netd_socket=w.sock)
+        h.start_authd()
+        h.start_vmmd()
+        tv.wait_for(lambda: "netd: in step" in tv.read(h.vmmd_log), 10,
+                    "vmmd's sync with netd")
+        for _ in range(50):
+            p = h.vmctl("--json", "preflight")
+            try:
+                checks = {c["check"]: c
+                          for c in json.loads(p.stdout)["checks"]}
+            except (ValueError, KeyError):
+                checks = {}
+            net = checks.get("network", {})
+            if net.get("ok"):
+                break
+            time.sleep(0.1)
+        ok(net.get("ok") and "uplink up0" in net.get("message", "") and
+           "forwarding on" in net["message"] and
+           "drops by policy" in net["message"],
+           "vmctl preflight reports netd's uplink, forwarding and the "
+           "dropping forward chain", p.stdout + p.stderr)
+        a = tv.Client(h, h.issue("netws", "--allow-network"))
+        nonet = tv.Client(h, h.issue("nonet"))
+        check_policy(h, a, nonet)
+
+        t = time.monotonic()
+        okk, r = a("vm_create", request_id="c-1", network="on",
+                   idle_seconds=3600)
+        ok(okk and r.get("state") == "running" and r.get("network") == "on",
+           "a VM with network on (%.1f s)" % (time.monotonic() - t), r)
+        vm = r["vm_id"]
+        okk, r = a("vm_status", vm_id=vm)
+        ok(okk and r["network"] == "on", "vm_status says network on", r)
+        okk, r = a("vm_list")
+        ok(okk and [v["network"] for v in r["vms"]] == ["on"],
+           "vm_list says network on", r)
+        code, out, err = guest(a, vm, "cat /etc/resolv.conf; "
+                               "cat /sys/class/net/eth0/address", "g-1")
+        ok("nameserver 203.0.113.53" in out and "02:6d:76:00:00:" in out,
+           "eth0 has netd's MAC and resolv.conf the resolver", out)
+        check_egress(w, a, vm, "booted")
+        addr = guest_addr(a, vm, "addr-1")
+        ok(addr.startswith("10.232.") and addr.endswith(".2"),
+           "the guest's address is its slot's", addr)
+        links, ns = netd_objects(w)
+        ok(len(ns) == 1 and len(links) == 1, "one netns, one host veth",
+           (links, ns))
+
+        okk, r = a("vm_suspend", vm_id=vm)
+        ok(okk and a.state(vm) == "hibernated", "hibernated", r)
+        ok(all_gone(w, h_before),
+           "hibernation leaves no network object and the ruleset as it was",
+           (netd_objects(w), tn.h_ruleset()))
+        code, out, err = guest(a, vm, "cat /sys/class/net/eth0/address; "
+                               "cat /proc/net/route | wc -l", "g-2")
+        ok(code == 0 and a.state(vm) == "running", "a job resumes it", out)
+        check_egress(w, a, vm, "resumed")
+        ok(guest_addr(a, vm, "addr-2") == addr, "the resumed guest keeps "
+           "its address", addr)
+
+        # netd restarts under a running VM: the TAP stays with QEMU, the
+        # rest is in place, and vmmd's sync on reconnect brings the host
+        # table back.
+        w.stop_netd()
+        code, out, err = tcp(a, vm, "203.0.113.10", 80, "r-tcp1")
+        ok(code != 0, "netd stopped: egress stops (closed, not open)",
+           (code, out))
+        w.start_netd()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            code, out, err = tcp(a, vm, "203.0.113.10", 80,
+                                 "r-tcp-%d" % int(time.monotonic() * 10))
+            if code == 0:
+                break
+            time.sleep(0.5)
+        ok(code == 0, "netd restarted: vmmd's sync restores egress to the "
+           "same running guest", (code, out, err))
+        code, out, err = tcp(a, vm, "10.77.0.2", 80, "r-tcp2")
+        ok(code != 0, "and the private LAN stays blocked", out)
+
+        okk, r = a("vm_suspend", vm_id=vm, mode="pause")
+        ok(okk and a.state(vm) == "paused" and len(netd_objects(w)[0]) == 1,
+           "pause keeps the network", (r, netd_objects(w)))
+        okk, r = a("vm_resume", vm_id=vm)
+        ok(okk, "resumed from pause", r)
+        code, out, err = tcp(a, vm, "203.0.113.10", 80, "p-tcp")
+        ok(code == 0, "egress after pause", (out, err))
+
+        # vmmd dies with the VM running: the next vmmd kills the VM and
+        # its first sync has netd remove the orphaned network.
+        h.kill_vmmd()
+        ok(len(netd_objects(w)[0]) == 1, "vmmd killed: the network stays "
+           "for now", netd_objects(w))
+        h.start_vmmd()
+        ok(all_gone(w, h_before, 20), "the restarted vmmd's sync removed "
+           "the orphaned network")
+        a.reconnect()
+        nonet.reconnect()
+        okk, r = a("vm_destroy", vm_id=vm)
+        ok(okk, "destroyed the failed VM", r)
+
+        # A workspace granted network later by `authctl policy set`.
+        h.authctl("policy", "set", "--workspace", "nonet",
+                  "--allow-network")
+        okk, r = nonet("vm_create", request_id="c-2", network="on",
+                       idle_seconds=3600)
+        ok(okk and r.get("state") == "running", "after policy set "
+           "--allow-network the other workspace gets network", r)
+        vm2 = r["vm_id"]
+        code, out, err = tcp(nonet, vm2, "203.0.113.10", 80, "v2-tcp")
+        ok(code == 0, "it reaches the internet", (out, err))
+        # QEMU dies under vmmd: the VM is failed and its network goes.
+        qemu = [pid for pid, _, cmd in h.jail_processes()
+                if "qemu-system" in cmd]
+        ok(len(qemu) == 1, "one QEMU", h.jail_processes())
+        os.kill(qemu[0], signal.SIGKILL)
+        tv.wait_for(lambda: nonet.state(vm2) == "failed", 20,
+                    "the VM to be failed")
+        ok(all_gone(w, h_before), "a failed VM's network is released",
+           netd_objects(w))
+        okk, r = nonet("vm_create", request_id="c-3", network="on",
+                       idle_seconds=3600)
+        ok(okk and r.get("state") == "running", "and a new VM gets one", r)
+        vm3 = r["vm_id"]
+        code, out, err = tcp(nonet, vm3, "203.0.113.10", 80, "v3-tcp")
+        ok(code == 0, "it reaches the internet", (out, err))
+        okk, r = nonet("vm_destroy", vm_id=vm2)
+        ok(okk, "the failed VM is destroyed", r)
+        okk, r = nonet("vm_destroy", vm_id=vm3)
+        ok(okk and all_gone(w, h_before),
+           "destroy leaves no network object and the ruleset as it was",
+           (r, netd_objects(w)))
+        rc, secs = h.stop_vmmd()
+        ok(rc == 0, "vmmd exits 0", rc)
+    except Exception:
+        import traceback
+        ok(False, "the run went through", traceback.format_exc())
+        note(tv.read(h.vmmd_log)[-3000:])
+        note(w.log()[-2000:])
+    finally:
+        h.cleanup()
+        w.cleanup()
+    ok(tn.host_ruleset() == real_ruleset, "the machine's ruleset is "
+       "unchanged")
+    print("1..%d" % tv.n)
+    sys.exit(1 if tv.failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+/*
+ * Unit tests for netd's pure parts (netd/request.c, netd/nft.c): request
+ * shapes and refusals, prefix parsing, and the rulesets, which must also
+ * be accepted by libnftables itself (a dry run in a throwaway netns when
+ * the test runs as root).
+ */
+#include <check.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <json-c/json.h>
+
+#include "nft.h"
+#include "request.h"
+
+static int
+decode(uint32_t type, const char *text, unsigned max, struct netd_request *r,
+    char *why, size_t whylen)
+{
+	struct json_object *o = json_tokener_parse(text);
+	int rc;
+
+	ck_assert_msg(o != NULL, "bad test JSON %s", text);
+	why[0] = '\0';
+	rc = netd_request_decode(type, o, max, r, why, whylen);
+	json_object_put(o);
+	return rc;
+}
+
+START_TEST(request_shapes)
+{
+	struct netd_request r;
+	char why[256];
+
+	ck_assert_int_eq(decode(IPC_NET_SETUP, "{\"slot\":15}", 16, &r, why,
+	    sizeof(why)), 0);
+	ck_assert_uint_eq(r.slot, 15);
+	ck_assert_int_eq(decode(IPC_NET_TEARDOWN, "{\"slot\":0}", 16, &r, why,
+	    sizeof(why)), 0);
+	ck_assert_int_eq(decode(IPC_NET_SYNC, "{\"slots\":[0,5,3]}", 16, &r,
+	    why, sizeof(why)), 0);
+	ck_assert_uint_eq(r.nslots, 3);
+	ck_assert(r.slots[0] && r.slots[3] && r.slots[5] && !r.slots[1]);
+	ck_assert_int_eq(decode(IPC_NET_SYNC, "{\"slots\":[]}", 16, &r, why,
+	    sizeof(why)), 0);
+	ck_assert_uint_eq(r.nslots, 0);
+	ck_assert_int_eq(decode(IPC_NET_STATUS, "{}", 16, &r, why,
+	    sizeof(why)), 0);
+}
+END_TEST
+
+START_TEST(request_refusals)
+{
+	static const struct {
+		uint32_t	 type;
+		const char	*body;
+		const char	*why;
+	} bad[] = {
+		{ IPC_NET_SETUP, "{\"slot\":16}", "slot" },
+		{ IPC_NET_SETUP, "{\"slot\":-1}", "slot" },
+		{ IPC_NET_SETUP, "{\"slot\":\"1\"}", "slot" },
+		{ IPC_NET_SETUP, "{\"slot\":1.0}", "slot" },
+		{ IPC_NET_SETUP, "{}", "required" },
+		{ IPC_NET_SETUP, "{\"slot\":1,\"name\":\"eth0\"}", "slot numbers" },
+		{ IPC_NET_SETUP, "{\"slots\":[1]}", "does not take" },
+		{ IPC_NET_SYNC, "{\"slots\":[1,1]}", "twice" },
+		{ IPC_NET_SYNC, "{\"slots\":[16]}", "slots[0]" },
+		{ IPC_NET_SYNC, "{\"slots\":[true]}", "slots[0]" },
+		{ IPC_NET_SYNC, "{\"slots\":{}}", "slots" },
+		{ IPC_NET_STATUS, "{\"slot\":1}", "does not take" },
+		{ IPC_NET_SETUP_RESULT, "{}", "not a request" },
+		{ IPC_VM_TOOL, "{}", "not a request" },
+	};
+	struct netd_request r;
+	char why[256];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(decode(bad[i].type, bad[i].body, 16, &r, why,
+		    sizeof(why)) == -1, "accepted %s", bad[i].body);
+		ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: %s",
+		    bad[i].body, why);
+		ck_assert_uint_eq(r.slot, 0);
+		ck_assert_uint_eq(r.nslots, 0);
+	}
+	/* The limit is never above what the addresses can hold. */
+	ck_assert_int_eq(decode(IPC_NET_SETUP, "{\"slot\":256}", 4096, &r, why,
+	    sizeof(why)), -1);
+	ck_assert_int_eq(decode(IPC_NET_SETUP, "{\"slot\":255}", 4096, &r, why,
+	    sizeof(why)), 0);
+}
+END_TEST
+
+START_TEST(cidrs)
+{
+	static const char *const good[] = { "10.0.0.0/8", "0.0.0.0/0",
+	    "203.0.113.7/32", "198.18.0.0/15", "255.255.255.255" };
+	static const char *const bad[] = { "10.0.0.1/8", "10.0.0.0/33",
+	    "010.0.0.0/8", "10.0.0/8", "10.0.0.0/", "10.0.0.0/08",
+	    "256.0.0.0/8", "1.2.3.4.5", " 1.2.3.4", "1.2.3.4/8x", "",
+	    "1.2.3.4/-1", "::1" };
+	struct cidr c, d;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		ck_assert_msg(cidr_parse(good[i], 1, &c) == 0, "%s", good[i]);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(cidr_parse(bad[i], 1, &c) == -1, "%s", bad[i]);
+	ck_assert_int_eq(cidr_parse("1.2.3.4", 0, &c), -1);
+	ck_assert_int_eq(cidr_parse("10.231.0.0/16", 0, &c), 0);
+	ck_assert_int_eq(cidr_parse("10.0.0.0/8", 0, &d), 0);
+	ck_assert(cidr_overlap(&c, &d));
+	ck_assert_int_eq(cidr_parse("10.232.0.0/16", 0, &d), 0);
+	ck_assert(!cidr_overlap(&c, &d));
+	ck_assert(netd_ifname_valid("eth0") && netd_ifname_valid("br-lan.5"));
+	ck_assert(!netd_ifname_valid("") && !netd_ifname_valid("a\"b") &&
+	    !netd_ifname_valid("sixteen-chars-xx") &&
+	    !netd_ifname_valid("a b"));
+}
+END_TEST
+
+static int
+build(unsigned slot, char *buf, size_t len)
+{
+	static const struct cidr blocked[] = { { 0xc6120000u, 15 },
+	    { 0x0a000000u, 8 } };
+	static const uint32_t hosts[] = { 0xc6336401u, 0xc0a84d01u };
+	static const uint32_t dns[] = { 0xcb007135u };
+	struct nft_vm_spec vs = { slot, 0x0ae70000u, 0x0ae80000u, { 0 },
+	    blocked, 2, hosts, 2, dns, 1 };
+
+	netd_guest_mac(slot, vs.mac);
+	return nft_build_vm(&vs, buf, len);
+}
+
+START_TEST(ruleset_vm)
+{
+	char buf[16384], small[64];
+
+	ck_assert_int_gt(build(7, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "table inet mcpvm_7 {"));
+	ck_assert_ptr_nonnull(strstr(buf, "device \"mcpvm-7t\""));
+	ck_assert_ptr_nonnull(strstr(buf, "ether saddr != 02:6d:76:00:00:07 "
+	    "drop"));
+	ck_assert_ptr_nonnull(strstr(buf, "arp saddr ip 10.232.7.2 accept"));
+	ck_assert_ptr_nonnull(strstr(buf, "ip saddr 10.232.7.2 accept"));
+	ck_assert_ptr_nonnull(strstr(buf, "100.64.0.0/10"));
+	ck_assert_ptr_nonnull(strstr(buf, "169.254.0.0/16"));
+	ck_assert_ptr_nonnull(strstr(buf, "198.18.0.0/15"));
+	ck_assert_ptr_nonnull(strstr(buf, "198.51.100.1"));
+	ck_assert_ptr_nonnull(strstr(buf, "elements = { 203.0.113.53 }"));
+	ck_assert_ptr_nonnull(strstr(buf, "meta nfproto ipv6 drop"));
+	/* Replaced, never flushed: the text deletes only its own tables. */
+	ck_assert_ptr_null(strstr(buf, "flush"));
+	ck_assert_ptr_nonnull(strstr(buf, "delete table inet mcpvm_7\n"));
+	ck_assert_int_eq(build(7, small, sizeof(small)), -1);
+	ck_assert_int_eq(build(NETD_MAX_SLOTS, buf, sizeof(buf)), -1);
+	ck_assert_int_gt(build(255, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "02:6d:76:00:00:ff"));
+}
+END_TEST
+
+START_TEST(ruleset_host)
+{
+	struct nft_host_spec hs = { "up0", 0x0ae70000u, 0x0ae80000u };
+	char buf[4096];
+
+	ck_assert_int_gt(nft_build_host(&hs, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "flags owner"));
+	ck_assert_ptr_nonnull(strstr(buf, "oifname \"up0\" ip saddr "
+	    "10.232.0.0/16 masquerade"));
+	hs.uplink = "up0\" accept";
+	ck_assert_int_eq(nft_build_host(&hs, buf, sizeof(buf)), -1);
+	hs.uplink = "up0";
+	hs.guest_base = 0x0ae80100u;
+	ck_assert_int_eq(nft_build_host(&hs, buf, sizeof(buf)), -1);
+}
+END_TEST
+
+/* libnftables itself must take the text: checked, not applied, in a
+ * network namespace of the test's own. */
+START_TEST(ruleset_nft_accepts)
+{
+	struct nft_host_spec hs = { "up0", 0x0ae70000u, 0x0ae80000u };
+	struct nft_ctx *ctx;
+	char buf[16384], err[2048];
+
+	if (geteuid() != 0 || unshare(CLONE_NEWNET) == -1)
+		return;		/* needs root; the rest ran */
+	ck_assert_int_eq(system("ip tuntap add mcpvm-7t mode tap"), 0);
+	ck_assert_ptr_nonnull(ctx = nft_open());
+	ck_assert_int_gt(build(7, buf, sizeof(buf)), 0);
+	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	/* Applying again replaces it atomically. */
+	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_gt(nft_build_host(&hs, buf, sizeof(buf)), 0);
+	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_gt(nft_build_vm_delete(7, buf, sizeof(buf)), 0);
+	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	/* A bad transaction says why. */
+	ck_assert_int_eq(nft_apply(ctx, "delete table inet nosuch", err,
+	    sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "nosuch"));
+	nft_close(ctx);
+}
+END_TEST
+
+static Suite *
+netd_suite(void)
+{
+	Suite *s = suite_create("netd");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, request_shapes);
+	tcase_add_test(tc, request_refusals);
+	tcase_add_test(tc, cidrs);
+	tcase_add_test(tc, ruleset_vm);
+	tcase_add_test(tc, ruleset_host);
+	tcase_add_test(tc, ruleset_nft_accepts);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(netd_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}

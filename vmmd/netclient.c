@@ -1,0 +1,371 @@
+/*
+ * vmmd's side of netd.sock; see netclient.h.  vmmd sends netd slot
+ * numbers only: netd builds every name and address from them.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <json-c/json.h>
+
+#include "ipc.h"
+#include "jsonx.h"
+#include "log.h"
+#include "netclient.h"
+#include "vmmd.h"
+
+#define NETD_TIMEOUT_MS		15000
+#define NETD_RETRY_SECONDS	2
+#define NET_SLOTS		256	/* netd's limit: 10.23x.<slot>.0/30 */
+
+static const struct ipc_rule netd_rules[] = {
+	{ IPC_NET_SYNC_RESULT, 0 },
+	{ IPC_NET_SETUP_RESULT, IPC_RULE_FD },
+	{ IPC_NET_TEARDOWN_RESULT, 0 },
+	{ IPC_NET_STATUS_RESULT, 0 },
+	{ IPC_ERROR, 0 },
+};
+static const struct ipc_policy netd_policy = {
+	"netd", netd_rules, sizeof(netd_rules) / sizeof(netd_rules[0])
+};
+
+static struct ipc_conn *conn;
+static struct event *retry_ev, *status_ev;
+static struct json_object *last_status;	/* netd's IPC_NET_STATUS_RESULT */
+static int synced, available;
+static char unavailable_why[256] = "netd is not running";
+/* Slots whose network netd made for a VM still using it. */
+static unsigned char up[NET_SLOTS];
+
+struct setup_wait {
+	struct vm	*vm;
+	char		 id[VM_ID_LEN + 1];
+	unsigned	 slot;
+	net_setup_cb	 cb;
+	void		*arg;
+};
+
+static void	netc_connect(void);
+
+static void
+netc_dispatch(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	/* netd sends nothing unasked. */
+	log_debug("netd: unexpected message type %u", m->type);
+}
+
+static void
+netc_closed(struct ipc_conn *c, void *arg)
+{
+	struct timeval tv = { NETD_RETRY_SECONDS, 0 };
+
+	conn = NULL;
+	synced = available = 0;
+	if (last_status != NULL)
+		json_object_put(last_status);
+	last_status = NULL;
+	snprintf(unavailable_why, sizeof(unavailable_why), "netd is not "
+	    "reachable");
+	log_warnx("lost netd; reconnecting");
+	evtimer_add(retry_ev, &tv);
+}
+
+static const struct ipc_handlers netd_handlers = {
+	netc_dispatch, netc_closed
+};
+
+static void
+netc_status(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	struct jsonx_err jerr;
+	const char *why = "netd says guest networking is unavailable";
+	int ok = 0;
+
+	if (m == NULL || m->type != IPC_NET_STATUS_RESULT ||
+	    jsonx_get_bool(m->body, "available", 1, &ok, &jerr) != 1)
+		ok = 0;
+	if (!ok && m != NULL && m->type == IPC_NET_STATUS_RESULT)
+		(void)jsonx_get_string(m->body, "reason", 0, &why, &jerr);
+	available = ok;
+	if (!ok)
+		snprintf(unavailable_why, sizeof(unavailable_why), "%s", why);
+	if (last_status != NULL)
+		json_object_put(last_status);
+	last_status = m != NULL && m->type == IPC_NET_STATUS_RESULT ?
+	    json_object_get(m->body) : NULL;
+}
+
+/* The host changes under netd (forwarding, the uplink): ask again now
+ * and then, so that vm_create and preflight answer from fresh facts. */
+static void
+netc_status_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct timeval tv = { 10, 0 };
+
+	if (conn != NULL && synced)
+		ipc_request(conn, IPC_NET_STATUS, NULL, -1, NETD_TIMEOUT_MS,
+		    netc_status, NULL);
+	evtimer_add(status_ev, &tv);
+}
+
+static void
+netc_synced(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	if (m == NULL || m->type != IPC_NET_SYNC_RESULT) {
+		log_warnx("netd refused vmmd's sync; guest networking stays "
+		    "unavailable until netd reconnects");
+		return;
+	}
+	synced = 1;
+	log_info("netd: in step (%zu removed as orphans)",
+	    json_object_array_length(json_object_object_get(m->body,
+	    "removed")));
+	ipc_request(c, IPC_NET_STATUS, NULL, -1, NETD_TIMEOUT_MS, netc_status,
+	    NULL);
+}
+
+static void
+netc_retry_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	netc_connect();
+}
+
+static void
+netc_connect(void)
+{
+	struct timeval tv = { NETD_RETRY_SECONDS, 0 };
+	struct json_object *body, *slots;
+
+	conn = ipc_connect(env->base, env->conf.vmmd.netd_socket, "vmmd",
+	    &netd_policy, &netd_handlers, NULL);
+	if (conn == NULL) {
+		log_debug("netd at %s: %s", env->conf.vmmd.netd_socket,
+		    strerror(errno));
+		evtimer_add(retry_ev, &tv);
+		return;
+	}
+	/* First on the connection: what vmmd still uses; the rest goes. */
+	body = json_object_new_object();
+	slots = json_object_new_array();
+	for (unsigned s = 0; s < NET_SLOTS; s++)
+		if (up[s])
+			json_object_array_add(slots, json_object_new_int((int)s));
+	json_object_object_add(body, "slots", slots);
+	if (ipc_request(conn, IPC_NET_SYNC, body, -1, NETD_TIMEOUT_MS,
+	    netc_synced, NULL) == -1)
+		log_warnx("netd: cannot send the sync");
+	json_object_put(body);
+}
+
+void
+netclient_init(void)
+{
+	struct timeval tv = { 10, 0 };
+
+	if ((retry_ev = evtimer_new(env->base, netc_retry_cb, NULL)) == NULL ||
+	    (status_ev = evtimer_new(env->base, netc_status_cb, NULL)) == NULL)
+		fatalx("netclient: evtimer_new");
+	evtimer_add(status_ev, &tv);
+	netc_connect();
+}
+
+void
+netclient_preflight(struct json_object *checks)
+{
+	struct json_object *o = json_object_new_object();
+	struct jsonx_err jerr;
+	const char *uplink = "", *hr = "?", *gr = "?";
+	char msg[512];
+	int ok = 1, fwd = 0, drop = 0;
+
+	if (conn == NULL || !synced)
+		snprintf(msg, sizeof(msg), "netd is not running at %s: "
+		    "network \"on\" is refused", env->conf.vmmd.netd_socket);
+	else if (last_status == NULL)
+		snprintf(msg, sizeof(msg), "netd has not said how it is yet");
+	else {
+		(void)jsonx_get_string(last_status, "uplink", 0, &uplink, &jerr);
+		(void)jsonx_get_string(last_status, "host_range", 0, &hr, &jerr);
+		(void)jsonx_get_string(last_status, "guest_range", 0, &gr,
+		    &jerr);
+		(void)jsonx_get_bool(last_status, "ip_forward", 0, &fwd, &jerr);
+		(void)jsonx_get_bool(last_status, "forward_drop", 0, &drop,
+		    &jerr);
+		ok = available;
+		snprintf(msg, sizeof(msg), "%s%suplink %s, IPv4 forwarding %s, "
+		    "ranges %s and %s%s", ok ? "" : unavailable_why,
+		    ok ? "" : "; ", uplink[0] != '\0' ? uplink : "(none)",
+		    fwd ? "on" : "off", hr, gr, drop ? "; a host forward "
+		    "chain drops by policy: netd adds accept rules for its "
+		    "interfaces" : "");
+	}
+	json_object_object_add(o, "check", json_object_new_string("network"));
+	json_object_object_add(o, "ok", json_object_new_boolean(ok));
+	json_object_object_add(o, "message", json_object_new_string(msg));
+	json_object_array_add(checks, o);
+}
+
+int
+netclient_available(char *why, size_t whylen)
+{
+	if (conn != NULL && synced && available)
+		return 1;
+	snprintf(why, whylen, "guest networking is unavailable: %s",
+	    unavailable_why);
+	return 0;
+}
+
+static void
+teardown_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	if (m == NULL || m->type != IPC_NET_TEARDOWN_RESULT)
+		log_warnx("netd did not release slot %u; its next sync will",
+		    (unsigned)(uintptr_t)arg);
+}
+
+static void
+setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	struct setup_wait *w = arg;
+	struct jsonx_err jerr;
+	const char *mac, *addr, *gw, *code = "unavailable", *msg;
+	struct json_object *dns;
+	int64_t prefix;
+	char cmdline[256];
+	int fd = -1, alive = vm_find(w->id) == w->vm;
+
+	if (m != NULL && m->type == IPC_NET_SETUP_RESULT) {
+		fd = m->fd;
+		m->fd = -1;
+		up[w->slot] = 1;
+	}
+	if (!alive) {
+		/* Destroyed meanwhile: give the network straight back. */
+		if (fd != -1)
+			close(fd);
+		if (up[w->slot] && conn != NULL) {
+			struct json_object *b = json_object_new_object();
+
+			json_object_object_add(b, "slot",
+			    json_object_new_int((int)w->slot));
+			ipc_request(conn, IPC_NET_TEARDOWN, b, -1,
+			    NETD_TIMEOUT_MS, teardown_done,
+			    (void *)(uintptr_t)w->slot);
+			json_object_put(b);
+		}
+		up[w->slot] = 0;
+		w->cb(NULL, -1, NULL, NULL, "not_found", "the VM is gone",
+		    w->arg);
+		free(w);
+		return;
+	}
+	if (m == NULL) {
+		w->cb(w->vm, -1, NULL, NULL, "unavailable", "netd did not "
+		    "answer", w->arg);
+		free(w);
+		return;
+	}
+	if (m->type == IPC_ERROR) {
+		if (jsonx_get_string(m->body, "error.code", 1, &code,
+		    &jerr) != 1 || jsonx_get_string(m->body, "error.message",
+		    1, &msg, &jerr) != 1)
+			msg = "netd refused";
+		w->cb(w->vm, -1, NULL, NULL, "unavailable", msg, w->arg);
+		free(w);
+		return;
+	}
+	/* netd is trusted less than that: check what QEMU and the guest
+	 * will be told. */
+	if (fd == -1 ||
+	    jsonx_get_string(m->body, "mac", 1, &mac, &jerr) != 1 ||
+	    jsonx_get_string(m->body, "address", 1, &addr, &jerr) != 1 ||
+	    jsonx_get_string(m->body, "gateway", 1, &gw, &jerr) != 1 ||
+	    jsonx_get_int64(m->body, "prefix", 1, 8, 30, &prefix,
+	    &jerr) != 1 ||
+	    jsonx_get_array(m->body, "dns", 1, &dns, &jerr) != 1 ||
+	    strspn(mac, "0123456789abcdef:") != strlen(mac) ||
+	    strlen(mac) != 17 || strspn(addr, "0123456789.") != strlen(addr) ||
+	    strspn(gw, "0123456789.") != strlen(gw)) {
+		if (fd != -1)
+			close(fd);
+		w->cb(w->vm, -1, NULL, NULL, "internal", "netd's answer was "
+		    "not understood", w->arg);
+		free(w);
+		return;
+	}
+	snprintf(cmdline, sizeof(cmdline), "mcpvm.net=%s/%d,gw=%s", addr,
+	    (int)prefix, gw);
+	for (size_t i = 0; i < json_object_array_length(dns) && i < 3; i++) {
+		const char *d = json_object_get_string(
+		    json_object_array_get_idx(dns, i));
+
+		if (d != NULL && strlen(d) <= 15 &&
+		    strspn(d, "0123456789.") == strlen(d))
+			snprintf(cmdline + strlen(cmdline), sizeof(cmdline) -
+			    strlen(cmdline), ",dns=%s", d);
+	}
+	w->cb(w->vm, fd, mac, cmdline, NULL, NULL, w->arg);
+	free(w);
+}
+
+void
+netclient_setup(struct vm *vm, net_setup_cb cb, void *arg)
+{
+	struct setup_wait *w;
+	struct json_object *b;
+	char why[300];
+
+	if (!netclient_available(why, sizeof(why))) {
+		cb(vm, -1, NULL, NULL, "unavailable", why, arg);
+		return;
+	}
+	if (vm->rec.slot < 0 || vm->rec.slot >= NET_SLOTS) {
+		cb(vm, -1, NULL, NULL, "unavailable", "this VM's slot is "
+		    "beyond what guest networking can address", arg);
+		return;
+	}
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		fatal("calloc");
+	w->vm = vm;
+	snprintf(w->id, sizeof(w->id), "%s", vm->rec.id);
+	w->slot = (unsigned)vm->rec.slot;
+	w->cb = cb;
+	w->arg = arg;
+	b = json_object_new_object();
+	json_object_object_add(b, "slot", json_object_new_int(vm->rec.slot));
+	if (ipc_request(conn, IPC_NET_SETUP, b, -1, NETD_TIMEOUT_MS,
+	    setup_done, w) == -1) {
+		free(w);
+		cb(vm, -1, NULL, NULL, "unavailable", "netd is not reachable",
+		    arg);
+	}
+	json_object_put(b);
+}
+
+void
+netclient_release(struct vm *vm)
+{
+	struct json_object *b;
+	unsigned s;
+
+	if (vm->rec.slot < 0 || vm->rec.slot >= NET_SLOTS ||
+	    !up[vm->rec.slot])
+		return;
+	s = (unsigned)vm->rec.slot;
+	up[s] = 0;
+	/* Without netd now, its next sync leaves this slot out. */
+	if (conn == NULL)
+		return;
+	b = json_object_new_object();
+	json_object_object_add(b, "slot", json_object_new_int((int)s));
+	if (ipc_request(conn, IPC_NET_TEARDOWN, b, -1, NETD_TIMEOUT_MS,
+	    teardown_done, (void *)(uintptr_t)s) == -1)
+		log_warnx("vm %s: cannot ask netd to release slot %u",
+		    vm->rec.id, s);
+	json_object_put(b);
+	log_debug("vm %s: network of slot %u released", vm->rec.id, s);
+}

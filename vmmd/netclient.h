@@ -1,0 +1,39 @@
+/*
+ * vmmd's client of netd (netd.sock): a VM's network is set up before its
+ * VMM starts and released when the VM stops for good, hibernates or
+ * fails.  netd is optional: without it, network "on" is unavailable.
+ * Runs in vmmd, on its event loop.
+ */
+#ifndef VMMD_NETCLIENT_H
+#define VMMD_NETCLIENT_H
+
+#include <stddef.h>
+
+struct vm;
+
+/*
+ * A setup's outcome: on success code is NULL, tap_fd is the VM's TAP
+ * (the callback owns it), mac the guest NIC's address and cmdline the
+ * kernel argument that tells guestd its address ("mcpvm.net=…").
+ * The VM is NULL when it was destroyed while netd worked.
+ */
+typedef void (*net_setup_cb)(struct vm *, int tap_fd, const char *mac,
+	    const char *cmdline, const char *code, const char *msg,
+	    void *arg);
+
+/* Connects (and keeps reconnecting) to netd; at each connect it tells
+ * netd which slots still have a network, so netd removes the rest. */
+void	netclient_init(void);
+/* 1 when netd is connected and says guest networking works, else 0 with
+ * a sentence in why. */
+int	netclient_available(char *why, size_t whylen);
+/* Appends vmctl preflight's "network" check to checks, from what netd
+ * last said (refreshed every 10 s). */
+struct json_object;
+void	netclient_preflight(struct json_object *checks);
+/* Asks for the VM's network; cb runs exactly once, later. */
+void	netclient_setup(struct vm *, net_setup_cb cb, void *arg);
+/* Removes the VM's network if it has one; nothing to wait for. */
+void	netclient_release(struct vm *);
+
+#endif
