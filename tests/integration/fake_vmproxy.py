@@ -17,6 +17,7 @@ import array
 import os
 import socket
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmmd_ipc as ipc  # noqa: E402
@@ -77,6 +78,9 @@ def main():
                 c.send(PROXY_EVENT, {"event": "streams", "open": 10**12},
                        id=0)
             elif mode == "manyfds":
+                # After the create is answered: this case is about the
+                # descriptors, not about a boot that races them.
+                time.sleep(0.5)
                 fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(3)]
                 send_fds(c, PROXY_EVENT, {"event": "link_down"}, fds)
                 for fd in fds:
