@@ -36,7 +36,7 @@ status=0
 budget() {
 	case "$1" in
 	mcpvm-authd|mcpvm-mcpd) echo 2.0 ;;
-	mcpvm-vmmd) echo 2.0 ;;
+	mcpvm-vmmd) echo 2.1 ;;
 	mcpvm-netd) echo 3.0 ;;
 	*) echo none ;;
 	esac
