@@ -60,6 +60,17 @@ for u in "$tmp"/*.service; do
 	    ProtectSystem=strict; do
 		grep -qx "$key" "$u" || { echo "not ok - $name: no $key"; status=1; }
 	done
+	# The calls each daemon (and, for vmmd, QEMU's -sandbox) makes at
+	# start: installing its own seccomp filter, dropping privileges.
+	need="seccomp prctl capset setgroups setresgid setresuid"
+	case "$name" in
+	mcpvm-vmmd|mcpvm-netd) need="$need execve clone3 wait4 kill mbind" ;;
+	esac
+	allowed=$(python3 "$(dirname "$0")/unit_syscalls.py" "$u")
+	for sc in $need; do
+		[ "$allowed" = "*" ] || grep -qx "$sc" <<<"$allowed" ||
+		    { echo "not ok - $name: its SystemCallFilter denies $sc"; status=1; }
+	done
 	grep -q "^WantedBy=mcpvm.target" "$u" ||
 	    { echo "not ok - $name: not part of mcpvm.target"; status=1; }
 	grep -q "mcpvm-${name#mcpvm-}.service" "$tmp/mcpvm.target" ||
