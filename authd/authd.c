@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <grp.h>
 #include <libgen.h>
+#include <limits.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -88,30 +89,62 @@ add_peer(struct authd *a, const char *name)
 }
 
 /*
- * The database directory, made for authd's user when it does not exist;
- * an existing one is left as the operator made it.
+ * The directory of path, made with mode when it does not exist (its own
+ * parent must): 1 when it was made, 0 when it was there.  Whichever
+ * daemon starts first, by hand or not, finds what it needs or says why.
+ */
+static int
+make_parent(const char *what, const char *path, mode_t mode, char *dir,
+    size_t dirlen)
+{
+	struct stat sb;
+	char *copy;
+
+	if ((copy = strdup(path)) == NULL)
+		fatal("strdup");
+	snprintf(dir, dirlen, "%s", dirname(copy));
+	free(copy);
+	if (mkdir(dir, mode) == 0) {
+		/* Not the umask's mode: others must reach the sockets. */
+		if (chmod(dir, mode) == -1)
+			fatal("%s %s: chmod", what, dir);
+		log_info("made %s %s", what, dir);
+		return 1;
+	}
+	if (errno != EEXIST)
+		fatal("%s %s", what, dir);
+	if (stat(dir, &sb) == -1)
+		fatal("%s %s", what, dir);
+	if (!S_ISDIR(sb.st_mode))
+		fatalx("%s %s: not a directory", what, dir);
+	return 0;
+}
+
+/*
+ * The database directory, made for authd's user when it does not exist
+ * (and the state directory above it, as vmmd makes it); an existing one
+ * is left as the operator made it, and checked once authd is its user.
  */
 static void
-make_db_dir(const char *db, const char *user)
+make_db_dir(const char *db, const char *user, char *dir, size_t dirlen)
 {
-	char *copy, *dir;
+	char state[PATH_MAX], *copy;
 	uid_t uid;
 	gid_t gid;
 	char err[256];
 
 	if ((copy = strdup(db)) == NULL)
 		fatal("strdup");
-	dir = dirname(copy);
-	if (mkdir(dir, 0700) == -1) {
-		if (errno != EEXIST)
-			fatal("database directory %s", dir);
-	} else if (geteuid() == 0 && user[0] != '\0') {
+	make_parent("state directory", dirname(copy), 0711, state,
+	    sizeof(state));
+	free(copy);
+	if (make_parent("database directory", db, 0700, dir, dirlen) &&
+	    geteuid() == 0 && user[0] != '\0') {
 		if (privdrop_lookup(user, &uid, &gid, err, sizeof(err)) == -1)
 			fatalx("[authd] user: %s", err);
 		if (chown(dir, uid, gid) == -1)
 			fatal("database directory %s: chown", dir);
 	}
-	free(copy);
 }
 
 int
@@ -123,7 +156,7 @@ main(int argc, char **argv)
 	struct event *sigterm, *sigint;
 	const char *config = MCPVM_CONF_PATH;
 	struct group *gr;
-	char err[512];
+	char err[512], dir[PATH_MAX];
 	int ch, foreground = 0, verbose = 0, check_only = 0;
 
 	while ((ch = getopt(argc, argv, "df:nv")) != -1) {
@@ -176,15 +209,21 @@ main(int argc, char **argv)
 
 	if ((a.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
+	make_parent("runtime directory", a.set.socket, 0755, dir, sizeof(dir));
+	make_parent("runtime directory", a.set.ctl_socket, 0755, dir,
+	    sizeof(dir));
 	if ((srv = ipc_server_new(a.base, a.set.socket, 0666, "authd",
 	    peer_accept, &peer_handlers, NULL)) == NULL)
 		fatal("listen on %s", a.set.socket);
 	if (control_listen(&a) == -1)
 		fatal("listen on %s", a.set.ctl_socket);
-	make_db_dir(a.set.database, a.set.user);
+	make_db_dir(a.set.database, a.set.user, dir, sizeof(dir));
 	sd_notify_init();
 
 	privdrop(&(struct privdrop){ .user = a.set.user });
+	if (access(dir, W_OK | X_OK) == -1)
+		fatal("database directory %s: not usable as %s", dir,
+		    a.set.user[0] != '\0' ? a.set.user : "this user");
 
 	/* Opened as authd's user, so a new file belongs to it. */
 	if ((a.store = store_open(a.set.database, err)) == NULL)

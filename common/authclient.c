@@ -26,6 +26,7 @@ struct authclient {
 	struct authcache	*cache;
 	int			 subscribed;	/* answers may be kept */
 	int			 freeing;
+	int			 warned;	/* said authd is away */
 	authc_event_cb		 on_event;
 	void			*arg;
 };
@@ -90,6 +91,8 @@ authc_closed(struct ipc_conn *conn, void *arg)
 	if (ac->freeing)
 		return;
 	log_warnx("lost authd; reconnecting");
+	/* That was the one warning for this absence. */
+	ac->warned = 1;
 	evtimer_add(ac->retry, &tv);
 }
 
@@ -126,10 +129,20 @@ authc_connect(struct authclient *ac)
 	ac->conn = ipc_connect(ac->base, ac->path, ac->role, &authd_policy,
 	    &authd_handlers, ac);
 	if (ac->conn == NULL) {
-		log_debug("authd at %s: %s", ac->path, strerror(errno));
+		/* Once per absence: a daemon started before authd waits. */
+		if (!ac->warned)
+			log_warnx("authd at %s: %s; retrying every %d s",
+			    ac->path, strerror(errno), AUTHD_RETRY_SECONDS);
+		else
+			log_debug("authd at %s: %s", ac->path,
+			    strerror(errno));
+		ac->warned = 1;
 		evtimer_add(ac->retry, &tv);
 		return;
 	}
+	if (ac->warned)
+		log_info("authd at %s: connected", ac->path);
+	ac->warned = 0;
 	if (ipc_conn_set_priority(ac->conn, 0) == -1)
 		log_warnx("authd: cannot read its connection first");
 	/* First on the connection, so it is in force before any answer. */

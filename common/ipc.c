@@ -851,8 +851,20 @@ ipc_conn_set_arg(struct ipc_conn *c, void *arg)
 int
 ipc_conn_set_priority(struct ipc_conn *c, int pri)
 {
+	int queued;
+
+	/*
+	 * libevent refuses to change an active event's priority, and the
+	 * flush event is active from the HELLO ipc_conn_new queues: take it
+	 * off the active queue for the change and put it back.
+	 */
+	queued = event_pending(c->fev, EV_WRITE, NULL) != 0;
+	if (queued && event_del(c->fev) == -1)
+		return -1;
 	if (event_priority_set(c->fev, pri) == -1)
 		return -1;
+	if (queued)
+		event_active(c->fev, EV_WRITE, 0);
 	return event_priority_set(c->rev, pri);
 }
 

@@ -37,6 +37,7 @@ static struct {
 	struct ipc_conn		*conn;
 	struct event		*retry;
 	struct event		*stats;
+	int			 warned;	/* said vmmd is away */
 	TAILQ_HEAD(, backend_call) calls;
 } vmmd = { .calls = TAILQ_HEAD_INITIALIZER(vmmd.calls) };
 
@@ -302,6 +303,7 @@ vmmd_closed(struct ipc_conn *conn, void *arg)
 	vmmd.conn = NULL;
 	metrics_set_vms(NULL);
 	log_warnx("lost vmmd; reconnecting");
+	vmmd.warned = 1;
 	evtimer_add(vmmd.retry, &tv);
 }
 
@@ -356,10 +358,20 @@ vmmd_connect(void)
 	vmmd.conn = ipc_connect(vmmd.base, vmmd.path, "mcpd", &vmmd_policy,
 	    &vmmd_handlers, NULL);
 	if (vmmd.conn == NULL) {
-		log_debug("vmmd at %s: %s", vmmd.path, strerror(errno));
+		/* Once per absence: vmmd may take minutes to check images. */
+		if (!vmmd.warned)
+			log_warnx("vmmd at %s: %s; retrying every second",
+			    vmmd.path, strerror(errno));
+		else
+			log_debug("vmmd at %s: %s", vmmd.path,
+			    strerror(errno));
+		vmmd.warned = 1;
 		evtimer_add(vmmd.retry, &tv);
 		return;
 	}
+	if (vmmd.warned)
+		log_info("vmmd at %s: connected", vmmd.path);
+	vmmd.warned = 0;
 	stats_cb(-1, 0, NULL);
 }
 

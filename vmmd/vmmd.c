@@ -632,6 +632,13 @@ main(int argc, char *argv[])
 	}
 	if (geteuid() != 0)
 		fatalx("vmmd must start as root");
+	/*
+	 * The VM directories vmmd makes must be traversable by each VM's uid
+	 * (0711), and their modes are asked of mkdir against this umask; a
+	 * stricter one inherited from the caller (a unit's UMask=, a shell)
+	 * left QEMU unable to open its disk.
+	 */
+	umask(022);
 	if (tools_init(err, sizeof(err)) == -1)
 		fatalx("tools.json: %s", err);
 	signal(SIGPIPE, SIG_IGN);

@@ -2,9 +2,14 @@
 """The first thing packaging/dev/up does through the real MCP endpoint: create
 (or reuse) a VM, run a command in it and print what it printed.
 
+With --smoke (packaging/dev/up --check, the installed-system test) it
+always creates a new VM and then goes on: hibernate it, resume it, run the
+command again, destroy it, and exit non-zero when any step did not do
+what it says.
+
 Standard library only: Streamable HTTP is POST with JSON-RPC, answered as
 application/json or as an SSE stream.
-usage: demo.py BASE_URL TOKEN_FILE
+usage: demo.py [--smoke] BASE_URL TOKEN_FILE
 """
 import json
 import sys
@@ -70,8 +75,60 @@ class Mcp:
         return res["structuredContent"]
 
 
+def run(mcp, vm, label):
+    """Runs COMMAND in vm, prints its output; returns stdout and state."""
+    job = mcp.tool("vm_exec", vm_id=vm, request_id="%s-%d" % (
+        label, time.time() * 1000), command=COMMAND)["job_id"]
+    print("up: $ " + COMMAND)
+    cursor = {"stdout": 0, "stderr": 0}
+    text = ""
+    while True:
+        out = mcp.tool("vm_job_output", vm_id=vm, job_id=job, cursor=cursor)
+        sys.stdout.write(out["stdout"] + out["stderr"])
+        text += out["stdout"]
+        moved = out["next_cursor"] != cursor
+        cursor = out["next_cursor"]
+        if out["state"] != "running" and not moved:
+            break
+        if not moved:
+            time.sleep(0.2)
+    sys.stdout.flush()
+    return text, out["state"], out.get("exit_code")
+
+
+def smoke(mcp, vm):
+    """Hibernate, resume, run again, destroy: each checked."""
+    def expect(what, cond):
+        if not cond:
+            raise SystemExit("up: smoke test failed: " + what)
+    text, state, code = run(mcp, vm, "smoke-exec")
+    expect("the command printed 4", text.splitlines()[-1:] == ["4"])
+    expect("the command completed with 0", (state, code) == ("completed", 0))
+    t0 = time.time()
+    st = mcp.tool("vm_suspend", vm_id=vm, mode="hibernate")["state"]
+    expect("vm_suspend says hibernated, not " + st, st == "hibernated")
+    print("up: hibernated VM %s in %.1f s" % (vm, time.time() - t0))
+    t0 = time.time()
+    st = mcp.tool("vm_resume", vm_id=vm)["state"]
+    expect("vm_resume says running, not " + st, st == "running")
+    print("up: resumed VM %s in %.1f s" % (vm, time.time() - t0))
+    text, state, code = run(mcp, vm, "smoke-again")
+    expect("the command printed 4 after resuming",
+           text.splitlines()[-1:] == ["4"])
+    d = mcp.tool("vm_destroy", vm_id=vm)
+    expect("vm_destroy destroyed it", d.get("destroyed") is True)
+    left = [v["vm_id"] for v in mcp.tool("vm_list")["vms"]]
+    expect("vm_list no longer lists it", vm not in left)
+    print("up: destroyed VM %s" % vm)
+    print("up: smoke test passed")
+
+
 def main():
-    base, token = sys.argv[1], open(sys.argv[2]).read().strip()
+    args = sys.argv[1:]
+    check = args[:1] == ["--smoke"]
+    if check:
+        args = args[1:]
+    base, token = args[0], open(args[1]).read().strip()
     mcp = Mcp(base, token)
     for _ in range(100):
         try:
@@ -91,7 +148,7 @@ def main():
     else:
         vms = mcp.tool("vm_list")["vms"]
     usable = [v for v in vms if v["state"] != "failed"]
-    if usable:
+    if usable and not check:
         vm = usable[0]["vm_id"]
         print("up: reusing VM %s (%s)" % (vm, usable[0]["state"]))
     else:
@@ -99,20 +156,10 @@ def main():
         vm = mcp.tool("vm_create", request_id="dev-up-%d" % time.time())[
             "vm_id"]
         print("up: created VM %s in %.1f s" % (vm, time.time() - t0))
-    job = mcp.tool("vm_exec", vm_id=vm, request_id="dev-up-exec-%d" %
-                   time.time(), command=COMMAND)["job_id"]
-    print("up: $ " + COMMAND)
-    cursor = {"stdout": 0, "stderr": 0}
-    while True:
-        out = mcp.tool("vm_job_output", vm_id=vm, job_id=job, cursor=cursor)
-        sys.stdout.write(out["stdout"] + out["stderr"])
-        moved = out["next_cursor"] != cursor
-        cursor = out["next_cursor"]
-        if out["state"] != "running" and not moved:
-            break
-        if not moved:
-            time.sleep(0.2)
-    sys.stdout.flush()
+    if check:
+        smoke(mcp, vm)
+    else:
+        run(mcp, vm, "dev-up-exec")
 
 
 if __name__ == "__main__":

@@ -41,5 +41,18 @@ for cmd in ("packaging/dev/up", "tests/run", "tests/bench/run"):
     if not os.access(os.path.join(srcdir, cmd), os.X_OK):
         failed += 1
         print("not ok - %s is not an executable in the tree" % cmd)
+# The packaged path: build, install, storage, images, enable.
+install = text.split("## Installing from Debian packages")[1:2]
+install = install[0].split("\n## ")[0] if install else ""
+for need in ("packaging/debian/build", "apt-get install ./build/debs/",
+             "mcpvm-image --out", "/etc/mcpvm/mcpvm.conf", "reflink",
+             "systemctl enable --now mcpvm.target"):
+    if need not in install:
+        failed += 1
+        print("not ok - README's install section does not say %s" % need)
+for cmd in ("packaging/debian/build", "packaging/image/mcpvm-image"):
+    if not os.access(os.path.join(srcdir, cmd), os.X_OK):
+        failed += 1
+        print("not ok - %s is not an executable in the tree" % cmd)
 print("1..%d" % (len(blocks) + 1))
 sys.exit(1 if failed else 0)
