@@ -201,6 +201,60 @@ def case_log_fifo(h, a, b):
 CONSOLE_KIB = 16
 
 
+def case_fake_qemu(h, a, b):
+    """A compromised QEMU (fake_qemu.py, as [vmmd] qemu) that answers QMP
+    with garbage, one endless line, a greeting nested 100000 deep, or
+    nothing: each create fails with unavailable, vmmd answers another
+    workspace throughout and keeps no descriptor of it."""
+    mode_file = os.path.join(h.dir, "fake-qemu-mode")
+    wrapper = os.path.join(h.dir, "fake-qemu")
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec /usr/bin/python3 %s --mode-file %s "
+                "\"$@\"\n" % (os.path.join(HERE, "fake_qemu.py"),
+                                 mode_file))
+    os.chmod(wrapper, 0o755)
+    with open(mode_file, "w") as f:
+        f.write("garbage\n")
+    os.chmod(mode_file, 0o644)
+    h.stop_vmmd()
+    h.write_conf(console_log_kib=CONSOLE_KIB, qemu=wrapper)
+    h.start_vmmd()
+    a.reconnect()
+    for mode in ("garbage", "endless", "deep", "silent"):
+        with open(mode_file, "w") as f:
+            f.write(mode + "\n")
+        fds, rss = vmmd_fds(h), vmmd_rss_kib(h)
+        probe = Prober(h, b.tok)
+        t = time.monotonic()
+        res = a("vm_create", request_id="q-" + mode, memory_mib=MEM,
+                idle_seconds=0)
+        secs = time.monotonic() - t
+        probe.finish()
+        msg = res[1].get("message", "") if not res[0] else ""
+        note("qemu %s: %s" % (mode, msg))
+        # QMP's own words: the fake ran and was read, it did not just die.
+        ok(err_code(res) == "unavailable" and "QMP" in msg and
+           "exited" not in msg, "qemu %s: the create fails with "
+           "unavailable, QMP named (%.1f s)" % (mode, secs), res)
+        ok(h.vmmd.poll() is None and probe.answers > 0 and
+           probe.errors == [], "qemu %s: vmmd answered another workspace "
+           "throughout (%d answers, slowest %.0f ms)" % (
+               mode, probe.answers, probe.worst * 1000), probe.errors)
+        now = vmmd_fds(h, fds)
+        ok(now <= fds, "qemu %s: vmmd holds no more descriptors than "
+           "before (%d, was %d)" % (mode, now, fds))
+        grown = vmmd_rss_kib(h) - rss
+        ok(grown < 16 * 1024, "qemu %s: vmmd's resident memory grew by "
+           "%d KiB (bound 16 MiB)" % (mode, grown))
+        base.settle(lambda: h.jail_processes() == [])
+        ok(h.jail_processes() == [], "qemu %s: nothing of the VM runs" %
+           mode, h.jail_processes())
+    h.stop_vmmd()
+    h.write_conf(console_log_kib=CONSOLE_KIB)
+    h.start_vmmd()
+    a.reconnect()
+
+
 def check_console(h, vm):
     """The boot prints far more than console_log_kib (16 KiB here) to the
     serial console: console.log holds the newest 8 to 16 KiB of it."""
@@ -256,6 +310,7 @@ def main():
             res[0], "flood: the create answers despite 20000 events",
             res))
         case_log_fifo(h, a, b)
+        case_fake_qemu(h, a, b)
         okk, r = a("vm_create", request_id="h-real", memory_mib=MEM,
                    idle_seconds=0)
         ok(okk and r["state"] == "running", "a VM with the real vmproxy "
