@@ -66,6 +66,11 @@ proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 			    json_object_is_type(v, json_type_string))
 				msg = json_object_get_string(v);
 		}
+	} else if (m->type == IPC_PROXY_STREAM_OPEN_RESULT) {
+		/* {"channel": n} itself, with the stream's descriptor. */
+		res = json_object_get(m->body);
+		fd = m->fd;
+		m->fd = -1;
 	} else {
 		if (!json_object_object_get_ex(m->body, "result", &res) ||
 		    !json_object_is_type(res, json_type_object))
