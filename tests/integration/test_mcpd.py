@@ -954,6 +954,39 @@ def attach(d, vm, port, data, token=TOKEN_A, extra=()):
                           input=data, capture_output=True, timeout=60)
 
 
+def test_mcpvm_stdio_stateless():
+    """mcpvm-stdio forwards a 2026-07-28 message with the headers that
+    revision mirrors from the body, and no session."""
+    d = daemon()
+    tok = os.path.join(d.dir, "stdio-token")
+    with open(tok, "w") as f:
+        f.write(TOKEN_A)
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+         "params": {"_meta": SL_META}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "vm_status", "arguments": {"vm_id": "v1"},
+                    "_meta": SL_META}},
+        # Not header-safe: sent base64-encoded, decoded by mcpd, so the
+        # answer is "unknown tool", not a header mismatch.
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "vm_st\u00e4tus", "arguments": {},
+                    "_meta": SL_META}},
+    ]
+    p = subprocess.run([os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "..", "mcpd", "mcpvm-stdio"), "--endpoint",
+        "http://%s" % d.host, "--token-file", tok],
+        input="".join(json.dumps(m) + "\n" for m in msgs),
+        capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    replies = {m["id"]: m for m in map(json.loads, p.stdout.splitlines())}
+    assert SL in replies[1]["result"]["supportedVersions"], replies
+    res = replies[2]["result"]
+    assert res["resultType"] == "complete" and \
+        res["structuredContent"]["workspace"] == "ws-a", replies[2]
+    assert replies[3]["error"]["code"] == -32602, replies[3]
+
+
 def test_attach_bridges_stdio():
     d = daemon()
     r = attach(d, "vm1", 5001, b"hello through the guest\n")
