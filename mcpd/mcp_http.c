@@ -33,6 +33,7 @@ struct mcp_call {
 };
 
 struct sse_stream {
+	TAILQ_ENTRY(sse_stream)	 entry;		/* m->listen_streams */
 	struct mcpd		*m;
 	struct hreq		*hr;
 	struct session		*sess;		/* NULL: subscriptions/listen */
@@ -62,6 +63,8 @@ call_free(struct mcp_call *call)
 {
 	if (call->sess != NULL)
 		TAILQ_REMOVE(&call->sess->calls, call, entry);
+	else
+		TAILQ_REMOVE(&call->m->stateless_calls, call, entry);
 	call->m->metrics.inflight_calls--;
 	if (call->timer != NULL)
 		event_free(call->timer);
@@ -215,6 +218,8 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	call->deadline.tv_sec += m->cfg->tool_timeout;
 	if (call->sess != NULL)
 		TAILQ_INSERT_TAIL(&call->sess->calls, call, entry);
+	else
+		TAILQ_INSERT_TAIL(&m->stateless_calls, call, entry);
 	m->metrics.inflight_calls++;
 	hr->owner = call;
 	hr->on_gone = call_gone;
@@ -272,6 +277,7 @@ listen_start(struct hreq *hr, struct json_object *ack, unsigned int acc)
 	}
 	st->m = hr->m;
 	st->hr = hr;
+	TAILQ_INSERT_TAIL(&hr->m->listen_streams, st, entry);
 	hr->owner = st;
 	hr->on_gone = sse_gone;
 	hr->m->metrics.open_streams++;
@@ -377,6 +383,8 @@ sse_stream_end(struct sse_stream *st)
 	st->hr->on_gone = NULL;
 	if (st->sess != NULL)
 		st->sess->get_stream = NULL;
+	else
+		TAILQ_REMOVE(&st->m->listen_streams, st, entry);
 	st->m->metrics.open_streams--;
 	event_free(st->keepalive);
 	http_stream_end(st->hr);
@@ -462,8 +470,22 @@ mcp_http_session_freed(struct session *sess, void *arg)
 }
 
 void
+mcp_http_free_all(struct mcpd *m)
+{
+	struct mcp_call *call;
+	struct sse_stream *st;
+
+	while ((call = TAILQ_FIRST(&m->stateless_calls)) != NULL)
+		call_abort(call, NULL);
+	while ((st = TAILQ_FIRST(&m->listen_streams)) != NULL)
+		sse_stream_end(st);
+}
+
+void
 mcp_http_init(struct mcpd *m)
 {
+	TAILQ_INIT(&m->stateless_calls);
+	TAILQ_INIT(&m->listen_streams);
 	m->sessions.on_free = mcp_http_session_freed;
 	m->sessions.on_free_arg = m;
 }

@@ -954,6 +954,23 @@ def attach(d, vm, port, data, token=TOKEN_A, extra=()):
                           input=data, capture_output=True, timeout=60)
 
 
+def test_mcp_stateless_open_at_exit():
+    """SIGTERM with a subscriptions/listen stream and a stateless tool call
+    open: both are ended and freed (the ASan build reports a leak
+    otherwise), and the exit is clean."""
+    d = Daemon()
+    try:
+        s1 = sl_stream(d, "subscriptions/listen", {"notifications": {}})
+        assert b"acknowledged" in read_until(s1, b"acknowledged")
+        s2 = sl_stream(d, "tools/call", {"name": "vm_suspend",
+                                         "arguments": {"vm_id": "v1"}},
+                       name="vm_suspend")
+        read_until(s2, b"\r\n\r\n")
+    finally:
+        rc = d.stop()
+    assert rc == 0, rc
+
+
 def test_mcpvm_stdio_stateless():
     """mcpvm-stdio forwards a 2026-07-28 message with the headers that
     revision mirrors from the body, and no session."""
