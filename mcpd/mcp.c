@@ -8,14 +8,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "b64.h"
 #include "mcp.h"
 #include "schema.h"
 #include "jsonx.h"
 #include "log.h"
 
+/* Versions served with an initialize handshake and a session. */
 static const char *const versions[] = {
 	"2025-11-25", "2025-06-18", "2025-03-26",
 };
+
+#define SERVER_INFO_JSON "{\"name\":\"mcpvm\",\"version\":\"" \
+	MCPVM_VERSION "\"}"
+#define META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
 
 int
 mcp_version_supported(const char *v)
@@ -140,39 +146,68 @@ mcp_progress(struct json_object *token, double progress, double total,
  * printing json-c objects for every call.
  */
 static struct json_object *
-tool_result_text(const char *text, size_t len)
+tool_result_text(const char *text, size_t len, int stateless)
 {
 	static const char pre[] = "{\"content\":[{\"type\":\"text\","
 	    "\"text\":\"";
 	static const char mid[] = "\"}],\"structuredContent\":";
-	static const char post[] = ",\"isError\":false}";
+	static const char post1[] = ",\"isError\":false}";
+	static const char post2[] = ",\"isError\":false,"
+	    "\"resultType\":\"complete\",\"_meta\":{\"" META_SERVER_INFO
+	    "\":" SERVER_INFO_JSON "}}";
+	const char *post = stateless ? post2 : post1;
+	size_t postlen = stateless ? sizeof(post2) - 1 : sizeof(post1) - 1;
 	struct json_object *r;
 	size_t elen = jsonx_escaped_len(text, len), n;
 	char *buf, *p;
 
-	n = sizeof(pre) - 1 + elen + sizeof(mid) - 1 + len + sizeof(post) - 1;
+	n = sizeof(pre) - 1 + elen + sizeof(mid) - 1 + len + postlen;
 	if ((buf = malloc(n)) == NULL)
 		fatal("%s", __func__);
 	p = mempcpy(buf, pre, sizeof(pre) - 1);
 	p += jsonx_escape(p, text, len);
 	p = mempcpy(p, mid, sizeof(mid) - 1);
 	p = mempcpy(p, text, len);
-	p = mempcpy(p, post, sizeof(post) - 1);
+	p = mempcpy(p, post, postlen);
 	if ((r = jsonx_raw_object(buf, (size_t)(p - buf))) == NULL)
 		fatal("%s", __func__);
 	free(buf);
 	return r;
 }
 
-struct json_object *
-mcp_tool_result(const struct backend_result *br)
+static struct json_object *
+server_info(void)
+{
+	struct json_object *info = json_object_new_object();
+
+	json_object_object_add(info, "name", json_object_new_string("mcpvm"));
+	json_object_object_add(info, "version",
+	    json_object_new_string(MCPVM_VERSION));
+	return info;
+}
+
+/* What every 2026-07-28 result carries: its type and who answered. */
+static struct json_object *
+stateless_result(struct json_object *r)
+{
+	struct json_object *meta = json_object_new_object();
+
+	json_object_object_add(meta, META_SERVER_INFO, server_info());
+	json_object_object_add(r, "resultType",
+	    json_object_new_string("complete"));
+	json_object_object_add(r, "_meta", meta);
+	return r;
+}
+
+static struct json_object *
+tool_result(const struct backend_result *br, int stateless)
 {
 	struct json_object *r, *content, *text, *sc;
 	int is_object = br->ok && json_object_is_type(br->result,
 	    json_type_object);
 
 	if (br->ok && br->text != NULL)
-		return tool_result_text(br->text, br->textlen);
+		return tool_result_text(br->text, br->textlen, stateless);
 	r = json_object_new_object();
 	content = json_object_new_array();
 	text = json_object_new_object();
@@ -207,7 +242,60 @@ mcp_tool_result(const struct backend_result *br)
 		json_object_put(sc);
 	json_object_object_add(r, "isError", json_object_new_boolean(
 	    !is_object));
-	return r;
+	return stateless ? stateless_result(r) : r;
+}
+
+struct json_object *
+mcp_tool_result(const struct backend_result *br)
+{
+	return tool_result(br, 0);
+}
+
+struct json_object *
+mcp_tool_result_stateless(const struct backend_result *br)
+{
+	return tool_result(br, 1);
+}
+
+int
+mcp_header_value(const char *hdr, char **out)
+{
+	static const char pre[] = "=?base64?", suf[] = "?=";
+	const char *p = hdr, *e;
+	uint8_t *dec;
+	size_t n, declen, i;
+
+	*out = NULL;
+	/* RFC 9110 5.5: optional whitespace is not part of the value. */
+	while (*p == ' ' || *p == '\t')
+		p++;
+	e = p + strlen(p);
+	while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+		e--;
+	n = (size_t)(e - p);
+	for (i = 0; i < n; i++)
+		if ((unsigned char)p[i] < 0x20 || (unsigned char)p[i] == 0x7f)
+			return -1;
+	if (n >= sizeof(pre) - 1 + sizeof(suf) - 1 &&
+	    memcmp(p, pre, sizeof(pre) - 1) == 0 &&
+	    memcmp(e - (sizeof(suf) - 1), suf, sizeof(suf) - 1) == 0) {
+		if (b64_decode(p + sizeof(pre) - 1, n - (sizeof(pre) - 1) -
+		    (sizeof(suf) - 1), &dec, &declen) == -1)
+			return -1;
+		if (memchr(dec, '\0', declen) != NULL) {
+			free(dec);
+			return -1;
+		}
+		if ((*out = malloc(declen + 1)) == NULL)
+			fatal("%s", __func__);
+		memcpy(*out, dec, declen);
+		(*out)[declen] = '\0';
+		free(dec);
+		return 0;
+	}
+	if ((*out = strndup(p, n)) == NULL)
+		fatal("%s", __func__);
+	return 0;
 }
 
 static void
@@ -218,27 +306,33 @@ reply(struct mcp_out *out, int status, struct json_object *body)
 }
 
 static struct json_object *
-initialize_result(const char *version)
+server_capabilities(void)
 {
-	struct json_object *r = json_object_new_object();
 	struct json_object *caps = json_object_new_object();
 	struct json_object *tools = json_object_new_object();
-	struct json_object *info = json_object_new_object();
 
+	/* The tool set is fixed for the life of the process. */
 	json_object_object_add(tools, "listChanged",
 	    json_object_new_boolean(0));
 	json_object_object_add(caps, "tools", tools);
-	json_object_object_add(info, "name", json_object_new_string("mcpvm"));
-	json_object_object_add(info, "version",
-	    json_object_new_string(MCPVM_VERSION));
+	return caps;
+}
+
+#define INSTRUCTIONS "Private Linux workspaces in microVMs. Create a VM " \
+	"with vm_create, run commands with vm_exec and read their output " \
+	"with vm_job_output."
+
+static struct json_object *
+initialize_result(const char *version)
+{
+	struct json_object *r = json_object_new_object();
+
 	json_object_object_add(r, "protocolVersion",
 	    json_object_new_string(version));
-	json_object_object_add(r, "capabilities", caps);
-	json_object_object_add(r, "serverInfo", info);
-	json_object_object_add(r, "instructions", json_object_new_string(
-	    "Private Linux workspaces in microVMs. Create a VM with vm_create, "
-	    "run commands with vm_exec and read their output with "
-	    "vm_job_output."));
+	json_object_object_add(r, "capabilities", server_capabilities());
+	json_object_object_add(r, "serverInfo", server_info());
+	json_object_object_add(r, "instructions",
+	    json_object_new_string(INSTRUCTIONS));
 	return r;
 }
 
@@ -365,6 +459,269 @@ do_notification(const char *method, struct json_object *params,
 	/* Any other notification is accepted and ignored, as JSON-RPC says. */
 }
 
+/*
+ * 2026-07-28, the stateless revision: every request carries its version and
+ * the client's capabilities in _meta, mirrors its method (and tool name) in
+ * headers, and stands alone: no session, no initialize.  The bearer
+ * credential alone authorizes it, as on /v1/tools.
+ */
+#define META_VERSION	"io.modelcontextprotocol/protocolVersion"
+#define META_CAPS	"io.modelcontextprotocol/clientCapabilities"
+#define META_CLIENT	"io.modelcontextprotocol/clientInfo"
+
+/*
+ * A string member whose name has dots in it (the _meta keys), which
+ * client_string would read as a path: 0 with *out (NULL when absent), -1
+ * for a non-string or a string with NUL.
+ */
+static int
+member_string(struct json_object *obj, const char *key, const char **out)
+{
+	struct json_object *v;
+
+	*out = NULL;
+	if (!json_object_object_get_ex(obj, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_string) ||
+	    strlen(json_object_get_string(v)) !=
+	    (size_t)json_object_get_string_len(v))
+		return -1;
+	*out = json_object_get_string(v);
+	return 0;
+}
+
+/* Does this message ask for the stateless revision? */
+static int
+wants_stateless(const struct mcp_env *env, const char *method,
+    struct json_object *params)
+{
+	struct json_object *meta;
+
+	if (params != NULL && json_object_object_get_ex(params, "_meta",
+	    &meta) && json_object_is_type(meta, json_type_object) &&
+	    json_object_object_get_ex(meta, META_VERSION, NULL))
+		return 1;
+	/* A version we do not serve with sessions, and no initialize. */
+	return env->protocol_version != NULL &&
+	    !mcp_version_supported(env->protocol_version) &&
+	    (method == NULL || strcmp(method, "initialize") != 0);
+}
+
+static struct json_object *
+supported_versions(void)
+{
+	struct json_object *a = json_object_new_array();
+	size_t i;
+
+	json_object_array_add(a, json_object_new_string(
+	    MCP_VERSION_STATELESS));
+	for (i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
+		json_object_array_add(a, json_object_new_string(versions[i]));
+	return a;
+}
+
+static struct json_object *
+unsupported_version(struct json_object *id, const char *requested)
+{
+	struct json_object *o, *e, *data;
+
+	o = jsonrpc_error(id, MCP_ERR_UNSUPPORTED_VERSION, mcp_version_supported(
+	    requested) ? "protocol version \"%.32s\" is served with an "
+	    "initialize handshake and Mcp-Session-Id; per-request _meta needs "
+	    "\"" MCP_VERSION_STATELESS "\"" : "unsupported protocol version "
+	    "\"%.32s\"; supported: " MCP_VERSION_STATELESS ", 2025-11-25, "
+	    "2025-06-18, 2025-03-26", requested);
+	json_object_object_get_ex(o, "error", &e);
+	data = json_object_new_object();
+	json_object_object_add(data, "supported", supported_versions());
+	json_object_object_add(data, "requested",
+	    json_object_new_string(requested));
+	json_object_object_add(e, "data", data);
+	return o;
+}
+
+/* Adds what every cacheable 2026-07-28 result carries. */
+static struct json_object *
+cacheable_result(struct json_object *r)
+{
+	/* The same for every caller: nothing in it depends on the credential. */
+	json_object_object_add(r, "ttlMs", json_object_new_int(
+	    MCP_LIST_TTL_MS));
+	json_object_object_add(r, "cacheScope",
+	    json_object_new_string("public"));
+	return stateless_result(r);
+}
+
+/* 0 if the header, decoded, is the body's value; else a -32020 reply. */
+static int
+header_matches(struct mcp_out *out, struct json_object *id, const char *name,
+    const char *hdr, const char *body)
+{
+	char *v;
+	int ok;
+
+	if (hdr == NULL) {
+		reply(out, 400, jsonrpc_error(id, MCP_ERR_HEADER_MISMATCH,
+		    "header mismatch: the %s header is required", name));
+		return -1;
+	}
+	if (mcp_header_value(hdr, &v) == -1) {
+		reply(out, 400, jsonrpc_error(id, MCP_ERR_HEADER_MISMATCH,
+		    "header mismatch: the %s header is not a valid value "
+		    "(control characters or bad =?base64?...?= encoding)", name));
+		return -1;
+	}
+	ok = strcmp(v, body) == 0;
+	free(v);
+	if (!ok) {
+		reply(out, 400, jsonrpc_error(id, MCP_ERR_HEADER_MISMATCH,
+		    "header mismatch: the %s header does not match the body's "
+		    "\"%.64s\"", name, body));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+do_discover(struct json_object *id, struct mcp_out *out)
+{
+	struct json_object *r = json_object_new_object();
+
+	json_object_object_add(r, "supportedVersions", supported_versions());
+	json_object_object_add(r, "capabilities", server_capabilities());
+	json_object_object_add(r, "instructions",
+	    json_object_new_string(INSTRUCTIONS));
+	reply(out, 200, jsonrpc_result(id, cacheable_result(r)));
+}
+
+static void
+do_listen(struct json_object *id, struct json_object *params,
+    struct mcp_out *out)
+{
+	struct json_object *filter, *n, *p, *meta;
+
+	if (!json_object_object_get_ex(params, "notifications", &filter) ||
+	    !json_object_is_type(filter, json_type_object)) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "subscriptions/listen: params.notifications must be an "
+		    "object naming the notifications wanted"));
+		return;
+	}
+	/*
+	 * The acknowledgement names what will be delivered: nothing, as the
+	 * tool list never changes and mcpd has no prompts or resources.  The
+	 * stream stays open (keep-alives only) until the client closes it.
+	 */
+	n = json_object_new_object();
+	p = json_object_new_object();
+	meta = json_object_new_object();
+	json_object_object_add(meta, "io.modelcontextprotocol/subscriptionId",
+	    json_object_get(id));
+	json_object_object_add(p, "notifications", json_object_new_object());
+	json_object_object_add(p, "_meta", meta);
+	json_object_object_add(n, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(n, "method", json_object_new_string(
+	    "notifications/subscriptions/acknowledged"));
+	json_object_object_add(n, "params", p);
+	out->listen = 1;
+	reply(out, 200, n);
+}
+
+static void
+do_stateless(const struct mcp_env *env, const char *method, int has_id,
+    struct json_object *id, struct json_object *params, struct mcp_out *out)
+{
+	struct json_object *meta = NULL, *caps, *info, *cursor, *r;
+	const char *pv, *name;
+
+	out->stateless = 1;
+	if (method == NULL) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_REQUEST,
+		    "a client sends no JSON-RPC responses in "
+		    MCP_VERSION_STATELESS));
+		return;
+	}
+	if (params == NULL || !json_object_object_get_ex(params, "_meta",
+	    &meta) || !json_object_is_type(meta, json_type_object)) {
+		/* A version we know nothing of: say which ones we serve. */
+		if (env->protocol_version != NULL && strcmp(
+		    env->protocol_version, MCP_VERSION_STATELESS) != 0) {
+			reply(out, 400, unsupported_version(id,
+			    env->protocol_version));
+			return;
+		}
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "params._meta is required: it carries " META_VERSION
+		    " and " META_CAPS " on every request"));
+		return;
+	}
+	if (member_string(meta, META_VERSION, &pv) == -1 || pv == NULL) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "params._meta." META_VERSION " must be a string"));
+		return;
+	}
+	if (!json_object_object_get_ex(meta, META_CAPS, &caps) ||
+	    !json_object_is_type(caps, json_type_object)) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "params._meta." META_CAPS " must be an object"));
+		return;
+	}
+	if (json_object_object_get_ex(meta, META_CLIENT, &info) &&
+	    !json_object_is_type(info, json_type_object)) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "params._meta." META_CLIENT " must be an object"));
+		return;
+	}
+	/* Notifications: nothing in this revision needs one over HTTP. */
+	if (!has_id) {
+		out->status = 202;
+		return;
+	}
+	if (header_matches(out, id, "MCP-Protocol-Version",
+	    env->protocol_version, pv) == -1)
+		return;
+	if (strcmp(pv, MCP_VERSION_STATELESS) != 0) {
+		reply(out, 400, unsupported_version(id, pv));
+		return;
+	}
+	if (header_matches(out, id, "Mcp-Method", env->mcp_method,
+	    method) == -1)
+		return;
+	if (strcmp(method, "tools/call") == 0 ||
+	    strcmp(method, "prompts/get") == 0 ||
+	    strcmp(method, "resources/read") == 0) {
+		if (client_string(params, strcmp(method, "resources/read") == 0 ?
+		    "uri" : "name", &name) == 0 && name != NULL &&
+		    header_matches(out, id, "Mcp-Name", env->mcp_name,
+		    name) == -1)
+			return;
+	}
+
+	if (strcmp(method, "server/discover") == 0) {
+		do_discover(id, out);
+	} else if (strcmp(method, "tools/list") == 0) {
+		if (json_object_object_get_ex(params, "cursor", &cursor)) {
+			reply(out, 400, jsonrpc_error(id,
+			    JSONRPC_INVALID_PARAMS, "tools/list: invalid "
+			    "cursor"));
+			return;
+		}
+		r = json_object_new_object();
+		json_object_object_add(r, "tools",
+		    json_object_get(tools_list_json()));
+		reply(out, 200, jsonrpc_result(id, cacheable_result(r)));
+	} else if (strcmp(method, "tools/call") == 0) {
+		do_tools_call(id, params, out);
+	} else if (strcmp(method, "subscriptions/listen") == 0) {
+		do_listen(id, params, out);
+	} else {
+		/* initialize, ping, logging/setLevel ... are not in it. */
+		reply(out, 404, jsonrpc_error(id, JSONRPC_METHOD_NOT_FOUND,
+		    "method \"%.64s\" not found in MCP " MCP_VERSION_STATELESS,
+		    method));
+	}
+}
+
 void
 mcp_process(const struct mcp_env *env, const char *body, size_t len,
     struct mcp_out *out)
@@ -426,6 +783,10 @@ mcp_process(const struct mcp_env *env, const char *body, size_t len,
 		goto out;
 	}
 
+	if (wants_stateless(env, method, params)) {
+		do_stateless(env, method, has_id, id, params, out);
+		goto out;
+	}
 	/* initialize opens a session; everything else needs one. */
 	if (method != NULL && has_id && strcmp(method, "initialize") == 0) {
 		do_initialize(env, id, params, out);

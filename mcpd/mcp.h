@@ -16,6 +16,10 @@
 
 #define MCP_VERSION_LATEST	"2025-11-25"
 #define MCP_VERSION_DEFAULT	"2025-03-26"	/* no header: spec default */
+/* The stateless revision: no initialize, no session, _meta on every request. */
+#define MCP_VERSION_STATELESS	"2026-07-28"
+/* How long a client may reuse a tools/list or server/discover answer. */
+#define MCP_LIST_TTL_MS		300000
 #define MCP_JSON_DEPTH		64
 
 /* JSON-RPC error codes. */
@@ -27,6 +31,10 @@
 #define MCP_ERR_SESSION		-32001	/* unknown session */
 #define MCP_ERR_LIMIT		-32002	/* a limit was hit */
 #define MCP_ERR_CANCELLED	-32800	/* request cancelled by client */
+/* 2026-07-28 (stateless) errors, all with HTTP 400. */
+#define MCP_ERR_HEADER_MISMATCH	-32020	/* headers missing or not the body */
+#define MCP_ERR_MISSING_CAPABILITY -32021
+#define MCP_ERR_UNSUPPORTED_VERSION -32022
 
 int	mcp_version_supported(const char *);
 /* The version to answer an initialize that asked for requested with. */
@@ -37,6 +45,8 @@ struct mcp_env {
 	const char	*workspace;	/* from the verified credential */
 	const char	*session_id;	/* Mcp-Session-Id header, or NULL */
 	const char	*protocol_version; /* MCP-Protocol-Version, or NULL */
+	const char	*mcp_method;	/* Mcp-Method header, or NULL */
+	const char	*mcp_name;	/* Mcp-Name header, or NULL */
 };
 
 struct mcp_out {
@@ -44,6 +54,10 @@ struct mcp_out {
 	struct json_object	*body;		/* reply, NULL for 202 */
 	struct session		*session;	/* session used or created */
 	int			 new_session;	/* send Mcp-Session-Id */
+	int			 stateless;	/* served as 2026-07-28 */
+	int			 listen;	/* subscriptions/listen: keep
+						   an event stream open, body
+						   is its acknowledgement */
 
 	int			 call;		/* forward a tools/call */
 	struct json_object	*call_id;
@@ -77,6 +91,16 @@ struct json_object *mcp_progress(struct json_object *token, double progress,
 	    double total, const char *message);
 /* A tools/call result from a backend answer (success or tool error). */
 struct json_object *mcp_tool_result(const struct backend_result *);
+/* The same for a stateless (2026-07-28) request: with resultType and the
+ * server's identity in _meta. */
+struct json_object *mcp_tool_result_stateless(const struct backend_result *);
+/*
+ * An Mcp-Name or Mcp-Param-* header value as the client meant it: optional
+ * whitespace around it dropped, "=?base64?...?=" decoded (strictly).  0 with
+ * a malloc'd NUL-terminated *out, -1 when the value is not valid (bad
+ * base64, a control character, NUL in the decoded value).
+ */
+int	mcp_header_value(const char *hdr, char **out);
 /* 1 if two JSON-RPC ids are the same. */
 int	jsonrpc_id_equal(struct json_object *, struct json_object *);
 

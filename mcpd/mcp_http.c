@@ -1,7 +1,9 @@
 /*
  * MCP Streamable HTTP at /mcp for mcpd: POST (JSON or SSE answers, tool
  * calls forwarded to the backend with progress and cancellation), GET (a
- * standing event stream per session) and DELETE (end the session).
+ * standing event stream per session) and DELETE (end the session).  A
+ * stateless (2026-07-28) POST has no session: its tool call lives as long
+ * as its response, and subscriptions/listen is its standing stream.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@ struct mcp_call {
 	struct hreq		*hr;
 	struct session		*sess;
 	struct backend_call	*bc;
+	int			 stateless;	/* no session; 2026-07-28 */
 	struct json_object	*id;
 	struct json_object	*progress_token;
 	int			 sse;
@@ -30,9 +33,10 @@ struct mcp_call {
 };
 
 struct sse_stream {
+	TAILQ_ENTRY(sse_stream)	 entry;		/* m->listen_streams */
 	struct mcpd		*m;
 	struct hreq		*hr;
-	struct session		*sess;
+	struct session		*sess;		/* NULL: subscriptions/listen */
 	struct event		*keepalive;
 };
 
@@ -57,7 +61,10 @@ sse_event(struct hreq *hr, struct json_object *msg)
 static void
 call_free(struct mcp_call *call)
 {
-	TAILQ_REMOVE(&call->sess->calls, call, entry);
+	if (call->sess != NULL)
+		TAILQ_REMOVE(&call->sess->calls, call, entry);
+	else
+		TAILQ_REMOVE(&call->m->stateless_calls, call, entry);
 	call->m->metrics.inflight_calls--;
 	if (call->timer != NULL)
 		event_free(call->timer);
@@ -85,6 +92,12 @@ call_finish(struct mcp_call *call, struct json_object *msg)
 	call_free(call);
 }
 
+static struct json_object *
+call_result(int stateless, const struct backend_result *br)
+{
+	return stateless ? mcp_tool_result_stateless(br) : mcp_tool_result(br);
+}
+
 static void
 call_done(const struct backend_result *br, void *arg)
 {
@@ -92,7 +105,7 @@ call_done(const struct backend_result *br, void *arg)
 	struct json_object *msg;
 
 	call->bc = NULL;
-	msg = jsonrpc_result(call->id, mcp_tool_result(br));
+	msg = jsonrpc_result(call->id, call_result(call->stateless, br));
 	call_finish(call, msg);
 	json_object_put(msg);
 }
@@ -150,7 +163,8 @@ call_timer_cb(evutil_socket_t fd, short ev, void *arg)
 			    call->bc);
 			call->bc = NULL;
 		}
-		msg = jsonrpc_result(call->id, mcp_tool_result(&br));
+		msg = jsonrpc_result(call->id, call_result(call->stateless,
+		    &br));
 		call_finish(call, msg);
 		json_object_put(msg);
 		return;
@@ -179,7 +193,8 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 		    .message = msg };
 		struct json_object *r;
 
-		r = jsonrpc_result(out->call_id, mcp_tool_result(&br));
+		r = jsonrpc_result(out->call_id, call_result(out->stateless,
+		    &br));
 		http_reply_json(hr, 200, r);
 		json_object_put(r);
 		return;
@@ -193,6 +208,7 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	call->m = m;
 	call->hr = hr;
 	call->sess = out->session;
+	call->stateless = out->stateless;
 	call->id = json_object_get(out->call_id);
 	call->progress_token = json_object_get(out->progress_token);
 	/* Progress needs a stream; otherwise prefer one JSON answer. */
@@ -200,7 +216,10 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	    call->progress_token != NULL);
 	clock_gettime(CLOCK_MONOTONIC, &call->deadline);
 	call->deadline.tv_sec += m->cfg->tool_timeout;
-	TAILQ_INSERT_TAIL(&call->sess->calls, call, entry);
+	if (call->sess != NULL)
+		TAILQ_INSERT_TAIL(&call->sess->calls, call, entry);
+	else
+		TAILQ_INSERT_TAIL(&m->stateless_calls, call, entry);
 	m->metrics.inflight_calls++;
 	hr->owner = call;
 	hr->on_gone = call_gone;
@@ -228,6 +247,43 @@ call_cancel(struct session *sess, struct json_object *id)
 		return;
 	}
 	/* Unknown or finished: ignoring it is what the spec asks. */
+}
+
+static void sse_gone(struct hreq *);
+static void sse_keepalive_cb(evutil_socket_t, short, void *);
+
+/*
+ * subscriptions/listen: the acknowledgement, then keep-alives until the
+ * client closes the stream.  mcpd sends no change notifications (its tool
+ * list is fixed), so the acknowledgement names none.
+ */
+static void
+listen_start(struct hreq *hr, struct json_object *ack, unsigned int acc)
+{
+	struct sse_stream *st;
+	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
+
+	if (!(acc & ACCEPT_SSE)) {
+		http_reply_error(hr, "not_acceptable", "subscriptions/listen "
+		    "answers with text/event-stream; Accept must allow it");
+		return;
+	}
+	if ((st = calloc(1, sizeof(*st))) == NULL ||
+	    (st->keepalive = evtimer_new(hr->m->base, sse_keepalive_cb,
+	    st)) == NULL) {
+		free(st);
+		http_reply_error(hr, "unavailable", "out of memory");
+		return;
+	}
+	st->m = hr->m;
+	st->hr = hr;
+	TAILQ_INSERT_TAIL(&hr->m->listen_streams, st, entry);
+	hr->owner = st;
+	hr->on_gone = sse_gone;
+	hr->m->metrics.open_streams++;
+	http_stream_start(hr, 200);
+	sse_event(hr, ack);
+	evtimer_add(st->keepalive, &tv);
 }
 
 static void
@@ -262,6 +318,8 @@ mcp_post(struct hreq *hr)
 	env.workspace = hr->id.workspace;
 	env.session_id = http_in_header(hr, "Mcp-Session-Id");
 	env.protocol_version = http_in_header(hr, "MCP-Protocol-Version");
+	env.mcp_method = http_in_header(hr, "Mcp-Method");
+	env.mcp_name = http_in_header(hr, "Mcp-Name");
 	mcp_process(&env, body, len, &out);
 
 	if (out.new_session)
@@ -271,6 +329,8 @@ mcp_post(struct hreq *hr)
 		call_cancel(out.session, out.cancel_id);
 	if (out.call) {
 		call_start(hr, &out, acc);
+	} else if (out.listen) {
+		listen_start(hr, out.body, acc);
 	} else if (out.body == NULL) {
 		http_reply(hr, out.status, NULL, NULL, 0);
 	} else if (out.status != 200 || (acc & ACCEPT_JSON)) {
@@ -291,6 +351,13 @@ mcp_session(struct hreq *hr)
 	const char *pv = http_in_header(hr, "MCP-Protocol-Version");
 	struct session *sess;
 
+	if (pv != NULL && strcmp(pv, MCP_VERSION_STATELESS) == 0) {
+		evhttp_add_header(http_out_headers(hr), "Allow", "POST");
+		http_reply_error(hr, "method_not_allowed", "MCP "
+		    MCP_VERSION_STATELESS " has no sessions and no GET stream: "
+		    "POST subscriptions/listen for change notifications");
+		return NULL;
+	}
 	if (sid == NULL) {
 		http_reply_error(hr, "invalid_argument", "Mcp-Session-Id "
 		    "header required");
@@ -314,7 +381,10 @@ static void
 sse_stream_end(struct sse_stream *st)
 {
 	st->hr->on_gone = NULL;
-	st->sess->get_stream = NULL;
+	if (st->sess != NULL)
+		st->sess->get_stream = NULL;
+	else
+		TAILQ_REMOVE(&st->m->listen_streams, st, entry);
 	st->m->metrics.open_streams--;
 	event_free(st->keepalive);
 	http_stream_end(st->hr);
@@ -400,8 +470,22 @@ mcp_http_session_freed(struct session *sess, void *arg)
 }
 
 void
+mcp_http_free_all(struct mcpd *m)
+{
+	struct mcp_call *call;
+	struct sse_stream *st;
+
+	while ((call = TAILQ_FIRST(&m->stateless_calls)) != NULL)
+		call_abort(call, NULL);
+	while ((st = TAILQ_FIRST(&m->listen_streams)) != NULL)
+		sse_stream_end(st);
+}
+
+void
 mcp_http_init(struct mcpd *m)
 {
+	TAILQ_INIT(&m->stateless_calls);
+	TAILQ_INIT(&m->listen_streams);
 	m->sessions.on_free = mcp_http_session_freed;
 	m->sessions.on_free_arg = m;
 }

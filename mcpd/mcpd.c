@@ -171,6 +171,7 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 	sd_notify_send("STOPPING=1");
 
 	stream_free_all(&m);
+	mcp_http_free_all(&m);
 	sessions_clear(&m.sessions);
 	http_free(&m);
 	event_free(m.sweep);

@@ -29,6 +29,9 @@ struct mcpd {
 	TAILQ_HEAD(, hconn)	 conns;
 	unsigned int		 nconns;	/* admitted connections */
 	struct sessions		 sessions;
+	/* 2026-07-28 requests belong to no session: what is open of them. */
+	TAILQ_HEAD(, mcp_call)	 stateless_calls;
+	TAILQ_HEAD(, sse_stream) listen_streams;
 	struct metrics		 metrics;
 	struct event		*sweep;
 	const struct auth_ops	*auth;
@@ -81,6 +84,8 @@ void	hreq_free(struct hreq *);
 void	mcp_http_init(struct mcpd *);
 void	mcp_http_handle(struct hreq *);
 void	mcp_http_session_freed(struct session *, void *);
+/* Ends the stateless tool calls and subscriptions/listen streams (exit). */
+void	mcp_http_free_all(struct mcpd *);
 
 /* rest.c */
 void	rest_handle(struct hreq *);

@@ -7,6 +7,10 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <time.h>
+
+#include <event2/event.h>
+
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +27,10 @@
 #include "vmmd.h"
 
 #define GUEST_CALL_MS	60000
+/* vm_exec's wait_seconds: how often the guest is asked whether the job is
+ * done, starting fast for short commands and backing off to once a second. */
+#define EXEC_POLL_FIRST_MS	50
+#define EXEC_POLL_MAX_MS	1000
 
 /* Tools whose call changes something: these go to the audit log. */
 static const char *const mutations[] = { "vm_create", "vm_exec",
@@ -292,6 +300,181 @@ job_status_result(struct vm *vm, struct json_object *st)
 	return o;
 }
 
+/*
+ * vm_exec with wait_seconds: the started reply is held while a timer asks
+ * the guest for the job's status (never blocking the loop, each poll an
+ * ordinary guest call), then, once the job has ended, for the first page
+ * of its output.  The request lives until it is answered (a gone mcpd
+ * only clears req->conn), and the VM is looked up again on every step, so
+ * a VM destroyed meanwhile just ends the wait.
+ */
+struct exec_wait {
+	struct request		*req;
+	struct json_object	*reply;		/* vm_exec's result, as today */
+	struct event		*timer;
+	struct timespec		 deadline;
+	int			 poll_ms;
+	char			 job_id[64];
+};
+
+static void exec_wait_tick(evutil_socket_t, short, void *);
+
+static void
+exec_wait_finish(struct exec_wait *w)
+{
+	struct request *req = w->req;
+	struct json_object *reply = w->reply;
+
+	if (w->timer != NULL)
+		event_free(w->timer);
+	free(w);
+	request_reply(req, reply);
+}
+
+static long
+ms_left(const struct timespec *deadline)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (long)(deadline->tv_sec - now.tv_sec) * 1000 +
+	    (deadline->tv_nsec - now.tv_nsec) / 1000000;
+}
+
+/* The VM, if it is still there and can answer a guest call now. */
+static struct vm *
+exec_wait_vm(struct exec_wait *w)
+{
+	struct vm *vm = vm_find_owned(w->req->vm_id, w->req->workspace);
+
+	if (vm == NULL || vm->rec.state != VM_RUNNING || !vm->guest_up ||
+	    vm->busy)
+		return NULL;
+	return vm;
+}
+
+static void
+exec_wait_output(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct exec_wait *w = arg;
+	struct json_object *v;
+
+	if (code == NULL) {
+		job_remember(vm, res);
+		/* Keep the documented text-mode shape, and nothing else. */
+		json_object_object_del(res, "vm_id");
+		json_object_object_add(w->reply, "state", json_object_get(
+		    json_object_object_get(res, "state")));
+		v = NULL;
+		json_object_object_get_ex(res, "exit_code", &v);
+		json_object_object_add(w->reply, "exit_code",
+		    json_object_get(v));
+		json_object_object_add(w->reply, "output",
+		    json_object_get(res));
+	}
+	/* Without its output the reply still names the job: read it with
+	 * vm_job_output. */
+	exec_wait_finish(w);
+}
+
+static void
+exec_wait_status(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct exec_wait *w = arg;
+	struct json_object *call, *v;
+	const char *state = "running";
+	struct timeval tv;
+	long left;
+
+	if (code != NULL) {
+		exec_wait_finish(w);
+		return;
+	}
+	job_remember(vm, res);
+	if (json_object_object_get_ex(res, "state", &v) &&
+	    json_object_is_type(v, json_type_string))
+		state = json_object_get_string(v);
+	if (strcmp(state, "running") != 0) {
+		call = json_object_new_object();
+		json_object_object_add(call, "op",
+		    json_object_new_string("job_output"));
+		json_object_object_add(call, "job_id",
+		    json_object_new_string(w->job_id));
+		json_object_object_add(call, "encoding",
+		    json_object_new_string("utf-8"));
+		if (proxy_call(vm, call, GUEST_CALL_MS, exec_wait_output,
+		    w) == -1) {
+			json_object_object_add(w->reply, "state",
+			    json_object_new_string(state));
+			exec_wait_finish(w);
+		}
+		json_object_put(call);
+		return;
+	}
+	if ((left = ms_left(&w->deadline)) <= 0) {
+		exec_wait_finish(w);
+		return;
+	}
+	if (left > w->poll_ms)
+		left = w->poll_ms;
+	w->poll_ms = w->poll_ms * 2 > EXEC_POLL_MAX_MS ? EXEC_POLL_MAX_MS :
+	    w->poll_ms * 2;
+	tv.tv_sec = left / 1000;
+	tv.tv_usec = (left % 1000) * 1000;
+	evtimer_add(w->timer, &tv);
+}
+
+static void
+exec_wait_tick(evutil_socket_t fd, short ev, void *arg)
+{
+	struct exec_wait *w = arg;
+	struct json_object *call;
+	struct vm *vm;
+
+	if ((vm = exec_wait_vm(w)) == NULL) {
+		exec_wait_finish(w);
+		return;
+	}
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string(
+	    "job_status"));
+	json_object_object_add(call, "job_id",
+	    json_object_new_string(w->job_id));
+	if (proxy_call(vm, call, GUEST_CALL_MS, exec_wait_status, w) == -1)
+		exec_wait_finish(w);
+	json_object_put(call);
+}
+
+/* Holds reply until the job ends or wait_seconds pass; 0 if it took it. */
+static int
+exec_wait_start(struct request *req, struct json_object *reply,
+    const char *job_id)
+{
+	int64_t secs = arg_int(req, "wait_seconds", 0);
+	struct exec_wait *w;
+	struct timeval tv = { 0, EXEC_POLL_FIRST_MS * 1000 };
+
+	if (secs <= 0 || job_id == NULL)
+		return -1;
+	if ((w = calloc(1, sizeof(*w))) == NULL ||
+	    (w->timer = evtimer_new(env->base, exec_wait_tick, w)) == NULL) {
+		free(w);
+		log_warnx("vm %s: no memory to wait for job %s; answering "
+		    "at once", req->vm_id, job_id);
+		return -1;
+	}
+	w->req = req;
+	w->reply = reply;
+	w->poll_ms = EXEC_POLL_FIRST_MS * 2;
+	snprintf(w->job_id, sizeof(w->job_id), "%s", job_id);
+	clock_gettime(CLOCK_MONOTONIC, &w->deadline);
+	w->deadline.tv_sec += secs;
+	evtimer_add(w->timer, &tv);
+	return 0;
+}
+
 static void
 exec_started(struct vm *vm, struct json_object *res, const char *code,
     const char *msg, int fd, void *arg)
@@ -322,6 +505,8 @@ exec_started(struct vm *vm, struct json_object *res, const char *code,
 	json_object_object_add(out, "state", json_object_get(
 	    json_object_object_get(res, "state")));
 	json_object_object_add(out, "started_at", json_object_new_string(when));
+	if (exec_wait_start(req, out, json_object_get_string(v)) == 0)
+		return;
 	request_reply(req, out);
 }
 
@@ -785,8 +970,19 @@ receipt_check(struct request *req)
 	char digest[RECEIPT_DIGEST_HEX + 1];
 	char *stored = NULL;
 	const char *rid = arg_str(req, "request_id", "");
+	struct json_object *dargs;
+	int r;
 
-	if (receipt_digest(req->args, digest) == -1) {
+	/* How long a caller waits is not part of what it asked to run: a
+	 * retry that waits differently is the same job. */
+	dargs = json_object_new_object();
+	json_object_object_foreach(req->args, key, val)
+		if (strcmp(req->tool, "vm_exec") != 0 ||
+		    strcmp(key, "wait_seconds") != 0)
+			json_object_object_add(dargs, key, json_object_get(val));
+	r = receipt_digest(dargs, digest);
+	json_object_put(dargs);
+	if (r == -1) {
 		request_error(req, "internal", "cannot digest the arguments");
 		return -1;
 	}

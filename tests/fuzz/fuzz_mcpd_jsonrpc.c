@@ -3,7 +3,9 @@
  * parse by common/jsonx, JSON-RPC validation, sessions, method dispatch)
  * with no backend, and the reply rendered as mcpd would send it.  Also
  * checks that whatever jsonx's grammar check accepts, json-c builds, and
- * that a body that parses is never answered as a parse error.
+ * that a body that parses is never answered as a parse error.  The first
+ * byte also picks the 2026-07-28 (stateless) headers, and the input is fed
+ * to the Mcp-Name/Mcp-Param decoder as a header value.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -55,7 +57,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	env.workspace = "ws-a";
 	env.session_id = size > 0 && (data[0] & 1) ? sid : NULL;
 	env.protocol_version = size > 0 && (data[0] & 2) ? "2025-06-18" : NULL;
+	if (size > 0 && (data[0] & 4)) {
+		env.protocol_version = MCP_VERSION_STATELESS;
+		env.mcp_method = (data[0] & 8) ? "tools/call" : "tools/list";
+		env.mcp_name = (data[0] & 16) ? " vm_list " :
+		    "=?base64?dm1fbGlzdA==?=";
+	}
 	mcp_process(&env, (const char *)data, size, &out);
+	if (out.stateless && out.status == 200 && out.body != NULL &&
+	    !out.listen && !json_object_object_get_ex(out.body, "error", NULL)) {
+		struct json_object *r;
+
+		/* Every stateless result says what type it is. */
+		if (!json_object_object_get_ex(out.body, "result", &r) ||
+		    !json_object_object_get_ex(r, "resultType", NULL))
+			abort();
+	}
+	/* The session revisions never answer with a stateless body. */
+	if (out.stateless && out.new_session)
+		abort();
 	if (out.status < 200 || out.status > 599)
 		abort();
 	/* Valid JSON is never a parse error (it was, for the body null). */
@@ -70,6 +90,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else if (out.status != 202 && !out.call)
 		abort();
 	mcp_out_free(&out);
+	{
+		char *hdr, *v;
+
+		if ((hdr = strndup((const char *)data, size)) == NULL)
+			abort();
+		if (mcp_header_value(hdr, &v) == 0) {
+			if (v == NULL || strlen(v) > strlen(hdr))
+				abort();
+			free(v);
+		}
+		free(hdr);
+	}
 	/* initialize opens sessions: keep the table from filling. */
 	if (sessions.count > 32)
 		sessions_clear(&sessions);

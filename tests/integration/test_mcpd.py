@@ -603,6 +603,204 @@ def test_mcp_session_limit():
 
 # WebSocket streams.
 
+# MCP 2026-07-28: stateless requests beside the sessions above.
+
+SL = "2026-07-28"
+SL_META = {"io.modelcontextprotocol/protocolVersion": SL,
+           "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def sl_post(d, method, params=None, rid=1, name=None, headers=None,
+            auth=TOKEN_A, accept="application/json, text/event-stream"):
+    """One stateless request with conformant headers unless overridden."""
+    p = dict(params or {})
+    p.setdefault("_meta", SL_META)
+    h = {"Accept": accept, "MCP-Protocol-Version": SL, "Mcp-Method": method}
+    if name is not None:
+        h["Mcp-Name"] = name
+    h.update(headers or {})
+    return request(d, "POST", "/mcp", headers=h, auth=auth,
+                   body={"jsonrpc": "2.0", "id": rid, "method": method,
+                         "params": p})
+
+
+def sl_metric(d, name):
+    body = request(d, "GET", "/metrics", port=d.mport, auth=None).body
+    for line in body.decode().splitlines():
+        if line.startswith(name + " "):
+            return int(float(line.split()[1]))
+    raise AssertionError("no metric " + name)
+
+
+def test_mcp_stateless_requests():
+    d = daemon()
+    r = sl_post(d, "server/discover")
+    assert r.status == 200, r.body
+    assert r.header("Mcp-Session-Id") is None
+    res = r.json()["result"]
+    assert SL in res["supportedVersions"] and \
+        "2025-11-25" in res["supportedVersions"]
+    assert res["resultType"] == "complete" and "tools" in res["capabilities"]
+    assert res["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == \
+        "mcpvm"
+    r = sl_post(d, "tools/list", accept="application/json")
+    res = r.json()["result"]
+    assert len(res["tools"]) == 12 and res["ttlMs"] > 0 and \
+        res["cacheScope"] == "public"
+    # The bearer credential alone authorizes, and names the workspace.
+    for tok, ws in ((TOKEN_A, "ws-a"), (TOKEN_B, "ws-b")):
+        r = sl_post(d, "tools/call", {"name": "vm_status",
+                                      "arguments": {"vm_id": "v1"}},
+                    name="vm_status", auth=tok, accept="application/json")
+        assert r.status == 200, r.body
+        res = r.json()["result"]
+        assert res["resultType"] == "complete" and res["isError"] is False
+        assert res["structuredContent"]["workspace"] == ws
+    r = sl_post(d, "tools/call", {"name": "vm_status",
+                                  "arguments": {"vm_id": "v1"}},
+                name="vm_status", auth=None)
+    assert r.status == 401
+    # Body arguments claiming a workspace are still refused.
+    r = sl_post(d, "tools/call", {"name": "vm_list",
+                                  "arguments": {"workspace": "ws-b"}},
+                name="vm_list")
+    assert r.json()["result"]["isError"] is True
+    # Progress on the request's own stream, then the result.
+    r = sl_post(d, "tools/call", {"name": "vm_create",
+                                  "arguments": {"request_id": "sl1"},
+                                  "_meta": dict(SL_META,
+                                                progressToken="p1")},
+                name="vm_create", rid=7)
+    assert r.header("Content-Type") == "text/event-stream"
+    ev = sse_events(r.body)
+    assert [e["params"]["progress"] for e in ev
+            if e.get("method") == "notifications/progress"] == [1, 2, 3]
+    assert ev[-1]["id"] == 7 and ev[-1]["result"]["resultType"] == \
+        "complete"
+    # A session's id on a stateless request is ignored, not looked up.
+    r = sl_post(d, "tools/list", headers={"Mcp-Session-Id": "f" * 32})
+    assert r.status == 200 and "result" in r.json()
+
+
+def test_mcp_stateless_errors():
+    d = daemon()
+    cases = [
+        # (method, params, name, headers, status, code)
+        ("tools/list", {"_meta": {}}, None, None, 400, -32602),
+        ("tools/list", None, None, {"Mcp-Method": "prompts/list"}, 400,
+         -32020),
+        ("tools/list", None, None, {"Mcp-Method": None}, 400, -32020),
+        ("tools/list", None, None, {"MCP-Protocol-Version": "2025-11-25"},
+         400, -32020),
+        ("tools/call", {"name": "vm_list", "arguments": {}}, "vm_status",
+         None, 400, -32020),
+        ("tools/call", {"name": "vm_list", "arguments": {}}, None, None,
+         400, -32020),
+        ("tools/call", {"name": "vm_list", "arguments": {}},
+         "=?base64?bad!?=", None, 400, -32020),
+        ("initialize", None, None, None, 404, -32601),
+        ("ping", None, None, None, 404, -32601),
+        ("resources/list", None, None, None, 404, -32601),
+    ]
+    for method, params, name, hdrs, status, code in cases:
+        r = sl_post(d, method, params, rid=41, name=name, headers=hdrs)
+        assert r.status == status, (method, hdrs, r.status, r.body)
+        body = r.json()
+        assert body["error"]["code"] == code and body["id"] == 41, \
+            (method, hdrs, body)
+    r = sl_post(d, "tools/list", {"_meta": dict(
+        SL_META, **{"io.modelcontextprotocol/protocolVersion": "v9"})},
+        headers={"MCP-Protocol-Version": "v9"})
+    assert r.status == 400
+    e = r.json()["error"]
+    assert e["code"] == -32022 and e["data"]["requested"] == "v9" and \
+        SL in e["data"]["supported"]
+    # Base64 and optional whitespace in Mcp-Name are decoded, not refused.
+    for name in ("=?base64?dm1fbGlzdA==?=", "  vm_list "):
+        r = sl_post(d, "tools/call", {"name": "vm_list", "arguments": {}},
+                    name=name, accept="application/json")
+        assert r.status == 200 and "result" in r.json(), (name, r.body)
+    # No GET stream or DELETE in the stateless revision.
+    for method in ("GET", "DELETE"):
+        r = request(d, method, "/mcp", headers={
+            "Accept": "text/event-stream", "MCP-Protocol-Version": SL})
+        assert r.status == 405 and r.header("Allow") == "POST", r.status
+    # Sessions still work beside it.
+    c = MCP(d)
+    assert c.initialize().status == 200 and c.session
+    assert c.call("tools/list").status == 200
+
+
+def sl_stream(d, method, params, name=None):
+    """Opens a stateless request on a raw socket; returns it and reads the
+    response head."""
+    p = dict(params)
+    p.setdefault("_meta", SL_META)
+    body = json.dumps({"jsonrpc": "2.0", "id": 99, "method": method,
+                       "params": p}).encode()
+    head = ("POST /mcp HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"
+            "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+            "MCP-Protocol-Version: %s\r\nMcp-Method: %s\r\n%s"
+            "Content-Length: %d\r\n\r\n" % (
+                d.host, TOKEN_A, SL, method,
+                "Mcp-Name: %s\r\n" % name if name else "", len(body)))
+    s = socket.create_connection(("127.0.0.1", d.port), 5)
+    s.sendall(head.encode() + body)
+    return s
+
+
+def read_until(s, marker, timeout=5):
+    s.settimeout(timeout)
+    buf = b""
+    while marker not in buf:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def test_mcp_stateless_listen_and_disconnect_cancels():
+    d = daemon()
+    base = sl_metric(d, "mcpd_open_streams")
+    s = sl_stream(d, "subscriptions/listen",
+                  {"notifications": {"toolsListChanged": True}})
+    buf = read_until(s, b"\n\n", 5)
+    buf = read_until(s, b"acknowledged", 5) if b"acknowledged" not in buf \
+        else buf
+    assert b"200 OK" in buf and b"text/event-stream" in buf, buf
+    data = [line for line in buf.decode().split("\n")
+            if line.startswith("data:")]
+    ack = json.loads(data[0][5:])
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["_meta"][
+        "io.modelcontextprotocol/subscriptionId"] == 99
+    assert ack["params"]["notifications"] == {}
+    assert sl_metric(d, "mcpd_open_streams") == base + 1
+    s.close()
+    deadline = time.time() + 5
+    while sl_metric(d, "mcpd_open_streams") != base and \
+            time.time() < deadline:
+        time.sleep(0.05)
+    assert sl_metric(d, "mcpd_open_streams") == base
+    # Closing a tool call's stream cancels it (vm_suspend takes 30 s).
+    base = sl_metric(d, "mcpd_inflight_tool_calls")
+    s = sl_stream(d, "tools/call", {"name": "vm_suspend",
+                                    "arguments": {"vm_id": "v1"},
+                                    "_meta": dict(SL_META,
+                                                  progressToken="c1")},
+                  name="vm_suspend")
+    read_until(s, b"\r\n\r\n", 5)
+    assert sl_metric(d, "mcpd_inflight_tool_calls") == base + 1
+    s.close()
+    deadline = time.time() + 5
+    while sl_metric(d, "mcpd_inflight_tool_calls") != base and \
+            time.time() < deadline:
+        time.sleep(0.05)
+    assert sl_metric(d, "mcpd_inflight_tool_calls") == base
+    assert d.alive()
+
+
 def test_ws_echo():
     d = daemon()
     w = WS(d, "/v1/vms/vm1/streams/5001")
@@ -754,6 +952,56 @@ def attach(d, vm, port, data, token=TOKEN_A, extra=()):
                            "http://%s" % d.host, "--token-file", tok,
                            "--vm", vm, "--port", str(port), *extra],
                           input=data, capture_output=True, timeout=60)
+
+
+def test_mcp_stateless_open_at_exit():
+    """SIGTERM with a subscriptions/listen stream and a stateless tool call
+    open: both are ended and freed (the ASan build reports a leak
+    otherwise), and the exit is clean."""
+    d = Daemon()
+    try:
+        s1 = sl_stream(d, "subscriptions/listen", {"notifications": {}})
+        assert b"acknowledged" in read_until(s1, b"acknowledged")
+        s2 = sl_stream(d, "tools/call", {"name": "vm_suspend",
+                                         "arguments": {"vm_id": "v1"}},
+                       name="vm_suspend")
+        read_until(s2, b"\r\n\r\n")
+    finally:
+        rc = d.stop()
+    assert rc == 0, rc
+
+
+def test_mcpvm_stdio_stateless():
+    """mcpvm-stdio forwards a 2026-07-28 message with the headers that
+    revision mirrors from the body, and no session."""
+    d = daemon()
+    tok = os.path.join(d.dir, "stdio-token")
+    with open(tok, "w") as f:
+        f.write(TOKEN_A)
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+         "params": {"_meta": SL_META}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "vm_status", "arguments": {"vm_id": "v1"},
+                    "_meta": SL_META}},
+        # Not header-safe: sent base64-encoded, decoded by mcpd, so the
+        # answer is "unknown tool", not a header mismatch.
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "vm_st\u00e4tus", "arguments": {},
+                    "_meta": SL_META}},
+    ]
+    p = subprocess.run([os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "..", "mcpd", "mcpvm-stdio"), "--endpoint",
+        "http://%s" % d.host, "--token-file", tok],
+        input="".join(json.dumps(m) + "\n" for m in msgs),
+        capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    replies = {m["id"]: m for m in map(json.loads, p.stdout.splitlines())}
+    assert SL in replies[1]["result"]["supportedVersions"], replies
+    res = replies[2]["result"]
+    assert res["resultType"] == "complete" and \
+        res["structuredContent"]["workspace"] == "ws-a", replies[2]
+    assert replies[3]["error"]["code"] == -32602, replies[3]
 
 
 def test_attach_bridges_stdio():

@@ -595,6 +595,50 @@ def check_lifecycle(h, a):
     return vm
 
 
+def check_exec_wait(h, a, vm):
+    """vm_exec's wait_seconds: a job that ends in time comes back finished
+    with its first page of output; one that does not comes back running
+    when the wait is spent; a retry is the same job; and other requests
+    are answered while a wait is on (the loop never blocks)."""
+    okk, r = a("vm_exec", vm_id=vm, request_id="w1", wait_seconds=20,
+               command="echo hi; echo oops >&2; exit 4")
+    out = r.get("output", {}) if okk else {}
+    ok(okk and r["state"] == "failed" and r["exit_code"] == 4 and
+       out.get("stdout") == "hi\n" and out.get("stderr") == "oops\n" and
+       out.get("next_cursor") == {"stdout": 3, "stderr": 5} and
+       out.get("state") == "failed" and out.get("job_id") == r["job_id"],
+       "vm_exec with wait_seconds: final state, exit code and output", r)
+    okk, r2 = a("vm_exec", vm_id=vm, request_id="w1", wait_seconds=0,
+                command="echo hi; echo oops >&2; exit 4")
+    ok(okk and r2["job_id"] == r["job_id"], "vm_exec with wait_seconds "
+       "retried (waiting differently): the same job", r2)
+    res = {}
+
+    def slow():
+        t0 = time.monotonic()
+        c = Client(h, a.tok)
+        res["r"] = c("vm_exec", vm_id=vm, request_id="w2", wait_seconds=3,
+                     command="sleep 30")
+        res["t"] = time.monotonic() - t0
+        c.c.close()
+    th = threading.Thread(target=slow)
+    th.start()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    okk, r3 = a("vm_status", vm_id=vm)
+    quick = time.monotonic() - t0
+    th.join(30)
+    okk2, r4 = res.get("r", (False, None))
+    ok(okk and quick < 2, "vmmd answers other requests during a wait "
+       "(%.2f s)" % quick, r3)
+    ok(okk2 and r4["state"] == "running" and "output" not in r4 and
+       2.5 <= res["t"] < 10, "a job still running when the wait is spent "
+       "comes back running (%.1f s)" % res.get("t", -1), r4)
+    if okk2:
+        a("vm_job_cancel", vm_id=vm, job_id=r4["job_id"])
+        a.wait_job(vm, r4["job_id"], timeout=20)
+
+
 def listed_state(a, vm):
     """vm's state as vm_list reports it (vmmd keeps entries as text)."""
     okk, r = a("vm_list")
@@ -1251,6 +1295,7 @@ def main():
         check_vmproxy_direct(h)
         check_auth_cache(h)
         vm1 = check_lifecycle(h, a)
+        check_exec_wait(h, a, vm1)
         check_suspend(h, a, vm1)
         vm2 = check_idle(h, a)
         check_cross_workspace(h, a, b, vm1)

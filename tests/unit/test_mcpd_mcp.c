@@ -113,8 +113,10 @@ START_TEST(initialize_answers_and_binds)
 	    "\"id\":2,\"method\":\"ping\"}", &out), JSONRPC_INVALID_REQUEST);
 	ck_assert_int_eq(out.status, 400);
 	mcp_out_free(&out);
+	/* A version served by neither era: the stateless revision's error. */
 	ck_assert_int_eq(run("ws-a", sid, "2024-01-01", "{\"jsonrpc\":\"2.0\","
-	    "\"id\":2,\"method\":\"ping\"}", &out), JSONRPC_INVALID_REQUEST);
+	    "\"id\":2,\"method\":\"ping\"}", &out),
+	    MCP_ERR_UNSUPPORTED_VERSION);
 	ck_assert_int_eq(out.status, 400);
 	mcp_out_free(&out);
 }
@@ -425,6 +427,303 @@ START_TEST(strict_json)
 }
 END_TEST
 
+/* 2026-07-28: one stateless message with its headers. */
+static int
+run_sl(const char *sid, const char *pv, const char *mhdr, const char *nhdr,
+    const char *body, struct mcp_out *out)
+{
+	struct mcp_env env = { &sessions, "ws-a", sid, pv, mhdr, nhdr };
+	struct json_object *e, *c;
+
+	mcp_process(&env, body, strlen(body), out);
+	if (out->body != NULL && json_object_object_get_ex(out->body,
+	    "error", &e) && json_object_object_get_ex(e, "code", &c))
+		return json_object_get_int(c);
+	return 0;
+}
+
+#define META "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":" \
+	"\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{}}"
+#define SL "2026-07-28"
+
+static struct json_object *
+result_of(struct mcp_out *out)
+{
+	struct json_object *r;
+
+	ck_assert(json_object_object_get_ex(out->body, "result", &r));
+	return r;
+}
+
+static const char *
+str_at(struct json_object *o, const char *k)
+{
+	struct json_object *v;
+
+	ck_assert_msg(json_object_object_get_ex(o, k, &v), "no %s", k);
+	return json_object_get_string(v);
+}
+
+START_TEST(stateless_discover_and_list)
+{
+	struct mcp_out out;
+	struct json_object *r, *v, *m;
+	unsigned int before = sessions.count;
+	size_t i, n;
+	int has_sl = 0, has_legacy = 0;
+
+	ck_assert_int_eq(run_sl(NULL, SL, "server/discover", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\","
+	    "\"params\":{" META "}}", &out), 0);
+	ck_assert_int_eq(out.status, 200);
+	ck_assert_int_eq(out.stateless, 1);
+	ck_assert_int_eq(out.new_session, 0);
+	ck_assert_ptr_null(out.session);
+	ck_assert_uint_eq(sessions.count, before);
+	r = result_of(&out);
+	ck_assert_str_eq(str_at(r, "resultType"), "complete");
+	ck_assert_str_eq(str_at(r, "cacheScope"), "public");
+	ck_assert(json_object_object_get_ex(r, "ttlMs", &v));
+	ck_assert_int_eq(json_object_get_int(v), MCP_LIST_TTL_MS);
+	ck_assert(json_object_object_get_ex(r, "capabilities", &v));
+	ck_assert(json_object_object_get_ex(v, "tools", NULL));
+	ck_assert(json_object_object_get_ex(r, "supportedVersions", &v));
+	n = json_object_array_length(v);
+	for (i = 0; i < n; i++) {
+		const char *s = json_object_get_string(
+		    json_object_array_get_idx(v, i));
+
+		has_sl |= strcmp(s, "2026-07-28") == 0;
+		has_legacy |= strcmp(s, "2025-11-25") == 0;
+	}
+	ck_assert(has_sl && has_legacy);
+	ck_assert(json_object_object_get_ex(r, "_meta", &m));
+	ck_assert(json_object_object_get_ex(m,
+	    "io.modelcontextprotocol/serverInfo", &v));
+	ck_assert_str_eq(str_at(v, "name"), "mcpvm");
+	mcp_out_free(&out);
+
+	/* tools/list without a session; a stray session id is ignored. */
+	ck_assert_int_eq(run_sl("ffffffffffffffffffffffffffffffff", SL,
+	    "tools/list", NULL, "{\"jsonrpc\":\"2.0\",\"id\":\"x\","
+	    "\"method\":\"tools/list\",\"params\":{" META "}}", &out), 0);
+	ck_assert_int_eq(out.status, 200);
+	r = result_of(&out);
+	ck_assert(json_object_object_get_ex(r, "tools", &v));
+	ck_assert_int_eq(json_object_array_length(v), 12);
+	ck_assert_str_eq(str_at(r, "resultType"), "complete");
+	ck_assert(json_object_object_get_ex(r, "ttlMs", NULL));
+	ck_assert_str_eq(str_at(r, "cacheScope"), "public");
+	mcp_out_free(&out);
+}
+END_TEST
+
+START_TEST(stateless_meta_and_versions)
+{
+	struct mcp_out out;
+	struct json_object *e, *d;
+
+	/* No _meta, or a part of it missing: -32602 with 400. */
+	ck_assert_int_eq(run_sl(NULL, SL, "tools/list", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}", &out),
+	    JSONRPC_INVALID_PARAMS);
+	ck_assert_int_eq(out.status, 400);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run_sl(NULL, SL, "tools/list", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":"
+	    "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":"
+	    "\"2026-07-28\"}}}", &out), JSONRPC_INVALID_PARAMS);
+	ck_assert_int_eq(out.status, 400);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run_sl(NULL, SL, "tools/list", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":"
+	    "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":7,"
+	    "\"io.modelcontextprotocol/clientCapabilities\":{}}}}", &out),
+	    JSONRPC_INVALID_PARAMS);
+	mcp_out_free(&out);
+	/* The header must be there and say what _meta says. */
+	ck_assert_int_eq(run_sl(NULL, NULL, "tools/list", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\","
+	    "\"params\":{" META "}}", &out), MCP_ERR_HEADER_MISMATCH);
+	ck_assert_int_eq(out.status, 400);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run_sl(NULL, "2025-11-25", "tools/list", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\","
+	    "\"params\":{" META "}}", &out), MCP_ERR_HEADER_MISMATCH);
+	mcp_out_free(&out);
+	/* An unknown version: -32022 naming ours and echoing theirs. */
+	ck_assert_int_eq(run_sl(NULL, "v9", "tools/list", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":301,\"method\":\"tools/list\",\"params\":"
+	    "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"v9\","
+	    "\"io.modelcontextprotocol/clientCapabilities\":{}}}}", &out),
+	    MCP_ERR_UNSUPPORTED_VERSION);
+	ck_assert_int_eq(out.status, 400);
+	ck_assert_int_eq(json_object_get_int(json_object_object_get(out.body,
+	    "id")), 301);
+	ck_assert(json_object_object_get_ex(out.body, "error", &e));
+	ck_assert(json_object_object_get_ex(e, "data", &d));
+	ck_assert_str_eq(str_at(d, "requested"), "v9");
+	ck_assert_int_eq(json_object_array_length(json_object_object_get(d,
+	    "supported")), 4);
+	mcp_out_free(&out);
+	/* A legacy version in _meta is not served statelessly. */
+	ck_assert_int_eq(run_sl(NULL, "2025-11-25", "tools/list", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":"
+	    "{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":"
+	    "\"2025-11-25\",\"io.modelcontextprotocol/clientCapabilities\":"
+	    "{}}}}", &out), MCP_ERR_UNSUPPORTED_VERSION);
+	mcp_out_free(&out);
+	/* Without the header or _meta, it is the legacy path as before. */
+	ck_assert_int_eq(run_sl(NULL, NULL, NULL, NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}", &out),
+	    JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(out.stateless, 0);
+	mcp_out_free(&out);
+}
+END_TEST
+
+START_TEST(stateless_headers)
+{
+	static const struct {
+		const char	*method, *name;
+		int		 code;
+	} cases[] = {
+		{ NULL, "vm_list", MCP_ERR_HEADER_MISMATCH },
+		{ "tools/list", "vm_list", MCP_ERR_HEADER_MISMATCH },
+		{ "TOOLS/CALL", "vm_list", MCP_ERR_HEADER_MISMATCH },
+		{ "tools/call", NULL, MCP_ERR_HEADER_MISMATCH },
+		{ "tools/call", "vm_status", MCP_ERR_HEADER_MISMATCH },
+		{ "tools/call", "VM_LIST", MCP_ERR_HEADER_MISMATCH },
+		{ "tools/call", "=?base64?dm1fbGlzdA=?=", MCP_ERR_HEADER_MISMATCH },
+		{ "tools/call", "=?base64?dm1fc3RhdHVz?=", MCP_ERR_HEADER_MISMATCH },
+		{ "tools/call", "vm_list", 0 },
+		{ "  tools/call\t", " vm_list  ", 0 },
+		{ "tools/call", "=?base64?dm1fbGlzdA==?=", 0 },
+	};
+	struct mcp_out out;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ck_assert_int_eq(run_sl(NULL, SL, cases[i].method,
+		    cases[i].name, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":"
+		    "\"tools/call\",\"params\":{\"name\":\"vm_list\","
+		    "\"arguments\":{}," META "}}", &out), cases[i].code);
+		if (cases[i].code != 0) {
+			ck_assert_int_eq(out.status, 400);
+			ck_assert_int_eq(out.call, 0);
+		} else {
+			ck_assert_int_eq(out.call, 1);
+			ck_assert_int_eq(out.stateless, 1);
+			ck_assert_ptr_null(out.session);
+			ck_assert_str_eq(out.tool, "vm_list");
+		}
+		mcp_out_free(&out);
+	}
+}
+END_TEST
+
+START_TEST(stateless_methods)
+{
+	static const char *removed[] = {
+		"initialize", "ping", "logging/setLevel", "resources/subscribe",
+		"prompts/list", "no/such",
+	};
+	struct mcp_out out;
+	struct json_object *p, *m, *v;
+	char body[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(removed) / sizeof(removed[0]); i++) {
+		snprintf(body, sizeof(body), "{\"jsonrpc\":\"2.0\",\"id\":5,"
+		    "\"method\":\"%s\",\"params\":{" META "}}", removed[i]);
+		ck_assert_int_eq(run_sl(NULL, SL, removed[i], NULL, body,
+		    &out), JSONRPC_METHOD_NOT_FOUND);
+		ck_assert_int_eq(out.status, 404);
+		ck_assert_int_eq(json_object_get_int(json_object_object_get(
+		    out.body, "id")), 5);
+		mcp_out_free(&out);
+	}
+	/* subscriptions/listen: acknowledged first, tagged with its id. */
+	ck_assert_int_eq(run_sl(NULL, SL, "subscriptions/listen", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"subscriptions/listen\","
+	    "\"params\":{\"notifications\":{\"toolsListChanged\":true},"
+	    META "}}", &out), 0);
+	ck_assert_int_eq(out.listen, 1);
+	ck_assert_int_eq(out.status, 200);
+	ck_assert_str_eq(str_at(out.body, "method"),
+	    "notifications/subscriptions/acknowledged");
+	ck_assert(json_object_object_get_ex(out.body, "params", &p));
+	/* mcpd's tool list never changes, so nothing is promised. */
+	ck_assert(json_object_object_get_ex(p, "notifications", &v));
+	ck_assert_int_eq(json_object_object_length(v), 0);
+	ck_assert(json_object_object_get_ex(p, "_meta", &m));
+	ck_assert(json_object_object_get_ex(m,
+	    "io.modelcontextprotocol/subscriptionId", &v));
+	ck_assert_int_eq(json_object_get_int(v), 77);
+	mcp_out_free(&out);
+	ck_assert_int_eq(run_sl(NULL, SL, "subscriptions/listen", NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":78,\"method\":\"subscriptions/listen\","
+	    "\"params\":{" META "}}", &out), JSONRPC_INVALID_PARAMS);
+	ck_assert_int_eq(out.listen, 0);
+	mcp_out_free(&out);
+	/* A client sends no responses. */
+	ck_assert_int_eq(run_sl(NULL, SL, NULL, NULL,
+	    "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}", &out),
+	    JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(out.status, 400);
+	mcp_out_free(&out);
+}
+END_TEST
+
+START_TEST(stateless_tool_result_and_header_values)
+{
+	struct backend_result text = { .ok = 1, .text = "{\"vms\":[]}",
+	    .textlen = 10 };
+	struct backend_result bad = { .code = "busy", .message = "VM is busy" };
+	struct json_object *r, *p, *m;
+	char *v;
+
+	r = mcp_tool_result_stateless(&text);
+	p = json_tokener_parse(json_object_to_json_string(r));
+	ck_assert_ptr_nonnull(p);
+	ck_assert_str_eq(str_at(p, "resultType"), "complete");
+	ck_assert(json_object_object_get_ex(p, "_meta", &m));
+	ck_assert(json_object_object_get_ex(m,
+	    "io.modelcontextprotocol/serverInfo", NULL));
+	ck_assert(json_object_object_get_ex(p, "structuredContent", NULL));
+	json_object_put(p);
+	json_object_put(r);
+	r = mcp_tool_result_stateless(&bad);
+	ck_assert_str_eq(str_at(r, "resultType"), "complete");
+	ck_assert(json_object_get_boolean(json_object_object_get(r,
+	    "isError")));
+	json_object_put(r);
+	/* The legacy result has neither. */
+	r = mcp_tool_result(&bad);
+	ck_assert(!json_object_object_get_ex(r, "resultType", NULL));
+	json_object_put(r);
+
+	ck_assert_int_eq(mcp_header_value(" \tabc \t", &v), 0);
+	ck_assert_str_eq(v, "abc");
+	free(v);
+	ck_assert_int_eq(mcp_header_value("=?base64?SGVsbG8sIOS4lueVjA==?=",
+	    &v), 0);
+	ck_assert_str_eq(v, "Hello, \xe4\xb8\x96\xe7\x95\x8c");
+	free(v);
+	/* Not the sentinel: literal. */
+	ck_assert_int_eq(mcp_header_value("=?base64?SGVsbG8=", &v), 0);
+	ck_assert_str_eq(v, "=?base64?SGVsbG8=");
+	free(v);
+	ck_assert_int_eq(mcp_header_value("=?base64?SGVsbG8?=", &v), -1);
+	ck_assert_int_eq(mcp_header_value("=?base64?SGVs!!!bG8=?=", &v), -1);
+	ck_assert_int_eq(mcp_header_value("=?base64?AA==?=", &v), -1);
+	ck_assert_int_eq(mcp_header_value("a\x01" "b", &v), -1);
+	ck_assert_int_eq(mcp_header_value("=?base64?" "?=", &v), 0);
+	ck_assert_str_eq(v, "");
+	free(v);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -442,6 +741,11 @@ main(void)
 	tcase_add_test(tc, session_limits_and_expiry);
 	tcase_add_test(tc, strict_json);
 	tcase_add_test(tc, strict_json_regressions);
+	tcase_add_test(tc, stateless_discover_and_list);
+	tcase_add_test(tc, stateless_meta_and_versions);
+	tcase_add_test(tc, stateless_headers);
+	tcase_add_test(tc, stateless_methods);
+	tcase_add_test(tc, stateless_tool_result_and_header_values);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
