@@ -1264,6 +1264,61 @@ def check_stop_workspace(h, vm):
        h.jail_processes())
 
 
+# ---- for the other vmmd suites (test_vmmd_destroy, _hostile, _peer) ----
+
+def vmmd_fds(h, settle_to=None):
+    """vmmd's open descriptors; with settle_to, waits up to 3 s for the
+    count to come down to it (a client's close reaches vmmd a moment
+    after the client returns)."""
+    deadline = time.monotonic() + 3
+    while True:
+        n = len(os.listdir("/proc/%d/fd" % h.vmmd.pid))
+        if settle_to is None or n <= settle_to or \
+                time.monotonic() > deadline:
+            return n
+        time.sleep(0.05)
+
+
+def vmmd_rss_kib(h):
+    with open("/proc/%d/status" % h.vmmd.pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def run_suite(name, body, host_class=None):
+    """The frame of a vmmd suite: skips without root or QEMU, a subreaper
+    for orphans, the image, a Host set up, body(h), and whatever happens
+    the cleanup, vmmd's log kept for a person when a check failed, and
+    the TAP plan."""
+    if os.geteuid() != 0:
+        skip_all("needs root (loop devices, mounts, cgroups, VM uids)")
+    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup"):
+        if shutil.which(tool) is None:
+            skip_all("%s is not installed" % tool)
+    become_subreaper()
+    exit_cleanly_on_sigterm()
+    manifest = build_image()
+    h = (host_class or Host)(manifest)
+    try:
+        h.setup()
+        body(h)
+    except Exception:
+        import traceback
+        ok(False, "the run went through", traceback.format_exc())
+        note(read(h.vmmd_log)[-4000:])
+    finally:
+        if failed:
+            keep = "/tmp/%s-%d.log" % (name, os.getpid())
+            with open(keep, "w") as f:
+                f.write(read(h.vmmd_log))
+            note("vmmd's log kept in " + keep)
+        h.cleanup()
+    print("1..%d" % n)
+    sys.exit(1 if failed else 0)
+
+
 def main():
     if os.geteuid() != 0:
         skip_all("needs root (loop devices, mounts, cgroups, VM uids)")

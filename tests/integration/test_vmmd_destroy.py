@@ -23,6 +23,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_vmmd as base  # noqa: E402
 from test_vmmd import ok, note, read, wait_for, err_code  # noqa: E402
+from test_vmmd import vmmd_fds  # noqa: E402
 
 MEM = base.MEM
 
@@ -66,19 +67,6 @@ def creating_vm(a, known):
         if v["vm_id"] not in known and v["state"] == "creating":
             return v["vm_id"]
     return None
-
-
-def vmmd_fds(h, settle_to=None):
-    """vmmd's open descriptors; with settle_to, waits up to 3 s for the
-    count to come down to it (a client's close reaches vmmd a moment
-    after the client returns)."""
-    deadline = time.monotonic() + 3
-    while True:
-        n = len(os.listdir("/proc/%d/fd" % h.vmmd.pid))
-        if settle_to is None or n <= settle_to or \
-                time.monotonic() > deadline:
-            return n
-        time.sleep(0.05)
 
 
 def check_gone(h, a, b, vm, what):
@@ -245,59 +233,38 @@ def case_guest_silent(h, a, b):
     check_gone(h, a, b, vm, "silent")
 
 
+def suite(h):
+    h.write_conf()
+    h.start_authd()
+    os.environ["MCPVM_TEST_DISK_DELAY_MS"] = "2000"
+    h.start_vmmd()
+    del os.environ["MCPVM_TEST_DISK_DELAY_MS"]
+    a = base.Client(h, h.issue("alpha"))
+    b = base.Client(h, h.issue("beta"))
+    case_disk_clone(h, a, b)
+    rc, _ = h.stop_vmmd()
+    ok(rc == 0, "vmmd with the disk failpoint exits 0", rc)
+    h.start_vmmd()
+    a.reconnect()
+    b.reconnect()
+    fds = vmmd_fds(h)
+    case_create(h, a, b, 0, "starting", "d-start")
+    case_create(h, a, b, 2.0, "booting", "d-boot")
+    case_hibernating(h, a, b)
+    case_resuming(h, a, b)
+    case_guest_silent(h, a, b)
+    now = vmmd_fds(h, fds)
+    ok(now <= fds, "vmmd holds no more descriptors than after "
+       "its start (%d, was %d)" % (now, fds))
+    ok(h.cgroups() == [], "no VM cgroup is left", h.cgroups())
+    p = h.vmctl("audit", "verify")
+    ok(p.returncode == 0, "the audit chain holds", p.stdout + p.stderr)
+    rc, secs = h.stop_vmmd()
+    ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
+
+
 def main():
-    if os.geteuid() != 0:
-        base.skip_all("needs root (loop devices, mounts, cgroups, VM uids)")
-    import shutil
-    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup"):
-        if shutil.which(tool) is None:
-            base.skip_all("%s is not installed" % tool)
-    base.become_subreaper()
-    base.exit_cleanly_on_sigterm()
-    manifest = base.build_image()
-    h = base.Host(manifest)
-    try:
-        h.setup()
-        h.write_conf()
-        h.start_authd()
-        os.environ["MCPVM_TEST_DISK_DELAY_MS"] = "2000"
-        h.start_vmmd()
-        del os.environ["MCPVM_TEST_DISK_DELAY_MS"]
-        a = base.Client(h, h.issue("alpha"))
-        b = base.Client(h, h.issue("beta"))
-        case_disk_clone(h, a, b)
-        rc, _ = h.stop_vmmd()
-        ok(rc == 0, "vmmd with the disk failpoint exits 0", rc)
-        h.start_vmmd()
-        a.reconnect()
-        b.reconnect()
-        fds = vmmd_fds(h)
-        case_create(h, a, b, 0, "starting", "d-start")
-        case_create(h, a, b, 2.0, "booting", "d-boot")
-        case_hibernating(h, a, b)
-        case_resuming(h, a, b)
-        case_guest_silent(h, a, b)
-        now = vmmd_fds(h, fds)
-        ok(now <= fds, "vmmd holds no more descriptors than after "
-           "its start (%d, was %d)" % (now, fds))
-        ok(h.cgroups() == [], "no VM cgroup is left", h.cgroups())
-        p = h.vmctl("audit", "verify")
-        ok(p.returncode == 0, "the audit chain holds", p.stdout + p.stderr)
-        rc, secs = h.stop_vmmd()
-        ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
-    except Exception:
-        import traceback
-        ok(False, "the run went through", traceback.format_exc())
-        note(read(h.vmmd_log)[-4000:])
-    finally:
-        if base.failed:
-            keep = "/tmp/vmmd-destroy-%d.log" % os.getpid()
-            with open(keep, "w") as f:
-                f.write(read(h.vmmd_log))
-            note("vmmd's log kept in " + keep)
-        h.cleanup()
-    print("1..%d" % base.n)
-    sys.exit(1 if base.failed else 0)
+    base.run_suite("vmmd-destroy", suite)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_vmmd as base  # noqa: E402
 from test_vmmd import ok, note, read, err_code  # noqa: E402
+from test_vmmd import vmmd_fds, vmmd_rss_kib  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEM = base.MEM
@@ -45,27 +46,6 @@ exec %(real)s "$@"
                                                        "fake_vmproxy.py"),
                 "real": real})
         os.chmod(self.wrapper, 0o755)
-
-
-def vmmd_fds(h, settle_to=None):
-    """vmmd's open descriptors; with settle_to, waits up to 3 s for the
-    count to come down to it (a client's close reaches vmmd a moment
-    after the client returns)."""
-    deadline = time.monotonic() + 3
-    while True:
-        n = len(os.listdir("/proc/%d/fd" % h.vmmd.pid))
-        if settle_to is None or n <= settle_to or \
-                time.monotonic() > deadline:
-            return n
-        time.sleep(0.05)
-
-
-def vmmd_rss_kib(h):
-    with open("/proc/%d/status" % h.vmmd.pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class Prober(threading.Thread):
@@ -274,67 +254,46 @@ def check_console(h, vm):
        "the newest kept", data[-300:])
 
 
-def main():
-    if os.geteuid() != 0:
-        base.skip_all("needs root (loop devices, mounts, cgroups, VM uids)")
-    import shutil
-    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup"):
-        if shutil.which(tool) is None:
-            base.skip_all("%s is not installed" % tool)
-    base.become_subreaper()
-    base.exit_cleanly_on_sigterm()
-    manifest = base.build_image()
-    h = HostileHost(manifest)
-    try:
-        h.setup()
-        h.write_conf(console_log_kib=CONSOLE_KIB)
-        h.start_authd()
-        h.start_vmmd()
-        a = base.Client(h, h.issue("alpha"))
-        b = base.Client(h, h.issue("beta"))
+def suite(h):
+    h.write_conf(console_log_kib=CONSOLE_KIB)
+    h.start_authd()
+    h.start_vmmd()
+    a = base.Client(h, h.issue("alpha"))
+    b = base.Client(h, h.issue("beta"))
 
-        def wrongtype(res):
-            ok(err_code(res) == "unavailable", "wrongtype: a reply of "
-               "another type with a descriptor fails the create", res)
-            log = read(h.vmmd_log)
-            ok("wants type" in log, "wrongtype: and vmmd says why",
-               log[-1500:])
-        run_mode(h, a, b, "wrongtype", wrongtype)
-        run_mode(h, a, b, "streamsneg", lambda res: failed_vm(
-            h, a, res, "streamsneg", "vmproxy broke the protocol"))
-        run_mode(h, a, b, "streamshuge", lambda res: failed_vm(
-            h, a, res, "streamshuge", "vmproxy broke the protocol"))
-        run_mode(h, a, b, "manyfds", lambda res: failed_vm(
-            h, a, res, "manyfds", "vmproxy exited"))
-        run_mode(h, a, b, "flood", lambda res: ok(
-            res[0], "flood: the create answers despite 20000 events",
-            res))
-        case_log_fifo(h, a, b)
-        case_fake_qemu(h, a, b)
-        okk, r = a("vm_create", request_id="h-real", memory_mib=MEM,
-                   idle_seconds=0)
-        ok(okk and r["state"] == "running", "a VM with the real vmproxy "
-           "still works afterwards", r)
-        if okk:
-            st, _, out, _ = a.sh(r["vm_id"], "echo fine", "h-real-x")
-            ok(out == "fine\n", "and runs a command", (st, out))
-            check_console(h, r["vm_id"])
-            a("vm_destroy", vm_id=r["vm_id"])
-        rc, secs = h.stop_vmmd()
-        ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
-    except Exception:
-        import traceback
-        ok(False, "the run went through", traceback.format_exc())
-        note(read(h.vmmd_log)[-4000:])
-    finally:
-        if base.failed:
-            keep = "/tmp/vmmd-hostile-%d.log" % os.getpid()
-            with open(keep, "w") as f:
-                f.write(read(h.vmmd_log))
-            note("vmmd's log kept in " + keep)
-        h.cleanup()
-    print("1..%d" % base.n)
-    sys.exit(1 if base.failed else 0)
+    def wrongtype(res):
+        ok(err_code(res) == "unavailable", "wrongtype: a reply of "
+           "another type with a descriptor fails the create", res)
+        log = read(h.vmmd_log)
+        ok("wants type" in log, "wrongtype: and vmmd says why",
+           log[-1500:])
+    run_mode(h, a, b, "wrongtype", wrongtype)
+    run_mode(h, a, b, "streamsneg", lambda res: failed_vm(
+        h, a, res, "streamsneg", "vmproxy broke the protocol"))
+    run_mode(h, a, b, "streamshuge", lambda res: failed_vm(
+        h, a, res, "streamshuge", "vmproxy broke the protocol"))
+    run_mode(h, a, b, "manyfds", lambda res: failed_vm(
+        h, a, res, "manyfds", "vmproxy exited"))
+    run_mode(h, a, b, "flood", lambda res: ok(
+        res[0], "flood: the create answers despite 20000 events",
+        res))
+    case_log_fifo(h, a, b)
+    case_fake_qemu(h, a, b)
+    okk, r = a("vm_create", request_id="h-real", memory_mib=MEM,
+               idle_seconds=0)
+    ok(okk and r["state"] == "running", "a VM with the real vmproxy "
+       "still works afterwards", r)
+    if okk:
+        st, _, out, _ = a.sh(r["vm_id"], "echo fine", "h-real-x")
+        ok(out == "fine\n", "and runs a command", (st, out))
+        check_console(h, r["vm_id"])
+        a("vm_destroy", vm_id=r["vm_id"])
+    rc, secs = h.stop_vmmd()
+    ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
+
+
+def main():
+    base.run_suite("vmmd-hostile", suite, HostileHost)
 
 
 if __name__ == "__main__":

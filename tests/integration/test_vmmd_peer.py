@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_vmmd as base  # noqa: E402
 import vmmd_ipc as ipc  # noqa: E402
 from test_vmmd import ok, note, read, err_code  # noqa: E402
+from test_vmmd import vmmd_fds, vmmd_rss_kib  # noqa: E402
 
 MEM = base.MEM
 MAX_CONNS = 8
@@ -35,24 +36,6 @@ TOOLS = ["vm_list", "vm_status", "vm_exec", "vm_job_status",
          "vm_job_output", "vm_job_cancel", "vm_read_file", "vm_write_file",
          "vm_suspend", "vm_resume", "no_such_tool", "",
          "vm_exec\u0000junk"]
-
-
-def vmmd_fds(h, settle_to=None):
-    deadline = time.monotonic() + 3
-    while True:
-        n = len(os.listdir("/proc/%d/fd" % h.vmmd.pid))
-        if settle_to is None or n <= settle_to or \
-                time.monotonic() > deadline:
-            return n
-        time.sleep(0.05)
-
-
-def vmmd_rss_kib(h):
-    with open("/proc/%d/status" % h.vmmd.pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def sock_path(h, name="vmmd.sock"):
@@ -280,70 +263,49 @@ def seeded_loop(h, a, b, vm, seed, rounds):
     probe.c.close()
 
 
+def suite(h, seed, rounds):
+    h.write_conf(max_peer_connections=MAX_CONNS,
+                 max_peer_requests=MAX_REQS)
+    h.start_authd()
+    h.start_vmmd()
+    a = base.Client(h, h.issue("alpha"))
+    b = base.Client(h, h.issue("beta"))
+    okk, r = a("vm_create", request_id="p-1", memory_mib=MEM,
+               idle_seconds=0)
+    if not ok(okk and r["state"] == "running", "a running VM", r):
+        raise RuntimeError("no VM")
+    vm = r["vm_id"]
+    a.c.close()
+    b.c.close()
+    time.sleep(0.3)
+    fds, rss = vmmd_fds(h), vmmd_rss_kib(h)
+    check_connections(h, a)
+    check_wrong_uid(h)
+    check_arguments(h, a, vm)
+    check_requests(h, a, vm)
+    seeded_loop(h, a, b, vm, seed, rounds)
+    now = vmmd_fds(h, fds)
+    ok(now <= fds, "vmmd holds no more descriptors than before (%d, "
+       "was %d)" % (now, fds))
+    grown = vmmd_rss_kib(h) - rss
+    ok(grown < 32 * 1024, "vmmd's resident memory grew by %d KiB "
+       "(bound 32 MiB)" % grown)
+    a.reconnect()
+    st, _, out, _ = a.sh(vm, "echo still", "p-x")
+    ok(out == "still\n", "the VM still runs commands", (st, out))
+    okk, r = a("vm_destroy", vm_id=vm)
+    ok(okk, "and is destroyed", r)
+    rc, secs = h.stop_vmmd()
+    ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
+
+
 def main():
-    if os.geteuid() != 0:
-        base.skip_all("needs root (loop devices, mounts, cgroups, VM uids)")
-    import shutil
-    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup"):
-        if shutil.which(tool) is None:
-            base.skip_all("%s is not installed" % tool)
     seed = int(os.environ.get("MCPVM_PEER_SEED", "0") or 0) or \
         random.randrange(1, 1 << 31)
     rounds = int(os.environ.get("MCPVM_PEER_ROUNDS", "3000"))
     note("seed %d, %d rounds (MCPVM_PEER_SEED=%d repeats it)" % (
         seed, rounds, seed))
-    base.become_subreaper()
-    base.exit_cleanly_on_sigterm()
-    manifest = base.build_image()
-    h = base.Host(manifest)
-    try:
-        h.setup()
-        h.write_conf(max_peer_connections=MAX_CONNS,
-                     max_peer_requests=MAX_REQS)
-        h.start_authd()
-        h.start_vmmd()
-        a = base.Client(h, h.issue("alpha"))
-        b = base.Client(h, h.issue("beta"))
-        okk, r = a("vm_create", request_id="p-1", memory_mib=MEM,
-                   idle_seconds=0)
-        if not ok(okk and r["state"] == "running", "a running VM", r):
-            raise RuntimeError("no VM")
-        vm = r["vm_id"]
-        a.c.close()
-        b.c.close()
-        time.sleep(0.3)
-        fds, rss = vmmd_fds(h), vmmd_rss_kib(h)
-        check_connections(h, a)
-        check_wrong_uid(h)
-        check_arguments(h, a, vm)
-        check_requests(h, a, vm)
-        seeded_loop(h, a, b, vm, seed, rounds)
-        now = vmmd_fds(h, fds)
-        ok(now <= fds, "vmmd holds no more descriptors than before (%d, "
-           "was %d)" % (now, fds))
-        grown = vmmd_rss_kib(h) - rss
-        ok(grown < 32 * 1024, "vmmd's resident memory grew by %d KiB "
-           "(bound 32 MiB)" % grown)
-        a.reconnect()
-        st, _, out, _ = a.sh(vm, "echo still", "p-x")
-        ok(out == "still\n", "the VM still runs commands", (st, out))
-        okk, r = a("vm_destroy", vm_id=vm)
-        ok(okk, "and is destroyed", r)
-        rc, secs = h.stop_vmmd()
-        ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
-    except Exception:
-        import traceback
-        ok(False, "the run went through", traceback.format_exc())
-        note(read(h.vmmd_log)[-4000:])
-    finally:
-        if base.failed:
-            keep = "/tmp/vmmd-peer-%d.log" % os.getpid()
-            with open(keep, "w") as f:
-                f.write(read(h.vmmd_log))
-            note("vmmd's log kept in " + keep)
-        h.cleanup()
-    print("1..%d" % base.n)
-    sys.exit(1 if base.failed else 0)
+    base.run_suite("vmmd-peer", lambda h: suite(h, seed, rounds))
 
 
 if __name__ == "__main__":
