@@ -249,8 +249,7 @@ call_cancel(struct session *sess, struct json_object *id)
 	/* Unknown or finished: ignoring it is what the spec asks. */
 }
 
-static void sse_gone(struct hreq *);
-static void sse_keepalive_cb(evutil_socket_t, short, void *);
+static struct sse_stream *sse_stream_open(struct hreq *, struct session *);
 
 /*
  * subscriptions/listen: the acknowledgement, then keep-alives until the
@@ -268,20 +267,8 @@ listen_start(struct hreq *hr, struct json_object *ack, unsigned int acc)
 		    "answers with text/event-stream; Accept must allow it");
 		return;
 	}
-	if ((st = calloc(1, sizeof(*st))) == NULL ||
-	    (st->keepalive = evtimer_new(hr->m->base, sse_keepalive_cb,
-	    st)) == NULL) {
-		free(st);
-		http_reply_error(hr, "unavailable", "out of memory");
+	if ((st = sse_stream_open(hr, NULL)) == NULL)
 		return;
-	}
-	st->m = hr->m;
-	st->hr = hr;
-	TAILQ_INSERT_TAIL(&hr->m->listen_streams, st, entry);
-	hr->owner = st;
-	hr->on_gone = sse_gone;
-	hr->m->metrics.open_streams++;
-	http_stream_start(hr, 200);
 	sse_event(hr, ack);
 	evtimer_add(st->keepalive, &tv);
 }
@@ -407,6 +394,38 @@ sse_keepalive_cb(evutil_socket_t fd, short ev, void *arg)
 	evtimer_add(st->keepalive, &tv);
 }
 
+/*
+ * Opens an SSE stream on hr, with its keep-alive timer made but not yet
+ * armed: a session's GET stream (sess), or a stateless listen stream
+ * (NULL).  sse_stream_end undoes it.  NULL, answered, when memory runs
+ * out.
+ */
+static struct sse_stream *
+sse_stream_open(struct hreq *hr, struct session *sess)
+{
+	struct sse_stream *st;
+
+	if ((st = calloc(1, sizeof(*st))) == NULL ||
+	    (st->keepalive = evtimer_new(hr->m->base, sse_keepalive_cb,
+	    st)) == NULL) {
+		free(st);
+		http_reply_error(hr, "unavailable", "out of memory");
+		return NULL;
+	}
+	st->m = hr->m;
+	st->hr = hr;
+	st->sess = sess;
+	if (sess != NULL)
+		sess->get_stream = st;
+	else
+		TAILQ_INSERT_TAIL(&hr->m->listen_streams, st, entry);
+	hr->owner = st;
+	hr->on_gone = sse_gone;
+	hr->m->metrics.open_streams++;
+	http_stream_start(hr, 200);
+	return st;
+}
+
 static void
 mcp_get(struct hreq *hr)
 {
@@ -426,21 +445,8 @@ mcp_get(struct hreq *hr)
 		    "open GET stream");
 		return;
 	}
-	if ((st = calloc(1, sizeof(*st))) == NULL ||
-	    (st->keepalive = evtimer_new(hr->m->base, sse_keepalive_cb,
-	    st)) == NULL) {
-		free(st);
-		http_reply_error(hr, "unavailable", "out of memory");
+	if ((st = sse_stream_open(hr, sess)) == NULL)
 		return;
-	}
-	st->m = hr->m;
-	st->hr = hr;
-	st->sess = sess;
-	sess->get_stream = st;
-	hr->owner = st;
-	hr->on_gone = sse_gone;
-	hr->m->metrics.open_streams++;
-	http_stream_start(hr, 200);
 	/* Headers go out now, so the client knows the stream is open. */
 	http_stream_write(hr, ": stream open\n\n", 15);
 	evtimer_add(st->keepalive, &tv);
