@@ -1373,7 +1373,9 @@ vm_teardown(struct vm *vm)
 		vm->doomed = 1;
 		vm_kill_processes(vm);
 	}
-	if (vm->io_pending > 0)
+	/* Done already, when the cgroup's cleanup ran inline (the worker
+	 * pool refuses jobs once vmmd stops) and came back in here. */
+	if (vm->io_pending > 0 || vm->discarded)
 		return;
 	vm_remove_files(vm);
 	if (store_vm_delete(env->store, vm->rec.id) == -1)
