@@ -45,6 +45,27 @@ kept(const struct privdrop *p, cap_value_t c)
 	return 0;
 }
 
+/*
+ * Threads of the process: capset() and PR_SET_NO_NEW_PRIVS act on the
+ * calling thread alone, so a thread started before privdrop would keep
+ * every capability.  -1 if /proc cannot say.
+ */
+static int
+thread_count(void)
+{
+	char line[128];
+	FILE *f;
+	int n = -1;
+
+	if ((f = fopen("/proc/self/status", "re")) == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
 void
 privdrop(const struct privdrop *p)
 {
@@ -54,6 +75,9 @@ privdrop(const struct privdrop *p)
 	cap_t caps;
 	char err[256];
 
+	if (thread_count() != 1)
+		fatalx("privdrop: must run before any thread starts (threads "
+		    "started earlier would keep every capability)");
 	if (p->user != NULL && p->user[0] != '\0' &&
 	    privdrop_lookup(p->user, &uid, &gid, err, sizeof(err)) == -1)
 		fatalx("privdrop: %s", err);
@@ -185,6 +209,13 @@ sandbox_allow(scmp_filter_ctx ctx, const char *name)
 void
 sandbox_seccomp(const char *const *extra, size_t nextra, int log_only)
 {
+	sandbox_seccomp_ioctl(extra, nextra, NULL, 0, log_only);
+}
+
+void
+sandbox_seccomp_ioctl(const char *const *extra, size_t nextra,
+    const unsigned long *ioctls, size_t nioctls, int log_only)
+{
 	scmp_filter_ctx ctx;
 	size_t i;
 	int rc;
@@ -192,10 +223,20 @@ sandbox_seccomp(const char *const *extra, size_t nextra, int log_only)
 	if ((ctx = seccomp_init(log_only ? SCMP_ACT_LOG :
 	    SCMP_ACT_KILL_PROCESS)) == NULL)
 		fatalx("sandbox: seccomp_init failed");
+	/* Every thread, also one started before the filter. */
+	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1)) < 0)
+		fatalx("sandbox: seccomp TSYNC: %s", strerror(-rc));
 	for (i = 0; i < sizeof(base_syscalls) / sizeof(base_syscalls[0]); i++)
 		sandbox_allow(ctx, base_syscalls[i]);
 	for (i = 0; i < nextra; i++)
 		sandbox_allow(ctx, extra[i]);
+	/* ioctl for these requests alone (the request is its 2nd argument;
+	 * the kernel compares its low 32 bits, as the ABI passes them). */
+	for (i = 0; i < nioctls; i++)
+		if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl),
+		    1, SCMP_A1_32(SCMP_CMP_EQ, (uint32_t)ioctls[i]))) < 0)
+			fatalx("sandbox: allowing ioctl %#lx: %s", ioctls[i],
+			    strerror(-rc));
 	/* Only so that the check below can ask; prctl is otherwise shut. */
 	if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
 	    SCMP_A0(SCMP_CMP_EQ, PR_GET_SECCOMP))) < 0)

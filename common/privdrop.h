@@ -33,5 +33,8 @@ void	privdrop(const struct privdrop *p);
  */
 void	sandbox_seccomp(const char *const *extra, size_t nextra,
 	    int log_only);
+/* The same, and ioctl allowed for the requests in ioctls alone. */
+void	sandbox_seccomp_ioctl(const char *const *extra, size_t nextra,
+	    const unsigned long *ioctls, size_t nioctls, int log_only);
 
 #endif

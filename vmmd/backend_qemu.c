@@ -583,17 +583,12 @@ qvm_spawn(struct qvm *v, const struct vm_spec *s, int incoming, char *err,
 {
 	struct qemu_backend *be = v->be;
 	struct qemu_argv a;
-	struct cg_attach cga;
 	char path[PATH_MAX + 32];
 	int logfd = -1, rc = -1;
 	pid_t pid;
 
 	if (qemu_build_argv(&be->conf, s, be->kvm, incoming, &a) == -1)
 		return errf(err, errlen, "cannot build QEMU's command line");
-	if (s->cg != NULL && cg_attach_prepare(s->cg, s->slot, &cga) == -1) {
-		errf(err, errlen, "cgroup of slot %u: path too long", s->slot);
-		goto out;
-	}
 	/* Sockets of an earlier run would make QEMU's bind fail. */
 	snprintf(path, sizeof(path), "%s/%s", s->rundir, VMM_QMP_SOCK);
 	unlink(path);
@@ -612,8 +607,8 @@ qvm_spawn(struct qvm *v, const struct vm_spec *s, int incoming, char *err,
 		errf(err, errlen, "%s: %s", path, strerror(errno));
 		goto out;
 	}
-	pid = qemu_spawn(a.v, s->cg != NULL ? &cga : NULL, s->uid, s->gid,
-	    be->kvm_gid, s->tap_fd, s->console_fd, logfd, err, errlen);
+	pid = qemu_spawn(a.v, s->slot, s->cg != NULL, be->kvm_gid, s->tap_fd,
+	    s->console_fd, logfd, err, errlen);
 	if (pid == -1)
 		goto out;
 	v->pid = pid;

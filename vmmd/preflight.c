@@ -20,6 +20,7 @@
 #include "cgroup.h"
 #include "disk.h"
 #include "preflight.h"
+#include "spawn.h"
 #include "util.h"
 
 #define QEMU_MIN_MAJOR	7
@@ -96,7 +97,22 @@ run_version(const char *binary, char *out, size_t outlen, char *err,
 
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return errf(err, errlen, "pipe: %s", strerror(errno));
-	if ((pid = fork()) == -1) {
+	if (spawn_pid() != -1) {
+		/* In vmmd, which may not exec: its spawner runs it as nobody. */
+		char *argv[] = { (char *)binary, "--version", NULL };
+		struct spawn_fd out1 = { p[1], 1 };
+		struct spawn_req sr = { .kind = SPAWN_VERSION,
+		    .kvm_gid = (gid_t)-1, .argv = argv, .fds = &out1,
+		    .nfds = 1 };
+
+		pid = spawn_run(&sr, err, errlen);
+		close(p[1]);
+		p[1] = -1;
+		if (pid == -1) {
+			close(p[0]);
+			return -1;
+		}
+	} else if ((pid = fork()) == -1) {
 		close(p[0]);
 		close(p[1]);
 		return errf(err, errlen, "fork: %s", strerror(errno));
@@ -112,7 +128,8 @@ run_version(const char *binary, char *out, size_t outlen, char *err,
 		execve(binary, argv, envp);
 		_exit(127);
 	}
-	close(p[1]);
+	if (p[1] != -1)
+		close(p[1]);
 	while (off < outlen - 1) {
 		n = read(p[0], out + off, outlen - 1 - off);
 		if (n == -1 && errno == EINTR)

@@ -24,6 +24,7 @@
 #include "decode.h"
 #include "ipc.h"
 #include "log.h"
+#include "spawn.h"
 #include "vmmd.h"
 
 struct proxy {
@@ -240,10 +241,12 @@ proxy_exit_cb(int fd, short ev, void *arg)
 int
 proxy_spawn(struct vm *vm, char *err, size_t errlen)
 {
-	struct cg_attach cga;
+	struct spawn_fd fds[2];
+	struct spawn_req r;
 	struct proxy *p;
-	char link[PATH_MAX], console[PATH_MAX], fdarg[16], conmax[24];
-	int sp[2], have_cg;
+	char link[PATH_MAX], console[PATH_MAX], conmax[24];
+	char *argv[20];
+	int sp[2], i = 0;
 	pid_t pid;
 
 	if ((size_t)snprintf(link, sizeof(link), "%s/%s", vm->rundir,
@@ -258,75 +261,53 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	}
 	snprintf(conmax, sizeof(conmax), "%lld",
 	    env->conf.vmmd.console_log_kib * 1024);
-	have_cg = cg_attach_prepare(&env->cg, (unsigned)vm->rec.slot, &cga) ==
-	    0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {
 		snprintf(err, errlen, "socketpair: %s", strerror(errno));
 		return -1;
 	}
-	if ((pid = fork()) == -1) {
-		snprintf(err, errlen, "fork: %s", strerror(errno));
+	argv[i++] = "vmproxy";
+	if (env->foreground)
+		argv[i++] = "-d";
+	if (env->verbose)
+		argv[i++] = "-v";
+	argv[i++] = "--ipc-fd";
+	argv[i++] = "3";
+	argv[i++] = "--link";
+	argv[i++] = link;
+	argv[i++] = "--vm";
+	argv[i++] = vm->rec.id;
+	/* vmmd's end of the IPC socketpair as fd 3, and QEMU's console
+	 * pipe, when there is one, as fd 4. */
+	fds[0] = (struct spawn_fd){ sp[1], 3 };
+	if (vm->console_rd != -1) {
+		fds[1] = (struct spawn_fd){ vm->console_rd, 4 };
+		argv[i++] = "--console-fd";
+		argv[i++] = "4";
+		argv[i++] = "--console";
+		argv[i++] = console;
+		argv[i++] = "--console-max";
+		argv[i++] = conmax;
+	}
+	argv[i] = NULL;
+	/*
+	 * Its own session (a Ctrl-C meant for vmmd's terminal must not
+	 * reach it, or the VM would fail instead of hibernating), the VM's
+	 * cgroup and uid, gone with vmmd (SIGTERM), stderr vmmd's only in
+	 * the foreground.
+	 */
+	memset(&r, 0, sizeof(r));
+	r.kind = SPAWN_VMPROXY;
+	r.slot = (unsigned)vm->rec.slot;
+	r.cgroup = env->cg.layout != CG_LAYOUT_NONE;
+	r.keep_stderr = env->foreground;
+	r.kvm_gid = (gid_t)-1;
+	r.argv = argv;
+	r.fds = fds;
+	r.nfds = vm->console_rd != -1 ? 2 : 1;
+	if ((pid = spawn_run(&r, err, errlen)) == -1) {
 		close(sp[0]);
 		close(sp[1]);
 		return -1;
-	}
-	if (pid == 0) {
-		char *argv[16];
-		int i = 0, devnull, keep = 4;
-
-		/* Its own session: a Ctrl-C meant for vmmd's terminal must
-		 * not reach it, or the VM would fail instead of hibernating. */
-		if (setsid() == -1)
-			_exit(119);
-		/* Into the VM's cgroup and uid before anything else runs. */
-		if (have_cg && cg_attach_apply(&cga) == -1)
-			_exit(120);
-		if (setgroups(0, NULL) == -1 ||
-		    setresgid(vm->gid, vm->gid, vm->gid) == -1 ||
-		    setresuid(vm->uid, vm->uid, vm->uid) == -1)
-			_exit(121);
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
-			_exit(122);
-		if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) == -1)
-			_exit(123);
-		if (dup2(sp[1], 3) == -1)
-			_exit(124);
-		/* QEMU's console pipe, when there is one, as fd 4. */
-		if (vm->console_rd != -1) {
-			if (dup2(vm->console_rd, 4) == -1)
-				_exit(124);
-			keep = 5;
-		}
-		if ((devnull = open("/dev/null", O_RDWR)) == -1 ||
-		    dup2(devnull, 0) == -1 || dup2(devnull, 1) == -1)
-			_exit(125);
-		if (!env->foreground && dup2(devnull, 2) == -1)
-			_exit(125);
-		/* Nothing of vmmd's leaks into the proxy. */
-		syscall(SYS_close_range, keep, ~0U, 0);
-		snprintf(fdarg, sizeof(fdarg), "%d", 3);
-		argv[i++] = "vmproxy";
-		if (env->foreground)
-			argv[i++] = "-d";
-		if (env->verbose)
-			argv[i++] = "-v";
-		argv[i++] = "--ipc-fd";
-		argv[i++] = fdarg;
-		argv[i++] = "--link";
-		argv[i++] = link;
-		argv[i++] = "--vm";
-		argv[i++] = vm->rec.id;
-		if (keep == 5) {
-			argv[i++] = "--console-fd";
-			argv[i++] = "4";
-			argv[i++] = "--console";
-			argv[i++] = console;
-			argv[i++] = "--console-max";
-			argv[i++] = conmax;
-		}
-		argv[i] = NULL;
-		execv(env->conf.vmmd.vmproxy, argv);
-		_exit(127);
 	}
 	close(sp[1]);
 	/* vmproxy has the console pipe now. */

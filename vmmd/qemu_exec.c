@@ -23,11 +23,10 @@
 #include "backend.h"
 #include "cgroup.h"
 #include "qemu_exec.h"
+#include "spawn.h"
 #include "util.h"
 
 #define DEFAULT_MACHINE		"q35"
-/* Where the child parks its error pipe, above anything QEMU keeps. */
-#define CHILD_HIGH_FD		10
 
 
 static int
@@ -253,130 +252,29 @@ qemu_kvm_usable(gid_t *gid, char *why, size_t whylen)
 
 /* ---------- spawn ---------- */
 
-/* A child step that failed, reported to the parent before exec. */
-struct spawn_err {
-	int	step;
-	int	err;
-};
-
-static const char *spawn_steps[] = {
-	"setsid", "cgroup", "stdio", "tap fd", "close fds", "setgroups",
-	"setresgid", "setresuid", "no_new_privs", "exec",
-};
-
-static void __attribute__((noreturn))
-child_fail(int pfd, int step)
-{
-	struct spawn_err e = { step, errno };
-
-	(void)!write(pfd, &e, sizeof(e));
-	_exit(127);
-}
-
-/*
- * After fork vmmd may have worker threads, so the child only makes
- * async-signal-safe calls: everything was prepared before the fork.
- */
-static void __attribute__((noreturn))
-child_exec(int pfd, const struct cg_attach *cga, int devnull, int logfd,
-    int tapfd, int confd, uid_t uid, gid_t gid, gid_t kvm_gid,
-    char *const argv[])
-{
-	static char *const envp[] = { "PATH=/usr/bin:/bin", "LC_ALL=C", NULL };
-	/* QEMU_TAP_FD and QEMU_CONSOLE_FD, in that order. */
-	int place[2] = { tapfd, confd };
-	gid_t groups[1];
-	int keep = QEMU_CONSOLE_FD + 1, ngroups = 0, n;
-
-	/*
-	 * Park the pipe, the TAP fd and the console pipe high first, so
-	 * that no dup2 below can land on them whatever numbers they came
-	 * with.
-	 */
-	if ((n = fcntl(pfd, F_DUPFD_CLOEXEC, CHILD_HIGH_FD)) == -1)
-		child_fail(pfd, 4);
-	pfd = n;
-	for (int i = 0; i < 2; i++)
-		if (place[i] != -1 && (place[i] = fcntl(place[i], F_DUPFD,
-		    CHILD_HIGH_FD)) == -1)
-			child_fail(pfd, 3);
-	if (setsid() == -1)
-		child_fail(pfd, 0);
-	if (cga != NULL && cg_attach_apply(cga) == -1)
-		child_fail(pfd, 1);
-	if (dup2(devnull, 0) == -1 || dup2(logfd, 1) == -1 ||
-	    dup2(logfd, 2) == -1)
-		child_fail(pfd, 2);
-	/* Each in its place, or its number closed: nothing of vmmd's. */
-	for (int i = 0; i < 2; i++) {
-		if (place[i] != -1 && dup2(place[i], QEMU_TAP_FD + i) == -1)
-			child_fail(pfd, 3);
-		if (place[i] == -1)
-			close(QEMU_TAP_FD + i);
-	}
-	/* Everything else goes: QEMU gets no descriptor of vmmd's. */
-	if (syscall(SYS_close_range, keep, pfd - 1, 0) == -1 ||
-	    syscall(SYS_close_range, pfd + 1, ~0U, 0) == -1)
-		child_fail(pfd, 4);
-	if (kvm_gid != (gid_t)-1)
-		groups[ngroups++] = kvm_gid;
-	if (setgroups(ngroups, groups) == -1)
-		child_fail(pfd, 5);
-	if (setresgid(gid, gid, gid) == -1)
-		child_fail(pfd, 6);
-	if (setresuid(uid, uid, uid) == -1)
-		child_fail(pfd, 7);
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
-		child_fail(pfd, 8);
-	execve(argv[0], argv, envp);
-	child_fail(pfd, 9);
-}
-
 pid_t
-qemu_spawn(char *const argv[], const struct cg_attach *cga, uid_t uid,
-    gid_t gid, gid_t kvm_gid, int tap_fd, int console_fd, int logfd,
-    char *err, size_t errlen)
+qemu_spawn(char *const argv[], unsigned slot, int cgroup, gid_t kvm_gid,
+    int tap_fd, int console_fd, int logfd, char *err, size_t errlen)
 {
-	struct spawn_err se;
-	int p[2] = { -1, -1 }, devnull;
-	ssize_t n;
-	pid_t pid = -1;
+	struct spawn_fd fds[4];
+	struct spawn_req r;
+	size_t n = 0;
 
-	if ((devnull = open("/dev/null", O_RDWR | O_CLOEXEC)) == -1)
-		return errf(err, errlen, "/dev/null: %s", strerror(errno));
-	if (pipe2(p, O_CLOEXEC) == -1) {
-		errf(err, errlen, "pipe: %s", strerror(errno));
-		goto out;
-	}
-	if ((pid = fork()) == -1) {
-		errf(err, errlen, "fork: %s", strerror(errno));
-		goto out;
-	}
-	if (pid == 0)
-		child_exec(p[1], cga, devnull, logfd, tap_fd, console_fd, uid,
-		    gid, kvm_gid, argv);
-	close(p[1]);
-	p[1] = -1;
-	/*
-	 * The pipe closes at exec (CLOEXEC) or carries the failed step.
-	 * This read waits only for fork to reach exec, not for QEMU.
-	 */
-	do {
-		n = read(p[0], &se, sizeof(se));
-	} while (n == -1 && errno == EINTR);
-	if (n == (ssize_t)sizeof(se)) {
-		while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
-			;
-		errf(err, errlen, "starting %s: %s: %s", argv[0],
-		    spawn_steps[se.step >= 0 && se.step < 10 ? se.step : 9],
-		    strerror(se.err));
-		pid = -1;
-	}
-out:
-	if (p[0] != -1)
-		close(p[0]);
-	if (p[1] != -1)
-		close(p[1]);
-	close(devnull);
-	return pid;
+	/* stdout and stderr appended to the log, the TAP device and the
+	 * console pipe in their places, nothing else (see spawn.h). */
+	fds[n++] = (struct spawn_fd){ logfd, 1 };
+	fds[n++] = (struct spawn_fd){ logfd, 2 };
+	if (tap_fd != -1)
+		fds[n++] = (struct spawn_fd){ tap_fd, QEMU_TAP_FD };
+	if (console_fd != -1)
+		fds[n++] = (struct spawn_fd){ console_fd, QEMU_CONSOLE_FD };
+	memset(&r, 0, sizeof(r));
+	r.kind = SPAWN_QEMU;
+	r.slot = slot;
+	r.cgroup = cgroup;
+	r.kvm_gid = kvm_gid;
+	r.argv = argv;
+	r.fds = fds;
+	r.nfds = n;
+	return spawn_run(&r, err, errlen);
 }

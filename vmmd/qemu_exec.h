@@ -16,17 +16,17 @@ struct cg_attach;
 #define QEMU_CONSOLE_FD	4
 
 /*
- * Forks and execs argv[0] with argv and a minimal environment, never
- * through a shell.  The child, before exec: its own session, the cgroup
- * (cga, may be NULL), stdin from /dev/null, stdout and stderr appended to
- * logfd, tap_fd (or -1) as QEMU_TAP_FD, console_fd (or -1) as
- * QEMU_CONSOLE_FD and no other descriptor, then
- * setgroups (kvm_gid alone, or none), setresgid, setresuid to uid:gid and
- * no_new_privs.  Returns the pid once the child has exec'd (it waits only
- * for that), or -1 with the failed step in err.
+ * Starts QEMU through vmmd's spawner (spawn.h): argv[1..] with a minimal
+ * environment, never through a shell, as the slot's VM uid in its cgroup
+ * (when cgroup is set), with /dev/kvm's group kvm_gid (or none), stdin
+ * from /dev/null, stdout and stderr appended to logfd, tap_fd (or -1) as
+ * QEMU_TAP_FD, console_fd (or -1) as QEMU_CONSOLE_FD and no other
+ * descriptor, its own session and no_new_privs.  Returns the pid once the
+ * child has exec'd (it waits only for that), or -1 with the failed step
+ * in err.
  */
-pid_t	qemu_spawn(char *const argv[], const struct cg_attach *cga, uid_t uid,
-	    gid_t gid, gid_t kvm_gid, int tap_fd, int console_fd, int logfd,
-	    char *err, size_t errlen);
+pid_t	qemu_spawn(char *const argv[], unsigned slot, int cgroup,
+	    gid_t kvm_gid, int tap_fd, int console_fd, int logfd, char *err,
+	    size_t errlen);
 
 #endif

@@ -4,8 +4,12 @@
  * and answers mcpd.  It never trusts mcpd: the workspace comes from authd,
  * arguments are validated again, and every VM is checked for ownership.
  */
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+
+#include <linux/fs.h>
+#include <linux/kvm.h>
 
 #include <ctype.h>
 #include <errno.h>
@@ -34,6 +38,7 @@
 #include "privdrop.h"
 #include "schema.h"
 #include "sdnotify.h"
+#include "spawn.h"
 #include "store.h"
 #include "netclient.h"
 #include "vmmd.h"
@@ -41,6 +46,58 @@
 
 
 struct vmmd *env;
+
+/*
+ * vmmd's privileges.  It stays uid 0 (the state it keeps is root's) but
+ * keeps only these capabilities, on every thread, with NoNewPrivs:
+ *   CAP_CHOWN           hands a VM its files: the disk clone, the console
+ *                       pipe's end, the hibernation file, the run dir;
+ *   CAP_FOWNER          fixes the mode of files it has just given a VM;
+ *   CAP_DAC_OVERRIDE    connects to QEMU's QMP socket and removes what the
+ *   CAP_DAC_READ_SEARCH VM's uid made in its 0700 run directory;
+ *   CAP_KILL            signals QEMU and vmproxy, which run as VM uids.
+ * Switching uids (CAP_SETUID, CAP_SETGID) is the spawner's alone
+ * (spawn.h), and vmmd may not exec: vmmd_syscalls has no execve.
+ */
+static const cap_value_t vmmd_caps[] = {
+	CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
+	CAP_KILL,
+};
+
+/*
+ * What vmmd's loop and worker threads do beyond privdrop.c's common base:
+ * files and directories of VM state and cgroups (sqlite's among them),
+ * space checks, and its children's pidfds and exits.  Measured with
+ * strace over the vmmd and vmmd-destroy suites; the rest are the same
+ * calls on paths those suites do not take (a rename's fallback, a
+ * directory fsync).  No execve, fork or clone: starting a program is
+ * the spawner's (spawn.h).
+ */
+static const char *const vmmd_syscalls[] = {
+	"openat", "unlink", "unlinkat", "mkdir", "rmdir", "rename",
+	"renameat2", "getdents64", "fchown", "chown", "fchownat", "fchmod",
+	"fsync", "fdatasync", "ftruncate", "statfs", "fstatfs", "access",
+	"faccessat", "faccessat2", "readlink", "getcwd", "wait4", "waitid",
+	"pidfd_open",
+};
+
+/*
+ * ioctl for these alone: libevent's FIONREAD, the reflink clone of a
+ * disk, and the KVM probe of `vmctl preflight`.
+ */
+static const unsigned long vmmd_ioctls[] = {
+	FIONREAD, FICLONE, KVM_GET_API_VERSION, KVM_CREATE_VM,
+};
+
+/* Drops to vmmd_caps; before any thread starts. */
+static void
+vmmd_privdrop(void)
+{
+	static const struct privdrop pd = { NULL, vmmd_caps,
+	    sizeof(vmmd_caps) / sizeof(vmmd_caps[0]) };
+
+	privdrop(&pd);
+}
 
 
 long long
@@ -684,6 +741,24 @@ main(int argc, char *argv[])
 	    sizeof(err)) == -1)
 		fatalx("cgroups: %s", err);
 
+	/*
+	 * The spawner, forked before anything below: it alone starts QEMU
+	 * and vmproxy (see spawn.h), so that vmmd can drop the capabilities
+	 * for switching uids and may not exec.
+	 */
+	{
+		struct spawn_conf sc = {
+			.qemu = env->conf.vmmd.qemu,
+			.vmproxy = env->conf.vmmd.vmproxy,
+			.uid_base = (uid_t)env->conf.vmmd.uid_base,
+			.nslots = (unsigned)env->conf.vmmd.max_vms,
+			.cg = &env->cg,
+		};
+
+		spawn_start(&sc);
+	}
+	vmmd_privdrop();
+
 	if ((env->base = event_base_new()) == NULL)
 		fatalx("event_base_new");
 	/* Two priorities: authd's events (0) before mcpd's requests (1). */
@@ -734,22 +809,10 @@ main(int argc, char *argv[])
 	evsignal_add(sigterm, NULL);
 	evsignal_add(sigint, NULL);
 
-	/*
-	 * vmmd stays uid 0 but keeps only what starting and tending VMs
-	 * takes: switching a child to a VM's uid, handing it its files,
-	 * reaching into its 0700 run directory, and killing it.  No new
-	 * privileges from here on, for vmmd or anything it starts.
-	 */
-	{
-		static const cap_value_t keep[] = {
-			CAP_SETUID, CAP_SETGID, CAP_CHOWN, CAP_FOWNER,
-			CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_KILL,
-		};
-		static const struct privdrop pd = { NULL, keep,
-		    sizeof(keep) / sizeof(keep[0]) };
-
-		privdrop(&pd);
-	}
+	/* Last, over every thread: the worker pool's are running. */
+	sandbox_seccomp_ioctl(vmmd_syscalls, sizeof(vmmd_syscalls) /
+	    sizeof(vmmd_syscalls[0]), vmmd_ioctls, sizeof(vmmd_ioctls) /
+	    sizeof(vmmd_ioctls[0]), 0);
 
 	log_info("ready: %s, %s acceleration", env->conf.vmmd.socket,
 	    qemu_backend_kvm(env->qemu) ? "KVM" : "TCG (software)");

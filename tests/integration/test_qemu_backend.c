@@ -31,6 +31,7 @@
 #include "cgroup.h"
 #include "itest.h"
 #include "log.h"
+#include "spawn.h"
 #include "worker.h"
 
 #define SLOT	9001	/* far from any slot a real vmmd would use */
@@ -97,6 +98,16 @@ setup(void)
 	snprintf(ckpt, sizeof(ckpt), "%s/ckpt", tmp);
 	ck_assert_int_eq(mkdir(rundir, 0700), 0);
 	ck_assert_int_eq(chown(rundir, vm_uid, vm_uid), 0);
+	ck_assert_msg(cg_detect(&cg, "mcpvm-test", err, sizeof(err)) == 0,
+	    "%s", err);
+	/* QEMU starts through the spawner, as in vmmd: the test's VM uid is
+	 * uid_base + SLOT, the only slot it may use. */
+	spawn_start(&(struct spawn_conf){
+		.qemu = "/usr/bin/qemu-system-x86_64",
+		.uid_base = vm_uid - SLOT,
+		.nslots = SLOT + 1,
+		.cg = &cg,
+	});
 	base = event_base_new();
 	pool = worker_pool_new(base, 2);
 	qc.binary = "/usr/bin/qemu-system-x86_64";
@@ -105,8 +116,6 @@ setup(void)
 	qc.tcg_tb_mib = 64;	/* exercised for real, and keeps RSS small */
 	be = qemu_backend_new(base, pool, &qc, err, sizeof(err));
 	ck_assert_msg(be != NULL, "%s", err);
-	ck_assert_msg(cg_detect(&cg, "mcpvm-test", err, sizeof(err)) == 0,
-	    "%s", err);
 }
 
 static void
@@ -505,6 +514,14 @@ START_TEST(qemu_failing_to_start_says_why)
 	ck_assert_int_eq(chmod(bin, 0755), 0);
 	qc.binary = bin;
 	qc.accel = QEMU_ACCEL_TCG;
+	/* The spawner starts only the QEMU it was given: a new one. */
+	spawn_stop();
+	spawn_start(&(struct spawn_conf){
+		.qemu = bin,
+		.uid_base = vm_uid - SLOT,
+		.nslots = SLOT + 1,
+		.cg = &cg,
+	});
 	fbe = qemu_backend_new(base, pool, &qc, err, sizeof(err));
 	ck_assert_ptr_nonnull(fbe);
 	spec_init(&s);

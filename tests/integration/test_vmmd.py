@@ -639,6 +639,73 @@ def check_exec_wait(h, a, vm):
         a.wait_job(vm, r4["job_id"], timeout=20)
 
 
+# CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER, CAP_KILL:
+# what vmmd.c's vmmd_caps lists, each with its reason.
+VMMD_CAPS = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 3) | (1 << 5)
+SPAWNER_CAPS = (1 << 6) | (1 << 7)     # CAP_SETGID, CAP_SETUID
+
+
+def proc_status(pid, task=None):
+    path = "/proc/%d/status" % pid if task is None else \
+        "/proc/%d/task/%d/status" % (pid, task)
+    with open(path) as f:
+        return dict(ln.split(":", 1) for ln in f.read().splitlines()
+                    if ":" in ln)
+
+
+def children_of(pid):
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                st = proc_status(int(p))
+            except OSError:
+                continue
+            if int(st["PPid"]) == pid:
+                out.append((int(p), st))
+    return out
+
+
+def check_privileges(h):
+    """vmmd's confinement, with a VM running: every thread of vmmd keeps
+    exactly VMMD_CAPS, NoNewPrivs and its seccomp filter; it has one
+    spawner, which keeps only the uid switches; and QEMU and vmproxy are
+    vmmd's own children (the spawner clones them as such) with no
+    capability at all."""
+    pid = h.vmmd.pid
+    tasks = [int(t) for t in os.listdir("/proc/%d/task" % pid)]
+    bad = []
+    for t in tasks:
+        st = proc_status(pid, t)
+        caps = tuple(int(st[k].strip(), 16) for k in ("CapEff", "CapPrm",
+                                                      "CapBnd"))
+        if caps != (VMMD_CAPS,) * 3 or int(st["CapInh"].strip(), 16) or \
+                st["NoNewPrivs"].strip() != "1" or \
+                st["Seccomp"].strip() != "2":
+            bad.append((t, st["CapEff"], st["NoNewPrivs"], st["Seccomp"]))
+    ok(len(tasks) > 1 and bad == [], "each of vmmd's %d threads keeps "
+       "only CHOWN, DAC_OVERRIDE, DAC_READ_SEARCH, FOWNER and KILL, with "
+       "NoNewPrivs and seccomp" % len(tasks), bad)
+    kids = children_of(pid)
+    spawner = [(p, st) for p, st in kids
+               if st["Name"].strip() == "vmmd-spawner"]
+    ok(len(spawner) == 1 and all(
+        int(spawner[0][1][k].strip(), 16) == SPAWNER_CAPS
+        for k in ("CapEff", "CapPrm", "CapBnd")) and
+       spawner[0][1]["NoNewPrivs"].strip() == "1",
+       "one spawner, keeping only CAP_SETUID and CAP_SETGID",
+       [(p, st["CapEff"]) for p, st in spawner])
+    jailed = [(p, st) for p, st in kids if p in
+              {q for q, _, _ in h.jail_processes()}]
+    names = sorted(st["Name"].strip() for _, st in jailed)
+    ok(len(jailed) >= 2 and "vmproxy" in names and
+       any(n.startswith("qemu") for n in names) and all(
+           int(st["CapEff"].strip(), 16) == 0 and
+           int(st["CapPrm"].strip(), 16) == 0 and
+           st["NoNewPrivs"].strip() == "1" for _, st in jailed),
+       "QEMU and vmproxy are vmmd's children, with no capability", names)
+
+
 def listed_state(a, vm):
     """vm's state as vm_list reports it (vmmd keeps entries as text)."""
     okk, r = a("vm_list")
@@ -689,6 +756,7 @@ def check_suspend(h, a, vm):
     ok(len(answered) >= 3, "another workspace's vm_list was answered %d "
        "times during the hibernation (slowest %.0f ms)" % (
            len(answered), max(answered, default=0) * 1000), answered)
+    settle(lambda: h.jail_processes() == [] and h.cgroups() == [])
     procs = h.jail_processes()
     ok(procs == [] and h.cgroups() == [], "hibernated: no QEMU, no "
        "vmproxy, no cgroup", (procs, h.cgroups()))
@@ -1362,6 +1430,7 @@ def main():
         check_auth_cache(h)
         vm1 = check_lifecycle(h, a)
         check_exec_wait(h, a, vm1)
+        check_privileges(h)
         check_suspend(h, a, vm1)
         vm2 = check_idle(h, a)
         check_cross_workspace(h, a, b, vm1)
