@@ -241,7 +241,9 @@ make_copy(const char *src, const char *dst, uid_t uid, gid_t gid, int reflink,
 		    strerror(errno));
 		goto out;
 	}
-	if (fchown(out, uid, gid) == -1 || fchmod(out, 0600) == -1) {
+	/* The mode while the file is still vmmd's: changing a file of the
+	 * VM's uid would take CAP_FOWNER, which vmmd does not keep. */
+	if (fchmod(out, 0600) == -1 || fchown(out, uid, gid) == -1) {
 		errf(err, errlen, "%s: chown: %s", part, strerror(errno));
 		goto out;
 	}

@@ -73,8 +73,10 @@ enum step {
 };
 
 static const char *const step_names[STEP_MAX] = {
-	"ok", "the spawner refused the request (not the configured binary, "
-	    "or out of bounds)", "clone", "setsid", "cgroup", "descriptors",
+	"ok",
+	("the spawner refused the request (not the configured binary, "
+	    "or out of bounds)"),
+	"clone", "setsid", "cgroup", "descriptors",
 	"setgroups", "setresgid", "setresuid", "no_new_privs", "pdeathsig",
 	"exec", "the spawner is gone",
 };
@@ -455,6 +457,8 @@ spawner_main(int sock)
 	fcntl(sp_devnull, F_SETFD, FD_CLOEXEC);
 	syscall(SYS_close_range, 5, ~0U, 0);
 	privdrop(&pd);
+	/* Ready: spawn_start returns only once the drop held. */
+	reply(sock, 0, STEP_OK, 0);
 	for (;;)
 		serve_one(sock, &m);
 }
@@ -478,6 +482,16 @@ spawn_start(const struct spawn_conf *c)
 	close(sv[1]);
 	sp_sock = sv[0];
 	sp_pid = pid;
+	{
+		struct spawn_reply r;
+		ssize_t n;
+
+		do {
+			n = recv(sp_sock, &r, sizeof(r), 0);
+		} while (n == -1 && errno == EINTR);
+		if (n != (ssize_t)sizeof(r) || r.step != STEP_OK)
+			fatalx("the spawner did not start");
+	}
 }
 
 void

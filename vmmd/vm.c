@@ -765,6 +765,19 @@ boot_timeout_cb(int fd, short ev, void *arg)
 	    "seconds", env->conf.vmmd.boot_timeout_seconds);
 }
 
+/*
+ * The run directory: root's, the VM's group, 0770 (see vm_create).  The
+ * chown comes first, so that the chmod is the owner's own.
+ */
+static int
+vm_rundir_own(struct vm *vm)
+{
+	if (chown(vm->rundir, 0, vm->gid) == -1 ||
+	    chmod(vm->rundir, 0770) == -1)
+		return -1;
+	return 0;
+}
+
 /* Starts QEMU (from a checkpoint when given) and waits for the guest;
  * with tap_fd (not consumed), the guest gets a NIC with that MAC and
  * netarg on its command line. */
@@ -786,6 +799,12 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 	if (cg_create(&env->cg, (unsigned)vm->rec.slot, &lim, err, errlen) ==
 	    -1)
 		return -1;
+	/* A run directory an older vmmd made (the VM's uid's, 0700) is
+	 * made root's with the VM's group before QEMU starts in it. */
+	if (vm_rundir_own(vm) == -1) {
+		snprintf(err, errlen, "the run directory: %s", strerror(errno));
+		return -1;
+	}
 	vm_spec(vm, &spec, append, sizeof(append), disk, kernel, initrd,
 	    sizeof(disk));
 	/*
@@ -1076,9 +1095,13 @@ vm_create(struct request *req, const struct conf_image *im, int vcpus,
 	cx->cb = cb;
 	cx->arg = arg;
 	vm_op_begin(vm, create_done, cx);
-	/* The rundir belongs to the VM's uid: QEMU makes its sockets there. */
-	if (mkdir(vm->dir, 0711) == -1 || mkdir(vm->rundir, 0700) == -1 ||
-	    chown(vm->rundir, vm->uid, vm->gid) == -1) {
+	/*
+	 * The rundir is root's with the VM's group, 0770 (vm_rundir_own,
+	 * before each boot): QEMU and vmproxy (that gid) make their sockets
+	 * and logs there, and vmmd, its owner, removes them without a
+	 * capability that overrides permissions.
+	 */
+	if (mkdir(vm->dir, 0711) == -1 || mkdir(vm->rundir, 0770) == -1) {
 		vm_op_done(vm, "unavailable", "the VM could not be created: "
 		    "%s", strerror(errno));
 		return;

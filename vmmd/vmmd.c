@@ -50,18 +50,20 @@ struct vmmd *env;
 /*
  * vmmd's privileges.  It stays uid 0 (the state it keeps is root's) but
  * keeps only these capabilities, on every thread, with NoNewPrivs:
- *   CAP_CHOWN           hands a VM its files: the disk clone, the console
- *                       pipe's end, the hibernation file, the run dir;
- *   CAP_FOWNER          fixes the mode of files it has just given a VM;
- *   CAP_DAC_OVERRIDE    connects to QEMU's QMP socket and removes what the
- *   CAP_DAC_READ_SEARCH VM's uid made in its 0700 run directory;
- *   CAP_KILL            signals QEMU and vmproxy, which run as VM uids.
+ *   CAP_CHOWN         hands a VM what it uses as its uid: the disk clone,
+ *                     the console pipe's end, the hibernation file, and
+ *                     the run directory's group;
+ *   CAP_DAC_OVERRIDE  connects to QEMU's QMP socket, which QEMU makes as
+ *                     the VM's uid, and opens the VM's hibernation file;
+ *   CAP_KILL          signals QEMU and vmproxy, which run as VM uids.
  * Switching uids (CAP_SETUID, CAP_SETGID) is the spawner's alone
- * (spawn.h), and vmmd may not exec: vmmd_syscalls has no execve.
+ * (spawn.h), and vmmd may not exec: vmmd_syscalls has no execve.  Files
+ * of its own that it gives away it sets up first (mode, then owner), so
+ * it needs no CAP_FOWNER; the run directory is root's (vm_rundir_own),
+ * so it needs no CAP_DAC_READ_SEARCH to clean it.
  */
 static const cap_value_t vmmd_caps[] = {
-	CAP_CHOWN, CAP_FOWNER, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH,
-	CAP_KILL,
+	CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_KILL,
 };
 
 /*
@@ -76,6 +78,7 @@ static const cap_value_t vmmd_caps[] = {
 static const char *const vmmd_syscalls[] = {
 	"openat", "unlink", "unlinkat", "mkdir", "rmdir", "rename",
 	"renameat2", "getdents64", "fchown", "chown", "fchownat", "fchmod",
+	"chmod",
 	"fsync", "fdatasync", "ftruncate", "statfs", "fstatfs", "access",
 	"faccessat", "faccessat2", "readlink", "getcwd", "wait4", "waitid",
 	"pidfd_open",
