@@ -184,20 +184,24 @@ job_output_from_guest(const struct guest_call *c, struct json_object *r,
 	    &out_len, err, errlen) != 1 ||
 	    glink_json_int(r, "stderr_len", 1, 0, GUEST_OUTPUT_READ_MAX,
 	    &err_len, err, errlen) != 1 ||
-	    glink_json_int(r, "stdout_next", 1, 0, GUEST_OUTPUT_MAX,
+	    glink_json_int(r, "stdout_next", 1, 0, GUEST_CURSOR_MAX,
 	    &out_next, err, errlen) != 1 ||
-	    glink_json_int(r, "stderr_next", 1, 0, GUEST_OUTPUT_MAX,
+	    glink_json_int(r, "stderr_next", 1, 0, GUEST_CURSOR_MAX,
 	    &err_next, err, errlen) != 1)
 		goto bad;
 	out_total = json_object_get_int64(json_object_object_get(st,
 	    "stdout_bytes"));
 	err_total = json_object_get_int64(json_object_object_get(st,
 	    "stderr_bytes"));
-	/* The guest must give exactly what it says, from where we asked. */
+	/*
+	 * The guest must give exactly what it says, from where we asked.  A
+	 * cursor past the end of a stream (the caller may give one) gets no
+	 * bytes and stays where it was.
+	 */
 	if ((size_t)(out_len + err_len) != body_len ||
-	    (out_cur <= out_total && out_next != out_cur + out_len) ||
-	    (err_cur <= err_total && err_next != err_cur + err_len) ||
-	    out_next > out_total || err_next > err_total) {
+	    out_next != out_cur + out_len || err_next != err_cur + err_len ||
+	    (out_len > 0 && out_next > out_total) ||
+	    (err_len > 0 && err_next > err_total)) {
 		snprintf(err, errlen, "job_output reply does not add up");
 		goto bad;
 	}
