@@ -48,12 +48,29 @@ guestreply_public_code(const char *guest_code)
 	return "internal";
 }
 
+/* A job id as tools.json writes it: [A-Za-z0-9][A-Za-z0-9_-]{0,63}. */
+static int
+job_id_ok(const char *id)
+{
+	size_t i;
+
+	for (i = 0; id[i] != '\0'; i++)
+		if (!((id[i] >= 'A' && id[i] <= 'Z') ||
+		    (id[i] >= 'a' && id[i] <= 'z') ||
+		    (id[i] >= '0' && id[i] <= '9') ||
+		    (i > 0 && (id[i] == '_' || id[i] == '-'))))
+			return 0;
+	return i > 0 && i <= GUEST_JOB_ID_MAX;
+}
+
 /*
  * The guest's job status, checked field by field and normalised to what
- * vmmd builds tool results from.  NULL with err when the guest lied.
+ * vmmd builds tool results from; it must be about the job asked for when
+ * want is not NULL.  NULL with err when the guest lied.
  */
 static struct json_object *
-job_status_from_guest(struct json_object *r, char *err, size_t errlen)
+job_status_from_guest(struct json_object *r, const char *want, char *err,
+    size_t errlen)
 {
 	static const char *const states[] = { "running", "completed",
 	    "failed", "cancelled", "timed_out", NULL };
@@ -80,6 +97,15 @@ job_status_from_guest(struct json_object *r, char *err, size_t errlen)
 	    glink_json_int(r, "run_ms", 0, 0, INT64_MAX, &run_ms, err,
 	    errlen) < 0)
 		return NULL;
+	if (!job_id_ok(job_id)) {
+		snprintf(err, errlen, "a job id that is no job id");
+		return NULL;
+	}
+	if (want != NULL && strcmp(want, job_id) != 0) {
+		snprintf(err, errlen, "asked about job %s, answered about %s",
+		    want, job_id);
+		return NULL;
+	}
 	for (i = 0; states[i] != NULL; i++)
 		if (strcmp(states[i], state) == 0)
 			break;
@@ -178,7 +204,7 @@ job_output_from_guest(const struct guest_call *c, struct json_object *r,
 	const char *state;
 	int finished, truncated;
 
-	if ((st = job_status_from_guest(r, err, errlen)) == NULL)
+	if ((st = job_status_from_guest(r, c->job_id, err, errlen)) == NULL)
 		return NULL;
 	if (glink_json_int(r, "stdout_len", 1, 0, GUEST_OUTPUT_READ_MAX,
 	    &out_len, err, errlen) != 1 ||
@@ -300,7 +326,7 @@ jobs_from_guest(struct json_object *r, char *err, size_t errlen)
 			json_object_put(list);
 			return NULL;
 		}
-		if ((st = job_status_from_guest(st, err, errlen)) == NULL) {
+		if ((st = job_status_from_guest(st, NULL, err, errlen)) == NULL) {
 			json_object_put(list);
 			return NULL;
 		}
@@ -352,11 +378,15 @@ guestreply_translate(const struct guest_call *c, struct json_object *r,
     const struct glink_reply *rep, const uint8_t *body, size_t body_len,
     struct guestreply *out)
 {
+	static const uint8_t none[1];
 	struct json_object *res = NULL;
 	char *why = out->why;
 	size_t whylen = sizeof(out->why);
 
 	memset(out, 0, sizeof(*out));
+	/* A frame without a body may come as NULL: no arithmetic on that. */
+	if (body == NULL)
+		body = none;
 	if (!rep->ok) {
 		out->code = guestreply_public_code(rep->code);
 		out->message = rep->message != NULL ? rep->message : rep->code;
@@ -372,7 +402,7 @@ guestreply_translate(const struct guest_call *c, struct json_object *r,
 	case GOP_EXEC:
 	case GOP_JOB_STATUS:
 	case GOP_JOB_CANCEL:
-		res = job_status_from_guest(r, why, whylen);
+		res = job_status_from_guest(r, c->job_id, why, whylen);
 		break;
 	case GOP_JOBS:
 		res = jobs_from_guest(r, why, whylen);

@@ -39,14 +39,15 @@ extern const char *const guest_op_names[];
 
 /*
  * What the translation needs of a call's arguments; the rest goes to the
- * guest as it is.  path points into the call's body and lives as long as
- * it does.
+ * guest as it is.  job_id and path point into the call's body and live as
+ * long as it does.  A reply about a job must be about the one asked for.
  */
 #define GUEST_CURSOR_MAX	(1LL << 30)	/* tools.json's cursor bound */
 #define GUEST_OFFSET_MAX	(1LL << 40)	/* vm_read_file's offset bound */
 
 struct guest_call {
 	enum guest_op	 op;
+	const char	*job_id;	/* exec, job_*: NULL when not known */
 	int64_t		 cursor_stdout;	/* job_output: 0..GUEST_CURSOR_MAX */
 	int64_t		 cursor_stderr;
 	int		 base64;	/* job_output: encoding base64 */

@@ -39,13 +39,12 @@ struct member {
 #define B64_CHARS(n)	((((int64_t)(n) + 2) / 3) * 4)
 #define MS_DAY		(86400LL * 1000)
 
-static const struct member m_job_id =
-	{ "job_id", MK_STR, 1, GUEST_JOB_ID_MAX, MF_REQ };
+#define M_JOB_ID	{ "job_id", MK_STR, 1, GUEST_JOB_ID_MAX, MF_REQ }
 
 /* The members of each operation, indexed by enum guest_op. */
 static const struct member ops_members[GOP_COUNT][8] = {
 	[GOP_EXEC] = {
-		m_job_id,
+		M_JOB_ID,
 		{ "command", MK_STR, 1, VMPROXY_STRING_MAX, MF_REQ },
 		{ "cwd", MK_STR, 1, 4096, 0 },
 		{ "env", MK_ENV, 0, GUEST_MAX_ENV, 0 },
@@ -53,15 +52,15 @@ static const struct member ops_members[GOP_COUNT][8] = {
 		    MF_HOST },
 		{ "timeout_ms", MK_INT, 1, MS_DAY, 0 },
 	},
-	[GOP_JOB_STATUS] = { m_job_id },
+	[GOP_JOB_STATUS] = { M_JOB_ID },
 	[GOP_JOBS] = { { NULL } },
 	[GOP_JOB_OUTPUT] = {
-		m_job_id,
+		M_JOB_ID,
 		{ "cursor", MK_CURSOR, 0, 0, MF_HOST },
 		{ "max_bytes", MK_INT, 1, GUEST_OUTPUT_READ_MAX, 0 },
 		{ "encoding", MK_STR, 1, 16, MF_HOST },
 	},
-	[GOP_JOB_CANCEL] = { m_job_id },
+	[GOP_JOB_CANCEL] = { M_JOB_ID },
 	[GOP_FILE_READ] = {
 		{ "path", MK_STR, 1, 4096, MF_REQ },
 		{ "offset", MK_INT, 0, GUEST_OFFSET_MAX, MF_HOST },
@@ -229,6 +228,7 @@ read_host_members(struct json_object *body, struct vmmd_msg *m,
 	int mode, enc = 0;
 
 	(void)jsonx_get_string(body, "path", 0, &c->path, &jerr);
+	(void)jsonx_get_string(body, "job_id", 0, &c->job_id, &jerr);
 	/* The guest takes the cursor as two members of its own. */
 	if (jsonx_get_int64(body, "cursor.stdout", 0, 0, GUEST_CURSOR_MAX,
 	    &c->cursor_stdout, &jerr) == 1)

@@ -231,6 +231,37 @@ START_TEST(status_bounds_and_types)
 		ck_assert_msg(gr.why[0] != '\0', "no reason for %s", bad[i]);
 		ck_assert_ptr_null(gr.result);
 	}
+	/* A job id is of tools.json's pattern, and the one asked about. */
+	ck_assert_int_eq(run_op(GOP_JOB_STATUS, "{\"id\":1,\"ok\":true,"
+	    "\"job_id\":\"j0;1\",\"state\":\"running\",\"truncated\":false,"
+	    "\"timed_out\":false,\"stdout_bytes\":0,\"stderr_bytes\":0}"),
+	    GUESTREPLY_BROKEN);
+	ck_assert_int_eq(run_op(GOP_JOB_STATUS, "{\"id\":1,\"ok\":true,"
+	    "\"job_id\":\"-j\",\"state\":\"running\",\"truncated\":false,"
+	    "\"timed_out\":false,\"stdout_bytes\":0,\"stderr_bytes\":0}"),
+	    GUESTREPLY_BROKEN);
+	ck_assert_int_eq(run_op(GOP_JOB_STATUS, "{\"id\":1,\"ok\":true,"
+	    "\"job_id\":\"\",\"state\":\"running\",\"truncated\":false,"
+	    "\"timed_out\":false,\"stdout_bytes\":0,\"stderr_bytes\":0}"),
+	    GUESTREPLY_BROKEN);
+	{
+		struct guest_call c;
+
+		for (int op = 0; op < GOP_COUNT; op++) {
+			if (op != GOP_EXEC && op != GOP_JOB_STATUS &&
+			    op != GOP_JOB_CANCEL)
+				continue;
+			guest_call_init(&c, (enum guest_op)op);
+			c.job_id = "j2";
+			ck_assert_int_eq(run(&c, STATUS(",\"state\":"
+			    "\"running\""), NULL, 0), GUESTREPLY_BROKEN);
+			ck_assert_ptr_nonnull(strstr(gr.why, "asked about job "
+			    "j2, answered about j1"));
+			c.job_id = "j1";
+			ck_assert_int_eq(run(&c, STATUS(",\"state\":"
+			    "\"running\""), NULL, 0), GUESTREPLY_RESULT);
+		}
+	}
 	/* A job id of 64 bytes is the longest there is. */
 	memset(id, 'a', sizeof(id) - 2);
 	id[sizeof(id) - 2] = '\0';
@@ -322,6 +353,7 @@ output_call(struct guest_call *c, int64_t out_cur, int64_t err_cur,
     int base64)
 {
 	guest_call_init(c, GOP_JOB_OUTPUT);
+	c->job_id = "j1";
 	c->cursor_stdout = out_cur;
 	c->cursor_stderr = err_cur;
 	c->base64 = base64;
@@ -426,6 +458,11 @@ START_TEST(output_must_add_up)
 	/* Past what the job has. */
 	ck_assert_int_eq(run(&c, OUTPUT("completed", 5, 4, 6, 4, 6, 4),
 	    "hello\nerr\n", 10), GUESTREPLY_BROKEN);
+	/* About another job. */
+	c.job_id = "j2";
+	ck_assert_int_eq(run(&c, OUTPUT("completed", 6, 4, 6, 4, 6, 4),
+	    "hello\nerr\n", 10), GUESTREPLY_BROKEN);
+	c.job_id = "j1";
 	/* Negative, wrongly typed, missing. */
 	ck_assert_int_eq(run(&c, OUTPUT("completed", 6, 4, -1, 4, 6, 4),
 	    "hello\nerr\n", 10), GUESTREPLY_BROKEN);

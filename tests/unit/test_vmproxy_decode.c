@@ -58,6 +58,7 @@ START_TEST(exec_forwards_its_members)
 	    "\"stdin_base64\":\"aGk=\",\"timeout_ms\":600000}"), DECODE_OK);
 	ck_assert_uint_eq(m.type, IPC_PROXY_CALL);
 	ck_assert_int_eq(m.call.op, GOP_EXEC);
+	ck_assert_str_eq(m.call.job_id, "j1");
 	ck_assert_str_eq(json_object_get_string(req("op")), "exec");
 	ck_assert_str_eq(json_object_get_string(req("job_id")), "j1");
 	ck_assert_str_eq(json_object_get_string(req("command")), "echo hi");
