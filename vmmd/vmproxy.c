@@ -4,7 +4,10 @@
  * virtio-serial socket QEMU serves) and is the only process that parses
  * bytes a guest sends.  To vmmd it speaks IPC on an inherited socketpair:
  * tool-shaped calls in, checked tool-shaped results out, and one end of a
- * socketpair per guest stream.
+ * socketpair per guest stream.  What vmmd sends is decoded first
+ * (vmproxy_decode.c, dispatched from vmmd_msgs[]); what the guest answers
+ * is translated by guestreply.c.  Both are pure, and unit-tested and
+ * fuzzed on their own.
  *
  * A guest that breaks the link protocol ends this process (vmmd then
  * fails that VM); a link that merely drops (hibernation, restore) is
@@ -17,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,13 +29,11 @@
 #include <event2/event.h>
 #include <json-c/json.h>
 
-#include "b64.h"
 #include "console.h"
 #include "glink.h"
 #include "guest.h"
 #include "guestreply.h"
 #include "ipc.h"
-#include "jsonx.h"
 #include "log.h"
 #include "privdrop.h"
 #include "utf8.h"
