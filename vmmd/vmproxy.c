@@ -4,7 +4,10 @@
  * virtio-serial socket QEMU serves) and is the only process that parses
  * bytes a guest sends.  To vmmd it speaks IPC on an inherited socketpair:
  * tool-shaped calls in, checked tool-shaped results out, and one end of a
- * socketpair per guest stream.
+ * socketpair per guest stream.  What vmmd sends is decoded first
+ * (vmproxy_decode.c, dispatched from vmmd_msgs[]); what the guest answers
+ * is translated by guestreply.c.  Both are pure, and unit-tested and
+ * fuzzed on their own.
  *
  * A guest that breaks the link protocol ends this process (vmmd then
  * fails that VM); a link that merely drops (hibernation, restore) is
@@ -17,7 +20,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,15 +29,15 @@
 #include <event2/event.h>
 #include <json-c/json.h>
 
-#include "b64.h"
 #include "console.h"
 #include "glink.h"
 #include "guest.h"
+#include "guestreply.h"
 #include "ipc.h"
-#include "jsonx.h"
 #include "log.h"
 #include "privdrop.h"
 #include "utf8.h"
+#include "vmproxy_decode.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define VMPROXY_SANITIZED 1
@@ -66,8 +68,8 @@ struct pcall {
 	TAILQ_ENTRY(pcall)	 entry;
 	uint32_t		 gid;		/* guest request id */
 	uint32_t		 ipc_id;	/* vmmd's request id */
-	char			 op[16];
-	struct json_object	*args;		/* what vmmd asked */
+	struct guest_call	 call;		/* its arguments, decoded */
+	struct json_object	*args;		/* what vmmd asked: call's strings */
 };
 
 struct pstream {
@@ -131,359 +133,24 @@ send_event(const char *event, const char *key, struct json_object *val)
 	json_object_put(body);
 }
 
-/* Maps the guest's error codes onto the public ones. */
-static const char *
-public_code(const char *guest_code)
-{
-	static const struct { const char *g, *p; } map[] = {
-		{ "invalid_argument", "invalid_argument" },
-		{ "not_found", "not_found" },
-		{ "already_exists", "conflict" },
-		{ "limit_exceeded", "quota_exceeded" },
-		{ "too_large", "invalid_argument" },
-		{ "forbidden_path", "invalid_argument" },
-		{ "io_error", "invalid_argument" },
-	};
-
-	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(map[i].g, guest_code) == 0)
-			return map[i].p;
-	return "internal";
-}
-
-/* ---- translating guest replies ----------------------------------------- */
-
-/*
- * The guest's job status, checked field by field and normalised to what
- * vmmd builds tool results from.  NULL with err when the guest lied.
- */
-static struct json_object *
-job_status_from_guest(struct json_object *r, char *err, size_t errlen)
-{
-	static const char *const states[] = { "running", "completed",
-	    "failed", "cancelled", "timed_out", NULL };
-	struct json_object *o;
-	const char *job_id, *state, *error = NULL;
-	int64_t exit_code = -1, sig = -1, out_b, err_b, run_ms = 0;
-	int truncated, timed_out, streams_open = 0, i;
-
-	if (glink_json_str(r, "job_id", 1, GUEST_JOB_ID_MAX, &job_id, err,
-	    errlen) != 1 ||
-	    glink_json_str(r, "state", 1, 16, &state, err, errlen) != 1 ||
-	    glink_json_int(r, "exit_code", 0, 0, 255, &exit_code, err,
-	    errlen) < 0 ||
-	    glink_json_int(r, "signal", 0, 1, 64, &sig, err, errlen) < 0 ||
-	    glink_json_str(r, "error", 0, 1024, &error, err, errlen) < 0 ||
-	    glink_json_bool(r, "truncated", 1, &truncated, err, errlen) != 1 ||
-	    glink_json_bool(r, "timed_out", 1, &timed_out, err, errlen) != 1 ||
-	    glink_json_int(r, "stdout_bytes", 1, 0, GUEST_OUTPUT_MAX, &out_b,
-	    err, errlen) != 1 ||
-	    glink_json_int(r, "stderr_bytes", 1, 0, GUEST_OUTPUT_MAX, &err_b,
-	    err, errlen) != 1 ||
-	    glink_json_bool(r, "streams_open", 0, &streams_open, err,
-	    errlen) < 0 ||
-	    glink_json_int(r, "run_ms", 0, 0, INT64_MAX, &run_ms, err,
-	    errlen) < 0)
-		return NULL;
-	for (i = 0; states[i] != NULL; i++)
-		if (strcmp(states[i], state) == 0)
-			break;
-	if (states[i] == NULL) {
-		snprintf(err, errlen, "job %s: unknown state", job_id);
-		return NULL;
-	}
-	if (out_b + err_b > GUEST_OUTPUT_MAX) {
-		snprintf(err, errlen, "job %s: more output than is retained",
-		    job_id);
-		return NULL;
-	}
-	/* A command killed by a signal reads as the shell would say it. */
-	if (strcmp(state, "completed") == 0 && exit_code < 0 && sig > 0)
-		exit_code = 128 + sig;
-	else if (strcmp(state, "completed") != 0)
-		exit_code = -1;
-	/*
-	 * The guest says "completed" whenever the shell exited; the tools
-	 * say "completed" only for exit code 0, and "failed" for the rest.
-	 */
-	if (strcmp(state, "completed") == 0 && exit_code != 0)
-		state = "failed";
-	o = json_object_new_object();
-	json_object_object_add(o, "job_id", json_object_new_string(job_id));
-	json_object_object_add(o, "state", json_object_new_string(state));
-	json_object_object_add(o, "exit_code", exit_code >= 0 ?
-	    json_object_new_int((int)exit_code) : NULL);
-	json_object_object_add(o, "truncated",
-	    json_object_new_boolean(truncated));
-	json_object_object_add(o, "timed_out",
-	    json_object_new_boolean(timed_out));
-	json_object_object_add(o, "stdout_bytes", json_object_new_int64(out_b));
-	json_object_object_add(o, "stderr_bytes", json_object_new_int64(err_b));
-	json_object_object_add(o, "streams_open",
-	    json_object_new_boolean(streams_open));
-	json_object_object_add(o, "run_ms", json_object_new_int64(run_ms));
-	if (error != NULL)
-		json_object_object_add(o, "error",
-		    json_object_new_string(error));
-	return o;
-}
-
-/* One stream's page of output, decoded as vmmd's caller asked. */
-static int
-output_stream(struct json_object *res, const char *name, const uint8_t *buf,
-    size_t len, int64_t cursor, int at_end, int base64, char *err,
-    size_t errlen)
-{
-	struct json_object *next;
-	char key[32];
-
-	json_object_object_get_ex(res, "next_cursor", &next);
-	if (base64) {
-		size_t outlen;
-		char *enc = b64_encode(buf, len, &outlen);
-
-		if (enc == NULL) {
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-		snprintf(key, sizeof(key), "%s_base64", name);
-		json_object_object_add(res, key,
-		    json_object_new_string_len(enc, (int)outlen));
-		free(enc);
-		json_object_object_add(next, name,
-		    json_object_new_int64(cursor + (int64_t)len));
-	} else {
-		struct utf8_window w;
-		struct json_object *errs;
-
-		if (utf8_window_decode(buf, len, at_end, &w) == -1) {
-			snprintf(err, errlen, "out of memory");
-			return -1;
-		}
-		json_object_object_add(res, name,
-		    json_object_new_string_len(w.text, (int)w.textlen));
-		json_object_object_add(next, name,
-		    json_object_new_int64(cursor + (int64_t)w.consumed));
-		json_object_object_get_ex(res, "decoding_errors", &errs);
-		json_object_object_add(errs, name,
-		    json_object_new_boolean(w.decoding_errors));
-		utf8_window_free(&w);
-	}
-	return 0;
-}
-
-static struct json_object *
-job_output_from_guest(struct pcall *c, struct json_object *r,
-    const uint8_t *body, size_t body_len, char *err, size_t errlen)
-{
-	struct json_object *st, *res, *v;
-	int64_t out_len, err_len, out_next, err_next, out_cur = 0, err_cur = 0;
-	int64_t out_total, err_total;
-	const char *encoding = "utf-8", *state;
-	int base64, finished, truncated;
-	struct jsonx_err jerr;
-
-	if ((st = job_status_from_guest(r, err, errlen)) == NULL)
-		return NULL;
-	if (glink_json_int(r, "stdout_len", 1, 0, GUEST_OUTPUT_READ_MAX,
-	    &out_len, err, errlen) != 1 ||
-	    glink_json_int(r, "stderr_len", 1, 0, GUEST_OUTPUT_READ_MAX,
-	    &err_len, err, errlen) != 1 ||
-	    glink_json_int(r, "stdout_next", 1, 0, GUEST_OUTPUT_MAX,
-	    &out_next, err, errlen) != 1 ||
-	    glink_json_int(r, "stderr_next", 1, 0, GUEST_OUTPUT_MAX,
-	    &err_next, err, errlen) != 1)
-		goto bad;
-	(void)jsonx_get_int64(c->args, "cursor.stdout", 0, 0, INT64_MAX,
-	    &out_cur, &jerr);
-	(void)jsonx_get_int64(c->args, "cursor.stderr", 0, 0, INT64_MAX,
-	    &err_cur, &jerr);
-	(void)jsonx_get_string(c->args, "encoding", 0, &encoding, &jerr);
-	out_total = json_object_get_int64(json_object_object_get(st,
-	    "stdout_bytes"));
-	err_total = json_object_get_int64(json_object_object_get(st,
-	    "stderr_bytes"));
-	/* The guest must give exactly what it says, from where we asked. */
-	if ((size_t)(out_len + err_len) != body_len ||
-	    (out_cur <= out_total && out_next != out_cur + out_len) ||
-	    (err_cur <= err_total && err_next != err_cur + err_len) ||
-	    out_next > out_total || err_next > err_total) {
-		snprintf(err, errlen, "job_output reply does not add up");
-		goto bad;
-	}
-	base64 = strcmp(encoding, "base64") == 0;
-	state = json_object_get_string(json_object_object_get(st, "state"));
-	truncated = json_object_get_boolean(json_object_object_get(st,
-	    "truncated"));
-	/* A stream can grow no more once the job ended and its pipes closed,
-	 * or once retention is full. */
-	finished = (strcmp(state, "running") != 0 &&
-	    !json_object_get_boolean(json_object_object_get(st,
-	    "streams_open"))) || truncated;
-
-	res = json_object_new_object();
-	json_object_object_add(res, "job_id",
-	    json_object_get(json_object_object_get(st, "job_id")));
-	json_object_object_add(res, "encoding",
-	    json_object_new_string(base64 ? "base64" : "utf-8"));
-	json_object_object_add(res, "next_cursor", json_object_new_object());
-	if (!base64)
-		json_object_object_add(res, "decoding_errors",
-		    json_object_new_object());
-	if (output_stream(res, "stdout", body, (size_t)out_len, out_cur,
-	    finished && out_next == out_total, base64, err, errlen) == -1 ||
-	    output_stream(res, "stderr", body + out_len, (size_t)err_len,
-	    err_cur, finished && err_next == err_total, base64, err,
-	    errlen) == -1) {
-		json_object_put(res);
-		goto bad;
-	}
-	json_object_object_add(res, "state", json_object_new_string(state));
-	v = json_object_object_get(st, "exit_code");
-	json_object_object_add(res, "exit_code", json_object_get(v));
-	json_object_object_add(res, "truncated",
-	    json_object_new_boolean(truncated));
-	json_object_object_add(res, "timed_out", json_object_get(
-	    json_object_object_get(st, "timed_out")));
-	json_object_put(st);
-	return res;
- bad:
-	json_object_put(st);
-	return NULL;
-}
-
-static struct json_object *
-file_read_from_guest(struct pcall *c, struct json_object *r,
-    const uint8_t *body, size_t body_len, char *err, size_t errlen)
-{
-	struct json_object *res;
-	int64_t size, offset = 0, max = GUEST_MAX_FILE;
-	const char *path = "";
-	struct jsonx_err jerr;
-	size_t n, enclen;
-	char *enc;
-
-	if (glink_json_int(r, "size", 1, 0, GUEST_MAX_FILE, &size, err,
-	    errlen) != 1)
-		return NULL;
-	if ((size_t)size != body_len) {
-		snprintf(err, errlen, "file_read: size %" PRId64 " but %zu "
-		    "bytes came", size, body_len);
-		return NULL;
-	}
-	(void)jsonx_get_string(c->args, "path", 0, &path, &jerr);
-	(void)jsonx_get_int64(c->args, "offset", 0, 0, INT64_MAX, &offset,
-	    &jerr);
-	(void)jsonx_get_int64(c->args, "max_bytes", 0, 1, GUEST_MAX_FILE, &max,
-	    &jerr);
-	n = offset >= size ? 0 : (size_t)(size - offset);
-	if (n > (size_t)max)
-		n = (size_t)max;
-	if ((enc = b64_encode(body + (offset < size ? offset : size), n,
-	    &enclen)) == NULL) {
-		snprintf(err, errlen, "out of memory");
-		return NULL;
-	}
-	res = json_object_new_object();
-	json_object_object_add(res, "path", json_object_new_string(path));
-	json_object_object_add(res, "offset", json_object_new_int64(offset));
-	json_object_object_add(res, "bytes", json_object_new_int64((int64_t)n));
-	json_object_object_add(res, "size", json_object_new_int64(size));
-	json_object_object_add(res, "eof", json_object_new_boolean(
-	    offset + (int64_t)n >= size));
-	json_object_object_add(res, "data_base64",
-	    json_object_new_string_len(enc, (int)enclen));
-	free(enc);
-	return res;
-}
-
-/* A guest reply to call c: checked, shaped, and sent on to vmmd. */
+/* A guest reply to call c: translated (guestreply.c) and sent on. */
 static int
 call_complete(struct pcall *c, struct json_object *r,
     const struct glink_reply *rep, const uint8_t *body, size_t body_len)
 {
-	struct json_object *res = NULL;
-	char err[256] = "";
+	struct guestreply gr;
 
-	if (!rep->ok) {
-		ipc_reply_error(px.vmmd, c->ipc_id, public_code(rep->code),
-		    "%s", rep->message != NULL ? rep->message : rep->code);
+	switch (guestreply_translate(&c->call, r, rep, body, body_len, &gr)) {
+	case GUESTREPLY_RESULT:
+		reply_result(c->ipc_id, gr.result);
 		return 0;
+	case GUESTREPLY_ERROR:
+		ipc_reply_error(px.vmmd, c->ipc_id, gr.code, "%s", gr.message);
+		return 0;
+	case GUESTREPLY_BROKEN:
+		break;
 	}
-	if (body_len > 0 && strcmp(c->op, "job_output") != 0 &&
-	    strcmp(c->op, "file_read") != 0) {
-		snprintf(err, sizeof(err), "%s reply carries a body", c->op);
-		goto bad;
-	}
-	if (strcmp(c->op, "exec") == 0 || strcmp(c->op, "job_status") == 0 ||
-	    strcmp(c->op, "job_cancel") == 0)
-		res = job_status_from_guest(r, err, sizeof(err));
-	else if (strcmp(c->op, "jobs") == 0) {
-		struct json_object *arr, *list;
-
-		if (glink_json_array(r, "jobs", 1, GUEST_MAX_JOBS, &arr, err,
-		    sizeof(err)) != 1)
-			goto bad;
-		list = json_object_new_array();
-		for (size_t i = 0; i < json_object_array_length(arr); i++) {
-			struct json_object *st = json_object_array_get_idx(arr,
-			    i);
-
-			if (!json_object_is_type(st, json_type_object) ||
-			    (st = job_status_from_guest(st, err,
-			    sizeof(err))) == NULL) {
-				json_object_put(list);
-				goto bad;
-			}
-			json_object_array_add(list, st);
-		}
-		res = json_object_new_object();
-		json_object_object_add(res, "jobs", list);
-	} else if (strcmp(c->op, "job_output") == 0)
-		res = job_output_from_guest(c, r, body, body_len, err,
-		    sizeof(err));
-	else if (strcmp(c->op, "file_read") == 0)
-		res = file_read_from_guest(c, r, body, body_len, err,
-		    sizeof(err));
-	else if (strcmp(c->op, "file_write") == 0) {
-		int64_t size;
-		const char *path = "";
-		struct jsonx_err jerr;
-
-		if (glink_json_int(r, "size", 1, 0, GUEST_MAX_FILE, &size, err,
-		    sizeof(err)) != 1)
-			goto bad;
-		(void)jsonx_get_string(c->args, "path", 0, &path, &jerr);
-		res = json_object_new_object();
-		json_object_object_add(res, "path",
-		    json_object_new_string(path));
-		json_object_object_add(res, "bytes",
-		    json_object_new_int64(size));
-	} else if (strcmp(c->op, "activity") == 0) {
-		int active;
-		int64_t running, streams;
-
-		if (glink_json_bool(r, "active", 1, &active, err,
-		    sizeof(err)) != 1 ||
-		    glink_json_int(r, "jobs_running", 1, 0, GUEST_MAX_JOBS,
-		    &running, err, sizeof(err)) != 1 ||
-		    glink_json_int(r, "streams", 1, 0, 65535, &streams, err,
-		    sizeof(err)) != 1)
-			goto bad;
-		res = json_object_new_object();
-		json_object_object_add(res, "active",
-		    json_object_new_boolean(active));
-		json_object_object_add(res, "jobs_running",
-		    json_object_new_int64(running));
-	} else
-		/* ping, freeze, thaw, clock_set, shutdown: nothing to pass. */
-		res = json_object_new_object();
-	if (res == NULL)
-		goto bad;
-	reply_result(c->ipc_id, res);
-	return 0;
- bad:
-	log_warnx("vm %s: guest: %s", px.vm_id, err);
+	log_warnx("vm %s: guest: %s", px.vm_id, gr.why);
 	ipc_reply_error(px.vmmd, c->ipc_id, "internal",
 	    "the guest sent a reply that breaks the protocol");
 	return -1;
@@ -508,31 +175,16 @@ calls_fail_all(const char *why)
 static int
 on_hello_reply(struct json_object *r, const struct glink_reply *rep)
 {
-	const char *boot_id = "";
-	int64_t version = 0, jobs = 0;
 	struct json_object *info;
 	char err[256];
 
-	if (!rep->ok || glink_json_int(r, "version", 1, 1, 1000, &version, err,
-	    sizeof(err)) != 1 || glink_json_str(r, "boot_id", 1, 64, &boot_id,
-	    err, sizeof(err)) != 1 || glink_json_int(r, "jobs", 0, 0,
-	    GUEST_MAX_JOBS, &jobs, err, sizeof(err)) < 0) {
-		log_warnx("vm %s: guest hello: %s", px.vm_id, rep->ok ? err :
-		    "refused");
-		json_object_put(r);
-		return -1;
-	}
-	if (version != GLINK_VERSION) {
-		log_warnx("vm %s: guest speaks link version %" PRId64 ", not %d",
-		    px.vm_id, version, GLINK_VERSION);
+	if (guestreply_hello(r, rep, &info, err, sizeof(err)) == -1) {
+		log_warnx("vm %s: guest hello: %s", px.vm_id, err);
 		json_object_put(r);
 		return -1;
 	}
 	px.hello = 1;
 	glink_set_lenient(px.g, 0);
-	info = json_object_new_object();
-	json_object_object_add(info, "boot_id", json_object_new_string(boot_id));
-	json_object_object_add(info, "jobs", json_object_new_int64(jobs));
 	send_event("hello", "guest", info);
 	json_object_put(r);
 	return 0;
@@ -995,19 +647,12 @@ stream_writecb(int fd, short ev, void *arg)
 }
 
 static void
-stream_open(uint32_t ipc_id, struct json_object *args)
+stream_open(struct ipc_msg *msg, struct vmmd_msg *m)
 {
 	struct pstream *s;
-	struct jsonx_err jerr;
-	int64_t port;
-	uint32_t ch;
+	uint32_t ipc_id = msg->id, ch;
 	int sp[2];
 
-	if (jsonx_get_int64(args, "port", 1, 1, 65535, &port, &jerr) != 1) {
-		ipc_reply_error(px.vmmd, ipc_id, "invalid_argument", "%s",
-		    jerr.msg);
-		return;
-	}
 	if (px.link_fd == -1 || !px.hello) {
 		ipc_reply_error(px.vmmd, ipc_id, "unavailable",
 		    "the guest link is not up");
@@ -1034,7 +679,7 @@ stream_open(uint32_t ipc_id, struct json_object *args)
 	    stream_readcb, s);
 	s->wev = event_new(px.base, s->fd, EV_WRITE, stream_writecb, s);
 	TAILQ_INSERT_TAIL(&px.streams, s, entry);
-	if (glink_send_open(px.g, ch, (uint16_t)port) == -1) {
+	if (glink_send_open(px.g, ch, (uint16_t)m->port) == -1) {
 		ipc_reply_error(px.vmmd, ipc_id, "internal", "%s",
 		    glink_error(px.g));
 		s->ch = 0;
@@ -1046,119 +691,15 @@ stream_open(uint32_t ipc_id, struct json_object *args)
 
 /* ---- calls from vmmd --------------------------------------------------- */
 
-/* Builds the guest request for a call; body/body_len for stdin or data. */
-static struct json_object *
-guest_request(const char *op, struct json_object *args, uint8_t **body,
-    size_t *body_len, char *err, size_t errlen)
-{
-	struct json_object *req = json_object_new_object(), *v;
-	struct jsonx_err jerr;
-	const char *s;
-	int64_t n;
-
-	*body = NULL;
-	*body_len = 0;
-	json_object_object_add(req, "op", json_object_new_string(
-	    strcmp(op, "jobs") == 0 ? "job_status" : op));
-	/* vmmd checked every argument against the tool schema already;
-	 * these are the ones the guest takes, renamed where they differ. */
-	json_object_object_foreach(args, key, val) {
-		if (strcmp(key, "op") == 0 || strcmp(key, "stdin_base64") == 0 ||
-		    strcmp(key, "data_base64") == 0 ||
-		    strcmp(key, "cursor") == 0 || strcmp(key, "encoding") == 0 ||
-		    strcmp(key, "offset") == 0 || strcmp(key, "mode") == 0)
-			continue;
-		if (strcmp(op, "file_read") == 0 &&
-		    strcmp(key, "max_bytes") == 0)
-			continue;
-		json_object_object_add(req, key, json_object_get(val));
-	}
-	if (strcmp(op, "job_output") == 0) {
-		if (jsonx_get_int64(args, "cursor.stdout", 0, 0, INT64_MAX, &n,
-		    &jerr) == 1)
-			json_object_object_add(req, "stdout_cursor",
-			    json_object_new_int64(n));
-		if (jsonx_get_int64(args, "cursor.stderr", 0, 0, INT64_MAX, &n,
-		    &jerr) == 1)
-			json_object_object_add(req, "stderr_cursor",
-			    json_object_new_int64(n));
-	}
-	if (strcmp(op, "file_write") == 0 &&
-	    jsonx_get_string(args, "mode", 0, &s, &jerr) == 1) {
-		char *end;
-		long mode = strtol(s, &end, 8);
-
-		if (*s == '\0' || *end != '\0' || mode < 0 || mode > 0777) {
-			snprintf(err, errlen, "mode '%s' is not an octal "
-			    "permission like 0644", s);
-			json_object_put(req);
-			return NULL;
-		}
-		json_object_object_add(req, "mode",
-		    json_object_new_int((int)mode));
-	}
-	if ((json_object_object_get_ex(args, "stdin_base64", &v) ||
-	    json_object_object_get_ex(args, "data_base64", &v)) &&
-	    json_object_is_type(v, json_type_string)) {
-		if (b64_decode(json_object_get_string(v),
-		    (size_t)json_object_get_string_len(v), body, body_len) ==
-		    -1) {
-			snprintf(err, errlen, "%s is not valid base64",
-			    strcmp(op, "exec") == 0 ? "stdin_base64" :
-			    "data_base64");
-			json_object_put(req);
-			return NULL;
-		}
-		if (*body_len > GLINK_MAX_BODY || (strcmp(op, "file_write") ==
-		    0 && *body_len > GUEST_MAX_FILE)) {
-			snprintf(err, errlen, "data is %zu bytes; at most %u "
-			    "are allowed", *body_len, strcmp(op, "exec") == 0 ?
-			    GLINK_MAX_BODY : GUEST_MAX_FILE);
-			free(*body);
-			*body = NULL;
-			json_object_put(req);
-			return NULL;
-		}
-	}
-	return req;
-}
-
+/* A call from vmmd, decoded: its request goes to the guest. */
 static void
-proxy_call(uint32_t ipc_id, struct json_object *args)
+proxy_call(struct ipc_msg *msg, struct vmmd_msg *m)
 {
-	static const char *const ops[] = { "exec", "job_status", "jobs",
-	    "job_output", "job_cancel", "file_read", "file_write", "freeze",
-	    "thaw", "activity", "ping", "shutdown", "clock_set", NULL };
-	struct json_object *req;
-	struct jsonx_err jerr;
 	struct pcall *c;
-	const char *op;
-	uint8_t *body;
-	size_t body_len;
-	char err[256];
-	int i;
 
-	if (jsonx_get_string(args, "op", 1, &op, &jerr) != 1) {
-		ipc_reply_error(px.vmmd, ipc_id, "invalid_argument", "%s",
-		    jerr.msg);
-		return;
-	}
-	for (i = 0; ops[i] != NULL; i++)
-		if (strcmp(ops[i], op) == 0)
-			break;
-	if (ops[i] == NULL) {
-		ipc_reply_error(px.vmmd, ipc_id, "invalid_argument",
-		    "unknown operation %s", op);
-		return;
-	}
 	if (px.link_fd == -1 || !px.hello) {
-		ipc_reply_error(px.vmmd, ipc_id, "unavailable",
+		ipc_reply_error(px.vmmd, msg->id, "unavailable",
 		    "the guest link is not up");
-		return;
-	}
-	if ((req = guest_request(op, args, &body, &body_len, err,
-	    sizeof(err))) == NULL) {
-		ipc_reply_error(px.vmmd, ipc_id, "invalid_argument", "%s", err);
 		return;
 	}
 	if ((c = calloc(1, sizeof(*c))) == NULL)
@@ -1166,12 +707,12 @@ proxy_call(uint32_t ipc_id, struct json_object *args)
 	if (++px.next_gid == 0)
 		px.next_gid = 1;
 	c->gid = px.next_gid;
-	c->ipc_id = ipc_id;
-	snprintf(c->op, sizeof(c->op), "%s", op);
-	c->args = json_object_get(args);
-	json_object_object_add(req, "id", json_object_new_int64(c->gid));
-	if (glink_send_json(px.g, req, body, body_len) == -1) {
-		ipc_reply_error(px.vmmd, ipc_id, "internal", "%s",
+	c->ipc_id = msg->id;
+	c->call = m->call;
+	c->args = json_object_get(msg->body);
+	json_object_object_add(m->request, "id", json_object_new_int64(c->gid));
+	if (glink_send_json(px.g, m->request, m->body, m->body_len) == -1) {
+		ipc_reply_error(px.vmmd, msg->id, "internal", "%s",
 		    glink_error(px.g));
 		json_object_put(c->args);
 		free(c);
@@ -1179,21 +720,57 @@ proxy_call(uint32_t ipc_id, struct json_object *args)
 		TAILQ_INSERT_TAIL(&px.calls, c, entry);
 		link_want_write();
 	}
-	free(body);
-	json_object_put(req);
 }
 
+/*
+ * Everything vmmd may send, one line each: the message type, its rule
+ * flags for ipc's policy, its decoder and its handler.  No handler sees
+ * a body its decoder did not accept.
+ */
+static const struct {
+	uint32_t		 type;
+	unsigned int		 flags;
+	enum decode_verdict	(*decode)(struct json_object *,
+				    struct vmmd_msg *, struct decode_err *);
+	void			(*handle)(struct ipc_msg *, struct vmmd_msg *);
+} vmmd_msgs[] = {
+	{ IPC_PROXY_CALL, 0, vmproxy_decode_call, proxy_call },
+	{ IPC_PROXY_STREAM_OPEN, 0, vmproxy_decode_stream_open, stream_open },
+};
+#define NVMMD_MSGS	(sizeof(vmmd_msgs) / sizeof(vmmd_msgs[0]))
+
 static void
-vmproxy_dispatch_vmmd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+vmproxy_dispatch_vmmd(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 {
-	switch (m->type) {
-	case IPC_PROXY_CALL:
-		proxy_call(m->id, m->body);
+	struct vmmd_msg m;
+	struct decode_err de;
+	size_t i;
+
+	for (i = 0; i < NVMMD_MSGS; i++)
+		if (vmmd_msgs[i].type == msg->type)
+			break;
+	if (i == NVMMD_MSGS) {
+		/* ipc's policy admits only the table's types. */
+		log_warnx("vm %s: vmmd sent message type %u, which is not "
+		    "in the table; closing", px.vm_id, msg->type);
+		ipc_conn_free(conn);
+		return;
+	}
+	switch (vmmd_msgs[i].decode(msg->body, &m, &de)) {
+	case DECODE_BAD:
+		log_warnx("vm %s: vmmd sent a malformed message (type %u): "
+		    "%s; closing its connection", px.vm_id, msg->type, de.msg);
+		vmmd_msg_clear(&m);
+		ipc_conn_free(conn);
+		return;
+	case DECODE_REFUSE:
+		ipc_reply_error(conn, msg->id, de.code, "%s", de.msg);
 		break;
-	case IPC_PROXY_STREAM_OPEN:
-		stream_open(m->id, m->body);
+	case DECODE_OK:
+		vmmd_msgs[i].handle(msg, &m);
 		break;
 	}
+	vmmd_msg_clear(&m);
 }
 
 static void
@@ -1204,12 +781,10 @@ vmproxy_vmmd_closed(struct ipc_conn *conn, void *arg)
 	event_base_loopbreak(px.base);
 }
 
-static const struct ipc_rule vmmd_rules[] = {
-	{ IPC_PROXY_CALL, 0 },
-	{ IPC_PROXY_STREAM_OPEN, 0 },
-};
+/* ipc's policy for vmmd, from vmmd_msgs[] (filled in main). */
+static struct ipc_rule vmmd_rules[NVMMD_MSGS];
 static const struct ipc_policy vmmd_policy = {
-	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0])
+	"vmmd", vmmd_rules, NVMMD_MSGS
 };
 static const struct ipc_handlers vmmd_handlers = {
 	vmproxy_dispatch_vmmd, vmproxy_vmmd_closed
@@ -1309,6 +884,10 @@ main(int argc, char *argv[])
 		fatal("console");
 	px.retry = evtimer_new(px.base, retry_cb, NULL);
 	px.hello_wait = evtimer_new(px.base, hello_wait_cb, NULL);
+	for (size_t i = 0; i < NVMMD_MSGS; i++) {
+		vmmd_rules[i].type = vmmd_msgs[i].type;
+		vmmd_rules[i].flags = vmmd_msgs[i].flags;
+	}
 	if ((px.vmmd = ipc_conn_new(px.base, ipc_fd, "vmproxy", &vmmd_policy,
 	    &vmmd_handlers, NULL)) == NULL)
 		fatal("ipc to vmmd");

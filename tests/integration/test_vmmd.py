@@ -548,6 +548,14 @@ def check_lifecycle(h, a):
                cursor={"stdout": 7, "stderr": 5})
     ok(okk and r["stdout"] == "" and r["stderr"] == "",
        "a cursor at the end returns nothing more", r)
+    # A cursor past the end is the caller's to give: the guest returns
+    # nothing and leaves it there, and vmproxy must not take that for a
+    # broken guest (it used to, and the VM failed).
+    okk, r = a("vm_job_output", vm_id=vm, job_id=job,
+               cursor={"stdout": 1000, "stderr": 1 << 30})
+    ok(okk and r["stdout"] == "" and r["stderr"] == "" and
+       r["next_cursor"] == {"stdout": 1000, "stderr": 1 << 30},
+       "a cursor past the end returns nothing and stays", r)
     okk, r = a("vm_job_status", vm_id=vm, job_id=job)
     ok(okk and r["state"] == "failed" and r["exit_code"] == 3 and
        r["stdout_bytes"] == 7 and r["finished_at"] is not None,

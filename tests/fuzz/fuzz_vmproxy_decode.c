@@ -1,0 +1,112 @@
+/*
+ * libFuzzer target for vmproxy's decoders of what vmmd sends
+ * (vmmd/vmproxy_decode.c): a frame body goes through the socket's JSON
+ * check (ipc_frame_check) and then the decoder of its type, which the
+ * first byte picks.  What a decoder accepts must satisfy what vmproxy's
+ * handlers rely on, and every refusal must say why; anything else aborts.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "guest.h"
+#include "ipc.h"
+#include "vmproxy_decode.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
+
+static const struct ipc_rule rules[] = {
+	{ IPC_PROXY_CALL, 0 }, { IPC_PROXY_STREAM_OPEN, 0 },
+};
+static const struct ipc_policy policy = { "fuzz", rules,
+	sizeof(rules) / sizeof(rules[0]) };
+
+/* Members the host keeps: never in the guest's request. */
+static const char *const host_only[] = { "stdin_base64", "data_base64",
+	"cursor", "encoding", "offset", "id", NULL };
+
+static void
+check_call(const struct vmmd_msg *m)
+{
+	const struct guest_call *c = &m->call;
+	struct json_object *op;
+
+	if (m->type != IPC_PROXY_CALL || (unsigned)c->op >= GOP_COUNT ||
+	    m->request == NULL || c->path == NULL)
+		abort();
+	if (!json_object_object_get_ex(m->request, "op", &op) ||
+	    !json_object_is_type(op, json_type_string))
+		abort();
+	for (size_t i = 0; host_only[i] != NULL; i++)
+		if (json_object_object_get_ex(m->request, host_only[i], NULL))
+			abort();
+	if (c->op == GOP_FILE_READ && json_object_object_get_ex(m->request,
+	    "max_bytes", NULL))
+		abort();
+	if (c->cursor_stdout < 0 || c->cursor_stdout > GUEST_CURSOR_MAX ||
+	    c->cursor_stderr < 0 || c->cursor_stderr > GUEST_CURSOR_MAX ||
+	    c->offset < 0 || c->offset > GUEST_OFFSET_MAX ||
+	    c->max_bytes < 1 || c->max_bytes > GUEST_MAX_FILE ||
+	    (c->base64 != 0 && c->base64 != 1))
+		abort();
+	if (m->body_len > 0 && m->body == NULL)
+		abort();
+	if (m->body_len > (c->op == GOP_EXEC ? GLINK_MAX_BODY : GUEST_MAX_FILE))
+		abort();
+	if (m->body_len > 0 && c->op != GOP_EXEC && c->op != GOP_FILE_WRITE)
+		abort();
+	(void)json_object_to_json_string(m->request);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct json_object *body = NULL;
+	struct vmmd_msg m;
+	struct decode_err e;
+	struct ipc_frame f;
+	enum decode_verdict v;
+	char *payload, err[256];
+
+	if (size < 1 || size > 262144)
+		return 0;
+	payload = malloc(size);
+	memcpy(payload, data + 1, size - 1);
+	payload[size - 1] = '\0';
+	memset(&f, 0, sizeof(f));
+	f.type = rules[data[0] % policy.nrules].type;
+	f.id = 1;
+	f.payload = payload;
+	f.len = size - 1;
+	f.fd = -1;
+	if (ipc_frame_check(&f, &policy, &body, NULL, err, sizeof(err)) == 0) {
+		memset(&e, 0, sizeof(e));
+		if (f.type == IPC_PROXY_CALL)
+			v = vmproxy_decode_call(body, &m, &e);
+		else
+			v = vmproxy_decode_stream_open(body, &m, &e);
+		switch (v) {
+		case DECODE_OK:
+			if (f.type == IPC_PROXY_CALL)
+				check_call(&m);
+			else if (m.port < 1 || m.port > 65535 ||
+			    m.type != IPC_PROXY_STREAM_OPEN)
+				abort();
+			break;
+		case DECODE_REFUSE:
+			if (e.code == NULL || e.msg[0] == '\0')
+				abort();
+			break;
+		case DECODE_BAD:
+			if (e.msg[0] == '\0')
+				abort();
+			break;
+		}
+		vmmd_msg_clear(&m);
+		json_object_put(body);
+	}
+	free(payload);
+	return 0;
+}

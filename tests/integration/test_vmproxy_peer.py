@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""The real vmproxy against a compromised vmmd on its inherited socket:
+every message is decoded before a handler runs, a value out of bounds is
+answered with invalid_argument and the bound, a well-formed call reaches
+its handler (the guest link is down: unavailable), and a message out of
+its type's shape (an unknown member, a wrong type, an unknown operation,
+a type vmmd never sends) is logged and closes the connection, which ends
+vmproxy.  Run as an unprivileged uid, as vmmd runs it.  TAP output."""
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+
+VMPROXY = os.environ["VMPROXY"]
+
+HDR = struct.Struct("=IIII")
+HELLO, ERROR, REPLY = 1, 2, 0x2
+PROXY_CALL, PROXY_RESULT, PROXY_STREAM_OPEN = 601, 602, 603
+NOBODY = 65534
+
+n = 0
+failed = 0
+
+
+def ok(cond, name, detail=None):
+    global n, failed
+    n += 1
+    if cond:
+        print("ok %d - %s" % (n, name))
+    else:
+        failed += 1
+        print("not ok %d - %s" % (n, name))
+        if detail is not None:
+            for line in str(detail).splitlines() or [""]:
+                print("# " + line)
+    sys.stdout.flush()
+
+
+class Proxy:
+    """One vmproxy, with our end of its IPC socketpair as vmmd's."""
+
+    def __init__(self, tmp):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock = ours
+        self.sock.settimeout(20)
+        self.buf = b""
+        self.err = tempfile.TemporaryFile(dir=tmp)
+
+        def drop():
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setresgid(NOBODY, NOBODY, NOBODY)
+                os.setresuid(NOBODY, NOBODY, NOBODY)
+
+        fd = theirs.fileno()
+        self.proc = subprocess.Popen(
+            [VMPROXY, "-d", "--ipc-fd", str(fd), "--link",
+             os.path.join(tmp, "no-such-link.sock"), "--vm", "peer-test"],
+            pass_fds=[fd], stdout=subprocess.DEVNULL, stderr=self.err,
+            preexec_fn=drop)
+        theirs.close()
+        self.sock.sendall(self.frame(HELLO, {"version": 1, "role": "vmmd"}))
+        mtype, _, _, body = self.recv()
+        assert mtype == HELLO and body.get("version") == 1, body
+
+    @staticmethod
+    def frame(mtype, body, mid=0, flags=0):
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return HDR.pack(mtype, len(data), mid, flags) + data
+
+    def _fill(self, want):
+        while len(self.buf) < want:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+
+    def recv(self):
+        self._fill(HDR.size)
+        mtype, length, mid, flags = HDR.unpack(self.buf[:HDR.size])
+        self._fill(HDR.size + length)
+        payload = self.buf[HDR.size:HDR.size + length]
+        self.buf = self.buf[HDR.size + length:]
+        return mtype, mid, flags, json.loads(payload)
+
+    def call(self, mtype, body, mid):
+        """The reply to a request, skipping vmproxy's events."""
+        self.sock.sendall(self.frame(mtype, body, mid))
+        while True:
+            rtype, rid, flags, rbody = self.recv()
+            if flags & REPLY and rid == mid:
+                return rtype, rbody
+
+    def closed(self):
+        """Did vmproxy close the connection and exit?"""
+        try:
+            while True:
+                self.recv()
+        except (EOFError, ConnectionResetError):
+            pass
+        except socket.timeout:
+            return False, None
+        try:
+            rc = self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            return False, None
+        return True, rc
+
+    def log(self):
+        self.err.seek(0)
+        return self.err.read().decode(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.sock.close()
+
+
+def error_of(reply):
+    rtype, body = reply
+    if rtype != ERROR:
+        return None, None
+    e = body.get("error", {})
+    return e.get("code"), e.get("message", "")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="mcpvm-vmproxy-peer-")
+    os.chmod(tmp, 0o755)
+
+    p = Proxy(tmp)
+    code, msg = error_of(p.call(PROXY_STREAM_OPEN, {"port": 0}, 1))
+    ok(code == "invalid_argument" and "port must be within 1..65535" in msg,
+       "a stream port out of bounds is refused with its bound", (code, msg))
+    code, msg = error_of(p.call(PROXY_CALL, {"op": "file_write",
+                                             "path": "a", "mode": "0999"}, 2))
+    ok(code == "invalid_argument" and "not an octal permission" in msg,
+       "a mode that is not octal is refused", (code, msg))
+    code, msg = error_of(p.call(PROXY_CALL, {"op": "job_output",
+                                             "job_id": "j", "cursor":
+                                             {"stdout": 1 << 31}}, 3))
+    ok(code == "invalid_argument" and "stdout must be within" in msg,
+       "a cursor past its bound is refused", (code, msg))
+    code, msg = error_of(p.call(PROXY_CALL, {"op": "file_write", "path": "a",
+                                             "data_base64": "A"}, 4))
+    ok(code == "invalid_argument" and "not valid base64" in msg,
+       "data that is not base64 is refused", (code, msg))
+    code, msg = error_of(p.call(PROXY_CALL, {"op": "ping"}, 5))
+    ok(code == "unavailable" and "link is not up" in msg,
+       "a well-formed call reaches its handler", (code, msg))
+    ok(p.proc.poll() is None, "vmproxy serves on after refusals")
+    p.sock.sendall(p.frame(PROXY_CALL, {"op": "exec", "job_id": "j",
+                                        "command": "true", "broker": 1}, 6))
+    gone, rc = p.closed()
+    log = p.log()
+    ok(gone and rc == 0, "an unknown member closes the connection and "
+       "vmproxy exits", (gone, rc, log))
+    ok("malformed message" in log and "unknown member 'broker'" in log,
+       "and it is logged with the member", log)
+    p.stop()
+
+    bad = [
+        ("a wrong type", PROXY_CALL, {"op": "exec", "job_id": "j",
+                                      "command": 1}, "is integer, not"),
+        ("an unknown operation", PROXY_CALL, {"op": "format_disk"},
+         "no known operation"),
+        ("a missing member", PROXY_CALL, {"op": "file_read"},
+         "path is missing"),
+        ("a stream open with more", PROXY_STREAM_OPEN,
+         {"port": 22, "vm_id": "x"}, "unknown member 'vm_id'"),
+        ("a type vmmd never sends", PROXY_RESULT, {"result": {}}, None),
+    ]
+    for name, mtype, body, why in bad:
+        p = Proxy(tmp)
+        p.sock.sendall(p.frame(mtype, body, 1))
+        gone, rc = p.closed()
+        log = p.log()
+        ok(gone and (why is None or why in log),
+           "%s closes the connection" % name, (gone, rc, log))
+        p.stop()
+
+    subprocess.run(["rm", "-rf", tmp])
+    print("1..%d" % n)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

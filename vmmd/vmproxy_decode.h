@@ -1,0 +1,44 @@
+/*
+ * vmproxy: every message vmmd may send it, decoded into a typed struct and
+ * bounded before any handler runs (#14).  Pure, like vmmd's own decoders
+ * (decode.h, whose verdicts these share): a body in, a struct or a verdict
+ * out, so that fuzz_vmproxy_decode drives exactly what the socket does.
+ *
+ * DECODE_BAD (a member vmproxy does not know, a wrong type) is what only
+ * a broken or compromised vmmd sends: vmproxy logs it and closes the
+ * connection, which ends it.  DECODE_REFUSE answers a value that is out of
+ * bounds with its code and reason.
+ */
+#ifndef VMMD_VMPROXY_DECODE_H
+#define VMMD_VMPROXY_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "decode.h"
+#include "guestreply.h"
+
+#define VMPROXY_STRING_MAX	65536	/* exec's command, the longest */
+
+struct vmmd_msg {
+	uint32_t		 type;
+	/* IPC_PROXY_CALL */
+	struct guest_call	 call;		/* what the reply needs */
+	struct json_object	*request;	/* for the guest, no id: owned */
+	uint8_t			*body;		/* stdin or file data: owned */
+	size_t			 body_len;
+	/* IPC_PROXY_STREAM_OPEN */
+	int			 port;		/* 1..65535 */
+};
+
+/* Frees what a decoder left in m (after DECODE_OK, or any verdict). */
+void	vmmd_msg_clear(struct vmmd_msg *m);
+
+enum decode_verdict vmproxy_decode_call(struct json_object *body,
+	    struct vmmd_msg *, struct decode_err *);
+enum decode_verdict vmproxy_decode_stream_open(struct json_object *body,
+	    struct vmmd_msg *, struct decode_err *);
+
+#endif
