@@ -140,8 +140,16 @@ enum ipc_type {
 	IPC_PROXY_STREAM_OPEN = 603,	/* {"port":n} */
 	IPC_PROXY_STREAM_OPEN_RESULT = 604,	/* {"channel":n} + fd */
 	/* vmproxy -> vmmd: {"event":"hello","boot_id","jobs"} | {"event":
-	 * "link_down"} | {"event":"guest_error","message"} */
+	 * "link_down"} | {"event":"guest_error","message"} | {"event":"qmp",
+	 * "name"} | {"event":"qmp_lost","message"} */
 	IPC_PROXY_EVENT = 605,
+	/*
+	 * vmmd -> vmproxy, which alone speaks QMP to QEMU (vmmd/vmqmp.h):
+	 * {"op","timeout_ms"} (+ the checkpoint's fd for "getfd") ->
+	 * {"ok",["error"],["message"],["status","running"],["migration"]}
+	 */
+	IPC_PROXY_QMP = 606,
+	IPC_PROXY_QMP_RESULT = 607,
 
 	/* Test-only types, never in a daemon's policy table. */
 	IPC_TEST_BASE = 900,

@@ -1,8 +1,11 @@
 /*
  * vmmd's side of each VM's vmproxy: starting it as the VM's uid inside the
  * VM's cgroup, calling it, and noticing when it ends.  vmproxy is the only
- * process that reads guest bytes; what it sends here is still checked
- * (every tool result against its schema, in vmmd.c).
+ * process that reads guest bytes, and the only one that speaks QMP to
+ * QEMU or reads QEMU's output; what it sends here is still checked (every
+ * tool result against its schema, in vmmd.c; every QEMU result and event
+ * by decode.c).  Each VM's vm->mon is the QEMU backend's way to vmproxy's
+ * QMP client.
  */
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -13,6 +16,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +46,108 @@ struct pcall {
 	proxy_cb	 cb;
 	void		*arg;
 };
+
+/* A QEMU operation out at vmproxy. */
+struct qcall {
+	struct proxy	*p;
+	enum vmq_op	 op;
+	vmm_mon_cb	 cb;
+	void		*arg;
+};
+
+/* vmproxy's QMP is gone with it: the backend hears so. */
+static void
+proxy_mon_lost(struct vm *vm, const char *why)
+{
+	if (vm != NULL && vm->mon.owner != NULL && vm->mon.lost != NULL)
+		vm->mon.lost(vm->mon.owner, why);
+}
+
+static void
+qcall_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	struct qcall *qc = arg;
+	struct proxy *p = qc->p;
+	struct vmq_result res;
+	struct decode_err de;
+	struct json_object *e, *v;
+
+	memset(&res, 0, sizeof(res));
+	if (m == NULL) {
+		res.err = VMQE_DISCONNECTED;
+		snprintf(res.msg, sizeof(res.msg), "%s", p->stopping ?
+		    "vmproxy stopped" : "vmproxy did not answer");
+	} else if (m->type == IPC_ERROR) {
+		res.err = VMQE_UNAVAILABLE;
+		snprintf(res.msg, sizeof(res.msg), "vmproxy refused it");
+		if (json_object_object_get_ex(m->body, "error", &e) &&
+		    json_object_object_get_ex(e, "message", &v) &&
+		    json_object_is_type(v, json_type_string) &&
+		    vmq_clean(json_object_get_string(v)))
+			snprintf(res.msg, sizeof(res.msg), "%s",
+			    json_object_get_string(v));
+	} else if (decode_proxy_qmp_result(qc->op, m->body, &res, &de) !=
+	    DECODE_OK) {
+		/* Out of protocol: the VM fails and its vmproxy goes.  The
+		 * backend hears of it after, with its qvm gone or going. */
+		log_warnx("vm %s: vmproxy sent a malformed QEMU result: %s",
+		    p->vm != NULL ? p->vm->rec.id : "?", de.msg);
+		memset(&res, 0, sizeof(res));
+		res.err = VMQE_DISCONNECTED;
+		snprintf(res.msg, sizeof(res.msg), "vmproxy broke the "
+		    "protocol");
+		if (p->vm != NULL)
+			vm_fail(p->vm, "vmproxy broke the protocol");
+		else
+			ipc_conn_free(conn);
+	}
+	qc->cb(&res, qc->arg);
+	free(qc);
+}
+
+/* vm->mon.call: one QEMU operation through the VM's vmproxy. */
+static int
+proxy_mon_call(struct vmm_monitor *mon, enum vmq_op op, int fd,
+    int timeout_ms, vmm_mon_cb cb, void *arg)
+{
+	struct vm *vm = (struct vm *)((char *)mon - offsetof(struct vm, mon));
+	struct json_object *body;
+	struct qcall *qc;
+	int dfd = -1, rc;
+
+	if (vm->proxy == NULL || vm->proxy->conn == NULL) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	/* The IPC layer consumes what it sends; the caller keeps its own. */
+	if (fd != -1 && (dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) == -1)
+		return -1;
+	if ((qc = calloc(1, sizeof(*qc))) == NULL)
+		fatal("calloc");
+	qc->p = vm->proxy;
+	qc->op = op;
+	qc->cb = cb;
+	qc->arg = arg;
+	body = json_object_new_object();
+	json_object_object_add(body, "op",
+	    json_object_new_string(vmq_op_names[op]));
+	json_object_object_add(body, "timeout_ms",
+	    json_object_new_int(timeout_ms));
+	/* vmproxy times QEMU out itself; this is the backstop. */
+	rc = ipc_request_want(vm->proxy->conn, IPC_PROXY_QMP, body, dfd,
+	    timeout_ms + 10000, IPC_PROXY_QMP_RESULT, qcall_reply, qc);
+	json_object_put(body);
+	if (rc == -1)
+		free(qc);
+	return rc;
+}
+
+void
+proxy_mon_init(struct vm *vm)
+{
+	memset(&vm->mon, 0, sizeof(vm->mon));
+	vm->mon.call = proxy_mon_call;
+}
 
 static void
 proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
@@ -167,6 +273,13 @@ proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	if (p->vm == NULL)
 		return;
 	switch (ev.kind) {
+	case PROXY_EV_QMP:
+		if (p->vm->mon.owner != NULL && p->vm->mon.event != NULL)
+			p->vm->mon.event(p->vm->mon.owner, ev.qmp_event);
+		break;
+	case PROXY_EV_QMP_LOST:
+		proxy_mon_lost(p->vm, ev.message);
+		break;
 	case PROXY_EV_STREAMS:
 		vm_streams_count(p->vm, ev.open);
 		break;
@@ -187,10 +300,13 @@ proxy_closed(struct ipc_conn *conn, void *arg)
 	struct proxy *p = arg;
 
 	p->conn = NULL;
+	if (p->vm != NULL && p->vm->proxy == p)
+		proxy_mon_lost(p->vm, "the connection to vmproxy closed");
 }
 
 static const struct ipc_rule proxy_rules[] = {
 	{ IPC_PROXY_RESULT, 0 },
+	{ IPC_PROXY_QMP_RESULT, 0 },
 	{ IPC_PROXY_STREAM_OPEN_RESULT, IPC_RULE_FD },
 	{ IPC_PROXY_EVENT, 0 },
 	{ IPC_ERROR, 0 },
@@ -231,6 +347,7 @@ proxy_exit_cb(int fd, short ev, void *arg)
 	if (vm != NULL && vm->proxy == p) {
 		vm->proxy = NULL;
 		proxy_free(p);
+		proxy_mon_lost(vm, "vmproxy exited");
 		vm_proxy_gone(vm, fault);
 		return;
 	}
@@ -243,6 +360,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	struct cg_attach cga;
 	struct proxy *p;
 	char link[PATH_MAX], console[PATH_MAX], fdarg[16], conmax[24];
+	char qmp[PATH_MAX], qlog[PATH_MAX], qlogfd[16], qlogmax[24];
 	int sp[2], have_cg;
 	pid_t pid;
 
@@ -256,8 +374,17 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		snprintf(err, errlen, "run_dir path too long");
 		return -1;
 	}
+	if ((size_t)snprintf(qmp, sizeof(qmp), "%s/%s", vm->rundir,
+	    VMM_QMP_SOCK) >= sizeof(qmp) ||
+	    (size_t)snprintf(qlog, sizeof(qlog), "%s/%s", vm->rundir,
+	    VMM_STDERR_LOG) >= sizeof(qlog)) {
+		snprintf(err, errlen, "run_dir path too long");
+		return -1;
+	}
 	snprintf(conmax, sizeof(conmax), "%lld",
 	    env->conf.vmmd.console_log_kib * 1024);
+	snprintf(qlogmax, sizeof(qlogmax), "%lld",
+	    env->conf.vmmd.qemu_log_kib * 1024);
 	have_cg = cg_attach_prepare(&env->cg, (unsigned)vm->rec.slot, &cga) ==
 	    0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {
@@ -271,8 +398,8 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		return -1;
 	}
 	if (pid == 0) {
-		char *argv[16];
-		int i = 0, devnull, keep = 4;
+		char *argv[28];
+		int i = 0, devnull, keep = 4, ql = -1;
 
 		/* Its own session: a Ctrl-C meant for vmmd's terminal must
 		 * not reach it, or the VM would fail instead of hibernating. */
@@ -289,6 +416,10 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 			_exit(122);
 		if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) == -1)
 			_exit(123);
+		/* QEMU's log pipe parked high, out of the way of the dup2s. */
+		if (vm->qemulog_rd != -1 && (ql = fcntl(vm->qemulog_rd,
+		    F_DUPFD, 10)) == -1)
+			_exit(124);
 		if (dup2(sp[1], 3) == -1)
 			_exit(124);
 		/* QEMU's console pipe, when there is one, as fd 4. */
@@ -296,6 +427,13 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 			if (dup2(vm->console_rd, 4) == -1)
 				_exit(124);
 			keep = 5;
+		}
+		/* Then QEMU's stdout/stderr pipe, next. */
+		if (ql != -1) {
+			if (dup2(ql, keep) == -1)
+				_exit(124);
+			snprintf(qlogfd, sizeof(qlogfd), "%d", keep);
+			keep++;
 		}
 		if ((devnull = open("/dev/null", O_RDWR)) == -1 ||
 		    dup2(devnull, 0) == -1 || dup2(devnull, 1) == -1)
@@ -324,6 +462,16 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 			argv[i++] = "--console-max";
 			argv[i++] = conmax;
 		}
+		argv[i++] = "--qmp";
+		argv[i++] = qmp;
+		if (ql != -1) {
+			argv[i++] = "--qemu-log-fd";
+			argv[i++] = qlogfd;
+			argv[i++] = "--qemu-log";
+			argv[i++] = qlog;
+			argv[i++] = "--qemu-log-max";
+			argv[i++] = qlogmax;
+		}
 		argv[i] = NULL;
 		execv(env->conf.vmmd.vmproxy, argv);
 		_exit(127);
@@ -333,6 +481,10 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	if (vm->console_rd != -1) {
 		close(vm->console_rd);
 		vm->console_rd = -1;
+	}
+	if (vm->qemulog_rd != -1) {
+		close(vm->qemulog_rd);
+		vm->qemulog_rd = -1;
 	}
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		fatal("calloc");
@@ -379,6 +531,7 @@ proxy_stop(struct vm *vm)
 	/* First: a callback below that calls in again finds no proxy. */
 	vm->proxy = NULL;
 	p->stopping = 1;
+	proxy_mon_lost(vm, "vmproxy stopped");
 	if (p->conn != NULL) {
 		ipc_conn_cancel_requests(p->conn);
 		ipc_conn_free(p->conn);

@@ -36,6 +36,7 @@
 #include "log.h"
 #include "privdrop.h"
 #include "utf8.h"
+#include "vmproxy_qmp.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define VMPROXY_SANITIZED 1
@@ -1193,6 +1194,9 @@ vmproxy_dispatch_vmmd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	case IPC_PROXY_STREAM_OPEN:
 		stream_open(m->id, m->body);
 		break;
+	case IPC_PROXY_QMP:
+		vmproxy_qmp_request(conn, m);
+		break;
 	}
 }
 
@@ -1207,6 +1211,7 @@ vmproxy_vmmd_closed(struct ipc_conn *conn, void *arg)
 static const struct ipc_rule vmmd_rules[] = {
 	{ IPC_PROXY_CALL, 0 },
 	{ IPC_PROXY_STREAM_OPEN, 0 },
+	{ IPC_PROXY_QMP, IPC_RULE_FD },		/* getfd's checkpoint */
 };
 static const struct ipc_policy vmmd_policy = {
 	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0])
@@ -1219,7 +1224,9 @@ static __attribute__((noreturn)) void
 usage(void)
 {
 	fprintf(stderr, "usage: vmproxy [-dv] --ipc-fd N --link PATH --vm ID "
-	    "[--console-fd N --console PATH --console-max BYTES]\n");
+	    "[--console-fd N --console PATH --console-max BYTES]\n"
+	    "\t[--qmp PATH] [--qemu-log-fd N --qemu-log PATH "
+	    "--qemu-log-max BYTES]\n");
 	exit(2);
 }
 
@@ -1233,14 +1240,18 @@ main(int argc, char *argv[])
 		{ "console-fd", required_argument, NULL, 'c' },
 		{ "console", required_argument, NULL, 'C' },
 		{ "console-max", required_argument, NULL, 'M' },
+		{ "qmp", required_argument, NULL, 'q' },
+		{ "qemu-log-fd", required_argument, NULL, 'g' },
+		{ "qemu-log", required_argument, NULL, 'G' },
+		{ "qemu-log-max", required_argument, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const struct privdrop keep_none = { NULL, NULL, 0 };
 	int ch, foreground = 0, verbose = 0, ipc_fd = -1, con_fd = -1;
-	int con_file = -1;
-	const char *con_path = NULL;
-	long long con_max = 0;
-	struct console *con = NULL;
+	int con_file = -1, qlog_fd = -1, qlog_file = -1;
+	const char *con_path = NULL, *qmp_path = NULL, *qlog_path = NULL;
+	long long con_max = 0, qlog_max = 0;
+	struct console *con = NULL, *qlog = NULL;
 	char *end;
 
 	while ((ch = getopt_long(argc, argv, "dv", longopts, NULL)) != -1) {
@@ -1275,13 +1286,31 @@ main(int argc, char *argv[])
 			if (*end != '\0' || con_max < 2 || con_max > 1LL << 30)
 				usage();
 			break;
+		case 'q':
+			qmp_path = optarg;
+			break;
+		case 'g':
+			qlog_fd = (int)strtol(optarg, &end, 10);
+			if (*end != '\0' || qlog_fd < 3)
+				usage();
+			break;
+		case 'G':
+			qlog_path = optarg;
+			break;
+		case 'X':
+			qlog_max = strtoll(optarg, &end, 10);
+			if (*end != '\0' || qlog_max < 2 || qlog_max > 1LL << 30)
+				usage();
+			break;
 		default:
 			usage();
 		}
 	}
 	if (ipc_fd == -1 || px.link_path == NULL || px.vm_id == NULL ||
 	    (con_fd != -1) != (con_path != NULL) ||
-	    (con_fd != -1) != (con_max != 0))
+	    (con_fd != -1) != (con_max != 0) ||
+	    (qlog_fd != -1) != (qlog_path != NULL) ||
+	    (qlog_fd != -1) != (qlog_max != 0))
 		usage();
 	log_init("vmproxy", foreground, verbose);
 	signal(SIGPIPE, SIG_IGN);
@@ -1294,6 +1323,16 @@ main(int argc, char *argv[])
 	if (con_path != NULL && (con_file = open(con_path, O_RDWR | O_CREAT |
 	    O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) == -1)
 		fatal("%s", con_path);
+	/*
+	 * QEMU's stdout and stderr: root vmmd never reads them (#14).  A
+	 * new file of ours, whatever is under that name now.
+	 */
+	if (qlog_path != NULL) {
+		(void)unlink(qlog_path);
+		if ((qlog_file = open(qlog_path, O_RDWR | O_CREAT | O_EXCL |
+		    O_NOFOLLOW | O_CLOEXEC, 0600)) == -1)
+			fatal("%s", qlog_path);
+	}
 	sandbox_seccomp(vmproxy_syscalls, sizeof(vmproxy_syscalls) /
 	    sizeof(vmproxy_syscalls[0]) - 1, 0);
 
@@ -1307,13 +1346,20 @@ main(int argc, char *argv[])
 	if (con_fd != -1 && (con = console_new(px.base, con_fd, con_file,
 	    (size_t)con_max)) == NULL)
 		fatal("console");
+	if (qlog_fd != -1 && (qlog = console_new(px.base, qlog_fd, qlog_file,
+	    (size_t)qlog_max)) == NULL)
+		fatal("qemu log");
 	px.retry = evtimer_new(px.base, retry_cb, NULL);
 	px.hello_wait = evtimer_new(px.base, hello_wait_cb, NULL);
 	if ((px.vmmd = ipc_conn_new(px.base, ipc_fd, "vmproxy", &vmmd_policy,
 	    &vmmd_handlers, NULL)) == NULL)
 		fatal("ipc to vmmd");
+	if (vmproxy_qmp_init(px.base, px.vmmd, qmp_path, qlog) == -1)
+		fatal("qmp");
 	link_connect();
 	event_base_dispatch(px.base);
+	vmproxy_qmp_free();
+	console_free(qlog);
 	console_free(con);
 	/* A guest that broke the protocol: exit status 3 tells vmmd so. */
 	return px.vmmd != NULL ? 3 : 0;
