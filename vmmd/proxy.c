@@ -399,7 +399,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	}
 	if (pid == 0) {
 		char *argv[28];
-		int i = 0, devnull, keep = 4, ql = -1;
+		int i = 0, devnull, keep = 4, ql = -1, con = 0;
 
 		/* Its own session: a Ctrl-C meant for vmmd's terminal must
 		 * not reach it, or the VM would fail instead of hibernating. */
@@ -427,6 +427,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 			if (dup2(vm->console_rd, 4) == -1)
 				_exit(124);
 			keep = 5;
+			con = 1;
 		}
 		/* Then QEMU's stdout/stderr pipe, next. */
 		if (ql != -1) {
@@ -454,7 +455,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		argv[i++] = link;
 		argv[i++] = "--vm";
 		argv[i++] = vm->rec.id;
-		if (keep == 5) {
+		if (con) {
 			argv[i++] = "--console-fd";
 			argv[i++] = "4";
 			argv[i++] = "--console";
