@@ -196,6 +196,7 @@ static int	qmp_lost(struct qvm *, const struct vmq_result *);
 static int	qvm_send(struct qvm *, enum vmq_op, int, int, qcmd_cb,
 		    struct qcmd **);
 static void	qvm_exit_fail(struct qvm *, const char *);
+static void	qvm_exit_settle(struct qvm *, const char *);
 static void	last_words_cb(struct qvm *, const struct vmq_result *);
 
 static void
@@ -290,7 +291,8 @@ qvm_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	if (v->in_worker)
 		return;
 	if (v->dying)
-		qvm_exit_fail(v, " (vmproxy did not give QEMU's last words)");
+		qvm_exit_settle(v, " (vmproxy did not give QEMU's last "
+		    "words)");
 	else if (v->qmp_why[0] != '\0')
 		qvm_op_fail(v, "QMP: %s", v->qmp_why);
 	else
@@ -302,7 +304,7 @@ static void
 qvm_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct qvm *v = arg;
-	int st;
+	int st, notify = 1;
 
 	if (waitpid(v->pid, &st, WNOHANG) <= 0)
 		return;
@@ -322,11 +324,13 @@ qvm_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 			qvm_exit_fail(v, " (vmproxy, which keeps QEMU's log, "
 			    "is gone)");
 		else {
+			/* The owner hears of the exit with the failure. */
 			v->dying = 1;
+			notify = 0;
 			evtimer_add(v->deadline, &tv);
 		}
 	}
-	if (!v->doomed && v->cbs.exited != NULL)
+	if (notify && !v->doomed && v->cbs.exited != NULL)
 		v->cbs.exited(&v->vmm, st, v->cbarg);
 	if (--v->busy == 0 && v->doomed) {
 		v->doomed = 0;
@@ -400,6 +404,24 @@ qvm_exit_fail(struct qvm *v, const char *words)
 		    words);
 }
 
+/*
+ * The words came (or will not): the operation fails, and only then does
+ * the owner hear of the exit, as when both happen at once; an owner that
+ * frees us in the first callback does not get the second.
+ */
+static void
+qvm_exit_settle(struct qvm *v, const char *words)
+{
+	v->busy++;
+	qvm_exit_fail(v, words);
+	if (!v->doomed && v->cbs.exited != NULL)
+		v->cbs.exited(&v->vmm, v->wstatus, v->cbarg);
+	if (--v->busy == 0 && v->doomed) {
+		v->doomed = 0;
+		qvm_free(&v->vmm);
+	}
+}
+
 static void
 last_words_cb(struct qvm *v, const struct vmq_result *r)
 {
@@ -413,7 +435,7 @@ last_words_cb(struct qvm *v, const struct vmq_result *r)
 		snprintf(words, sizeof(words), " (QEMU printed nothing)");
 	else
 		snprintf(words, sizeof(words), ": %s", r->msg);
-	qvm_exit_fail(v, words);
+	qvm_exit_settle(v, words);
 }
 
 static void

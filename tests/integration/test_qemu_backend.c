@@ -51,8 +51,11 @@ static uid_t vm_uid;
 
 struct res {
 	int	 done, ok, exited, wstatus;
+	int	 at;		/* when its callback ran, in callbacks */
 	char	 err[512], status[64];
 };
+
+static int ncallbacks;
 
 static void
 done_cb(struct vmm *v, int ok, const char *err, void *arg)
@@ -61,6 +64,7 @@ done_cb(struct vmm *v, int ok, const char *err, void *arg)
 
 	r->done = 1;
 	r->ok = ok;
+	r->at = ++ncallbacks;
 	snprintf(r->err, sizeof(r->err), "%s", err);
 }
 
@@ -81,6 +85,7 @@ exited_cb(struct vmm *v, int wstatus, void *arg)
 
 	r->exited = 1;
 	r->wstatus = wstatus;
+	r->at = ++ncallbacks;
 }
 
 static const struct vmm_cbs cbs = { exited_cb, NULL };
@@ -448,6 +453,13 @@ START_TEST(qemu_killed_fails_operation_cleanly)
 	    r.err);
 	ck_assert(itest_run_until(base, &ex.exited, 5000));
 	ck_assert(WIFSIGNALED(ex.wstatus));
+	/*
+	 * The operation fails first and the exit comes after, though the
+	 * words for the failure come from the monitor later: an owner that
+	 * sets its VM running again on a failed hibernation must then hear
+	 * that QEMU is gone.
+	 */
+	ck_assert_int_lt(r.at, ex.at);
 	ck_assert_int_eq(access(ckpt, F_OK), -1);
 	/* Nothing more can be asked of a dead VMM. */
 	ck_assert_int_eq(vmm_pause(v, done_cb, &r), -1);
