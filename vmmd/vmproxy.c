@@ -2,9 +2,12 @@
  * vmproxy: one per VM, spawned by vmmd as that VM's jail uid with no
  * capabilities and a seccomp allowlist.  It owns the guest link (the
  * virtio-serial socket QEMU serves) and is the only process that parses
- * bytes a guest sends.  To vmmd it speaks IPC on an inherited socketpair:
- * tool-shaped calls in, checked tool-shaped results out, and one end of a
- * socketpair per guest stream.
+ * bytes a guest sends.  It is also QEMU's QMP client and keeps QEMU's
+ * output (vmproxy_qmp.c): root vmmd reads no byte that QEMU, which a
+ * guest may have taken over, writes.  To vmmd it speaks IPC on an
+ * inherited socketpair: tool-shaped calls in, checked tool-shaped results
+ * out, one end of a socketpair per guest stream, and typed QEMU
+ * operations and their typed results.
  *
  * A guest that breaks the link protocol ends this process (vmmd then
  * fails that VM); a link that merely drops (hibernation, restore) is
@@ -49,7 +52,9 @@
 /*
  * Nothing beyond the common base, except under ASan: LeakSanitizer's
  * exit-time tracer lists threads with getdents, and a tracer the filter
- * kills leaves the process waiting for it forever.
+ * kills leaves the process waiting for it forever.  The QMP client needs
+ * nothing more either (socket, connect, sendmsg with SCM_RIGHTS are in the
+ * base; it reads without libevent's FIONREAD ioctl).
  */
 static const char *const vmproxy_syscalls[] = {
 	"ftruncate",		/* console.log keeps its newest bytes */
