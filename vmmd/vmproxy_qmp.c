@@ -130,64 +130,96 @@ vpq_closed(struct qmp *qm, const char *why, void *arg)
 static const struct qmp_cbs vpq_qmp_cbs = { vpq_ready, vpq_event,
 	vpq_closed };
 
+void
+vmq_from_qmp(enum vmq_op op, const struct qmp_reply *r,
+    struct vmq_result *res)
+{
+	struct json_object *v;
+	int i;
+
+	memset(res, 0, sizeof(*res));
+	if (!r->ok) {
+		enum vmq_err e = VMQE_QEMU;
+
+		if (r->err_class != NULL && strcmp(r->err_class, "timeout") == 0)
+			e = VMQE_TIMEOUT;
+		else if (r->err_class != NULL &&
+		    strcmp(r->err_class, "disconnected") == 0)
+			e = VMQE_DISCONNECTED;
+		res_fail(res, e, r->err_desc != NULL ? r->err_desc : "");
+		return;
+	}
+	res->ok = 1;
+	switch (op) {
+	case VMQ_QUERY_STATUS:
+		if (!json_object_is_type(r->ret, json_type_object) ||
+		    !json_object_object_get_ex(r->ret, "status", &v) ||
+		    !json_object_is_type(v, json_type_string)) {
+			res_fail(res, VMQE_PROTOCOL,
+			    "malformed query-status reply");
+			break;
+		}
+		i = vmq_lookup(vmq_run_names, json_object_get_string(v));
+		res->status = i > VMQR_NONE ? (enum vmq_run)i : VMQR_OTHER;
+		res->running = json_object_object_get_ex(r->ret, "running",
+		    &v) && json_object_is_type(v, json_type_boolean) &&
+		    json_object_get_boolean(v);
+		break;
+	case VMQ_QUERY_MIGRATE:
+		if (!json_object_is_type(r->ret, json_type_object)) {
+			res_fail(res, VMQE_PROTOCOL,
+			    "malformed query-migrate reply");
+			break;
+		}
+		res->mig = VMQM_NONE;
+		if (json_object_object_get_ex(r->ret, "status", &v) &&
+		    json_object_is_type(v, json_type_string)) {
+			i = vmq_lookup(vmq_mig_names,
+			    json_object_get_string(v));
+			res->mig = i > VMQM_NONE ? (enum vmq_mig)i : VMQM_OTHER;
+		}
+		if (json_object_object_get_ex(r->ret, "error-desc", &v) &&
+		    json_object_is_type(v, json_type_string))
+			vmq_sanitize(res->msg, json_object_get_string(v),
+			    (size_t)json_object_get_string_len(v));
+		break;
+	default:
+		break;
+	}
+}
+
+struct json_object *
+vmq_result_json(const struct vmq_result *res)
+{
+	struct json_object *b = json_object_new_object();
+
+	json_object_object_add(b, "ok", json_object_new_boolean(res->ok));
+	if (!res->ok)
+		json_object_object_add(b, "error",
+		    json_object_new_string(vmq_err_names[res->err]));
+	if (res->msg[0] != '\0')
+		json_object_object_add(b, "message",
+		    json_object_new_string(res->msg));
+	if (res->status != VMQR_NONE) {
+		json_object_object_add(b, "status",
+		    json_object_new_string(vmq_run_names[res->status]));
+		json_object_object_add(b, "running",
+		    json_object_new_boolean(res->running));
+	}
+	if (res->mig != VMQM_NONE)
+		json_object_object_add(b, "migration",
+		    json_object_new_string(vmq_mig_names[res->mig]));
+	return b;
+}
+
 /* QEMU's answer to one command, shaped by what the op wants of it. */
 static void
 vpq_reply(struct qmp *qm, const struct qmp_reply *r, void *arg)
 {
 	struct vpq_req *req = arg;
 	struct vmq_result res;
-	struct json_object *v;
-	int i;
 
-	memset(&res, 0, sizeof(res));
-	if (!r->ok) {
-		enum vmq_err e = VMQE_QEMU;
-
-		if (strcmp(r->err_class, "timeout") == 0)
-			e = VMQE_TIMEOUT;
-		else if (strcmp(r->err_class, "disconnected") == 0)
-			e = VMQE_DISCONNECTED;
-		res_fail(&res, e, r->err_desc != NULL ? r->err_desc : "");
-		req_finish(req, &res);
-		return;
-	}
-	res.ok = 1;
-	switch (req->op) {
-	case VMQ_QUERY_STATUS:
-		if (!json_object_is_type(r->ret, json_type_object) ||
-		    !json_object_object_get_ex(r->ret, "status", &v) ||
-		    !json_object_is_type(v, json_type_string)) {
-			res_fail(&res, VMQE_PROTOCOL,
-			    "malformed query-status reply");
-			break;
-		}
-		i = vmq_lookup(vmq_run_names, json_object_get_string(v));
-		res.status = i > VMQR_NONE ? (enum vmq_run)i : VMQR_OTHER;
-		res.running = json_object_object_get_ex(r->ret, "running",
-		    &v) && json_object_is_type(v, json_type_boolean) &&
-		    json_object_get_boolean(v);
-		break;
-	case VMQ_QUERY_MIGRATE:
-		if (!json_object_is_type(r->ret, json_type_object)) {
-			res_fail(&res, VMQE_PROTOCOL,
-			    "malformed query-migrate reply");
-			break;
-		}
-		res.mig = VMQM_NONE;
-		if (json_object_object_get_ex(r->ret, "status", &v) &&
-		    json_object_is_type(v, json_type_string)) {
-			i = vmq_lookup(vmq_mig_names,
-			    json_object_get_string(v));
-			res.mig = i > VMQM_NONE ? (enum vmq_mig)i : VMQM_OTHER;
-		}
-		if (json_object_object_get_ex(r->ret, "error-desc", &v) &&
-		    json_object_is_type(v, json_type_string))
-			vmq_sanitize(res.msg, json_object_get_string(v),
-			    (size_t)json_object_get_string_len(v));
-		break;
-	default:
-		break;
-	}
+	vmq_from_qmp(req->op, r, &res);
 	req_finish(req, &res);
 }
 
@@ -410,23 +442,7 @@ ipc_result(const struct vmq_result *res, void *arg)
 		free(r);
 		return;
 	}
-	b = json_object_new_object();
-	json_object_object_add(b, "ok", json_object_new_boolean(res->ok));
-	if (!res->ok)
-		json_object_object_add(b, "error",
-		    json_object_new_string(vmq_err_names[res->err]));
-	if (res->msg[0] != '\0')
-		json_object_object_add(b, "message",
-		    json_object_new_string(res->msg));
-	if (res->status != VMQR_NONE) {
-		json_object_object_add(b, "status",
-		    json_object_new_string(vmq_run_names[res->status]));
-		json_object_object_add(b, "running",
-		    json_object_new_boolean(res->running));
-	}
-	if (res->mig != VMQM_NONE)
-		json_object_object_add(b, "migration",
-		    json_object_new_string(vmq_mig_names[res->mig]));
+	b = vmq_result_json(res);
 	ipc_reply(vq.conn, IPC_PROXY_QMP_RESULT, r->id, b, -1);
 	json_object_put(b);
 	free(r);

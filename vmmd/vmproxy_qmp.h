@@ -17,7 +17,18 @@ struct console;
 struct event_base;
 struct ipc_conn;
 struct ipc_msg;
+struct json_object;
+struct qmp_reply;
 struct vpq;
+
+/*
+ * Pure, for vmproxy and its fuzz target: QEMU's reply to op's command as
+ * a typed result (only names of vmqmp.h's lists, and at most VMQ_MSG_MAX
+ * bytes of printable text), and that result as vmproxy sends it.
+ */
+void		 vmq_from_qmp(enum vmq_op, const struct qmp_reply *,
+		    struct vmq_result *);
+struct json_object *vmq_result_json(const struct vmq_result *);
 
 struct vpq_cbs {
 	/* A QEMU event vmmd cares about. */
