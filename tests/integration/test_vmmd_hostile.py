@@ -18,6 +18,7 @@
 # Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -216,17 +217,23 @@ def case_log_fifo(h, a, b):
                       "resuming")
     except RuntimeError:
         pass
+    # QEMU stopped at once, so that the restore cannot finish while its
+    # log is swapped; then killed with the FIFO in place.
+    uid = base.vm_uid(h, vm)
+    qemu = [pid for pid, u, cmd in h.jail_processes()
+            if u == uid and "qemu" in cmd]
+    for pid in qemu:
+        os.kill(pid, signal.SIGSTOP)
     st = base.states(db).get(vm)
     log = os.path.join(h.run, "vms", vm, "qemu.log")
-    ok(os.stat(log).st_uid == base.vm_uid(h, vm) and
-       vmmd_reads_qemu(h) == [], "fifo: QEMU's log is the VM uid's, "
-       "and vmmd holds no descriptor on it", vmmd_reads_qemu(h))
+    owner = os.stat(log).st_uid
     os.unlink(log)
     os.mkfifo(log, 0o666)
-    uid = base.vm_uid(h, vm)
-    for pid, u, cmd in h.jail_processes():
-        if u == uid and "qemu" in cmd:
-            os.kill(pid, 9)
+    for pid in qemu:
+        os.kill(pid, signal.SIGKILL)
+    ok(owner == uid and vmmd_reads_qemu(h) == [], "fifo: QEMU's log is "
+       "the VM uid's, and vmmd holds no descriptor on it",
+       (owner, vmmd_reads_qemu(h)))
     th.join(30)
     msg = res.get("r", (True, {}))[1].get("message", "")
     ok(st == "resuming" and not th.is_alive() and
