@@ -128,8 +128,9 @@ enum ipc_type {
 
 	/*
 	 * 600-699: vmmd <-> vmproxy.  vmproxy is the only process that
-	 * parses what a guest sends; what it hands vmmd is already checked
-	 * and shaped as the tools' results.
+	 * parses what a guest sends, or what the VM's QEMU sends (QMP, its
+	 * output); what it hands vmmd is already checked and shaped as the
+	 * tools' results or vmmd/vmqmp.h's typed QEMU results.
 	 */
 	IPC_PROXY_BASE = 600,
 	/* {"op":"exec"|"job_status"|"jobs"|"job_output"|"job_cancel"|
