@@ -80,6 +80,8 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "console_log_kib", CFG_INT, V(console_log_kib), 0, "1024", 16,
 	    1048576, NULL, "most of a VM's serial console that console.log "
 	    "keeps" },
+	{ "qemu_log_kib", CFG_INT, V(qemu_log_kib), 0, "256", 16,
+	    1048576, NULL, "most of QEMU's own output that qemu.log keeps" },
 };
 #undef V
 

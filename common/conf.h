@@ -45,6 +45,7 @@ struct conf_vmmd {
 	long long	 max_peer_connections;
 	long long	 max_peer_requests;
 	long long	 console_log_kib;
+	long long	 qemu_log_kib;
 };
 
 struct conf_image {

@@ -128,8 +128,9 @@ enum ipc_type {
 
 	/*
 	 * 600-699: vmmd <-> vmproxy.  vmproxy is the only process that
-	 * parses what a guest sends; what it hands vmmd is already checked
-	 * and shaped as the tools' results.
+	 * parses what a guest sends, or what the VM's QEMU sends (QMP, its
+	 * output); what it hands vmmd is already checked and shaped as the
+	 * tools' results or vmmd/vmqmp.h's typed QEMU results.
 	 */
 	IPC_PROXY_BASE = 600,
 	/* {"op":"exec"|"job_status"|"jobs"|"job_output"|"job_cancel"|
@@ -140,8 +141,16 @@ enum ipc_type {
 	IPC_PROXY_STREAM_OPEN = 603,	/* {"port":n} */
 	IPC_PROXY_STREAM_OPEN_RESULT = 604,	/* {"channel":n} + fd */
 	/* vmproxy -> vmmd: {"event":"hello","boot_id","jobs"} | {"event":
-	 * "link_down"} | {"event":"guest_error","message"} */
+	 * "link_down"} | {"event":"guest_error","message"} | {"event":"qmp",
+	 * "name"} | {"event":"qmp_lost","message"} */
 	IPC_PROXY_EVENT = 605,
+	/*
+	 * vmmd -> vmproxy, which alone speaks QMP to QEMU (vmmd/vmqmp.h):
+	 * {"op","timeout_ms"} (+ the checkpoint's fd for "getfd") ->
+	 * {"ok",["error"],["message"],["status","running"],["migration"]}
+	 */
+	IPC_PROXY_QMP = 606,
+	IPC_PROXY_QMP_RESULT = 607,
 
 	/* Test-only types, never in a daemon's policy table. */
 	IPC_TEST_BASE = 900,

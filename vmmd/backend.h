@@ -9,11 +9,36 @@
 
 #include <sys/types.h>
 
+#include "vmqmp.h"
+
 struct cg_host;
 struct event_base;
 struct json_object;
 struct vmm;
 struct worker_pool;
+
+/*
+ * The VMM's monitor, as the backend reaches it.  QEMU's QMP is spoken by
+ * the VM's vmproxy, never by root vmmd (#14): the backend asks for typed
+ * operations (vmqmp.h) and gets typed results.  vmmd's proxy.c provides
+ * one per VM; a test may provide its own.
+ */
+typedef void (*vmm_mon_cb)(const struct vmq_result *, void *arg);
+
+struct vmm_monitor {
+	/*
+	 * Starts op.  fd (VMQ_GETFD only, else -1) is not consumed.  cb runs
+	 * exactly once, later, also when the monitor goes away
+	 * (VMQE_DISCONNECTED).  -1: not sent, and cb will not run.
+	 */
+	int	(*call)(struct vmm_monitor *, enum vmq_op, int fd,
+		    int timeout_ms, vmm_mon_cb cb, void *arg);
+	/* Set by the backend while a VMM uses this monitor: */
+	void	(*event)(void *owner, enum vmq_event);
+	/* The monitor's connection to the VMM ended (or its vmproxy). */
+	void	(*lost)(void *owner, const char *why);
+	void	*owner;
+};
 
 /* What to run; strings are copied by start/restore. */
 struct vm_spec {
@@ -39,6 +64,13 @@ struct vm_spec {
 	 * rundir itself, without bound (tests of the backend alone).
 	 */
 	int			 console_fd;
+	/*
+	 * The write end of a pipe for QEMU's stdout and stderr, which
+	 * vmproxy drains into a bounded qemu.log; -1: /dev/null.  Root
+	 * never reads what QEMU writes.
+	 */
+	int			 log_fd;
+	struct vmm_monitor	*mon;		/* QEMU's QMP, through vmproxy */
 	const struct cg_host	*cg;		/* NULL: no cgroup (tests) */
 };
 

@@ -1,8 +1,10 @@
 /*
  * The QEMU backend of vmmd (see backend.h): starts QEMU through
- * qemu_exec.c and drives it over QMP: pause, resume, hibernate (migrate to
- * a file), restore, stop, kill.  Runs in vmmd's event loop; fsyncs go to
- * worker threads.
+ * qemu_exec.c and drives it through its monitor: pause, resume, hibernate
+ * (migrate to a file), restore, stop, kill.  The monitor is the VM's
+ * vmproxy, which speaks QMP to QEMU (root reads no byte QEMU writes, #14):
+ * each step is one typed operation (vmqmp.h) with a typed result.  Runs in
+ * vmmd's event loop; fsyncs go to worker threads.
  */
 #include <sys/queue.h>
 #include <sys/stat.h>
@@ -26,7 +28,6 @@
 #include "cgroup.h"
 #include "log.h"
 #include "qemu_exec.h"
-#include "qmp.h"
 #include "util.h"
 #include "worker.h"
 
@@ -36,9 +37,6 @@
 #define DEFAULT_MIGRATE_MS	600000
 #define DEFAULT_STOP_MS		10000
 #define MIGRATE_POLL_MS		20
-/* QEMU throttles migration to 32 MiB/s unless told otherwise. */
-#define MIGRATE_BANDWIDTH	(1LL << 40)
-#define CKPT_FDNAME		"mcpvm-ckpt"
 
 struct qemu_backend {
 	struct event_base	*base;
@@ -78,7 +76,9 @@ struct qvm {
 	struct event		*pidev;
 	int			 exited;
 	int			 wstatus;
-	struct qmp		*qmp;
+	struct vmm_monitor	*mon;
+	int			 mon_up;	/* connected, not lost since */
+	LIST_HEAD(, qcmd)	 cmds;		/* monitor calls still out */
 
 	enum op			 op;
 	vmm_done_cb		 done;
@@ -86,9 +86,7 @@ struct qvm {
 	int			 quitting;	/* quit sent: exit is success */
 	int			 was_running;	/* snapshot: to undo the stop */
 	int			 ckpt_fd;
-	/* QEMU's stderr log, kept open: the rundir belongs to the VM's
-	 * uid, so the name may by now be anything (a FIFO, a hard link). */
-	int			 logfd;
+	int			 dying;		/* exited mid-op: asked last words */
 	char			 ckpt[PATH_MAX], ckpt_part[PATH_MAX + 8];
 	struct event		*timer;		/* migrate polls, stop timeout */
 	struct event		*deadline;	/* whole-operation timeout */
@@ -97,8 +95,21 @@ struct qvm {
 	int			 in_worker;
 	int			 busy;		/* in qvm_pidfd_cb */
 	int			 doomed;	/* freed from inside it */
-	LIST_HEAD(, status_req)	 sreqs;		/* unanswered status queries */
 	char			 qmp_why[256];	/* why QMP went away */
+};
+
+/*
+ * One monitor call.  It outlives the qvm if need be: the monitor answers
+ * every call, and one whose qvm is gone (v NULL) is just freed.
+ */
+typedef void (*qcmd_cb)(struct qvm *, const struct vmq_result *);
+
+struct qcmd {
+	LIST_ENTRY(qcmd)	 entry;
+	struct qvm		*v;
+	qcmd_cb			 cb;		/* may be NULL */
+	vmm_status_cb		 scb;		/* a status query's */
+	void			*sarg;
 };
 
 struct qemu_backend *
@@ -181,8 +192,12 @@ qemu_backend_kvm(const struct qemu_backend *be)
 static void	qvm_op_fail(struct qvm *, const char *, ...)
 		    __attribute__((format(printf, 2, 3)));
 static void	qvm_free(struct vmm *);
-static void	last_words(const struct qvm *, char *, size_t);
-static int	qmp_lost(struct qvm *, const struct qmp_reply *);
+static int	qmp_lost(struct qvm *, const struct vmq_result *);
+static int	qvm_send(struct qvm *, enum vmq_op, int, int, qcmd_cb,
+		    struct qcmd **);
+static void	qvm_exit_fail(struct qvm *, const char *);
+static void	qvm_exit_settle(struct qvm *, const char *);
+static void	last_words_cb(struct qvm *, const struct vmq_result *);
 
 static void
 qvm_clear_op(struct qvm *v)
@@ -230,13 +245,12 @@ qvm_op_fail(struct qvm *v, const char *fmt, ...)
 	 * A snapshot that failed before quit leaves the VM as it found it:
 	 * any migration still writing is cancelled, a running guest runs on.
 	 */
-	if (op == OP_SNAPSHOT && !v->quitting && !v->exited && v->qmp != NULL &&
-	    qmp_is_ready(v->qmp)) {
-		qmp_command(v->qmp, "migrate_cancel", NULL, -1,
-		    v->be->conf.command_ms, NULL, NULL);
+	if (op == OP_SNAPSHOT && !v->quitting && !v->exited && v->mon_up) {
+		qvm_send(v, VMQ_MIGRATE_CANCEL, -1, v->be->conf.command_ms,
+		    NULL, NULL);
 		if (v->was_running)
-			qmp_command(v->qmp, "cont", NULL, -1,
-			    v->be->conf.command_ms, NULL, NULL);
+			qvm_send(v, VMQ_CONT, -1, v->be->conf.command_ms, NULL,
+			    NULL);
 	}
 	qvm_clear_op(v);
 	log_warnx("vm %u: %s: %s", v->slot, op_names[op], err);
@@ -254,7 +268,7 @@ qvm_begin(struct qvm *v, enum op op, vmm_done_cb cb, void *arg, int ms)
 		return -1;
 	}
 	if (v->exited || (op != OP_START && op != OP_RESTORE &&
-	    (v->qmp == NULL || !qmp_is_ready(v->qmp)))) {
+	    !v->mon_up)) {
 		errno = ESRCH;
 		return -1;
 	}
@@ -262,6 +276,7 @@ qvm_begin(struct qvm *v, enum op op, vmm_done_cb cb, void *arg, int ms)
 	v->done = cb;
 	v->done_arg = arg;
 	v->was_running = 0;
+	v->dying = 0;
 	v->qmp_why[0] = '\0';
 	evtimer_add(v->deadline, &tv);
 	return 0;
@@ -275,7 +290,10 @@ qvm_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	/* The fsync holds ckpt_fd; it ends by itself, later. */
 	if (v->in_worker)
 		return;
-	if (v->qmp_why[0] != '\0')
+	if (v->dying)
+		qvm_exit_settle(v, " (vmproxy did not give QEMU's last "
+		    "words)");
+	else if (v->qmp_why[0] != '\0')
 		qvm_op_fail(v, "QMP: %s", v->qmp_why);
 	else
 		qvm_op_fail(v, "timed out");
@@ -286,7 +304,7 @@ static void
 qvm_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct qvm *v = arg;
-	int st;
+	int st, notify = 1;
 
 	if (waitpid(v->pid, &st, WNOHANG) <= 0)
 		return;
@@ -295,19 +313,24 @@ qvm_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 	event_del(v->pidev);
 	v->busy++;
 	if (v->op != OP_NONE && !v->in_worker) {
-		char words[300];
+		struct timeval tv = { 2, 0 };
 
-		last_words(v, words, sizeof(words));
+		/* What QEMU last printed says more than its exit status:
+		 * vmproxy, which keeps its log, is asked for it. */
 		if (v->quitting)
 			qvm_op_done(v);
-		else if (WIFSIGNALED(st))
-			qvm_op_fail(v, "QEMU died (signal %d)%s", WTERMSIG(st),
-			    words);
-		else
-			qvm_op_fail(v, "QEMU exited with status %d%s",
-			    WEXITSTATUS(st), words);
+		else if (qvm_send(v, VMQ_LAST_WORDS, -1, 1000, last_words_cb,
+		    NULL) == -1)
+			qvm_exit_fail(v, " (vmproxy, which keeps QEMU's log, "
+			    "is gone)");
+		else {
+			/* The owner hears of the exit with the failure. */
+			v->dying = 1;
+			notify = 0;
+			evtimer_add(v->deadline, &tv);
+		}
 	}
-	if (!v->doomed && v->cbs.exited != NULL)
+	if (notify && !v->doomed && v->cbs.exited != NULL)
 		v->cbs.exited(&v->vmm, st, v->cbarg);
 	if (--v->busy == 0 && v->doomed) {
 		v->doomed = 0;
@@ -316,18 +339,19 @@ qvm_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-qvm_qmp_closed(struct qmp *q, const char *why, void *arg)
+qvm_mon_lost(void *arg, const char *why)
 {
 	struct qvm *v = arg;
 	struct timeval tv = { 1, 0 };
 
+	v->mon_up = 0;
 	snprintf(v->qmp_why, sizeof(v->qmp_why), "%s", why);
 	/*
 	 * While quitting, the exit itself settles the operation.  Otherwise
 	 * QEMU is most likely exiting: give its exit status (and its last
 	 * words) a moment to arrive, they say more than a closed socket.
 	 */
-	if (v->op != OP_NONE && !v->quitting && !v->in_worker)
+	if (v->op != OP_NONE && !v->quitting && !v->in_worker && !v->dying)
 		evtimer_add(v->deadline, &tv);
 }
 
@@ -336,14 +360,15 @@ qvm_qmp_closed(struct qmp *q, const char *why, void *arg)
  * for QEMU's exit (qvm_pidfd_cb) to say why.  Returns 1 if so.
  */
 static int
-qmp_lost(struct qvm *v, const struct qmp_reply *r)
+qmp_lost(struct qvm *v, const struct vmq_result *r)
 {
 	struct timeval tv = { 1, 0 };
 
-	if (strcmp(r->err_class, "disconnected") != 0)
+	if (r->err != VMQE_DISCONNECTED)
 		return 0;
-	snprintf(v->qmp_why, sizeof(v->qmp_why), "%s", r->err_desc);
-	evtimer_add(v->deadline, &tv);
+	snprintf(v->qmp_why, sizeof(v->qmp_why), "%s", r->msg);
+	if (!v->dying)
+		evtimer_add(v->deadline, &tv);
 	return 1;
 }
 
@@ -352,66 +377,145 @@ qmp_lost(struct qvm *v, const struct qmp_reply *r)
  * with what it says (or found QEMU gone); 0 to go on.
  */
 static int
-cmd_failed(struct qvm *v, const struct qmp_reply *r, const char *what)
+cmd_failed(struct qvm *v, const struct vmq_result *r, const char *what)
 {
 	if (r->ok)
 		return 0;
 	if (!qmp_lost(v, r))
-		qvm_op_fail(v, "%s: %s", what, r->err_desc);
+		qvm_op_fail(v, "%s: %s", what, r->msg[0] != '\0' ? r->msg :
+		    vmq_err_names[r->err]);
 	return 1;
 }
 
 /*
- * The last line QEMU wrote to its stderr log, for error messages.  Read
- * from the descriptor vmmd created the file with, never by name.
+ * QEMU exited in the middle of an operation: fail it with how, and with
+ * what QEMU last printed (words: from vmproxy, which keeps qemu.log).
  */
 static void
-last_words(const struct qvm *v, char *buf, size_t len)
+qvm_exit_fail(struct qvm *v, const char *words)
 {
-	char tail[512], *p, *e;
-	struct stat st;
-	ssize_t n;
-	off_t at = 0;
+	int st = v->wstatus;
 
-	buf[0] = '\0';
-	if (v->logfd == -1 || fstat(v->logfd, &st) == -1 ||
-	    !S_ISREG(st.st_mode))
-		return;
-	if (st.st_size > (off_t)sizeof(tail) - 1)
-		at = st.st_size - (off_t)sizeof(tail) + 1;
-	n = pread(v->logfd, tail, sizeof(tail) - 1, at);
-	if (n <= 0)
-		return;
-	tail[n] = '\0';
-	while (n > 0 && (tail[n - 1] == '\n' || tail[n - 1] == '\r'))
-		tail[--n] = '\0';
-	p = (e = strrchr(tail, '\n')) != NULL ? e + 1 : tail;
-	/* Only printable bytes travel on into logs and replies. */
-	for (e = p; *e != '\0'; e++)
-		if (*e < 0x20 || *e > 0x7e)
-			*e = '?';
-	/* A long line is cut: the start of it says what went wrong. */
-	if (snprintf(buf, len, ": %s", p) >= (int)len)
-		buf[len - 1] = '\0';
+	v->dying = 0;
+	if (WIFSIGNALED(st))
+		qvm_op_fail(v, "QEMU died (signal %d)%s", WTERMSIG(st), words);
+	else
+		qvm_op_fail(v, "QEMU exited with status %d%s", WEXITSTATUS(st),
+		    words);
+}
+
+/*
+ * The words came (or will not): the operation fails, and only then does
+ * the owner hear of the exit, as when both happen at once; an owner that
+ * frees us in the first callback does not get the second.
+ */
+static void
+qvm_exit_settle(struct qvm *v, const char *words)
+{
+	v->busy++;
+	qvm_exit_fail(v, words);
+	if (!v->doomed && v->cbs.exited != NULL)
+		v->cbs.exited(&v->vmm, v->wstatus, v->cbarg);
+	if (--v->busy == 0 && v->doomed) {
+		v->doomed = 0;
+		qvm_free(&v->vmm);
+	}
 }
 
 static void
-qvm_qmp_event(struct qmp *q, const char *name, struct json_object *data,
-    void *arg)
+last_words_cb(struct qvm *v, const struct vmq_result *r)
+{
+	char words[VMQ_MSG_MAX + 32];
+
+	if (!v->dying)
+		return;		/* settled meanwhile (the deadline) */
+	if (!r->ok)
+		snprintf(words, sizeof(words), " (QEMU's log: %s)", r->msg);
+	else if (r->msg[0] == '\0')
+		snprintf(words, sizeof(words), " (QEMU printed nothing)");
+	else
+		snprintf(words, sizeof(words), ": %s", r->msg);
+	qvm_exit_settle(v, words);
+}
+
+static void
+qvm_mon_event(void *arg, enum vmq_event ev)
 {
 	struct qvm *v = arg;
 
 	if (v->cbs.event != NULL)
-		v->cbs.event(&v->vmm, name, v->cbarg);
+		v->cbs.event(&v->vmm, vmq_event_names[ev], v->cbarg);
+}
+
+static void
+qcmd_done(const struct vmq_result *r, void *arg)
+{
+	struct qcmd *c = arg;
+	struct qvm *v = c->v;
+
+	if (v != NULL) {
+		LIST_REMOVE(c, entry);
+		if (c->scb != NULL) {
+			if (r->ok)
+				c->scb(&v->vmm, 1, vmq_run_names[r->status],
+				    c->sarg);
+			else
+				c->scb(&v->vmm, 0, r->msg[0] != '\0' ? r->msg :
+				    vmq_err_names[r->err], c->sarg);
+		} else if (c->cb != NULL)
+			c->cb(v, r);
+	}
+	free(c);
+}
+
+/* One monitor call; -1 if it could not be sent (no callback then). */
+static int
+qvm_send(struct qvm *v, enum vmq_op op, int fd, int timeout_ms, qcmd_cb cb,
+    struct qcmd **out)
+{
+	struct qcmd *c;
+
+	if (v->mon == NULL || (c = calloc(1, sizeof(*c))) == NULL)
+		return -1;
+	c->v = v;
+	c->cb = cb;
+	LIST_INSERT_HEAD(&v->cmds, c, entry);
+	if (v->mon->call(v->mon, op, fd, timeout_ms, qcmd_done, c) == -1) {
+		LIST_REMOVE(c, entry);
+		free(c);
+		return -1;
+	}
+	if (out != NULL)
+		*out = c;
+	return 0;
+}
+
+/* Lets go of the monitor: calls still out find no qvm when answered. */
+static void
+qvm_mon_release(struct qvm *v)
+{
+	struct qcmd *c;
+
+	while ((c = LIST_FIRST(&v->cmds)) != NULL) {
+		LIST_REMOVE(c, entry);
+		c->v = NULL;
+	}
+	if (v->mon != NULL && v->mon->owner == v) {
+		v->mon->owner = NULL;
+		v->mon->event = NULL;
+		v->mon->lost = NULL;
+	}
+	v->mon = NULL;
+	v->mon_up = 0;
 }
 
 static int
-qvm_cmd(struct qvm *v, const char *cmd, struct json_object *args, int fd,
-    qmp_reply_cb cb)
+qvm_cmd(struct qvm *v, enum vmq_op op, int fd, qcmd_cb cb)
 {
-	if (qmp_command(v->qmp, cmd, args, fd, v->be->conf.command_ms, cb,
-	    v) == -1) {
-		qvm_op_fail(v, "%s: QMP connection is closed", cmd);
+	if (!v->mon_up || qvm_send(v, op, fd, v->be->conf.command_ms, cb,
+	    NULL) == -1) {
+		qvm_op_fail(v, "%s: QMP connection is closed",
+		    vmq_op_names[op]);
 		return -1;
 	}
 	return 0;
@@ -419,11 +523,10 @@ qvm_cmd(struct qvm *v, const char *cmd, struct json_object *args, int fd,
 
 /* A reply callback that ends the operation successfully on "return". */
 static void
-reply_finish(struct qmp *q, const struct qmp_reply *r, void *arg)
+reply_finish(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-
-	if (!cmd_failed(v, r, r->err_class))
+	if (!cmd_failed(v, r, vmq_op_names[v->op == OP_PAUSE ? VMQ_STOP :
+	    VMQ_CONT]))
 		qvm_op_done(v);
 }
 
@@ -439,13 +542,11 @@ stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-quit_reply(struct qmp *q, const struct qmp_reply *r, void *arg)
+quit_reply(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-
 	/* A lost connection here is QEMU exiting before it could answer. */
-	if (!r->ok && strcmp(r->err_class, "disconnected") != 0)
-		log_warnx("vm %u: quit: %s", v->slot, r->err_desc);
+	if (!r->ok && r->err != VMQE_DISCONNECTED)
+		log_warnx("vm %u: quit: %s", v->slot, r->msg);
 }
 
 static void
@@ -462,8 +563,8 @@ qvm_quit(struct qvm *v)
 		qvm_op_done(v);
 		return;
 	}
-	if (v->qmp == NULL || qmp_command(v->qmp, "quit", NULL, -1,
-	    v->be->conf.command_ms, quit_reply, v) == -1)
+	if (!v->mon_up || qvm_send(v, VMQ_QUIT, -1, v->be->conf.command_ms,
+	    quit_reply, NULL) == -1)
 		kill(v->pid, SIGKILL);
 }
 
@@ -474,30 +575,20 @@ qvm_quit(struct qvm *v)
  * has not started.
  */
 static int
-migration_done(struct qvm *v, const struct qmp_reply *r, const char *what)
+migration_done(struct qvm *v, const struct vmq_result *r, const char *what)
 {
 	struct timeval tv = { 0, MIGRATE_POLL_MS * 1000 };
-	struct json_object *st, *ed;
-	const char *s;
 
 	if (cmd_failed(v, r, "query-migrate"))
 		return 0;
-	if (!json_object_is_type(r->ret, json_type_object) ||
-	    !json_object_object_get_ex(r->ret, "status", &st) ||
-	    !json_object_is_type(st, json_type_string)) {
-		evtimer_add(v->timer, &tv);
-		return 0;
-	}
-	s = json_object_get_string(st);
-	if (strcmp(s, "completed") == 0)
+	if (r->mig == VMQM_COMPLETED)
 		return 1;
-	if (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0) {
-		if (json_object_object_get_ex(r->ret, "error-desc", &ed) &&
-		    json_object_is_type(ed, json_type_string))
-			qvm_op_fail(v, "%s %s: %s", what, s,
-			    json_object_get_string(ed));
+	if (r->mig == VMQM_FAILED || r->mig == VMQM_CANCELLED) {
+		if (r->msg[0] != '\0')
+			qvm_op_fail(v, "%s %s: %s", what,
+			    vmq_mig_names[r->mig], r->msg);
 		else
-			qvm_op_fail(v, "%s %s", what, s);
+			qvm_op_fail(v, "%s %s", what, vmq_mig_names[r->mig]);
 		return 0;
 	}
 	evtimer_add(v->timer, &tv);
@@ -509,18 +600,17 @@ migration_done(struct qvm *v, const struct qmp_reply *r, const char *what)
 static void	restore_poll(evutil_socket_t, short, void *);
 
 static void
-restore_cont(struct qmp *q, const struct qmp_reply *r, void *arg)
+restore_cont(struct qvm *v, const struct vmq_result *r)
 {
-	reply_finish(q, r, arg);
+	if (!cmd_failed(v, r, "cont"))
+		qvm_op_done(v);
 }
 
 static void
-restore_status(struct qmp *q, const struct qmp_reply *r, void *arg)
+restore_status(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-
 	if (migration_done(v, r, "incoming migration"))
-		qvm_cmd(v, "cont", NULL, -1, restore_cont);
+		qvm_cmd(v, VMQ_CONT, -1, restore_cont);
 }
 
 static void
@@ -528,14 +618,12 @@ restore_poll(evutil_socket_t fd, short what, void *arg)
 {
 	struct qvm *v = arg;
 
-	qvm_cmd(v, "query-migrate", NULL, -1, restore_status);
+	qvm_cmd(v, VMQ_QUERY_MIGRATE, -1, restore_status);
 }
 
 static void
-restore_incoming(struct qmp *q, const struct qmp_reply *r, void *arg)
+restore_incoming(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-
 	if (cmd_failed(v, r, "migrate-incoming"))
 		return;
 	/* QEMU has its own copy of the descriptor now. */
@@ -545,25 +633,28 @@ restore_incoming(struct qmp *q, const struct qmp_reply *r, void *arg)
 }
 
 static void
-restore_getfd(struct qmp *q, const struct qmp_reply *r, void *arg)
+restore_getfd(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-	struct json_object *a;
-
 	if (cmd_failed(v, r, "getfd"))
 		return;
-	a = json_object_new_object();
-	json_object_object_add(a, "uri", json_object_new_string("fd:"
-	    CKPT_FDNAME));
-	qvm_cmd(v, "migrate-incoming", a, -1, restore_incoming);
+	qvm_cmd(v, VMQ_MIGRATE_INCOMING, -1, restore_incoming);
 }
 
+/* vmproxy has QEMU's monitor: a start is done, a restore goes on. */
 static void
-qvm_qmp_ready(struct qmp *q, void *arg)
+qvm_connected(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-	struct json_object *a;
+	struct timeval tv = { 1, 0 };
 
+	if (!r->ok) {
+		/* Most likely QEMU is exiting: its exit status (and last
+		 * words) say more, so they get a moment to arrive. */
+		snprintf(v->qmp_why, sizeof(v->qmp_why), "%s", r->msg);
+		if (v->op != OP_NONE && !v->dying)
+			evtimer_add(v->deadline, &tv);
+		return;
+	}
+	v->mon_up = 1;
 	if (v->op == OP_START) {
 		qvm_op_done(v);
 		return;
@@ -571,10 +662,7 @@ qvm_qmp_ready(struct qmp *q, void *arg)
 	if (v->op != OP_RESTORE)
 		return;
 	evtimer_assign(v->timer, v->be->base, restore_poll, v);
-	a = json_object_new_object();
-	json_object_object_add(a, "fdname", json_object_new_string(
-	    CKPT_FDNAME));
-	qvm_cmd(v, "getfd", a, v->ckpt_fd, restore_getfd);
+	qvm_cmd(v, VMQ_GETFD, v->ckpt_fd, restore_getfd);
 }
 
 static int
@@ -584,7 +672,7 @@ qvm_spawn(struct qvm *v, const struct vm_spec *s, int incoming, char *err,
 	struct qemu_backend *be = v->be;
 	struct qemu_argv a;
 	char path[PATH_MAX + 32];
-	int logfd = -1, rc = -1;
+	int devnull = -1, rc = -1;
 	pid_t pid;
 
 	if (qemu_build_argv(&be->conf, s, be->kvm, incoming, &a) == -1)
@@ -595,38 +683,27 @@ qvm_spawn(struct qvm *v, const struct vm_spec *s, int incoming, char *err,
 	snprintf(path, sizeof(path), "%s/%s", s->rundir, VMM_LINK_SOCK);
 	unlink(path);
 	/*
-	 * A new file of root's, whatever the VM's uid left under that name:
-	 * O_EXCL and O_NOFOLLOW refuse a planted link, O_NONBLOCK a planted
-	 * FIFO.  vmmd reads it back only through this descriptor.
+	 * QEMU's stdout and stderr go to vmproxy's pipe (it keeps a bounded
+	 * qemu.log), or nowhere: root vmmd reads none of it (#14).
 	 */
-	snprintf(path, sizeof(path), "%s/%s", s->rundir, VMM_STDERR_LOG);
-	unlink(path);
-	logfd = open(path, O_RDWR | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW |
-	    O_NONBLOCK | O_CLOEXEC, 0640);
-	if (logfd == -1) {
-		errf(err, errlen, "%s: %s", path, strerror(errno));
+	if (s->log_fd == -1 && (devnull = open("/dev/null", O_WRONLY |
+	    O_CLOEXEC)) == -1) {
+		errf(err, errlen, "/dev/null: %s", strerror(errno));
 		goto out;
 	}
 	pid = qemu_spawn(a.v, s->slot, s->cg != NULL, be->kvm_gid, s->tap_fd,
-	    s->console_fd, logfd, err, errlen);
+	    s->console_fd, s->log_fd != -1 ? s->log_fd : devnull, err,
+	    errlen);
 	if (pid == -1)
 		goto out;
 	v->pid = pid;
-	if (v->logfd != -1)
-		close(v->logfd);
-	v->logfd = logfd;
-	logfd = -1;
 	rc = 0;
 out:
 	qemu_argv_free(&a);
-	if (logfd != -1)
-		close(logfd);
+	if (devnull != -1)
+		close(devnull);
 	return rc;
 }
-
-static const struct qmp_cbs qvm_qmp_cbs = {
-	qvm_qmp_ready, qvm_qmp_event, qvm_qmp_closed,
-};
 
 static int
 qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
@@ -634,12 +711,16 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
     vmm_done_cb done, void *arg, struct vmm **out)
 {
 	struct qvm *v;
-	char err[512], path[PATH_MAX + 32];
+	char err[512];
 	enum op op = ckpt != NULL ? OP_RESTORE : OP_START;
 
 	*out = NULL;
 	if (strlen(s->rundir) >= sizeof(v->rundir)) {
 		errno = ENAMETOOLONG;
+		return -1;
+	}
+	if (s->mon == NULL || s->mon->owner != NULL) {
+		errno = EINVAL;		/* no monitor, or one in use */
 		return -1;
 	}
 	if ((v = calloc(1, sizeof(*v))) == NULL)
@@ -655,8 +736,9 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
 	v->cbarg = cbarg;
 	v->pidfd = -1;
 	v->ckpt_fd = -1;
-	v->logfd = -1;
 	v->pid = -1;
+	v->mon = s->mon;
+	LIST_INIT(&v->cmds);
 	v->timer = evtimer_new(be->base, restore_poll, v);
 	v->deadline = evtimer_new(be->base, qvm_deadline_cb, v);
 	if (v->timer == NULL || v->deadline == NULL)
@@ -682,10 +764,15 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
 		waitpid(v->pid, NULL, 0);
 		goto fail;
 	}
-	snprintf(path, sizeof(path), "%s/%s", s->rundir, VMM_QMP_SOCK);
-	v->qmp = qmp_open(be->base, path, be->conf.connect_ms, &qvm_qmp_cbs,
-	    v);
-	if (v->qmp == NULL) {
+	/* vmproxy connects to QEMU's QMP socket, retrying while QEMU makes
+	 * it, and answers once qmp_capabilities is through. */
+	v->mon->owner = v;
+	v->mon->event = qvm_mon_event;
+	v->mon->lost = qvm_mon_lost;
+	if (qvm_send(v, VMQ_CONNECT, -1, be->conf.connect_ms, qvm_connected,
+	    NULL) == -1) {
+		log_warnx("vm %u: QEMU's monitor cannot be reached", s->slot);
+		qvm_mon_release(v);
 		kill(v->pid, SIGKILL);
 		waitpid(v->pid, NULL, 0);
 		goto fail;
@@ -703,8 +790,6 @@ fail:
 		close(v->pidfd);
 	if (v->ckpt_fd != -1)
 		close(v->ckpt_fd);
-	if (v->logfd != -1)
-		close(v->logfd);
 	if (v->timer != NULL)
 		event_free(v->timer);
 	if (v->deadline != NULL)
@@ -736,7 +821,7 @@ qvm_pause(struct vmm *vm, vmm_done_cb cb, void *arg)
 	if (qvm_begin(v, OP_PAUSE, cb, arg, v->be->conf.command_ms) == -1)
 		return -1;
 	/* A failed send already ran cb; the call itself succeeded. */
-	qvm_cmd(v, "stop", NULL, -1, reply_finish);
+	qvm_cmd(v, VMQ_STOP, -1, reply_finish);
 	return 0;
 }
 
@@ -747,7 +832,7 @@ qvm_resume(struct vmm *vm, vmm_done_cb cb, void *arg)
 
 	if (qvm_begin(v, OP_RESUME, cb, arg, v->be->conf.command_ms) == -1)
 		return -1;
-	qvm_cmd(v, "cont", NULL, -1, reply_finish);
+	qvm_cmd(v, VMQ_CONT, -1, reply_finish);
 	return 0;
 }
 
@@ -782,51 +867,21 @@ qvm_kill(struct vmm *vm)
 	return kill(v->pid, SIGKILL);
 }
 
-struct status_req {
-	LIST_ENTRY(status_req) entry;
-	struct qvm	*v;
-	vmm_status_cb	 cb;
-	void		*arg;
-};
-
-static void
-status_reply(struct qmp *q, const struct qmp_reply *r, void *arg)
-{
-	struct status_req *sr = arg;
-	struct json_object *st;
-
-	LIST_REMOVE(sr, entry);
-	if (r->ok && json_object_is_type(r->ret, json_type_object) &&
-	    json_object_object_get_ex(r->ret, "status", &st) &&
-	    json_object_is_type(st, json_type_string))
-		sr->cb(&sr->v->vmm, 1, json_object_get_string(st), sr->arg);
-	else
-		sr->cb(&sr->v->vmm, 0, r->ok ? "malformed query-status reply" :
-		    r->err_desc, sr->arg);
-	free(sr);
-}
-
 static int
 qvm_status(struct vmm *vm, vmm_status_cb cb, void *arg)
 {
 	struct qvm *v = (struct qvm *)vm;
-	struct status_req *sr;
+	struct qcmd *c;
 
-	if (v->qmp == NULL || !qmp_is_ready(v->qmp)) {
+	if (!v->mon_up) {
 		errno = ESRCH;
 		return -1;
 	}
-	if ((sr = calloc(1, sizeof(*sr))) == NULL)
+	if (qvm_send(v, VMQ_QUERY_STATUS, -1, v->be->conf.command_ms, NULL,
+	    &c) == -1)
 		return -1;
-	sr->v = v;
-	sr->cb = cb;
-	sr->arg = arg;
-	if (qmp_command(v->qmp, "query-status", NULL, -1,
-	    v->be->conf.command_ms, status_reply, sr) == -1) {
-		free(sr);
-		return -1;
-	}
-	LIST_INSERT_HEAD(&v->sreqs, sr, entry);
+	c->scb = cb;
+	c->sarg = arg;
 	return 0;
 }
 
@@ -893,10 +948,8 @@ snap_fsync_done(void *arg)
 }
 
 static void
-snap_status(struct qmp *q, const struct qmp_reply *r, void *arg)
+snap_status(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-
 	if (!migration_done(v, r, "migration"))
 		return;
 	v->in_worker = 1;
@@ -912,73 +965,48 @@ snap_poll(evutil_socket_t fd, short what, void *arg)
 {
 	struct qvm *v = arg;
 
-	qvm_cmd(v, "query-migrate", NULL, -1, snap_status);
+	qvm_cmd(v, VMQ_QUERY_MIGRATE, -1, snap_status);
 }
 
 static void
-snap_migrate(struct qmp *q, const struct qmp_reply *r, void *arg)
+snap_migrate(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-
 	if (cmd_failed(v, r, "migrate"))
 		return;
 	snap_poll(-1, 0, v);
 }
 
 static void
-snap_getfd(struct qmp *q, const struct qmp_reply *r, void *arg)
+snap_getfd(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-	struct json_object *a;
-
 	if (cmd_failed(v, r, "getfd"))
 		return;
-	a = json_object_new_object();
-	json_object_object_add(a, "uri", json_object_new_string("fd:"
-	    CKPT_FDNAME));
-	qvm_cmd(v, "migrate", a, -1, snap_migrate);
+	qvm_cmd(v, VMQ_MIGRATE, -1, snap_migrate);
 }
 
 static void
-snap_params(struct qmp *q, const struct qmp_reply *r, void *arg)
+snap_params(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-	struct json_object *a;
-
 	if (cmd_failed(v, r, "migrate-set-parameters"))
 		return;
-	a = json_object_new_object();
-	json_object_object_add(a, "fdname", json_object_new_string(
-	    CKPT_FDNAME));
-	qvm_cmd(v, "getfd", a, v->ckpt_fd, snap_getfd);
+	qvm_cmd(v, VMQ_GETFD, v->ckpt_fd, snap_getfd);
 }
 
 static void
-snap_stopped(struct qmp *q, const struct qmp_reply *r, void *arg)
+snap_stopped(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-	struct json_object *a;
-
 	if (cmd_failed(v, r, "stop"))
 		return;
-	a = json_object_new_object();
-	json_object_object_add(a, "max-bandwidth",
-	    json_object_new_int64(MIGRATE_BANDWIDTH));
-	qvm_cmd(v, "migrate-set-parameters", a, -1, snap_params);
+	qvm_cmd(v, VMQ_MIGRATE_PARAMS, -1, snap_params);
 }
 
 static void
-snap_status_before(struct qmp *q, const struct qmp_reply *r, void *arg)
+snap_status_before(struct qvm *v, const struct vmq_result *r)
 {
-	struct qvm *v = arg;
-	struct json_object *run;
-
 	if (cmd_failed(v, r, "query-status"))
 		return;
-	v->was_running = json_object_is_type(r->ret, json_type_object) &&
-	    json_object_object_get_ex(r->ret, "running", &run) &&
-	    json_object_get_boolean(run);
-	qvm_cmd(v, "stop", NULL, -1, snap_stopped);
+	v->was_running = r->running;
+	qvm_cmd(v, VMQ_STOP, -1, snap_stopped);
 }
 
 static int
@@ -1009,7 +1037,7 @@ qvm_snapshot(struct vmm *vm, const char *path, vmm_done_cb cb, void *arg)
 	if (fchown(v->ckpt_fd, v->uid, v->gid) == -1)
 		log_warn("vm %u: chown %s", v->slot, v->ckpt_part);
 	evtimer_assign(v->timer, v->be->base, snap_poll, v);
-	qvm_cmd(v, "query-status", NULL, -1, snap_status_before);
+	qvm_cmd(v, VMQ_QUERY_STATUS, -1, snap_status_before);
 	return 0;
 }
 
@@ -1065,7 +1093,6 @@ static void
 qvm_free(struct vmm *vm)
 {
 	struct qvm *v = (struct qvm *)vm;
-	struct status_req *sr;
 
 	if (v == NULL)
 		return;
@@ -1078,12 +1105,7 @@ qvm_free(struct vmm *vm)
 		v->pidev = NULL;
 	}
 	qvm_reap_later(v);
-	qmp_free(v->qmp);
-	v->qmp = NULL;
-	while ((sr = LIST_FIRST(&v->sreqs)) != NULL) {
-		LIST_REMOVE(sr, entry);
-		free(sr);
-	}
+	qvm_mon_release(v);
 	if (v->pidev != NULL)
 		event_free(v->pidev);
 	if (v->pidfd != -1)
@@ -1092,10 +1114,6 @@ qvm_free(struct vmm *vm)
 		event_free(v->timer);
 	if (v->deadline != NULL)
 		event_free(v->deadline);
-	if (v->logfd != -1) {
-		close(v->logfd);
-		v->logfd = -1;
-	}
 	/* A worker still fsyncs our checkpoint: it frees us when done. */
 	if (v->in_worker) {
 		v->freed = 1;

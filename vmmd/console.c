@@ -22,6 +22,7 @@ struct console {
 	size_t		 max, size;
 	uint8_t		*keep;		/* max / 2 bytes, for trimming */
 	struct event	*ev;
+	int		 done;		/* end of the pipe, or a write error */
 };
 
 static int
@@ -94,25 +95,61 @@ console_size(const struct console *c)
 	return c->size;
 }
 
-static void
-console_readcb(int fd, short what, void *arg)
+/* One read from the pipe: 1 when there may be more to read. */
+static int
+console_read1(struct console *c)
 {
-	struct console *c = arg;
 	uint8_t buf[CONSOLE_READ];
 	ssize_t n;
 
-	n = read(fd, buf, sizeof(buf));
+	if (c->done)
+		return 0;
+	n = read(c->pipe_fd, buf, sizeof(buf));
 	if (n == -1 && (errno == EAGAIN || errno == EINTR))
-		return;
+		return 0;
 	if (n <= 0) {
 		/* QEMU is gone: nothing more will come. */
-		event_del(c->ev);
-		return;
+		c->done = 1;
+		if (c->ev != NULL)
+			event_del(c->ev);
+		return 0;
 	}
 	if (console_append(c, buf, (size_t)n) == -1) {
 		log_warn("console.log");
-		event_del(c->ev);	/* dropped from here on: QEMU runs on */
+		/* dropped from here on: QEMU runs on */
+		c->done = 1;
+		if (c->ev != NULL)
+			event_del(c->ev);
+		return 0;
 	}
+	return 1;
+}
+
+static void
+console_readcb(int fd, short what, void *arg)
+{
+	console_read1(arg);
+}
+
+void
+console_drain(struct console *c)
+{
+	int i;
+
+	/* Bounded: a writer still at it cannot keep us here. */
+	for (i = 0; i < 64 && c->pipe_fd != -1 && console_read1(c); i++)
+		;
+}
+
+size_t
+console_tail(struct console *c, void *buf, size_t len)
+{
+	size_t n = c->size < len ? c->size : len;
+
+	if (n == 0 || pread_all(c->file_fd, buf, n, (off_t)(c->size - n)) ==
+	    -1)
+		return 0;
+	return n;
 }
 
 struct console *

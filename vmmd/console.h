@@ -25,6 +25,10 @@ struct console	*console_new(struct event_base *, int pipe_fd, int file_fd,
 int		 console_append(struct console *, const void *, size_t);
 /* Bytes the file holds now. */
 size_t		 console_size(const struct console *);
+/* Takes in what the pipe holds now, without waiting for more. */
+void		 console_drain(struct console *);
+/* Copies the file's last bytes, at most len, into buf; returns how many. */
+size_t		 console_tail(struct console *, void *buf, size_t len);
 void		 console_free(struct console *);
 
 #endif

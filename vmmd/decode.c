@@ -205,12 +205,14 @@ decode_proxy_event(struct json_object *body, int max_streams,
     struct proxy_event *ev, struct decode_err *e)
 {
 	static const char *const names[] = { "hello", "link_down", "streams",
-	    "guest_error", NULL };
+	    "guest_error", "qmp", "qmp_lost", NULL };
 	static const char *const keys[][3] = {
 		{ "event", "guest", NULL },		/* hello */
 		{ "event", NULL, NULL },		/* link_down */
 		{ "event", "open", NULL },		/* streams */
 		{ "event", "message", NULL },		/* guest_error */
+		{ "event", "name", NULL },		/* qmp */
+		{ "event", "message", NULL },		/* qmp_lost */
 	};
 	struct jsonx_err jerr;
 	const char *extra = NULL, *s;
@@ -244,8 +246,93 @@ decode_proxy_event(struct json_object *body, int max_streams,
 		if (jsonx_get_string(body, "message", 0, &s, &jerr) == -1)
 			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
 		break;
+	case PROXY_EV_QMP:
+		if (jsonx_get_enum(body, "name", 1, vmq_event_names, &kind,
+		    &jerr) != 1)
+			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		ev->qmp_event = (enum vmq_event)kind;
+		break;
+	case PROXY_EV_QMP_LOST:
+		if (jsonx_get_string(body, "message", 1, &ev->message,
+		    &jerr) != 1)
+			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		if (!vmq_clean(ev->message))
+			return verdict(e, DECODE_BAD, NULL, "qmp_lost: the "
+			    "message is not short printable text");
+		break;
 	case PROXY_EV_LINK_DOWN:
 		break;
 	}
+	return DECODE_OK;
+}
+
+enum decode_verdict
+decode_proxy_qmp_result(enum vmq_op op, struct json_object *body,
+    struct vmq_result *r, struct decode_err *e)
+{
+	static const char *const keys[] = { "ok", "error", "message",
+	    "status", "running", "migration", NULL };
+	struct jsonx_err jerr;
+	const char *extra = NULL, *msg = NULL;
+	int ok, n, has;
+
+	memset(r, 0, sizeof(*r));
+	if (body == NULL || !json_object_is_type(body, json_type_object))
+		return verdict(e, DECODE_BAD, NULL, "qmp result: not an "
+		    "object");
+	if (!only_members(body, keys, &extra))
+		return verdict(e, DECODE_BAD, NULL, "qmp result: unknown "
+		    "member '%.64s'", extra);
+	if (jsonx_get_bool(body, "ok", 1, &ok, &jerr) != 1)
+		return verdict(e, DECODE_BAD, NULL, "qmp result: %s",
+		    jerr.msg);
+	r->ok = ok != 0;
+	/* An error class exactly when it failed, and never "none". */
+	if ((has = jsonx_get_enum(body, "error", 0, vmq_err_names, &n,
+	    &jerr)) == -1)
+		return verdict(e, DECODE_BAD, NULL, "qmp result: %s",
+		    jerr.msg);
+	if (r->ok ? has == 1 : has != 1 || n == VMQE_NONE)
+		return verdict(e, DECODE_BAD, NULL, "qmp result: an error "
+		    "class %s", r->ok ? "on success" : "missing");
+	r->err = r->ok ? VMQE_NONE : (enum vmq_err)n;
+	if (jsonx_get_string(body, "message", 0, &msg, &jerr) == -1)
+		return verdict(e, DECODE_BAD, NULL, "qmp result: %s",
+		    jerr.msg);
+	if (msg != NULL) {
+		if (!vmq_clean(msg))
+			return verdict(e, DECODE_BAD, NULL, "qmp result: the "
+			    "message is not short printable text");
+		snprintf(r->msg, sizeof(r->msg), "%s", msg);
+	}
+	/* A run state only from query_status, a migration status only from
+	 * query_migrate, and only on success. */
+	if ((has = jsonx_get_enum(body, "status", 0, vmq_run_names, &n,
+	    &jerr)) == -1)
+		return verdict(e, DECODE_BAD, NULL, "qmp result: %s",
+		    jerr.msg);
+	if (has == 1 && (n == VMQR_NONE || op != VMQ_QUERY_STATUS || !r->ok))
+		return verdict(e, DECODE_BAD, NULL, "qmp result: a run state "
+		    "where none belongs");
+	if (op == VMQ_QUERY_STATUS && r->ok && has != 1)
+		return verdict(e, DECODE_BAD, NULL, "qmp result: "
+		    "query_status without a run state");
+	r->status = has == 1 ? (enum vmq_run)n : VMQR_NONE;
+	if ((has = jsonx_get_bool(body, "running", 0, &ok, &jerr)) == -1)
+		return verdict(e, DECODE_BAD, NULL, "qmp result: %s",
+		    jerr.msg);
+	if ((has == 1) != (r->status != VMQR_NONE))
+		return verdict(e, DECODE_BAD, NULL, "qmp result: \"running\" "
+		    "goes with a run state");
+	r->running = has == 1 && ok;
+	if ((has = jsonx_get_enum(body, "migration", 0, vmq_mig_names, &n,
+	    &jerr)) == -1)
+		return verdict(e, DECODE_BAD, NULL, "qmp result: %s",
+		    jerr.msg);
+	if (has == 1 && (n == VMQM_NONE || op != VMQ_QUERY_MIGRATE ||
+	    !r->ok))
+		return verdict(e, DECODE_BAD, NULL, "qmp result: a migration "
+		    "status where none belongs");
+	r->mig = has == 1 ? (enum vmq_mig)n : VMQM_NONE;
 	return DECODE_OK;
 }

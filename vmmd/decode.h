@@ -17,6 +17,8 @@
 
 #include <json-c/json.h>
 
+#include "vmqmp.h"
+
 #define DECODE_CREDENTIAL_MAX	512
 
 enum decode_verdict {
@@ -61,15 +63,27 @@ enum proxy_event_kind {
 	PROXY_EV_LINK_DOWN,
 	PROXY_EV_STREAMS,	/* open: how many streams are open */
 	PROXY_EV_GUEST_ERROR,	/* the guest broke the link protocol */
+	PROXY_EV_QMP,		/* a QEMU event: qmp_event */
+	PROXY_EV_QMP_LOST,	/* vmproxy's QMP connection ended: message */
 };
 
 struct proxy_event {
 	enum proxy_event_kind	 kind;
 	int			 open;		/* STREAMS: 0..max_streams */
 	struct json_object	*guest;		/* HELLO: an object or NULL */
+	enum vmq_event		 qmp_event;	/* QMP */
+	const char		*message;	/* QMP_LOST: vmq_clean */
 };
 
 enum decode_verdict decode_proxy_event(struct json_object *body,
 	    int max_streams, struct proxy_event *, struct decode_err *);
+
+/*
+ * vmproxy's answer to an IPC_PROXY_QMP request for op (vmqmp.h): every
+ * member checked against what op can give, strings printable and short.
+ */
+enum decode_verdict decode_proxy_qmp_result(enum vmq_op op,
+	    struct json_object *body, struct vmq_result *,
+	    struct decode_err *);
 
 #endif

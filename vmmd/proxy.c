@@ -1,8 +1,11 @@
 /*
  * vmmd's side of each VM's vmproxy: starting it as the VM's uid inside the
  * VM's cgroup, calling it, and noticing when it ends.  vmproxy is the only
- * process that reads guest bytes; what it sends here is still checked
- * (every tool result against its schema, in vmmd.c).
+ * process that reads guest bytes, and the only one that speaks QMP to
+ * QEMU or reads QEMU's output; what it sends here is still checked (every
+ * tool result against its schema, in vmmd.c; every QEMU result and event
+ * by decode.c).  Each VM's vm->mon is the QEMU backend's way to vmproxy's
+ * QMP client.
  */
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -13,6 +16,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +47,108 @@ struct pcall {
 	proxy_cb	 cb;
 	void		*arg;
 };
+
+/* A QEMU operation out at vmproxy. */
+struct qcall {
+	struct proxy	*p;
+	enum vmq_op	 op;
+	vmm_mon_cb	 cb;
+	void		*arg;
+};
+
+/* vmproxy's QMP is gone with it: the backend hears so. */
+static void
+proxy_mon_lost(struct vm *vm, const char *why)
+{
+	if (vm != NULL && vm->mon.owner != NULL && vm->mon.lost != NULL)
+		vm->mon.lost(vm->mon.owner, why);
+}
+
+static void
+qcall_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	struct qcall *qc = arg;
+	struct proxy *p = qc->p;
+	struct vmq_result res;
+	struct decode_err de;
+	struct json_object *e, *v;
+
+	memset(&res, 0, sizeof(res));
+	if (m == NULL) {
+		res.err = VMQE_DISCONNECTED;
+		snprintf(res.msg, sizeof(res.msg), "%s", p->stopping ?
+		    "vmproxy stopped" : "vmproxy did not answer");
+	} else if (m->type == IPC_ERROR) {
+		res.err = VMQE_UNAVAILABLE;
+		snprintf(res.msg, sizeof(res.msg), "vmproxy refused it");
+		if (json_object_object_get_ex(m->body, "error", &e) &&
+		    json_object_object_get_ex(e, "message", &v) &&
+		    json_object_is_type(v, json_type_string) &&
+		    vmq_clean(json_object_get_string(v)))
+			snprintf(res.msg, sizeof(res.msg), "%s",
+			    json_object_get_string(v));
+	} else if (decode_proxy_qmp_result(qc->op, m->body, &res, &de) !=
+	    DECODE_OK) {
+		/* Out of protocol: the VM fails and its vmproxy goes.  The
+		 * backend hears of it after, with its qvm gone or going. */
+		log_warnx("vm %s: vmproxy sent a malformed QEMU result: %s",
+		    p->vm != NULL ? p->vm->rec.id : "?", de.msg);
+		memset(&res, 0, sizeof(res));
+		res.err = VMQE_DISCONNECTED;
+		snprintf(res.msg, sizeof(res.msg), "vmproxy broke the "
+		    "protocol");
+		if (p->vm != NULL)
+			vm_fail(p->vm, "vmproxy broke the protocol");
+		else
+			ipc_conn_free(conn);
+	}
+	qc->cb(&res, qc->arg);
+	free(qc);
+}
+
+/* vm->mon.call: one QEMU operation through the VM's vmproxy. */
+static int
+proxy_mon_call(struct vmm_monitor *mon, enum vmq_op op, int fd,
+    int timeout_ms, vmm_mon_cb cb, void *arg)
+{
+	struct vm *vm = (struct vm *)((char *)mon - offsetof(struct vm, mon));
+	struct json_object *body;
+	struct qcall *qc;
+	int dfd = -1, rc;
+
+	if (vm->proxy == NULL || vm->proxy->conn == NULL) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	/* The IPC layer consumes what it sends; the caller keeps its own. */
+	if (fd != -1 && (dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) == -1)
+		return -1;
+	if ((qc = calloc(1, sizeof(*qc))) == NULL)
+		fatal("calloc");
+	qc->p = vm->proxy;
+	qc->op = op;
+	qc->cb = cb;
+	qc->arg = arg;
+	body = json_object_new_object();
+	json_object_object_add(body, "op",
+	    json_object_new_string(vmq_op_names[op]));
+	json_object_object_add(body, "timeout_ms",
+	    json_object_new_int(timeout_ms));
+	/* vmproxy times QEMU out itself; this is the backstop. */
+	rc = ipc_request_want(vm->proxy->conn, IPC_PROXY_QMP, body, dfd,
+	    timeout_ms + 10000, IPC_PROXY_QMP_RESULT, qcall_reply, qc);
+	json_object_put(body);
+	if (rc == -1)
+		free(qc);
+	return rc;
+}
+
+void
+proxy_mon_init(struct vm *vm)
+{
+	memset(&vm->mon, 0, sizeof(vm->mon));
+	vm->mon.call = proxy_mon_call;
+}
 
 static void
 proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
@@ -168,6 +274,13 @@ proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	if (p->vm == NULL)
 		return;
 	switch (ev.kind) {
+	case PROXY_EV_QMP:
+		if (p->vm->mon.owner != NULL && p->vm->mon.event != NULL)
+			p->vm->mon.event(p->vm->mon.owner, ev.qmp_event);
+		break;
+	case PROXY_EV_QMP_LOST:
+		proxy_mon_lost(p->vm, ev.message);
+		break;
 	case PROXY_EV_STREAMS:
 		vm_streams_count(p->vm, ev.open);
 		break;
@@ -188,10 +301,13 @@ proxy_closed(struct ipc_conn *conn, void *arg)
 	struct proxy *p = arg;
 
 	p->conn = NULL;
+	if (p->vm != NULL && p->vm->proxy == p)
+		proxy_mon_lost(p->vm, "the connection to vmproxy closed");
 }
 
 static const struct ipc_rule proxy_rules[] = {
 	{ IPC_PROXY_RESULT, 0 },
+	{ IPC_PROXY_QMP_RESULT, 0 },
 	{ IPC_PROXY_STREAM_OPEN_RESULT, IPC_RULE_FD },
 	{ IPC_PROXY_EVENT, 0 },
 	{ IPC_ERROR, 0 },
@@ -232,6 +348,7 @@ proxy_exit_cb(int fd, short ev, void *arg)
 	if (vm != NULL && vm->proxy == p) {
 		vm->proxy = NULL;
 		proxy_free(p);
+		proxy_mon_lost(vm, "vmproxy exited");
 		vm_proxy_gone(vm, fault);
 		return;
 	}
@@ -241,12 +358,14 @@ proxy_exit_cb(int fd, short ev, void *arg)
 int
 proxy_spawn(struct vm *vm, char *err, size_t errlen)
 {
-	struct spawn_fd fds[2];
+	struct spawn_fd fds[3];
 	struct spawn_req r;
 	struct proxy *p;
 	char link[PATH_MAX], console[PATH_MAX], conmax[24];
-	char *argv[20];
+	char qmp[PATH_MAX], qlog[PATH_MAX], qlogfd[16], qlogmax[24];
+	char *argv[28];
 	int sp[2], i = 0;
+	size_t nfds = 0;
 	pid_t pid;
 
 	if ((size_t)snprintf(link, sizeof(link), "%s/%s", vm->rundir,
@@ -259,8 +378,17 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		snprintf(err, errlen, "run_dir path too long");
 		return -1;
 	}
+	if ((size_t)snprintf(qmp, sizeof(qmp), "%s/%s", vm->rundir,
+	    VMM_QMP_SOCK) >= sizeof(qmp) ||
+	    (size_t)snprintf(qlog, sizeof(qlog), "%s/%s", vm->rundir,
+	    VMM_STDERR_LOG) >= sizeof(qlog)) {
+		snprintf(err, errlen, "run_dir path too long");
+		return -1;
+	}
 	snprintf(conmax, sizeof(conmax), "%lld",
 	    env->conf.vmmd.console_log_kib * 1024);
+	snprintf(qlogmax, sizeof(qlogmax), "%lld",
+	    env->conf.vmmd.qemu_log_kib * 1024);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {
 		snprintf(err, errlen, "socketpair: %s", strerror(errno));
 		return -1;
@@ -276,17 +404,31 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	argv[i++] = link;
 	argv[i++] = "--vm";
 	argv[i++] = vm->rec.id;
-	/* vmmd's end of the IPC socketpair as fd 3, and QEMU's console
-	 * pipe, when there is one, as fd 4. */
-	fds[0] = (struct spawn_fd){ sp[1], 3 };
+	/* vmmd's end of the IPC socketpair as fd 3, QEMU's console pipe,
+	 * when there is one, as fd 4, then QEMU's stdout/stderr pipe. */
+	fds[nfds++] = (struct spawn_fd){ sp[1], 3 };
 	if (vm->console_rd != -1) {
-		fds[1] = (struct spawn_fd){ vm->console_rd, 4 };
+		fds[nfds++] = (struct spawn_fd){ vm->console_rd, 4 };
 		argv[i++] = "--console-fd";
 		argv[i++] = "4";
 		argv[i++] = "--console";
 		argv[i++] = console;
 		argv[i++] = "--console-max";
 		argv[i++] = conmax;
+	}
+	argv[i++] = "--qmp";
+	argv[i++] = qmp;
+	if (vm->qemulog_rd != -1) {
+		int at = 3 + (int)nfds;
+
+		fds[nfds++] = (struct spawn_fd){ vm->qemulog_rd, at };
+		snprintf(qlogfd, sizeof(qlogfd), "%d", at);
+		argv[i++] = "--qemu-log-fd";
+		argv[i++] = qlogfd;
+		argv[i++] = "--qemu-log";
+		argv[i++] = qlog;
+		argv[i++] = "--qemu-log-max";
+		argv[i++] = qlogmax;
 	}
 	argv[i] = NULL;
 	/*
@@ -303,7 +445,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	r.kvm_gid = (gid_t)-1;
 	r.argv = argv;
 	r.fds = fds;
-	r.nfds = vm->console_rd != -1 ? 2 : 1;
+	r.nfds = nfds;
 	if ((pid = spawn_run(&r, err, errlen)) == -1) {
 		close(sp[0]);
 		close(sp[1]);
@@ -314,6 +456,10 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	if (vm->console_rd != -1) {
 		close(vm->console_rd);
 		vm->console_rd = -1;
+	}
+	if (vm->qemulog_rd != -1) {
+		close(vm->qemulog_rd);
+		vm->qemulog_rd = -1;
 	}
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		fatal("calloc");
@@ -360,6 +506,7 @@ proxy_stop(struct vm *vm)
 	/* First: a callback below that calls in again finds no proxy. */
 	vm->proxy = NULL;
 	p->stopping = 1;
+	proxy_mon_lost(vm, "vmproxy stopped");
 	if (p->conn != NULL) {
 		ipc_conn_cancel_requests(p->conn);
 		ipc_conn_free(p->conn);

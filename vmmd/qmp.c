@@ -1,7 +1,8 @@
 /*
- * QMP client for vmmd's QEMU backend (see qmp.h).  Runs in vmmd's event
- * loop; one connection per VM.  Reads lines of JSON, writes commands with
- * sendmsg so that a descriptor can travel with one (SCM_RIGHTS).
+ * QMP client for vmproxy's QEMU side (see qmp.h, vmproxy_qmp.c).  Runs in
+ * vmproxy's event loop, as the VM's uid: root vmmd links none of it.  One
+ * connection per VM.  Reads lines of JSON, writes commands with sendmsg
+ * so that a descriptor can travel with one (SCM_RIGHTS).
  */
 #include <sys/queue.h>
 #include <sys/socket.h>
@@ -488,6 +489,7 @@ qmp_dispatch(struct qmp *q, struct qmp_msg *msg)
 static void
 qmp_read_cb(evutil_socket_t fd, short what, void *arg)
 {
+	static char rbuf[READ_CHUNK];
 	struct qmp *q = arg;
 	struct evbuffer_ptr eol;
 	struct qmp_msg msg;
@@ -497,7 +499,16 @@ qmp_read_cb(evutil_socket_t fd, short what, void *arg)
 	int n;
 
 	q->busy++;
-	n = evbuffer_read(q->in, q->fd, READ_CHUNK);
+	/*
+	 * read(2) and a copy, not evbuffer_read: that asks the socket's size
+	 * with ioctl(FIONREAD), which vmproxy's seccomp filter does not
+	 * allow (no ioctl at all).
+	 */
+	n = (int)read(q->fd, rbuf, sizeof(rbuf));
+	if (n > 0 && evbuffer_add(q->in, rbuf, (size_t)n) == -1) {
+		qmp_fail(q, "out of memory");
+		goto out;
+	}
 	if (n == 0) {
 		qmp_fail(q, "QEMU closed the QMP connection");
 		goto out;

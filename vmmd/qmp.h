@@ -1,8 +1,9 @@
 /*
  * A non-blocking QMP (QEMU Machine Protocol) client on libevent, used by
- * vmmd's QEMU backend.  QEMU is not trusted to be well-behaved: every
- * message is size-limited, parsed with a bounded json-c tokener and
- * type-checked before anything is handed to a caller.
+ * vmproxy (vmproxy_qmp.c) on behalf of vmmd's QEMU backend.  QEMU is not
+ * trusted to be well-behaved: every message is size-limited, parsed with
+ * a bounded json-c tokener and type-checked before anything is handed to
+ * a caller.
  */
 #ifndef VMMD_QMP_H
 #define VMMD_QMP_H

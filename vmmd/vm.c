@@ -88,6 +88,8 @@ vm_alloc(const struct vm_record *rec)
 	vm->image = conf_find_image(&env->conf, rec->image);
 	vm->last_active = mono_seconds();
 	vm->console_rd = -1;
+	vm->qemulog_rd = -1;
+	proxy_mon_init(vm);
 	TAILQ_INIT(&vm->ready_waiters);
 	TAILQ_INIT(&vm->destroy_waiters);
 	TAILQ_INIT(&vm->streams);
@@ -170,6 +172,10 @@ vm_console_close(struct vm *vm)
 	if (vm->console_rd != -1) {
 		close(vm->console_rd);
 		vm->console_rd = -1;
+	}
+	if (vm->qemulog_rd != -1) {
+		close(vm->qemulog_rd);
+		vm->qemulog_rd = -1;
 	}
 }
 
@@ -666,7 +672,9 @@ vm_spec(struct vm *vm, struct vm_spec *spec, char *append, size_t applen,
 	spec->disk = disk;
 	spec->rundir = vm->rundir;
 	spec->tap_fd = -1;	/* network on comes with netd */
-	spec->console_fd = -1;	/* vm_boot makes the pipe */
+	spec->console_fd = -1;	/* vm_boot makes the pipes */
+	spec->log_fd = -1;
+	spec->mon = &vm->mon;	/* QMP goes through vmproxy */
 	spec->cg = &env->cg;
 }
 
@@ -734,23 +742,19 @@ boot_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 {
 	struct vm *vm = arg;
 	struct timeval tv = { env->conf.vmmd.boot_timeout_seconds, 0 };
-	char perr[256];
 
 	if (!ok) {
 		vm_kill_processes(vm);
 		vm_op_done(vm, "unavailable", "QEMU did not start: %s", err);
 		return;
 	}
-	if (proxy_spawn(vm, perr, sizeof(perr)) == -1) {
-		vm_kill_processes(vm);
-		vm_op_done(vm, "unavailable", "vmproxy did not start: %s",
-		    perr);
-		return;
-	}
 	vm->op_step = 1;	/* waiting for the guest's hello */
 	if (vm->boot_timer == NULL)
 		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
 	evtimer_add(vm->boot_timer, &tv);
+	/* vmproxy ran before QEMU: a quick guest may have said it already. */
+	if (vm->guest_up)
+		vm_guest_event(vm, "hello", NULL);
 }
 
 static void
@@ -788,7 +792,7 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 	char append[768], disk[PATH_MAX], kernel[PATH_MAX], initrd[PATH_MAX];
 	struct cg_limits lim;
 	struct vm_spec spec;
-	int rc, con[2];
+	int rc, con[2], qlog[2];
 
 	memset(&lim, 0, sizeof(lim));
 	lim.memory_bytes = ((uint64_t)vm->rec.memory_mib + QEMU_OVERHEAD_MIB)
@@ -826,6 +830,29 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 		return -1;
 	}
 	spec.console_fd = con[1];
+	/*
+	 * QEMU's stdout and stderr go to another pipe for vmproxy, which
+	 * keeps a bounded qemu.log: root reads no byte QEMU writes (#14).
+	 */
+	if (pipe2(qlog, O_CLOEXEC) == -1) {
+		snprintf(err, errlen, "QEMU log pipe: %s", strerror(errno));
+		close(con[0]);
+		close(con[1]);
+		return -1;
+	}
+	spec.log_fd = qlog[1];
+	vm->console_rd = con[0];
+	vm->qemulog_rd = qlog[0];
+	/*
+	 * vmproxy first: it speaks QMP for the backend from QEMU's start on,
+	 * and takes the pipes' read ends.
+	 */
+	if (proxy_spawn(vm, err, errlen) == -1) {
+		vm_console_close(vm);
+		close(con[1]);
+		close(qlog[1]);
+		return -1;
+	}
 	if (tap_fd != -1) {
 		spec.tap_fd = tap_fd;
 		spec.mac = mac;
@@ -839,13 +866,13 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 	else
 		rc = qemu_backend_ops.restore(env->qemu, &spec, checkpoint,
 		    &vm_cbs, vm, boot_vmm_done, vm, &vm->vmm);
-	close(con[1]);		/* QEMU has its copy */
+	close(con[1]);		/* QEMU has its copies */
+	close(qlog[1]);
 	if (rc == -1) {
-		close(con[0]);
 		snprintf(err, errlen, "QEMU: %s", strerror(errno));
+		proxy_stop(vm);
 		return -1;
 	}
-	vm->console_rd = con[0];
 	return 0;
 }
 

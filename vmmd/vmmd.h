@@ -15,6 +15,7 @@
 
 #include <json-c/json.h>
 
+#include "backend.h"
 #include "cgroup.h"
 #include "ipc.h"
 #include "conf.h"
@@ -103,6 +104,10 @@ struct vm {
 	struct proxy		*proxy;		/* NULL: no vmproxy */
 	/* The read end of QEMU's console pipe, until vmproxy has it. */
 	int			 console_rd;
+	/* The read end of QEMU's stdout/stderr pipe, until vmproxy has it. */
+	int			 qemulog_rd;
+	/* QEMU's monitor, through vmproxy (proxy.c): the backend's. */
+	struct vmm_monitor	 mon;
 	int			 guest_up;	/* hello since (re)connect */
 	int			 busy;		/* a lifecycle op runs */
 	/*
@@ -207,6 +212,8 @@ void	vm_streams_forget_conn(struct ipc_conn *);
 /* proxy.c */
 int	proxy_spawn(struct vm *, char *err, size_t errlen);
 void	proxy_stop(struct vm *);
+/* Makes vm->mon reach QEMU's QMP through the VM's vmproxy. */
+void	proxy_mon_init(struct vm *);
 typedef void (*proxy_cb)(struct vm *, struct json_object *result,
 	    const char *code, const char *message, int fd, void *arg);
 int	proxy_call(struct vm *, struct json_object *call, int timeout_ms,

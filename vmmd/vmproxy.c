@@ -2,9 +2,12 @@
  * vmproxy: one per VM, spawned by vmmd as that VM's jail uid with no
  * capabilities and a seccomp allowlist.  It owns the guest link (the
  * virtio-serial socket QEMU serves) and is the only process that parses
- * bytes a guest sends.  To vmmd it speaks IPC on an inherited socketpair:
- * tool-shaped calls in, checked tool-shaped results out, and one end of a
- * socketpair per guest stream.  What vmmd sends is decoded first
+ * bytes a guest sends.  It is also QEMU's QMP client and keeps QEMU's
+ * output (vmproxy_qmp.c): root vmmd reads no byte that QEMU, which a
+ * guest may have taken over, writes.  To vmmd it speaks IPC on an
+ * inherited socketpair: tool-shaped calls in, checked tool-shaped results
+ * out, one end of a socketpair per guest stream, and typed QEMU
+ * operations and their typed results.  What vmmd sends is decoded first
  * (vmproxy_decode.c, dispatched from vmmd_msgs[]); what the guest answers
  * is translated by guestreply.c.  Both are pure, and unit-tested and
  * fuzzed on their own.
@@ -38,6 +41,7 @@
 #include "privdrop.h"
 #include "utf8.h"
 #include "vmproxy_decode.h"
+#include "vmproxy_qmp.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define VMPROXY_SANITIZED 1
@@ -50,7 +54,9 @@
 /*
  * Nothing beyond the common base, except under ASan: LeakSanitizer's
  * exit-time tracer lists threads with getdents, and a tracer the filter
- * kills leaves the process waiting for it forever.
+ * kills leaves the process waiting for it forever.  The QMP client needs
+ * nothing more either (socket, connect, sendmsg with SCM_RIGHTS are in the
+ * base; it reads without libevent's FIONREAD ioctl).
  */
 static const char *const vmproxy_syscalls[] = {
 	"ftruncate",		/* console.log keeps its newest bytes */
@@ -722,6 +728,12 @@ proxy_call(struct ipc_msg *msg, struct vmmd_msg *m)
 	}
 }
 
+static void
+qmp_request(struct ipc_msg *msg, struct vmmd_msg *m)
+{
+	vmproxy_qmp_request(px.vmmd, msg, m->qmp_op, m->qmp_timeout_ms);
+}
+
 /*
  * Everything vmmd may send, one line each: the message type, its rule
  * flags for ipc's policy, its decoder and its handler.  No handler sees
@@ -736,6 +748,8 @@ static const struct {
 } vmmd_msgs[] = {
 	{ IPC_PROXY_CALL, 0, vmproxy_decode_call, proxy_call },
 	{ IPC_PROXY_STREAM_OPEN, 0, vmproxy_decode_stream_open, stream_open },
+	/* getfd's checkpoint is the one descriptor vmmd sends. */
+	{ IPC_PROXY_QMP, IPC_RULE_FD, vmproxy_decode_qmp, qmp_request },
 };
 #define NVMMD_MSGS	(sizeof(vmmd_msgs) / sizeof(vmmd_msgs[0]))
 
@@ -794,7 +808,9 @@ static __attribute__((noreturn)) void
 usage(void)
 {
 	fprintf(stderr, "usage: vmproxy [-dv] --ipc-fd N --link PATH --vm ID "
-	    "[--console-fd N --console PATH --console-max BYTES]\n");
+	    "[--console-fd N --console PATH --console-max BYTES]\n"
+	    "\t[--qmp PATH] [--qemu-log-fd N --qemu-log PATH "
+	    "--qemu-log-max BYTES]\n");
 	exit(2);
 }
 
@@ -808,14 +824,18 @@ main(int argc, char *argv[])
 		{ "console-fd", required_argument, NULL, 'c' },
 		{ "console", required_argument, NULL, 'C' },
 		{ "console-max", required_argument, NULL, 'M' },
+		{ "qmp", required_argument, NULL, 'q' },
+		{ "qemu-log-fd", required_argument, NULL, 'g' },
+		{ "qemu-log", required_argument, NULL, 'G' },
+		{ "qemu-log-max", required_argument, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const struct privdrop keep_none = { NULL, NULL, 0 };
 	int ch, foreground = 0, verbose = 0, ipc_fd = -1, con_fd = -1;
-	int con_file = -1;
-	const char *con_path = NULL;
-	long long con_max = 0;
-	struct console *con = NULL;
+	int con_file = -1, qlog_fd = -1, qlog_file = -1;
+	const char *con_path = NULL, *qmp_path = NULL, *qlog_path = NULL;
+	long long con_max = 0, qlog_max = 0;
+	struct console *con = NULL, *qlog = NULL;
 	char *end;
 
 	while ((ch = getopt_long(argc, argv, "dv", longopts, NULL)) != -1) {
@@ -850,13 +870,31 @@ main(int argc, char *argv[])
 			if (*end != '\0' || con_max < 2 || con_max > 1LL << 30)
 				usage();
 			break;
+		case 'q':
+			qmp_path = optarg;
+			break;
+		case 'g':
+			qlog_fd = (int)strtol(optarg, &end, 10);
+			if (*end != '\0' || qlog_fd < 3)
+				usage();
+			break;
+		case 'G':
+			qlog_path = optarg;
+			break;
+		case 'X':
+			qlog_max = strtoll(optarg, &end, 10);
+			if (*end != '\0' || qlog_max < 2 || qlog_max > 1LL << 30)
+				usage();
+			break;
 		default:
 			usage();
 		}
 	}
 	if (ipc_fd == -1 || px.link_path == NULL || px.vm_id == NULL ||
 	    (con_fd != -1) != (con_path != NULL) ||
-	    (con_fd != -1) != (con_max != 0))
+	    (con_fd != -1) != (con_max != 0) ||
+	    (qlog_fd != -1) != (qlog_path != NULL) ||
+	    (qlog_fd != -1) != (qlog_max != 0))
 		usage();
 	log_init("vmproxy", foreground, verbose);
 	signal(SIGPIPE, SIG_IGN);
@@ -869,6 +907,16 @@ main(int argc, char *argv[])
 	if (con_path != NULL && (con_file = open(con_path, O_RDWR | O_CREAT |
 	    O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600)) == -1)
 		fatal("%s", con_path);
+	/*
+	 * QEMU's stdout and stderr: root vmmd never reads them (#14).  A
+	 * new file of ours, whatever is under that name now.
+	 */
+	if (qlog_path != NULL) {
+		(void)unlink(qlog_path);
+		if ((qlog_file = open(qlog_path, O_RDWR | O_CREAT | O_EXCL |
+		    O_NOFOLLOW | O_CLOEXEC, 0600)) == -1)
+			fatal("%s", qlog_path);
+	}
 	sandbox_seccomp(vmproxy_syscalls, sizeof(vmproxy_syscalls) /
 	    sizeof(vmproxy_syscalls[0]) - 1, 0);
 
@@ -882,6 +930,9 @@ main(int argc, char *argv[])
 	if (con_fd != -1 && (con = console_new(px.base, con_fd, con_file,
 	    (size_t)con_max)) == NULL)
 		fatal("console");
+	if (qlog_fd != -1 && (qlog = console_new(px.base, qlog_fd, qlog_file,
+	    (size_t)qlog_max)) == NULL)
+		fatal("qemu log");
 	px.retry = evtimer_new(px.base, retry_cb, NULL);
 	px.hello_wait = evtimer_new(px.base, hello_wait_cb, NULL);
 	for (size_t i = 0; i < NVMMD_MSGS; i++) {
@@ -891,8 +942,12 @@ main(int argc, char *argv[])
 	if ((px.vmmd = ipc_conn_new(px.base, ipc_fd, "vmproxy", &vmmd_policy,
 	    &vmmd_handlers, NULL)) == NULL)
 		fatal("ipc to vmmd");
+	if (vmproxy_qmp_init(px.base, px.vmmd, qmp_path, qlog) == -1)
+		fatal("qmp");
 	link_connect();
 	event_base_dispatch(px.base);
+	vmproxy_qmp_free();
+	console_free(qlog);
 	console_free(con);
 	/* A guest that broke the protocol: exit status 3 tells vmmd so. */
 	return px.vmmd != NULL ? 3 : 0;

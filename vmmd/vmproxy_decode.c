@@ -16,6 +16,7 @@
 #include "ipc.h"
 #include "jsonx.h"
 #include "vmproxy_decode.h"
+#include "vmqmp.h"
 
 enum mkind {
 	MK_STR,		/* min..max bytes, no NUL */
@@ -354,5 +355,42 @@ vmproxy_decode_stream_open(struct json_object *body, struct vmmd_msg *m,
 	    DECODE_OK)
 		return r;
 	m->port = (int)json_object_get_int64(v);
+	return DECODE_OK;
+}
+
+enum decode_verdict
+vmproxy_decode_qmp(struct json_object *body, struct vmmd_msg *m,
+    struct decode_err *e)
+{
+	struct json_object *v;
+	enum decode_verdict r;
+	int op;
+
+	memset(m, 0, sizeof(*m));
+	m->type = IPC_PROXY_QMP;
+	if (body == NULL || !json_object_is_type(body, json_type_object))
+		return verdict(e, DECODE_BAD, NULL, "the QEMU operation is no "
+		    "object");
+	json_object_object_foreach(body, k, val) {
+		(void)val;
+		if (strcmp(k, "op") != 0 && strcmp(k, "timeout_ms") != 0)
+			return verdict(e, DECODE_BAD, NULL, "qmp: unknown "
+			    "member '%.64s'", k);
+	}
+	if (!json_object_object_get_ex(body, "op", &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return verdict(e, DECODE_BAD, NULL, "qmp: op is missing or "
+		    "not a string");
+	if ((op = vmq_lookup(vmq_op_names, json_object_get_string(v))) < 0)
+		return verdict(e, DECODE_BAD, NULL, "qmp: unknown operation "
+		    "'%.64s'", json_object_get_string(v));
+	if (!json_object_object_get_ex(body, "timeout_ms", &v))
+		return verdict(e, DECODE_BAD, NULL, "qmp: timeout_ms is "
+		    "missing");
+	if ((r = check_int("qmp", "timeout_ms", v, VMQ_TIMEOUT_MIN,
+	    VMQ_TIMEOUT_MAX, e)) != DECODE_OK)
+		return r;
+	m->qmp_op = op;
+	m->qmp_timeout_ms = json_object_get_int64(v);
 	return DECODE_OK;
 }

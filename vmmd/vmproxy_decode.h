@@ -31,11 +31,17 @@ struct vmmd_msg {
 	size_t			 body_len;
 	/* IPC_PROXY_STREAM_OPEN */
 	int			 port;		/* 1..65535 */
+	/* IPC_PROXY_QMP */
+	int			 qmp_op;	/* enum vmq_op */
+	int64_t			 qmp_timeout_ms;
 };
 
 /* Frees what a decoder left in m (after DECODE_OK, or any verdict). */
 void	vmmd_msg_clear(struct vmmd_msg *m);
 
+/* A QEMU operation (vmqmp.h): one of vmq_op_names and its timeout. */
+enum decode_verdict vmproxy_decode_qmp(struct json_object *body,
+	    struct vmmd_msg *, struct decode_err *);
 enum decode_verdict vmproxy_decode_call(struct json_object *body,
 	    struct vmmd_msg *, struct decode_err *);
 enum decode_verdict vmproxy_decode_stream_open(struct json_object *body,

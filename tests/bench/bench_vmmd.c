@@ -4,6 +4,11 @@
  * (on a loop-mounted XFS made for the run), and hibernate/restore of a
  * TCG guest through the QEMU backend against bare QEMU driven by a minimal
  * QMP script (bare_qmp.py) with the same command line.  Needs root.
+ *
+ * The backend's monitor here is vmproxy's QEMU side (vmproxy_qmp.c) in
+ * this process, as vmmd reaches it through the VM's vmproxy: the figures
+ * hold the typed operations and QMP client, not the IPC hop between vmmd
+ * and vmproxy (tests/bench/vmmd_vm.py measures the whole daemon).
  */
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -25,6 +30,7 @@
 #include "cgroup.h"
 #include "disk.h"
 #include "log.h"
+#include "vmproxy_qmp.h"
 #include "worker.h"
 
 #define QEMU		"/usr/bin/qemu-system-x86_64"
@@ -204,6 +210,33 @@ settle(struct event_base *base, int ms)
 	event_base_dispatch(base);
 }
 
+/* The monitor: vmproxy's QEMU side, in process. */
+static struct vmm_monitor bmon;
+static struct vpq *arg_vpq;
+
+static void
+bmon_event(enum vmq_event ev, void *arg)
+{
+	if (bmon.owner != NULL && bmon.event != NULL)
+		bmon.event(bmon.owner, ev);
+}
+
+static void
+bmon_lost(const char *why, void *arg)
+{
+	if (bmon.owner != NULL && bmon.lost != NULL)
+		bmon.lost(bmon.owner, why);
+}
+
+static const struct vpq_cbs bmon_cbs = { bmon_event, bmon_lost };
+
+static int
+bmon_call(struct vmm_monitor *mon, enum vmq_op op, int fd, int timeout_ms,
+    vmm_mon_cb cb, void *arg)
+{
+	return vpq_call(arg_vpq, op, fd, timeout_ms, cb, arg);
+}
+
 static void
 bench_qemu(const char *bare)
 {
@@ -221,6 +254,7 @@ bench_qemu(const char *bare)
 	struct stat sb;
 	double hib[ITER], res[ITER], t;
 	char rundir[128], ckpt[128], cfg[128], out[128], err[512];
+	char qmp[160];
 	json_object *o, *arr, *x;
 	FILE *f;
 	size_t i;
@@ -242,7 +276,13 @@ bench_qemu(const char *bare)
 	s.rundir = rundir;
 	s.tap_fd = -1;
 	s.console_fd = -1;
+	s.log_fd = -1;
 	s.cg = &cg;
+	snprintf(qmp, sizeof(qmp), "%s/%s", rundir, VMM_QMP_SOCK);
+	if ((arg_vpq = vpq_new(base, qmp, NULL, &bmon_cbs, NULL)) == NULL)
+		fatalx("vpq_new");
+	bmon.call = bmon_call;
+	s.mon = &bmon;
 	for (i = 0; i < ITER; i++) {
 		memset(&r, 0, sizeof(r));
 		memset(&ex, 0, sizeof(ex));
@@ -280,6 +320,7 @@ bench_qemu(const char *bare)
 		wait_for(base, &ex.exited);
 		vmm_free(v);
 	}
+	vpq_free(arg_vpq);
 	stat(ckpt, &sb);
 
 	/* Bare QEMU: same argv, run as root, no cgroup, no uid change. */

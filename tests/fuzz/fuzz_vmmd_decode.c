@@ -2,7 +2,8 @@
  * libFuzzer target for vmmd's decoders (vmmd/decode.c): a frame body as
  * mcpd, vmctl or vmproxy could send it goes through the socket's JSON
  * check (ipc_frame_check) and then the decoder of its peer.  The first
- * byte picks the message type.  Whatever a decoder accepts must satisfy
+ * byte picks the message type (and, for vmproxy's QEMU results, which
+ * operation the result answers).  Whatever a decoder accepts must satisfy
  * what the handlers rely on, and every refusal must say why; anything
  * else aborts.
  */
@@ -30,6 +31,9 @@ static const struct ipc_rule rules[] = {
 	{ IPC_PROXY_EVENT, 0 },
 	/* Types of the other peers, which every decoder must turn away. */
 	{ IPC_HELLO, 0 }, { IPC_PROXY_RESULT, 0 }, { IPC_VMCTL_RESULT, 0 },
+	/* vmproxy's answer to a QEMU operation (last: older seeds keep
+	 * their first byte's meaning). */
+	{ IPC_PROXY_QMP_RESULT, 0 },
 };
 static const struct ipc_policy policy = { "fuzz", rules,
 	sizeof(rules) / sizeof(rules[0]) };
@@ -127,6 +131,39 @@ check_proxy(struct json_object *body)
 	if (ev.guest != NULL && !json_object_is_type(ev.guest,
 	    json_type_object))
 		abort();
+	if (ev.kind == PROXY_EV_QMP && ((int)ev.qmp_event < 0 ||
+	    ev.qmp_event >= VMQV_COUNT))
+		abort();
+	if (ev.kind == PROXY_EV_QMP_LOST && (ev.message == NULL ||
+	    !vmq_clean(ev.message)))
+		abort();
+}
+
+/* What the QEMU backend relies on in a result it is handed. */
+static void
+check_qmp_result(enum vmq_op op, struct json_object *body)
+{
+	struct vmq_result r;
+	struct decode_err e;
+	enum decode_verdict v = decode_proxy_qmp_result(op, body, &r, &e);
+
+	verdict_ok(v, &e);
+	if (v == DECODE_REFUSE)
+		abort();
+	if (v != DECODE_OK)
+		return;
+	if ((r.ok != 0 && r.ok != 1) || (int)r.err < 0 ||
+	    r.err >= VMQE_COUNT || (r.ok == (r.err != VMQE_NONE)) ||
+	    (int)r.status < 0 || r.status >= VMQR_COUNT ||
+	    (int)r.mig < 0 || r.mig >= VMQM_COUNT ||
+	    (r.running != 0 && r.running != 1) ||
+	    memchr(r.msg, '\0', sizeof(r.msg)) == NULL || !vmq_clean(r.msg))
+		abort();
+	/* A run state exactly from a query_status that worked. */
+	if ((r.status != VMQR_NONE) != (op == VMQ_QUERY_STATUS && r.ok))
+		abort();
+	if (r.mig != VMQM_NONE && (op != VMQ_QUERY_MIGRATE || !r.ok))
+		abort();
 }
 
 int
@@ -153,6 +190,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_vmctl(f.type, body);
 		if (f.type == IPC_PROXY_EVENT)
 			check_proxy(body);
+		if (f.type == IPC_PROXY_QMP_RESULT)
+			check_qmp_result((enum vmq_op)(data[0] / policy.nrules %
+			    VMQ_OP_COUNT), body);
 		json_object_put(body);
 	}
 	free(payload);

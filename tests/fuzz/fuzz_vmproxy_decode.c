@@ -14,11 +14,13 @@
 #include "guest.h"
 #include "ipc.h"
 #include "vmproxy_decode.h"
+#include "vmqmp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
 static const struct ipc_rule rules[] = {
 	{ IPC_PROXY_CALL, 0 }, { IPC_PROXY_STREAM_OPEN, 0 },
+	{ IPC_PROXY_QMP, IPC_RULE_FD },
 };
 static const struct ipc_policy policy = { "fuzz", rules,
 	sizeof(rules) / sizeof(rules[0]) };
@@ -85,13 +87,21 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memset(&e, 0, sizeof(e));
 		if (f.type == IPC_PROXY_CALL)
 			v = vmproxy_decode_call(body, &m, &e);
+		else if (f.type == IPC_PROXY_QMP)
+			v = vmproxy_decode_qmp(body, &m, &e);
 		else
 			v = vmproxy_decode_stream_open(body, &m, &e);
 		switch (v) {
 		case DECODE_OK:
 			if (f.type == IPC_PROXY_CALL)
 				check_call(&m);
-			else if (m.port < 1 || m.port > 65535 ||
+			else if (f.type == IPC_PROXY_QMP) {
+				if (m.type != IPC_PROXY_QMP || m.qmp_op < 0 ||
+				    m.qmp_op >= VMQ_OP_COUNT ||
+				    m.qmp_timeout_ms < VMQ_TIMEOUT_MIN ||
+				    m.qmp_timeout_ms > VMQ_TIMEOUT_MAX)
+					abort();
+			} else if (m.port < 1 || m.port > 65535 ||
 			    m.type != IPC_PROXY_STREAM_OPEN)
 				abort();
 			break;

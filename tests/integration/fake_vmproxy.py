@@ -9,6 +9,16 @@ does, up to the guest's hello, and then misbehaves as MODE says:
   streamshuge answers properly, then reports 10**12 open streams
   manyfds     sends an event frame carrying three descriptors
   flood       answers properly, then sends 20000 events as fast as it can
+  qmpshape    answers QEMU's connect with a run state, which only
+              query_status has (a result of the wrong shape)
+  qmptext     answers QEMU's connect as failed, its message full of
+              terminal escapes and far longer than the 200 bytes allowed
+  qmpevent    after the guest's hello, reports a QEMU event of no known
+              name
+
+vmmd asks vmproxy for QEMU operations too (IPC_PROXY_QMP): outside the
+qmp* modes they are answered as a real vmproxy would, without ever
+speaking QMP, so QEMU runs unwatched until vmmd kills it.
 
 It then waits for vmmd to close the connection, and exits 0.  Arguments
 are vmproxy's; MODE comes from the file named by $FAKE_VMPROXY_MODE.
@@ -26,6 +36,24 @@ PROXY_CALL = 601
 PROXY_RESULT = 602
 PROXY_STREAM_OPEN_RESULT = 604
 PROXY_EVENT = 605
+PROXY_QMP = 606
+PROXY_QMP_RESULT = 607
+
+
+def qmp_answer(c, mode, rid, body):
+    """One QEMU operation, answered as a real vmproxy would, or not."""
+    op = body.get("op")
+    res = {"ok": True}
+    if op == "connect" and mode == "qmpshape":
+        res = {"ok": True, "status": "running", "running": True}
+    elif op == "connect" and mode == "qmptext":
+        res = {"ok": False, "error": "qemu",
+               "message": "\x1b[2J\x1b]0;owned\x07" * 40}
+    elif op == "query_status":
+        res = {"ok": True, "status": "running", "running": True}
+    elif op == "query_migrate":
+        res = {"ok": True, "migration": "completed"}
+    c.send(PROXY_QMP_RESULT, res, id=rid, flags=ipc.FLAG_REPLY)
 
 
 class FdConn(ipc.Conn):
@@ -54,13 +82,24 @@ def main():
     with open(os.environ["FAKE_VMPROXY_MODE"]) as f:
         mode = f.read().strip()
     c = FdConn(3)
-    c.send(PROXY_EVENT, {"event": "hello", "guest": {"boot_id": "fake"}},
-           id=0)
+    hello = False
     try:
         while True:
             t, rid, body, fd = c.recv()
             if fd is not None:
                 os.close(fd)
+            if t == PROXY_QMP:
+                qmp_answer(c, mode, rid, body)
+                # The guest's hello once QEMU is "up", as a real one.
+                if not hello and body.get("op") == "connect":
+                    hello = True
+                    c.send(PROXY_EVENT, {"event": "hello",
+                                         "guest": {"boot_id": "fake"}},
+                           id=0)
+                    if mode == "qmpevent":
+                        c.send(PROXY_EVENT, {"event": "qmp",
+                                             "name": "GUEST_PWNED"}, id=0)
+                continue
             if t != PROXY_CALL:
                 continue
             if mode == "wrongtype":

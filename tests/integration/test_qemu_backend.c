@@ -3,6 +3,10 @@
  * qemu-system-x86_64 under TCG: a firmware-only guest (SeaBIOS idling, no
  * kernel yet) started as an unprivileged uid in a real cgroup, paused,
  * resumed, hibernated to a file and restored from it.  Needs root.
+ *
+ * The backend's monitor is vmproxy's QEMU side (vmproxy_qmp.c) run in
+ * this process, without the IPC between: the same typed operations over
+ * the same QMP client, and QEMU's output drained into a bounded log.
  */
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -29,9 +33,11 @@
 
 #include "backend.h"
 #include "cgroup.h"
+#include "console.h"
 #include "itest.h"
 #include "log.h"
 #include "spawn.h"
+#include "vmproxy_qmp.h"
 #include "worker.h"
 
 #define SLOT	9001	/* far from any slot a real vmmd would use */
@@ -46,8 +52,11 @@ static uid_t vm_uid;
 
 struct res {
 	int	 done, ok, exited, wstatus;
+	int	 at;		/* when its callback ran, in callbacks */
 	char	 err[512], status[64];
 };
+
+static int ncallbacks;
 
 static void
 done_cb(struct vmm *v, int ok, const char *err, void *arg)
@@ -56,6 +65,7 @@ done_cb(struct vmm *v, int ok, const char *err, void *arg)
 
 	r->done = 1;
 	r->ok = ok;
+	r->at = ++ncallbacks;
 	snprintf(r->err, sizeof(r->err), "%s", err);
 }
 
@@ -76,9 +86,74 @@ exited_cb(struct vmm *v, int wstatus, void *arg)
 
 	r->exited = 1;
 	r->wstatus = wstatus;
+	r->at = ++ncallbacks;
 }
 
 static const struct vmm_cbs cbs = { exited_cb, NULL };
+
+/* The monitor: vmproxy's QEMU side, in process. */
+static struct tmon {
+	struct vmm_monitor	 mon;
+	struct vpq		*q;
+	struct console		*log;
+	int			 log_wr;	/* QEMU's stdout and stderr */
+	int			 lost;		/* lost events seen */
+} tm = { .log_wr = -1 };
+
+static void
+tmon_event(enum vmq_event ev, void *arg)
+{
+	if (tm.mon.owner != NULL && tm.mon.event != NULL)
+		tm.mon.event(tm.mon.owner, ev);
+}
+
+static void
+tmon_lost(const char *why, void *arg)
+{
+	tm.lost++;
+	if (tm.mon.owner != NULL && tm.mon.lost != NULL)
+		tm.mon.lost(tm.mon.owner, why);
+}
+
+static const struct vpq_cbs tmon_cbs = { tmon_event, tmon_lost };
+
+static int
+tmon_call(struct vmm_monitor *mon, enum vmq_op op, int fd, int timeout_ms,
+    vmm_mon_cb cb, void *arg)
+{
+	return vpq_call(tm.q, op, fd, timeout_ms, cb, arg);
+}
+
+static void
+tmon_free(void)
+{
+	vpq_free(tm.q);
+	console_free(tm.log);
+	if (tm.log_wr != -1)
+		close(tm.log_wr);
+	memset(&tm, 0, sizeof(tm));
+	tm.log_wr = -1;
+}
+
+static void
+tmon_init(void)
+{
+	char path[300];
+	int p[2], file;
+
+	tmon_free();
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	snprintf(path, sizeof(path), "%s/qemu.log", tmp);
+	file = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(file, 0);
+	tm.log = console_new(base, p[0], file, 64 * 1024);
+	ck_assert_ptr_nonnull(tm.log);
+	tm.log_wr = p[1];
+	snprintf(path, sizeof(path), "%s/%s", rundir, VMM_QMP_SOCK);
+	tm.q = vpq_new(base, path, tm.log, &tmon_cbs, NULL);
+	ck_assert_ptr_nonnull(tm.q);
+	tm.mon.call = tmon_call;
+}
 
 static void
 setup(void)
@@ -124,6 +199,7 @@ teardown(void)
 	cg_kill(&cg, SLOT, NULL, 0);
 	cg_remove(&cg, SLOT, NULL, 0);
 	cg_remove_parent(&cg);
+	tmon_free();
 	qemu_backend_free(be);
 	worker_pool_free(pool);
 	event_base_free(base);
@@ -143,6 +219,9 @@ spec_init(struct vm_spec *s)
 	s->tap_fd = -1;
 	s->console_fd = -1;
 	s->cg = &cg;
+	tmon_init();
+	s->log_fd = tm.log_wr;
+	s->mon = &tm.mon;
 }
 
 static void
@@ -383,6 +462,13 @@ START_TEST(qemu_killed_fails_operation_cleanly)
 	    r.err);
 	ck_assert(itest_run_until(base, &ex.exited, 5000));
 	ck_assert(WIFSIGNALED(ex.wstatus));
+	/*
+	 * The operation fails first and the exit comes after, though the
+	 * words for the failure come from the monitor later: an owner that
+	 * sets its VM running again on a failed hibernation must then hear
+	 * that QEMU is gone.
+	 */
+	ck_assert_int_lt(r.at, ex.at);
 	ck_assert_int_eq(access(ckpt, F_OK), -1);
 	/* Nothing more can be asked of a dead VMM. */
 	ck_assert_int_eq(vmm_pause(v, done_cb, &r), -1);

@@ -3,13 +3,23 @@
 # hostile-peer harness): vmmd starts fake_vmproxy.py in place of vmproxy
 # for every VM, and it answers with a reply of the wrong type carrying a
 # descriptor, reports absurd stream counts, sends a frame with three
-# descriptors, or floods events.  For each, vmmd must stay up, answer
-# another workspace while it happens, fail or refuse only that VM, and
-# hold no more descriptors or memory than before.  QEMU and the guest are
-# real; only vmproxy is the fake, so the VM's link is never read.
+# descriptors, floods events, or answers vmmd's QEMU operations with
+# results of the wrong shape, unprintable text or unknown events.  For
+# each, vmmd must stay up, answer another workspace while it happens, fail
+# or refuse only that VM, and hold no more descriptors or memory than
+# before.  QEMU and the guest are real; only vmproxy is the fake, so the
+# VM's link is never read.
+#
+# Then a compromised QEMU (fake_qemu.py) against the real vmproxy, whose
+# QMP client it attacks, and a QEMU log swapped for a FIFO; and with a
+# real VM running, that QEMU's QMP socket and qemu.log are vmproxy's and
+# never root vmmd's (#14, finding 7: root reads no byte QEMU writes).
 #
 # Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
 import os
+import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -123,11 +133,67 @@ def failed_vm(h, a, res, mode, why):
        "%s" % (mode, why), p.stdout + p.stderr)
 
 
+def vmmd_paths(h):
+    """What vmmd's descriptors point at."""
+    out = []
+    d = "/proc/%d/fd" % h.vmmd.pid
+    for n in os.listdir(d):
+        try:
+            out.append(os.readlink(os.path.join(d, n)))
+        except OSError:
+            pass
+    return out
+
+
+def vmmd_reads_qemu(h):
+    """vmmd's descriptors on QEMU's log, or on any file of a VM's run
+    directory: there must be none."""
+    return [p for p in vmmd_paths(h)
+            if p.endswith("/qemu.log") or p.endswith("/qmp.sock") or
+            p.startswith(os.path.join(h.run, "vms") + "/")]
+
+
+def qmp_clients(h, vm):
+    """The processes at the other end of QEMU's QMP connections for vm
+    (from the kernel's socket table, ss -xp): a list of (name, pid)."""
+    out = subprocess.run(["ss", "-xpn"], capture_output=True,
+                         text=True).stdout
+    who, peers = {}, []
+    path = os.path.join(h.run, "vms", vm, "qmp.sock")
+    for line in out.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 8:
+            continue
+        m = re.search(r'users:\(\("([^"]+)",pid=(\d+)', line)
+        who[f[5]] = (m.group(1), int(m.group(2))) if m else ("?", 0)
+        if f[4] == path:
+            peers.append(f[7])
+    return [who.get(p, ("?", 0)) for p in peers]
+
+
+def case_qmp_owner(h, a, vm):
+    """With a real VM running: QEMU's QMP socket is connected to the
+    VM's vmproxy, and to nothing of vmmd's; vmmd holds no descriptor on
+    qemu.log or any other file of the VM's run directory."""
+    peers = qmp_clients(h, vm)
+    ok(len(peers) == 1 and peers[0][0] == "vmproxy" and
+       peers[0][1] != h.vmmd.pid, "qmp: QEMU's QMP socket is vmproxy's "
+       "(its one client: %s)" % (peers,), peers)
+    ok(vmmd_reads_qemu(h) == [], "qmp: vmmd holds no descriptor on "
+       "qemu.log, qmp.sock or the VM's run directory",
+       vmmd_reads_qemu(h))
+    log = os.path.join(h.run, "vms", vm, "qemu.log")
+    st = os.stat(log)
+    ok(st.st_uid == base.vm_uid(h, vm), "qmp: qemu.log is the VM uid's "
+       "file, kept by its vmproxy", st)
+
+
 def case_log_fifo(h, a, b):
-    """A compromised QEMU replaces its stderr log with a FIFO and dies
-    while it restores a checkpoint: vmmd reads QEMU's last words for the
-    error, and must not open that name again (it would block on the
-    FIFO, and every tenant with it)."""
+    """A compromised QEMU replaces its log with a FIFO and dies while it
+    restores a checkpoint: the error still comes (vmproxy gives QEMU's
+    last words from the descriptor it holds, and never opens the name
+    again), and vmmd, which never opens QEMU's log at all, answers every
+    tenant throughout."""
     fds = vmmd_fds(h)
     okk, r = a("vm_create", request_id="h-fifo", memory_mib=MEM,
                idle_seconds=0)
@@ -151,20 +217,31 @@ def case_log_fifo(h, a, b):
                       "resuming")
     except RuntimeError:
         pass
+    # QEMU stopped at once, so that the restore cannot finish while its
+    # log is swapped; then killed with the FIFO in place.
+    uid = base.vm_uid(h, vm)
+    qemu = [pid for pid, u, cmd in h.jail_processes()
+            if u == uid and "qemu" in cmd]
+    for pid in qemu:
+        os.kill(pid, signal.SIGSTOP)
     st = base.states(db).get(vm)
     log = os.path.join(h.run, "vms", vm, "qemu.log")
-    ok(os.stat(log).st_uid == 0, "fifo: QEMU's log is a file of root's, "
-       "not of the VM's uid")
+    owner = os.stat(log).st_uid
     os.unlink(log)
     os.mkfifo(log, 0o666)
-    uid = base.vm_uid(h, vm)
-    for pid, u, cmd in h.jail_processes():
-        if u == uid and "qemu" in cmd:
-            os.kill(pid, 9)
+    for pid in qemu:
+        os.kill(pid, signal.SIGKILL)
+    ok(owner == uid and vmmd_reads_qemu(h) == [], "fifo: QEMU's log is "
+       "the VM uid's, and vmmd holds no descriptor on it",
+       (owner, vmmd_reads_qemu(h)))
     th.join(30)
+    msg = res.get("r", (True, {}))[1].get("message", "")
     ok(st == "resuming" and not th.is_alive() and
-       res.get("r", (True,))[0] is False, "fifo: the resume, whose QEMU "
-       "died, is answered with an error", (st, res))
+       res.get("r", (True,))[0] is False and "QEMU died" in msg,
+       "fifo: the resume, whose QEMU died, is answered with an error "
+       "that says so: %s" % msg, (st, res))
+    ok(vmmd_reads_qemu(h) == [], "fifo: vmmd opened none of it",
+       vmmd_reads_qemu(h))
     time.sleep(0.5)
     probe.finish()
     ok(h.vmmd.poll() is None and probe.answers > 0 and
@@ -184,8 +261,10 @@ CONSOLE_KIB = 16
 def case_fake_qemu(h, a, b):
     """A compromised QEMU (fake_qemu.py, as [vmmd] qemu) that answers QMP
     with garbage, one endless line, a greeting nested 100000 deep, or
-    nothing: each create fails with unavailable, vmmd answers another
-    workspace throughout and keeps no descriptor of it."""
+    nothing.  Its QMP client is the VM's vmproxy, which reads all of it;
+    vmmd gets only vmproxy's typed verdict.  Each create fails with
+    unavailable, QMP named, vmmd answers another workspace throughout,
+    keeps no descriptor of it, and never connects to the fake's socket."""
     mode_file = os.path.join(h.dir, "fake-qemu-mode")
     wrapper = os.path.join(h.dir, "fake-qemu")
     with open(wrapper, "w") as f:
@@ -205,11 +284,23 @@ def case_fake_qemu(h, a, b):
             f.write(mode + "\n")
         fds, rss = vmmd_fds(h), vmmd_rss_kib(h)
         probe = Prober(h, b.tok)
+        seen = []
+
+        def watch():
+            # vmmd's descriptors while the fake QEMU runs.
+            while not probe.stop.is_set():
+                seen.extend(vmmd_reads_qemu(h))
+                time.sleep(0.05)
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
         t = time.monotonic()
         res = a("vm_create", request_id="q-" + mode, memory_mib=MEM,
                 idle_seconds=0)
         secs = time.monotonic() - t
         probe.finish()
+        watcher.join(5)
+        ok(seen == [], "qemu %s: vmmd opened neither the QMP socket nor "
+           "qemu.log" % mode, seen)
         msg = res[1].get("message", "") if not res[0] else ""
         note("qemu %s: %s" % (mode, msg))
         # QMP's own words: the fake ran and was read, it did not just die.
@@ -277,6 +368,30 @@ def suite(h):
     run_mode(h, a, b, "flood", lambda res: ok(
         res[0], "flood: the create answers despite 20000 events",
         res))
+
+    def qmp_bad(mode, what):
+        def check(res):
+            log = read(h.vmmd_log)
+            ok(err_code(res) == "unavailable", "%s: %s fails the create" %
+               (mode, what), res)
+            ok("vmproxy sent a malformed" in log, "%s: and vmmd says why" %
+               mode, log[-1500:])
+        return check
+    run_mode(h, a, b, "qmpshape", qmp_bad(
+        "qmpshape", "a QEMU result of the wrong shape"))
+    run_mode(h, a, b, "qmptext", qmp_bad(
+        "qmptext", "a QEMU error message of terminal escapes"))
+
+    def qmpevent(res):
+        log = read(h.vmmd_log)
+        okk, r = res
+        p = h.vmctl("--json", "status", r["vm_id"]) if okk else None
+        ok(not okk or ('"failed"' in p.stdout and
+                       "vmproxy broke the protocol" in p.stdout),
+           "qmpevent: an unknown QEMU event fails the VM", (res, p))
+        ok("vmproxy sent a malformed event" in log, "qmpevent: and vmmd "
+           "says why", log[-1500:])
+    run_mode(h, a, b, "qmpevent", qmpevent)
     case_log_fifo(h, a, b)
     case_fake_qemu(h, a, b)
     okk, r = a("vm_create", request_id="h-real", memory_mib=MEM,
@@ -287,6 +402,7 @@ def suite(h):
         st, _, out, _ = a.sh(r["vm_id"], "echo fine", "h-real-x")
         ok(out == "fine\n", "and runs a command", (st, out))
         check_console(h, r["vm_id"])
+        case_qmp_owner(h, a, r["vm_id"])
         a("vm_destroy", vm_id=r["vm_id"])
     rc, secs = h.stop_vmmd()
     ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)

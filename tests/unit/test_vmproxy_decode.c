@@ -15,6 +15,7 @@
 #include "ipc.h"
 #include "jsonx.h"
 #include "vmproxy_decode.h"
+#include "vmqmp.h"
 
 static struct json_object *body;
 static struct vmmd_msg m;
@@ -328,6 +329,37 @@ START_TEST(stream_open)
 }
 END_TEST
 
+START_TEST(qmp_operation)
+{
+	static const char *const bad[] = { "{}", "{\"op\":\"stop\"}",
+	    "{\"op\":\"human-monitor-command\",\"timeout_ms\":10}",
+	    "{\"op\":1,\"timeout_ms\":10}",
+	    "{\"op\":\"stop\",\"timeout_ms\":10,\"args\":{}}",
+	    "{\"op\":\"stop\",\"timeout_ms\":\"10\"}", NULL };
+	struct jsonx_err jerr;
+	const char *t = "{\"op\":\"migrate\",\"timeout_ms\":60000}";
+
+	json_object_put(body);
+	body = jsonx_parse_object(t, strlen(t), 4, &jerr);
+	ck_assert_int_eq(vmproxy_decode_qmp(body, &m, &de), DECODE_OK);
+	ck_assert_uint_eq(m.type, IPC_PROXY_QMP);
+	ck_assert_int_eq(m.qmp_op, VMQ_MIGRATE);
+	ck_assert_int_eq(m.qmp_timeout_ms, 60000);
+	for (size_t i = 0; bad[i] != NULL; i++) {
+		json_object_put(body);
+		body = jsonx_parse_object(bad[i], strlen(bad[i]), 4, &jerr);
+		ck_assert_ptr_nonnull(body);
+		ck_assert_msg(vmproxy_decode_qmp(body, &m, &de) == DECODE_BAD,
+		    "%s", bad[i]);
+	}
+	t = "{\"op\":\"stop\",\"timeout_ms\":3600001}";
+	json_object_put(body);
+	body = jsonx_parse_object(t, strlen(t), 4, &jerr);
+	ck_assert_int_eq(vmproxy_decode_qmp(body, &m, &de), DECODE_REFUSE);
+	ck_assert_ptr_nonnull(strstr(de.msg, "timeout_ms"));
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -341,6 +373,7 @@ suite(void)
 	tcase_add_test(tc, values_out_of_bounds_are_refused);
 	tcase_add_test(tc, sizes_nul_and_unsigned);
 	tcase_add_test(tc, stream_open);
+	tcase_add_test(tc, qmp_operation);
 	suite_add_tcase(s, tc);
 	return s;
 }
