@@ -744,6 +744,14 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
 	if (v->timer == NULL || v->deadline == NULL)
 		goto fail;
 	if (ckpt != NULL) {
+		/*
+		 * An older vmmd gave its snapshots to the VM's uid: reclaimed
+		 * first (CAP_CHOWN).  The VM's directory is root's, so the
+		 * VM's uid cannot swap the file in between.
+		 */
+		if (fchownat(AT_FDCWD, ckpt, 0, 0, AT_SYMLINK_NOFOLLOW) == -1 &&
+		    errno != ENOENT)
+			log_warn("vm %u: restore: chown %s", s->slot, ckpt);
 		v->ckpt_fd = open(ckpt, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 		if (v->ckpt_fd == -1) {
 			log_warn("vm %u: restore: %s", s->slot, ckpt);
@@ -1033,9 +1041,11 @@ qvm_snapshot(struct vmm *vm, const char *path, vmm_done_cb cb, void *arg)
 		errno = e;
 		return -1;
 	}
-	/* The snapshot belongs to the VM's uid, like its disk. */
-	if (fchown(v->ckpt_fd, v->uid, v->gid) == -1)
-		log_warn("vm %u: chown %s", v->slot, v->ckpt_part);
+	/*
+	 * The snapshot stays root's, 0600: QEMU writes it and reads it back
+	 * only through the descriptor vmmd passes, and vmmd opens it again
+	 * for a restore without a capability that overrides permissions.
+	 */
 	evtimer_assign(v->timer, v->be->base, snap_poll, v);
 	qvm_cmd(v, VMQ_QUERY_STATUS, -1, snap_status_before);
 	return 0;

@@ -50,20 +50,20 @@ struct vmmd *env;
 /*
  * vmmd's privileges.  It stays uid 0 (the state it keeps is root's) but
  * keeps only these capabilities, on every thread, with NoNewPrivs:
- *   CAP_CHOWN         hands a VM what it uses as its uid: the disk clone,
- *                     the console pipe's end, the hibernation file, and
- *                     the run directory's group;
- *   CAP_DAC_OVERRIDE  connects to QEMU's QMP socket, which QEMU makes as
- *                     the VM's uid, and opens the VM's hibernation file;
- *   CAP_KILL          signals QEMU and vmproxy, which run as VM uids.
+ *   CAP_CHOWN  hands a VM what it uses as its uid: the disk clone, the
+ *              console pipe's end and the run directory's group; and
+ *              takes back a snapshot an older vmmd gave the VM;
+ *   CAP_KILL   signals QEMU and vmproxy, which run as VM uids.
  * Switching uids (CAP_SETUID, CAP_SETGID) is the spawner's alone
- * (spawn.h), and vmmd may not exec: vmmd_syscalls has no execve.  Files
- * of its own that it gives away it sets up first (mode, then owner), so
- * it needs no CAP_FOWNER; the run directory is root's (vm_rundir_own),
- * so it needs no CAP_DAC_READ_SEARCH to clean it.
+ * (spawn.h), and vmmd may not exec: vmmd_syscalls has no execve.  It
+ * opens nothing of a VM's uid's: QEMU's QMP socket and log are vmproxy's
+ * (vmproxy_qmp.c), snapshots stay root's, files it gives away it sets up
+ * first (mode, then owner), and the run directory is root's
+ * (vm_rundir_own), so no CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH or
+ * CAP_FOWNER.
  */
 static const cap_value_t vmmd_caps[] = {
-	CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_KILL,
+	CAP_CHOWN, CAP_KILL,
 };
 
 /*

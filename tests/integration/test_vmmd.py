@@ -647,9 +647,9 @@ def check_exec_wait(h, a, vm):
         a.wait_job(vm, r4["job_id"], timeout=20)
 
 
-# CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_KILL: what vmmd.c's vmmd_caps lists,
-# each with its reason.
-VMMD_CAPS = (1 << 0) | (1 << 1) | (1 << 5)
+# CAP_CHOWN and CAP_KILL: what vmmd.c's vmmd_caps lists, each with its
+# reason.
+VMMD_CAPS = (1 << 0) | (1 << 5)
 SPAWNER_CAPS = (1 << 6) | (1 << 7)     # CAP_SETGID, CAP_SETUID
 
 
@@ -692,7 +692,7 @@ def check_privileges(h):
                 st["Seccomp"].strip() != "2":
             bad.append((t, st["CapEff"], st["NoNewPrivs"], st["Seccomp"]))
     ok(len(tasks) > 1 and bad == [], "each of vmmd's %d threads keeps "
-       "only CHOWN, DAC_OVERRIDE and KILL, with "
+       "only CHOWN and KILL, with "
        "NoNewPrivs and seccomp" % len(tasks), bad)
     kids = children_of(pid)
     spawner = [(p, st) for p, st in kids
