@@ -245,6 +245,24 @@ v2_enable(const struct cg_host *h, char *err, size_t errlen)
 }
 
 int
+cg_prepare(const struct cg_host *h, char *err, size_t errlen)
+{
+	char path[PATH_MAX + 64];
+	int c;
+
+	if (h->layout == CG_LAYOUT_NONE)
+		return errf(err, errlen, "no usable cgroup layout");
+	if (h->layout == CG_LAYOUT_V2)
+		return v2_enable(h, err, errlen);
+	for (c = 0; c < CG_NCTRL; c++) {
+		snprintf(path, sizeof(path), "%s/%s", h->v1[c], h->parent);
+		if (mkdir_ok(path, err, errlen) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+int
 cg_create(const struct cg_host *h, unsigned slot, const struct cg_limits *l,
     char *err, size_t errlen)
 {

@@ -66,6 +66,13 @@ int	cg_detect_from(FILE *mounts, struct cg_host *h, const char *parent,
 int	cg_detect(struct cg_host *h, const char *parent, char *err,
 	    size_t errlen);
 
+/*
+ * Makes the parent cgroup (and, on v2, delegates the controllers to it).
+ * vmmd calls it at startup, before it drops CAP_DAC_OVERRIDE: a v1
+ * hierarchy's root is mode 0555, even for root.  cg_create makes it too
+ * when it is missing.
+ */
+int	cg_prepare(const struct cg_host *, char *err, size_t errlen);
 /* Creates (or reuses) <parent>/vm-<slot> everywhere and sets the limits. */
 int	cg_create(const struct cg_host *, unsigned slot,
 	    const struct cg_limits *, char *err, size_t errlen);

@@ -741,7 +741,7 @@ main(int argc, char *argv[])
 			fatalx("%s", r.msg);
 	}
 	if (cg_detect(&env->cg, env->conf.vmmd.cgroup_parent, err,
-	    sizeof(err)) == -1)
+	    sizeof(err)) == -1 || cg_prepare(&env->cg, err, sizeof(err)) == -1)
 		fatalx("cgroups: %s", err);
 
 	/*
