@@ -40,11 +40,13 @@ static const char *socket_path;
 static const char *config_path = MCPVM_CONF_PATH;
 static int json_out;
 
+/* --help: the usage on stdout and success; a mistake: on stderr, 2. */
 static void __attribute__((noreturn))
-usage(void)
+usage_to(FILE *f, int code)
 {
-	fprintf(stderr,
-	    "usage: authctl [--json] [--socket PATH | --config FILE] COMMAND\n"
+	fprintf(f,
+	    "usage: authctl [-j|--json] [-s|--socket PATH | -c|--config FILE]"
+	    " COMMAND\n"
 	    "  issue --workspace W (--output FILE [--owner USER] | --stdout)\n"
 	    "        [--ttl DURATION] [--allow-network] [--image ID]...\n"
 	    "        [--max-vms N] [--memory-mib N] [--storage-gib N]"
@@ -60,8 +62,15 @@ usage(void)
 	    "        [--storage-gib N] [--max-streams N]\n"
 	    "  list\n"
 	    "  show --workspace W\n"
+	    "  -h, --help | -V, --version\n"
 	    "See authctl(8).\n");
-	exit(EX_USAGE);
+	exit(code);
+}
+
+static void __attribute__((noreturn))
+usage(void)
+{
+	usage_to(stderr, EX_USAGE);
 }
 
 static void __attribute__((noreturn, format(printf, 2, 3)))
@@ -862,10 +871,13 @@ main(int argc, char **argv)
 
 	/* A credential file must never be readable by others, even briefly. */
 	umask(077);
-	while ((ch = getopt_long(argc, argv, "+s:c:jhV", opts, NULL)) != -1) {
+	/* -f as the daemons spell it, -c as vmctl does: the same option. */
+	while ((ch = getopt_long(argc, argv, "+s:c:f:jhV", opts, NULL)) != -1) {
 		switch (ch) {
 		case 's': socket_path = optarg; break;
-		case 'c': config_path = optarg; break;
+		case 'c':
+		case 'f': config_path = optarg; break;
+		case 'h': usage_to(stdout, EX_OK);
 		case 'j': json_out = 1; break;
 		case 'V':
 			printf("authctl %s\n", MCPVM_VERSION);

@@ -25,11 +25,13 @@
 
 static int json_out;
 
+/* --help: the usage on stdout and success; a mistake: on stderr, 2. */
 static __attribute__((noreturn)) void
-usage(void)
+usage_to(FILE *f, int code)
 {
-	fprintf(stderr,
-	    "usage: vmctl [-f config] [--socket path] [--json] command\n"
+	fprintf(f,
+	    "usage: vmctl [-j|--json] [-s|--socket PATH | -c|--config FILE]"
+	    " COMMAND\n"
 	    "commands:\n"
 	    "  list [--workspace W]      every VM (of one workspace)\n"
 	    "  status VM                 one VM in detail\n"
@@ -38,8 +40,16 @@ usage(void)
 	    "  resume VM                 bring it back\n"
 	    "  stop-workspace W          stop every VM of W at once\n"
 	    "  preflight                 check the host, one line each\n"
-	    "  audit verify              check the audit log's hash chain\n");
-	exit(EXIT_USAGE);
+	    "  audit verify              check the audit log's hash chain\n"
+	    "  -h, --help | -V, --version\n"
+	    "See vmctl(8).\n");
+	exit(code);
+}
+
+static __attribute__((noreturn)) void
+usage(void)
+{
+	usage_to(stderr, EXIT_USAGE);
 }
 
 static const char *
@@ -85,6 +95,9 @@ main(int argc, char *argv[])
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "socket", required_argument, NULL, 's' },
+		{ "config", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ "workspace", required_argument, NULL, 'w' },
 		{ "pause", no_argument, NULL, 'p' },
 		{ NULL, 0, NULL, 0 },
@@ -98,11 +111,19 @@ main(int argc, char *argv[])
 	const char *cmd;
 
 	log_init("vmctl", 1, 0);
-	while ((ch = getopt_long(argc, argv, "f:", longopts, NULL)) != -1) {
+	/* -c as authctl spells it, -f as the daemons do: the same option. */
+	while ((ch = getopt_long(argc, argv, "c:f:js:hV", longopts, NULL)) !=
+	    -1) {
 		switch (ch) {
+		case 'c':
 		case 'f':
 			conf_path = optarg;
 			break;
+		case 'h':
+			usage_to(stdout, 0);
+		case 'V':
+			printf("vmctl %s\n", MCPVM_VERSION);
+			return 0;
 		case 'j':
 			json_out = 1;
 			break;
