@@ -23,6 +23,7 @@
 #include "log.h"
 #include "util.h"
 #include "worker.h"
+#include "../check_run.h"
 
 #define PARENT	"mcpvm-test"
 #define SLOT	9101
@@ -395,16 +396,10 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr;
-	int failed;
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "skip: cgroups need root\n");
 		return 77;
 	}
-	sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

@@ -27,6 +27,7 @@
 #include "itest.h"
 #include "log.h"
 #include "worker.h"
+#include "../check_run.h"
 
 #define IMG_MIB	64
 
@@ -372,8 +373,6 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr;
-	int failed;
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "skip: mounting a loop XFS needs root\n");
@@ -393,9 +392,5 @@ main(void)
 		perror("unshare mount namespace");
 		return 1;
 	}
-	sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

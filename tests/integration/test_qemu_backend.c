@@ -39,6 +39,7 @@
 #include "spawn.h"
 #include "vmproxy_qmp.h"
 #include "worker.h"
+#include "../check_run.h"
 
 #define SLOT	9001	/* far from any slot a real vmmd would use */
 
@@ -694,8 +695,6 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr;
-	int failed;
 
 	if (geteuid() != 0) {
 		fprintf(stderr, "skip: needs root\n");
@@ -711,9 +710,5 @@ main(void)
 		perror("unshare mount namespace");
 		return 1;
 	}
-	sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

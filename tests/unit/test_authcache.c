@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "authcache.h"
+#include "../check_run.h"
 
 static json_object *
 verdict(const char *ws, const char *id, int64_t expires_at)
@@ -146,13 +147,6 @@ authcache_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(authcache_suite());
-	int failed;
-
 	/* One process: the tests share the cache 'with' builds. */
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run_forking(authcache_suite(), CK_NOFORK);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "b64.h"
+#include "../check_run.h"
 
 static const struct {
 	const char	*plain;
@@ -190,8 +191,6 @@ main(void)
 {
 	Suite	*s = suite_create("b64");
 	TCase	*tc = tcase_create("core");
-	SRunner	*sr;
-	int	 failed;
 
 	tcase_add_test(tc, rfc4648_vectors);
 	tcase_add_test(tc, round_trips_every_length);
@@ -200,9 +199,5 @@ main(void)
 	tcase_add_test(tc, url_rejections);
 	tcase_add_test(tc, length_helpers);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

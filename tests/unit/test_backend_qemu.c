@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "../check_run.h"
 
 static const struct qemu_conf conf = { .binary = "/usr/bin/qemu-system-x86_64" };
 
@@ -252,11 +253,5 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

@@ -11,6 +11,7 @@
 
 #include "conf.h"
 #include "config.h"
+#include "../check_run.h"
 
 struct t_main {
 	char		*name;
@@ -253,8 +254,6 @@ main(void)
 {
 	Suite *s = suite_create("config");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, good_file_and_defaults);
 	tcase_add_loop_test(tc, bad_file_says_where, 0,
@@ -262,9 +261,5 @@ main(void)
 	tcase_add_test(tc, long_line_is_refused);
 	tcase_add_test(tc, mcpvm_conf_file);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

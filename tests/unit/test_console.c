@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "console.h"
+#include "../check_run.h"
 
 #define MAX	4096
 
@@ -121,11 +122,5 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

@@ -12,6 +12,7 @@
 #include "b64.h"
 #include "cred.h"
 #include "policy.h"
+#include "../check_run.h"
 
 START_TEST(generated_credentials_are_wellformed_and_distinct)
 {
@@ -216,8 +217,6 @@ main(void)
 {
 	Suite *s = suite_create("cred");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, generated_credentials_are_wellformed_and_distinct);
 	tcase_add_test(tc, malformed_credentials_are_refused);
@@ -228,9 +227,5 @@ main(void)
 	tcase_add_test(tc, policy_patch_parse_apply_compare);
 	tcase_add_test(tc, policy_patch_refusals);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "disk.h"
+#include "../check_run.h"
 
 static char dir[] = "/dev/shm/mcpvm-disk-XXXXXX";
 
@@ -176,11 +177,5 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "glink.h"
+#include "../check_run.h"
 
 #define P(s)	(s), strlen(s)
 
@@ -520,8 +521,6 @@ main(void)
 {
 	Suite *s = suite_create("glink");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, header_is_little_endian);
 	tcase_add_test(tc, ctrl_with_large_body_byte_by_byte);
@@ -539,9 +538,5 @@ main(void)
 	tcase_add_test(tc, reset_forgets_everything);
 	tcase_add_test(tc, new_session_keeps_control_and_started_frame);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "guestd.h"
+#include "../check_run.h"
 
 #define P(s)	(s), strlen(s)
 
@@ -122,17 +123,11 @@ main(void)
 {
 	Suite *s = suite_create("guestd_request");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, exec_decoded);
 	tcase_add_test(tc, envelope_errors_end_the_link);
 	tcase_add_test(tc, argument_errors_get_replies);
 	tcase_add_test(tc, file_write_body_limit);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

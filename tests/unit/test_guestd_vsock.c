@@ -11,6 +11,7 @@
 #include <linux/vm_sockets.h>
 
 #include "guestd.h"
+#include "../check_run.h"
 
 static struct sockaddr_vm
 vm(unsigned int cid, unsigned int port)
@@ -74,15 +75,9 @@ main(void)
 {
 	Suite *s = suite_create("guestd_vsock");
 	TCase *tc = tcase_create("peer");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, host_cid_to_link_port_only);
 	tcase_add_test(tc, other_families_and_short_addresses);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(s);
 }

@@ -15,6 +15,7 @@
 #include "guest.h"
 #include "guestreply.h"
 #include "schema.h"
+#include "../check_run.h"
 
 static struct json_object *reply;	/* the guest's, parsed */
 static struct guestreply gr;
@@ -778,11 +779,5 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

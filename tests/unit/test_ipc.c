@@ -24,6 +24,7 @@
 
 #include "ipc.h"
 #include "log.h"
+#include "../check_run.h"
 
 static const struct ipc_rule test_rules[] = {
 	{ IPC_TEST_ECHO, 0 },
@@ -1055,8 +1056,6 @@ main(void)
 	Suite *s = suite_create("ipc");
 	TCase *reader = tcase_create("reader");
 	TCase *live = tcase_create("live");
-	SRunner *sr;
-	int failed;
 
 	log_init("test_ipc", 1, 0);
 	tcase_add_test(reader, reader_byte_by_byte);
@@ -1081,9 +1080,5 @@ main(void)
 	tcase_add_test(live, server_refuses_to_replace_non_socket);
 	suite_add_tcase(s, live);
 
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

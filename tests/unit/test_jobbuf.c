@@ -8,6 +8,7 @@
 
 #include "guest.h"
 #include "jobbuf.h"
+#include "../check_run.h"
 
 #define SEC	1000000000LL
 
@@ -121,17 +122,11 @@ main(void)
 {
 	Suite *s = suite_create("jobbuf");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, separate_streams_and_cursors);
 	tcase_add_test(tc, truncation_shared_across_streams);
 	tcase_add_test(tc, budget_skips_frozen_time);
 	tcase_add_test(tc, budget_repeated_freeze_and_start_frozen);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "jsonx.h"
+#include "../check_run.h"
 
 static json_object *
 parse(const char *s, size_t depth, struct jsonx_err *err)
@@ -536,8 +537,6 @@ main(void)
 {
 	Suite	*s = suite_create("jsonx");
 	TCase	*tc = tcase_create("core");
-	SRunner	*sr;
-	int	 failed;
 
 	tcase_add_test(tc, parses_valid_json);
 	tcase_add_test(tc, refuses_bad_text);
@@ -557,9 +556,5 @@ main(void)
 	tcase_add_test(tc, escape_as_json_c_does);
 	tcase_add_test(tc, raw_object_serializes_as_its_text);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

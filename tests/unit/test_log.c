@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "../check_run.h"
 
 START_TEST(redacts_credentials)
 {
@@ -72,17 +73,11 @@ main(void)
 {
 	Suite *s = suite_create("log");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, redacts_credentials);
 	tcase_add_test(tc, redacts_every_occurrence);
 	tcase_add_test(tc, keeps_short_names);
 	tcase_add_test(tc, stderr_line_is_redacted_and_sanitised);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "httputil.h"
+#include "../check_run.h"
 
 static struct mcpd_config cfg;
 
@@ -288,8 +289,6 @@ main(void)
 {
 	Suite *s = suite_create("mcpd_http");
 	TCase *tc = tcase_create("parsers");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, routes);
@@ -302,9 +301,5 @@ main(void)
 	tcase_add_test(tc, config_file);
 	tcase_add_test(tc, listen_syntax);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(s);
 }

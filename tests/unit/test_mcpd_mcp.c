@@ -9,6 +9,7 @@
 
 #include "mcp.h"
 #include "schema.h"
+#include "../check_run.h"
 
 static struct sessions sessions;
 
@@ -729,8 +730,6 @@ main(void)
 {
 	Suite *s = suite_create("mcpd_mcp");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, version_negotiation);
@@ -747,9 +746,5 @@ main(void)
 	tcase_add_test(tc, stateless_methods);
 	tcase_add_test(tc, stateless_tool_result_and_header_values);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(s);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ws.h"
+#include "../check_run.h"
 
 /* Builds a client frame into out; returns its length. */
 static size_t
@@ -360,8 +361,6 @@ main(void)
 {
 	Suite *s = suite_create("mcpd_ws");
 	TCase *tc = tcase_create("codec");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, accept_key_rfc_example);
@@ -376,9 +375,5 @@ main(void)
 	tcase_add_test(tc, text_utf8);
 	tcase_add_test(tc, server_frames);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(s);
 }

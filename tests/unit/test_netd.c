@@ -15,6 +15,7 @@
 
 #include "nft.h"
 #include "request.h"
+#include "../check_run.h"
 
 static int
 decode(uint32_t type, const char *text, unsigned max, struct netd_request *r,
@@ -225,11 +226,5 @@ netd_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(netd_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(netd_suite());
 }

@@ -14,6 +14,7 @@
 
 #include "pattern.h"
 #include "tools_json.h"
+#include "../check_run.h"
 
 /* A small deterministic generator, so a failure can be replayed. */
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -219,11 +220,5 @@ pattern_suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(pattern_suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(pattern_suite());
 }

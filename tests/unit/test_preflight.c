@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "preflight.h"
+#include "../check_run.h"
 
 static char dir[] = "/tmp/mcpvm-pf-XXXXXX";
 static char path[512];
@@ -236,11 +237,5 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

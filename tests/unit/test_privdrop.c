@@ -21,6 +21,7 @@
 #include "log.h"
 #include "privdrop.h"
 #include "sdnotify.h"
+#include "../check_run.h"
 
 /* Returns the value of a /proc/self/status field, e.g. "CapEff". */
 static char *
@@ -230,8 +231,6 @@ main(void)
 {
 	Suite *s = suite_create("privdrop");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	log_init("test_privdrop", 1, 0);
 	tcase_add_test(tc, drops_everything);
@@ -240,9 +239,5 @@ main(void)
 	tcase_add_test(tc, seccomp_kills_on_forbidden_syscall);
 	tcase_add_test(tc, sd_notify_sends_state);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

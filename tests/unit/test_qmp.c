@@ -23,6 +23,7 @@
 
 #include "log.h"
 #include "qmp.h"
+#include "../check_run.h"
 
 /* ---------- parser ---------- */
 
@@ -617,11 +618,5 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

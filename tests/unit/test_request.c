@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "request.h"
+#include "../check_run.h"
 
 static int
 decode(uint32_t type, const char *text, struct authd_request *req,
@@ -143,17 +144,11 @@ main(void)
 {
 	Suite *s = suite_create("request");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_test(tc, verify_wellformed_and_not);
 	tcase_add_test(tc, issue_shapes);
 	tcase_add_test(tc, other_shapes);
 	tcase_add_test(tc, long_strings_are_refused);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

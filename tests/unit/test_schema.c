@@ -11,6 +11,7 @@
 #include "jsonx.h"
 #include "schema.h"
 #include "utf8.h"
+#include "../check_run.h"
 
 static json_object *
 js(const char *text)
@@ -722,8 +723,6 @@ main(void)
 {
 	Suite	*s = suite_create("schema");
 	TCase	*tc = tcase_create("validator"), *tt = tcase_create("tools");
-	SRunner	*sr;
-	int	 failed;
 
 	tcase_add_test(tc, compile_refuses_what_it_cannot_check);
 	tcase_add_test(tc, types_and_numbers);
@@ -740,9 +739,5 @@ main(void)
 	tcase_add_test(tt, tool_input_size_bounds);
 	tcase_add_test(tt, tool_outputs);
 	suite_add_tcase(s, tt);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

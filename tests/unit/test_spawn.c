@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "spawn.h"
+#include "../check_run.h"
 
 #define NSLOTS	4
 
@@ -259,11 +260,5 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "../check_run.h"
 
 static char dir[64];
 static char path[128];
@@ -454,8 +455,6 @@ main(void)
 {
 	Suite *s = suite_create("store");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, new_database_is_0600_wal_and_versioned);
@@ -473,9 +472,5 @@ main(void)
 	tcase_add_test(tc, corrupt_file_is_refused_and_left_alone);
 	tcase_add_test(tc, newer_schema_is_refused);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "utf8.h"
+#include "../check_run.h"
 
 #define FFFD	"\xef\xbf\xbd"
 
@@ -289,8 +290,6 @@ main(void)
 {
 	Suite	*s = suite_create("utf8");
 	TCase	*tc = tcase_create("core");
-	SRunner	*sr;
-	int	 failed;
 
 	tcase_add_test(tc, accepts_well_formed);
 	tcase_add_test(tc, rejects_ill_formed);
@@ -303,9 +302,5 @@ main(void)
 	tcase_add_test(tc, window_replaces_maximal_subparts);
 	tcase_add_test(tc, paging_matches_whole_decode);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

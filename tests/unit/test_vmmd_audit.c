@@ -11,6 +11,7 @@
 #include "audit.h"
 #include "log.h"
 #include "store.h"
+#include "../check_run.h"
 
 static char dir[64], dbpath[128], logpath[128];
 
@@ -200,8 +201,6 @@ main(void)
 {
 	Suite *s = suite_create("vmmd_audit");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	log_init("test_vmmd_audit", 1, 0);
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -212,9 +211,5 @@ main(void)
 	tcase_add_test(tc, cut_tail_is_caught);
 	tcase_add_test(tc, torn_last_line_is_caught);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

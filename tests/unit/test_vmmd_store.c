@@ -17,6 +17,7 @@
 #include "log.h"
 #include "receipts.h"
 #include "store.h"
+#include "../check_run.h"
 
 static char dir[64];
 static char dbpath[128];
@@ -332,8 +333,6 @@ main(void)
 {
 	Suite *s = suite_create("vmmd_store");
 	TCase *tc = tcase_create("core");
-	SRunner *sr;
-	int failed;
 
 	log_init("test_vmmd_store", 1, 0);
 	tcase_add_checked_fixture(tc, setup, teardown);
@@ -347,9 +346,5 @@ main(void)
 	tcase_add_test(tc, digest_is_canonical);
 	tcase_add_test(tc, image_digests_by_identity);
 	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+	return check_run(s);
 }

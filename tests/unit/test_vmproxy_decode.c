@@ -16,6 +16,7 @@
 #include "jsonx.h"
 #include "vmproxy_decode.h"
 #include "vmqmp.h"
+#include "../check_run.h"
 
 static struct json_object *body;
 static struct vmmd_msg m;
@@ -381,11 +382,5 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }

@@ -14,6 +14,7 @@
 #include <event2/event.h>
 
 #include "worker.h"
+#include "../check_run.h"
 
 static pthread_t loop_thread;
 
@@ -134,11 +135,5 @@ suite(void)
 int
 main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	int failed;
-
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed == 0 ? 0 : 1;
+	return check_run(suite());
 }
