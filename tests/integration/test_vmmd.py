@@ -947,6 +947,39 @@ def check_vmctl(h, vms):
     ok(p.returncode == 3, "vmctl without vmmd: exit 3", p.stderr)
 
 
+def check_preflight_off_loop(h, other):
+    """vmctl preflight hashes every image file, the root disk's gigabytes
+    too, on vmmd's worker pool (#14 finding 11): another workspace is
+    answered all the while.  On the loop, each of its calls waited for
+    the whole hash."""
+    res = {}
+
+    def run():
+        t0 = time.monotonic()
+        res["p"] = h.vmctl("--json", "preflight")
+        res["t"] = time.monotonic() - t0
+    th = threading.Thread(target=run)
+    th.start()
+    lat = []
+    while th.is_alive():
+        t0 = time.monotonic()
+        good, _ = other("vm_list")
+        if good:
+            lat.append(time.monotonic() - t0)
+        time.sleep(0.02)
+    th.join()
+    p = res["p"]
+    try:
+        names = [r["check"] for r in json.loads(p.stdout)["checks"]]
+    except (ValueError, KeyError, TypeError):
+        names = []
+    ok("digest" in names and len(lat) >= 3 and max(lat) < 1.0,
+       "vmctl preflight (%.1f s, the digests included) leaves vmmd "
+       "answering another workspace: %d answers, slowest %.0f ms" % (
+           res.get("t", -1), len(lat), max(lat, default=0) * 1000),
+       p.stdout[-2000:] + p.stderr)
+
+
 def check_audit(h):
     p = h.vmctl("--json", "audit", "verify")
     try:
@@ -1444,6 +1477,7 @@ def main():
         check_cross_workspace(h, a, b, vm1)
         check_admission(h, a, b, q)
         check_vmctl(h, [vm1, vm2])
+        check_preflight_off_loop(h, b)
         check_audit(h)
         # vm2 idles back into hibernation before the shutdown.
         wait_for(lambda: a.state(vm2) == "hibernated", 30, "idle again")

@@ -14,8 +14,10 @@
 # that holds each disk job on vmmd's worker thread (vmmd/disk.c).
 #
 # Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -233,6 +235,66 @@ def case_guest_silent(h, a, b):
     check_gone(h, a, b, vm, "silent")
 
 
+def case_frozen_process(h, a, b):
+    """A process in the VM's cgroup that cannot die at once: it is also
+    in a frozen cgroup v1 freezer, so the SIGKILL waits for a thaw.
+    vmmd's cgroup kill polls for it for seconds, on its worker pool
+    (#14 finding 11): another workspace is answered all the while, and
+    the destroy answers.  Where the host has no v1 freezer (cgroup v2
+    kills through cgroup.kill, frozen or not) the case says so."""
+    freezer = os.path.join("/sys/fs/cgroup/freezer", h.cg_parent +
+                           "-frozen")
+    if not os.path.isdir("/sys/fs/cgroup/freezer"):
+        note("frozen: no cgroup v1 freezer on this host; case skipped")
+        return
+    vm = running_vm(h, a, "d-frozen")
+    p = h.vmctl("--json", "status", vm)
+    slot = json.loads(p.stdout).get("slot") if p.returncode == 0 else None
+    mine = [c for c in h.cgroups() if c.endswith("/vm-%s" % slot)]
+    if not ok(slot is not None and mine, "frozen: the VM's cgroups are "
+              "found", (p.stdout, h.cgroups())):
+        return
+    os.makedirs(freezer, exist_ok=True)
+    victim = subprocess.Popen(["sleep", "600"])
+    try:
+        for c in mine + [freezer]:
+            with open(os.path.join(c, "cgroup.procs"), "w") as f:
+                f.write(str(victim.pid))
+        with open(os.path.join(freezer, "freezer.state"), "w") as f:
+            f.write("FROZEN")
+        d = Call(h, a.tok, "vm_destroy", vm_id=vm)
+        lat = []
+        while d.res is None and len(lat) < 2000:
+            t0 = time.monotonic()
+            good, _ = b("vm_list")
+            if good:
+                lat.append(time.monotonic() - t0)
+            time.sleep(0.02)
+        okk, r = d.wait(60)
+        ok(d.res is not None, "frozen: vm_destroy answers (%s)" % (
+            r.get("destroyed", r.get("code")),), r)
+        ok(len(lat) >= 10 and max(lat) < 1.0, "frozen: another workspace "
+           "is answered while vmmd waits for the process (%d answers, "
+           "slowest %.0f ms)" % (len(lat), max(lat, default=0) * 1000))
+    finally:
+        with open(os.path.join(freezer, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        victim.kill()
+        victim.wait()
+        os.rmdir(freezer)
+    # What vmmd could not remove while the process was frozen goes now.
+    for c in mine:
+        for _ in range(50):
+            try:
+                os.rmdir(c)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.1)
+    check_gone(h, a, b, vm, "frozen")
+
+
 def suite(h):
     h.write_conf()
     h.start_authd()
@@ -253,6 +315,7 @@ def suite(h):
     case_hibernating(h, a, b)
     case_resuming(h, a, b)
     case_guest_silent(h, a, b)
+    case_frozen_process(h, a, b)
     now = vmmd_fds(h, fds)
     ok(now <= fds, "vmmd holds no more descriptors than after "
        "its start (%d, was %d)" % (now, fds))
