@@ -92,6 +92,10 @@ enum ipc_type {
 	/* {} -> {"vms":{"running":n,…}} for /metrics */
 	IPC_VM_STATS = 308,
 	IPC_VM_STATS_RESULT = 309,
+	/* {"credential","vm_id","job_id","pipe_token"} -> IPC_VM_STREAM_OPEN_
+	 * RESULT {"stream_id","vm_id","port":0,"workspace"} + the broker
+	 * pipe's fd, closed later like a stream by IPC_VM_STREAM_CLOSE */
+	IPC_VM_BROKER_OPEN = 310,
 
 	/* 400-499: vmctl -> vmmd; every reply is IPC_VMCTL_RESULT
 	 * {"result":{…}} or IPC_ERROR */
@@ -140,8 +144,17 @@ enum ipc_type {
 	IPC_PROXY_STREAM_OPEN = 603,	/* {"port":n} */
 	IPC_PROXY_STREAM_OPEN_RESULT = 604,	/* {"channel":n} + fd */
 	/* vmproxy -> vmmd: {"event":"hello","boot_id","jobs"} | {"event":
-	 * "link_down"} | {"event":"guest_error","message"} */
+	 * "link_down"} | {"event":"guest_error","message"} |
+	 * {"event":"streams","open":n,"pipes"?:n} */
 	IPC_PROXY_EVENT = 605,
+	/* vmmd -> vmproxy, no reply: {"job_id","secret":<64 hex>} routes
+	 * guest connections with that preamble to the job's broker pipe;
+	 * {"job_id","remove":true} ends the pipe */
+	IPC_PROXY_BROKER_ROUTE = 606,
+	/* {"job_id"} -> IPC_PROXY_BROKER_ATTACH_RESULT {"job_id"} + the
+	 * controller's end of the pipe (brokermux.h frames), or IPC_ERROR */
+	IPC_PROXY_BROKER_ATTACH = 607,
+	IPC_PROXY_BROKER_ATTACH_RESULT = 608,
 
 	/* Test-only types, never in a daemon's policy table. */
 	IPC_TEST_BASE = 900,

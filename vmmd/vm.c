@@ -27,6 +27,7 @@
 #include "schema.h"
 #include "netclient.h"
 #include "vmmd.h"
+#include "broker.h"
 #include "worker.h"
 
 #define CHECKPOINT	"checkpoint.bin"
@@ -144,7 +145,8 @@ vm_streams_count(struct vm *vm, int open)
 	struct vm_stream *s;
 
 	vm->open_streams = open;
-	if (open > 0)
+	/* Attached broker pipes keep their names too. */
+	if (open > 0 || broker_has_pipes(vm))
 		return;
 	while ((s = TAILQ_FIRST(&vm->streams)) != NULL) {
 		TAILQ_REMOVE(&vm->streams, s, entry);
@@ -177,6 +179,7 @@ static void
 vm_free(struct vm *vm)
 {
 	vm_console_close(vm);
+	broker_vm_free(vm);
 	vm_streams_count(vm, 0);
 	if (vm->boot_timer != NULL)
 		event_free(vm->boot_timer);
@@ -747,6 +750,7 @@ boot_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 		    perr);
 		return;
 	}
+	broker_proxy_up(vm);
 	vm->op_step = 1;	/* waiting for the guest's hello */
 	if (vm->boot_timer == NULL)
 		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
@@ -1461,7 +1465,8 @@ idle_tick_cb(int fd, short ev, void *arg)
 
 		if (vm->busy || vm->rec.state != VM_RUNNING ||
 		    !vm->guest_up || vm->rec.idle_seconds == 0 ||
-		    vm->open_streams > 0 || vm->op_step == 9 ||
+		    vm->open_streams > 0 || broker_has_pipes(vm) ||
+		    vm->op_step == 9 ||
 		    now - vm->last_active < vm->rec.idle_seconds)
 			continue;
 		call = json_object_new_object();

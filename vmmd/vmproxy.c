@@ -36,6 +36,7 @@
 #include "log.h"
 #include "privdrop.h"
 #include "utf8.h"
+#include "vmproxy_broker.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define VMPROXY_SANITIZED 1
@@ -165,7 +166,7 @@ job_status_from_guest(struct json_object *r, char *err, size_t errlen)
 	struct json_object *o;
 	const char *job_id, *state, *error = NULL;
 	int64_t exit_code = -1, sig = -1, out_b, err_b, run_ms = 0;
-	int truncated, timed_out, streams_open = 0, i;
+	int truncated, timed_out, streams_open = 0, broker = 0, i;
 
 	if (glink_json_str(r, "job_id", 1, GUEST_JOB_ID_MAX, &job_id, err,
 	    errlen) != 1 ||
@@ -183,7 +184,8 @@ job_status_from_guest(struct json_object *r, char *err, size_t errlen)
 	    glink_json_bool(r, "streams_open", 0, &streams_open, err,
 	    errlen) < 0 ||
 	    glink_json_int(r, "run_ms", 0, 0, INT64_MAX, &run_ms, err,
-	    errlen) < 0)
+	    errlen) < 0 ||
+	    glink_json_bool(r, "broker_pipe", 0, &broker, err, errlen) < 0)
 		return NULL;
 	for (i = 0; states[i] != NULL; i++)
 		if (strcmp(states[i], state) == 0)
@@ -222,6 +224,10 @@ job_status_from_guest(struct json_object *r, char *err, size_t errlen)
 	json_object_object_add(o, "streams_open",
 	    json_object_new_boolean(streams_open));
 	json_object_object_add(o, "run_ms", json_object_new_int64(run_ms));
+	/* The job's broker listener is up (exec with broker_secret). */
+	if (broker)
+		json_object_object_add(o, "broker_pipe",
+		    json_object_new_boolean(1));
 	if (error != NULL)
 		json_object_object_add(o, "error",
 		    json_object_new_string(error));
@@ -728,6 +734,9 @@ link_frame_cb(struct glink *g, const struct glink_frame *f, void *arg)
 {
 	if (f->type == GLINK_CTRL)
 		return on_ctrl(f);
+	/* Connections made in the guest: the job broker pipe. */
+	if (f->channel & GLINK_GUEST_CHAN)
+		return vpb_link_frame(f);
 	return on_stream_frame(f);
 }
 
@@ -764,6 +773,7 @@ link_readcb(int fd, short ev, void *arg)
 		return;
 	}
 	streams_resume();
+	vpb_resume();
 	link_want_write();
 }
 
@@ -885,6 +895,7 @@ link_drop(const char *why, int guest_fault)
 		px.link_fd = -1;
 	}
 	glink_reset(px.g);
+	vpb_link_reset();
 	while ((s = TAILQ_FIRST(&px.streams)) != NULL) {
 		if (!s->open)
 			ipc_reply_error(px.vmmd, s->ipc_id, "unavailable",
@@ -918,13 +929,25 @@ link_drop(const char *why, int guest_fault)
 static void
 streams_report(void)
 {
+	struct json_object *body;
 	struct pstream *s;
 	int n = 0;
+
+	if (px.vmmd == NULL)
+		return;
 
 	TAILQ_FOREACH(s, &px.streams, entry)
 		if (s->open)
 			n++;
-	send_event("streams", "open", json_object_new_int(n));
+	body = json_object_new_object();
+	json_object_object_add(body, "event",
+	    json_object_new_string("streams"));
+	json_object_object_add(body, "open", json_object_new_int(n));
+	/* Attached broker pipes are activity too. */
+	if ((n = vpb_attached()) > 0)
+		json_object_object_add(body, "pipes", json_object_new_int(n));
+	ipc_send(px.vmmd, IPC_PROXY_EVENT, 0, body, -1);
+	json_object_put(body);
 }
 
 static void
@@ -1193,6 +1216,12 @@ vmproxy_dispatch_vmmd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	case IPC_PROXY_STREAM_OPEN:
 		stream_open(m->id, m->body);
 		break;
+	case IPC_PROXY_BROKER_ROUTE:
+		vpb_route(conn, m->id, m->body);
+		break;
+	case IPC_PROXY_BROKER_ATTACH:
+		vpb_attach(conn, m->id, m->body);
+		break;
 	}
 }
 
@@ -1207,6 +1236,8 @@ vmproxy_vmmd_closed(struct ipc_conn *conn, void *arg)
 static const struct ipc_rule vmmd_rules[] = {
 	{ IPC_PROXY_CALL, 0 },
 	{ IPC_PROXY_STREAM_OPEN, 0 },
+	{ IPC_PROXY_BROKER_ROUTE, 0 },
+	{ IPC_PROXY_BROKER_ATTACH, 0 },
 };
 static const struct ipc_policy vmmd_policy = {
 	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0])
@@ -1307,6 +1338,12 @@ main(int argc, char *argv[])
 	if (con_fd != -1 && (con = console_new(px.base, con_fd, con_file,
 	    (size_t)con_max)) == NULL)
 		fatal("console");
+	{
+		struct vpb_hooks h = { px.base, px.g, px.vm_id,
+		    link_want_write, streams_report };
+
+		vpb_init(&h);
+	}
 	px.retry = evtimer_new(px.base, retry_cb, NULL);
 	px.hello_wait = evtimer_new(px.base, hello_wait_cb, NULL);
 	if ((px.vmmd = ipc_conn_new(px.base, ipc_fd, "vmproxy", &vmmd_policy,
