@@ -155,6 +155,10 @@ enum ipc_type {
 	 * controller's end of the pipe (brokermux.h frames), or IPC_ERROR */
 	IPC_PROXY_BROKER_ATTACH = 607,
 	IPC_PROXY_BROKER_ATTACH_RESULT = 608,
+	/* vmmd -> vmproxy, no reply, first after it starts: the [vmmd]
+	 * broker_* limits {"max_attached","max_connections","max_waiting",
+	 * "buffer_bytes","stall_seconds","max_pending","preamble_seconds"} */
+	IPC_PROXY_BROKER_LIMITS = 609,
 
 	/* Test-only types, never in a daemon's policy table. */
 	IPC_TEST_BASE = 900,

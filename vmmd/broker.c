@@ -229,6 +229,26 @@ broker_proxy_up(struct vm *vm)
 {
 	struct broker_pipe *p;
 
+	const struct conf_vmmd *c = &env->conf.vmmd;
+	struct json_object *b = json_object_new_object();
+
+	/* First, before any route: vmproxy takes them once. */
+	json_object_object_add(b, "max_attached",
+	    json_object_new_int64(c->max_broker_pipes_per_vm));
+	json_object_object_add(b, "max_connections",
+	    json_object_new_int64(c->broker_max_connections));
+	json_object_object_add(b, "max_waiting",
+	    json_object_new_int64(c->broker_max_waiting));
+	json_object_object_add(b, "buffer_bytes",
+	    json_object_new_int64(c->broker_buffer_kib * 1024));
+	json_object_object_add(b, "stall_seconds",
+	    json_object_new_int64(c->broker_stall_seconds));
+	json_object_object_add(b, "max_pending",
+	    json_object_new_int64(c->broker_max_pending));
+	json_object_object_add(b, "preamble_seconds",
+	    json_object_new_int64(c->broker_preamble_seconds));
+	proxy_broker_limits(vm, b);
+	json_object_put(b);
 	if (vm->broker == NULL)
 		return;
 	vm->broker->attached = 0;

@@ -18,7 +18,7 @@
 #include <json-c/json.h>
 
 #define DECODE_CREDENTIAL_MAX	512
-#define DECODE_MAX_PIPES	4	/* attached broker pipes per VM */
+#define DECODE_MAX_PIPES	64	/* max_broker_pipes_per_vm's maximum */
 
 enum decode_verdict {
 	DECODE_OK,

@@ -149,6 +149,13 @@ proxy_broker_route(struct vm *vm, struct json_object *body)
 		ipc_send(vm->proxy->conn, IPC_PROXY_BROKER_ROUTE, 0, body, -1);
 }
 
+void
+proxy_broker_limits(struct vm *vm, struct json_object *body)
+{
+	if (vm->proxy != NULL && vm->proxy->conn != NULL)
+		ipc_send(vm->proxy->conn, IPC_PROXY_BROKER_LIMITS, 0, body, -1);
+}
+
 int
 proxy_broker_attach(struct vm *vm, const char *job_id, proxy_cb cb,
     void *arg)

@@ -216,6 +216,7 @@ int	proxy_call(struct vm *, struct json_object *call, int timeout_ms,
 int	proxy_stream_open(struct vm *, int port, proxy_cb, void *);
 /* The job broker pipe (broker.c): a route (no reply), an attachment. */
 void	proxy_broker_route(struct vm *, struct json_object *);
+void	proxy_broker_limits(struct vm *, struct json_object *);
 int	proxy_broker_attach(struct vm *, const char *job_id, proxy_cb, void *);
 
 /* tools.c */

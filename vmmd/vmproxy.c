@@ -1222,6 +1222,9 @@ vmproxy_dispatch_vmmd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	case IPC_PROXY_BROKER_ATTACH:
 		vpb_attach(conn, m->id, m->body);
 		break;
+	case IPC_PROXY_BROKER_LIMITS:
+		vpb_limits(conn, m->id, m->body);
+		break;
 	}
 }
 
@@ -1238,6 +1241,7 @@ static const struct ipc_rule vmmd_rules[] = {
 	{ IPC_PROXY_STREAM_OPEN, 0 },
 	{ IPC_PROXY_BROKER_ROUTE, 0 },
 	{ IPC_PROXY_BROKER_ATTACH, 0 },
+	{ IPC_PROXY_BROKER_LIMITS, 0 },
 };
 static const struct ipc_policy vmmd_policy = {
 	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0])

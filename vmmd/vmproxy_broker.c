@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,7 @@ struct bconn {
 	size_t			 prelen;
 	uint8_t			*gbuf;		/* guest bytes before open */
 	size_t			 glen;
-	uint8_t			*tx;		/* controller bytes, VPB_TX_MAX */
+	uint8_t			*tx;		/* controller bytes */
 	size_t			 txlen;
 	int			 eof_sent;
 };
@@ -82,7 +83,10 @@ static struct {
 	TAILQ_HEAD(, broute)	 routes;
 	struct event		*tick;
 	int			 nroutes;
-} vb;
+	struct vpb_limits	 lim;
+} vb = {
+	.lim = { 4, 64, 32, 1024 * 1024, 10, 64, 2 },
+};
 
 static void	conn_pump(struct bconn *);
 static void	att_detach(struct battach *, const char *);
@@ -241,7 +245,7 @@ route_activate(struct broute *r)
 	TAILQ_FOREACH(c, &vb.conns, entry) {
 		if (c->r != r || c->state != BC_WAITING)
 			continue;
-		if (count_state(r, BC_ACTIVE) >= VPB_MAX_ACTIVE)
+		if (count_state(r, BC_ACTIVE) >= vb.lim.max_connections)
 			return;
 		if (a->next_id == UINT32_MAX) {
 			att_detach(a, "conn_id space used up");
@@ -321,11 +325,13 @@ conn_preamble(struct bconn *c, const uint8_t *p, size_t n)
 		return;
 	}
 	explicit_bzero(&pr, sizeof(pr));
-	if (count_state(r, BC_WAITING) >= VPB_MAX_WAITING &&
-	    (r->att == NULL || count_state(r, BC_ACTIVE) >= VPB_MAX_ACTIVE)) {
-		log_warnx("vm %s: job %s: broker connection refused: %d "
-		    "connections already wait for the controller", vb.h.vm_id,
-		    r->job_id, VPB_MAX_WAITING);
+	if (count_state(r, BC_WAITING) >= vb.lim.max_waiting &&
+	    (r->att == NULL ||
+	    count_state(r, BC_ACTIVE) >= vb.lim.max_connections)) {
+		log_warnx("vm %s: job %s: broker connection refused: "
+		    "broker_max_waiting (%lld) connections already wait for "
+		    "the controller", vb.h.vm_id, r->job_id,
+		    vb.lim.max_waiting);
 		conn_free(c, 1);
 		return;
 	}
@@ -350,9 +356,10 @@ vpb_link_frame(const struct glink_frame *f)
 	struct bconn *c = f->udata;
 
 	if (f->type == GLINK_ACCEPT) {
-		if (count_state(NULL, BC_PENDING) >= VPB_MAX_PENDING) {
-			log_warnx("vm %s: broker connection refused: %d "
-			    "preambles pending", vb.h.vm_id, VPB_MAX_PENDING);
+		if (count_state(NULL, BC_PENDING) >= vb.lim.max_pending) {
+			log_warnx("vm %s: broker connection refused: "
+			    "broker_max_pending (%lld) preambles are being "
+			    "read", vb.h.vm_id, vb.lim.max_pending);
 			glink_send_close(vb.h.g, f->channel);
 			vb.h.want_write();
 			return 0;
@@ -468,16 +475,17 @@ tick_cb(int fd, short ev, void *arg)
 	for (c = TAILQ_FIRST(&vb.conns); c != NULL; c = next) {
 		next = TAILQ_NEXT(c, entry);
 		if (c->state == BC_PENDING &&
-		    now - c->since >= VPB_PREAMBLE_SECONDS) {
+		    now - c->since >= vb.lim.preamble_seconds) {
 			log_warnx("vm %s: broker connection refused: no "
-			    "preamble within %d s", vb.h.vm_id,
-			    VPB_PREAMBLE_SECONDS);
+			    "preamble within broker_preamble_seconds (%lld)",
+			    vb.h.vm_id, vb.lim.preamble_seconds);
 			conn_free(c, 1);
 		} else if (c->txlen > 0 && now - c->since >=
-		    VPB_STALL_SECONDS) {
+		    vb.lim.stall_seconds) {
 			log_info("vm %s: job %s: broker connection %u closed: "
-			    "the guest read nothing for %d s", vb.h.vm_id,
-			    c->r->job_id, c->id, VPB_STALL_SECONDS);
+			    "the guest read nothing for broker_stall_seconds "
+			    "(%lld)", vb.h.vm_id, c->r->job_id, c->id,
+			    vb.lim.stall_seconds);
 			conn_free(c, 1);
 		}
 	}
@@ -493,7 +501,8 @@ att_must_pause(const struct battach *a)
 	struct bconn *c;
 
 	TAILQ_FOREACH(c, &vb.conns, entry)
-		if (c->r == a->r && c->txlen + VPB_READ_MAX > VPB_TX_MAX)
+		if (c->r == a->r && c->txlen + VPB_READ_MAX >
+		    (size_t)vb.lim.buffer_bytes)
 			return 1;
 	return 0;
 }
@@ -529,9 +538,10 @@ on_ctl_frame(const struct bmux_frame *f, void *arg)
 	}
 	if (f->len == 0)
 		return 0;
-	if (c->tx == NULL && (c->tx = malloc(VPB_TX_MAX)) == NULL)
+	if (c->tx == NULL &&
+	    (c->tx = malloc((size_t)vb.lim.buffer_bytes)) == NULL)
 		fatal("malloc");
-	if (c->txlen + f->len > VPB_TX_MAX) {
+	if (c->txlen + f->len > (size_t)vb.lim.buffer_bytes) {
 		/* Reading pauses before this; a frame past it is a bug. */
 		conn_free(c, 1);
 		return 0;
@@ -729,10 +739,10 @@ vpb_attach(struct ipc_conn *conn, uint32_t id, struct json_object *args)
 		    "is already attached");
 		return;
 	}
-	if (vpb_attached() >= VPB_MAX_ATTACHED) {
-		ipc_reply_error(conn, id, "conflict", "%d broker pipes are "
-		    "attached to this VM, the most there may be",
-		    VPB_MAX_ATTACHED);
+	if (vpb_attached() >= vb.lim.max_attached) {
+		ipc_reply_error(conn, id, "conflict", "max_broker_pipes_per_vm:"
+		    " %lld broker pipes are attached to this VM already",
+		    vb.lim.max_attached);
 		return;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0,
@@ -760,6 +770,49 @@ vpb_attach(struct ipc_conn *conn, uint32_t id, struct json_object *args)
 	log_info("vm %s: job %s: broker pipe attached", vb.h.vm_id, job);
 	route_activate(r);
 	vb.h.report();
+}
+
+/* The [vmmd] broker_* keys, once, before any route. */
+void
+vpb_limits(struct ipc_conn *conn, uint32_t id, struct json_object *args)
+{
+	static const struct {
+		const char	*key;
+		long long	 lo, hi;
+		size_t		 off;
+	} keys[] = {
+#define L(k, lo, hi, f) { k, lo, hi, offsetof(struct vpb_limits, f) }
+		L("max_attached", 1, 64, max_attached),
+		L("max_connections", 1, 1024, max_connections),
+		L("max_waiting", 0, 1024, max_waiting),
+		L("buffer_bytes", 128 * 1024, 64 * 1024 * 1024, buffer_bytes),
+		L("stall_seconds", 1, 3600, stall_seconds),
+		L("max_pending", 1, 1024, max_pending),
+		L("preamble_seconds", 1, 60, preamble_seconds),
+#undef L
+	};
+	static int done;
+	struct vpb_limits lim = vb.lim;
+	struct jsonx_err jerr;
+	int64_t v;
+	size_t i;
+
+	if (done || !TAILQ_EMPTY(&vb.routes)) {
+		log_warnx("vm %s: broker limits after the first routes",
+		    vb.h.vm_id);
+		return;
+	}
+	for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (jsonx_get_int64(args, keys[i].key, 1, keys[i].lo,
+		    keys[i].hi, &v, &jerr) != 1) {
+			log_warnx("vm %s: broker limits: %s", vb.h.vm_id,
+			    jerr.msg);
+			return;
+		}
+		*(long long *)((char *)&lim + keys[i].off) = v;
+	}
+	vb.lim = lim;
+	done = 1;
 }
 
 void

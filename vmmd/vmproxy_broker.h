@@ -12,14 +12,16 @@
 #include "glink.h"
 #include "ipc.h"
 
-/* Limits (docs/api.md). */
-#define VPB_MAX_PENDING		64	/* preambles being read, per VM */
-#define VPB_PREAMBLE_SECONDS	2
-#define VPB_MAX_ACTIVE		64	/* carried, per attachment */
-#define VPB_MAX_WAITING		32	/* waiting for a controller, per pipe */
-#define VPB_TX_MAX		(1024 * 1024)	/* controller data, per conn */
-#define VPB_STALL_SECONDS	10
-#define VPB_MAX_ATTACHED	4	/* per VM */
+/* Limits: vmmd sends the [vmmd] broker_* keys; until then, defaults. */
+struct vpb_limits {
+	long long	 max_attached;		/* per VM */
+	long long	 max_connections;	/* carried, per attachment */
+	long long	 max_waiting;		/* for a controller, per pipe */
+	long long	 buffer_bytes;		/* controller data, per conn */
+	long long	 stall_seconds;
+	long long	 max_pending;		/* preambles being read, per VM */
+	long long	 preamble_seconds;
+};
 
 struct vpb_hooks {
 	struct event_base	*base;
@@ -40,5 +42,6 @@ int	 vpb_attached(void);
 /* vmmd's IPC_PROXY_BROKER_ROUTE and IPC_PROXY_BROKER_ATTACH. */
 void	 vpb_route(struct ipc_conn *, uint32_t, struct json_object *);
 void	 vpb_attach(struct ipc_conn *, uint32_t, struct json_object *);
+void	 vpb_limits(struct ipc_conn *, uint32_t, struct json_object *);
 
 #endif

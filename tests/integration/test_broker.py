@@ -302,7 +302,9 @@ def main():
     h = Stack(manifest)
     try:
         h.setup()
-        h.write_conf(mcpd_user="mcpvm")
+        # One attached pipe per VM, so that the limit is reachable with
+        # the jobs a VM may run at once.
+        h.write_conf(mcpd_user="mcpvm", max_broker_pipes_per_vm=1)
         h.start_authd()
         h.start_vmmd()
         h.start_mcpd()
@@ -475,6 +477,15 @@ def run(h):
     p = Pipe(vm, job3, tok3, cred_a)
     ok(p.status == 101, "the pipe attaches with a good credential",
        p.status)
+    tok4 = token()
+    tokens.append(tok4)
+    job4 = exec_job(a, vm, "python3 client.py sleep",
+                    broker_pipe_token=tok4)["job_id"]
+    q = Pipe(vm, job4, tok4, cred_a)
+    ok(q.status == 409 and b"max_broker_pipes_per_vm" in q.ws.body,
+       "a pipe past max_broker_pipes_per_vm: 409 naming the limit",
+       (q.status, q.ws.body[:200]))
+    q.close()
     run_secret_check(h, a, vm, job3, tok3)
     okk, r = a("vm_destroy", vm_id=vm)
     ok(okk, "vm_destroy", r)
