@@ -13,6 +13,7 @@
 #
 # Environment: as test_vmmd.py, plus MCPD.  TAP on stdout.  Needs root.
 import base64
+import http.server
 import os
 import re
 import secrets
@@ -273,6 +274,66 @@ def grep_tree(needles, paths):
     return hits
 
 
+class Echo(http.server.BaseHTTPRequestHandler):
+    """The host-side broker stand-in: answers a POST with what it got."""
+    seen = []
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        Echo.seen.append((self.path, self.headers.get("Authorization"),
+                          body))
+        out = b"echo:" + body
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *a):
+        pass
+
+
+def check_attach_cli(h, a, vm, cred, tokens):
+    """mcpvm-attach --broker relays the job's request to a stock HTTP
+    server on the host and its answer back."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    tok = token()
+    tokens.append(tok)
+    tf, pf = os.path.join(h.dir, "cred-a"), os.path.join(h.dir, "pipe-tok")
+    for path, text in ((tf, cred), (pf, tok)):
+        with open(path, "w") as f:
+            f.write(text + "\n")
+    a("vm_exec", vm_id=vm, request_id="rm-done", command="rm -f http.done",
+      wait_seconds=30)
+    job = exec_job(a, vm, "python3 client.py http",
+                   broker_pipe_token=tok)["job_id"]
+    cli = subprocess.Popen([os.environ["ATTACH"], "--endpoint",
+                            "http://" + HOSTHDR, "--token-file", tf,
+                            "--vm", vm, "--broker", job,
+                            "--pipe-token-file", pf, "--connect",
+                            "tcp:127.0.0.1:%d" % srv.server_port],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: "reply:" in output(a, vm, job).get("stdout", ""),
+                 60, "the job's reply through mcpvm-attach")
+        got = output(a, vm, job).get("stdout", "")
+        ok(got.startswith("reply:HTTP/1.0 200") and got.endswith(
+           "echo:hello"), "mcpvm-attach --broker: the job's request "
+           "reaches a stock HTTP server and its answer returns", got)
+        ok(Echo.seen and Echo.seen[0] == ("/v1/call", "Bearer placeholder",
+                                          b"hello"),
+           "the server saw the request unchanged", Echo.seen)
+        put(a, vm, "http.done", "1")
+        rc = cli.wait(60)
+        ok(rc == 0, "mcpvm-attach exits 0 when the job ends",
+           cli.stderr.read().decode())
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+        srv.shutdown()
+
+
 def check_refusals(h, vm, job, tok, cred_a, cred_b, other_job):
     cases = [
         ("a wrong token", job, token(), cred_a, None, 404),
@@ -410,6 +471,8 @@ def run(h):
     p = Pipe(vm, job, tok, cred_a)
     ok(p.status == 404, "a finished job's pipe: 404", p.status)
     p.close()
+
+    check_attach_cli(h, a, vm, cred_a, tokens)
 
     # ---- backpressure: a guest connection that stops reading -------------
     tok2 = token()
