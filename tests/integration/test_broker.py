@@ -563,6 +563,12 @@ def run(h):
              for nd in needles if nd in open(path, "rb").read()]
     ok(not hits, "no token in the state directory, the runtime directory "
        "or a log", hits)
+    # In the ASan build a memory error in vmmd, vmproxy or mcpd shows here.
+    bad = [(p, w) for p in (h.vmmd_log, h.mcpd_log)
+           for w in ("AddressSanitizer", "LeakSanitizer", "runtime error:")
+           if w in read(p)]
+    ok(not bad, "no sanitizer report in vmmd's, vmproxy's or mcpd's log",
+       bad)
 
 
 def run_secret_check(h, a, vm, job, tok):
