@@ -198,9 +198,9 @@ def put(a, vm, path, text):
         raise RuntimeError("write %s: %r" % (path, r))
 
 
-def exec_job(a, vm, cmd, **kw):
-    okk, r = a("vm_exec", vm_id=vm, request_id="rq-" + secrets.token_hex(6),
-               command=cmd, **kw)
+def exec_job(a, vm, cmd, rid=None, **kw):
+    okk, r = a("vm_exec", vm_id=vm, request_id=rid or "rq-" +
+               secrets.token_hex(6), command=cmd, **kw)
     if not okk:
         raise RuntimeError("exec %r: %r" % (cmd, r))
     return r
@@ -400,10 +400,19 @@ def run(h):
     # ---- one job with a pipe, one without -------------------------------
     tok = token()
     tokens.append(tok)
-    r = exec_job(a, vm, "python3 client.py http", broker_pipe_token=tok)
+    r = exec_job(a, vm, "python3 client.py http", rid="rq-first",
+                 broker_pipe_token=tok)
     ok(r.get("broker_pipe") is True, "vm_exec with a token: broker_pipe "
        "true", r)
     job = r["job_id"]
+    # A retry of the same request_id with another token: the first answer,
+    # and the first token stays the pipe's.
+    tok_retry = token()
+    tokens.append(tok_retry)
+    r1 = exec_job(a, vm, "python3 client.py http", rid="rq-first",
+                  broker_pipe_token=tok_retry)
+    ok(r1 == r, "a retried request_id with another token: the first "
+       "result", (r, r1))
     wait_for(lambda: output(a, vm, job).get("state") == "running", 30,
              "the client runs")
     time.sleep(1)      # it connects; the connection waits for us
@@ -422,6 +431,10 @@ def run(h):
        is not None, "through /proc/<pid>/root it is refused", out)
 
     check_refusals(h, vm, job, tok, cred_a, cred_b, other)
+    p = Pipe(vm, job, tok_retry, cred_a)
+    ok(p.status == 404, "the retry's token does not replace the first",
+       p.status)
+    p.close()
 
     # ---- the exchange ---------------------------------------------------
     p = Pipe(vm, job, tok, cred_a)

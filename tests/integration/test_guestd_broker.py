@@ -79,6 +79,30 @@ print("snooped")
 """
 
 
+# 33 connections, held open; reports which the far side closed at once.
+MANY = r"""
+import os, select, socket, time
+socks = []
+for i in range(33):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(os.environ["MCPVM_BROKER_SOCKET"])
+    s.sendall(b"x")
+    socks.append(s)
+    time.sleep(0.05)
+time.sleep(1)
+out = []
+for s in socks:
+    r, _, _ = select.select([s], [], [], 0)
+    try:
+        if r and s.recv(1) == b"":
+            out.append("closed")
+    except ConnectionResetError:
+        out.append("closed")
+open("many.out", "w").write(" ".join(out) + " ")
+time.sleep(60)
+"""
+
+
 class BrokerTest(GuestdCase):
     def write_ws(self, name, text):
         path = os.path.join(self.g.workspace, name)
@@ -209,6 +233,29 @@ class BrokerTest(GuestdCase):
                             if p.isdigit()))
         self.call("job_cancel", job_id="jk")
         self.wait_gone(self.relay_cgroup("jk"))
+
+    def test_at_most_32_connections(self):
+        # The job holds 33 connections; the host sees 32 of them.
+        secret = secrets.token_hex(32)
+        self.write_ws("many.py", MANY)
+        self.call("exec", job_id="jm", command="python3 many.py",
+                  broker_secret=secret)
+        chans = []
+        while True:
+            c = self.link.wait_accept(timeout=5)
+            if c is None:
+                break
+            chans.append(c)
+        self.assertEqual(len(chans), 32)
+        try:
+            self.wait_file("many.out")
+        except TimeoutError:
+            st, _ = self.call("job_status", job_id="jm")
+            self.fail("%r %r" % (st, self.g.output("jm", "stderr")))
+        with open(os.path.join(self.g.workspace, "many.out")) as f:
+            self.assertEqual(f.read().split(), ["closed"])
+        self.call("job_cancel", job_id="jm")
+        self.wait_gone(self.relay_cgroup("jm"))
 
     def test_bad_secret_refused(self):
         with self.assertRaises(Exception) as cm:
