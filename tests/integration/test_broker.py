@@ -539,6 +539,20 @@ def run(h):
     tokens.append(tok3)
     job3 = exec_job(a, vm, "python3 client.py sleep",
                     broker_pipe_token=tok3)["job_id"]
+    # Hibernation: a new vmproxy learns the route again from vmmd.
+    p = Pipe(vm, job3, tok3, cred_a)
+    ok(p.status == 101, "attached to the third job's pipe", p.status)
+    okk, r = a("vm_suspend", vm_id=vm, mode="hibernate", force=True)
+    ok(okk, "vm_suspend force, hibernating", r)
+    ok(p.wait_close(120) == (1001, "suspended"), "hibernation closes it: "
+       "1001 suspended", p.closed)
+    p.close()
+    okk, r = a("vm_resume", vm_id=vm)
+    ok(okk, "vm_resume from hibernation", r)
+    p = Pipe(vm, job3, tok3, cred_a)
+    ok(p.status == 101, "after hibernation the same token attaches",
+       p.status)
+    p.close()
     cred_c = h.issue("brk-a", "--max-vms", "2", "--memory-mib", "1024")
     p = Pipe(vm, job3, tok3, cred_c)
     ok(p.status == 101, "attached with a second credential", p.status)
