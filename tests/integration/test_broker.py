@@ -564,6 +564,15 @@ def run(h):
     ok(c is not None and c[0] == 1008, "revoking the credential closes "
        "the pipe: 1008", c)
     p.close()
+    cred_e = h.issue("brk-a", "--max-vms", "2", "--memory-mib", "1024",
+                     "--ttl", "6s")
+    p = Pipe(vm, job3, tok3, cred_e)
+    ok(p.status == 101, "attached with a credential about to expire",
+       p.status)
+    c = p.wait_close(60)
+    ok(c is not None and c[0] == 1008, "its expiry closes the pipe: 1008",
+       c)
+    p.close()
     p = Pipe(vm, job3, tok3, cred_a)
     ok(p.status == 101, "the pipe attaches with a good credential",
        p.status)
