@@ -183,6 +183,17 @@ broker_exec_prepare(struct vm *vm, struct request *req, const char *job_id,
 }
 
 void
+broker_exec_wipe(struct json_object *call)
+{
+	struct json_object *v;
+
+	if (json_object_object_get_ex(call, "broker_secret", &v) &&
+	    json_object_is_type(v, json_type_string))
+		explicit_bzero((char *)json_object_get_string(v),
+		    (size_t)json_object_get_string_len(v));
+}
+
+void
 broker_exec_result(struct vm *vm, struct request *req,
     struct json_object *res, struct json_object *out)
 {

@@ -16,6 +16,8 @@ struct request;
 /* vm_exec with broker_pipe_token: a pending pipe, routed before the exec. */
 void	 broker_exec_prepare(struct vm *, struct request *, const char *job_id,
 	    struct json_object *call);
+/* The exec call is sent: its copy of the secret is wiped before it goes. */
+void	 broker_exec_wipe(struct json_object *call);
 /* The exec's answer (res NULL: it failed): out gets "broker_pipe". */
 void	 broker_exec_result(struct vm *, struct request *,
 	    struct json_object *res, struct json_object *out);

@@ -558,6 +558,7 @@ exec_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 		broker_exec_result(vm, req, NULL, NULL);
 		request_error(req, "unavailable", "the guest link is down");
 	}
+	broker_exec_wipe(call);
 	json_object_put(call);
 }
 
