@@ -77,6 +77,28 @@ pipe_find(struct vm *vm, const char *job_id)
 	return NULL;
 }
 
+/*
+ * json-c frees without clearing: the secret's copies in an object that was
+ * sent (the member and the text the IPC layer had serialized, which json-c
+ * caches, rewritten at the same length so it stays in place) go first.
+ */
+static void
+wipe_member(struct json_object *o, const char *key)
+{
+	const int flags = JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE;
+	struct json_object *v;
+	const char *js;
+
+	if (!json_object_object_get_ex(o, key, &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return;
+	if ((js = json_object_to_json_string_ext(o, flags)) != NULL)
+		explicit_bzero((char *)js, strlen(js));
+	explicit_bzero((char *)json_object_get_string(v),
+	    (size_t)json_object_get_string_len(v));
+}
+
 static void
 route_send(struct vm *vm, const struct broker_pipe *p, int remove)
 {
@@ -90,13 +112,8 @@ route_send(struct vm *vm, const struct broker_pipe *p, int remove)
 		json_object_object_add(b, "secret",
 		    json_object_new_string(p->secret));
 	proxy_broker_route(vm, b);
-	/* json-c frees without clearing: the secret's copy is wiped first. */
-	if (!remove) {
-		struct json_object *v = json_object_object_get(b, "secret");
-
-		explicit_bzero((char *)json_object_get_string(v),
-		    (size_t)json_object_get_string_len(v));
-	}
+	if (!remove)
+		wipe_member(b, "secret");
 	json_object_put(b);
 }
 
@@ -185,12 +202,7 @@ broker_exec_prepare(struct vm *vm, struct request *req, const char *job_id,
 void
 broker_exec_wipe(struct json_object *call)
 {
-	struct json_object *v;
-
-	if (json_object_object_get_ex(call, "broker_secret", &v) &&
-	    json_object_is_type(v, json_type_string))
-		explicit_bzero((char *)json_object_get_string(v),
-		    (size_t)json_object_get_string_len(v));
+	wipe_member(call, "broker_secret");
 }
 
 void
