@@ -7,11 +7,15 @@
 # answer returns after the job shut down its write side; the other job is
 # refused by path and through /proc/<pid>/root.  Then every refusal code,
 # split and combined frames, 1002 for an unknown conn_id, backpressure and
-# the 10 s close of a connection that stops reading, close on suspend,
-# job end, revocation and destroy, the token again after resume, and a
-# grep of the state directory and the logs for the token and the secret.
+# the 10 s close of a connection that stops reading, mcpvm-attach --broker
+# against a stock HTTP server, close on suspend (pause and hibernate), job
+# end, cancel, revocation, expiry and destroy, the token again after
+# resume, a retry that keeps its first token, nothing left after a vmmd
+# restart, and a grep of the state and runtime directories and the logs
+# for the tokens and for the route secret read from the guest's memory.
 #
-# Environment: as test_vmmd.py, plus MCPD.  TAP on stdout.  Needs root.
+# Environment: as test_vmmd.py, plus MCPD and ATTACH.  TAP on stdout.
+# Needs root.
 import base64
 import http.server
 import os
@@ -585,7 +589,32 @@ def run(h):
        "a pipe past max_broker_pipes_per_vm: 409 naming the limit",
        (q.status, q.ws.body[:200]))
     q.close()
+    p.close()
+
+    # ---- neither secret survives a vmmd restart --------------------------
+    rc, _ = h.stop_vmmd()
+    ok(rc == 0, "vmmd stops, hibernating the VM", rc)
+    h.start_vmmd()
+    a.reconnect()
+    okk, r = a("vm_resume", vm_id=vm)
+    ok(okk, "the VM resumes under the new vmmd", r)
+    # After two hibernations: the secret is in no checkpoint left behind.
     run_secret_check(h, a, vm, job3, tok3)
+    st = 503
+    for _ in range(30):         # mcpd reconnects to vmmd every second
+        q = Pipe(vm, job3, tok3, cred_a)
+        st = q.status
+        q.close()
+        if st != 503:
+            break
+        time.sleep(1)
+    ok(st == 404, "after the restart the old token attaches nothing", st)
+    tok5 = token()
+    tokens.append(tok5)
+    job5 = exec_job(a, vm, "python3 client.py sleep",
+                    broker_pipe_token=tok5)["job_id"]
+    p = Pipe(vm, job5, tok5, cred_a)
+    ok(p.status == 101, "a new job's pipe attaches", p.status)
     okk, r = a("vm_destroy", vm_id=vm)
     ok(okk, "vm_destroy", r)
     ok(p.wait_close(60) == (1001, "destroyed"), "destroy closes it: 1001 "
