@@ -398,9 +398,13 @@ broker_open(struct request *req)
 /* ---- seeing jobs finish ------------------------------------------------ */
 
 struct poll_arg {
+	TAILQ_ENTRY(poll_arg) entry;
 	char	vm_id[VM_ID_LEN + 1];
 	char	job_id[GUEST_JOB_ID_MAX + 1];
 };
+
+/* Polls out; one whose VM went is never answered, and is freed here. */
+static TAILQ_HEAD(, poll_arg) polls = TAILQ_HEAD_INITIALIZER(polls);
 
 static void
 polled(struct vm *vm, struct json_object *res, const char *code,
@@ -412,6 +416,7 @@ polled(struct vm *vm, struct json_object *res, const char *code,
 
 	if (fd != -1)
 		close(fd);
+	TAILQ_REMOVE(&polls, pa, entry);
 	if ((p = pipe_find(vm, pa->job_id)) != NULL) {
 		p->polling = 0;
 		if (code != NULL && strcmp(code, "not_found") == 0)
@@ -430,10 +435,17 @@ sweep_cb(int fd, short ev, void *a)
 {
 	struct timeval tv = { BROKER_SWEEP_SECONDS, 0 };
 	struct broker_pipe *p;
-	struct poll_arg *pa;
+	struct poll_arg *pa, *next;
 	struct json_object *call;
 	struct vm *vm;
 
+	for (pa = TAILQ_FIRST(&polls); pa != NULL; pa = next) {
+		next = TAILQ_NEXT(pa, entry);
+		if (vm_find(pa->vm_id) == NULL) {
+			TAILQ_REMOVE(&polls, pa, entry);
+			free(pa);
+		}
+	}
 	TAILQ_FOREACH(vm, &env->vms, entry) {
 		if (vm->broker == NULL || vm->rec.state != VM_RUNNING ||
 		    !vm->guest_up || vm->busy)
@@ -454,8 +466,10 @@ sweep_cb(int fd, short ev, void *a)
 			    json_object_new_string(p->job_id));
 			if (proxy_call(vm, call, 30000, polled, pa) == -1)
 				free(pa);
-			else
+			else {
+				TAILQ_INSERT_TAIL(&polls, pa, entry);
 				p->polling = 1;
+			}
 			json_object_put(call);
 		}
 	}
