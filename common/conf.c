@@ -82,6 +82,25 @@ static const struct cfg_key vmmd_keys[] = {
 	    "keeps" },
 	{ "qemu_log_kib", CFG_INT, V(qemu_log_kib), 0, "256", 16,
 	    1048576, NULL, "most of QEMU's own output that qemu.log keeps" },
+	{ "max_broker_pipes_per_vm", CFG_INT, V(max_broker_pipes_per_vm), 0,
+	    "4", 1, 64, NULL, "job broker pipes attached at once per VM" },
+	{ "broker_max_connections", CFG_INT, V(broker_max_connections), 0,
+	    "64", 1, 1024, NULL, "guest connections one attached broker pipe "
+	    "carries" },
+	{ "broker_max_waiting", CFG_INT, V(broker_max_waiting), 0, "32", 0,
+	    1024, NULL, "guest connections of a pipe that wait for a "
+	    "controller" },
+	{ "broker_buffer_kib", CFG_INT, V(broker_buffer_kib), 0, "1024", 128,
+	    65536, NULL, "controller data buffered per guest connection" },
+	{ "broker_stall_seconds", CFG_INT, V(broker_stall_seconds), 0, "10",
+	    1, 3600, NULL, "a guest connection that reads nothing this long "
+	    "is closed" },
+	{ "broker_max_pending", CFG_INT, V(broker_max_pending), 0, "64", 1,
+	    1024, NULL, "guest connections per VM whose preamble is being "
+	    "read" },
+	{ "broker_preamble_seconds", CFG_INT, V(broker_preamble_seconds), 0,
+	    "2", 1, 60, NULL, "how long a guest connection may take to send "
+	    "its preamble" },
 };
 #undef V
 

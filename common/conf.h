@@ -46,6 +46,14 @@ struct conf_vmmd {
 	long long	 max_peer_requests;
 	long long	 console_log_kib;
 	long long	 qemu_log_kib;
+	/* The job broker pipe (vmmd/broker.c, vmproxy_broker.c). */
+	long long	 max_broker_pipes_per_vm;
+	long long	 broker_max_connections;	/* per attachment */
+	long long	 broker_max_waiting;		/* per pipe */
+	long long	 broker_buffer_kib;		/* per connection */
+	long long	 broker_stall_seconds;
+	long long	 broker_max_pending;		/* per VM */
+	long long	 broker_preamble_seconds;
 };
 
 struct conf_image {

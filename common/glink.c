@@ -58,8 +58,9 @@ struct glink {
 	uint8_t			*body;
 	size_t			 body_len;
 
-	struct glink_chan	 chans[GLINK_MAX_CHANNELS];
+	struct glink_chan	 chans[GLINK_MAX_CHANNELS + GLINK_MAX_ACCEPTED];
 	int			 nchans;
+	int			 naccepted;	/* of nchans, GLINK_GUEST_CHAN */
 	int			 lenient;	/* drop unknown-channel frames */
 
 	/* writer: cur is the frame being written, off bytes of it are out */
@@ -162,6 +163,7 @@ glink_reset(struct glink *l)
 	l->body_len = 0;
 	memset(l->chans, 0, sizeof(l->chans));
 	l->nchans = 0;
+	l->naccepted = 0;
 	queue_free(&l->ctrlq);
 	queue_free(&l->dataq);
 	free(l->cur);
@@ -180,6 +182,7 @@ glink_reset_channels(struct glink *l)
 
 	memset(l->chans, 0, sizeof(l->chans));
 	l->nchans = 0;
+	l->naccepted = 0;
 	/* Unsent stream frames go; one already half written must finish. */
 	while ((c = dequeue(&l->dataq)) != NULL) {
 		l->pending -= c->len;
@@ -226,7 +229,7 @@ chan_find(const struct glink *l, uint32_t id)
 
 	if (id == 0)
 		return NULL;
-	for (i = 0; i < GLINK_MAX_CHANNELS; i++)
+	for (i = 0; i < GLINK_MAX_CHANNELS + GLINK_MAX_ACCEPTED; i++)
 		if (l->chans[i].id == id)
 			return (struct glink_chan *)&l->chans[i];
 	return NULL;
@@ -235,14 +238,19 @@ chan_find(const struct glink *l, uint32_t id)
 static struct glink_chan *
 chan_new(struct glink *l, uint32_t id)
 {
-	int i;
+	int i, guest = (id & GLINK_GUEST_CHAN) != 0;
 
-	for (i = 0; i < GLINK_MAX_CHANNELS; i++)
+	/* Each side's share is bounded, so neither can starve the other. */
+	if (guest ? l->naccepted >= GLINK_MAX_ACCEPTED :
+	    l->nchans - l->naccepted >= GLINK_MAX_CHANNELS)
+		return NULL;
+	for (i = 0; i < GLINK_MAX_CHANNELS + GLINK_MAX_ACCEPTED; i++)
 		if (l->chans[i].id == 0) {
 			memset(&l->chans[i], 0, sizeof(l->chans[i]));
 			l->chans[i].id = id;
 			l->chans[i].state = CH_OPENING;
 			l->nchans++;
+			l->naccepted += guest;
 			return &l->chans[i];
 		}
 	return NULL;
@@ -251,6 +259,8 @@ chan_new(struct glink *l, uint32_t id)
 static void
 chan_release(struct glink *l, struct glink_chan *c)
 {
+	if (c->id & GLINK_GUEST_CHAN)
+		l->naccepted--;
 	memset(c, 0, sizeof(*c));
 	l->nchans--;
 }
@@ -302,7 +312,7 @@ glink_free_channel(const struct glink *l)
 {
 	uint32_t id;
 
-	if (l->nchans >= GLINK_MAX_CHANNELS)
+	if (l->nchans - l->naccepted >= GLINK_MAX_CHANNELS)
 		return 0;
 	for (id = 1; id <= GLINK_MAX_CHANNELS; id++)
 		if (chan_find(l, id) == NULL)
@@ -491,13 +501,45 @@ glink_send_open(struct glink *l, uint32_t ch, uint16_t port)
 
 	if (l->role != GLINK_ROLE_HOST)
 		return glink_fail(l, "only the host opens channels");
-	if (ch == 0 || port == 0 || chan_find(l, ch) != NULL)
+	if (ch == 0 || (ch & GLINK_GUEST_CHAN) || port == 0 ||
+	    chan_find(l, ch) != NULL)
 		return glink_fail(l, "channel %u not free", ch);
 	if ((c = chan_new(l, ch)) == NULL)
 		return glink_fail(l, "channel table full");
 	c->recv_credit = GLINK_INITIAL_WINDOW;
 	put32(p, port);
 	return enqueue(l, GLINK_OPEN, 0, ch, p, 4, NULL, 0);
+}
+
+uint32_t
+glink_free_accept_channel(const struct glink *l)
+{
+	uint32_t id;
+
+	if (l->naccepted >= GLINK_MAX_ACCEPTED)
+		return 0;
+	for (id = GLINK_GUEST_CHAN | 1; id <= (GLINK_GUEST_CHAN |
+	    GLINK_MAX_ACCEPTED); id++)
+		if (chan_find(l, id) == NULL)
+			return id;
+	return 0;
+}
+
+int
+glink_send_accept(struct glink *l, uint32_t ch)
+{
+	struct glink_chan *c;
+
+	if (l->role != GLINK_ROLE_GUEST)
+		return glink_fail(l, "only the guest accepts connections");
+	if (!(ch & GLINK_GUEST_CHAN) || chan_find(l, ch) != NULL)
+		return glink_fail(l, "channel %u not free", ch);
+	if ((c = chan_new(l, ch)) == NULL)
+		return glink_fail(l, "too many accepted channels");
+	c->state = 0;
+	c->send_credit = GLINK_INITIAL_WINDOW;
+	c->recv_credit = GLINK_INITIAL_WINDOW;
+	return enqueue(l, GLINK_ACCEPT, 0, ch, NULL, 0, NULL, 0);
 }
 
 int
@@ -645,6 +687,7 @@ check_header(struct glink *l, const struct glink_hdr *h)
 	case GLINK_EOF:
 	case GLINK_CLOSE:
 	case GLINK_WINDOW:
+	case GLINK_ACCEPT:
 		if (h->channel == 0)
 			return glink_fail(l, "frame type %u on channel 0",
 			    h->type);
@@ -729,6 +772,9 @@ rx_chan(struct glink *l, const struct glink_hdr *h, const uint8_t *p,
 		if (c != NULL)
 			return glink_fail(l, "OPEN of channel %u in use",
 			    h->channel);
+		if (h->channel & GLINK_GUEST_CHAN)
+			return glink_fail(l, "OPEN of guest channel %u",
+			    h->channel);
 		if (h->len != 4 || (v = get32(p)) == 0 || v > 65535)
 			return glink_fail(l, "OPEN of channel %u: bad port",
 			    h->channel);
@@ -740,6 +786,25 @@ rx_chan(struct glink *l, const struct glink_hdr *h, const uint8_t *p,
 			    full, sizeof(full) - 1, NULL, 0);
 		}
 		return deliver(l, h, p, h->len, cb, arg, NULL);
+	}
+	if (h->type == GLINK_ACCEPT) {
+		if (l->role != GLINK_ROLE_HOST)
+			return glink_fail(l, "ACCEPT sent to the guest");
+		if (!(h->channel & GLINK_GUEST_CHAN))
+			return glink_fail(l, "ACCEPT of host channel %u",
+			    h->channel);
+		if (c != NULL)
+			return glink_fail(l, "ACCEPT of channel %u in use",
+			    h->channel);
+		if (h->len != 0)
+			return glink_fail(l, "ACCEPT with payload");
+		if ((c = chan_new(l, h->channel)) == NULL)
+			return glink_fail(l, "more than %d accepted channels",
+			    GLINK_MAX_ACCEPTED);
+		c->state = 0;
+		c->send_credit = GLINK_INITIAL_WINDOW;
+		c->recv_credit = GLINK_INITIAL_WINDOW;
+		return deliver(l, h, p, 0, cb, arg, NULL);
 	}
 	if (c == NULL) {
 		if (l->lenient)

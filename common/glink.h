@@ -86,6 +86,8 @@ int	 glink_send_ctrl(struct glink *, const char *, size_t, const void *,
 int	 glink_send_json(struct glink *, struct json_object *, const void *,
 	    size_t);
 int	 glink_send_open(struct glink *, uint32_t, uint16_t);
+/* Guest: a connection made in the guest, channel id with GLINK_GUEST_CHAN. */
+int	 glink_send_accept(struct glink *, uint32_t);
 int	 glink_send_open_ok(struct glink *, uint32_t);
 int	 glink_send_open_fail(struct glink *, uint32_t, const char *);
 int	 glink_send_eof(struct glink *, uint32_t);
@@ -103,6 +105,8 @@ void	*glink_chan_udata(const struct glink *, uint32_t);
 int	 glink_nchannels(const struct glink *);
 /* Host: the lowest free channel id, 0 if the table is full. */
 uint32_t glink_free_channel(const struct glink *);
+/* Guest: the lowest free GLINK_GUEST_CHAN id, 0 if its share is full. */
+uint32_t glink_free_accept_channel(const struct glink *);
 
 /* Output: control frames always leave before queued stream data. */
 size_t	 glink_out_pending(const struct glink *);

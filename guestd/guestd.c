@@ -444,6 +444,9 @@ main(int argc, char **argv)
 	sigset_t mask;
 	int ch, sigfd, verbose = 0, noinit = 0;
 
+	/* Re-executed by broker.c as a job's broker relay. */
+	if (argc >= 2 && strcmp(argv[1], "--broker-relay") == 0)
+		broker_relay_main(argc, argv);
 	opts.init = getpid() == 1;
 	while ((ch = getopt_long(argc, argv, "v", longopts, NULL)) != -1) {
 		switch (ch) {
@@ -526,6 +529,7 @@ main(int argc, char **argv)
 		link_poll();
 		jobs_poll();
 		streams_poll();
+		broker_poll();
 		jobs_check_timeouts();
 		n = poll(pfds, (nfds_t)npfds, (int)(loop_wait_ms > INT_MAX ?
 		    INT_MAX : loop_wait_ms));

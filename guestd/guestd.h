@@ -71,6 +71,7 @@ struct req {
 	const char	*path;
 	struct json_object *env;
 	int64_t		 timeout_ms;
+	const char	*broker_secret;
 	int64_t		 cursor[2];
 	int64_t		 max_bytes;
 	int64_t		 mode;		/* -1: not given */
@@ -122,6 +123,19 @@ void	 streams_frame(const struct glink_frame *);
 void	 streams_poll(void);
 void	 streams_reset(void);
 int	 streams_count(void);
+int	 streams_adopt(uint32_t, int, const void *);
+int	 streams_count_owner(const void *);
+void	 streams_close_owner(const void *);
+
+/* The job broker pipe (broker.c): listener and relay for one job. */
+struct broker;
+struct broker *broker_start(const char *job_id, const char *jobcg,
+	    const char *secret, char *err, size_t errlen);
+int	 broker_nsfd(const struct broker *);
+void	 broker_stop(struct broker *);
+void	 broker_free(struct broker *);
+void	 broker_poll(void);
+int	 broker_relay_main(int, char **) __attribute__((noreturn));
 
 /* PID 1 duties (init.c) */
 void	 init_system(void);

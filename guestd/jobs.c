@@ -4,6 +4,7 @@
  * descendant, setsid or not.  Output pipes are drained as they fill.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
@@ -46,6 +47,7 @@ struct job {
 	struct budget	 budget;
 	char		 cg[PATH_MAX];	/* "" without a cgroup */
 	char		 error[256];
+	struct broker	*broker;	/* its broker pipe, or NULL */
 };
 
 static struct job *jobs[GUEST_MAX_JOBS];
@@ -142,9 +144,21 @@ close_fd(int *fd)
 	}
 }
 
+/* The job ended (exit, cancel, timeout): its broker pipe goes with it. */
+static void
+job_broker_end(struct job *j)
+{
+	if (j->broker != NULL) {
+		log_info("job %s: broker pipe closed", j->id);
+		broker_free(j->broker);
+		j->broker = NULL;
+	}
+}
+
 static void
 job_kill(struct job *j)
 {
+	job_broker_end(j);
 	if (j->cg[0] != '\0' && write_file(j->cg, "cgroup.kill", "1") == -1 &&
 	    errno != ENOENT)
 		log_warn("job %s: cgroup.kill", j->id);
@@ -197,6 +211,9 @@ job_json(const struct job *j, uint32_t id)
 	    json_object_new_int64((int64_t)j->out.len[1]));
 	json_object_object_add(o, "streams_open",
 	    json_object_new_boolean(j->fd[0] != -1 || j->fd[1] != -1));
+	if (j->broker != NULL)
+		json_object_object_add(o, "broker_pipe",
+		    json_object_new_boolean(1));
 	json_object_object_add(o, "run_ms",
 	    json_object_new_int64(budget_used(&j->budget, now_ns()) /
 	    1000000));
@@ -216,9 +233,10 @@ job_error(struct job *j, const char *fmt, ...)
 /* The child: never returns.  Reports a setup failure on errfd. */
 static void __attribute__((noreturn))
 child(const struct req *r, int cgfd, int dirfd, int infd, int outfd,
-    int errfd, int reportfd, char **envp)
+    int errfd, int reportfd, char **envp, int nsfd)
 {
 	char *argv[] = { "bash", "-lc", (char *)r->command, NULL };
+	char why[128];
 	const char *stage;
 	sigset_t none;
 	int e, sig;
@@ -226,6 +244,20 @@ child(const struct req *r, int cgfd, int dirfd, int infd, int outfd,
 	stage = "join cgroup";
 	if (cgfd != -1 && write(cgfd, "0", 1) != 1)
 		goto fail;
+	if (nsfd != -1) {
+		/* The broker relay's namespace, where its socket is. */
+		stage = "join the broker pipe's mount namespace";
+		if (setns(nsfd, CLONE_NEWNS) == -1)
+			goto fail;
+		/* Looked up again: the old descriptor is in the old one. */
+		stage = why;
+		close(dirfd);
+		if ((dirfd = ws_open_dir(r->cwd != NULL ? r->cwd : "", 0,
+		    why, sizeof(why))) == -1) {
+			errno = ENOENT;
+			goto fail;
+		}
+	}
 	setsid();
 	stage = "set up descriptors";
 	/* Move the report pipe above 2 first so dup2 cannot clobber it. */
@@ -282,7 +314,7 @@ build_env(const struct req *r)
 
 	if (r->env != NULL)
 		n += (size_t)json_object_object_length(r->env);
-	if ((envp = calloc(n + 2, sizeof(*envp))) == NULL)
+	if ((envp = calloc(n + 3, sizeof(*envp))) == NULL)
 		return NULL;
 	if (asprintf(&e, "HOME=%s", opts.home) == -1)
 		goto fail;
@@ -310,10 +342,27 @@ build_env(const struct req *r)
 				i++;
 		}
 	}
+	if (r->broker_secret != NULL) {
+		size_t m, kl = strlen(BROKER_SOCKET_ENV);
+
+		/* Last, so a caller's variable of that name cannot hide it. */
+		for (m = 0; m < i; m++)
+			if (strncmp(envp[m], BROKER_SOCKET_ENV, kl) == 0 &&
+			    envp[m][kl] == '=')
+				break;
+		if ((e = strdup(BROKER_SOCKET_ENV "=" BROKER_SOCKET_PATH)) ==
+		    NULL)
+			goto fail;
+		if (m < i)
+			free(envp[m]);
+		envp[m] = e;
+		if (m == i)
+			i++;
+	}
 	envp[i] = NULL;
 	return envp;
 fail:
-	for (k = 0; k < n + 2; k++)
+	for (k = 0; k < n + 3; k++)
 		free(envp[k]);
 	free(envp);
 	return NULL;
@@ -388,6 +437,11 @@ job_start(struct job *j, const struct req *r)
 		    strerror(errno));
 		goto fail;
 	}
+	if (r->broker_secret != NULL && (j->broker = broker_start(j->id,
+	    j->cg, r->broker_secret, why, sizeof(why))) == NULL) {
+		job_error(j, "%s", why);
+		goto fail;
+	}
 	if ((envp = build_env(r)) == NULL) {
 		job_error(j, "out of memory");
 		goto fail;
@@ -399,7 +453,8 @@ job_start(struct job *j, const struct req *r)
 	}
 	if (pid == 0)
 		child(r, cgfd, dirfd, r->has_body ? inp[0] : nullfd, outp[1],
-		    errp[1], rep[1], envp);
+		    errp[1], rep[1], envp, j->broker != NULL ?
+		    broker_nsfd(j->broker) : -1);
 	j->pid = pid;
 	budget_start(&j->budget, r->timeout_ms * 1000000, now_ns(), frozen);
 	close_fd(&rep[1]);
@@ -431,6 +486,7 @@ job_start(struct job *j, const struct req *r)
 	goto out;
 fail:
 	j->state = JOB_FAILED;
+	job_broker_end(j);
 	budget_stop(&j->budget, now_ns());
 	log_info("job %s: failed to start: %s", j->id, j->error);
 out:
@@ -592,6 +648,7 @@ jobs_reaped(pid_t pid, int status)
 			;
 	if (j->state == JOB_RUNNING)
 		j->state = JOB_COMPLETED;
+	job_broker_end(j);
 	log_debug("job %s: exited, status 0x%x", j->id, status);
 	job_cleanup_cgroup(j);
 }
@@ -749,9 +806,11 @@ jobs_shutdown(void)
 	if (!have_cgroup)
 		return;
 	write_file(cgbase, "cgroup.freeze", "0");
-	for (i = 0; i < njobs; i++)
+	for (i = 0; i < njobs; i++) {
+		job_broker_end(jobs[i]);
 		if (jobs[i]->cg[0] != '\0')
 			write_file(jobs[i]->cg, "cgroup.kill", "1");
+	}
 	for (k = 0; k < 100; k++) {
 		int status;
 

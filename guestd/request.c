@@ -116,10 +116,20 @@ decode_args(struct req *r, char *err, size_t errlen)
 		    errlen) == -1 ||
 		    glink_json_int(r->root, "timeout_ms", 0, 0,
 		    INT64_MAX / 1000000, &r->timeout_ms, err, errlen) == -1 ||
+		    glink_json_str(r->root, "broker_secret", 0,
+		    BROKER_SECRET_HEX, &r->broker_secret, err, errlen) == -1 ||
 		    decode_env(r, err, errlen) == -1)
 			return -1;
 		if (r->command[0] == '\0') {
 			snprintf(err, errlen, "command is empty");
+			return -1;
+		}
+		if (r->broker_secret != NULL &&
+		    (strlen(r->broker_secret) != BROKER_SECRET_HEX ||
+		    strspn(r->broker_secret, "0123456789abcdef") !=
+		    BROKER_SECRET_HEX)) {
+			snprintf(err, errlen, "broker_secret must be %d "
+			    "lowercase hex digits", BROKER_SECRET_HEX);
 			return -1;
 		}
 		break;

@@ -18,6 +18,7 @@
 
 struct stream {
 	struct stream	*next;
+	const void	*owner;		/* adopted: its broker, else NULL */
 	uint32_t	 ch;
 	uint32_t	 port;
 	int		 fd;
@@ -104,6 +105,54 @@ streams_open(uint32_t ch, uint32_t port)
 	glink_chan_set_udata(gl, ch, s);
 }
 
+/*
+ * A connection made in the guest (the job broker pipe): the channel was
+ * already sent as ACCEPT, so the stream is open and fd is connected.
+ */
+int
+streams_adopt(uint32_t ch, int fd, const void *owner)
+{
+	struct stream *s;
+
+	if ((s = calloc(1, sizeof(*s))) == NULL ||
+	    (s->tx = malloc(TXBUF)) == NULL) {
+		free(s);
+		return -1;
+	}
+	s->ch = ch;
+	s->fd = fd;
+	s->owner = owner;
+	s->next = streams;
+	streams = s;
+	nstreams++;
+	glink_chan_set_udata(gl, ch, s);
+	return 0;
+}
+
+int
+streams_count_owner(const void *owner)
+{
+	struct stream *s;
+	int n = 0;
+
+	for (s = streams; s != NULL; s = s->next)
+		n += s->owner == owner;
+	return n;
+}
+
+/* The owner is going: its streams close towards the host too. */
+void
+streams_close_owner(const void *owner)
+{
+	struct stream *s, *next;
+
+	for (s = streams; s != NULL; s = next) {
+		next = s->next;
+		if (s->owner == owner)
+			stream_close(s);
+	}
+}
+
 static void
 stream_connected(struct stream *s)
 {
@@ -177,6 +226,14 @@ stream_io(int fd, short revents, void *arg)
 	} else if ((revents & POLLERR) && !(revents & POLLIN)) {
 		stream_close(s);
 		return;
+	} else if ((revents & POLLHUP) && s->sent_eof) {
+		/*
+		 * Both directions are gone.  A Unix socket says so apart from
+		 * a half-close, which is how a guest client that shut down
+		 * its write side can still read the broker's reply.
+		 */
+		stream_close(s);
+		return;
 	}
 	stream_maybe_done(s);
 }
@@ -235,7 +292,8 @@ streams_poll(void)
 			if (!s->sent_eof && glink_credit(gl, s->ch) > 0)
 				ev |= POLLIN;
 		}
-		if (ev != 0)
+		/* No interest still reports a hangup (POLLHUP). */
+		if (ev != 0 || s->owner != NULL)
 			loop_add(s->fd, ev, stream_io, s);
 	}
 }

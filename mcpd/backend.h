@@ -65,6 +65,14 @@ struct backend_ops {
 	struct backend_call *(*stream_open)(void *ctx, const char *vm_id,
 	    unsigned int port, const char *credential,
 	    const struct auth_identity *, backend_stream_cb done, void *arg);
+	/*
+	 * Attaches to job_id's broker pipe with its token, as stream_open;
+	 * NULL in a backend without broker pipes.
+	 */
+	struct backend_call *(*broker_open)(void *ctx, const char *vm_id,
+	    const char *job_id, const char *pipe_token,
+	    const char *credential, const struct auth_identity *,
+	    backend_stream_cb done, void *arg);
 };
 
 #endif

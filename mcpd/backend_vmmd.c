@@ -262,6 +262,35 @@ vmmd_stream_open(void *ctx, const char *vm_id, unsigned int port,
 	return c;
 }
 
+static struct backend_call *
+vmmd_broker_open(void *ctx, const char *vm_id, const char *job_id,
+    const char *pipe_token, const char *credential,
+    const struct auth_identity *id, backend_stream_cb done, void *arg)
+{
+	struct backend_call *c = call_new(NULL, NULL, done, arg);
+	struct json_object *body;
+	int rc;
+
+	if (vmmd.conn == NULL)
+		return call_unavailable(c);
+	body = json_object_new_object();
+	json_object_object_add(body, "credential",
+	    json_object_new_string(credential));
+	json_object_object_add(body, "vm_id", json_object_new_string(vm_id));
+	json_object_object_add(body, "job_id", json_object_new_string(job_id));
+	json_object_object_add(body, "pipe_token",
+	    json_object_new_string(pipe_token));
+	rc = ipc_request_id(vmmd.conn, IPC_VM_BROKER_OPEN, body, -1,
+	    VMMD_STREAM_TIMEOUT_MS, stream_reply, c, &c->id);
+	json_object_put(body);
+	if (rc == -1) {
+		c->id = 0;
+		return call_unavailable(c);
+	}
+	TAILQ_INSERT_TAIL(&vmmd.calls, c, entry);
+	return c;
+}
+
 static void
 vmmd_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
@@ -390,4 +419,5 @@ vmmd_start(void *ctx, struct event_base *base, const struct mcpd_config *cfg)
 
 const struct backend_ops vmmd_backend_ops = {
 	"vmmd", vmmd_start, vmmd_call, vmmd_cancel, vmmd_stream_open,
+	vmmd_broker_open,
 };

@@ -579,6 +579,9 @@ auth_done(enum auth_status st, const struct auth_identity *id, void *arg)
 	case ROUTE_STREAM:
 		stream_handle(hr);
 		break;
+	case ROUTE_BROKER:
+		broker_handle(hr);
+		break;
 	default:
 		http_reply_error(hr, "internal", "unroutable request");
 		break;
@@ -599,6 +602,7 @@ method_allowed(struct hreq *hr, const char **allow)
 		*allow = "POST";
 		return t == EVHTTP_REQ_POST;
 	case ROUTE_STREAM:
+	case ROUTE_BROKER:
 	case ROUTE_HEALTHZ:
 	case ROUTE_METRICS:
 		*allow = "GET";

@@ -78,6 +78,15 @@ route_parse(const char *target, struct route *r)
 		if ((n = segment(p, r->vm_id, sizeof(r->vm_id))) == 0)
 			goto none;
 		p += n;
+		if (strncmp(p, "/jobs/", 6) == 0) {
+			p += 6;
+			if ((n = segment(p, r->job_id, sizeof(r->job_id))) ==
+			    0 || strncmp(p + n, "/broker", 7) != 0 ||
+			    !at_end(p + n + 7))
+				goto none;
+			r->kind = ROUTE_BROKER;
+			return;
+		}
 		if (strncmp(p, "/streams/", 9) != 0)
 			goto none;
 		p += 9;
@@ -109,6 +118,8 @@ route_label(enum route_kind k)
 		return "tools";
 	case ROUTE_STREAM:
 		return "streams";
+	case ROUTE_BROKER:
+		return "broker";
 	case ROUTE_HEALTHZ:
 		return "healthz";
 	case ROUTE_METRICS:

@@ -18,6 +18,7 @@ enum route_kind {
 	ROUTE_STREAM,		/* /v1/vms/{vm_id}/streams/{port} */
 	ROUTE_HEALTHZ,		/* /healthz */
 	ROUTE_METRICS,		/* /metrics */
+	ROUTE_BROKER,		/* /v1/vms/{vm_id}/jobs/{job_id}/broker */
 };
 
 #define ROUTE_NAME_MAX	64
@@ -26,6 +27,7 @@ struct route {
 	enum route_kind	kind;
 	char		tool[ROUTE_NAME_MAX];
 	char		vm_id[ROUTE_NAME_MAX];
+	char		job_id[ROUTE_NAME_MAX];
 	uint16_t	port;
 };
 

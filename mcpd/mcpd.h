@@ -92,6 +92,8 @@ void	rest_handle(struct hreq *);
 
 /* stream.c */
 void	stream_handle(struct hreq *);
+/* GET /v1/vms/{vm_id}/jobs/{job_id}/broker: a stream of broker frames. */
+void	broker_handle(struct hreq *);
 /* Sets up what every stream shares (the rate limit): 0 or -1. */
 int	stream_init(const struct mcpd_config *);
 /* Ends every open stream at once (shutdown). */

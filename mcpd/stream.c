@@ -3,6 +3,8 @@
  * to a WebSocket, the backend hands over a connected stream fd, and this
  * relays bytes both ways with backpressure and half-close.  An empty binary
  * message is EOF for the guest; the guest closing ends with code 1000.
+ * A job broker pipe (GET /v1/vms/{vm_id}/jobs/{job_id}/broker) is the same
+ * relay with its frames checked on the way (broker.c) and no EOF.
  */
 #include <sys/socket.h>
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "broker.h"
 #include "log.h"
 #include "mcpd.h"
 #include "ws.h"
@@ -68,7 +71,9 @@ struct stream {
 	int			 close_sent;
 	int			 close_received;
 	uint16_t		 close_code;
-	char			 reason[64];
+	char			 reason[128];
+	struct broker_mux	*bm;		/* a broker pipe, else NULL */
+	char			 job_id[ROUTE_NAME_MAX];
 	/* Token buckets (bytes) for stream_rate, one per direction. */
 	int64_t			 tok_in;	/* client to guest */
 	int64_t			 tok_out;	/* guest to client */
@@ -86,6 +91,14 @@ struct stream {
 static TAILQ_HEAD(, stream) streams = TAILQ_HEAD_INITIALIZER(streams);
 
 static void	ws_read_cb(struct bufferevent *, void *);
+
+static void
+stream_discard(struct stream *st)
+{
+	broker_mux_free(st->bm);
+	free(st);
+}
+
 static void	guest_read_cb(struct bufferevent *, void *);
 
 static void
@@ -151,6 +164,16 @@ stream_finish(struct stream *st)
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	secs = (double)(now.tv_sec - st->opened.tv_sec) +
 	    (double)(now.tv_nsec - st->opened.tv_nsec) / 1e9;
+	/* Never the token, the route secret or the payload. */
+	if (st->bm != NULL)
+		log_info("broker pipe closed: workspace %s vm %s job %s: "
+		    "%.1f s, %llu bytes in, %llu bytes out, %llu connections, "
+		    "code %u (%s)", st->workspace, st->vm_id, st->job_id, secs,
+		    (unsigned long long)st->bytes_in,
+		    (unsigned long long)st->bytes_out,
+		    (unsigned long long)st->bm->opened, st->close_code,
+		    st->reason[0] != '\0' ? st->reason : "-");
+	else
 	log_info("stream closed: workspace %s vm %s port %u: %.1f s, "
 	    "%llu bytes in, %llu bytes out, code %u (%s)", st->workspace,
 	    st->vm_id, st->port, secs, (unsigned long long)st->bytes_in,
@@ -169,7 +192,7 @@ stream_finish(struct stream *st)
 		event_free(st->rate_ev);
 	/* Frees the client's bufferevent and evhttp's request with it. */
 	evhttp_connection_free(st->evcon);
-	free(st);
+	stream_discard(st);
 }
 
 static void
@@ -321,13 +344,24 @@ ws_read_cb(struct bufferevent *bev, void *arg)
 		case WS_EV_DATA:
 			if (st->close_sent || st->eof_sent || st->eof_pending)
 				break;	/* after EOF the guest reads nothing */
+			if (st->bm != NULL && ev.len > 0 &&
+			    broker_mux_from_controller(st->bm, ev.payload,
+			    ev.len) == -1) {
+				log_warnx("broker pipe: workspace %s vm %s job "
+				    "%s: %s", st->workspace, st->vm_id,
+				    st->job_id, st->bm->ctl.err);
+				evbuffer_drain(in, (size_t)r);
+				stream_close(st, WS_CLOSE_PROTOCOL,
+				    st->bm->ctl.err);
+				return;
+			}
 			if (ev.len > 0) {
 				bufferevent_write(st->guest, ev.payload,
 				    ev.len);
 				st->bytes_in += ev.len;
 				st->tok_in -= (int64_t)ev.len;
 			} else if (ev.fin && ev.msg_len == 0 &&
-			    ev.opcode == WS_OP_BINARY) {
+			    ev.opcode == WS_OP_BINARY && st->bm == NULL) {
 				if (evbuffer_get_length(bufferevent_get_output(
 				    st->guest)) == 0)
 					guest_send_eof(st);
@@ -436,6 +470,15 @@ guest_read_cb(struct bufferevent *bev, void *arg)
 		}
 		if (n > STREAM_CHUNK)
 			n = STREAM_CHUNK;
+		/* A broker pipe's conn_ids are learnt from what passes. */
+		if (st->bm != NULL && broker_mux_from_service(st->bm,
+		    evbuffer_pullup(in, (ssize_t)n), n) == -1) {
+			log_warnx("broker pipe: vm %s job %s: vmproxy sent "
+			    "bad frames: %s", st->vm_id, st->job_id,
+			    st->bm->svc.err);
+			stream_close(st, WS_CLOSE_INTERNAL, "broker pipe error");
+			return;
+		}
 		hlen = ws_frame_header(hdr, 1, WS_OP_BINARY, n);
 		evbuffer_add(out, hdr, hlen);
 		evbuffer_remove_buffer(in, out, n);
@@ -465,6 +508,11 @@ guest_event_cb(struct bufferevent *bev, short what, void *arg)
 		st->tok_out = INT64_MAX / 2;
 		st->throttled_out = 0;
 		guest_read_cb(bev, st);
+		/* vmproxy ends a pipe when its job is seen finished. */
+		if (st->bm != NULL) {
+			stream_close(st, WS_CLOSE_GOING_AWAY, "job finished");
+			return;
+		}
 		stream_close(st, WS_CLOSE_NORMAL, "");
 		snprintf(st->reason, sizeof(st->reason), "guest closed");
 	} else if (what & BEV_EVENT_ERROR) {
@@ -485,7 +533,7 @@ stream_upgrade(struct stream *st, int fd)
 	    accept) == -1) {
 		close(fd);
 		http_reply(hr, 499, NULL, NULL, 0);
-		free(st);
+		stream_discard(st);
 		return;
 	}
 	st->guest_fd = fd;
@@ -501,7 +549,7 @@ stream_upgrade(struct stream *st, int fd)
 		else
 			close(fd);
 		http_reply_error(hr, "unavailable", "out of memory");
-		free(st);
+		stream_discard(st);
 		return;
 	}
 	/* Take the connection over from evhttp; it never answers now. */
@@ -516,8 +564,12 @@ stream_upgrade(struct stream *st, int fd)
 	clock_gettime(CLOCK_MONOTONIC, &st->opened);
 	TAILQ_INSERT_TAIL(&streams, st, entry);
 	st->m->metrics.open_streams++;
-	log_info("stream opened: workspace %s vm %s port %u", st->workspace,
-	    st->vm_id, st->port);
+	if (st->bm != NULL)
+		log_info("broker pipe opened: workspace %s vm %s job %s",
+		    st->workspace, st->vm_id, st->job_id);
+	else
+		log_info("stream opened: workspace %s vm %s port %u",
+		    st->workspace, st->vm_id, st->port);
 
 	bufferevent_setcb(st->ws, ws_read_cb, ws_write_cb, ws_event_cb, st);
 	bufferevent_set_timeouts(st->ws, NULL, NULL);
@@ -576,7 +628,7 @@ stream_opened(int fd, const char *stream_id, const char *code,
 			stream_refuse_full(hr, message);
 		else
 			http_reply_error(hr, code, "%s", message);
-		free(st);
+		stream_discard(st);
 		return;
 	}
 	stream_upgrade(st, fd);
@@ -591,14 +643,13 @@ stream_gone(struct hreq *hr)
 		st->m->backend->cancel(st->m->backend_ctx, st->bc);
 	hr->on_gone = NULL;
 	http_reply(hr, 499, NULL, NULL, 0);
-	free(st);
+	stream_discard(st);
 }
 
-void
-stream_handle(struct hreq *hr)
+/* The upgrade request itself; 0, or -1 once answered. */
+static int
+upgrade_check(struct hreq *hr)
 {
-	struct mcpd *m = hr->m;
-	struct stream *st;
 	const char *why;
 	int status;
 
@@ -610,23 +661,25 @@ stream_handle(struct hreq *hr)
 		evhttp_add_header(http_out_headers(hr),
 		    "Sec-WebSocket-Version", "13");
 		http_reply_error(hr, "upgrade_required", "%s", why);
-		return;
+		return -1;
 	}
 	if (status != 0) {
 		http_reply_error(hr, "invalid_argument", "%s", why);
-		return;
+		return -1;
 	}
-	if (hr->route.port == 1023 || hr->route.port == 1024 ||
-	    hr->route.port == 0) {
-		http_reply_error(hr, "forbidden", "port %u is reserved",
-		    hr->route.port);
-		return;
-	}
+	return 0;
+}
+
+static struct stream *
+stream_new(struct hreq *hr)
+{
+	struct stream *st;
+
 	if ((st = calloc(1, sizeof(*st))) == NULL) {
 		http_reply_error(hr, "unavailable", "out of memory");
-		return;
+		return NULL;
 	}
-	st->m = m;
+	st->m = hr->m;
 	st->hr = hr;
 	st->guest_fd = -1;
 	st->port = hr->route.port;
@@ -638,6 +691,59 @@ stream_handle(struct hreq *hr)
 	st->expires_at = hr->id.expires_at;
 	hr->owner = st;
 	hr->on_gone = stream_gone;
+	return st;
+}
+
+void
+broker_handle(struct hreq *hr)
+{
+	struct mcpd *m = hr->m;
+	const char *token = http_in_header(hr, "X-Broker-Pipe");
+	struct stream *st;
+
+	if (upgrade_check(hr) == -1)
+		return;
+	/* Stricter than a stream: no browser page may hold a pipe. */
+	if (http_in_header(hr, "Origin") != NULL) {
+		http_reply_error(hr, "forbidden", "a broker pipe refuses "
+		    "requests with an Origin");
+		return;
+	}
+	/* One answer for every miss, as vmmd gives. */
+	if (!broker_token_valid(token) || m->backend->broker_open == NULL) {
+		http_reply_error(hr, "not_found", "there is no such broker "
+		    "pipe");
+		return;
+	}
+	if ((st = stream_new(hr)) == NULL)
+		return;
+	if ((st->bm = broker_mux_new()) == NULL) {
+		hr->on_gone = NULL;
+		stream_discard(st);
+		http_reply_error(hr, "unavailable", "out of memory");
+		return;
+	}
+	snprintf(st->job_id, sizeof(st->job_id), "%s", hr->route.job_id);
+	st->bc = m->backend->broker_open(m->backend_ctx, st->vm_id,
+	    st->job_id, token, hr->token, &hr->id, stream_opened, st);
+}
+
+void
+stream_handle(struct hreq *hr)
+{
+	struct mcpd *m = hr->m;
+	struct stream *st;
+
+	if (upgrade_check(hr) == -1)
+		return;
+	if (hr->route.port == 1023 || hr->route.port == 1024 ||
+	    hr->route.port == 0) {
+		http_reply_error(hr, "forbidden", "port %u is reserved",
+		    hr->route.port);
+		return;
+	}
+	if ((st = stream_new(hr)) == NULL)
+		return;
 	st->bc = m->backend->stream_open(m->backend_ctx, st->vm_id, st->port,
 	    hr->token, &hr->id, stream_opened, st);
 }

@@ -50,6 +50,14 @@
  *              once each side has both sent and received CLOSE.
  *   WINDOW (9) Payload: u32 credit increment (>= 1).  The receiver of data
  *              grants more credit as it consumes bytes.
+ *   ACCEPT (10) guest -> host, empty: a connection made inside the guest
+ *              (the job broker pipe, guestd/broker.c).  Its channel id has
+ *              GLINK_GUEST_CHAN set, so the two sides never pick the same
+ *              id; at most GLINK_MAX_ACCEPTED such channels are open at
+ *              once.  The channel is open at once, with the initial credit
+ *              both ways and no OPEN_OK; the host refuses it with CLOSE.
+ *              Its first bytes are the broker preamble (BROKER_PREAMBLE_MAX
+ *              bytes at most): "<job_id> <64 hex route secret>\n".
  *   Every channel starts with GLINK_INITIAL_WINDOW credit in each direction
  *   (from OPEN_OK on); total credit may never exceed GLINK_MAX_WINDOW.
  *   Because a sender can never have more than its credit in flight, a bulk
@@ -84,9 +92,12 @@
  *   exec        {"job_id": str [A-Za-z0-9_-]{1,64}, "command": str,
  *                "cwd"?: str (relative to /workspace, default ""),
  *                "env"?: {NAME: str, ...} (at most 128),
- *                "timeout_ms"?: int (0 or absent: none)}
+ *                "timeout_ms"?: int (0 or absent: none),
+ *                "broker_secret"?: str (64 lowercase hex: give this job a
+ *                broker pipe whose relay writes it in each preamble)}
  *               + optional body: stdin bytes (else stdin is /dev/null)
- *               -> job status (below).  The host picks job_id, so an exec
+ *               -> job status (below), plus "broker_pipe": true when the
+ *               job's broker listener is up.  The host picks job_id, so an exec
  *               whose reply was lost can be looked up after a reconnect.
  *               At most GUEST_MAX_RUNNING running and GUEST_MAX_JOBS kept
  *               (limit_exceeded); a bad cwd gives state "failed" + "error";
@@ -144,7 +155,9 @@
 #define GLINK_MAX_BODY		(256u * 1024)
 #define GLINK_INITIAL_WINDOW	(256u * 1024)
 #define GLINK_MAX_WINDOW	(16u * 1024 * 1024)
-#define GLINK_MAX_CHANNELS	256
+#define GLINK_MAX_CHANNELS	256	/* opened by the host */
+#define GLINK_MAX_ACCEPTED	128	/* opened by the guest (ACCEPT) */
+#define GLINK_GUEST_CHAN	0x80000000u
 #define GLINK_JSON_DEPTH	8
 #define GLINK_OPEN_FAIL_MAX	256
 
@@ -158,6 +171,7 @@ enum glink_type {
 	GLINK_EOF = 7,
 	GLINK_CLOSE = 8,
 	GLINK_WINDOW = 9,
+	GLINK_ACCEPT = 10,
 };
 
 #define GLINK_F_BODY		0x01	/* CTRL: BODY frames follow */
@@ -175,5 +189,14 @@ enum glink_type {
 #define GUEST_VIRTIO_PORT	"org.mcpvm.link.0"
 #define GUEST_UID		1000
 #define GUEST_GID		1000
+
+/* The job broker pipe (guestd/broker.c, vmmd/vmproxy_broker.c). */
+#define BROKER_SOCKET_DIR	"/run/mcpvm-broker"
+#define BROKER_SOCKET_PATH	"/run/mcpvm-broker/broker.sock"
+#define BROKER_SOCKET_ENV	"MCPVM_BROKER_SOCKET"
+#define BROKER_RELAY_UID	65534
+#define BROKER_SECRET_HEX	64
+#define BROKER_PREAMBLE_MAX	(GUEST_JOB_ID_MAX + 1 + BROKER_SECRET_HEX + 1)
+#define BROKER_MAX_GUEST_CONNS	32	/* per job, in the guest */
 
 #endif

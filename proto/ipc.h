@@ -92,6 +92,10 @@ enum ipc_type {
 	/* {} -> {"vms":{"running":n,…}} for /metrics */
 	IPC_VM_STATS = 308,
 	IPC_VM_STATS_RESULT = 309,
+	/* {"credential","vm_id","job_id","pipe_token"} -> IPC_VM_STREAM_OPEN_
+	 * RESULT {"stream_id","vm_id","port":0,"workspace"} + the broker
+	 * pipe's fd, closed later like a stream by IPC_VM_STREAM_CLOSE */
+	IPC_VM_BROKER_OPEN = 310,
 
 	/* 400-499: vmctl -> vmmd; every reply is IPC_VMCTL_RESULT
 	 * {"result":{…}} or IPC_ERROR */
@@ -142,7 +146,8 @@ enum ipc_type {
 	IPC_PROXY_STREAM_OPEN_RESULT = 604,	/* {"channel":n} + fd */
 	/* vmproxy -> vmmd: {"event":"hello","boot_id","jobs"} | {"event":
 	 * "link_down"} | {"event":"guest_error","message"} | {"event":"qmp",
-	 * "name"} | {"event":"qmp_lost","message"} */
+	 * "name"} | {"event":"qmp_lost","message"} |
+	 * {"event":"streams","open":n,"pipes"?:n} */
 	IPC_PROXY_EVENT = 605,
 	/*
 	 * vmmd -> vmproxy, which alone speaks QMP to QEMU (vmmd/vmqmp.h):
@@ -151,6 +156,18 @@ enum ipc_type {
 	 */
 	IPC_PROXY_QMP = 606,
 	IPC_PROXY_QMP_RESULT = 607,
+	/* vmmd -> vmproxy, no reply: {"job_id","secret":<64 hex>} routes
+	 * guest connections with that preamble to the job's broker pipe;
+	 * {"job_id","remove":true} ends the pipe */
+	IPC_PROXY_BROKER_ROUTE = 608,
+	/* {"job_id"} -> IPC_PROXY_BROKER_ATTACH_RESULT {"job_id"} + the
+	 * controller's end of the pipe (brokermux.h frames), or IPC_ERROR */
+	IPC_PROXY_BROKER_ATTACH = 609,
+	IPC_PROXY_BROKER_ATTACH_RESULT = 610,
+	/* vmmd -> vmproxy, no reply, first after it starts: the [vmmd]
+	 * broker_* limits {"max_attached","max_connections","max_waiting",
+	 * "buffer_bytes","stall_seconds","max_pending","preamble_seconds"} */
+	IPC_PROXY_BROKER_LIMITS = 611,
 
 	/* Test-only types, never in a daemon's policy table. */
 	IPC_TEST_BASE = 900,

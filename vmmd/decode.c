@@ -74,6 +74,8 @@ decode_mcpd(uint32_t type, struct json_object *body, struct mcpd_msg *m,
 	static const char *const stream_keys[] = { "credential", "vm_id",
 	    "port", NULL };
 	static const char *const cancel_keys[] = { "id", NULL };
+	static const char *const broker_keys[] = { "credential", "vm_id",
+	    "job_id", "pipe_token", NULL };
 	struct jsonx_err jerr;
 	enum decode_verdict v;
 	const char *extra = NULL;
@@ -131,6 +133,30 @@ decode_mcpd(uint32_t type, struct json_object *body, struct mcpd_msg *m,
 			return verdict(e, DECODE_REFUSE, "invalid_argument",
 			    "%s", jerr.msg);
 		m->port = (int)n;
+		return DECODE_OK;
+	case IPC_VM_BROKER_OPEN:
+		if ((v = decode_credential(body, &m->credential, e)) !=
+		    DECODE_OK)
+			return v;
+		if (!only_members(body, broker_keys, &extra))
+			return verdict(e, DECODE_REFUSE, "invalid_argument",
+			    "broker_open takes vm_id, job_id and pipe_token, "
+			    "not '%.64s'", extra);
+		if (jsonx_get_string(body, "vm_id", 1, &m->vm_id, &jerr) != 1 ||
+		    jsonx_get_string(body, "job_id", 1, &m->job_id,
+		    &jerr) != 1 ||
+		    jsonx_get_string(body, "pipe_token", 1, &m->pipe_token,
+		    &jerr) != 1)
+			return verdict(e, DECODE_REFUSE, "invalid_argument",
+			    "%s", jerr.msg);
+		/* A token of the wrong shape matches no pipe: not found. */
+		if (strlen(m->pipe_token) < 43 || strlen(m->pipe_token) > 128 ||
+		    strspn(m->pipe_token, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefgh"
+		    "ijklmnopqrstuvwxyz0123456789_-") != strlen(m->pipe_token) ||
+		    strlen(m->job_id) < 1 || strlen(m->job_id) > 64 ||
+		    strlen(m->vm_id) < 1 || strlen(m->vm_id) > 64)
+			return verdict(e, DECODE_REFUSE, "not_found",
+			    "there is no such broker pipe");
 		return DECODE_OK;
 	}
 	return verdict(e, DECODE_BAD, NULL, "message type %u is not mcpd's",
@@ -206,10 +232,10 @@ decode_proxy_event(struct json_object *body, int max_streams,
 {
 	static const char *const names[] = { "hello", "link_down", "streams",
 	    "guest_error", "qmp", "qmp_lost", NULL };
-	static const char *const keys[][3] = {
+	static const char *const keys[][4] = {
 		{ "event", "guest", NULL },		/* hello */
 		{ "event", NULL, NULL },		/* link_down */
-		{ "event", "open", NULL },		/* streams */
+		{ "event", "open", "pipes", NULL },	/* streams */
 		{ "event", "message", NULL },		/* guest_error */
 		{ "event", "name", NULL },		/* qmp */
 		{ "event", "message", NULL },		/* qmp_lost */
@@ -241,6 +267,11 @@ decode_proxy_event(struct json_object *body, int max_streams,
 		    &jerr) != 1)
 			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
 		ev->open = (int)n;
+		n = 0;
+		if (jsonx_get_int64(body, "pipes", 0, 0, DECODE_MAX_PIPES, &n,
+		    &jerr) == -1)
+			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		ev->pipes = (int)n;
 		break;
 	case PROXY_EV_GUEST_ERROR:
 		if (jsonx_get_string(body, "message", 0, &s, &jerr) == -1)

@@ -20,6 +20,7 @@
 #include "vmqmp.h"
 
 #define DECODE_CREDENTIAL_MAX	512
+#define DECODE_MAX_PIPES	64	/* max_broker_pipes_per_vm's maximum */
 
 enum decode_verdict {
 	DECODE_OK,
@@ -39,7 +40,9 @@ struct mcpd_msg {
 	const char		*tool;		/* TOOL: a tool of tools.json */
 	struct json_object	*args;		/* TOOL: an object, borrowed */
 	int			 progress;	/* TOOL */
-	const char		*vm_id;		/* STREAM_OPEN */
+	const char		*vm_id;		/* STREAM_OPEN, BROKER_OPEN */
+	const char		*job_id;	/* BROKER_OPEN */
+	const char		*pipe_token;	/* BROKER_OPEN */
 	int			 port;		/* STREAM_OPEN: 1..65535 */
 };
 
@@ -70,6 +73,8 @@ enum proxy_event_kind {
 struct proxy_event {
 	enum proxy_event_kind	 kind;
 	int			 open;		/* STREAMS: 0..max_streams */
+	int			 pipes;		/* STREAMS: attached broker
+						 * pipes, 0..DECODE_MAX_PIPES */
 	struct json_object	*guest;		/* HELLO: an object or NULL */
 	enum vmq_event		 qmp_event;	/* QMP */
 	const char		*message;	/* QMP_LOST: vmq_clean */

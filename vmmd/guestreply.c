@@ -77,7 +77,7 @@ job_status_from_guest(struct json_object *r, const char *want, char *err,
 	struct json_object *o;
 	const char *job_id, *state, *error = NULL;
 	int64_t exit_code = -1, sig = -1, out_b, err_b, run_ms = 0;
-	int truncated, timed_out, streams_open = 0, i;
+	int truncated, timed_out, streams_open = 0, broker = 0, i;
 
 	if (glink_json_str(r, "job_id", 1, GUEST_JOB_ID_MAX, &job_id, err,
 	    errlen) != 1 ||
@@ -95,7 +95,8 @@ job_status_from_guest(struct json_object *r, const char *want, char *err,
 	    glink_json_bool(r, "streams_open", 0, &streams_open, err,
 	    errlen) < 0 ||
 	    glink_json_int(r, "run_ms", 0, 0, INT64_MAX, &run_ms, err,
-	    errlen) < 0)
+	    errlen) < 0 ||
+	    glink_json_bool(r, "broker_pipe", 0, &broker, err, errlen) < 0)
 		return NULL;
 	if (!job_id_ok(job_id)) {
 		snprintf(err, errlen, "a job id that is no job id");
@@ -143,6 +144,10 @@ job_status_from_guest(struct json_object *r, const char *want, char *err,
 	json_object_object_add(o, "streams_open",
 	    json_object_new_boolean(streams_open));
 	json_object_object_add(o, "run_ms", json_object_new_int64(run_ms));
+	/* The job's broker listener is up (exec with broker_secret). */
+	if (broker)
+		json_object_object_add(o, "broker_pipe",
+		    json_object_new_boolean(1));
 	if (error != NULL)
 		json_object_object_add(o, "error",
 		    json_object_new_string(error));

@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "backend.h"
+#include "broker.h"
 #include "decode.h"
 #include "ipc.h"
 #include "log.h"
@@ -173,7 +174,8 @@ proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 			    json_object_is_type(v, json_type_string))
 				msg = json_object_get_string(v);
 		}
-	} else if (m->type == IPC_PROXY_STREAM_OPEN_RESULT) {
+	} else if (m->type == IPC_PROXY_STREAM_OPEN_RESULT ||
+	    m->type == IPC_PROXY_BROKER_ATTACH_RESULT) {
 		/* {"channel": n} itself, with the stream's descriptor. */
 		res = json_object_get(m->body);
 		fd = m->fd;
@@ -247,6 +249,48 @@ proxy_stream_open(struct vm *vm, int port, proxy_cb cb, void *arg)
 	return rc;
 }
 
+void
+proxy_broker_route(struct vm *vm, struct json_object *body)
+{
+	if (vm->proxy != NULL && vm->proxy->conn != NULL)
+		ipc_send(vm->proxy->conn, IPC_PROXY_BROKER_ROUTE, 0, body, -1);
+}
+
+void
+proxy_broker_limits(struct vm *vm, struct json_object *body)
+{
+	if (vm->proxy != NULL && vm->proxy->conn != NULL)
+		ipc_send(vm->proxy->conn, IPC_PROXY_BROKER_LIMITS, 0, body, -1);
+}
+
+int
+proxy_broker_attach(struct vm *vm, const char *job_id, proxy_cb cb,
+    void *arg)
+{
+	struct json_object *body;
+	struct pcall *pc;
+	int rc;
+
+	if (vm->proxy == NULL || vm->proxy->conn == NULL) {
+		errno = ENOTCONN;
+		return -1;
+	}
+	if ((pc = calloc(1, sizeof(*pc))) == NULL)
+		fatal("calloc");
+	pc->p = vm->proxy;
+	pc->vm = vm;
+	pc->cb = cb;
+	pc->arg = arg;
+	body = json_object_new_object();
+	json_object_object_add(body, "job_id", json_object_new_string(job_id));
+	rc = ipc_request_want(vm->proxy->conn, IPC_PROXY_BROKER_ATTACH, body,
+	    -1, 10000, IPC_PROXY_BROKER_ATTACH_RESULT, proxy_reply, pc);
+	json_object_put(body);
+	if (rc == -1)
+		free(pc);
+	return rc;
+}
+
 static void
 proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
@@ -282,6 +326,7 @@ proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		proxy_mon_lost(p->vm, ev.message);
 		break;
 	case PROXY_EV_STREAMS:
+		broker_pipes_count(p->vm, ev.pipes);
 		vm_streams_count(p->vm, ev.open);
 		break;
 	case PROXY_EV_HELLO:
@@ -309,6 +354,7 @@ static const struct ipc_rule proxy_rules[] = {
 	{ IPC_PROXY_RESULT, 0 },
 	{ IPC_PROXY_QMP_RESULT, 0 },
 	{ IPC_PROXY_STREAM_OPEN_RESULT, IPC_RULE_FD },
+	{ IPC_PROXY_BROKER_ATTACH_RESULT, IPC_RULE_FD },
 	{ IPC_PROXY_EVENT, 0 },
 	{ IPC_ERROR, 0 },
 };

@@ -25,6 +25,7 @@
 #include "schema.h"
 #include "netclient.h"
 #include "vmmd.h"
+#include "broker.h"
 
 #define GUEST_CALL_MS	60000
 /* vm_exec's wait_seconds: how often the guest is asked whether the job is
@@ -268,6 +269,7 @@ job_remember(struct vm *vm, struct json_object *st)
 		exit_code = json_object_get_int(v);
 	store_job_update(env->store, vm->rec.id, job_id, state, exit_code,
 	    strcmp(state, "running") == 0 ? 0 : wall_ms());
+	broker_job_seen(vm, job_id, state);
 }
 
 /* vm_job_status's shape, from a guest status and the stored times. */
@@ -489,10 +491,10 @@ exec_started(struct vm *vm, struct json_object *res, const char *code,
 		 * or the VM went): the guest may have started it. */
 		if (strcmp(code, "unavailable") == 0)
 			req->uncertain = 1;
+		broker_exec_result(vm, req, NULL, NULL);
 		reply_vm_error(req, code, msg);
 		return;
 	}
-	job_remember(vm, res);
 	memset(&j, 0, sizeof(j));
 	v = json_object_object_get(res, "job_id");
 	store_job_get(env->store, vm->rec.id, json_object_get_string(v), &j);
@@ -505,6 +507,9 @@ exec_started(struct vm *vm, struct json_object *res, const char *code,
 	json_object_object_add(out, "state", json_object_get(
 	    json_object_object_get(res, "state")));
 	json_object_object_add(out, "started_at", json_object_new_string(when));
+	broker_exec_result(vm, req, res, out);
+	/* Only now: a job seen finished takes its pipe with it. */
+	job_remember(vm, res);
 	if (exec_wait_start(req, out, json_object_get_string(v)) == 0)
 		return;
 	request_reply(req, out);
@@ -548,8 +553,12 @@ exec_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 		    json_object_get(v));
 	json_object_object_add(call, "timeout_ms", json_object_new_int64(
 	    arg_int(req, "timeout_seconds", 600) * 1000));
-	if (proxy_call(vm, call, GUEST_CALL_MS, exec_started, req) == -1)
+	broker_exec_prepare(vm, req, job_id, call);
+	if (proxy_call(vm, call, GUEST_CALL_MS, exec_started, req) == -1) {
+		broker_exec_result(vm, req, NULL, NULL);
 		request_error(req, "unavailable", "the guest link is down");
+	}
+	broker_exec_wipe(call);
 	json_object_put(call);
 }
 
@@ -733,6 +742,11 @@ tool_vm_suspend(struct request *req)
 			request_error(req, "busy", "%d stream(s) are open; "
 			    "pass force=true to close them",
 			    vm->open_streams);
+			return;
+		}
+		if (broker_has_pipes(vm)) {
+			request_error(req, "busy", "a job broker pipe is "
+			    "attached; pass force=true to close it");
 			return;
 		}
 		if (vm->guest_up && !vm->busy) {
@@ -977,8 +991,11 @@ receipt_check(struct request *req)
 	 * retry that waits differently is the same job. */
 	dargs = json_object_new_object();
 	json_object_object_foreach(req->args, key, val)
+		/* Nor is the broker token: a retry keeps the first one, and
+		 * the receipt never holds anything derived from it. */
 		if (strcmp(req->tool, "vm_exec") != 0 ||
-		    strcmp(key, "wait_seconds") != 0)
+		    (strcmp(key, "wait_seconds") != 0 &&
+		    strcmp(key, "broker_pipe_token") != 0))
 			json_object_object_add(dargs, key, json_object_get(val));
 	r = receipt_digest(dargs, digest);
 	json_object_put(dargs);
@@ -1053,6 +1070,7 @@ tools_dispatch(struct request *req)
 		{ "vm_resume", tool_vm_resume },
 		{ "vm_destroy", tool_vm_destroy },
 		{ "stream_open", tool_stream_open },
+		{ "broker_open", broker_open },
 		{ "stats", tool_stats },
 	};
 	const struct tool *t = tools_find(req->tool);

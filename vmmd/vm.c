@@ -27,6 +27,7 @@
 #include "schema.h"
 #include "netclient.h"
 #include "vmmd.h"
+#include "broker.h"
 #include "worker.h"
 
 #define CHECKPOINT	"checkpoint.bin"
@@ -146,7 +147,8 @@ vm_streams_count(struct vm *vm, int open)
 	struct vm_stream *s;
 
 	vm->open_streams = open;
-	if (open > 0)
+	/* Attached broker pipes keep their names too. */
+	if (open > 0 || broker_has_pipes(vm))
 		return;
 	while ((s = TAILQ_FIRST(&vm->streams)) != NULL) {
 		TAILQ_REMOVE(&vm->streams, s, entry);
@@ -183,6 +185,7 @@ static void
 vm_free(struct vm *vm)
 {
 	vm_console_close(vm);
+	broker_vm_free(vm);
 	vm_streams_count(vm, 0);
 	if (vm->boot_timer != NULL)
 		event_free(vm->boot_timer);
@@ -853,6 +856,8 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 		close(qlog[1]);
 		return -1;
 	}
+	/* The broker pipes' limits and routes, before any job can run. */
+	broker_proxy_up(vm);
 	if (tap_fd != -1) {
 		spec.tap_fd = tap_fd;
 		spec.mac = mac;
@@ -1511,7 +1516,8 @@ idle_tick_cb(int fd, short ev, void *arg)
 
 		if (vm->busy || vm->rec.state != VM_RUNNING ||
 		    !vm->guest_up || vm->rec.idle_seconds == 0 ||
-		    vm->open_streams > 0 || vm->op_step == 9 ||
+		    vm->open_streams > 0 || broker_has_pipes(vm) ||
+		    vm->op_step == 9 ||
 		    now - vm->last_active < vm->rec.idle_seconds)
 			continue;
 		call = json_object_new_object();

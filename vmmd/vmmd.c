@@ -42,6 +42,7 @@
 #include "store.h"
 #include "netclient.h"
 #include "vmmd.h"
+#include "broker.h"
 #include "worker.h"
 
 
@@ -418,6 +419,16 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		json_object_object_add(req->args, "port",
 		    json_object_new_int(mm.port));
 		break;
+	case IPC_VM_BROKER_OPEN:
+		snprintf(req->tool, sizeof(req->tool), "broker_open");
+		req->args = json_object_new_object();
+		json_object_object_add(req->args, "vm_id",
+		    json_object_new_string(mm.vm_id));
+		json_object_object_add(req->args, "job_id",
+		    json_object_new_string(mm.job_id));
+		json_object_object_add(req->args, "pipe_token",
+		    json_object_new_string(mm.pipe_token));
+		break;
 	default:	/* IPC_VM_TOOL */
 		snprintf(req->tool, sizeof(req->tool), "%s", mm.tool);
 		req->args = json_object_get(mm.args);
@@ -467,6 +478,7 @@ static const struct ipc_rule mcpd_rules[] = {
 	{ IPC_VM_CANCEL, 0 },
 	{ IPC_VM_STREAM_OPEN, 0 },
 	{ IPC_VM_STATS, 0 },
+	{ IPC_VM_BROKER_OPEN, 0 },
 };
 static const struct ipc_policy mcpd_policy = {
 	"mcpd", mcpd_rules, sizeof(mcpd_rules) / sizeof(mcpd_rules[0])
@@ -789,6 +801,7 @@ main(int argc, char *argv[])
 	/* Before serving: what a crash left behind is settled first. */
 	store_receipts_mark_uncertain(env->store);
 	vm_init_all();
+	broker_init();
 
 	env->srv_mcpd = ipc_server_new(env->base, env->conf.vmmd.socket,
 	    0666, "vmmd", accept_mcpd, &mcpd_handlers, NULL);

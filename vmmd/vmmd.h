@@ -84,6 +84,7 @@ struct vm_waiter {
 };
 
 struct proxy;
+struct broker_vm;
 
 /* A stream handed to mcpd: closed by name when the VM suspends or goes. */
 struct vm_stream {
@@ -131,6 +132,7 @@ struct vm {
 	struct json_object	*listed;
 	enum vm_state		 listed_state;
 	TAILQ_HEAD(, vm_stream)	 streams;	/* handed out, maybe closed */
+	struct broker_vm	*broker;	/* job broker pipes, or NULL */
 	struct event		*idle_timer;
 	struct event		*boot_timer;
 	TAILQ_HEAD(, vm_waiter)	 ready_waiters;	/* want it running */
@@ -219,6 +221,10 @@ typedef void (*proxy_cb)(struct vm *, struct json_object *result,
 int	proxy_call(struct vm *, struct json_object *call, int timeout_ms,
 	    proxy_cb, void *);
 int	proxy_stream_open(struct vm *, int port, proxy_cb, void *);
+/* The job broker pipe (broker.c): a route (no reply), an attachment. */
+void	proxy_broker_route(struct vm *, struct json_object *);
+void	proxy_broker_limits(struct vm *, struct json_object *);
+int	proxy_broker_attach(struct vm *, const char *job_id, proxy_cb, void *);
 
 /* tools.c */
 void	tools_dispatch(struct request *);

@@ -42,6 +42,7 @@
 #include "utf8.h"
 #include "vmproxy_decode.h"
 #include "vmproxy_qmp.h"
+#include "vmproxy_broker.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define VMPROXY_SANITIZED 1
@@ -386,6 +387,9 @@ link_frame_cb(struct glink *g, const struct glink_frame *f, void *arg)
 {
 	if (f->type == GLINK_CTRL)
 		return on_ctrl(f);
+	/* Connections made in the guest: the job broker pipe. */
+	if (f->channel & GLINK_GUEST_CHAN)
+		return vpb_link_frame(f);
 	return on_stream_frame(f);
 }
 
@@ -422,6 +426,7 @@ link_readcb(int fd, short ev, void *arg)
 		return;
 	}
 	streams_resume();
+	vpb_resume();
 	link_want_write();
 }
 
@@ -543,6 +548,7 @@ link_drop(const char *why, int guest_fault)
 		px.link_fd = -1;
 	}
 	glink_reset(px.g);
+	vpb_link_reset();
 	while ((s = TAILQ_FIRST(&px.streams)) != NULL) {
 		if (!s->open)
 			ipc_reply_error(px.vmmd, s->ipc_id, "unavailable",
@@ -576,13 +582,25 @@ link_drop(const char *why, int guest_fault)
 static void
 streams_report(void)
 {
+	struct json_object *body;
 	struct pstream *s;
 	int n = 0;
+
+	if (px.vmmd == NULL)
+		return;
 
 	TAILQ_FOREACH(s, &px.streams, entry)
 		if (s->open)
 			n++;
-	send_event("streams", "open", json_object_new_int(n));
+	body = json_object_new_object();
+	json_object_object_add(body, "event",
+	    json_object_new_string("streams"));
+	json_object_object_add(body, "open", json_object_new_int(n));
+	/* Attached broker pipes are activity too. */
+	if ((n = vpb_attached()) > 0)
+		json_object_object_add(body, "pipes", json_object_new_int(n));
+	ipc_send(px.vmmd, IPC_PROXY_EVENT, 0, body, -1);
+	json_object_put(body);
 }
 
 static void
@@ -734,6 +752,26 @@ qmp_request(struct ipc_msg *msg, struct vmmd_msg *m)
 	vmproxy_qmp_request(px.vmmd, msg, m->qmp_op, m->qmp_timeout_ms);
 }
 
+/* The broker's members were checked (vmproxy_decode_broker_*); vpb_*
+ * reads their values. */
+static void
+broker_route(struct ipc_msg *msg, struct vmmd_msg *m)
+{
+	vpb_route(px.vmmd, msg->id, msg->body);
+}
+
+static void
+broker_attach(struct ipc_msg *msg, struct vmmd_msg *m)
+{
+	vpb_attach(px.vmmd, msg->id, msg->body);
+}
+
+static void
+broker_limits(struct ipc_msg *msg, struct vmmd_msg *m)
+{
+	vpb_limits(px.vmmd, msg->id, msg->body);
+}
+
 /*
  * Everything vmmd may send, one line each: the message type, its rule
  * flags for ipc's policy, its decoder and its handler.  No handler sees
@@ -750,6 +788,13 @@ static const struct {
 	{ IPC_PROXY_STREAM_OPEN, 0, vmproxy_decode_stream_open, stream_open },
 	/* getfd's checkpoint is the one descriptor vmmd sends. */
 	{ IPC_PROXY_QMP, IPC_RULE_FD, vmproxy_decode_qmp, qmp_request },
+	/* The job broker pipe (vmproxy_broker.c). */
+	{ IPC_PROXY_BROKER_ROUTE, 0, vmproxy_decode_broker_route,
+	    broker_route },
+	{ IPC_PROXY_BROKER_ATTACH, 0, vmproxy_decode_broker_attach,
+	    broker_attach },
+	{ IPC_PROXY_BROKER_LIMITS, 0, vmproxy_decode_broker_limits,
+	    broker_limits },
 };
 #define NVMMD_MSGS	(sizeof(vmmd_msgs) / sizeof(vmmd_msgs[0]))
 
@@ -933,6 +978,12 @@ main(int argc, char *argv[])
 	if (qlog_fd != -1 && (qlog = console_new(px.base, qlog_fd, qlog_file,
 	    (size_t)qlog_max)) == NULL)
 		fatal("qemu log");
+	{
+		struct vpb_hooks h = { px.base, px.g, px.vm_id,
+		    link_want_write, streams_report };
+
+		vpb_init(&h);
+	}
 	px.retry = evtimer_new(px.base, retry_cb, NULL);
 	px.hello_wait = evtimer_new(px.base, hello_wait_cb, NULL);
 	for (size_t i = 0; i < NVMMD_MSGS; i++) {

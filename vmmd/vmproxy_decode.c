@@ -52,6 +52,8 @@ static const struct member ops_members[GOP_COUNT][8] = {
 		{ "stdin_base64", MK_STR, 0, B64_CHARS(GLINK_MAX_BODY),
 		    MF_HOST },
 		{ "timeout_ms", MK_INT, 1, MS_DAY, 0 },
+		/* The job broker pipe's route secret, for the guest. */
+		{ "broker_secret", MK_STR, BROKER_SECRET_HEX, BROKER_SECRET_HEX, 0 },
 	},
 	[GOP_JOB_STATUS] = { M_JOB_ID },
 	[GOP_JOBS] = { { NULL } },
@@ -393,4 +395,82 @@ vmproxy_decode_qmp(struct json_object *body, struct vmmd_msg *m,
 	m->qmp_op = op;
 	m->qmp_timeout_ms = json_object_get_int64(v);
 	return DECODE_OK;
+}
+
+/*
+ * The broker's three messages: an object of exactly its members, each of
+ * its type.  vmproxy_broker.c then reads the values and bounds them.
+ */
+static enum decode_verdict
+members_of(const char *what, struct json_object *body,
+    const char *const *names, const enum json_type *types,
+    const int *required, struct decode_err *e)
+{
+	struct json_object *v;
+	size_t i;
+
+	if (body == NULL || !json_object_is_type(body, json_type_object))
+		return verdict(e, DECODE_BAD, NULL, "%s is no object", what);
+	json_object_object_foreach(body, k, val) {
+		for (i = 0; names[i] != NULL; i++)
+			if (strcmp(names[i], k) == 0)
+				break;
+		if (names[i] == NULL)
+			return verdict(e, DECODE_BAD, NULL, "%s: unknown member "
+			    "'%.64s'", what, k);
+		if (!json_object_is_type(val, types[i]))
+			return verdict(e, DECODE_BAD, NULL, "%s: %s has the "
+			    "wrong type", what, k);
+	}
+	for (i = 0; names[i] != NULL; i++)
+		if (required[i] && !json_object_object_get_ex(body, names[i],
+		    &v))
+			return verdict(e, DECODE_BAD, NULL, "%s: %s is missing",
+			    what, names[i]);
+	return DECODE_OK;
+}
+
+enum decode_verdict
+vmproxy_decode_broker_route(struct json_object *body, struct vmmd_msg *m,
+    struct decode_err *e)
+{
+	static const char *const names[] = { "job_id", "secret", "remove",
+	    NULL };
+	static const enum json_type types[] = { json_type_string,
+	    json_type_string, json_type_boolean };
+	static const int required[] = { 1, 0, 0 };
+
+	memset(m, 0, sizeof(*m));
+	m->type = IPC_PROXY_BROKER_ROUTE;
+	return members_of("broker route", body, names, types, required, e);
+}
+
+enum decode_verdict
+vmproxy_decode_broker_attach(struct json_object *body, struct vmmd_msg *m,
+    struct decode_err *e)
+{
+	static const char *const names[] = { "job_id", NULL };
+	static const enum json_type types[] = { json_type_string };
+	static const int required[] = { 1 };
+
+	memset(m, 0, sizeof(*m));
+	m->type = IPC_PROXY_BROKER_ATTACH;
+	return members_of("broker attach", body, names, types, required, e);
+}
+
+enum decode_verdict
+vmproxy_decode_broker_limits(struct json_object *body, struct vmmd_msg *m,
+    struct decode_err *e)
+{
+	static const char *const names[] = { "max_attached",
+	    "max_connections", "max_waiting", "buffer_bytes",
+	    "stall_seconds", "max_pending", "preamble_seconds", NULL };
+	static const enum json_type types[] = { json_type_int, json_type_int,
+	    json_type_int, json_type_int, json_type_int, json_type_int,
+	    json_type_int };
+	static const int required[] = { 1, 1, 1, 1, 1, 1, 1 };
+
+	memset(m, 0, sizeof(*m));
+	m->type = IPC_PROXY_BROKER_LIMITS;
+	return members_of("broker limits", body, names, types, required, e);
 }

@@ -39,6 +39,13 @@ struct vmmd_msg {
 /* Frees what a decoder left in m (after DECODE_OK, or any verdict). */
 void	vmmd_msg_clear(struct vmmd_msg *m);
 
+/* The job broker pipe's messages: exactly their members, typed. */
+enum decode_verdict vmproxy_decode_broker_route(struct json_object *body,
+	    struct vmmd_msg *, struct decode_err *);
+enum decode_verdict vmproxy_decode_broker_attach(struct json_object *body,
+	    struct vmmd_msg *, struct decode_err *);
+enum decode_verdict vmproxy_decode_broker_limits(struct json_object *body,
+	    struct vmmd_msg *, struct decode_err *);
 /* A QEMU operation (vmqmp.h): one of vmq_op_names and its timeout. */
 enum decode_verdict vmproxy_decode_qmp(struct json_object *body,
 	    struct vmmd_msg *, struct decode_err *);

@@ -34,6 +34,8 @@ static const struct ipc_rule rules[] = {
 	/* vmproxy's answer to a QEMU operation (last: older seeds keep
 	 * their first byte's meaning). */
 	{ IPC_PROXY_QMP_RESULT, 0 },
+	/* Last, so that the seeds' first bytes keep their types. */
+	{ IPC_VM_BROKER_OPEN, 0 },
 };
 static const struct ipc_policy policy = { "fuzz", rules,
 	sizeof(rules) / sizeof(rules[0]) };
@@ -72,6 +74,15 @@ check_mcpd(uint32_t type, struct json_object *body)
 		if (m.credential == NULL || strlen(m.credential) >
 		    DECODE_CREDENTIAL_MAX || m.vm_id == NULL ||
 		    m.port < 1 || m.port > 65535)
+			abort();
+		break;
+	case IPC_VM_BROKER_OPEN:
+		/* Only a token of vm_exec's shape goes on to the handler. */
+		if (m.credential == NULL || strlen(m.credential) >
+		    DECODE_CREDENTIAL_MAX || m.vm_id == NULL ||
+		    m.job_id == NULL || m.pipe_token == NULL ||
+		    strlen(m.pipe_token) < 43 || strlen(m.pipe_token) > 128 ||
+		    strlen(m.job_id) > 64 || strlen(m.vm_id) > 64)
 			abort();
 		break;
 	case IPC_VM_CANCEL:

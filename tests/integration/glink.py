@@ -18,7 +18,9 @@ import threading
 import time
 
 HDR = struct.Struct("<BBHII")
-CTRL, BODY, OPEN, OPEN_OK, OPEN_FAIL, DATA, EOF, CLOSE, WINDOW = range(1, 10)
+CTRL, BODY, OPEN, OPEN_OK, OPEN_FAIL, DATA, EOF, CLOSE, WINDOW, ACCEPT = \
+    range(1, 11)
+GUEST_CHAN = 0x80000000
 F_BODY = F_END = 0x01
 MAX_PAYLOAD = 65536
 INITIAL_WINDOW = 256 * 1024
@@ -123,6 +125,7 @@ class GuestLink:
         self.pending_ctrl = None
         self.body = bytearray()
         self.lenient = False
+        self.accepted = []      # channels the guest opened (ACCEPT)
         self.reader = threading.Thread(target=self._read_loop, daemon=True)
         self.reader.start()
 
@@ -173,6 +176,14 @@ class GuestLink:
                 if flags & F_END:
                     self._deliver(self.pending_ctrl, bytes(self.body))
                     self.pending_ctrl = None
+            elif ftype == ACCEPT:
+                if not ch & GUEST_CHAN or ch in self.channels or payload:
+                    raise LinkError(f"bad ACCEPT of channel {ch}")
+                c = Channel(self, ch)
+                c.state = "open"
+                c.send_credit = INITIAL_WINDOW
+                self.channels[ch] = c
+                self.accepted.append(c)
             else:
                 c = self.channels.get(ch)
                 if c is None:
@@ -278,6 +289,17 @@ class GuestLink:
         if c.state == "failed":
             raise OpenFailed(c.reason)
         return c
+
+    def wait_accept(self, timeout=10):
+        """The next channel the guest opened, or None."""
+        with self.cond:
+            end = time.monotonic() + timeout
+            while not self.accepted:
+                left = end - time.monotonic()
+                if left <= 0 or self.dead:
+                    return None
+                self.cond.wait(left)
+            return self.accepted.pop(0)
 
     def wait_dead(self, timeout=10):
         with self.cond:

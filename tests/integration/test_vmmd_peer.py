@@ -186,8 +186,12 @@ def rand_frame(rng, tok, vm):
         if rng.random() < 0.2:
             body["arguments"] = rand_value(rng)
         payload = json.dumps(body).encode()
+        if rng.random() < 0.2:
+            body.update(job_id=rng.choice(["j0", 5, "", "x" * 300]),
+                        pipe_token=rng.choice(["A" * 43, "short", 7,
+                                               "A" * 129]))
         typ = rng.choice([ipc.VM_TOOL, ipc.VM_TOOL, ipc.VM_STREAM_OPEN,
-                          ipc.VM_STATS, 304])
+                          ipc.VM_STATS, 304, ipc.VM_BROKER_OPEN])
     elif kind == 4:
         payload = bytes(rng.randrange(256) for _ in range(rng.randrange(64)))
         typ = rng.randrange(1000)

@@ -356,6 +356,90 @@ START_TEST(open_fail_releases)
 }
 END_TEST
 
+/* A guest-made connection: open at once, data both ways, bounded share. */
+START_TEST(accept_from_the_guest)
+{
+	struct glink *h = glink_new(GLINK_ROLE_HOST);
+	struct glink *g = glink_new(GLINK_ROLE_GUEST);
+	struct seen sg = { 0 }, sh = { 0 };
+	uint32_t ch, i;
+
+	ch = glink_free_accept_channel(g);
+	ck_assert_uint_eq(ch, GLINK_GUEST_CHAN | 1);
+	/* Only the guest accepts, only with guest ids; the host cannot open one. */
+	ck_assert_int_eq(glink_send_accept(h, ch), -1);
+	ck_assert_int_eq(glink_send_accept(g, 5), -1);
+	ck_assert_int_eq(glink_send_open(h, ch, 80), -1);
+	ck_assert_int_eq(glink_send_accept(g, ch), 0);
+	ck_assert_int_eq(glink_send_data(g, ch, "pre\n", 4), 4);
+	ck_assert_int_eq(pump(g, h, &sh, 3), 0);
+	ck_assert_int_eq(sh.n, 2);
+	ck_assert_int_eq(sh.type[0], GLINK_ACCEPT);
+	ck_assert_uint_eq(sh.chan[0], ch);
+	ck_assert_int_eq(sh.type[1], GLINK_DATA);
+	ck_assert_uint_eq(glink_credit(h, ch), GLINK_INITIAL_WINDOW);
+	ck_assert_int_eq(glink_send_data(h, ch, "ok", 2), 2);
+	ck_assert_int_eq(pump(h, g, &sg, 65536), 0);
+	ck_assert_int_eq(sg.type[0], GLINK_DATA);
+	/* The host refuses with CLOSE; the guest answers and both forget it. */
+	ck_assert_int_eq(glink_send_close(h, ch), 0);
+	ck_assert_int_eq(pump(h, g, &sg, 65536), 0);
+	ck_assert_int_eq(glink_chan_exists(g, ch), 0);
+	ck_assert_int_eq(pump(g, h, &sh, 65536), 0);
+	ck_assert_int_eq(glink_chan_exists(h, ch), 0);
+	ck_assert_int_eq(glink_nchannels(h), 0);
+	/* The guest's share is bounded and leaves the host's alone. */
+	for (i = 0; i < GLINK_MAX_ACCEPTED; i++)
+		ck_assert_int_eq(glink_send_accept(g,
+		    glink_free_accept_channel(g)), 0);
+	ck_assert_uint_eq(glink_free_accept_channel(g), 0);
+	ck_assert_int_eq(pump(g, h, &sh, 65536), 0);
+	ck_assert_int_eq(glink_nchannels(h), GLINK_MAX_ACCEPTED);
+	ck_assert_uint_eq(glink_free_channel(h), 1);
+	glink_free(h);
+	glink_free(g);
+}
+END_TEST
+
+/* Accepts the guest may not make, and one the host may not receive. */
+START_TEST(accept_rule_violations)
+{
+	struct glink *h, *g;
+	struct seen s = { 0 };
+	uint32_t i;
+
+	h = glink_new(GLINK_ROLE_HOST);
+	ck_assert_int_eq(feed_frame(h, GLINK_ACCEPT, 0, 0, 7, NULL, 0, &s), -1);
+	glink_free(h);
+	h = glink_new(GLINK_ROLE_HOST);
+	ck_assert_int_eq(feed_frame(h, GLINK_ACCEPT, 0, 0,
+	    GLINK_GUEST_CHAN | 1, "x", 1, &s), -1);
+	glink_free(h);
+	h = glink_new(GLINK_ROLE_HOST);
+	ck_assert_int_eq(feed_frame(h, GLINK_ACCEPT, 0, 0,
+	    GLINK_GUEST_CHAN | 1, NULL, 0, &s), 0);
+	ck_assert_int_eq(feed_frame(h, GLINK_ACCEPT, 0, 0,
+	    GLINK_GUEST_CHAN | 1, NULL, 0, &s), -1);
+	glink_free(h);
+	h = glink_new(GLINK_ROLE_HOST);
+	for (i = 1; i <= GLINK_MAX_ACCEPTED; i++)
+		ck_assert_int_eq(feed_frame(h, GLINK_ACCEPT, 0, 0,
+		    GLINK_GUEST_CHAN | i, NULL, 0, &s), 0);
+	ck_assert_int_eq(feed_frame(h, GLINK_ACCEPT, 0, 0,
+	    GLINK_GUEST_CHAN | i, NULL, 0, &s), -1);
+	ck_assert_ptr_nonnull(strstr(glink_error(h), "accepted"));
+	glink_free(h);
+	g = glink_new(GLINK_ROLE_GUEST);
+	ck_assert_int_eq(feed_frame(g, GLINK_ACCEPT, 0, 0,
+	    GLINK_GUEST_CHAN | 1, NULL, 0, &s), -1);
+	glink_free(g);
+	g = glink_new(GLINK_ROLE_GUEST);
+	ck_assert_int_eq(feed_frame(g, GLINK_OPEN, 0, 0, GLINK_GUEST_CHAN | 1,
+	    "\x50\0\0\0", 4, &s), -1);
+	glink_free(g);
+}
+END_TEST
+
 START_TEST(control_jumps_stream_data)
 {
 	struct glink *h, *g;
@@ -532,6 +616,8 @@ main(void)
 	tcase_add_test(tc, eof_and_window_rules);
 	tcase_add_test(tc, close_crossing_data);
 	tcase_add_test(tc, open_fail_releases);
+	tcase_add_test(tc, accept_from_the_guest);
+	tcase_add_test(tc, accept_rule_violations);
 	tcase_add_test(tc, control_jumps_stream_data);
 	tcase_add_test(tc, json_parse_bounds);
 	tcase_add_test(tc, reply_envelope);

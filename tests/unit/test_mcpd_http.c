@@ -45,6 +45,11 @@ START_TEST(routes)
 	route_parse("/v1/vms/v/streams/0", &r);
 	ck_assert_int_eq(r.kind, ROUTE_STREAM);
 	ck_assert_uint_eq(r.port, 0);
+	route_parse("/v1/vms/3f2a/jobs/j0a1b/broker", &r);
+	ck_assert_int_eq(r.kind, ROUTE_BROKER);
+	ck_assert_str_eq(r.vm_id, "3f2a");
+	ck_assert_str_eq(r.job_id, "j0a1b");
+	ck_assert_str_eq(route_label(r.kind), "broker");
 	{
 		static const char *none[] = {
 			"", "mcp", "/", "/mcp/", "/mcpx", "/MCP", "/v1/tools/",
@@ -54,6 +59,9 @@ START_TEST(routes)
 			"/v1/vms/v/streams/-1", "/v1/vms/v/streams/1a",
 			"/v1/vms/v/streams/123456", "/v1/vms/v/stream/1",
 			"/v1/vms/v.v/streams/1", "//mcp",
+			"/v1/vms/v/jobs//broker", "/v1/vms/v/jobs/j/broker/",
+			"/v1/vms/v/jobs/j/brokers", "/v1/vms/v/jobs/j",
+			"/v1/vms/v/jobs/j.k/broker",
 		};
 		size_t i;
 
