@@ -39,6 +39,7 @@ struct mcpd_msg {
 	int			 progress;	/* TOOL */
 	const char		*vm_id;		/* STREAM_OPEN */
 	int			 port;		/* STREAM_OPEN: 1..65535 */
+	uint32_t		 cancel_id;	/* CANCEL: the request's id */
 };
 
 enum decode_verdict decode_mcpd(uint32_t type, struct json_object *body,

@@ -86,7 +86,7 @@ def check_stdio_bridge(token):
         m = json.loads(line)
         replies[m.get("id")] = m
     tools = replies.get(2, {}).get("result", {}).get("tools", [])
-    good = p.returncode == 0 and len(tools) == 12 and \
+    good = p.returncode == 0 and len(tools) == 13 and \
         replies.get(1, {}).get("result", {}).get("protocolVersion") == \
         "2025-06-18"
     print("%s - mcpvm-stdio: initialize and tools/list over stdio (%d "
