@@ -23,8 +23,6 @@
 #include "vmmd.h"
 
 #define RUN_CALL_MS		60000
-#define RUN_POLL_FIRST_MS	50
-#define RUN_POLL_MAX_MS		1000
 /* The guest kills the command at timeout_seconds; if it has not said so
  * this much later, the run ends without it. */
 #define RUN_GRACE_SECONDS	15
@@ -45,7 +43,6 @@ struct run {
 	int			 inflight;	/* a guest call is out */
 	int			 timeout_s;
 	int			 max_bytes;
-	int			 poll_ms;
 	int			 last_progress;
 	struct timespec		 started;
 	struct json_object	*status;	/* the job's last status */
@@ -294,13 +291,14 @@ run_status(struct vm *vm, struct json_object *res, const char *code,
 		run_destroy(run);
 		return;
 	}
-	tools_job_remember(vm, res);
 	json_object_put(run->status);
 	run->status = json_object_get(res);
 	if (json_object_object_get_ex(res, "state", &v) &&
 	    json_object_is_type(v, json_type_string))
 		state = json_object_get_string(v);
 	if (strcmp(state, "running") != 0) {
+		/* Only an end is news to the store: each write is a sync. */
+		tools_job_remember(vm, res);
 		call = json_object_new_object();
 		json_object_object_add(call, "op",
 		    json_object_new_string("job_output"));
@@ -334,9 +332,7 @@ run_status(struct vm *vm, struct json_object *res, const char *code,
 		request_progress(run->req, run->last_progress,
 		    run->timeout_s + 4, "the command is running");
 	}
-	run_schedule(run, run->poll_ms);
-	run->poll_ms = run->poll_ms * 2 > RUN_POLL_MAX_MS ? RUN_POLL_MAX_MS :
-	    run->poll_ms * 2;
+	run_schedule(run, job_poll_ms(elapsed_ms(run)));
 }
 
 static void
@@ -419,7 +415,7 @@ run_started(struct vm *vm, struct json_object *res, const char *code,
 	request_progress(run->req, 3, run->timeout_s + 4, "the command is "
 	    "running");
 	run->last_progress = 3;
-	run_schedule(run, RUN_POLL_FIRST_MS);
+	run_schedule(run, job_poll_ms(0));
 }
 
 static void
@@ -521,7 +517,6 @@ tool_vm_run(struct request *req)
 	run->phase = RUN_CREATING;
 	run->timeout_s = (int)arg_int(req, "timeout_seconds", 60);
 	run->max_bytes = (int)arg_int(req, "max_bytes", 16384);
-	run->poll_ms = RUN_POLL_FIRST_MS * 2;
 	req->hold = run;
 	req->on_cancel = run_cancel;
 	req->on_join = run_join;

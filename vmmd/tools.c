@@ -30,7 +30,7 @@
 /* vm_exec's wait_seconds: how often the guest is asked whether the job is
  * done, starting fast for short commands and backing off to once a second. */
 #define EXEC_POLL_FIRST_MS	50
-#define EXEC_POLL_MAX_MS	1000
+#define EXEC_POLL_MS		100
 /* A cancelled wait asks the guest to kill the job, then waits this long
  * at most for it to be reported ended. */
 #define EXEC_CANCEL_MS		10000
@@ -491,11 +491,12 @@ exec_wait_status(struct vm *vm, struct json_object *res, const char *code,
 		exec_wait_finish(w);
 		return;
 	}
-	job_remember(vm, res);
 	if (json_object_object_get_ex(res, "state", &v) &&
 	    json_object_is_type(v, json_type_string))
 		state = json_object_get_string(v);
 	if (strcmp(state, "running") != 0) {
+		/* Only an end is news to the store: each write is a sync. */
+		job_remember(vm, res);
 		call = json_object_new_object();
 		json_object_object_add(call, "op",
 		    json_object_new_string("job_output"));
@@ -527,10 +528,8 @@ exec_wait_status(struct vm *vm, struct json_object *res, const char *code,
 		}
 	} else if (!w->cancel_sent)
 		left = 0;	/* the cancel goes out at once */
-	if (left > w->poll_ms)
-		left = w->poll_ms;
-	w->poll_ms = w->poll_ms * 2 > EXEC_POLL_MAX_MS ? EXEC_POLL_MAX_MS :
-	    w->poll_ms * 2;
+	if (left > job_poll_ms(w->wait_s * 1000L - left))
+		left = job_poll_ms(w->wait_s * 1000L - left);
 	tv.tv_sec = left / 1000;
 	tv.tv_usec = (left % 1000) * 1000;
 	evtimer_add(w->timer, &tv);
@@ -572,6 +571,21 @@ exec_wait_tick(evutil_socket_t fd, short ev, void *arg)
 	    exec_wait_status, w) == -1)
 		exec_wait_finish(w);
 	json_object_put(call);
+}
+
+/*
+ * How long a wait (vm_exec's, vm_run's) leaves between two questions to
+ * the guest, waited_ms into it: most commands an agent runs end within
+ * seconds, so those are asked after every 100 ms (more often costs a TCG
+ * guest enough time to slow the command itself down); a long one once a
+ * second.
+ */
+int
+job_poll_ms(long waited_ms)
+{
+	if (waited_ms < 5000)
+		return EXEC_POLL_MS;
+	return 1000;
 }
 
 /* Holds reply until the job ends or wait_seconds pass; 0 if it took it. */

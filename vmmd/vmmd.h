@@ -231,6 +231,7 @@ int	tool_wakes(const char *tool);
 int	tools_create_check(struct request *, const struct conf_image **,
 	    int *memory_mib);
 void	tools_job_remember(struct vm *, struct json_object *status);
+int	job_poll_ms(long waited_ms);
 
 /* Retries that joined a held request: each gets a copy of its answer. */
 #define REQUEST_JOINERS	8
