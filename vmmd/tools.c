@@ -121,7 +121,8 @@ reply_vm_error(struct request *req, const char *code, const char *msg)
 int
 joiners_add(struct request_joiners *j, struct request *retry)
 {
-	if (j->n >= REQUEST_JOINERS)
+	if (j->n >= REQUEST_JOINERS ||
+	    j->n >= env->conf.vmmd.max_joined_retries)
 		return -1;
 	j->r[j->n++] = retry;
 	return 0;
@@ -1171,15 +1172,21 @@ receipt_check(struct request *req)
 		struct request *first;
 
 		/* A retry while the first still waits gets its answer. */
-		TAILQ_FOREACH(first, &env->requests, entry)
-			if (first != req && first->on_join != NULL &&
-			    strcmp(first->request_id, rid) == 0 &&
-			    strcmp(first->tool, req->tool) == 0 &&
-			    strcmp(first->workspace, req->workspace) == 0 &&
-			    first->on_join(first, req) == 0) {
-				req->mutation = 0;	/* audited once */
+		TAILQ_FOREACH(first, &env->requests, entry) {
+			if (first == req || first->on_join == NULL ||
+			    strcmp(first->request_id, rid) != 0 ||
+			    strcmp(first->tool, req->tool) != 0 ||
+			    strcmp(first->workspace, req->workspace) != 0)
+				continue;
+			req->mutation = 0;	/* audited once */
+			if (first->on_join(first, req) == 0)
 				return -1;
-			}
+			request_error(req, "conflict", "max_joined_retries: "
+			    "request '%s' already has %lld retries waiting "
+			    "for its answer; ask again later", rid,
+			    env->conf.vmmd.max_joined_retries);
+			return -1;
+		}
 		request_error(req, "conflict", "request '%s' is still in "
 		    "progress; ask again for its result", rid);
 		return -1;

@@ -233,8 +233,9 @@ int	tools_create_check(struct request *, const struct conf_image **,
 void	tools_job_remember(struct vm *, struct json_object *status);
 int	job_poll_ms(long waited_ms);
 
-/* Retries that joined a held request: each gets a copy of its answer. */
-#define REQUEST_JOINERS	8
+/* Retries that joined a held request: each gets a copy of its answer.
+ * [vmmd] max_joined_retries bounds them, at most this. */
+#define REQUEST_JOINERS	256
 struct request_joiners {
 	struct request	*r[REQUEST_JOINERS];
 	int		 n;

@@ -172,6 +172,7 @@ def main():
                    STREAMS_HOST=str(STREAMS_HOST),
                    STREAM_PORT_MAX=str(STREAM_PORT_MAX),
                    VM_DIR=os.path.join(h.mnt, "vms"),
+                   AUDIT_LOG=os.path.join(h.mnt, "audit.log"),
                    VM_UIDS=",".join(str(u) for u in h.vm_uids()),
                    TOOLS_JSON=os.path.join(base.SRCDIR, "proto",
                                            "tools.json"))

@@ -12,6 +12,7 @@
 //   MCPVM_URL        mcpd's base URL (http://127.0.0.1:PORT)
 //   TOKEN_A          a workspace's credential; none of its VMs exist yet
 //   VM_DIR           vmmd's directory of VM directories
+//   AUDIT_LOG        vmmd's audit log
 //   VM_UIDS          the VM uids, comma-separated
 //   TOOLS_JSON       proto/tools.json
 import { test, before, after } from "node:test";
@@ -343,6 +344,24 @@ test("vm_run runs one command with stdin and destroys its VM (MCP, with " +
 	assert.ok(progress.length > 0);
 	assert.deepEqual(progress, [...progress].sort((x, y) => x - y));
 	await assertGone(r.vm_id);
+	// Audited once, as vm_create is, with the VM it made.
+	const lines = readFileSync(process.env.AUDIT_LOG, "utf8").trim()
+	    .split("\n").map((l) => JSON.parse(l)).filter((l) =>
+	    l.tool === "vm_run" && l.vm === r.vm_id);
+	assert.deepEqual(lines.map((l) => [l.workspace, l.outcome]),
+	    [["e2e-a", "ok"]]);
+});
+
+test("vm_run is admitted as vm_create is: over the workspace's memory it " +
+    "is refused and leaves no VM", async () => {
+	const before = await vmIds();
+	const r = await rest("vm_run", { request_id: requestId("big-mem"),
+	    command: "true", memory_mib: 16384 });
+	assert.equal(r.status, 429, JSON.stringify(r.body));
+	assert.equal(r.body.error.code, "quota_exceeded");
+	assert.match(r.body.error.message, /memory_mib/);
+	assert.deepEqual(await vmIds(), before);
+	assert.deepEqual(jailProcesses(), []);
 });
 
 test("vm_run bounds its output and says so (JSON HTTP)", async () => {
