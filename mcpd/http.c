@@ -510,6 +510,11 @@ conn_closed(struct evhttp_connection *evcon, void *arg)
 	struct hconn *c = arg;
 	struct hreq *hr = c->active;
 
+	/* Its socket closes with it: nothing may watch the number after. */
+	if (hr != NULL && hr->watch_ev != NULL) {
+		event_free(hr->watch_ev);
+		hr->watch_ev = NULL;
+	}
 	/* Deferred: we are inside evhttp_connection_free here. */
 	if (hr != NULL && hr->on_gone != NULL && hr->gone_ev == NULL &&
 	    (hr->gone_ev = event_new(c->m->base, -1, 0, hreq_gone_cb,
