@@ -77,6 +77,9 @@ static const struct cfg_key vmmd_keys[] = {
 	    "vmctl.sock" },
 	{ "max_peer_requests", CFG_INT, V(max_peer_requests), 0, "256", 1,
 	    65536, NULL, "requests one connection may have unanswered" },
+	{ "max_joined_retries", CFG_INT, V(max_joined_retries), 0, "8", 0,
+	    256, NULL, "retries of one waiting call that wait for its "
+	    "answer" },
 	{ "console_log_kib", CFG_INT, V(console_log_kib), 0, "1024", 16,
 	    1048576, NULL, "most of a VM's serial console that console.log "
 	    "keeps" },

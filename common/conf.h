@@ -44,6 +44,7 @@ struct conf_vmmd {
 	long long	 max_streams_per_vm;
 	long long	 max_peer_connections;
 	long long	 max_peer_requests;
+	long long	 max_joined_retries;
 	long long	 console_log_kib;
 	long long	 qemu_log_kib;
 	/* The job broker pipe (vmmd/broker.c, vmproxy_broker.c). */

@@ -125,6 +125,8 @@ hreq_free(struct hreq *hr)
 		hr->conn->active = NULL;
 	if (hr->gone_ev != NULL)
 		event_free(hr->gone_ev);
+	if (hr->watch_ev != NULL)
+		event_free(hr->watch_ev);
 	explicit_bzero(hr->token, sizeof(hr->token));
 	free(hr);
 }
@@ -234,6 +236,41 @@ http_stream_end(struct hreq *hr)
 {
 	evhttp_send_reply_end(hr->req);
 	hreq_free(hr);
+}
+
+/* The client's socket became readable: EOF (or an error) means it left. */
+static void
+hreq_watch_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct hreq *hr = arg;
+	char b;
+	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n > 0)
+		return;	/* a next request: evhttp's to read; stop watching */
+	if (n == -1 && (errno == EAGAIN || errno == EINTR)) {
+		event_add(hr->watch_ev, NULL);
+		return;
+	}
+	log_debug("%s: the client closed its connection", __func__);
+	if (hr->on_gone != NULL)
+		hr->on_gone(hr);	/* answers, and so frees, hr */
+}
+
+void
+http_watch_gone(struct hreq *hr)
+{
+	struct bufferevent *bev;
+	evutil_socket_t fd;
+
+	if (hr->conn == NULL || hr->conn->evcon == NULL ||
+	    hr->watch_ev != NULL ||
+	    (bev = evhttp_connection_get_bufferevent(hr->conn->evcon)) ==
+	    NULL || (fd = bufferevent_getfd(bev)) < 0)
+		return;
+	if ((hr->watch_ev = event_new(hr->m->base, fd, EV_READ,
+	    hreq_watch_cb, hr)) != NULL)
+		event_add(hr->watch_ev, NULL);
 }
 
 /* Connection accounting. */
@@ -473,6 +510,11 @@ conn_closed(struct evhttp_connection *evcon, void *arg)
 	struct hconn *c = arg;
 	struct hreq *hr = c->active;
 
+	/* Its socket closes with it: nothing may watch the number after. */
+	if (hr != NULL && hr->watch_ev != NULL) {
+		event_free(hr->watch_ev);
+		hr->watch_ev = NULL;
+	}
 	/* Deferred: we are inside evhttp_connection_free here. */
 	if (hr != NULL && hr->on_gone != NULL && hr->gone_ev == NULL &&
 	    (hr->gone_ev = event_new(c->m->base, -1, 0, hreq_gone_cb,

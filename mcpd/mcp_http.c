@@ -223,6 +223,7 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	m->metrics.inflight_calls++;
 	hr->owner = call;
 	hr->on_gone = call_gone;
+	http_watch_gone(hr);
 	if (call->sse)
 		http_stream_start(hr, 200);
 	if ((unsigned int)tv.tv_sec > m->cfg->tool_timeout)

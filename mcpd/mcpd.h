@@ -54,6 +54,7 @@ struct hreq {
 	void			(*on_gone)(struct hreq *);
 	void			*owner;
 	struct event		*gone_ev;
+	struct event		*watch_ev;	/* http_watch_gone */
 };
 
 /* http.c */
@@ -73,6 +74,12 @@ const char *http_in_header(struct hreq *, const char *);
 void	http_stream_start(struct hreq *, int status);
 void	http_stream_write(struct hreq *, const char *, size_t);
 void	http_stream_end(struct hreq *);
+/*
+ * Calls on_gone as soon as the client closes its connection while hreq
+ * waits for its answer (evhttp itself reads nothing then, so it would
+ * notice only when the answer is written).
+ */
+void	http_watch_gone(struct hreq *);
 /* Counts hreq's answer in the metrics (done by the replies above). */
 void	http_record(struct hreq *, int status);
 /* The connection stops being HTTP (WebSocket upgrade). */

@@ -132,6 +132,7 @@ rest_handle(struct hreq *hr)
 	m->metrics.inflight_calls++;
 	hr->owner = rc;
 	hr->on_gone = rest_gone;
+	http_watch_gone(hr);
 	evtimer_add(rc->timer, &tv);
 	rc->bc = m->backend->call(m->backend_ctx, hr->route.tool, args,
 	    hr->token, &hr->id, rest_done, NULL, rc);

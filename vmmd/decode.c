@@ -96,9 +96,11 @@ decode_mcpd(uint32_t type, struct json_object *body, struct mcpd_msg *m,
 		if (!only_members(body, cancel_keys, &extra))
 			return verdict(e, DECODE_BAD, NULL, "cancel: unknown "
 			    "member '%.64s'", extra);
-		if (jsonx_get_int64(body, "id", 0, 0, UINT32_MAX, &n,
-		    &jerr) == -1)
+		if ((rc = jsonx_get_int64(body, "id", 0, 0, UINT32_MAX, &n,
+		    &jerr)) == -1)
 			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		if (rc == 1)
+			m->cancel_id = (uint32_t)n;
 		return DECODE_OK;
 	case IPC_VM_TOOL:
 		if (!only_members(body, tool_keys, &extra))

@@ -44,6 +44,7 @@ struct mcpd_msg {
 	const char		*job_id;	/* BROKER_OPEN */
 	const char		*pipe_token;	/* BROKER_OPEN */
 	int			 port;		/* STREAM_OPEN: 1..65535 */
+	uint32_t		 cancel_id;	/* CANCEL: the request's id */
 };
 
 enum decode_verdict decode_mcpd(uint32_t type, struct json_object *body,

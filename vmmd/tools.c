@@ -31,12 +31,19 @@
 /* vm_exec's wait_seconds: how often the guest is asked whether the job is
  * done, starting fast for short commands and backing off to once a second. */
 #define EXEC_POLL_FIRST_MS	50
-#define EXEC_POLL_MAX_MS	1000
+#define EXEC_POLL_MS		100
+/* A cancelled wait asks the guest to kill the job, then waits this long
+ * at most for it to be reported ended. */
+#define EXEC_CANCEL_MS		10000
 
 /* Tools whose call changes something: these go to the audit log. */
 static const char *const mutations[] = { "vm_create", "vm_exec",
     "vm_job_cancel", "vm_write_file", "vm_suspend", "vm_resume",
-    "vm_destroy", NULL };
+    "vm_destroy", "vm_run", NULL };
+
+/* Tools with retry receipts. */
+static const char *const receipted[] = { "vm_create", "vm_exec", "vm_run",
+    NULL };
 
 /* Tools that need the guest, and so wake a suspended VM. */
 static const char *const waking[] = { "vm_exec", "vm_job_output",
@@ -110,6 +117,35 @@ reply_vm_error(struct request *req, const char *code, const char *msg)
 	request_error(req, code, "%s", msg != NULL ? msg : code);
 }
 
+/* ---- retries that join a held request ---------------------------------- */
+
+int
+joiners_add(struct request_joiners *j, struct request *retry)
+{
+	if (j->n >= REQUEST_JOINERS ||
+	    j->n >= env->conf.vmmd.max_joined_retries)
+		return -1;
+	j->r[j->n++] = retry;
+	return 0;
+}
+
+/* Each joined retry gets result too (borrowed; each reply takes a ref). */
+void
+joiners_reply(struct request_joiners *j, struct json_object *result)
+{
+	for (int i = 0; i < j->n; i++)
+		request_reply(j->r[i], json_object_get(result));
+	j->n = 0;
+}
+
+void
+joiners_error(struct request_joiners *j, const char *code, const char *msg)
+{
+	for (int i = 0; i < j->n; i++)
+		request_error(j->r[i], code, "%s", msg);
+	j->n = 0;
+}
+
 /* ---- vm_create --------------------------------------------------------- */
 
 static void
@@ -125,8 +161,14 @@ create_done(struct vm *vm, const char *code, const char *msg, void *arg)
 	request_reply(req, vm_summary(vm));
 }
 
-static void
-tool_vm_create(struct request *req)
+/*
+ * What vm_create checks before it creates anything, for vm_create and
+ * vm_run: the image, the policy, networking, memory and admission.  The
+ * image and memory into *imp and *memory_mib, or an error reply and -1.
+ */
+int
+tools_create_check(struct request *req, const struct conf_image **imp,
+    int *memory_mib)
 {
 	const struct conf_image *im;
 	const char *image = arg_str(req, "image", NULL);
@@ -142,7 +184,7 @@ tool_vm_create(struct request *req)
 		    "unavailable", image != NULL ? "there is no image "
 		    "'%.64s' on this host" : "this host has no default image",
 		    image);
-		return;
+		return -1;
 	}
 	if (req->policy.nimages > 0) {
 		for (i = 0; i < req->policy.nimages; i++)
@@ -151,32 +193,46 @@ tool_vm_create(struct request *req)
 		if (i == req->policy.nimages) {
 			request_error(req, "forbidden", "this workspace may "
 			    "not use image '%s'", im->id);
-			return;
+			return -1;
 		}
 	}
 	if (strcmp(network, "on") == 0) {
 		if (!req->policy.network) {
 			request_error(req, "forbidden", "this workspace may "
 			    "not turn networking on");
-			return;
+			return -1;
 		}
 		if (!netclient_available(msg, sizeof(msg))) {
 			request_error(req, "unavailable", "%s", msg);
-			return;
+			return -1;
 		}
 	}
 	memory = arg_int(req, "memory_mib", im->memory_mib);
 	if (memory < im->min_memory_mib) {
 		request_error(req, "invalid_argument", "image %s needs at "
 		    "least %lld MiB of memory", im->id, im->min_memory_mib);
-		return;
+		return -1;
 	}
 	if (vm_admit(req, im, (int)memory, code, sizeof(code), msg,
 	    sizeof(msg)) == -1) {
 		request_error(req, code, "%s", msg);
-		return;
+		return -1;
 	}
-	vm_create(req, im, (int)arg_int(req, "vcpus", 1), (int)memory,
+	*imp = im;
+	*memory_mib = (int)memory;
+	return 0;
+}
+
+static void
+tool_vm_create(struct request *req)
+{
+	const char *network = arg_str(req, "network", "off");
+	const struct conf_image *im;
+	int memory;
+
+	if (tools_create_check(req, &im, &memory) == -1)
+		return;
+	vm_create(req, im, (int)arg_int(req, "vcpus", 1), memory,
 	    strcmp(network, "on") == 0, (int)arg_int(req, "idle_seconds", 300),
 	    strcmp(arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
 	    create_done, req);
@@ -252,6 +308,15 @@ tool_vm_status(struct request *req)
 
 /* Remembers what the guest said of a job, for status without waking. */
 static void
+job_remember(struct vm *vm, struct json_object *st);
+
+void
+tools_job_remember(struct vm *vm, struct json_object *st)
+{
+	job_remember(vm, st);
+}
+
+static void
 job_remember(struct vm *vm, struct json_object *st)
 {
 	struct json_object *v;
@@ -316,6 +381,11 @@ struct exec_wait {
 	struct event		*timer;
 	struct timespec		 deadline;
 	int			 poll_ms;
+	int			 wait_s;
+	int			 last_progress;	/* seconds waited, last told */
+	int			 cancel;	/* kill the job, then answer */
+	int			 cancel_sent;
+	struct request_joiners	 joiners;
 	char			 job_id[64];
 };
 
@@ -327,10 +397,40 @@ exec_wait_finish(struct exec_wait *w)
 	struct request *req = w->req;
 	struct json_object *reply = w->reply;
 
+	req->on_cancel = NULL;
+	req->on_join = NULL;
+	req->hold = NULL;
 	if (w->timer != NULL)
 		event_free(w->timer);
+	joiners_reply(&w->joiners, reply);
 	free(w);
 	request_reply(req, reply);
+}
+
+static void
+exec_wait_cancel(struct request *req)
+{
+	struct exec_wait *w = req->hold;
+
+	if (w->cancel)
+		return;
+	w->cancel = 1;
+	clock_gettime(CLOCK_MONOTONIC, &w->deadline);
+	w->deadline.tv_sec += EXEC_CANCEL_MS / 1000;
+	/* From the loop, never from inside the caller; a guest call on its
+	 * way (no timer pending) sees the flag when it comes back. */
+	if (evtimer_pending(w->timer, NULL)) {
+		evtimer_del(w->timer);
+		event_active(w->timer, EV_TIMEOUT, 1);
+	}
+}
+
+static int
+exec_wait_join(struct request *req, struct request *retry)
+{
+	struct exec_wait *w = req->hold;
+
+	return joiners_add(&w->joiners, retry);
 }
 
 static long
@@ -394,11 +494,12 @@ exec_wait_status(struct vm *vm, struct json_object *res, const char *code,
 		exec_wait_finish(w);
 		return;
 	}
-	job_remember(vm, res);
 	if (json_object_object_get_ex(res, "state", &v) &&
 	    json_object_is_type(v, json_type_string))
 		state = json_object_get_string(v);
 	if (strcmp(state, "running") != 0) {
+		/* Only an end is news to the store: each write is a sync. */
+		job_remember(vm, res);
 		call = json_object_new_object();
 		json_object_object_add(call, "op",
 		    json_object_new_string("job_output"));
@@ -419,12 +520,33 @@ exec_wait_status(struct vm *vm, struct json_object *res, const char *code,
 		exec_wait_finish(w);
 		return;
 	}
-	if (left > w->poll_ms)
-		left = w->poll_ms;
-	w->poll_ms = w->poll_ms * 2 > EXEC_POLL_MAX_MS ? EXEC_POLL_MAX_MS :
-	    w->poll_ms * 2;
+	if (!w->cancel) {
+		/* Once a second at most: how long it has waited so far. */
+		int waited = w->wait_s - (int)((left + 999) / 1000);
+
+		if (waited > w->last_progress) {
+			w->last_progress = waited;
+			request_progress(w->req, waited, w->wait_s, "the job "
+			    "is running");
+		}
+	} else if (!w->cancel_sent)
+		left = 0;	/* the cancel goes out at once */
+	if (left > job_poll_ms(w->wait_s * 1000L - left))
+		left = job_poll_ms(w->wait_s * 1000L - left);
 	tv.tv_sec = left / 1000;
 	tv.tv_usec = (left % 1000) * 1000;
+	evtimer_add(w->timer, &tv);
+}
+
+static void
+exec_wait_cancelled(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct exec_wait *w = arg;
+	struct timeval tv = { 0, EXEC_POLL_FIRST_MS * 1000 };
+
+	/* Whatever it said, the job's end is read as any other's. */
+	w->poll_ms = EXEC_POLL_FIRST_MS * 2;
 	evtimer_add(w->timer, &tv);
 }
 
@@ -434,19 +556,39 @@ exec_wait_tick(evutil_socket_t fd, short ev, void *arg)
 	struct exec_wait *w = arg;
 	struct json_object *call;
 	struct vm *vm;
+	int cancel;
 
 	if ((vm = exec_wait_vm(w)) == NULL) {
 		exec_wait_finish(w);
 		return;
 	}
+	cancel = w->cancel && !w->cancel_sent;
+	if (cancel)
+		w->cancel_sent = 1;
 	call = json_object_new_object();
 	json_object_object_add(call, "op", json_object_new_string(
-	    "job_status"));
+	    cancel ? "job_cancel" : "job_status"));
 	json_object_object_add(call, "job_id",
 	    json_object_new_string(w->job_id));
-	if (proxy_call(vm, call, GUEST_CALL_MS, exec_wait_status, w) == -1)
+	if (proxy_call(vm, call, GUEST_CALL_MS, cancel ? exec_wait_cancelled :
+	    exec_wait_status, w) == -1)
 		exec_wait_finish(w);
 	json_object_put(call);
+}
+
+/*
+ * How long a wait (vm_exec's, vm_run's) leaves between two questions to
+ * the guest, waited_ms into it: most commands an agent runs end within
+ * seconds, so those are asked after every 100 ms (more often costs a TCG
+ * guest enough time to slow the command itself down); a long one once a
+ * second.
+ */
+int
+job_poll_ms(long waited_ms)
+{
+	if (waited_ms < 5000)
+		return EXEC_POLL_MS;
+	return 1000;
 }
 
 /* Holds reply until the job ends or wait_seconds pass; 0 if it took it. */
@@ -470,10 +612,17 @@ exec_wait_start(struct request *req, struct json_object *reply,
 	w->req = req;
 	w->reply = reply;
 	w->poll_ms = EXEC_POLL_FIRST_MS * 2;
+	w->wait_s = (int)secs;
 	snprintf(w->job_id, sizeof(w->job_id), "%s", job_id);
 	clock_gettime(CLOCK_MONOTONIC, &w->deadline);
 	w->deadline.tv_sec += secs;
+	req->hold = w;
+	req->on_cancel = exec_wait_cancel;
+	req->on_join = exec_wait_join;
 	evtimer_add(w->timer, &tv);
+	/* Cancelled while the job was being started. */
+	if (req->cancelled)
+		exec_wait_cancel(req);
 	return 0;
 }
 
@@ -1036,10 +1185,29 @@ receipt_check(struct request *req)
 		request_error(req, "conflict", "request_id '%s' was already "
 		    "used with other arguments or another tool", rid);
 		return -1;
-	case RECEIPT_PENDING:
+	case RECEIPT_PENDING: {
+		struct request *first;
+
+		/* A retry while the first still waits gets its answer. */
+		TAILQ_FOREACH(first, &env->requests, entry) {
+			if (first == req || first->on_join == NULL ||
+			    strcmp(first->request_id, rid) != 0 ||
+			    strcmp(first->tool, req->tool) != 0 ||
+			    strcmp(first->workspace, req->workspace) != 0)
+				continue;
+			req->mutation = 0;	/* audited once */
+			if (first->on_join(first, req) == 0)
+				return -1;
+			request_error(req, "conflict", "max_joined_retries: "
+			    "request '%s' already has %lld retries waiting "
+			    "for its answer; ask again later", rid,
+			    env->conf.vmmd.max_joined_retries);
+			return -1;
+		}
 		request_error(req, "conflict", "request '%s' is still in "
 		    "progress; ask again for its result", rid);
 		return -1;
+	}
 	case RECEIPT_UNCERTAIN:
 		request_error(req, "conflict", "the outcome of request '%s' "
 		    "is unknown: vmmd or the guest stopped while it ran, and "
@@ -1069,6 +1237,7 @@ tools_dispatch(struct request *req)
 		{ "vm_suspend", tool_vm_suspend },
 		{ "vm_resume", tool_vm_resume },
 		{ "vm_destroy", tool_vm_destroy },
+		{ "vm_run", tool_vm_run },
 		{ "stream_open", tool_stream_open },
 		{ "broker_open", broker_open },
 		{ "stats", tool_stats },
@@ -1090,9 +1259,7 @@ tools_dispatch(struct request *req)
 			return;
 		}
 		req->mutation = in_list(mutations, req->tool);
-		if ((strcmp(req->tool, "vm_create") == 0 ||
-		    strcmp(req->tool, "vm_exec") == 0) &&
-		    receipt_check(req) == -1)
+		if (in_list(receipted, req->tool) && receipt_check(req) == -1)
 			return;
 	}
 	for (i = 0; i < sizeof(table) / sizeof(table[0]); i++)

@@ -397,8 +397,18 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	case DECODE_OK:
 		break;
 	}
-	if (mm.type == IPC_VM_CANCEL)
-		return;	/* nothing vmmd runs is safe to abandon half way */
+	if (mm.type == IPC_VM_CANCEL) {
+		/* Only a wait stops early (vm_exec's job is cancelled, vm_run's
+		 * VM destroyed); nothing else is safe to abandon half way. */
+		TAILQ_FOREACH(req, &env->requests, entry)
+			if (req->conn == conn && req->id == mm.cancel_id) {
+				req->cancelled = 1;
+				if (req->on_cancel != NULL)
+					req->on_cancel(req);
+				break;
+			}
+		return;
+	}
 	req = request_new(conn, m->id);
 	if (pending >= env->conf.vmmd.max_peer_requests) {
 		request_error(req, "busy", "max_peer_requests: this connection "
@@ -461,8 +471,13 @@ conn_forget(struct ipc_conn *conn)
 	struct request *req;
 
 	TAILQ_FOREACH(req, &env->requests, entry)
-		if (req->conn == conn)
+		if (req->conn == conn) {
 			req->conn = NULL;
+			/* Its client is as gone as if it had cancelled. */
+			req->cancelled = 1;
+			if (req->on_cancel != NULL)
+				req->on_cancel(req);
+		}
 	vm_streams_forget_conn(conn);
 }
 
@@ -558,6 +573,7 @@ signal_cb(int sig, short ev, void *arg)
 	sd_notify_send("STOPPING=1");
 	ipc_server_free(env->srv_mcpd);
 	env->srv_mcpd = NULL;
+	run_shutdown();		/* vm_run's VMs go, never to a checkpoint */
 	vm_hibernate_all();
 	vmmd_maybe_exit();
 }

@@ -72,6 +72,18 @@ struct request {
 	/* It reached the guest and may have run there: a failure now
 	 * leaves its receipt uncertain, never forgotten. */
 	int			 uncertain;
+	/*
+	 * Set while a tool holds the request across a wait (vm_exec's
+	 * wait_seconds, vm_run): on_cancel when mcpd cancels it or its
+	 * connection ends (it never answers from inside), on_join when a
+	 * retry of the same request_id arrives meanwhile (0: it will be
+	 * answered with this request's answer).
+	 */
+	int			 cancelled;	/* mcpd cancelled it, or left */
+	void			(*on_cancel)(struct request *);
+	int			(*on_join)(struct request *,
+				    struct request *retry);
+	void			*hold;
 };
 
 typedef void (*vm_done_cb)(struct vm *, const char *code, const char *msg,
@@ -229,6 +241,26 @@ int	proxy_broker_attach(struct vm *, const char *job_id, proxy_cb, void *);
 /* tools.c */
 void	tools_dispatch(struct request *);
 int	tool_wakes(const char *tool);
+int	tools_create_check(struct request *, const struct conf_image **,
+	    int *memory_mib);
+void	tools_job_remember(struct vm *, struct json_object *status);
+int	job_poll_ms(long waited_ms);
+
+/* Retries that joined a held request: each gets a copy of its answer.
+ * [vmmd] max_joined_retries bounds them, at most this. */
+#define REQUEST_JOINERS	256
+struct request_joiners {
+	struct request	*r[REQUEST_JOINERS];
+	int		 n;
+};
+int	joiners_add(struct request_joiners *, struct request *retry);
+void	joiners_reply(struct request_joiners *, struct json_object *result);
+void	joiners_error(struct request_joiners *, const char *code,
+	    const char *msg);
+
+/* run.c: vm_run, one command in a VM of its own */
+void	tool_vm_run(struct request *);
+void	run_shutdown(void);
 
 /* control.c */
 void	vmmd_dispatch_vmctl(struct ipc_conn *, struct ipc_msg *, void *);

@@ -122,6 +122,22 @@ def main():
         row("mcpd MCP tools/call vm_status, one session", t_rps, "req/s",
             "nginx static file", n_rps)
         row("mcpd tools/call p99", t99, "ms", "nginx p99", n99)
+
+        # The same call stateless (2026-07-28), over as many connections.
+        sl = json.loads(call)
+        sl["params"]["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}
+        slh = dict(hdr, **{"MCP-Protocol-Version": "2026-07-28",
+                           "Mcp-Method": "tools/call",
+                           "Mcp-Name": "vm_status",
+                           "Accept": "application/json, text/event-stream"})
+        s_rps, s50, s99 = wrk("http://127.0.0.1:%d/mcp" % d.port,
+                              lua(os.path.join(tmp, "sl.lua"),
+                                  json.dumps(sl), slh))
+        row("mcpd MCP tools/call vm_status, stateless 2026-07-28", s_rps,
+            "req/s", "the same on one session, 32 connections", t_rps)
+        row("mcpd stateless tools/call p99", s99, "ms", "session p99", t99)
     finally:
         if nginx is not None:
             nginx.terminate()

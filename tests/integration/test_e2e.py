@@ -4,11 +4,12 @@
 # loop-mounted XFS volume (test_vmmd.py's Host), issues three workspaces'
 # credentials, and runs tests/mcp/e2e.mjs -- the official MCP TypeScript SDK
 # client driving real VMs -- then tests/mcp/streams.mjs -- WebSocket streams
-# with the `ws` client -- with node's test runner.
+# with the `ws` client -- then tests/mcp/waits.mjs -- vm_exec's waits and
+# vm_run over MCP and JSON HTTP -- with node's test runner.
 #
 # Environment: as test_vmmd.py, plus MCPD, ATTACH and NODE; E2E_PORT (default
 # 18090) for mcpd; E2E_SCRIPTS to run only some of the scripts (default
-# "e2e.mjs streams.mjs", for quicker runs while working on one).
+# "e2e.mjs streams.mjs waits.mjs", for quicker runs while working on one).
 import json
 import os
 import subprocess
@@ -86,7 +87,7 @@ def check_stdio_bridge(token):
         m = json.loads(line)
         replies[m.get("id")] = m
     tools = replies.get(2, {}).get("result", {}).get("tools", [])
-    good = p.returncode == 0 and len(tools) == 12 and \
+    good = p.returncode == 0 and len(tools) == 13 and \
         replies.get(1, {}).get("result", {}).get("protocolVersion") == \
         "2025-06-18"
     print("%s - mcpvm-stdio: initialize and tools/list over stdio (%d "
@@ -128,7 +129,7 @@ def check_inspector_cli(token):
         names = {t["name"] for t in json.loads(p.stdout)["tools"]}
     except (ValueError, KeyError, TypeError):
         names = set()
-    good = p.returncode == 0 and len(names) == 12 and \
+    good = p.returncode == 0 and len(names) == 13 and \
         ("inspector@%s " % pinned) in cmd
     print("%s - Inspector CLI as packaging/dev/up prints it: tools/list "
           "with the bearer header (%d tools)" % ("ok" if good else "not ok",
@@ -169,13 +170,20 @@ def main():
                    STREAMS_PER_VM=str(STREAMS_PER_VM),
                    STREAMS_C=str(STREAMS_C),
                    STREAMS_HOST=str(STREAMS_HOST),
-                   STREAM_PORT_MAX=str(STREAM_PORT_MAX))
+                   STREAM_PORT_MAX=str(STREAM_PORT_MAX),
+                   VM_DIR=os.path.join(h.mnt, "vms"),
+                   AUDIT_LOG=os.path.join(h.mnt, "audit.log"),
+                   VM_UIDS=",".join(str(u) for u in h.vm_uids()),
+                   TOOLS_JSON=os.path.join(base.SRCDIR, "proto",
+                                           "tools.json"))
         mcp_dir = os.path.join(base.SRCDIR, "tests", "mcp")
         # e2e.mjs first: it ends with every VM of e2e-a destroyed, which
-        # leaves the host's VM slots to streams.mjs.
+        # leaves the host's VM slots to streams.mjs; waits.mjs last, with
+        # no VM of e2e-a left, checks that vm_run leaves none.
         rc = 0
         for script in os.environ.get("E2E_SCRIPTS",
-                                     "e2e.mjs streams.mjs").split():
+                                     "e2e.mjs streams.mjs waits.mjs"
+                                     ).split():
             t = time.monotonic()
             p = subprocess.run([os.environ.get("NODE", "node"), "--test",
                                 "--test-reporter=tap", script], cwd=mcp_dir,

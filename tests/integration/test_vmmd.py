@@ -1013,12 +1013,36 @@ def check_audit(h):
 
 
 def check_sigterm(h, a, vm1, vm2):
-    """SIGTERM hibernates every running VM, with its jobs, then exits."""
+    """SIGTERM hibernates every running VM, with its jobs, then exits;
+    a vm_run under way has its VM destroyed instead, and hears why."""
     okk, r = a("vm_exec", vm_id=vm1, request_id="term-job",
                command="sleep 3; echo after-restart")
     tj = r["job_id"] if okk else ""
+    run = {}
+
+    def one_shot():
+        c = Client(h, a.tok)
+        run["r"] = c("vm_run", request_id="term-run", command="sleep 300")
+        c.c.close()
+    th = threading.Thread(target=one_shot)
+    th.start()
+    run_vm = None
+    deadline = time.monotonic() + 120
+    while run_vm is None and time.monotonic() < deadline:
+        okk, r = a("vm_list")
+        running = [v["vm_id"] for v in r["vms"] if v["vm_id"] not in
+                   (vm1, vm2) and v["state"] == "running"] if okk else []
+        run_vm = running[0] if running else None
+        time.sleep(0.2)
+    time.sleep(1)       # its command started
     rc, secs = h.stop_vmmd()
+    th.join(30)
     ok(rc == 0, "vmmd exits 0 after SIGTERM (%.1f s)" % secs, rc)
+    okk, r = run.get("r", (True, None))
+    ok(run_vm is not None and not okk and r["code"] == "unavailable" and
+       "shutting down" in r["message"] and not os.path.exists(
+           os.path.join(h.mnt, "vms", run_vm)),
+       "SIGTERM destroys a vm_run's VM and answers the run", (run_vm, r))
     db = sqlite3.connect(os.path.join(h.mnt, "vmmd.db"))
     try:
         states = dict(db.execute("SELECT id, state FROM vms").fetchall())
@@ -1093,8 +1117,9 @@ def check_kill9(h, a, b, vm1, vm2):
         got = states(db)
     except RuntimeError:
         got = states(db)
-    ok(list(sorted(got.values())) == ["creating", "hibernated",
-                                      "hibernating"],
+    # A destroyed VM's row stays, "gone" (check_sigterm's vm_run made one).
+    ok(sorted(v for v in got.values() if v != "gone") == [
+        "creating", "hibernated", "hibernating"],
        "one VM creating, one hibernating, one hibernated", got)
     h.kill_vmmd()
     th.join(10)

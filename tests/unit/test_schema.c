@@ -1,7 +1,7 @@
 /*
  * Unit tests for common/schema: the keyword subset, the messages a caller
  * acts on, and every tool's input and output schema from the embedded
- * tools.json, with valid and invalid arguments for each of the twelve.
+ * tools.json, with valid and invalid arguments for each of the thirteen.
  */
 #include <check.h>
 #include <stdio.h>
@@ -317,18 +317,18 @@ teardown_tools(void)
 static const char *const tool_names[] = {
 	"vm_create", "vm_list", "vm_status", "vm_exec", "vm_job_status",
 	"vm_job_output", "vm_job_cancel", "vm_read_file", "vm_write_file",
-	"vm_suspend", "vm_resume", "vm_destroy",
+	"vm_suspend", "vm_resume", "vm_destroy", "vm_run",
 };
 
-START_TEST(registry_has_the_twelve_tools)
+START_TEST(registry_has_the_thirteen_tools)
 {
 	json_object *list = tools_list_json(), *entry, *v;
 	char	 err[64];
 	size_t	 i;
 
-	ck_assert_uint_eq(tools_count(), 12);
-	ck_assert_uint_eq(json_object_array_length(list), 12);
-	for (i = 0; i < 12; i++) {
+	ck_assert_uint_eq(tools_count(), 13);
+	ck_assert_uint_eq(json_object_array_length(list), 13);
+	for (i = 0; i < 13; i++) {
 		ck_assert_ptr_nonnull(tools_find(tool_names[i]));
 		ck_assert_str_eq(tool_name(tools_at(i)), tool_names[i]);
 		entry = json_object_array_get_idx(list, i);
@@ -342,10 +342,10 @@ START_TEST(registry_has_the_twelve_tools)
 		ck_assert(!json_object_object_get_ex(entry, "errors", &v));
 	}
 	ck_assert_ptr_null(tools_find("vm_reboot"));
-	ck_assert_ptr_null(tools_at(12));
+	ck_assert_ptr_null(tools_at(13));
 	/* Idempotent. */
 	ck_assert_int_eq(tools_init(err, sizeof(err)), 0);
-	ck_assert_uint_eq(tools_count(), 12);
+	ck_assert_uint_eq(tools_count(), 13);
 }
 END_TEST
 
@@ -593,20 +593,29 @@ static const struct call inputs[] = {
 	    "$.force: unknown property; allowed: vm_id" },
 	{ "vm_destroy", "{\"vm_id\":\"vm-1;rm -rf\"}",
 	    "$.vm_id: must match the pattern" },
+
+	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
+	    "\"network\":\"off\",\"memory_mib\":512,\"timeout_seconds\":600,"
+	    "\"stdin_base64\":\"YQ==\",\"max_bytes\":4}", NULL },
+	{ "vm_run", "{\"command\":\"true\"}", "$.request_id: is required" },
+	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
+	    "\"timeout_seconds\":601}", "$.timeout_seconds: must be at most 600" },
+	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
+	    "\"vm_id\":\"vm-1\"}", "$.vm_id: unknown property" },
 };
 
 START_TEST(tool_inputs)
 {
 	size_t	 i;
-	int	 seen[12] = { 0 };
+	int	 seen[13] = { 0 };
 
 	run_calls(inputs, sizeof(inputs) / sizeof(inputs[0]), 0);
 	/* Every tool has valid and invalid cases above. */
 	for (i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++)
-		for (size_t j = 0; j < 12; j++)
+		for (size_t j = 0; j < 13; j++)
 			if (strcmp(inputs[i].tool, tool_names[j]) == 0)
 				seen[j] |= inputs[i].want ? 2 : 1;
-	for (i = 0; i < 12; i++)
+	for (i = 0; i < 13; i++)
 		ck_assert_msg(seen[i] == 3, "%s lacks cases", tool_names[i]);
 }
 END_TEST
@@ -710,6 +719,16 @@ static const struct call outputs[] = {
 	    NULL },
 	{ "vm_destroy", "{" VM ",\"destroyed\":false,"
 	    "\"already_destroyed\":false}", "$.destroyed: must be true" },
+	{ "vm_run", "{" VM ",\"job_id\":\"j1\",\"request_id\":\"r1\","
+	    "\"state\":\"completed\",\"exit_code\":0,\"stdout\":\"4\\n\","
+	    "\"stderr\":\"\",\"stdout_bytes\":2,\"stderr_bytes\":0,"
+	    "\"decoding_errors\":{\"stdout\":false,\"stderr\":false},"
+	    "\"truncated\":false,\"timed_out\":false}", NULL },
+	{ "vm_run", "{" VM ",\"job_id\":\"j1\",\"request_id\":\"r1\","
+	    "\"state\":\"running\",\"exit_code\":null,\"stdout\":\"\","
+	    "\"stderr\":\"\",\"stdout_bytes\":0,\"stderr_bytes\":0,"
+	    "\"decoding_errors\":{\"stdout\":false,\"stderr\":false},"
+	    "\"truncated\":false,\"timed_out\":false}", NULL },
 };
 
 START_TEST(tool_outputs)
@@ -733,7 +752,7 @@ main(void)
 	tcase_add_test(tc, combinators);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(tt, setup_tools, teardown_tools);
-	tcase_add_test(tt, registry_has_the_twelve_tools);
+	tcase_add_test(tt, registry_has_the_thirteen_tools);
 	tcase_add_test(tt, every_example_validates);
 	tcase_add_test(tt, tool_inputs);
 	tcase_add_test(tt, tool_input_size_bounds);

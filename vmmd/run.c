@@ -1,0 +1,557 @@
+/*
+ * vm_run for vmmd: a VM of its own for one command.  It is created as
+ * vm_create creates (same checks, quotas and audit), the command runs as
+ * vm_exec runs it, its end is polled from a timer as vm_exec's wait is,
+ * its first page of output is read, and the VM is destroyed before the
+ * answer goes out, whatever happened: the command ended, timed out, the
+ * guest failed, mcpd cancelled the call or went away.  Nothing here
+ * blocks the loop: every step is a callback.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+
+#include <openssl/rand.h>
+
+#include "jsonx.h"
+#include "log.h"
+#include "vmmd.h"
+
+#define RUN_CALL_MS		60000
+/* The guest kills the command at timeout_seconds; if it has not said so
+ * this much later, the run ends without it. */
+#define RUN_GRACE_SECONDS	15
+
+enum run_phase {
+	RUN_CREATING,		/* vm_create is under way */
+	RUN_STARTING,		/* the exec call is on its way */
+	RUN_WAITING,		/* polling the job's status */
+	RUN_READING,		/* the output call is on its way */
+	RUN_DESTROYING,		/* vm_destroy is under way */
+};
+
+struct run {
+	struct request		*req;
+	struct event		*timer;
+	enum run_phase		 phase;
+	int			 cancel;
+	int			 inflight;	/* a guest call is out */
+	int			 timeout_s;
+	int			 max_bytes;
+	int			 last_progress;
+	struct timespec		 started;
+	struct json_object	*status;	/* the job's last status */
+	struct json_object	*result;	/* the answer, once known */
+	char			 code[32];	/* or the error, once known */
+	char			 msg[256];
+	char			 job_id[32];
+	struct request_joiners	 joiners;
+};
+
+static void run_tick(evutil_socket_t, short, void *);
+
+static const char *
+arg_str(struct request *req, const char *key, const char *def)
+{
+	struct jsonx_err jerr;
+	const char *v = def;
+
+	(void)jsonx_get_string(req->args, key, 0, &v, &jerr);
+	return v;
+}
+
+static int64_t
+arg_int(struct request *req, const char *key, int64_t def)
+{
+	struct jsonx_err jerr;
+	int64_t v = def;
+
+	(void)jsonx_get_int64(req->args, key, 0, INT64_MIN, INT64_MAX, &v,
+	    &jerr);
+	return v;
+}
+
+static long
+elapsed_ms(const struct run *run)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (long)(now.tv_sec - run->started.tv_sec) * 1000 +
+	    (now.tv_nsec - run->started.tv_nsec) / 1000000;
+}
+
+static void
+run_schedule(struct run *run, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+
+	evtimer_add(run->timer, &tv);
+}
+
+/* The answer, to the request and every retry that joined it. */
+static void
+run_answer(struct run *run)
+{
+	struct request *req = run->req;
+
+	req->on_cancel = NULL;
+	req->on_join = NULL;
+	req->hold = NULL;
+	event_free(run->timer);
+	json_object_put(run->status);
+	if (run->result != NULL) {
+		joiners_reply(&run->joiners, run->result);
+		request_reply(req, run->result);
+	} else {
+		joiners_error(&run->joiners, run->code, run->msg);
+		request_error(req, run->code, "%s", run->msg);
+	}
+	free(run);
+}
+
+static void
+run_error(struct run *run, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Remembers the error the answer will be, unless one is known already. */
+static void
+run_error(struct run *run, const char *code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (run->result != NULL || run->code[0] != '\0')
+		return;
+	snprintf(run->code, sizeof(run->code), "%s", code);
+	va_start(ap, fmt);
+	vsnprintf(run->msg, sizeof(run->msg), fmt, ap);
+	va_end(ap);
+}
+
+static void
+run_destroyed(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct run *run = arg;
+
+	if (code != NULL)
+		log_warnx("vm %s: vm_run's destroy: %s", run->req->vm_id,
+		    msg != NULL ? msg : code);
+	run_answer(run);
+}
+
+/* Destroys the run's VM, then answers. */
+static void
+run_destroy(struct run *run)
+{
+	struct vm *vm = vm_find(run->req->vm_id);
+
+	if (run->phase == RUN_DESTROYING)
+		return;
+	run->phase = RUN_DESTROYING;
+	evtimer_del(run->timer);
+	if (vm == NULL || vm->rec.state == VM_GONE) {
+		run_answer(run);
+		return;
+	}
+	vm_destroy(vm, run_destroyed, run);
+}
+
+/*
+ * The result without the output (the run was cancelled or the guest
+ * stopped answering): what the last status said, and empty streams.
+ */
+static void
+run_result_bare(struct run *run, const char *state)
+{
+	struct json_object *o = json_object_new_object(), *d, *v;
+	int64_t out = 0, err = 0;
+	struct jsonx_err jerr;
+
+	if (run->result != NULL || run->code[0] != '\0')
+		return;
+	if (run->status != NULL) {
+		(void)jsonx_get_int64(run->status, "stdout_bytes", 0, 0,
+		    INT64_MAX, &out, &jerr);
+		(void)jsonx_get_int64(run->status, "stderr_bytes", 0, 0,
+		    INT64_MAX, &err, &jerr);
+	}
+	json_object_object_add(o, "vm_id",
+	    json_object_new_string(run->req->vm_id));
+	json_object_object_add(o, "job_id", json_object_new_string(run->job_id));
+	json_object_object_add(o, "request_id",
+	    json_object_new_string(run->req->request_id));
+	json_object_object_add(o, "state", json_object_new_string(state));
+	v = NULL;
+	if (run->status != NULL && strcmp(state, "cancelled") != 0)
+		json_object_object_get_ex(run->status, "exit_code", &v);
+	json_object_object_add(o, "exit_code", json_object_get(v));
+	json_object_object_add(o, "stdout", json_object_new_string(""));
+	json_object_object_add(o, "stderr", json_object_new_string(""));
+	json_object_object_add(o, "stdout_bytes", json_object_new_int64(out));
+	json_object_object_add(o, "stderr_bytes", json_object_new_int64(err));
+	d = json_object_new_object();
+	json_object_object_add(d, "stdout", json_object_new_boolean(0));
+	json_object_object_add(d, "stderr", json_object_new_boolean(0));
+	json_object_object_add(o, "decoding_errors", d);
+	json_object_object_add(o, "truncated",
+	    json_object_new_boolean(out > 0 || err > 0));
+	json_object_object_add(o, "timed_out", json_object_new_boolean(
+	    strcmp(state, "timed_out") == 0));
+	run->result = o;
+}
+
+/* The job's first page of output, and its last status: the answer. */
+static void
+run_output(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct run *run = arg;
+	struct json_object *o, *v, *cur;
+	int64_t out = 0, err = 0, at_out = 0, at_err = 0;
+	struct jsonx_err jerr;
+	int trunc = 0;
+	static const char *const copy[] = { "state", "exit_code", "stdout",
+	    "stderr", NULL };
+
+	if (run->phase == RUN_DESTROYING) {
+		run->inflight = 0;	/* the VM went while it was out */
+		return;
+	}
+	run->inflight = 0;
+	if (code != NULL) {
+		run_error(run, code, "the command ran but its output could "
+		    "not be read: %s", msg != NULL ? msg : code);
+		run_destroy(run);
+		return;
+	}
+	tools_job_remember(vm, res);
+	(void)jsonx_get_int64(run->status, "stdout_bytes", 0, 0, INT64_MAX,
+	    &out, &jerr);
+	(void)jsonx_get_int64(run->status, "stderr_bytes", 0, 0, INT64_MAX,
+	    &err, &jerr);
+	if (json_object_object_get_ex(run->status, "truncated", &v))
+		trunc = json_object_get_boolean(v);
+	if (json_object_object_get_ex(res, "next_cursor", &cur)) {
+		(void)jsonx_get_int64(cur, "stdout", 0, 0, INT64_MAX, &at_out,
+		    &jerr);
+		(void)jsonx_get_int64(cur, "stderr", 0, 0, INT64_MAX, &at_err,
+		    &jerr);
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "vm_id", json_object_new_string(vm->rec.id));
+	json_object_object_add(o, "job_id", json_object_new_string(run->job_id));
+	json_object_object_add(o, "request_id",
+	    json_object_new_string(run->req->request_id));
+	for (int i = 0; copy[i] != NULL; i++) {
+		v = NULL;
+		json_object_object_get_ex(res, copy[i], &v);
+		json_object_object_add(o, copy[i], json_object_get(v));
+	}
+	json_object_object_add(o, "stdout_bytes", json_object_new_int64(out));
+	json_object_object_add(o, "stderr_bytes", json_object_new_int64(err));
+	v = NULL;
+	json_object_object_get_ex(res, "decoding_errors", &v);
+	json_object_object_add(o, "decoding_errors", json_object_get(v));
+	json_object_object_add(o, "truncated", json_object_new_boolean(trunc ||
+	    at_out < out || at_err < err));
+	v = NULL;
+	json_object_object_get_ex(res, "timed_out", &v);
+	json_object_object_add(o, "timed_out", json_object_get(v));
+	run->result = o;
+	run_destroy(run);
+}
+
+static void
+run_status(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct run *run = arg;
+	struct json_object *call, *v;
+	const char *state = "running";
+	long waited;
+
+	if (run->phase == RUN_DESTROYING) {
+		run->inflight = 0;	/* the VM went while it was out */
+		return;
+	}
+	run->inflight = 0;
+	if (run->cancel) {
+		run_result_bare(run, "cancelled");
+		run_destroy(run);
+		return;
+	}
+	if (code != NULL) {
+		run_error(run, code, "the guest stopped answering while the "
+		    "command ran: %s", msg != NULL ? msg : code);
+		run_destroy(run);
+		return;
+	}
+	json_object_put(run->status);
+	run->status = json_object_get(res);
+	if (json_object_object_get_ex(res, "state", &v) &&
+	    json_object_is_type(v, json_type_string))
+		state = json_object_get_string(v);
+	if (strcmp(state, "running") != 0) {
+		/* Only an end is news to the store: each write is a sync. */
+		tools_job_remember(vm, res);
+		call = json_object_new_object();
+		json_object_object_add(call, "op",
+		    json_object_new_string("job_output"));
+		json_object_object_add(call, "job_id",
+		    json_object_new_string(run->job_id));
+		json_object_object_add(call, "encoding",
+		    json_object_new_string("utf-8"));
+		json_object_object_add(call, "max_bytes",
+		    json_object_new_int(run->max_bytes));
+		run->phase = RUN_READING;
+		if (proxy_call(vm, call, RUN_CALL_MS, run_output, run) == -1) {
+			run_result_bare(run, state);
+			run_destroy(run);
+		} else
+			run->inflight = 1;
+		json_object_put(call);
+		return;
+	}
+	waited = elapsed_ms(run) / 1000;
+	if (waited > run->timeout_s + RUN_GRACE_SECONDS) {
+		log_warnx("vm %s: vm_run: the guest did not end job %s at its "
+		    "timeout", vm->rec.id, run->job_id);
+		run_result_bare(run, "timed_out");
+		run_destroy(run);
+		return;
+	}
+	/* Progress goes on from vm_create's (cloning 1, booting 2): 3 when
+	 * the command started, one more for each second it runs. */
+	if (waited + 3 > run->last_progress) {
+		run->last_progress = (int)waited + 3;
+		request_progress(run->req, run->last_progress,
+		    run->timeout_s + 4, "the command is running");
+	}
+	run_schedule(run, job_poll_ms(elapsed_ms(run)));
+}
+
+static void
+run_tick(evutil_socket_t fd, short ev, void *arg)
+{
+	struct run *run = arg;
+	struct json_object *call;
+	struct vm *vm = vm_find(run->req->vm_id);
+
+	switch (run->phase) {
+	case RUN_CREATING:
+		/* Only a cancel wakes it now: destroying the VM ends the
+		 * create, whose callback then finds the run destroying. */
+		if (run->cancel) {
+			run_error(run, "unavailable", "vm_run was cancelled "
+			    "before its command started; its VM is destroyed");
+			run_destroy(run);
+		}
+		return;
+	case RUN_STARTING:
+	case RUN_READING:
+	case RUN_DESTROYING:
+		return;	/* the call's callback takes it on */
+	case RUN_WAITING:
+		break;
+	}
+	if (run->inflight)
+		return;
+	if (run->cancel) {
+		run_result_bare(run, "cancelled");
+		run_destroy(run);
+		return;
+	}
+	if (vm == NULL || vm->rec.state != VM_RUNNING || !vm->guest_up ||
+	    vm->busy) {
+		run_error(run, "unavailable", "the VM stopped while the "
+		    "command ran");
+		run->req->uncertain = 1;
+		run_destroy(run);
+		return;
+	}
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string(
+	    "job_status"));
+	json_object_object_add(call, "job_id",
+	    json_object_new_string(run->job_id));
+	if (proxy_call(vm, call, RUN_CALL_MS, run_status, run) == -1) {
+		run_error(run, "unavailable", "the guest link is down");
+		run->req->uncertain = 1;
+		run_destroy(run);
+	} else
+		run->inflight = 1;
+	json_object_put(call);
+}
+
+static void
+run_started(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct run *run = arg;
+
+	if (run->phase == RUN_DESTROYING)
+		return;		/* the VM went while the call was out */
+	if (code != NULL) {
+		/* Lost on the way back: the guest may have run it. */
+		if (strcmp(code, "unavailable") == 0)
+			run->req->uncertain = 1;
+		run_error(run, code, "%s", msg != NULL ? msg : code);
+		run_destroy(run);
+		return;
+	}
+	tools_job_remember(vm, res);
+	if (run->cancel) {
+		run_result_bare(run, "cancelled");
+		run_destroy(run);
+		return;
+	}
+	run->phase = RUN_WAITING;
+	clock_gettime(CLOCK_MONOTONIC, &run->started);
+	request_progress(run->req, 3, run->timeout_s + 4, "the command is "
+	    "running");
+	run->last_progress = 3;
+	run_schedule(run, job_poll_ms(0));
+}
+
+static void
+run_created(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct run *run = arg;
+	struct request *req = run->req;
+	struct json_object *call, *v;
+	unsigned char rnd[12];
+
+	if (code != NULL) {
+		if (run->phase == RUN_DESTROYING)
+			return;	/* the destroy's callback answers */
+		/* vm_create tears a failed VM down itself. */
+		run_error(run, code, "%s", msg != NULL ? msg : code);
+		run_answer(run);
+		return;
+	}
+	if (run->cancel) {
+		run_error(run, "unavailable", "vm_run was cancelled before its "
+		    "command started; its VM is destroyed");
+		run_destroy(run);
+		return;
+	}
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		fatalx("RAND_bytes failed");
+	run->job_id[0] = 'j';
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(run->job_id + 1 + i * 2, 3, "%02x", rnd[i]);
+	if (store_job_add(env->store, vm->rec.id, run->job_id,
+	    req->request_id, wall_ms()) == -1) {
+		run_error(run, "unavailable", "the job could not be recorded");
+		run_destroy(run);
+		return;
+	}
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string("exec"));
+	json_object_object_add(call, "job_id",
+	    json_object_new_string(run->job_id));
+	json_object_object_add(call, "command",
+	    json_object_new_string(arg_str(req, "command", "")));
+	if (json_object_object_get_ex(req->args, "cwd", &v))
+		json_object_object_add(call, "cwd", json_object_get(v));
+	if (json_object_object_get_ex(req->args, "env", &v))
+		json_object_object_add(call, "env", json_object_get(v));
+	if (json_object_object_get_ex(req->args, "stdin_base64", &v))
+		json_object_object_add(call, "stdin_base64",
+		    json_object_get(v));
+	json_object_object_add(call, "timeout_ms",
+	    json_object_new_int64((int64_t)run->timeout_s * 1000));
+	run->phase = RUN_STARTING;
+	if (proxy_call(vm, call, RUN_CALL_MS, run_started, run) == -1) {
+		run_error(run, "unavailable", "the guest link is down");
+		run_destroy(run);
+	}
+	json_object_put(call);
+}
+
+/* mcpd cancelled the call or went away: the loop takes it on. */
+static void
+run_cancel(struct request *req)
+{
+	struct run *run = req->hold;
+
+	if (run->cancel)
+		return;
+	run->cancel = 1;
+	if (!run->inflight && (run->phase == RUN_CREATING ||
+	    run->phase == RUN_WAITING)) {
+		evtimer_del(run->timer);
+		event_active(run->timer, EV_TIMEOUT, 1);
+	}
+}
+
+static int
+run_join(struct request *req, struct request *retry)
+{
+	struct run *run = req->hold;
+
+	return joiners_add(&run->joiners, retry);
+}
+
+void
+tool_vm_run(struct request *req)
+{
+	const struct conf_image *im;
+	struct run *run;
+	int memory;
+
+	if (tools_create_check(req, &im, &memory) == -1)
+		return;
+	if ((run = calloc(1, sizeof(*run))) == NULL ||
+	    (run->timer = evtimer_new(env->base, run_tick, run)) == NULL) {
+		free(run);
+		request_error(req, "unavailable", "no memory for vm_run");
+		return;
+	}
+	run->req = req;
+	run->phase = RUN_CREATING;
+	run->timeout_s = (int)arg_int(req, "timeout_seconds", 60);
+	run->max_bytes = (int)arg_int(req, "max_bytes", 16384);
+	req->hold = run;
+	req->on_cancel = run_cancel;
+	req->on_join = run_join;
+	/* Never suspended for idleness: it lives as long as its command. */
+	vm_create(req, im, (int)arg_int(req, "vcpus", 1), memory,
+	    strcmp(arg_str(req, "network", "off"), "on") == 0, 0, 0,
+	    run_created, run);
+	/* run may be answered and gone by now (a refused create). */
+}
+
+/* vmmd stops: every run's VM is destroyed now, before the others are
+ * hibernated, and each run answers that it was cut short. */
+void
+run_shutdown(void)
+{
+	struct run *runs[256];
+	struct request *req;
+	size_t n = 0;
+
+	/* Collected first: an answer frees requests (joined retries too). */
+	TAILQ_FOREACH(req, &env->requests, entry)
+		if (req->on_cancel == run_cancel &&
+		    n < sizeof(runs) / sizeof(runs[0]))
+			runs[n++] = req->hold;
+	for (size_t i = 0; i < n; i++) {
+		struct run *run = runs[i];
+
+		run->cancel = 1;
+		if (run->phase == RUN_DESTROYING)
+			continue;
+		if (run->result == NULL) {
+			run_error(run, "unavailable", "vmmd is shutting "
+			    "down; vm_run's VM is destroyed");
+			run->req->uncertain = run->phase != RUN_CREATING;
+		}
+		run_destroy(run);
+	}
+}
