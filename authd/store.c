@@ -59,8 +59,7 @@ static const char *const migrations[] = {
  */
 static const struct sqldb_opts store_opts = {
 	.daemon = "authd",
-	.migrations = migrations,
-	.nmigrations = (int)(sizeof(migrations) / sizeof(migrations[0])),
+	SQLDB_MIGRATIONS(migrations),
 	.busy_ms = 1000,
 	.exclusive = 1,
 	.serialized = 0,
@@ -132,7 +131,7 @@ rollback(struct store *s)
 	sqldb_rollback(s->db);
 }
 
-/* A cached statement for sql (a literal); give it back with release. */
+/* A cached statement for sql (a literal); back with sqldb_release. */
 static sqlite3_stmt *
 prep(struct store *s, const char *sql)
 {
@@ -143,11 +142,6 @@ prep(struct store *s, const char *sql)
 	return st;
 }
 
-static void
-release(struct store *s, sqlite3_stmt *st)
-{
-	sqldb_release(s->db, st);
-}
 
 static int64_t
 col_time(sqlite3_stmt *st, int col)
@@ -155,14 +149,6 @@ col_time(sqlite3_stmt *st, int col)
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
 		return 0;
 	return sqlite3_column_int64(st, col);
-}
-
-static void
-col_text(sqlite3_stmt *st, int col, char *buf, size_t len)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-
-	snprintf(buf, len, "%s", t != NULL ? (const char *)t : "");
 }
 
 /* Reads the six WS_COLS columns starting at col. */
@@ -212,7 +198,7 @@ store_open(const char *path, char err[STORE_ERR_MAX])
 		    s->err);
 		goto fail;
 	}
-	release(s, st);
+	sqldb_release(s->db, st);
 	return s;
 fail:
 	store_close(s);
@@ -296,7 +282,7 @@ ws_get(struct store *s, const char *ws, struct auth_policy *p,
 		rc = db_fail(s, "read workspace");
 		break;
 	}
-	release(s, st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -320,7 +306,7 @@ cred_insert(struct store *s, const char *ws, const uint8_t hash[CRED_HASH_LEN],
 	bind_time(st, 5, expires_at);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		rc = db_fail(s, "insert credential");
-	release(s, st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -389,7 +375,7 @@ store_issue(struct store *s, const char *ws,
 		goto out;
 	rc = commit(s);
 out:
-	release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
 		rollback(s);
 		*created = 0;
@@ -433,7 +419,7 @@ revoke_creds(struct store *s, const char *ws, const char *only_id,
 	}
 	if (rc == STORE_OK && r != SQLITE_DONE)
 		rc = db_fail(s, "revoke credentials");
-	release(s, st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -486,7 +472,7 @@ store_rotate(struct store *s, const char *ws, const char *old_id,
 		goto out;
 	rc = commit(s);
 out:
-	release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
 		rollback(s);
 		store_ids_free(revoked);
@@ -513,7 +499,7 @@ store_revoke_cred(struct store *s, const char *id, int64_t now,
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	switch (sqlite3_step(st)) {
 	case SQLITE_ROW:
-		col_text(st, 0, ws, AUTH_WORKSPACE_MAX + 1);
+		sqldb_column_text(st, 0, ws, AUTH_WORKSPACE_MAX + 1);
 		*already = col_time(st, 1) != 0;
 		break;
 	case SQLITE_DONE:
@@ -524,7 +510,7 @@ store_revoke_cred(struct store *s, const char *id, int64_t now,
 		rc = db_fail(s, "read credential");
 		goto out;
 	}
-	release(s, st);
+	sqldb_release(s->db, st);
 	st = NULL;
 	if (!*already) {
 		st = prep(s, "UPDATE credentials SET revoked_at = ?1 "
@@ -542,7 +528,7 @@ store_revoke_cred(struct store *s, const char *id, int64_t now,
 	}
 	rc = commit(s);
 out:
-	release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK)
 		rollback(s);
 	return rc;
@@ -585,7 +571,7 @@ store_revoke_workspace(struct store *s, const char *ws, int64_t now,
 		goto out;
 	rc = commit(s);
 out:
-	release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
 		rollback(s);
 		store_ids_free(revoked);
@@ -633,7 +619,7 @@ store_policy_set(struct store *s, const char *ws,
 	}
 	rc = commit(s);
 out:
-	release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK)
 		rollback(s);
 	return rc;
@@ -660,8 +646,8 @@ store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
 		exp = col_time(st, 3);
 		if (exp != 0 && exp <= now)
 			break;
-		col_text(st, 1, v->cred_id, sizeof(v->cred_id));
-		col_text(st, 2, v->workspace, sizeof(v->workspace));
+		sqldb_column_text(st, 1, v->cred_id, sizeof(v->cred_id));
+		sqldb_column_text(st, 2, v->workspace, sizeof(v->workspace));
 		v->expires_at = exp;
 		if (col_policy(st, 4, &v->policy) == -1) {
 			store_seterr(s, "workspace %s: stored images are "
@@ -677,7 +663,7 @@ store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
 		rc = db_fail(s, "verify");
 		break;
 	}
-	release(s, st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -685,7 +671,7 @@ static void
 row_workspace(sqlite3_stmt *st, struct store_workspace *w)
 {
 	memset(w, 0, sizeof(*w));
-	col_text(st, 0, w->id, sizeof(w->id));
+	sqldb_column_text(st, 0, w->id, sizeof(w->id));
 	w->created_at = col_time(st, 1);
 	w->revoked_at = col_time(st, 2);
 	w->active = (unsigned int)sqlite3_column_int(st, 3);
@@ -747,7 +733,7 @@ store_list(struct store *s, int64_t now, size_t max,
 	ws = NULL;
 out:
 	free(ws);
-	release(s, st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -786,7 +772,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 		rc = STORE_ERROR;
 		goto out;
 	}
-	release(s, st);
+	sqldb_release(s->db, st);
 	st = prep(s, "SELECT id, created_at, expires_at, revoked_at "
 	    "FROM credentials WHERE workspace = ?1 "
 	    "ORDER BY created_at DESC, id LIMIT ?2");
@@ -810,7 +796,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 		}
 		cs = p;
 		memset(&cs[cnt], 0, sizeof(cs[cnt]));
-		col_text(st, 0, cs[cnt].id, sizeof(cs[cnt].id));
+		sqldb_column_text(st, 0, cs[cnt].id, sizeof(cs[cnt].id));
 		snprintf(cs[cnt].workspace, sizeof(cs[cnt].workspace), "%s",
 		    ws);
 		cs[cnt].created_at = col_time(st, 1);
@@ -827,7 +813,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 	cs = NULL;
 out:
 	free(cs);
-	release(s, st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -852,6 +838,6 @@ store_expired(struct store *s, int64_t after, int64_t upto,
 		    (const char *)sqlite3_column_text(st, 1), arg);
 	if (r != SQLITE_DONE)
 		rc = db_fail(s, "find expired credentials");
-	release(s, st);
+	sqldb_release(s->db, st);
 	return rc;
 }

@@ -158,6 +158,14 @@ sqldb_release(struct sqldb *d, sqlite3_stmt *st)
 	sqlite3_finalize(st);
 }
 
+void
+sqldb_column_text(sqlite3_stmt *st, int col, char *buf, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+
+	snprintf(buf, len, "%s", t != NULL ? (const char *)t : "");
+}
+
 size_t
 sqldb_cached(const struct sqldb *d)
 {

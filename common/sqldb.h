@@ -16,6 +16,9 @@
 
 struct sqldb;
 
+#define SQLDB_MIGRATIONS(m) \
+	.migrations = (m), .nmigrations = (int)(sizeof(m) / sizeof((m)[0]))
+
 struct sqldb_opts {
 	/* Who opens it, for errors: "authd", "vmmd". */
 	const char		*daemon;
@@ -25,7 +28,7 @@ struct sqldb_opts {
 	 * file whose user_version is above nmigrations is refused.
 	 */
 	const char *const	*migrations;
-	int			 nmigrations;
+	int			 nmigrations;	/* SQLDB_MIGRATIONS sets both */
 	int			 busy_ms;	/* sqlite3_busy_timeout */
 	/* PRAGMA locking_mode = EXCLUSIVE: the opener is its only user. */
 	int			 exclusive;
@@ -80,6 +83,9 @@ int		 sqldb_user_version(struct sqldb *);
 sqlite3_stmt	*sqldb_prepare(struct sqldb *, const char *sql);
 /* Done with a statement of sqldb_prepare (NULL is fine): reset, kept. */
 void		 sqldb_release(struct sqldb *, sqlite3_stmt *);
+/* Column col as text into buf (NULL as ""), cut to len - 1 bytes. */
+void		 sqldb_column_text(sqlite3_stmt *, int col, char *buf,
+		    size_t len);
 /* How many statements the cache holds; for tests. */
 size_t		 sqldb_cached(const struct sqldb *);
 

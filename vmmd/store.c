@@ -110,8 +110,7 @@ static const char *const migrations[] = {
  */
 static const struct sqldb_opts store_opts = {
 	.daemon = "vmmd",
-	.migrations = migrations,
-	.nmigrations = (int)(sizeof(migrations) / sizeof(migrations[0])),
+	SQLDB_MIGRATIONS(migrations),
 	.busy_ms = 5000,
 	.exclusive = 0,
 	.serialized = 1,
@@ -176,7 +175,7 @@ store_close(struct store *s)
 	free(s);
 }
 
-/* A cached statement for sql (a literal); give it back with release. */
+/* A cached statement for sql (a literal); back with sqldb_release. */
 static sqlite3_stmt *
 store_prepare(struct store *s, const char *sql)
 {
@@ -188,11 +187,6 @@ store_prepare(struct store *s, const char *sql)
 	return st;
 }
 
-static void
-store_release(struct store *s, sqlite3_stmt *st)
-{
-	sqldb_release(s->db, st);
-}
 
 /* Steps a statement that returns no rows, and finalizes it. */
 static int
@@ -203,10 +197,10 @@ store_done(struct store *s, sqlite3_stmt *st)
 	if (rc != SQLITE_DONE) {
 		log_warnx("store %s: %s", sqldb_path(s->db),
 		    sqlite3_errmsg(sqldb_handle(s->db)));
-		store_release(s, st);
+		sqldb_release(s->db, st);
 		return -1;
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	return 0;
 }
 
@@ -288,29 +282,21 @@ store_vm_set_generation(struct store *s, const char *id, int gen)
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
 	"created_at, updated_at, generation, failure"
 
-static void
-copy_text(char *dst, size_t len, sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-
-	snprintf(dst, len, "%s", t != NULL ? (const char *)t : "");
-}
-
 static int
 row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 {
 	const unsigned char *state;
 
 	memset(v, 0, sizeof(*v));
-	copy_text(v->id, sizeof(v->id), st, 0);
-	copy_text(v->workspace, sizeof(v->workspace), st, 1);
+	sqldb_column_text(st, 0, v->id, sizeof(v->id));
+	sqldb_column_text(st, 1, v->workspace, sizeof(v->workspace));
 	v->slot = sqlite3_column_int(st, 2);
 	state = sqlite3_column_text(st, 3);
 	if (state == NULL || vm_state_parse((const char *)state, &v->state)) {
 		log_warnx("store: vm %s has an unknown state", v->id);
 		v->state = VM_FAILED;
 	}
-	copy_text(v->image, sizeof(v->image), st, 4);
+	sqldb_column_text(st, 4, v->image, sizeof(v->image));
 	v->vcpus = sqlite3_column_int(st, 5);
 	v->memory_mib = sqlite3_column_int(st, 6);
 	v->disk_bytes = sqlite3_column_int64(st, 7);
@@ -320,7 +306,7 @@ row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 	v->created_at = sqlite3_column_int64(st, 11);
 	v->updated_at = sqlite3_column_int64(st, 12);
 	v->generation = sqlite3_column_int(st, 13);
-	copy_text(v->failure, sizeof(v->failure), st, 14);
+	sqldb_column_text(st, 14, v->failure, sizeof(v->failure));
 	return 0;
 }
 
@@ -337,10 +323,10 @@ store_vm_get(struct store *s, const char *id, struct vm_record *v)
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		row_to_vm(st, v);
-		store_release(s, st);
+		sqldb_release(s->db, st);
 		return 0;
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	errno = rc == SQLITE_DONE ? ENOENT : EIO;
 	return -1;
 }
@@ -372,14 +358,14 @@ store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
 			cap = cap ? cap * 2 : 16;
 			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL) {
 				free(v);
-				store_release(s, st);
+				sqldb_release(s->db, st);
 				return -1;
 			}
 			v = nv;
 		}
 		row_to_vm(st, &v[(*n)++]);
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE) {
 		free(v);
 		*n = 0;
@@ -428,7 +414,7 @@ store_vm_was_destroyed(struct store *s, const char *id, const char *workspace)
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	return rc == SQLITE_ROW;
 }
 
@@ -449,7 +435,7 @@ store_free_slot(struct store *s, int max)
 		if (slot == want)
 			want++;
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return -1;
 	return want < max ? want : -1;
@@ -484,17 +470,17 @@ store_receipt_begin(struct store *s, const char *workspace,
 		else if (strcmp(state, "done") == 0) {
 			*status = RECEIPT_DONE;
 			if (r != NULL && (*result = strdup(r)) == NULL) {
-				store_release(s, st);
+				sqldb_release(s->db, st);
 				goto fail;
 			}
 		} else if (strcmp(state, "uncertain") == 0)
 			*status = RECEIPT_UNCERTAIN;
 		else
 			*status = RECEIPT_PENDING;
-		store_release(s, st);
+		sqldb_release(s->db, st);
 		return store_commit(s);
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE)
 		goto fail;
 
@@ -625,9 +611,9 @@ static void
 row_to_job(sqlite3_stmt *st, struct job_record *j)
 {
 	memset(j, 0, sizeof(*j));
-	copy_text(j->job_id, sizeof(j->job_id), st, 0);
-	copy_text(j->request_id, sizeof(j->request_id), st, 1);
-	copy_text(j->state, sizeof(j->state), st, 2);
+	sqldb_column_text(st, 0, j->job_id, sizeof(j->job_id));
+	sqldb_column_text(st, 1, j->request_id, sizeof(j->request_id));
+	sqldb_column_text(st, 2, j->state, sizeof(j->state));
 	j->exit_code = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 :
 	    sqlite3_column_int(st, 3);
 	j->started_at = sqlite3_column_int64(st, 4);
@@ -653,7 +639,7 @@ store_job_get(struct store *s, const char *vm_id, const char *job_id,
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		row_to_job(st, j);
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_ROW) {
 		errno = rc == SQLITE_DONE ? ENOENT : EIO;
 		return -1;
@@ -689,7 +675,7 @@ store_job_list(struct store *s, const char *vm_id, struct job_record **out,
 		}
 		row_to_job(st, &j[(*n)++]);
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE) {
 		free(j);
 		*n = 0;
@@ -712,12 +698,12 @@ store_audit_anchor_get(struct store *s, long long *seq, char *hash,
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		*seq = sqlite3_column_int64(st, 0);
-		copy_text(hash, hashlen, st, 1);
+		sqldb_column_text(st, 1, hash, hashlen);
 	} else {
 		*seq = 0;
 		hash[0] = '\0';
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
@@ -761,8 +747,8 @@ store_digest_get(struct store *s, const char *path,
 	bind_identity(st, path, id);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
-		copy_text(hex, 65, st, 0);
-	store_release(s, st);
+		sqldb_column_text(st, 0, hex, 65);
+	sqldb_release(s->db, st);
 	if (rc == SQLITE_ROW)
 		return strlen(hex) == 64 ? 1 : 0;
 	return rc == SQLITE_DONE ? 0 : -1;
