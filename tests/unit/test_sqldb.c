@@ -25,8 +25,7 @@ static const char *const steps[] = {
 	"CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER NOT NULL);",
 	"CREATE TABLE u (k TEXT REFERENCES t(k));",
 	/* Fails halfway: the table is made, then the insert breaks. */
-	"CREATE TABLE w (x INTEGER NOT NULL);"
-	"INSERT INTO w (x) VALUES (NULL);",
+	"CREATE TABLE w (x INTEGER NOT NULL); INSERT INTO w VALUES (NULL);",
 };
 
 static struct sqldb_opts opts;
