@@ -117,37 +117,32 @@ static const struct sqldb_opts store_opts = {
 	.forbidden_mode = 022,
 };
 
+/* A sqldb call's result, with its failure logged: what failed, and why. */
+static int
+logged(struct store *s, int rc, const char *what)
+{
+	if (rc == -1)
+		log_warnx("store %s: %s%s", sqldb_path(s->db), what,
+		    sqldb_errmsg(s->db));
+	return rc;
+}
+
 static int
 store_exec(struct store *s, const char *sql)
 {
-	if (sqldb_exec(s->db, sql) == -1) {
-		log_warnx("store %s: %s", sqldb_path(s->db),
-		    sqldb_errmsg(s->db));
-		return -1;
-	}
-	return 0;
+	return logged(s, sqldb_exec(s->db, sql), "");
 }
 
 static int
 store_begin(struct store *s)
 {
-	if (sqldb_begin(s->db) == -1) {
-		log_warnx("store %s: begin: %s", sqldb_path(s->db),
-		    sqldb_errmsg(s->db));
-		return -1;
-	}
-	return 0;
+	return logged(s, sqldb_begin(s->db), "begin: ");
 }
 
 static int
 store_commit(struct store *s)
 {
-	if (sqldb_commit(s->db) == -1) {
-		log_warnx("store %s: commit: %s", sqldb_path(s->db),
-		    sqldb_errmsg(s->db));
-		return -1;
-	}
-	return 0;
+	return logged(s, sqldb_commit(s->db), "commit: ");
 }
 
 struct store *
