@@ -1,18 +1,16 @@
 /*
  * authd's SQLite credential store; see store.h.  Runs in authd only, after
- * it dropped privileges, so the file belongs to the authd user.
+ * it dropped privileges, so the file belongs to the authd user.  Opening,
+ * migrations, the statement cache and transactions are common/sqldb.c's.
  */
-#include <errno.h>
 #include <stdarg.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <sqlite3.h>
 
+#include "sqldb.h"
 #include "store.h"
 
 #define WS_COLS	"w.network, w.images, w.max_vms, w.memory_mib, " \
@@ -20,8 +18,7 @@
 #define IMAGES_TEXT_MAX	(AUTH_MAX_IMAGES * (AUTH_IMAGE_MAX + 1) + 1)
 
 struct store {
-	sqlite3		*db;
-	sqlite3_stmt	*verify;
+	struct sqldb	*db;
 	char		 err[STORE_ERR_MAX];
 };
 
@@ -56,6 +53,25 @@ static const char *const migrations[] = {
 	"  ON credentials(expires_at) WHERE expires_at IS NOT NULL;",
 };
 
+/*
+ * authd is the database's only user: exclusive locking, and a short wait,
+ * since nobody else should hold a lock.  Nobody else may read it either.
+ */
+static const struct sqldb_opts store_opts = {
+	.daemon = "authd",
+	SQLDB_MIGRATIONS(migrations),
+	.busy_ms = 1000,
+	.exclusive = 1,
+	.serialized = 0,
+	.forbidden_mode = 077,
+};
+
+/* The hot path's query: one object, so that the cache finds it. */
+static const char verify_sql[] = "SELECT c.hash, c.id, c.workspace, "
+    "c.expires_at, " WS_COLS " FROM credentials c JOIN workspaces w "
+    "ON w.id = c.workspace WHERE c.hash = ?1 "
+    "AND c.revoked_at IS NULL AND w.revoked_at IS NULL";
+
 static void __attribute__((format(printf, 2, 3)))
 store_seterr(struct store *s, const char *fmt, ...)
 {
@@ -66,16 +82,25 @@ store_seterr(struct store *s, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Maps a libsqlite3 failure to a store code and records why. */
+/* Maps a failed sqlite3_step to a store code and records why. */
 static enum store_rc
 db_fail(struct store *s, const char *what)
 {
-	int rc = sqlite3_errcode(s->db);
+	sqlite3 *db = sqldb_handle(s->db);
+	int rc = sqlite3_errcode(db);
 
-	store_seterr(s, "%s: %s", what, sqlite3_errmsg(s->db));
+	store_seterr(s, "%s: %s", what, sqlite3_errmsg(db));
 	if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
 		return STORE_BUSY;
 	return STORE_ERROR;
+}
+
+/* The same for a failed sqldb call, which kept its reason. */
+static enum store_rc
+sqldb_fail(struct store *s, const char *what)
+{
+	store_seterr(s, "%s: %s", what, sqldb_errmsg(s->db));
+	return sqldb_busy(s->db) ? STORE_BUSY : STORE_ERROR;
 }
 
 const char *
@@ -84,51 +109,39 @@ store_errmsg(const struct store *s)
 	return s->err;
 }
 
-static int
-exec(struct store *s, const char *sql)
-{
-	return sqlite3_exec(s->db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
-}
-
 static enum store_rc
 begin(struct store *s)
 {
-	/* IMMEDIATE: take the write lock now, not halfway through. */
-	if (exec(s, "BEGIN IMMEDIATE") == -1)
-		return db_fail(s, "begin transaction");
+	if (sqldb_begin(s->db) == -1)
+		return sqldb_fail(s, "begin transaction");
 	return STORE_OK;
 }
 
 static enum store_rc
 commit(struct store *s)
 {
-	if (exec(s, "COMMIT") == -1) {
-		enum store_rc rc = db_fail(s, "commit");
-
-		exec(s, "ROLLBACK");
-		return rc;
-	}
+	if (sqldb_commit(s->db) == -1)
+		return sqldb_fail(s, "commit");
 	return STORE_OK;
 }
 
 static void
 rollback(struct store *s)
 {
-	if (sqlite3_get_autocommit(s->db) == 0)
-		exec(s, "ROLLBACK");
+	sqldb_rollback(s->db);
 }
 
+/* A cached statement for sql (a literal); back with sqldb_release. */
 static sqlite3_stmt *
 prep(struct store *s, const char *sql)
 {
-	sqlite3_stmt *st = NULL;
+	sqlite3_stmt *st = sqldb_prepare(s->db, sql);
 
-	if (sqlite3_prepare_v2(s->db, sql, -1, &st, NULL) != SQLITE_OK) {
-		db_fail(s, "prepare");
-		return NULL;
-	}
+	if (st == NULL)
+		sqldb_fail(s, "prepare");
 	return st;
 }
+
 
 static int64_t
 col_time(sqlite3_stmt *st, int col)
@@ -136,14 +149,6 @@ col_time(sqlite3_stmt *st, int col)
 	if (sqlite3_column_type(st, col) == SQLITE_NULL)
 		return 0;
 	return sqlite3_column_int64(st, col);
-}
-
-static void
-col_text(sqlite3_stmt *st, int col, char *buf, size_t len)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-
-	snprintf(buf, len, "%s", t != NULL ? (const char *)t : "");
 }
 
 /* Reads the six WS_COLS columns starting at col. */
@@ -174,198 +179,28 @@ bind_time(sqlite3_stmt *st, int idx, int64_t t)
 		sqlite3_bind_int64(st, idx, t);
 }
 
-/* Makes sure the file exists with mode 0600 before SQLite opens it. */
-static int
-store_prepare_file(const char *path, char err[STORE_ERR_MAX])
-{
-	struct stat sb;
-	int fd;
-
-	if (lstat(path, &sb) == -1) {
-		if (errno != ENOENT) {
-			snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
-			    strerror(errno));
-			return -1;
-		}
-		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW |
-		    O_CLOEXEC, 0600);
-		if (fd == -1) {
-			snprintf(err, STORE_ERR_MAX, "database %s: cannot "
-			    "create: %s", path, strerror(errno));
-			return -1;
-		}
-		/* The umask cannot widen 0600, but make it explicit. */
-		if (fchmod(fd, 0600) == -1) {
-			snprintf(err, STORE_ERR_MAX, "database %s: chmod: %s",
-			    path, strerror(errno));
-			close(fd);
-			return -1;
-		}
-		close(fd);
-		return 0;
-	}
-	if (!S_ISREG(sb.st_mode)) {
-		snprintf(err, STORE_ERR_MAX, "database %s: not a regular file",
-		    path);
-		return -1;
-	}
-	if (sb.st_uid != geteuid()) {
-		snprintf(err, STORE_ERR_MAX, "database %s: owned by uid %u, "
-		    "not by authd's uid %u", path, (unsigned int)sb.st_uid,
-		    (unsigned int)geteuid());
-		return -1;
-	}
-	if ((sb.st_mode & 077) != 0) {
-		snprintf(err, STORE_ERR_MAX, "database %s: mode %04o gives "
-		    "access to others; it must be 0600", path,
-		    (unsigned int)(sb.st_mode & 07777));
-		return -1;
-	}
-	if ((sb.st_mode & 0600) != 0600) {
-		snprintf(err, STORE_ERR_MAX, "database %s: mode %04o is not "
-		    "readable and writable by its owner; it must be 0600",
-		    path, (unsigned int)(sb.st_mode & 07777));
-		return -1;
-	}
-	return 0;
-}
-
-static int
-store_migrate(struct store *s, char err[STORE_ERR_MAX])
-{
-	int have = store_schema_version(s);
-	const int want = (int)(sizeof(migrations) / sizeof(migrations[0]));
-	char sql[64];
-
-	if (have < 0) {
-		snprintf(err, STORE_ERR_MAX, "read schema version: %s",
-		    sqlite3_errmsg(s->db));
-		return -1;
-	}
-	if (have > want) {
-		snprintf(err, STORE_ERR_MAX, "schema version %d is newer than "
-		    "this authd understands (%d); refusing to touch it",
-		    have, want);
-		return -1;
-	}
-	for (int v = have; v < want; v++) {
-		if (begin(s) != STORE_OK)
-			goto fail;
-		if (exec(s, migrations[v]) == -1)
-			goto fail;
-		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", v + 1);
-		if (exec(s, sql) == -1)
-			goto fail;
-		if (commit(s) != STORE_OK)
-			goto fail;
-	}
-	return 0;
-fail:
-	snprintf(err, STORE_ERR_MAX, "schema migration: %s",
-	    sqlite3_errmsg(s->db));
-	rollback(s);
-	return -1;
-}
-
 struct store *
 store_open(const char *path, char err[STORE_ERR_MAX])
 {
 	struct store *s;
-	sqlite3_stmt *st = NULL;
-	const unsigned char *t;
-	int rc;
+	sqlite3_stmt *st;
 
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		snprintf(err, STORE_ERR_MAX, "out of memory");
 		return NULL;
 	}
-	if (store_prepare_file(path, err) == -1)
+	if ((s->db = sqldb_open(path, &store_opts, err, STORE_ERR_MAX)) ==
+	    NULL)
 		goto fail;
-	rc = sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW, NULL);
-	if (rc != SQLITE_OK) {
-		snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
-		    s->db != NULL ? sqlite3_errmsg(s->db) :
-		    sqlite3_errstr(rc));
-		goto fail;
-	}
-	sqlite3_extended_result_codes(s->db, 1);
-	/* Nobody else should hold a lock: waiting long helps no one. */
-	sqlite3_busy_timeout(s->db, 1000);
-	if (sqlite3_db_readonly(s->db, "main") == 1) {
-		snprintf(err, STORE_ERR_MAX, "database %s: opened read-only; "
-		    "authd needs to write it", path);
-		goto fail;
-	}
-	/*
-	 * authd is the database's only user: exclusive locking takes the
-	 * file locks once instead of around every lookup, keeps the WAL
-	 * index in memory, and makes a second authd on the same file fail
-	 * instead of sharing it.
-	 */
-	if (exec(s, "PRAGMA locking_mode = EXCLUSIVE") == -1) {
-		snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
-		    sqlite3_errmsg(s->db));
-		goto fail;
-	}
-	/* The first read of the header: a non-database fails here. */
-	if ((st = prep(s, "PRAGMA journal_mode = WAL")) == NULL ||
-	    sqlite3_step(st) != SQLITE_ROW) {
-		snprintf(err, STORE_ERR_MAX, "database %s: %s%s", path,
-		    sqlite3_errmsg(s->db),
-		    (sqlite3_errcode(s->db) & 0xff) == SQLITE_BUSY ?
-		    " (is another authd using it?)" : "");
-		goto fail;
-	}
-	t = sqlite3_column_text(st, 0);
-	if (t == NULL || strcmp((const char *)t, "wal") != 0) {
-		snprintf(err, STORE_ERR_MAX, "database %s: cannot switch to "
-		    "WAL journal mode (got %s); is its directory writable?",
-		    path, t != NULL ? (const char *)t : "nothing");
-		goto fail;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	/* FULL: a committed credential survives power loss, not only kill. */
-	if (exec(s, "PRAGMA synchronous = FULL") == -1 ||
-	    exec(s, "PRAGMA foreign_keys = ON") == -1) {
-		snprintf(err, STORE_ERR_MAX, "database %s: %s", path,
-		    sqlite3_errmsg(s->db));
-		goto fail;
-	}
-	if ((st = prep(s, "PRAGMA quick_check")) == NULL ||
-	    sqlite3_step(st) != SQLITE_ROW) {
-		snprintf(err, STORE_ERR_MAX, "database %s: integrity check "
-		    "failed: %s", path, sqlite3_errmsg(s->db));
-		goto fail;
-	}
-	t = sqlite3_column_text(st, 0);
-	if (t == NULL || strcmp((const char *)t, "ok") != 0) {
-		snprintf(err, STORE_ERR_MAX, "database %s: integrity check "
-		    "failed: %.120s", path, t != NULL ? (const char *)t : "?");
-		goto fail;
-	}
-	sqlite3_finalize(st);
-	st = NULL;
-	if (store_migrate(s, err) == -1) {
-		char tmp[STORE_ERR_MAX];
-
-		snprintf(tmp, sizeof(tmp), "database %s: %.160s", path, err);
-		memcpy(err, tmp, STORE_ERR_MAX);
-		goto fail;
-	}
-	s->verify = prep(s, "SELECT c.hash, c.id, c.workspace, c.expires_at, "
-	    WS_COLS " FROM credentials c JOIN workspaces w "
-	    "ON w.id = c.workspace WHERE c.hash = ?1 "
-	    "AND c.revoked_at IS NULL AND w.revoked_at IS NULL");
-	if (s->verify == NULL) {
+	/* Prepared now, so that a schema it does not fit fails here. */
+	if ((st = prep(s, verify_sql)) == NULL) {
 		snprintf(err, STORE_ERR_MAX, "database %s: %.160s", path,
 		    s->err);
 		goto fail;
 	}
+	sqldb_release(s->db, st);
 	return s;
 fail:
-	sqlite3_finalize(st);
 	store_close(s);
 	return NULL;
 }
@@ -375,31 +210,21 @@ store_close(struct store *s)
 {
 	if (s == NULL)
 		return;
-	sqlite3_finalize(s->verify);
-	if (s->db != NULL)
-		sqlite3_close(s->db);
+	sqldb_close(s->db);
 	free(s);
 }
 
 int
 store_set_durable(struct store *s, int durable)
 {
-	return exec(s, durable ? "PRAGMA synchronous = FULL" :
+	return sqldb_exec(s->db, durable ? "PRAGMA synchronous = FULL" :
 	    "PRAGMA synchronous = OFF");
 }
 
 int
 store_schema_version(struct store *s)
 {
-	sqlite3_stmt *st;
-	int v = -1;
-
-	if ((st = prep(s, "PRAGMA user_version")) == NULL)
-		return -1;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		v = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	return v;
+	return sqldb_user_version(s->db);
 }
 
 void
@@ -457,7 +282,7 @@ ws_get(struct store *s, const char *ws, struct auth_policy *p,
 		rc = db_fail(s, "read workspace");
 		break;
 	}
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -481,7 +306,7 @@ cred_insert(struct store *s, const char *ws, const uint8_t hash[CRED_HASH_LEN],
 	bind_time(st, 5, expires_at);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		rc = db_fail(s, "insert credential");
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -550,7 +375,7 @@ store_issue(struct store *s, const char *ws,
 		goto out;
 	rc = commit(s);
 out:
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
 		rollback(s);
 		*created = 0;
@@ -594,7 +419,7 @@ revoke_creds(struct store *s, const char *ws, const char *only_id,
 	}
 	if (rc == STORE_OK && r != SQLITE_DONE)
 		rc = db_fail(s, "revoke credentials");
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -647,7 +472,7 @@ store_rotate(struct store *s, const char *ws, const char *old_id,
 		goto out;
 	rc = commit(s);
 out:
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
 		rollback(s);
 		store_ids_free(revoked);
@@ -674,7 +499,7 @@ store_revoke_cred(struct store *s, const char *id, int64_t now,
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	switch (sqlite3_step(st)) {
 	case SQLITE_ROW:
-		col_text(st, 0, ws, AUTH_WORKSPACE_MAX + 1);
+		sqldb_column_text(st, 0, ws, AUTH_WORKSPACE_MAX + 1);
 		*already = col_time(st, 1) != 0;
 		break;
 	case SQLITE_DONE:
@@ -685,7 +510,7 @@ store_revoke_cred(struct store *s, const char *id, int64_t now,
 		rc = db_fail(s, "read credential");
 		goto out;
 	}
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	st = NULL;
 	if (!*already) {
 		st = prep(s, "UPDATE credentials SET revoked_at = ?1 "
@@ -703,7 +528,7 @@ store_revoke_cred(struct store *s, const char *id, int64_t now,
 	}
 	rc = commit(s);
 out:
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK)
 		rollback(s);
 	return rc;
@@ -746,7 +571,7 @@ store_revoke_workspace(struct store *s, const char *ws, int64_t now,
 		goto out;
 	rc = commit(s);
 out:
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
 		rollback(s);
 		store_ids_free(revoked);
@@ -794,7 +619,7 @@ store_policy_set(struct store *s, const char *ws,
 	}
 	rc = commit(s);
 out:
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	if (rc != STORE_OK)
 		rollback(s);
 	return rc;
@@ -804,10 +629,12 @@ enum store_rc
 store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
     struct store_verdict *v)
 {
-	sqlite3_stmt *st = s->verify;
+	sqlite3_stmt *st = prep(s, verify_sql);
 	enum store_rc rc = STORE_UNAUTHORIZED;
 	int64_t exp;
 
+	if (st == NULL)
+		return STORE_ERROR;
 	sqlite3_bind_blob(st, 1, hash, CRED_HASH_LEN, SQLITE_STATIC);
 	switch (sqlite3_step(st)) {
 	case SQLITE_ROW:
@@ -819,8 +646,8 @@ store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
 		exp = col_time(st, 3);
 		if (exp != 0 && exp <= now)
 			break;
-		col_text(st, 1, v->cred_id, sizeof(v->cred_id));
-		col_text(st, 2, v->workspace, sizeof(v->workspace));
+		sqldb_column_text(st, 1, v->cred_id, sizeof(v->cred_id));
+		sqldb_column_text(st, 2, v->workspace, sizeof(v->workspace));
 		v->expires_at = exp;
 		if (col_policy(st, 4, &v->policy) == -1) {
 			store_seterr(s, "workspace %s: stored images are "
@@ -836,8 +663,7 @@ store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
 		rc = db_fail(s, "verify");
 		break;
 	}
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -845,7 +671,7 @@ static void
 row_workspace(sqlite3_stmt *st, struct store_workspace *w)
 {
 	memset(w, 0, sizeof(*w));
-	col_text(st, 0, w->id, sizeof(w->id));
+	sqldb_column_text(st, 0, w->id, sizeof(w->id));
 	w->created_at = col_time(st, 1);
 	w->revoked_at = col_time(st, 2);
 	w->active = (unsigned int)sqlite3_column_int(st, 3);
@@ -907,7 +733,7 @@ store_list(struct store *s, int64_t now, size_t max,
 	ws = NULL;
 out:
 	free(ws);
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -946,7 +772,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 		rc = STORE_ERROR;
 		goto out;
 	}
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	st = prep(s, "SELECT id, created_at, expires_at, revoked_at "
 	    "FROM credentials WHERE workspace = ?1 "
 	    "ORDER BY created_at DESC, id LIMIT ?2");
@@ -970,7 +796,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 		}
 		cs = p;
 		memset(&cs[cnt], 0, sizeof(cs[cnt]));
-		col_text(st, 0, cs[cnt].id, sizeof(cs[cnt].id));
+		sqldb_column_text(st, 0, cs[cnt].id, sizeof(cs[cnt].id));
 		snprintf(cs[cnt].workspace, sizeof(cs[cnt].workspace), "%s",
 		    ws);
 		cs[cnt].created_at = col_time(st, 1);
@@ -987,7 +813,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 	cs = NULL;
 out:
 	free(cs);
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	return rc;
 }
 
@@ -1012,6 +838,6 @@ store_expired(struct store *s, int64_t after, int64_t upto,
 		    (const char *)sqlite3_column_text(st, 1), arg);
 	if (r != SQLITE_DONE)
 		rc = db_fail(s, "find expired credentials");
-	sqlite3_finalize(st);
+	sqldb_release(s->db, st);
 	return rc;
 }

@@ -1,41 +1,22 @@
 /*
  * vmmd's SQLite store: VMs, retry receipts, job ids, the audit anchor.
- * See store.h.  The schema is versioned with PRAGMA user_version; each
- * migration runs in its own transaction.
+ * See store.h.  Opening, the user_version migrations (each in its own
+ * transaction), the statement cache and transactions are common/sqldb.c's.
  */
-#include <sys/stat.h>
-
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "log.h"
+#include "sqldb.h"
 #include "store.h"
 
-/*
- * Statements are prepared once and kept: preparing vm_status's job query
- * cost more than running it.  busy marks one handed out and not yet
- * released, so that a nested use of the same SQL prepares its own.  The
- * store belongs to vmmd's event loop thread alone.
- */
-#define STORE_STMTS	48
-struct store_stmt {
-	const char	*sql;
-	sqlite3_stmt	*st;
-	int		 busy;
-};
-
 struct store {
-	sqlite3			*db;
-	char			*path;
-	struct store_stmt	 stmts[STORE_STMTS];
-	size_t			 nstmts;
+	struct sqldb	*db;
 };
 
 static const char *const state_names[VM_NSTATES] = {
@@ -121,102 +102,63 @@ static const char *const migrations[] = {
 	"  sha256 TEXT NOT NULL);",
 };
 
-#define NMIGRATIONS	((int)(sizeof(migrations) / sizeof(migrations[0])))
+/*
+ * The handle is serialized, as vmmd has threads.  Not exclusive: a
+ * reader (an operator's sqlite3 with mode=ro) may hold a lock for a
+ * moment, hence the longer wait.  An existing file may not be writable
+ * by group or others; vmmd creates it 0600.
+ */
+static const struct sqldb_opts store_opts = {
+	.daemon = "vmmd",
+	SQLDB_MIGRATIONS(migrations),
+	.busy_ms = 5000,
+	.exclusive = 0,
+	.serialized = 1,
+	.forbidden_mode = 022,
+};
+
+/* A sqldb call's result, with its failure logged: what failed, and why. */
+static int
+logged(struct store *s, int rc, const char *what)
+{
+	if (rc == -1)
+		log_warnx("store %s: %s%s", sqldb_path(s->db), what,
+		    sqldb_errmsg(s->db));
+	return rc;
+}
 
 static int
 store_exec(struct store *s, const char *sql)
 {
-	char *msg = NULL;
-
-	if (sqlite3_exec(s->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-		log_warnx("store %s: %s", s->path, msg != NULL ? msg :
-		    sqlite3_errmsg(s->db));
-		sqlite3_free(msg);
-		return -1;
-	}
-	return 0;
+	return logged(s, sqldb_exec(s->db, sql), "");
 }
 
 static int
-store_migrate(struct store *s, char *err, size_t errlen)
+store_begin(struct store *s)
 {
-	sqlite3_stmt *st;
-	int version;
+	return logged(s, sqldb_begin(s->db), "begin: ");
+}
 
-	if (sqlite3_prepare_v2(s->db, "PRAGMA user_version", -1, &st, NULL) !=
-	    SQLITE_OK || sqlite3_step(st) != SQLITE_ROW) {
-		snprintf(err, errlen, "%s: cannot read schema version: %s",
-		    s->path, sqlite3_errmsg(s->db));
-		sqlite3_finalize(st);
-		return -1;
-	}
-	version = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	if (version > NMIGRATIONS) {
-		snprintf(err, errlen, "%s: schema version %d is newer than "
-		    "this vmmd knows (%d); refusing to touch it", s->path,
-		    version, NMIGRATIONS);
-		return -1;
-	}
-	for (; version < NMIGRATIONS; version++) {
-		char sql[64];
-
-		snprintf(sql, sizeof(sql), "PRAGMA user_version = %d",
-		    version + 1);
-		if (store_exec(s, "BEGIN IMMEDIATE") == -1 ||
-		    store_exec(s, migrations[version]) == -1 ||
-		    store_exec(s, sql) == -1 || store_exec(s, "COMMIT") == -1) {
-			snprintf(err, errlen, "%s: migration to schema %d "
-			    "failed: %s", s->path, version + 1,
-			    sqlite3_errmsg(s->db));
-			(void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-			return -1;
-		}
-	}
-	return 0;
+static int
+store_commit(struct store *s)
+{
+	return logged(s, sqldb_commit(s->db), "commit: ");
 }
 
 struct store *
 store_open(const char *path, char *err, size_t errlen)
 {
 	struct store *s;
-	int fd;
 
-	if ((s = calloc(1, sizeof(*s))) == NULL ||
-	    (s->path = strdup(path)) == NULL) {
-		free(s);
+	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		snprintf(err, errlen, "%s: out of memory", path);
 		return NULL;
 	}
-	/* Create it 0600 ourselves: SQLite would follow the umask. */
-	if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-	    0600)) == -1) {
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		goto fail;
+	if ((s->db = sqldb_open(path, &store_opts, err, errlen)) == NULL) {
+		free(s);
+		return NULL;
 	}
-	close(fd);
-	if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX, NULL) != SQLITE_OK) {
-		snprintf(err, errlen, "%s: %s", path, s->db != NULL ?
-		    sqlite3_errmsg(s->db) : "cannot open");
-		goto fail;
-	}
-	sqlite3_busy_timeout(s->db, 5000);
-	sqlite3_extended_result_codes(s->db, 1);
-	/* A file that is not a database fails here, and is left alone. */
-	if (store_exec(s, "PRAGMA quick_check") == -1 ||
-	    store_exec(s, "PRAGMA journal_mode = WAL") == -1 ||
-	    store_exec(s, "PRAGMA synchronous = FULL") == -1) {
-		snprintf(err, errlen, "%s: not a usable database (%s); it was "
-		    "left untouched", path, sqlite3_errmsg(s->db));
-		goto fail;
-	}
-	if (store_migrate(s, err, errlen) == -1)
-		goto fail;
 	return s;
- fail:
-	store_close(s);
-	return NULL;
 }
 
 void
@@ -224,58 +166,22 @@ store_close(struct store *s)
 {
 	if (s == NULL)
 		return;
-	for (size_t i = 0; i < s->nstmts; i++)
-		sqlite3_finalize(s->stmts[i].st);
-	sqlite3_close(s->db);
-	free(s->path);
+	sqldb_close(s->db);
 	free(s);
 }
 
+/* A cached statement for sql (a literal); back with sqldb_release. */
 static sqlite3_stmt *
 store_prepare(struct store *s, const char *sql)
 {
-	struct store_stmt *c;
-	sqlite3_stmt *st;
-	size_t i;
+	sqlite3_stmt *st = sqldb_prepare(s->db, sql);
 
-	/* sql is a literal: its address names the statement. */
-	for (i = 0; i < s->nstmts; i++) {
-		c = &s->stmts[i];
-		if (c->sql == sql && !c->busy) {
-			c->busy = 1;
-			return c->st;
-		}
-	}
-	if (sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st,
-	    NULL) != SQLITE_OK) {
-		log_warnx("store %s: %s: %s", s->path, sql,
-		    sqlite3_errmsg(s->db));
-		return NULL;
-	}
-	if (s->nstmts < STORE_STMTS) {
-		c = &s->stmts[s->nstmts++];
-		c->sql = sql;
-		c->st = st;
-		c->busy = 1;
-	}
+	if (st == NULL)
+		log_warnx("store %s: %s: %s", sqldb_path(s->db), sql,
+		    sqldb_errmsg(s->db));
 	return st;
 }
 
-/* Done with a statement from store_prepare: kept for next time, reset. */
-static void
-store_release(struct store *s, sqlite3_stmt *st)
-{
-	size_t i;
-
-	for (i = 0; i < s->nstmts; i++)
-		if (s->stmts[i].st == st) {
-			(void)sqlite3_reset(st);
-			(void)sqlite3_clear_bindings(st);
-			s->stmts[i].busy = 0;
-			return;
-		}
-	sqlite3_finalize(st);
-}
 
 /* Steps a statement that returns no rows, and finalizes it. */
 static int
@@ -283,11 +189,13 @@ store_done(struct store *s, sqlite3_stmt *st)
 {
 	int rc = sqlite3_step(st);
 
-	store_release(s, st);
 	if (rc != SQLITE_DONE) {
-		log_warnx("store %s: %s", s->path, sqlite3_errmsg(s->db));
+		log_warnx("store %s: %s", sqldb_path(s->db),
+		    sqlite3_errmsg(sqldb_handle(s->db)));
+		sqldb_release(s->db, st);
 		return -1;
 	}
+	sqldb_release(s->db, st);
 	return 0;
 }
 
@@ -344,7 +252,7 @@ store_vm_set_state(struct store *s, const char *id, enum vm_state state,
 	sqlite3_bind_int64(st, 4, now_seconds());
 	if (store_done(s, st) == -1)
 		return -1;
-	if (sqlite3_changes(s->db) != 1) {
+	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
 		errno = ENOENT;
 		return -1;
 	}
@@ -369,29 +277,21 @@ store_vm_set_generation(struct store *s, const char *id, int gen)
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
 	"created_at, updated_at, generation, failure"
 
-static void
-copy_text(char *dst, size_t len, sqlite3_stmt *st, int col)
-{
-	const unsigned char *t = sqlite3_column_text(st, col);
-
-	snprintf(dst, len, "%s", t != NULL ? (const char *)t : "");
-}
-
 static int
 row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 {
 	const unsigned char *state;
 
 	memset(v, 0, sizeof(*v));
-	copy_text(v->id, sizeof(v->id), st, 0);
-	copy_text(v->workspace, sizeof(v->workspace), st, 1);
+	sqldb_column_text(st, 0, v->id, sizeof(v->id));
+	sqldb_column_text(st, 1, v->workspace, sizeof(v->workspace));
 	v->slot = sqlite3_column_int(st, 2);
 	state = sqlite3_column_text(st, 3);
 	if (state == NULL || vm_state_parse((const char *)state, &v->state)) {
 		log_warnx("store: vm %s has an unknown state", v->id);
 		v->state = VM_FAILED;
 	}
-	copy_text(v->image, sizeof(v->image), st, 4);
+	sqldb_column_text(st, 4, v->image, sizeof(v->image));
 	v->vcpus = sqlite3_column_int(st, 5);
 	v->memory_mib = sqlite3_column_int(st, 6);
 	v->disk_bytes = sqlite3_column_int64(st, 7);
@@ -401,7 +301,7 @@ row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 	v->created_at = sqlite3_column_int64(st, 11);
 	v->updated_at = sqlite3_column_int64(st, 12);
 	v->generation = sqlite3_column_int(st, 13);
-	copy_text(v->failure, sizeof(v->failure), st, 14);
+	sqldb_column_text(st, 14, v->failure, sizeof(v->failure));
 	return 0;
 }
 
@@ -418,10 +318,10 @@ store_vm_get(struct store *s, const char *id, struct vm_record *v)
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		row_to_vm(st, v);
-		store_release(s, st);
+		sqldb_release(s->db, st);
 		return 0;
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	errno = rc == SQLITE_DONE ? ENOENT : EIO;
 	return -1;
 }
@@ -453,14 +353,14 @@ store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
 			cap = cap ? cap * 2 : 16;
 			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL) {
 				free(v);
-				store_release(s, st);
+				sqldb_release(s->db, st);
 				return -1;
 			}
 			v = nv;
 		}
 		row_to_vm(st, &v[(*n)++]);
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE) {
 		free(v);
 		*n = 0;
@@ -475,7 +375,7 @@ store_vm_delete(struct store *s, const char *id)
 {
 	sqlite3_stmt *st;
 
-	if (store_exec(s, "BEGIN IMMEDIATE") == -1)
+	if (store_begin(s) == -1)
 		return -1;
 	if ((st = store_prepare(s, "DELETE FROM jobs WHERE vm_id = ?1")) ==
 	    NULL)
@@ -491,9 +391,9 @@ store_vm_delete(struct store *s, const char *id)
 	sqlite3_bind_int64(st, 2, now_seconds());
 	if (store_done(s, st) == -1)
 		goto fail;
-	return store_exec(s, "COMMIT");
+	return store_commit(s);
  fail:
-	(void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	sqldb_rollback(s->db);
 	return -1;
 }
 
@@ -509,7 +409,7 @@ store_vm_was_destroyed(struct store *s, const char *id, const char *workspace)
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	return rc == SQLITE_ROW;
 }
 
@@ -530,7 +430,7 @@ store_free_slot(struct store *s, int max)
 		if (slot == want)
 			want++;
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return -1;
 	return want < max ? want : -1;
@@ -545,7 +445,7 @@ store_receipt_begin(struct store *s, const char *workspace,
 	int rc;
 
 	*result = NULL;
-	if (store_exec(s, "BEGIN IMMEDIATE") == -1)
+	if (store_begin(s) == -1)
 		return -1;
 	st = store_prepare(s, "SELECT tool, digest, status, result FROM "
 	    "receipts WHERE workspace = ?1 AND request_id = ?2");
@@ -565,17 +465,17 @@ store_receipt_begin(struct store *s, const char *workspace,
 		else if (strcmp(state, "done") == 0) {
 			*status = RECEIPT_DONE;
 			if (r != NULL && (*result = strdup(r)) == NULL) {
-				store_release(s, st);
+				sqldb_release(s->db, st);
 				goto fail;
 			}
 		} else if (strcmp(state, "uncertain") == 0)
 			*status = RECEIPT_UNCERTAIN;
 		else
 			*status = RECEIPT_PENDING;
-		store_release(s, st);
-		return store_exec(s, "COMMIT");
+		sqldb_release(s->db, st);
+		return store_commit(s);
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE)
 		goto fail;
 
@@ -601,9 +501,9 @@ store_receipt_begin(struct store *s, const char *workspace,
 	if (store_done(s, st) == -1)
 		goto fail;
 	*status = RECEIPT_NEW;
-	return store_exec(s, "COMMIT");
+	return store_commit(s);
  fail:
-	(void)sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+	sqldb_rollback(s->db);
 	free(*result);
 	*result = NULL;
 	return -1;
@@ -706,9 +606,9 @@ static void
 row_to_job(sqlite3_stmt *st, struct job_record *j)
 {
 	memset(j, 0, sizeof(*j));
-	copy_text(j->job_id, sizeof(j->job_id), st, 0);
-	copy_text(j->request_id, sizeof(j->request_id), st, 1);
-	copy_text(j->state, sizeof(j->state), st, 2);
+	sqldb_column_text(st, 0, j->job_id, sizeof(j->job_id));
+	sqldb_column_text(st, 1, j->request_id, sizeof(j->request_id));
+	sqldb_column_text(st, 2, j->state, sizeof(j->state));
 	j->exit_code = sqlite3_column_type(st, 3) == SQLITE_NULL ? -1 :
 	    sqlite3_column_int(st, 3);
 	j->started_at = sqlite3_column_int64(st, 4);
@@ -734,7 +634,7 @@ store_job_get(struct store *s, const char *vm_id, const char *job_id,
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		row_to_job(st, j);
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_ROW) {
 		errno = rc == SQLITE_DONE ? ENOENT : EIO;
 		return -1;
@@ -770,7 +670,7 @@ store_job_list(struct store *s, const char *vm_id, struct job_record **out,
 		}
 		row_to_job(st, &j[(*n)++]);
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE) {
 		free(j);
 		*n = 0;
@@ -793,12 +693,12 @@ store_audit_anchor_get(struct store *s, long long *seq, char *hash,
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		*seq = sqlite3_column_int64(st, 0);
-		copy_text(hash, hashlen, st, 1);
+		sqldb_column_text(st, 1, hash, hashlen);
 	} else {
 		*seq = 0;
 		hash[0] = '\0';
 	}
-	store_release(s, st);
+	sqldb_release(s->db, st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
@@ -842,8 +742,8 @@ store_digest_get(struct store *s, const char *path,
 	bind_identity(st, path, id);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
-		copy_text(hex, 65, st, 0);
-	store_release(s, st);
+		sqldb_column_text(st, 0, hex, 65);
+	sqldb_release(s->db, st);
 	if (rc == SQLITE_ROW)
 		return strlen(hex) == 64 ? 1 : 0;
 	return rc == SQLITE_DONE ? 0 : -1;

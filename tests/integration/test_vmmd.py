@@ -1315,6 +1315,36 @@ def check_changed_image(h):
             f.write(b)
 
 
+def check_database_refused(h):
+    """An existing database that is not vmmd's alone (writable by others,
+    or another uid's) is refused at startup with an error naming the file
+    and what is wrong with it, and is left as it was."""
+    db = os.path.join(h.mnt, "vmmd.db")
+    for how, mode, owner, want in (
+            ("mode 0666", 0o666, 0, "mode 0666 lets others write it"),
+            ("another uid", 0o600, UID_BASE + MAX_VMS + 1,
+             "owned by uid %d, not by vmmd's uid 0" %
+             (UID_BASE + MAX_VMS + 1))):
+        with open(db, "wb"):
+            pass
+        os.chmod(db, mode)
+        os.chown(db, owner, owner)
+        # A vmmd that took the file would run on: it is stopped, and fails.
+        try:
+            p = subprocess.run([os.environ["VMMD"], "-d", "-f", h.conf],
+                               capture_output=True, text=True, timeout=30)
+            rc, err = p.returncode, p.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, err = None, "still running after 30 s\n%s" % e.stderr
+        st = os.stat(db)
+        ok(rc not in (None, 0) and
+           ("database %s: %s" % (db, want)) in err and st.st_size == 0 and
+           st.st_uid == owner and (st.st_mode & 0o7777) == mode,
+           "vmmd refuses a database of %s at startup" % how,
+           "exit %s\n%s" % (rc, err))
+        os.unlink(db)
+
+
 def check_vmproxy_direct(h):
     """vmproxy alone against a fake guest: exit 3 and a guest_error."""
     a_, b_ = socket.socketpair()
@@ -1487,6 +1517,7 @@ def main():
         h.setup()
         h.write_conf()
         h.start_authd()
+        check_database_refused(h)
         h.start_vmmd()
         a = Client(h, h.issue("alpha"))
         b = Client(h, h.issue("beta"))

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <json-c/json.h>
+#include <sqlite3.h>
 
 #include "log.h"
 #include "receipts.h"
@@ -261,6 +262,75 @@ START_TEST(refuses_garbage_file)
 }
 END_TEST
 
+/* store_open fails and err names the file and says want. */
+static void
+open_refused(const char *want)
+{
+	char err[256];
+
+	ck_assert_ptr_null(store_open(dbpath, err, sizeof(err)));
+	ck_assert_msg(strstr(err, dbpath) != NULL, "%s", err);
+	ck_assert_msg(strstr(err, want) != NULL, "want '%s': %s", want, err);
+}
+
+START_TEST(refuses_file_others_may_write)
+{
+	struct stat sb;
+
+	store_close(open_store());
+	ck_assert_int_eq(chmod(dbpath, 0666), 0);
+	open_refused("mode 0666");
+	ck_assert_int_eq(stat(dbpath, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 07777, 0666);
+	/* Readable by others is allowed; vmmd never makes it so itself. */
+	ck_assert_int_eq(chmod(dbpath, 0644), 0);
+	store_close(open_store());
+}
+END_TEST
+
+START_TEST(refuses_file_of_another_uid)
+{
+	char want[64];
+
+	store_close(open_store());
+	if (geteuid() != 0)
+		return;		/* only root can give a file away */
+	ck_assert_int_eq(chown(dbpath, 4343, 4343), 0);
+	snprintf(want, sizeof(want), "owned by uid 4343, not by vmmd's "
+	    "uid %u", (unsigned int)geteuid());
+	open_refused(want);
+}
+END_TEST
+
+START_TEST(refuses_symlink)
+{
+	char target[160];
+	struct stat sb;
+
+	snprintf(target, sizeof(target), "%s/elsewhere.db", dir);
+	ck_assert_int_eq(symlink(target, dbpath), 0);
+	open_refused("symbolic link");
+	ck_assert_int_eq(lstat(target, &sb), -1);
+}
+END_TEST
+
+START_TEST(refuses_newer_schema)
+{
+	struct store *s = open_store();
+
+	store_close(s);
+	{
+		sqlite3 *db;
+
+		ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+		ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 42",
+		    NULL, NULL, NULL), SQLITE_OK);
+		sqlite3_close(db);
+	}
+	open_refused("schema version 42 is newer than this vmmd knows");
+}
+END_TEST
+
 START_TEST(digest_is_canonical)
 {
 	struct json_object *a = json_tokener_parse(
@@ -343,6 +413,10 @@ main(void)
 	tcase_add_test(tc, receipts_capped_per_workspace);
 	tcase_add_test(tc, jobs_remember_their_last_state);
 	tcase_add_test(tc, refuses_garbage_file);
+	tcase_add_test(tc, refuses_file_others_may_write);
+	tcase_add_test(tc, refuses_file_of_another_uid);
+	tcase_add_test(tc, refuses_symlink);
+	tcase_add_test(tc, refuses_newer_schema);
 	tcase_add_test(tc, digest_is_canonical);
 	tcase_add_test(tc, image_digests_by_identity);
 	suite_add_tcase(s, tc);
