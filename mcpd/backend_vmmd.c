@@ -157,6 +157,24 @@ tool_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	call_free(c);
 }
 
+/* Sends body (consumed) as c's request; c is pending until answered. */
+static struct backend_call *
+call_send(struct backend_call *c, uint32_t type, struct json_object *body,
+    int timeout_ms, ipc_reply_cb reply)
+{
+	int rc;
+
+	rc = ipc_request_id(vmmd.conn, type, body, -1, timeout_ms, reply, c,
+	    &c->id);
+	json_object_put(body);
+	if (rc == -1) {
+		c->id = 0;
+		return call_unavailable(c);
+	}
+	TAILQ_INSERT_TAIL(&vmmd.calls, c, entry);
+	return c;
+}
+
 static struct backend_call *
 vmmd_call(void *ctx, const char *tool, struct json_object *args,
     const char *credential, const struct auth_identity *id,
@@ -164,7 +182,6 @@ vmmd_call(void *ctx, const char *tool, struct json_object *args,
 {
 	struct backend_call *c = call_new(done, progress, NULL, arg);
 	struct json_object *body;
-	int rc;
 
 	if (vmmd.conn == NULL)
 		return call_unavailable(c);
@@ -175,15 +192,8 @@ vmmd_call(void *ctx, const char *tool, struct json_object *args,
 	json_object_object_add(body, "arguments", json_object_get(args));
 	json_object_object_add(body, "progress",
 	    json_object_new_boolean(progress != NULL));
-	rc = ipc_request_id(vmmd.conn, IPC_VM_TOOL, body, -1,
-	    (int)(vmmd.tool_timeout + 10) * 1000, tool_reply, c, &c->id);
-	json_object_put(body);
-	if (rc == -1) {
-		c->id = 0;
-		return call_unavailable(c);
-	}
-	TAILQ_INSERT_TAIL(&vmmd.calls, c, entry);
-	return c;
+	return call_send(c, IPC_VM_TOOL, body,
+	    (int)(vmmd.tool_timeout + 10) * 1000, tool_reply);
 }
 
 static void
@@ -242,7 +252,6 @@ vmmd_stream_open(void *ctx, const char *vm_id, unsigned int port,
 {
 	struct backend_call *c = call_new(NULL, NULL, done, arg);
 	struct json_object *body;
-	int rc;
 
 	if (vmmd.conn == NULL)
 		return call_unavailable(c);
@@ -251,15 +260,8 @@ vmmd_stream_open(void *ctx, const char *vm_id, unsigned int port,
 	    json_object_new_string(credential));
 	json_object_object_add(body, "vm_id", json_object_new_string(vm_id));
 	json_object_object_add(body, "port", json_object_new_int((int)port));
-	rc = ipc_request_id(vmmd.conn, IPC_VM_STREAM_OPEN, body, -1,
-	    VMMD_STREAM_TIMEOUT_MS, stream_reply, c, &c->id);
-	json_object_put(body);
-	if (rc == -1) {
-		c->id = 0;
-		return call_unavailable(c);
-	}
-	TAILQ_INSERT_TAIL(&vmmd.calls, c, entry);
-	return c;
+	return call_send(c, IPC_VM_STREAM_OPEN, body, VMMD_STREAM_TIMEOUT_MS,
+	    stream_reply);
 }
 
 static struct backend_call *
@@ -269,7 +271,6 @@ vmmd_broker_open(void *ctx, const char *vm_id, const char *job_id,
 {
 	struct backend_call *c = call_new(NULL, NULL, done, arg);
 	struct json_object *body;
-	int rc;
 
 	if (vmmd.conn == NULL)
 		return call_unavailable(c);
@@ -280,15 +281,8 @@ vmmd_broker_open(void *ctx, const char *vm_id, const char *job_id,
 	json_object_object_add(body, "job_id", json_object_new_string(job_id));
 	json_object_object_add(body, "pipe_token",
 	    json_object_new_string(pipe_token));
-	rc = ipc_request_id(vmmd.conn, IPC_VM_BROKER_OPEN, body, -1,
-	    VMMD_STREAM_TIMEOUT_MS, stream_reply, c, &c->id);
-	json_object_put(body);
-	if (rc == -1) {
-		c->id = 0;
-		return call_unavailable(c);
-	}
-	TAILQ_INSERT_TAIL(&vmmd.calls, c, entry);
-	return c;
+	return call_send(c, IPC_VM_BROKER_OPEN, body, VMMD_STREAM_TIMEOUT_MS,
+	    stream_reply);
 }
 
 static void

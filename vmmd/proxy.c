@@ -222,14 +222,16 @@ proxy_call(struct vm *vm, struct json_object *call, int timeout_ms,
 	return 0;
 }
 
-int
-proxy_stream_open(struct vm *vm, int port, proxy_cb cb, void *arg)
+/* A request to vmproxy that answers with want and a descriptor. */
+static int
+pcall_fd_request(struct vm *vm, uint32_t type, struct json_object *body,
+    uint32_t want, proxy_cb cb, void *arg)
 {
-	struct json_object *body;
 	struct pcall *pc;
 	int rc;
 
 	if (vm->proxy == NULL || vm->proxy->conn == NULL) {
+		json_object_put(body);
 		errno = ENOTCONN;
 		return -1;
 	}
@@ -239,14 +241,22 @@ proxy_stream_open(struct vm *vm, int port, proxy_cb cb, void *arg)
 	pc->vm = vm;
 	pc->cb = cb;
 	pc->arg = arg;
-	body = json_object_new_object();
-	json_object_object_add(body, "port", json_object_new_int(port));
-	rc = ipc_request_want(vm->proxy->conn, IPC_PROXY_STREAM_OPEN, body, -1,
-	    10000, IPC_PROXY_STREAM_OPEN_RESULT, proxy_reply, pc);
+	rc = ipc_request_want(vm->proxy->conn, type, body, -1, 10000, want,
+	    proxy_reply, pc);
 	json_object_put(body);
 	if (rc == -1)
 		free(pc);
 	return rc;
+}
+
+int
+proxy_stream_open(struct vm *vm, int port, proxy_cb cb, void *arg)
+{
+	struct json_object *body = json_object_new_object();
+
+	json_object_object_add(body, "port", json_object_new_int(port));
+	return pcall_fd_request(vm, IPC_PROXY_STREAM_OPEN, body,
+	    IPC_PROXY_STREAM_OPEN_RESULT, cb, arg);
 }
 
 void
@@ -267,28 +277,11 @@ int
 proxy_broker_attach(struct vm *vm, const char *job_id, proxy_cb cb,
     void *arg)
 {
-	struct json_object *body;
-	struct pcall *pc;
-	int rc;
+	struct json_object *body = json_object_new_object();
 
-	if (vm->proxy == NULL || vm->proxy->conn == NULL) {
-		errno = ENOTCONN;
-		return -1;
-	}
-	if ((pc = calloc(1, sizeof(*pc))) == NULL)
-		fatal("calloc");
-	pc->p = vm->proxy;
-	pc->vm = vm;
-	pc->cb = cb;
-	pc->arg = arg;
-	body = json_object_new_object();
 	json_object_object_add(body, "job_id", json_object_new_string(job_id));
-	rc = ipc_request_want(vm->proxy->conn, IPC_PROXY_BROKER_ATTACH, body,
-	    -1, 10000, IPC_PROXY_BROKER_ATTACH_RESULT, proxy_reply, pc);
-	json_object_put(body);
-	if (rc == -1)
-		free(pc);
-	return rc;
+	return pcall_fd_request(vm, IPC_PROXY_BROKER_ATTACH, body,
+	    IPC_PROXY_BROKER_ATTACH_RESULT, cb, arg);
 }
 
 static void

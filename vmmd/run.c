@@ -22,7 +22,6 @@
 #include "log.h"
 #include "vmmd.h"
 
-#define RUN_CALL_MS		60000
 /* The guest kills the command at timeout_seconds; if it has not said so
  * this much later, the run ends without it. */
 #define RUN_GRACE_SECONDS	15
@@ -54,27 +53,6 @@ struct run {
 };
 
 static void run_tick(evutil_socket_t, short, void *);
-
-static const char *
-arg_str(struct request *req, const char *key, const char *def)
-{
-	struct jsonx_err jerr;
-	const char *v = def;
-
-	(void)jsonx_get_string(req->args, key, 0, &v, &jerr);
-	return v;
-}
-
-static int64_t
-arg_int(struct request *req, const char *key, int64_t def)
-{
-	struct jsonx_err jerr;
-	int64_t v = def;
-
-	(void)jsonx_get_int64(req->args, key, 0, INT64_MIN, INT64_MAX, &v,
-	    &jerr);
-	return v;
-}
 
 static long
 elapsed_ms(const struct run *run)
@@ -309,7 +287,7 @@ run_status(struct vm *vm, struct json_object *res, const char *code,
 		json_object_object_add(call, "max_bytes",
 		    json_object_new_int(run->max_bytes));
 		run->phase = RUN_READING;
-		if (proxy_call(vm, call, RUN_CALL_MS, run_output, run) == -1) {
+		if (proxy_call(vm, call, GUEST_TOOL_CALL_MS, run_output, run) == -1) {
 			run_result_bare(run, state);
 			run_destroy(run);
 		} else
@@ -379,7 +357,7 @@ run_tick(evutil_socket_t fd, short ev, void *arg)
 	    "job_status"));
 	json_object_object_add(call, "job_id",
 	    json_object_new_string(run->job_id));
-	if (proxy_call(vm, call, RUN_CALL_MS, run_status, run) == -1) {
+	if (proxy_call(vm, call, GUEST_TOOL_CALL_MS, run_status, run) == -1) {
 		run_error(run, "unavailable", "the guest link is down");
 		run->req->uncertain = 1;
 		run_destroy(run);
@@ -423,7 +401,7 @@ run_created(struct vm *vm, const char *code, const char *msg, void *arg)
 {
 	struct run *run = arg;
 	struct request *req = run->req;
-	struct json_object *call, *v;
+	struct json_object *call;
 	unsigned char rnd[12];
 
 	if (code != NULL) {
@@ -451,23 +429,10 @@ run_created(struct vm *vm, const char *code, const char *msg, void *arg)
 		run_destroy(run);
 		return;
 	}
-	call = json_object_new_object();
-	json_object_object_add(call, "op", json_object_new_string("exec"));
-	json_object_object_add(call, "job_id",
-	    json_object_new_string(run->job_id));
-	json_object_object_add(call, "command",
-	    json_object_new_string(arg_str(req, "command", "")));
-	if (json_object_object_get_ex(req->args, "cwd", &v))
-		json_object_object_add(call, "cwd", json_object_get(v));
-	if (json_object_object_get_ex(req->args, "env", &v))
-		json_object_object_add(call, "env", json_object_get(v));
-	if (json_object_object_get_ex(req->args, "stdin_base64", &v))
-		json_object_object_add(call, "stdin_base64",
-		    json_object_get(v));
-	json_object_object_add(call, "timeout_ms",
-	    json_object_new_int64((int64_t)run->timeout_s * 1000));
+	call = tools_exec_call(req, run->job_id,
+	    (int64_t)run->timeout_s * 1000);
 	run->phase = RUN_STARTING;
-	if (proxy_call(vm, call, RUN_CALL_MS, run_started, run) == -1) {
+	if (proxy_call(vm, call, GUEST_TOOL_CALL_MS, run_started, run) == -1) {
 		run_error(run, "unavailable", "the guest link is down");
 		run_destroy(run);
 	}
@@ -515,14 +480,14 @@ tool_vm_run(struct request *req)
 	}
 	run->req = req;
 	run->phase = RUN_CREATING;
-	run->timeout_s = (int)arg_int(req, "timeout_seconds", 60);
-	run->max_bytes = (int)arg_int(req, "max_bytes", 16384);
+	run->timeout_s = (int)req_arg_int(req, "timeout_seconds", 60);
+	run->max_bytes = (int)req_arg_int(req, "max_bytes", 16384);
 	req->hold = run;
 	req->on_cancel = run_cancel;
 	req->on_join = run_join;
 	/* Never suspended for idleness: it lives as long as its command. */
-	vm_create(req, im, (int)arg_int(req, "vcpus", 1), memory,
-	    strcmp(arg_str(req, "network", "off"), "on") == 0, 0, 0,
+	vm_create(req, im, (int)req_arg_int(req, "vcpus", 1), memory,
+	    strcmp(req_arg_str(req, "network", "off"), "on") == 0, 0, 0,
 	    run_created, run);
 	/* run may be answered and gone by now (a refused create). */
 }

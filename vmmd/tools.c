@@ -27,7 +27,6 @@
 #include "vmmd.h"
 #include "broker.h"
 
-#define GUEST_CALL_MS	60000
 /* vm_exec's wait_seconds: how often the guest is asked whether the job is
  * done, starting fast for short commands and backing off to once a second. */
 #define EXEC_POLL_FIRST_MS	50
@@ -64,8 +63,8 @@ tool_wakes(const char *tool)
 	return in_list(waking, tool);
 }
 
-static const char *
-arg_str(struct request *req, const char *key, const char *def)
+const char *
+req_arg_str(struct request *req, const char *key, const char *def)
 {
 	struct jsonx_err jerr;
 	const char *v = def;
@@ -74,8 +73,8 @@ arg_str(struct request *req, const char *key, const char *def)
 	return v;
 }
 
-static int64_t
-arg_int(struct request *req, const char *key, int64_t def)
+int64_t
+req_arg_int(struct request *req, const char *key, int64_t def)
 {
 	struct jsonx_err jerr;
 	int64_t v = def;
@@ -85,8 +84,8 @@ arg_int(struct request *req, const char *key, int64_t def)
 	return v;
 }
 
-static int
-arg_bool(struct request *req, const char *key, int def)
+int
+req_arg_bool(struct request *req, const char *key, int def)
 {
 	struct jsonx_err jerr;
 	int v = def;
@@ -99,7 +98,7 @@ arg_bool(struct request *req, const char *key, int def)
 static struct vm *
 owned_vm(struct request *req)
 {
-	const char *id = arg_str(req, "vm_id", "");
+	const char *id = req_arg_str(req, "vm_id", "");
 	struct vm *vm = vm_find_owned(id, req->workspace);
 
 	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, id);
@@ -171,8 +170,8 @@ tools_create_check(struct request *req, const struct conf_image **imp,
     int *memory_mib)
 {
 	const struct conf_image *im;
-	const char *image = arg_str(req, "image", NULL);
-	const char *network = arg_str(req, "network", "off");
+	const char *image = req_arg_str(req, "image", NULL);
+	const char *network = req_arg_str(req, "network", "off");
 	char code[32], msg[256];
 	int64_t memory;
 	size_t i;
@@ -207,7 +206,7 @@ tools_create_check(struct request *req, const struct conf_image **imp,
 			return -1;
 		}
 	}
-	memory = arg_int(req, "memory_mib", im->memory_mib);
+	memory = req_arg_int(req, "memory_mib", im->memory_mib);
 	if (memory < im->min_memory_mib) {
 		request_error(req, "invalid_argument", "image %s needs at "
 		    "least %lld MiB of memory", im->id, im->min_memory_mib);
@@ -226,15 +225,15 @@ tools_create_check(struct request *req, const struct conf_image **imp,
 static void
 tool_vm_create(struct request *req)
 {
-	const char *network = arg_str(req, "network", "off");
+	const char *network = req_arg_str(req, "network", "off");
 	const struct conf_image *im;
 	int memory;
 
 	if (tools_create_check(req, &im, &memory) == -1)
 		return;
-	vm_create(req, im, (int)arg_int(req, "vcpus", 1), memory,
-	    strcmp(network, "on") == 0, (int)arg_int(req, "idle_seconds", 300),
-	    strcmp(arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
+	vm_create(req, im, (int)req_arg_int(req, "vcpus", 1), memory,
+	    strcmp(network, "on") == 0, (int)req_arg_int(req, "idle_seconds", 300),
+	    strcmp(req_arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
 	    create_done, req);
 }
 
@@ -507,7 +506,7 @@ exec_wait_status(struct vm *vm, struct json_object *res, const char *code,
 		    json_object_new_string(w->job_id));
 		json_object_object_add(call, "encoding",
 		    json_object_new_string("utf-8"));
-		if (proxy_call(vm, call, GUEST_CALL_MS, exec_wait_output,
+		if (proxy_call(vm, call, GUEST_TOOL_CALL_MS, exec_wait_output,
 		    w) == -1) {
 			json_object_object_add(w->reply, "state",
 			    json_object_new_string(state));
@@ -570,7 +569,7 @@ exec_wait_tick(evutil_socket_t fd, short ev, void *arg)
 	    cancel ? "job_cancel" : "job_status"));
 	json_object_object_add(call, "job_id",
 	    json_object_new_string(w->job_id));
-	if (proxy_call(vm, call, GUEST_CALL_MS, cancel ? exec_wait_cancelled :
+	if (proxy_call(vm, call, GUEST_TOOL_CALL_MS, cancel ? exec_wait_cancelled :
 	    exec_wait_status, w) == -1)
 		exec_wait_finish(w);
 	json_object_put(call);
@@ -596,7 +595,7 @@ static int
 exec_wait_start(struct request *req, struct json_object *reply,
     const char *job_id)
 {
-	int64_t secs = arg_int(req, "wait_seconds", 0);
+	int64_t secs = req_arg_int(req, "wait_seconds", 0);
 	struct exec_wait *w;
 	struct timeval tv = { 0, EXEC_POLL_FIRST_MS * 1000 };
 
@@ -664,11 +663,36 @@ exec_started(struct vm *vm, struct json_object *res, const char *code,
 	request_reply(req, out);
 }
 
+/*
+ * The guest's exec call for req's command, cwd, env and stdin, as job_id
+ * with that timeout: vm_exec's and vm_run's alike.
+ */
+struct json_object *
+tools_exec_call(struct request *req, const char *job_id, int64_t timeout_ms)
+{
+	struct json_object *call = json_object_new_object(), *v;
+
+	json_object_object_add(call, "op", json_object_new_string("exec"));
+	json_object_object_add(call, "job_id", json_object_new_string(job_id));
+	json_object_object_add(call, "command",
+	    json_object_new_string(req_arg_str(req, "command", "")));
+	if (json_object_object_get_ex(req->args, "cwd", &v))
+		json_object_object_add(call, "cwd", json_object_get(v));
+	if (json_object_object_get_ex(req->args, "env", &v))
+		json_object_object_add(call, "env", json_object_get(v));
+	if (json_object_object_get_ex(req->args, "stdin_base64", &v))
+		json_object_object_add(call, "stdin_base64",
+		    json_object_get(v));
+	json_object_object_add(call, "timeout_ms",
+	    json_object_new_int64(timeout_ms));
+	return call;
+}
+
 static void
 exec_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 {
 	struct request *req = arg;
-	struct json_object *call, *v;
+	struct json_object *call;
 	unsigned char rnd[12];
 	char job_id[32];
 
@@ -688,22 +712,10 @@ exec_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 		    "recorded");
 		return;
 	}
-	call = json_object_new_object();
-	json_object_object_add(call, "op", json_object_new_string("exec"));
-	json_object_object_add(call, "job_id", json_object_new_string(job_id));
-	json_object_object_add(call, "command",
-	    json_object_new_string(arg_str(req, "command", "")));
-	if (json_object_object_get_ex(req->args, "cwd", &v))
-		json_object_object_add(call, "cwd", json_object_get(v));
-	if (json_object_object_get_ex(req->args, "env", &v))
-		json_object_object_add(call, "env", json_object_get(v));
-	if (json_object_object_get_ex(req->args, "stdin_base64", &v))
-		json_object_object_add(call, "stdin_base64",
-		    json_object_get(v));
-	json_object_object_add(call, "timeout_ms", json_object_new_int64(
-	    arg_int(req, "timeout_seconds", 600) * 1000));
+	call = tools_exec_call(req, job_id,
+	    req_arg_int(req, "timeout_seconds", 600) * 1000);
 	broker_exec_prepare(vm, req, job_id, call);
-	if (proxy_call(vm, call, GUEST_CALL_MS, exec_started, req) == -1) {
+	if (proxy_call(vm, call, GUEST_TOOL_CALL_MS, exec_started, req) == -1) {
 		broker_exec_result(vm, req, NULL, NULL);
 		request_error(req, "unavailable", "the guest link is down");
 	}
@@ -794,7 +806,7 @@ guest_call_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 		if (strcmp(k, "vm_id") != 0)
 			json_object_object_add(call, k, json_object_get(v));
 	json_object_object_add(call, "op", json_object_new_string(op));
-	if (proxy_call(vm, call, GUEST_CALL_MS, cb, req) == -1)
+	if (proxy_call(vm, call, GUEST_TOOL_CALL_MS, cb, req) == -1)
 		request_error(req, "unavailable", "the guest link is down");
 	json_object_put(call);
 }
@@ -804,7 +816,7 @@ tool_job(struct request *req)
 {
 	struct job_record j;
 	struct vm *vm;
-	const char *job_id = arg_str(req, "job_id", NULL);
+	const char *job_id = req_arg_str(req, "job_id", NULL);
 
 	if ((vm = owned_vm(req)) == NULL)
 		return;
@@ -874,7 +886,7 @@ suspend_checked(struct vm *vm, struct json_object *res, const char *code,
 		    "still running; pass force=true to freeze them");
 		return;
 	}
-	vm_suspend(vm, strcmp(arg_str(req, "mode", "hibernate"), "pause") == 0,
+	vm_suspend(vm, strcmp(req_arg_str(req, "mode", "hibernate"), "pause") == 0,
 	    suspended, req);
 }
 
@@ -886,7 +898,7 @@ tool_vm_suspend(struct request *req)
 
 	if ((vm = owned_vm(req)) == NULL)
 		return;
-	if (!arg_bool(req, "force", 0) && vm->rec.state == VM_RUNNING) {
+	if (!req_arg_bool(req, "force", 0) && vm->rec.state == VM_RUNNING) {
 		if (vm->open_streams > 0) {
 			request_error(req, "busy", "%d stream(s) are open; "
 			    "pass force=true to close them",
@@ -902,7 +914,7 @@ tool_vm_suspend(struct request *req)
 			call = json_object_new_object();
 			json_object_object_add(call, "op",
 			    json_object_new_string("activity"));
-			if (proxy_call(vm, call, GUEST_CALL_MS,
+			if (proxy_call(vm, call, GUEST_TOOL_CALL_MS,
 			    suspend_checked, req) == 0) {
 				json_object_put(call);
 				return;
@@ -910,7 +922,7 @@ tool_vm_suspend(struct request *req)
 			json_object_put(call);
 		}
 	}
-	vm_suspend(vm, strcmp(arg_str(req, "mode", "hibernate"), "pause") == 0,
+	vm_suspend(vm, strcmp(req_arg_str(req, "mode", "hibernate"), "pause") == 0,
 	    suspended, req);
 }
 
@@ -952,7 +964,7 @@ destroyed(struct vm *vm, const char *code, const char *msg, void *arg)
 static void
 tool_vm_destroy(struct request *req)
 {
-	const char *id = arg_str(req, "vm_id", "");
+	const char *id = req_arg_str(req, "vm_id", "");
 	struct vm *vm = vm_find_owned(id, req->workspace);
 
 	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, id);
@@ -1031,7 +1043,7 @@ stream_opened(struct vm *vm, struct json_object *res, const char *code,
 	o = json_object_new_object();
 	json_object_object_add(o, "stream_id", json_object_new_string(sid));
 	json_object_object_add(o, "vm_id", json_object_new_string(vm->rec.id));
-	json_object_object_add(o, "port", json_object_new_int((int)arg_int(req,
+	json_object_object_add(o, "port", json_object_new_int((int)req_arg_int(req,
 	    "port", 0)));
 	json_object_object_add(o, "workspace",
 	    json_object_new_string(req->workspace));
@@ -1053,7 +1065,7 @@ stream_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 		reply_vm_error(req, code, msg);
 		return;
 	}
-	if (proxy_stream_open(vm, (int)arg_int(req, "port", 0), stream_opened,
+	if (proxy_stream_open(vm, (int)req_arg_int(req, "port", 0), stream_opened,
 	    req) == -1) {
 		request_error(req, "unavailable", "the guest link is down");
 		return;
@@ -1068,7 +1080,7 @@ tool_stream_open(struct request *req)
 	struct vm *vm, *v;
 
 	/* vm_id and port, 1..65535: decode_mcpd checked them. */
-	port = (int)arg_int(req, "port", 0);
+	port = (int)req_arg_int(req, "port", 0);
 	if ((vm = owned_vm(req)) == NULL)
 		return;
 	if (port < 1 || port > 65535 || !port_allowed(port)) {
@@ -1132,7 +1144,7 @@ receipt_check(struct request *req)
 	enum receipt_status st;
 	char digest[RECEIPT_DIGEST_HEX + 1];
 	char *stored = NULL;
-	const char *rid = arg_str(req, "request_id", "");
+	const char *rid = req_arg_str(req, "request_id", "");
 	struct json_object *dargs;
 	int r;
 

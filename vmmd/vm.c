@@ -35,7 +35,6 @@
 #define KERNEL		"vmlinuz"
 #define INITRD		"initrd.img"
 #define QEMU_OVERHEAD_MIB	768	/* QEMU's own memory beside the guest */
-#define GUEST_CALL_MS		30000
 #define IDLE_TICK_SECONDS	1
 #define CONSOLE_PIPE_BYTES	(1024 * 1024)	/* the default pipe-max-size */
 
@@ -715,7 +714,7 @@ vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
 			    VM_RESUMING ? "thaw" : "clock_set"));
 			json_object_object_add(call, "realtime_ns",
 			    json_object_new_int64(wall_ms() * 1000000LL));
-			if (proxy_call(vm, call, GUEST_CALL_MS,
+			if (proxy_call(vm, call, GUEST_CTL_CALL_MS,
 			    boot_clock_done, op_token(vm)) == -1)
 				boot_clock_done(vm, NULL, "unavailable",
 				    "vmproxy is gone", -1, op_token(vm));
@@ -1167,7 +1166,7 @@ suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 		    json_object_new_string("thaw"));
 		json_object_object_add(call, "realtime_ns",
 		    json_object_new_int64(wall_ms() * 1000000LL));
-		proxy_call(vm, call, GUEST_CALL_MS, NULL, NULL);
+		proxy_call(vm, call, GUEST_CTL_CALL_MS, NULL, NULL);
 		json_object_put(call);
 		vm_set_state(vm, VM_RUNNING, NULL);
 		vm_op_done(vm, "unavailable", "hibernation failed, the VM "
@@ -1259,7 +1258,7 @@ vm_suspend(struct vm *vm, int pause, vm_done_cb cb, void *arg)
 	vm_streams_close(vm, "suspended");
 	call = json_object_new_object();
 	json_object_object_add(call, "op", json_object_new_string("freeze"));
-	if (!vm->guest_up || proxy_call(vm, call, GUEST_CALL_MS,
+	if (!vm->guest_up || proxy_call(vm, call, GUEST_CTL_CALL_MS,
 	    suspend_frozen, op_token(vm)) == -1)
 		suspend_frozen(vm, NULL, "unavailable", "guest not up", -1,
 		    op_token(vm));
@@ -1297,7 +1296,7 @@ resume_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 	json_object_object_add(call, "op", json_object_new_string("thaw"));
 	json_object_object_add(call, "realtime_ns",
 	    json_object_new_int64(wall_ms() * 1000000LL));
-	if (proxy_call(vm, call, GUEST_CALL_MS, resume_thawed,
+	if (proxy_call(vm, call, GUEST_CTL_CALL_MS, resume_thawed,
 	    op_token(vm)) == -1)
 		resume_thawed(vm, NULL, "unavailable", "vmproxy is gone", -1,
 		    op_token(vm));
@@ -1524,7 +1523,7 @@ idle_tick_cb(int fd, short ev, void *arg)
 		json_object_object_add(call, "op",
 		    json_object_new_string("activity"));
 		vm->op_step = 9;	/* an activity probe is out */
-		if (proxy_call(vm, call, GUEST_CALL_MS, idle_activity, NULL) ==
+		if (proxy_call(vm, call, GUEST_CTL_CALL_MS, idle_activity, NULL) ==
 		    -1)
 			vm->op_step = 0;
 		json_object_put(call);

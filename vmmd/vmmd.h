@@ -29,6 +29,16 @@
 	    (var) = (tvar))
 #endif
 
+/*
+ * How long vmmd waits for vmproxy's answer to one guest call before it
+ * fails the call: a tool's (exec, job output, file I/O of up to 16 MiB,
+ * vm_run's steps), and the lifecycle's own (the clock, freeze, thaw, the
+ * idle probe), which a healthy guest answers at once; one that does not
+ * fails its hibernation or resume in half the time.
+ */
+#define GUEST_TOOL_CALL_MS	60000
+#define GUEST_CTL_CALL_MS	30000
+
 struct audit;
 struct event;
 struct event_base;
@@ -241,6 +251,12 @@ int	proxy_broker_attach(struct vm *, const char *job_id, proxy_cb, void *);
 /* tools.c */
 void	tools_dispatch(struct request *);
 int	tool_wakes(const char *tool);
+/* A tool's arguments, already validated against its schema (tools.c). */
+const char *req_arg_str(struct request *, const char *key, const char *def);
+int64_t	req_arg_int(struct request *, const char *key, int64_t def);
+int	req_arg_bool(struct request *, const char *key, int def);
+struct json_object *tools_exec_call(struct request *, const char *job_id,
+	    int64_t timeout_ms);
 int	tools_create_check(struct request *, const struct conf_image **,
 	    int *memory_mib);
 void	tools_job_remember(struct vm *, struct json_object *status);

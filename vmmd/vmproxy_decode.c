@@ -53,7 +53,8 @@ static const struct member ops_members[GOP_COUNT][8] = {
 		    MF_HOST },
 		{ "timeout_ms", MK_INT, 1, MS_DAY, 0 },
 		/* The job broker pipe's route secret, for the guest. */
-		{ "broker_secret", MK_STR, BROKER_SECRET_HEX, BROKER_SECRET_HEX, 0 },
+		{ "broker_secret", MK_STR, BROKER_SECRET_HEX, BROKER_SECRET_HEX,
+		    0 },
 	},
 	[GOP_JOB_STATUS] = { M_JOB_ID },
 	[GOP_JOBS] = { { NULL } },
