@@ -40,10 +40,10 @@ static const struct ipc_policy ctl_policy = {
 	.nrules = sizeof(ctl_rules) / sizeof(ctl_rules[0]),
 };
 
-static void ctl_dispatch(struct ipc_conn *, struct ipc_msg *, void *);
+static void authd_dispatch_authctl(struct ipc_conn *, struct ipc_msg *, void *);
 
 static const struct ipc_handlers ctl_handlers = {
-	.dispatch = ctl_dispatch,
+	.dispatch = authd_dispatch_authctl,
 };
 
 static int ctl_fd = -1;
@@ -477,7 +477,7 @@ ctl_show(struct ipc_conn *c, struct ipc_msg *msg, struct authd_request *req)
 }
 
 static void
-ctl_dispatch(struct ipc_conn *c, struct ipc_msg *msg, void *arg)
+authd_dispatch_authctl(struct ipc_conn *c, struct ipc_msg *msg, void *arg)
 {
 	struct authd_request req;
 	char why[256];

@@ -77,12 +77,12 @@ static struct limiter limiters[AUTHD_MAX_PEERS];
 static struct event *expiry_ev, *summary_ev;
 static int64_t expiry_last;
 
-static void peer_dispatch(struct ipc_conn *, struct ipc_msg *, void *);
-static void peer_closed(struct ipc_conn *, void *);
+static void authd_dispatch_peer(struct ipc_conn *, struct ipc_msg *, void *);
+static void authd_closed_peer(struct ipc_conn *, void *);
 
 const struct ipc_handlers peer_handlers = {
-	.dispatch = peer_dispatch,
-	.closed = peer_closed,
+	.dispatch = authd_dispatch_peer,
+	.closed = authd_closed_peer,
 };
 
 const struct ipc_policy *
@@ -295,7 +295,7 @@ peer_verify(struct peer *p, struct ipc_msg *msg)
 }
 
 static void
-peer_dispatch(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
+authd_dispatch_peer(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 {
 	struct peer *p = arg;
 	struct authd_request req;
@@ -349,7 +349,7 @@ peer_dispatch(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 }
 
 static void
-peer_closed(struct ipc_conn *conn, void *arg)
+authd_closed_peer(struct ipc_conn *conn, void *arg)
 {
 	struct peer *p = arg;
 	struct deferred *d, *next;
@@ -456,7 +456,7 @@ peer_shutdown(void)
 	struct peer *p;
 
 	while ((p = TAILQ_FIRST(&peers)) != NULL)
-		ipc_conn_free(p->conn);	/* peer_closed frees p */
+		ipc_conn_free(p->conn);	/* authd_closed_peer frees p */
 	for (size_t i = 0; i < AUTHD_MAX_PEERS; i++)
 		if (limiters[i].timer != NULL)
 			event_free(limiters[i].timer);

@@ -52,7 +52,7 @@ static const struct ipc_policy authd_policy = {
 };
 
 static void
-authc_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+authc_dispatch_authd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct authclient *ac = arg;
 	struct jsonx_err jerr;
@@ -79,7 +79,7 @@ authc_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 }
 
 static void
-authc_closed(struct ipc_conn *conn, void *arg)
+authc_closed_authd(struct ipc_conn *conn, void *arg)
 {
 	struct authclient *ac = arg;
 	struct timeval tv = { AUTHD_RETRY_SECONDS, 0 };
@@ -97,7 +97,7 @@ authc_closed(struct ipc_conn *conn, void *arg)
 }
 
 static const struct ipc_handlers authd_handlers = {
-	authc_dispatch, authc_closed
+	authc_dispatch_authd, authc_closed_authd
 };
 
 static void
@@ -124,7 +124,7 @@ authc_connect(struct authclient *ac)
 {
 	struct timeval tv = { AUTHD_RETRY_SECONDS, 0 };
 
-	/* Nothing is kept here: the client is new, or authc_closed
+	/* Nothing is kept here: the client is new, or authc_closed_authd
 	 * forgot it all. */
 	ac->conn = ipc_connect(ac->base, ac->path, ac->role, &authd_policy,
 	    &authd_handlers, ac);

@@ -286,7 +286,7 @@ vmmd_broker_open(void *ctx, const char *vm_id, const char *job_id,
 }
 
 static void
-vmmd_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+mcpd_dispatch_vmmd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct backend_call *c;
 	struct json_object *v;
@@ -319,7 +319,7 @@ vmmd_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 }
 
 static void
-vmmd_closed(struct ipc_conn *conn, void *arg)
+mcpd_closed_vmmd(struct ipc_conn *conn, void *arg)
 {
 	struct timeval tv = { 1, 0 };
 
@@ -342,7 +342,7 @@ static const struct ipc_policy vmmd_policy = {
 	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0])
 };
 static const struct ipc_handlers vmmd_handlers = {
-	vmmd_dispatch, vmmd_closed
+	mcpd_dispatch_vmmd, mcpd_closed_vmmd
 };
 
 static void

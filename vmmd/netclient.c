@@ -52,14 +52,14 @@ struct setup_wait {
 static void	netc_connect(void);
 
 static void
-netc_dispatch(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+vmmd_dispatch_netd(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 {
 	/* netd sends nothing unasked. */
 	log_debug("netd: unexpected message type %u", m->type);
 }
 
 static void
-netc_closed(struct ipc_conn *c, void *arg)
+vmmd_closed_netd(struct ipc_conn *c, void *arg)
 {
 	struct timeval tv = { NETD_RETRY_SECONDS, 0 };
 
@@ -75,7 +75,7 @@ netc_closed(struct ipc_conn *c, void *arg)
 }
 
 static const struct ipc_handlers netd_handlers = {
-	netc_dispatch, netc_closed
+	vmmd_dispatch_netd, vmmd_closed_netd
 };
 
 static void

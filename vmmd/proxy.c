@@ -285,7 +285,7 @@ proxy_broker_attach(struct vm *vm, const char *job_id, proxy_cb cb,
 }
 
 static void
-proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+vmmd_dispatch_vmproxy(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct proxy *p = arg;
 	struct proxy_event ev;
@@ -334,7 +334,7 @@ proxy_dispatch(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 }
 
 static void
-proxy_closed(struct ipc_conn *conn, void *arg)
+vmmd_closed_vmproxy(struct ipc_conn *conn, void *arg)
 {
 	struct proxy *p = arg;
 
@@ -355,7 +355,7 @@ static const struct ipc_policy proxy_policy = {
 	"vmproxy", proxy_rules, sizeof(proxy_rules) / sizeof(proxy_rules[0])
 };
 static const struct ipc_handlers proxy_handlers = {
-	proxy_dispatch, proxy_closed
+	vmmd_dispatch_vmproxy, vmmd_closed_vmproxy
 };
 
 static void

@@ -358,7 +358,7 @@ vm_op_begin(struct vm *vm, vm_done_cb cb, void *arg)
 	vm->busy = 1;
 	vm->op_cb = cb;
 	vm->op_arg = arg;
-	vm->op_step = 0;
+	vm->op_step = VM_STEP_NONE;
 	vm->op_seq++;
 }
 
@@ -393,7 +393,7 @@ vm_op_done(struct vm *vm, const char *code, const char *fmt, ...)
 	vm->busy = 0;
 	vm->op_cb = NULL;
 	vm->op_arg = NULL;
-	vm->op_step = 0;
+	vm->op_step = VM_STEP_NONE;
 	vm->op_seq++;
 	vm->io_then = NULL;	/* a step of this operation, now over */
 	if (vm->boot_timer != NULL)
@@ -705,10 +705,10 @@ vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
 	if (strcmp(event, "hello") == 0) {
 		vm->guest_up = 1;
 		if (vm->busy && (vm->rec.state == VM_CREATING ||
-		    vm->rec.state == VM_RESUMING) && vm->op_step == 1) {
+		    vm->rec.state == VM_RESUMING) && vm->op_step == VM_STEP_HELLO) {
 			struct json_object *call = json_object_new_object();
 
-			vm->op_step = 2;
+			vm->op_step = VM_STEP_CLOCK;
 			json_object_object_add(call, "op",
 			    json_object_new_string(vm->rec.state ==
 			    VM_RESUMING ? "thaw" : "clock_set"));
@@ -750,7 +750,7 @@ boot_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 		vm_op_done(vm, "unavailable", "QEMU did not start: %s", err);
 		return;
 	}
-	vm->op_step = 1;	/* waiting for the guest's hello */
+	vm->op_step = VM_STEP_HELLO;
 	if (vm->boot_timer == NULL)
 		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
 	evtimer_add(vm->boot_timer, &tv);
@@ -764,7 +764,7 @@ boot_timeout_cb(int fd, short ev, void *arg)
 {
 	struct vm *vm = arg;
 
-	if (!vm->busy || vm->op_step != 1)
+	if (!vm->busy || vm->op_step != VM_STEP_HELLO)
 		return;
 	vm_kill_processes(vm);
 	vm_op_done(vm, "unavailable", "the guest did not come up within %lld "
@@ -863,7 +863,7 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 		snprintf(append + strlen(append), sizeof(append) -
 		    strlen(append), " %s", netarg);
 	}
-	vm->op_step = 0;
+	vm->op_step = VM_STEP_NONE;
 	if (checkpoint == NULL)
 		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_cbs, vm,
 		    boot_vmm_done, vm, &vm->vmm);
@@ -935,7 +935,7 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 		    checkpoint);
 		bn->has_checkpoint = 1;
 	}
-	vm->op_step = 0;
+	vm->op_step = VM_STEP_NONE;
 	bn->op = op_token(vm);
 	netclient_setup(vm, boot_net_done, bn);
 	return 0;
@@ -1491,7 +1491,7 @@ idle_activity(struct vm *vm, struct json_object *res, const char *code,
 {
 	struct json_object *v;
 
-	vm->op_step = 0;
+	vm->op_step = VM_STEP_NONE;
 	if (code != NULL || vm->busy || vm->rec.state != VM_RUNNING)
 		return;
 	/* Running jobs, detached descendants included, are activity. */
@@ -1516,16 +1516,16 @@ idle_tick_cb(int fd, short ev, void *arg)
 		if (vm->busy || vm->rec.state != VM_RUNNING ||
 		    !vm->guest_up || vm->rec.idle_seconds == 0 ||
 		    vm->open_streams > 0 || broker_has_pipes(vm) ||
-		    vm->op_step == 9 ||
+		    vm->op_step == VM_STEP_PROBE ||
 		    now - vm->last_active < vm->rec.idle_seconds)
 			continue;
 		call = json_object_new_object();
 		json_object_object_add(call, "op",
 		    json_object_new_string("activity"));
-		vm->op_step = 9;	/* an activity probe is out */
+		vm->op_step = VM_STEP_PROBE;
 		if (proxy_call(vm, call, GUEST_CTL_CALL_MS, idle_activity, NULL) ==
 		    -1)
-			vm->op_step = 0;
+			vm->op_step = VM_STEP_NONE;
 		json_object_put(call);
 	}
 	if (!env->shutting_down)

@@ -482,7 +482,7 @@ conn_forget(struct ipc_conn *conn)
 }
 
 static void
-mcpd_closed(struct ipc_conn *conn, void *arg)
+vmmd_closed_mcpd(struct ipc_conn *conn, void *arg)
 {
 	nconns_mcpd--;
 	conn_forget(conn);
@@ -499,7 +499,7 @@ static const struct ipc_policy mcpd_policy = {
 	"mcpd", mcpd_rules, sizeof(mcpd_rules) / sizeof(mcpd_rules[0])
 };
 static const struct ipc_handlers mcpd_handlers = {
-	vmmd_dispatch_mcpd, mcpd_closed
+	vmmd_dispatch_mcpd, vmmd_closed_mcpd
 };
 
 static const struct ipc_policy *
@@ -526,14 +526,14 @@ static const struct ipc_policy vmctl_policy = {
 	"vmctl", vmctl_rules, sizeof(vmctl_rules) / sizeof(vmctl_rules[0])
 };
 static void
-vmctl_closed(struct ipc_conn *conn, void *arg)
+vmmd_closed_vmctl(struct ipc_conn *conn, void *arg)
 {
 	nconns_vmctl--;
 	conn_forget(conn);
 }
 
 static const struct ipc_handlers vmctl_handlers = {
-	vmmd_dispatch_vmctl, vmctl_closed
+	vmmd_dispatch_vmctl, vmmd_closed_vmctl
 };
 
 /*

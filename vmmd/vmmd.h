@@ -115,6 +115,14 @@ struct vm_stream {
 	struct ipc_conn		*conn;	/* NULL once mcpd's connection ended */
 };
 
+/* Where a VM's boot, resume or idle probe stands (vm.c). */
+enum vm_op_step {
+	VM_STEP_NONE = 0,
+	VM_STEP_HELLO,		/* QEMU runs: waiting for the guest's hello */
+	VM_STEP_CLOCK,		/* hello seen: setting its clock, or thawing */
+	VM_STEP_PROBE,		/* idle: an activity probe is out */
+};
+
 struct vm {
 	TAILQ_ENTRY(vm)		 entry;
 	struct vm_record	 rec;
@@ -162,7 +170,7 @@ struct vm {
 	/* The lifecycle operation in progress. */
 	vm_done_cb		 op_cb;
 	void			*op_arg;
-	int			 op_step;
+	enum vm_op_step		 op_step;	/* where a boot or probe is */
 	int			 op_pause;	/* suspend: pause, not hibernate */
 	char			 op_err[256];
 	const char		*op_code;

@@ -833,7 +833,7 @@ vmproxy_dispatch_vmmd(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 }
 
 static void
-vmproxy_vmmd_closed(struct ipc_conn *conn, void *arg)
+vmproxy_closed_vmmd(struct ipc_conn *conn, void *arg)
 {
 	/* vmmd is gone or let us go: nothing to serve any more. */
 	px.vmmd = NULL;
@@ -846,7 +846,7 @@ static const struct ipc_policy vmmd_policy = {
 	"vmmd", vmmd_rules, NVMMD_MSGS
 };
 static const struct ipc_handlers vmmd_handlers = {
-	vmproxy_dispatch_vmmd, vmproxy_vmmd_closed
+	vmproxy_dispatch_vmmd, vmproxy_closed_vmmd
 };
 
 static __attribute__((noreturn)) void
