@@ -13,31 +13,6 @@
 #include "conf.h"
 #include "config.h"
 
-void
-config_defaults(struct mcpd_config *cfg)
-{
-	memset(cfg, 0, sizeof(*cfg));
-	strcpy(cfg->listen[0].host, "127.0.0.1");
-	cfg->listen[0].port = 8090;
-	cfg->nlisten = 1;
-	cfg->max_header_bytes = 16384;
-	cfg->max_body_bytes = 1048576;
-	cfg->max_requests_per_connection = 1000;
-	cfg->max_connections = 1024;
-	cfg->max_connections_per_client = 256;
-	cfg->request_timeout = 15;
-	cfg->idle_timeout = 60;
-	cfg->max_sessions = 4096;
-	cfg->max_sessions_per_workspace = 64;
-	cfg->session_idle_timeout = 3600;
-	cfg->tool_timeout = 900;
-	cfg->stream_rate_bytes = 33554432;
-	cfg->stream_control_queue_bytes = 16384;
-	strcpy(cfg->user, "mcpvm");
-	strcpy(cfg->authd_socket, "/run/mcpvm/authd.sock");
-	strcpy(cfg->vmmd_socket, "/run/mcpvm/vmmd.sock");
-}
-
 int
 config_parse_listen(const char *s, struct mcpd_listen *out)
 {
@@ -116,31 +91,27 @@ copy_path(char *dst, size_t len, const char *src, const char *key, char *err,
 	return 0;
 }
 
-/* Reads the [mcpd] section of the shared mcpvm.conf (common/conf). */
-int
-config_load(struct mcpd_config *cfg, const char *path, char *err,
-    size_t errlen)
+/* Fills cfg from conf's [mcpd], whose key table has checked every range. */
+static int
+config_from(struct mcpd_config *cfg, const struct mcpvm_conf *conf,
+    char *err, size_t errlen)
 {
-	struct mcpvm_conf conf;
-	const struct conf_mcpd *c = &conf.mcpd;
+	const struct conf_mcpd *c = &conf->mcpd;
 	size_t i;
-	int rc = -1;
 
-	if (conf_load(path, &conf, err, errlen) == -1)
-		return -1;
 	cfg->nlisten = 0;
 	for (i = 0; i < c->listen.n; i++) {
 		if (cfg->nlisten >= MCPD_MAX_LISTEN) {
 			snprintf(err, errlen, "[mcpd] listen: at most %d "
 			    "addresses", MCPD_MAX_LISTEN);
-			goto out;
+			return -1;
 		}
 		if (config_parse_listen(c->listen.v[i],
 		    &cfg->listen[cfg->nlisten]) == -1) {
 			snprintf(err, errlen, "[mcpd] listen: \"%s\" is not "
 			    "address:port with a numeric address",
 			    c->listen.v[i]);
-			goto out;
+			return -1;
 		}
 		cfg->nlisten++;
 	}
@@ -149,7 +120,7 @@ config_load(struct mcpd_config *cfg, const char *path, char *err,
 	    &cfg->metrics_listen) == -1) {
 		snprintf(err, errlen, "[mcpd] metrics_listen: \"%s\" is not "
 		    "address:port with a numeric address", c->metrics_listen);
-		goto out;
+		return -1;
 	}
 	if (copy_list(&c->allowed_hosts, &cfg->allowed_hosts[0][0],
 	    sizeof(cfg->allowed_hosts[0]), MCPD_MAX_ALLOW,
@@ -163,7 +134,7 @@ config_load(struct mcpd_config *cfg, const char *path, char *err,
 	    c->authd_socket, "authd_socket", err, errlen) == -1 ||
 	    copy_path(cfg->vmmd_socket, sizeof(cfg->vmmd_socket),
 	    c->vmmd_socket, "vmmd_socket", err, errlen) == -1)
-		goto out;
+		return -1;
 	/* The key table has already checked every range. */
 	cfg->max_header_bytes = (size_t)c->max_header_bytes;
 	cfg->max_body_bytes = (size_t)c->max_body_bytes;
@@ -182,8 +153,43 @@ config_load(struct mcpd_config *cfg, const char *path, char *err,
 	cfg->stream_rate_bytes = (size_t)c->stream_rate_bytes;
 	cfg->stream_control_queue_bytes =
 	    (size_t)c->stream_control_queue_bytes;
-	rc = config_finish(cfg, err, errlen);
-out:
+	return 0;
+}
+
+/*
+ * The defaults: common/conf.c's key table's own, read from an empty
+ * configuration, so that they are written in one place.
+ */
+void
+config_defaults(struct mcpd_config *cfg)
+{
+	struct mcpvm_conf conf;
+	char err[256];
+
+	memset(cfg, 0, sizeof(*cfg));
+	memset(&conf, 0, sizeof(conf));
+	if (cfg_parse_string(&mcpvm_conf_schema, "(defaults)", "", &conf, err,
+	    sizeof(err)) == -1 || config_from(cfg, &conf, err,
+	    sizeof(err)) == -1) {
+		fprintf(stderr, "mcpd: the built-in defaults: %s\n", err);
+		abort();
+	}
+	conf_free(&conf);
+}
+
+/* Reads the [mcpd] section of the shared mcpvm.conf (common/conf). */
+int
+config_load(struct mcpd_config *cfg, const char *path, char *err,
+    size_t errlen)
+{
+	struct mcpvm_conf conf;
+	int rc;
+
+	if (conf_load(path, &conf, err, errlen) == -1)
+		return -1;
+	rc = config_from(cfg, &conf, err, errlen);
+	if (rc == 0)
+		rc = config_finish(cfg, err, errlen);
 	conf_free(&conf);
 	return rc;
 }

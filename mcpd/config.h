@@ -51,6 +51,7 @@ struct mcpd_config {
 	char		vmmd_socket[256];
 };
 
+/* The defaults of common/conf.c's [mcpd] keys, without a file. */
 void	config_defaults(struct mcpd_config *);
 /* Defaults, then the file: 0, or -1 with "file:line: message" in err. */
 int	config_load(struct mcpd_config *, const char *path, char *err,
