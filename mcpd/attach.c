@@ -367,6 +367,44 @@ svc_frame(const struct bmux_frame *f, void *arg)
 	return 0;
 }
 
+/*
+ * The server's next whole frame at in: its size (0 until it is all
+ * there), its opcode and its header's length.  A masked one is fatal.
+ */
+static size_t
+next_frame(const uint8_t *in, size_t len, int *op, size_t *hl)
+{
+	size_t h;
+
+	if (len < 2)
+		return 0;
+	if (in[1] & 0x80)
+		die("the server masked a frame");
+	h = ws_frame_size(in, len);
+	if (h == 0 || h > len)
+		return 0;
+	*op = in[0] & 0x0f;
+	*hl = (in[1] & 0x7f) < 126 ? 2 : (in[1] & 0x7f) == 126 ? 4 : 10;
+	return h;
+}
+
+/*
+ * The server's close (its payload p, n bytes): says why on stderr (not
+ * for a normal 1000 when quiet_normal), answers it, returns its code.
+ */
+static int
+close_frame(int s, const uint8_t *p, size_t n, int quiet_normal)
+{
+	int code = n >= 2 ? (p[0] << 8 | p[1]) : 1005;
+
+	if (!quiet_normal || code != 1000)
+		fprintf(stderr, "mcpvm-attach: closed with %d%s%.*s\n", code,
+		    n > 2 || !quiet_normal ? ": " : "",
+		    n > 2 ? (int)(n - 2) : 0, p + 2);
+	send_frame(s, WS_OP_CLOSE, p, n >= 2 ? 2 : 0);
+	return code;
+}
+
 static int
 broker_loop(int s, uint8_t *in, size_t cap, size_t len)
 {
@@ -381,17 +419,9 @@ broker_loop(int s, uint8_t *in, size_t cap, size_t len)
 		lconns[i].fd = -1;
 	while (code == -1) {
 		size_t h, hl;
+		int op;
 
-		while (len >= 2) {
-			int op = in[0] & 0x0f;
-
-			if (in[1] & 0x80)
-				die("the server masked a frame");
-			h = ws_frame_size(in, len);
-			if (h == 0 || h > len)
-				break;
-			hl = (in[1] & 0x7f) < 126 ? 2 :
-			    (in[1] & 0x7f) == 126 ? 4 : 10;
+		while ((h = next_frame(in, len, &op, &hl)) != 0) {
 			if (op == WS_OP_BINARY || op == WS_OP_CONT) {
 				if (bmux_feed(&dec, in + hl, h - hl, svc_frame,
 				    NULL) == -1)
@@ -400,13 +430,7 @@ broker_loop(int s, uint8_t *in, size_t cap, size_t len)
 			} else if (op == WS_OP_PING)
 				send_frame(s, WS_OP_PONG, in + hl, h - hl);
 			else if (op == WS_OP_CLOSE) {
-				code = h - hl >= 2 ? (in[hl] << 8 |
-				    in[hl + 1]) : 1005;
-				fprintf(stderr, "mcpvm-attach: closed with %d: "
-				    "%.*s\n", code, h - hl > 2 ?
-				    (int)(h - hl - 2) : 0, in + hl + 2);
-				send_frame(s, WS_OP_CLOSE, in + hl,
-				    h - hl >= 2 ? 2 : 0);
+				code = close_frame(s, in + hl, h - hl, 0);
 				break;
 			}
 			memmove(in, in + h, len - h);
@@ -531,35 +555,17 @@ main(int argc, char **argv)
 			{ STDIN_FILENO, POLLIN, 0 },
 		};
 		size_t h, hl;
+		int op;
 
 		/* Frames already buffered first. */
-		while (len >= 2) {
-			int op = in[0] & 0x0f;
-
-			if (in[1] & 0x80)
-				die("the server masked a frame");
-			h = ws_frame_size(in, len);
-			if (h == 0 || h > len)
-				break;
-			hl = (in[1] & 0x7f) < 126 ? 2 :
-			    (in[1] & 0x7f) == 126 ? 4 : 10;
+		while ((h = next_frame(in, len, &op, &hl)) != 0) {
 			if (op == WS_OP_BINARY || op == WS_OP_TEXT ||
 			    op == WS_OP_CONT)
 				write_all(STDOUT_FILENO, in + hl, h - hl);
 			else if (op == WS_OP_PING)
 				send_frame(s, WS_OP_PONG, in + hl, h - hl);
 			else if (op == WS_OP_CLOSE) {
-				code = h - hl >= 2 ? (in[hl] << 8 |
-				    in[hl + 1]) : 1005;
-				if (code != 1000 && h - hl > 2)
-					fprintf(stderr, "mcpvm-attach: closed "
-					    "with %d: %.*s\n", code,
-					    (int)(h - hl - 2), in + hl + 2);
-				else if (code != 1000)
-					fprintf(stderr, "mcpvm-attach: closed "
-					    "with %d\n", code);
-				send_frame(s, WS_OP_CLOSE, in + hl,
-				    h - hl >= 2 ? 2 : 0);
+				code = close_frame(s, in + hl, h - hl, 1);
 				break;
 			}
 			memmove(in, in + h, len - h);
