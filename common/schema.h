@@ -42,7 +42,7 @@ int		 schema_validate(const struct schema *, json_object *instance,
 		    char *err, size_t errlen);
 
 /*
- * The tool registry.  tools_init() parses and compiles the embedded
+ * The tool registry (toolreg.c).  tools_init() parses and compiles the embedded
  * tools.json; call it once at startup before any other thread exists (it
  * is idempotent).  tools_cleanup() frees it all.
  */
