@@ -3,7 +3,6 @@
  * Each checks every member of its message: the type and bounds of the
  * ones it knows, and that there are no others.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,23 +10,6 @@
 #include "ipc.h"
 #include "jsonx.h"
 #include "schema.h"
-
-static enum decode_verdict verdict(struct decode_err *,
-    enum decode_verdict, const char *, const char *, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static enum decode_verdict
-verdict(struct decode_err *e, enum decode_verdict v, const char *code,
-    const char *fmt, ...)
-{
-	va_list ap;
-
-	e->code = code;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	va_end(ap);
-	return v;
-}
 
 /* Is every member of o one of names (NULL-terminated)?  *extra: the
  * first that is not. */

@@ -5,10 +5,9 @@
  * what the sockets do.  Strings in a struct point into the body and live
  * as long as it does.
  *
- * A verdict is one of three: the message is good; it is well formed but a
- * value is refused, and the peer is answered with code and msg; or it is
- * not of its type's shape, which only a broken or compromised peer sends,
- * and its connection is closed and logged.
+ * Each decoder's verdict (common/verdict.h) is one of three: the message
+ * is good; a value is refused, with code and msg; or it is not of its
+ * type's shape, and the peer's connection is closed and logged.
  */
 #ifndef VMMD_DECODE_H
 #define VMMD_DECODE_H
@@ -17,21 +16,11 @@
 
 #include <json-c/json.h>
 
+#include "verdict.h"
 #include "vmqmp.h"
 
 #define DECODE_CREDENTIAL_MAX	512
 #define DECODE_MAX_PIPES	64	/* max_broker_pipes_per_vm's maximum */
-
-enum decode_verdict {
-	DECODE_OK,
-	DECODE_REFUSE,		/* answer code, msg */
-	DECODE_BAD,		/* close the connection, log msg */
-};
-
-struct decode_err {
-	const char	*code;	/* a public error code, for DECODE_REFUSE */
-	char		 msg[256];
-};
 
 /* vmmd.sock: mcpd. */
 struct mcpd_msg {
