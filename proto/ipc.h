@@ -134,7 +134,7 @@ enum ipc_type {
 	 * 600-699: vmmd <-> vmproxy.  vmproxy is the only process that
 	 * parses what a guest sends, or what the VM's QEMU sends (QMP, its
 	 * output); what it hands vmmd is already checked and shaped as the
-	 * tools' results or vmmd/vmqmp.h's typed QEMU results.
+	 * tools' results or proto/vmqmp.h's typed QEMU results.
 	 */
 	IPC_PROXY_BASE = 600,
 	/* {"op":"exec"|"job_status"|"jobs"|"job_output"|"job_cancel"|
@@ -150,7 +150,7 @@ enum ipc_type {
 	 * {"event":"streams","open":n,"pipes"?:n} */
 	IPC_PROXY_EVENT = 605,
 	/*
-	 * vmmd -> vmproxy, which alone speaks QMP to QEMU (vmmd/vmqmp.h):
+	 * vmmd -> vmproxy, which alone speaks QMP to QEMU (proto/vmqmp.h):
 	 * {"op","timeout_ms"} (+ the checkpoint's fd for "getfd") ->
 	 * {"ok",["error"],["message"],["status","running"],["migration"]}
 	 */
