@@ -1,6 +1,9 @@
 /*
- * vmmd's side of each VM's vmproxy: starting it as the VM's uid inside the
- * VM's cgroup, calling it, and noticing when it ends.  vmproxy is the only
+ * vmmd's side of its conversation with each VM's vmproxy: starting it as
+ * the VM's uid inside the VM's cgroup, calling it, and noticing when it
+ * ends.  Named to_vmproxy.c so that no one takes it for the process
+ * itself, which lives in ../vmproxy/ (its functions keep the proxy_
+ * prefix the rest of vmmd calls).  vmproxy is the only
  * process that reads guest bytes, and the only one that speaks QMP to
  * QEMU or reads QEMU's output; what it sends here is still checked (every
  * tool result against its schema, in vmmd.c; every QEMU result and event
