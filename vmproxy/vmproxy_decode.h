@@ -10,8 +10,8 @@
  * connection, which ends it.  DECODE_REFUSE answers a value that is out of
  * bounds with its code and reason.
  */
-#ifndef VMMD_VMPROXY_DECODE_H
-#define VMMD_VMPROXY_DECODE_H
+#ifndef VMPROXY_VMPROXY_DECODE_H
+#define VMPROXY_VMPROXY_DECODE_H
 
 #include <stddef.h>
 #include <stdint.h>

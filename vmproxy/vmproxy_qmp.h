@@ -8,8 +8,8 @@
  * integration test drives real QEMU through it); vmproxy_qmp_* is its
  * IPC face, one entry point per message for vmproxy's dispatch.
  */
-#ifndef VMMD_VMPROXY_QMP_H
-#define VMMD_VMPROXY_QMP_H
+#ifndef VMPROXY_VMPROXY_QMP_H
+#define VMPROXY_VMPROXY_QMP_H
 
 #include "vmqmp.h"
 
