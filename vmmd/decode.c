@@ -210,75 +210,152 @@ decode_vmctl(uint32_t type, struct json_object *body, struct vmctl_msg *m,
 	return DECODE_OK;
 }
 
-enum decode_verdict
-decode_proxy_event(struct json_object *body, int max_streams,
-    struct proxy_event *ev, struct decode_err *e)
+/* Is body an object of no members but names (NULL-terminated)? */
+static enum decode_verdict
+proxy_members(const char *what, struct json_object *body,
+    const char *const *names, struct decode_err *e)
 {
-	static const char *const names[] = { "hello", "link_down", "streams",
-	    "guest_error", "qmp", "qmp_lost", NULL };
-	static const char *const keys[][4] = {
-		{ "event", "guest", NULL },		/* hello */
-		{ "event", NULL, NULL },		/* link_down */
-		{ "event", "open", "pipes", NULL },	/* streams */
-		{ "event", "message", NULL },		/* guest_error */
-		{ "event", "name", NULL },		/* qmp */
-		{ "event", "message", NULL },		/* qmp_lost */
-	};
-	struct jsonx_err jerr;
-	const char *extra = NULL, *s;
-	int64_t n;
-	int kind;
+	const char *extra = NULL;
 
-	memset(ev, 0, sizeof(*ev));
-	if (body == NULL || !json_object_is_type(body, json_type_object) ||
-	    jsonx_get_enum(body, "event", 1, names, &kind, &jerr) != 1)
-		return verdict(e, DECODE_BAD, NULL, "an event of no known "
-		    "kind");
-	ev->kind = (enum proxy_event_kind)kind;
-	if (!only_members(body, keys[kind], &extra))
-		return verdict(e, DECODE_BAD, NULL, "event %s: unknown member "
-		    "'%.64s'", names[kind], extra);
-	switch (ev->kind) {
-	case PROXY_EV_HELLO:
-		if (jsonx_get_object(body, "guest", 0, &ev->guest, &jerr) ==
-		    -1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		break;
-	case PROXY_EV_STREAMS:
-		/* vmproxy opens no more than vmmd let it: anything else is a
-		 * proxy that the guest has taken over. */
-		if (jsonx_get_int64(body, "open", 1, 0, max_streams, &n,
-		    &jerr) != 1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		ev->open = (int)n;
-		n = 0;
-		if (jsonx_get_int64(body, "pipes", 0, 0, DECODE_MAX_PIPES, &n,
-		    &jerr) == -1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		ev->pipes = (int)n;
-		break;
-	case PROXY_EV_GUEST_ERROR:
-		if (jsonx_get_string(body, "message", 0, &s, &jerr) == -1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		break;
-	case PROXY_EV_QMP:
-		if (jsonx_get_enum(body, "name", 1, vmq_event_names, &kind,
-		    &jerr) != 1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		ev->qmp_event = (enum vmq_event)kind;
-		break;
-	case PROXY_EV_QMP_LOST:
-		if (jsonx_get_string(body, "message", 1, &ev->message,
-		    &jerr) != 1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		if (!vmq_clean(ev->message))
-			return verdict(e, DECODE_BAD, NULL, "qmp_lost: the "
-			    "message is not short printable text");
-		break;
-	case PROXY_EV_LINK_DOWN:
-		break;
-	}
+	if (body == NULL || !json_object_is_type(body, json_type_object))
+		return verdict(e, DECODE_BAD, NULL, "%s: the body is no object",
+		    what);
+	if (!only_members(body, names, &extra))
+		return verdict(e, DECODE_BAD, NULL, "%s: unknown member "
+		    "'%.64s'", what, extra);
 	return DECODE_OK;
+}
+
+static enum decode_verdict
+decode_guest_hello(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	static const char *const keys[] = { "guest", NULL };
+	struct jsonx_err jerr;
+	enum decode_verdict v;
+
+	if ((v = proxy_members("guest_hello", body, keys, e)) != DECODE_OK)
+		return v;
+	if (jsonx_get_object(body, "guest", 0, &m->guest, &jerr) == -1)
+		return verdict(e, DECODE_BAD, NULL, "guest_hello: %s",
+		    jerr.msg);
+	return DECODE_OK;
+}
+
+static enum decode_verdict
+decode_link_down(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	static const char *const keys[] = { NULL };
+
+	return proxy_members("link_down", body, keys, e);
+}
+
+static enum decode_verdict
+decode_streams(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	static const char *const keys[] = { "open", "pipes", NULL };
+	struct jsonx_err jerr;
+	enum decode_verdict v;
+	int64_t n;
+
+	if ((v = proxy_members("streams", body, keys, e)) != DECODE_OK)
+		return v;
+	/* vmproxy opens no more than vmmd let it: anything else is a
+	 * proxy that the guest has taken over. */
+	if (jsonx_get_int64(body, "open", 1, 0, max_streams, &n, &jerr) != 1)
+		return verdict(e, DECODE_BAD, NULL, "streams: %s", jerr.msg);
+	m->open = (int)n;
+	n = 0;
+	if (jsonx_get_int64(body, "pipes", 0, 0, DECODE_MAX_PIPES, &n,
+	    &jerr) == -1)
+		return verdict(e, DECODE_BAD, NULL, "streams: %s", jerr.msg);
+	m->pipes = (int)n;
+	return DECODE_OK;
+}
+
+static enum decode_verdict
+decode_guest_error(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	static const char *const keys[] = { "message", NULL };
+	struct jsonx_err jerr;
+	enum decode_verdict v;
+
+	if ((v = proxy_members("guest_error", body, keys, e)) != DECODE_OK)
+		return v;
+	if (jsonx_get_string(body, "message", 0, &m->message, &jerr) == -1)
+		return verdict(e, DECODE_BAD, NULL, "guest_error: %s",
+		    jerr.msg);
+	return DECODE_OK;
+}
+
+static enum decode_verdict
+decode_qmp_event(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	static const char *const keys[] = { "name", NULL };
+	struct jsonx_err jerr;
+	enum decode_verdict v;
+	int n;
+
+	if ((v = proxy_members("qmp_event", body, keys, e)) != DECODE_OK)
+		return v;
+	if (jsonx_get_enum(body, "name", 1, vmq_event_names, &n, &jerr) != 1)
+		return verdict(e, DECODE_BAD, NULL, "qmp_event: %s",
+		    jerr.msg);
+	m->qmp_event = (enum vmq_event)n;
+	return DECODE_OK;
+}
+
+static enum decode_verdict
+decode_qmp_lost(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	static const char *const keys[] = { "message", NULL };
+	struct jsonx_err jerr;
+	enum decode_verdict v;
+
+	if ((v = proxy_members("qmp_lost", body, keys, e)) != DECODE_OK)
+		return v;
+	if (jsonx_get_string(body, "message", 1, &m->message, &jerr) != 1)
+		return verdict(e, DECODE_BAD, NULL, "qmp_lost: %s", jerr.msg);
+	if (!vmq_clean(m->message))
+		return verdict(e, DECODE_BAD, NULL, "qmp_lost: the message is "
+		    "not short printable text");
+	return DECODE_OK;
+}
+
+/* vmproxy's unasked messages, each type with its decoder. */
+static const struct {
+	uint32_t		 type;
+	enum decode_verdict	(*decode)(struct json_object *, int,
+				    struct vmproxy_msg *, struct decode_err *);
+} vmproxy_decoders[] = {
+	{ IPC_PROXY_GUEST_HELLO, decode_guest_hello },
+	{ IPC_PROXY_LINK_DOWN, decode_link_down },
+	{ IPC_PROXY_STREAMS, decode_streams },
+	{ IPC_PROXY_GUEST_ERROR, decode_guest_error },
+	{ IPC_PROXY_QMP_EVENT, decode_qmp_event },
+	{ IPC_PROXY_QMP_LOST, decode_qmp_lost },
+};
+
+enum decode_verdict
+decode_vmproxy(uint32_t type, struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	size_t i;
+
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	for (i = 0; i < sizeof(vmproxy_decoders) /
+	    sizeof(vmproxy_decoders[0]); i++)
+		if (vmproxy_decoders[i].type == type)
+			return vmproxy_decoders[i].decode(body, max_streams, m,
+			    e);
+	return verdict(e, DECODE_BAD, NULL, "message type %u is not one "
+	    "vmproxy sends unasked", type);
 }
 
 enum decode_verdict

@@ -72,14 +72,13 @@ reply_result(uint32_t id, struct json_object *result)
 }
 
 static void
-send_event(const char *event, const char *key, struct json_object *val)
+send_event(uint32_t type, const char *key, struct json_object *val)
 {
 	struct json_object *body = json_object_new_object();
 
-	json_object_object_add(body, "event", json_object_new_string(event));
 	if (key != NULL)
 		json_object_object_add(body, key, val);
-	ipc_send(px.vmmd, IPC_PROXY_EVENT, 0, body, -1);
+	ipc_send(px.vmmd, type, 0, body, -1);
 	json_object_put(body);
 }
 
@@ -134,7 +133,7 @@ on_hello_reply(struct json_object *r, const struct glink_reply *rep)
 	}
 	lk.hello = 1;
 	glink_set_lenient(px.g, 0);
-	send_event("hello", "guest", info);
+	send_event(IPC_PROXY_GUEST_HELLO, "guest", info);
 	json_object_put(r);
 	return 0;
 }
@@ -345,7 +344,7 @@ link_drop(const char *why, int guest_fault)
 	if (guest_fault) {
 		log_warnx("vm %s: guest broke the link protocol: %s; giving "
 		    "up on this VM", px.vm_id, why);
-		send_event("guest_error", "message",
+		send_event(IPC_PROXY_GUEST_ERROR, "message",
 		    json_object_new_string(why));
 		/* Give the event a moment to reach vmmd, then go. */
 		{
@@ -356,7 +355,7 @@ link_drop(const char *why, int guest_fault)
 		return;
 	}
 	if (lk.hello)
-		send_event("link_down", NULL, NULL);
+		send_event(IPC_PROXY_LINK_DOWN, NULL, NULL);
 	lk.hello = 0;
 	log_debug("vm %s: guest link dropped: %s", px.vm_id, why);
 	link_schedule_retry();

@@ -209,13 +209,11 @@ streams_report(void)
 		if (s->open)
 			n++;
 	body = json_object_new_object();
-	json_object_object_add(body, "event",
-	    json_object_new_string("streams"));
 	json_object_object_add(body, "open", json_object_new_int(n));
 	/* Attached broker pipes are activity too. */
 	if ((n = vpb_attached()) > 0)
 		json_object_object_add(body, "pipes", json_object_new_int(n));
-	ipc_send(px.vmmd, IPC_PROXY_EVENT, 0, body, -1);
+	ipc_send(px.vmmd, IPC_PROXY_STREAMS, 0, body, -1);
 	json_object_put(body);
 }
 

@@ -40,8 +40,10 @@
  *           vmmd_msgs[] below, each type with its decoder
  *           (vmproxy_decode.c) and handler, dispatched by
  *           vmproxy_dispatch_vmmd; anything else closes the connection,
- *           which ends vmproxy.  Out: results, QEMU results, and
- *           the guest's and QEMU's events as IPC_PROXY_EVENT.
+ *           which ends vmproxy.  Out: results, QEMU results, and one
+ *           message type per event: IPC_PROXY_GUEST_HELLO, _LINK_DOWN,
+ *           _STREAMS, _GUEST_ERROR (link.c, streams.c), _QMP_EVENT and
+ *           _QMP_LOST (vmproxy_qmp.c).
  *   guestd  the guest link on --link (proto/guest.h frames, common/glink.c
  *           parser).  vmproxy_dispatch_guest (link.c) hands control
  *           replies to link.c and guestreply.c, stream channels to
