@@ -210,32 +210,17 @@ decode_vmctl(uint32_t type, struct json_object *body, struct vmctl_msg *m,
 	return DECODE_OK;
 }
 
-/* Is body an object of no members but names (NULL-terminated)? */
-static enum decode_verdict
-proxy_members(const char *what, struct json_object *body,
-    const char *const *names, struct decode_err *e)
-{
-	const char *extra = NULL;
-
-	if (body == NULL || !json_object_is_type(body, json_type_object))
-		return verdict(e, DECODE_BAD, NULL, "%s: the body is no object",
-		    what);
-	if (!only_members(body, names, &extra))
-		return verdict(e, DECODE_BAD, NULL, "%s: unknown member "
-		    "'%.64s'", what, extra);
-	return DECODE_OK;
-}
-
+/*
+ * vmproxy's unasked messages.  decode_vmproxy checks that the body is an
+ * object of no members but the type's keys; each type's decoder then
+ * reads and bounds the values (link_down has none).
+ */
 static enum decode_verdict
 decode_guest_hello(struct json_object *body, int max_streams,
     struct vmproxy_msg *m, struct decode_err *e)
 {
-	static const char *const keys[] = { "guest", NULL };
 	struct jsonx_err jerr;
-	enum decode_verdict v;
 
-	if ((v = proxy_members("guest_hello", body, keys, e)) != DECODE_OK)
-		return v;
 	if (jsonx_get_object(body, "guest", 0, &m->guest, &jerr) == -1)
 		return verdict(e, DECODE_BAD, NULL, "guest_hello: %s",
 		    jerr.msg);
@@ -243,25 +228,12 @@ decode_guest_hello(struct json_object *body, int max_streams,
 }
 
 static enum decode_verdict
-decode_link_down(struct json_object *body, int max_streams,
-    struct vmproxy_msg *m, struct decode_err *e)
-{
-	static const char *const keys[] = { NULL };
-
-	return proxy_members("link_down", body, keys, e);
-}
-
-static enum decode_verdict
 decode_streams(struct json_object *body, int max_streams,
     struct vmproxy_msg *m, struct decode_err *e)
 {
-	static const char *const keys[] = { "open", "pipes", NULL };
 	struct jsonx_err jerr;
-	enum decode_verdict v;
 	int64_t n;
 
-	if ((v = proxy_members("streams", body, keys, e)) != DECODE_OK)
-		return v;
 	/* vmproxy opens no more than vmmd let it: anything else is a
 	 * proxy that the guest has taken over. */
 	if (jsonx_get_int64(body, "open", 1, 0, max_streams, &n, &jerr) != 1)
@@ -279,12 +251,8 @@ static enum decode_verdict
 decode_guest_error(struct json_object *body, int max_streams,
     struct vmproxy_msg *m, struct decode_err *e)
 {
-	static const char *const keys[] = { "message", NULL };
 	struct jsonx_err jerr;
-	enum decode_verdict v;
 
-	if ((v = proxy_members("guest_error", body, keys, e)) != DECODE_OK)
-		return v;
 	if (jsonx_get_string(body, "message", 0, &m->message, &jerr) == -1)
 		return verdict(e, DECODE_BAD, NULL, "guest_error: %s",
 		    jerr.msg);
@@ -295,13 +263,9 @@ static enum decode_verdict
 decode_qmp_event(struct json_object *body, int max_streams,
     struct vmproxy_msg *m, struct decode_err *e)
 {
-	static const char *const keys[] = { "name", NULL };
 	struct jsonx_err jerr;
-	enum decode_verdict v;
 	int n;
 
-	if ((v = proxy_members("qmp_event", body, keys, e)) != DECODE_OK)
-		return v;
 	if (jsonx_get_enum(body, "name", 1, vmq_event_names, &n, &jerr) != 1)
 		return verdict(e, DECODE_BAD, NULL, "qmp_event: %s",
 		    jerr.msg);
@@ -313,12 +277,8 @@ static enum decode_verdict
 decode_qmp_lost(struct json_object *body, int max_streams,
     struct vmproxy_msg *m, struct decode_err *e)
 {
-	static const char *const keys[] = { "message", NULL };
 	struct jsonx_err jerr;
-	enum decode_verdict v;
 
-	if ((v = proxy_members("qmp_lost", body, keys, e)) != DECODE_OK)
-		return v;
 	if (jsonx_get_string(body, "message", 1, &m->message, &jerr) != 1)
 		return verdict(e, DECODE_BAD, NULL, "qmp_lost: %s", jerr.msg);
 	if (!vmq_clean(m->message))
@@ -327,35 +287,48 @@ decode_qmp_lost(struct json_object *body, int max_streams,
 	return DECODE_OK;
 }
 
-/* vmproxy's unasked messages, each type with its decoder. */
+/* Each type: its name for messages, its members, its decoder. */
 static const struct {
 	uint32_t		 type;
+	const char		*name;
+	const char		*keys[3];
 	enum decode_verdict	(*decode)(struct json_object *, int,
 				    struct vmproxy_msg *, struct decode_err *);
 } vmproxy_decoders[] = {
-	{ IPC_PROXY_GUEST_HELLO, decode_guest_hello },
-	{ IPC_PROXY_LINK_DOWN, decode_link_down },
-	{ IPC_PROXY_STREAMS, decode_streams },
-	{ IPC_PROXY_GUEST_ERROR, decode_guest_error },
-	{ IPC_PROXY_QMP_EVENT, decode_qmp_event },
-	{ IPC_PROXY_QMP_LOST, decode_qmp_lost },
+	{ IPC_PROXY_GUEST_HELLO, "guest_hello", { "guest" },
+	    decode_guest_hello },
+	{ IPC_PROXY_LINK_DOWN, "link_down", { NULL }, NULL },
+	{ IPC_PROXY_STREAMS, "streams", { "open", "pipes" }, decode_streams },
+	{ IPC_PROXY_GUEST_ERROR, "guest_error", { "message" },
+	    decode_guest_error },
+	{ IPC_PROXY_QMP_EVENT, "qmp_event", { "name" }, decode_qmp_event },
+	{ IPC_PROXY_QMP_LOST, "qmp_lost", { "message" }, decode_qmp_lost },
 };
 
 enum decode_verdict
 decode_vmproxy(uint32_t type, struct json_object *body, int max_streams,
     struct vmproxy_msg *m, struct decode_err *e)
 {
-	size_t i;
+	const char *extra = NULL;
+	size_t i, n = sizeof(vmproxy_decoders) / sizeof(vmproxy_decoders[0]);
 
 	memset(m, 0, sizeof(*m));
 	m->type = type;
-	for (i = 0; i < sizeof(vmproxy_decoders) /
-	    sizeof(vmproxy_decoders[0]); i++)
+	for (i = 0; i < n; i++)
 		if (vmproxy_decoders[i].type == type)
-			return vmproxy_decoders[i].decode(body, max_streams, m,
-			    e);
-	return verdict(e, DECODE_BAD, NULL, "message type %u is not one "
-	    "vmproxy sends unasked", type);
+			break;
+	if (i == n)
+		return verdict(e, DECODE_BAD, NULL, "message type %u is not "
+		    "one vmproxy sends unasked", type);
+	if (body == NULL || !json_object_is_type(body, json_type_object))
+		return verdict(e, DECODE_BAD, NULL, "%s: the body is no object",
+		    vmproxy_decoders[i].name);
+	if (!only_members(body, vmproxy_decoders[i].keys, &extra))
+		return verdict(e, DECODE_BAD, NULL, "%s: unknown member "
+		    "'%.64s'", vmproxy_decoders[i].name, extra);
+	if (vmproxy_decoders[i].decode == NULL)
+		return DECODE_OK;
+	return vmproxy_decoders[i].decode(body, max_streams, m, e);
 }
 
 enum decode_verdict

@@ -201,9 +201,10 @@ proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	free(pc);
 }
 
-int
-proxy_call(struct vm *vm, struct json_object *call, int timeout_ms,
-    proxy_cb cb, void *arg)
+/* A request to vmproxy answered by want; body stays the caller's. */
+static int
+pcall_request(struct vm *vm, uint32_t type, struct json_object *body,
+    int timeout_ms, uint32_t want, proxy_cb cb, void *arg)
 {
 	struct pcall *pc;
 
@@ -217,38 +218,31 @@ proxy_call(struct vm *vm, struct json_object *call, int timeout_ms,
 	pc->vm = vm;
 	pc->cb = cb;
 	pc->arg = arg;
-	if (ipc_request_want(vm->proxy->conn, IPC_PROXY_CALL, call, -1,
-	    timeout_ms, IPC_PROXY_RESULT, proxy_reply, pc) == -1) {
+	if (ipc_request_want(vm->proxy->conn, type, body, -1, timeout_ms,
+	    want, proxy_reply, pc) == -1) {
 		free(pc);
 		return -1;
 	}
 	return 0;
 }
 
-/* A request to vmproxy that answers with want and a descriptor. */
+int
+proxy_call(struct vm *vm, struct json_object *call, int timeout_ms,
+    proxy_cb cb, void *arg)
+{
+	return pcall_request(vm, IPC_PROXY_CALL, call, timeout_ms,
+	    IPC_PROXY_RESULT, cb, arg);
+}
+
+/* A request to vmproxy that answers with want and a descriptor; body is
+ * consumed. */
 static int
 pcall_fd_request(struct vm *vm, uint32_t type, struct json_object *body,
     uint32_t want, proxy_cb cb, void *arg)
 {
-	struct pcall *pc;
-	int rc;
+	int rc = pcall_request(vm, type, body, 10000, want, cb, arg);
 
-	if (vm->proxy == NULL || vm->proxy->conn == NULL) {
-		json_object_put(body);
-		errno = ENOTCONN;
-		return -1;
-	}
-	if ((pc = calloc(1, sizeof(*pc))) == NULL)
-		fatal("calloc");
-	pc->p = vm->proxy;
-	pc->vm = vm;
-	pc->cb = cb;
-	pc->arg = arg;
-	rc = ipc_request_want(vm->proxy->conn, type, body, -1, 10000, want,
-	    proxy_reply, pc);
 	json_object_put(body);
-	if (rc == -1)
-		free(pc);
 	return rc;
 }
 

@@ -6,29 +6,6 @@
  * This file is its main: the contract below, the privilege drop, vmmd's
  * message table and the event loop.
  */
-#include <sys/queue.h>
-
-#include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include <event2/event.h>
-#include <json-c/json.h>
-
-#include "console.h"
-#include "glink.h"
-#include "ipc.h"
-#include "log.h"
-#include "privdrop.h"
-#include "vmproxy.h"
-#include "vmproxy_broker.h"
-#include "vmproxy_decode.h"
-#include "vmproxy_qmp.h"
 
 /*
  * The contract.
@@ -53,17 +30,45 @@
  *           replies and events into proto/vmqmp.h's names.  Its console
  *           and its stdout/stderr on --console-fd and --qemu-log-fd are
  *           never parsed: console.c keeps their newest bytes in files.
- *   broker  the controllers' ends of job broker pipes, handed to vmmd
- *           for mcpd: common/brokermux.c frames, vmproxy_broker.c.
+ *   broker  each job's controller, on the socket vmproxy hands to vmmd
+ *           for mcpd: common/brokermux.c frames, read by on_ctl_frame in
+ *           vmproxy_broker.c, which also reads the preamble of each guest
+ *           connection and routes it only with vmmd's secret.
  *
- * Capabilities kept: none.  vmproxy refuses to run as root, and
- * privdrop() (common/privdrop.c) drops the bounding set, clears every
- * capability set, sets NoNewPrivs and verifies each step, fatally.
+ * Capabilities kept: none.  vmmd's spawner starts vmproxy as the VM's
+ * uid with NoNewPrivs; main refuses to run as root, and privdrop()
+ * (common/privdrop.c, keep_none) clears the permitted, effective,
+ * inheritable and ambient sets and verifies that nothing is left and that
+ * root cannot be regained, fatally.
  *
  * Seccomp: common/privdrop.c's base list plus vmproxy_syscalls[] below,
- * installed before the event loop; it has no open, so the two log files
- * are opened first.
+ * installed before the event loop; it has no open, so main opens the two
+ * log files first.
  */
+#include <sys/queue.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <json-c/json.h>
+
+#include "console.h"
+#include "glink.h"
+#include "ipc.h"
+#include "log.h"
+#include "privdrop.h"
+#include "vmproxy.h"
+#include "vmproxy_broker.h"
+#include "vmproxy_decode.h"
+#include "vmproxy_qmp.h"
+
 #if defined(__SANITIZE_ADDRESS__)
 #define VMPROXY_SANITIZED 1
 #elif defined(__has_feature)
