@@ -105,7 +105,6 @@ call_complete(struct pcall *c, struct json_object *r,
 	return -1;
 }
 
-
 static void
 calls_fail_all(const char *why)
 {
@@ -185,6 +184,7 @@ on_ctrl(const struct glink_frame *f)
 	return rc;
 }
 
+/* Every frame the guest sends, after glink.c has checked its framing. */
 static int
 vmproxy_dispatch_guest(struct glink *g, const struct glink_frame *f,
     void *arg)
@@ -196,7 +196,6 @@ vmproxy_dispatch_guest(struct glink *g, const struct glink_frame *f,
 		return vpb_link_frame(f);
 	return streams_frame(f);
 }
-
 
 static void
 link_readcb(int fd, short ev, void *arg)
