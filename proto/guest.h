@@ -190,7 +190,7 @@ enum glink_type {
 #define GUEST_UID		1000
 #define GUEST_GID		1000
 
-/* The job broker pipe (guestd/broker.c, vmmd/vmproxy_broker.c). */
+/* The job broker pipe (guestd/broker.c, vmproxy/vmproxy_broker.c). */
 #define BROKER_SOCKET_DIR	"/run/mcpvm-broker"
 #define BROKER_SOCKET_PATH	"/run/mcpvm-broker/broker.sock"
 #define BROKER_SOCKET_ENV	"MCPVM_BROKER_SOCKET"

@@ -134,7 +134,7 @@ enum ipc_type {
 	 * 600-699: vmmd <-> vmproxy.  vmproxy is the only process that
 	 * parses what a guest sends, or what the VM's QEMU sends (QMP, its
 	 * output); what it hands vmmd is already checked and shaped as the
-	 * tools' results or vmmd/vmqmp.h's typed QEMU results.
+	 * tools' results or proto/vmqmp.h's typed QEMU results.
 	 */
 	IPC_PROXY_BASE = 600,
 	/* {"op":"exec"|"job_status"|"jobs"|"job_output"|"job_cancel"|
@@ -144,13 +144,9 @@ enum ipc_type {
 	IPC_PROXY_RESULT = 602,		/* {"result":{…}} or IPC_ERROR */
 	IPC_PROXY_STREAM_OPEN = 603,	/* {"port":n} */
 	IPC_PROXY_STREAM_OPEN_RESULT = 604,	/* {"channel":n} + fd */
-	/* vmproxy -> vmmd: {"event":"hello","boot_id","jobs"} | {"event":
-	 * "link_down"} | {"event":"guest_error","message"} | {"event":"qmp",
-	 * "name"} | {"event":"qmp_lost","message"} |
-	 * {"event":"streams","open":n,"pipes"?:n} */
-	IPC_PROXY_EVENT = 605,
+	/* 605 was IPC_PROXY_EVENT, now the types at 612-617. */
 	/*
-	 * vmmd -> vmproxy, which alone speaks QMP to QEMU (vmmd/vmqmp.h):
+	 * vmmd -> vmproxy, which alone speaks QMP to QEMU (proto/vmqmp.h):
 	 * {"op","timeout_ms"} (+ the checkpoint's fd for "getfd") ->
 	 * {"ok",["error"],["message"],["status","running"],["migration"]}
 	 */
@@ -168,6 +164,23 @@ enum ipc_type {
 	 * broker_* limits {"max_attached","max_connections","max_waiting",
 	 * "buffer_bytes","stall_seconds","max_pending","preamble_seconds"} */
 	IPC_PROXY_BROKER_LIMITS = 611,
+	/*
+	 * vmproxy -> vmmd, unasked (id 0, no reply), one type per event so
+	 * that vmmd's policy admits each on its own and decodes it into its
+	 * own shape (vmmd/decode.c, decode_vmproxy):
+	 */
+	/* {"guest"?:{"boot_id",…}}: the guest answered this session's hello */
+	IPC_PROXY_GUEST_HELLO = 612,
+	/* {}: the link dropped after a hello (hibernation, restore) */
+	IPC_PROXY_LINK_DOWN = 613,
+	/* {"open":n,"pipes"?:n}: open streams and attached broker pipes */
+	IPC_PROXY_STREAMS = 614,
+	/* {"message"?}: the guest broke the link protocol; vmproxy exits 3 */
+	IPC_PROXY_GUEST_ERROR = 615,
+	/* {"name":EVENT}: a QEMU event of proto/vmqmp.h's vmq_event_names */
+	IPC_PROXY_QMP_EVENT = 616,
+	/* {"message"}: vmproxy's QMP connection ended, short printable text */
+	IPC_PROXY_QMP_LOST = 617,
 
 	/* Test-only types, never in a daemon's policy table. */
 	IPC_TEST_BASE = 900,

@@ -20,8 +20,8 @@ struct worker_pool;
 /*
  * The VMM's monitor, as the backend reaches it.  QEMU's QMP is spoken by
  * the VM's vmproxy, never by root vmmd (#14): the backend asks for typed
- * operations (vmqmp.h) and gets typed results.  vmmd's proxy.c provides
- * one per VM; a test may provide its own.
+ * operations (vmqmp.h) and gets typed results.  vmmd's to_vmproxy.c
+ * provides one per VM; a test may provide its own.
  */
 typedef void (*vmm_mon_cb)(const struct vmq_result *, void *arg);
 

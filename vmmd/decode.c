@@ -3,7 +3,6 @@
  * Each checks every member of its message: the type and bounds of the
  * ones it knows, and that there are no others.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,23 +10,6 @@
 #include "ipc.h"
 #include "jsonx.h"
 #include "schema.h"
-
-static enum decode_verdict verdict(struct decode_err *,
-    enum decode_verdict, const char *, const char *, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static enum decode_verdict
-verdict(struct decode_err *e, enum decode_verdict v, const char *code,
-    const char *fmt, ...)
-{
-	va_list ap;
-
-	e->code = code;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	va_end(ap);
-	return v;
-}
 
 /* Is every member of o one of names (NULL-terminated)?  *extra: the
  * first that is not. */
@@ -228,75 +210,125 @@ decode_vmctl(uint32_t type, struct json_object *body, struct vmctl_msg *m,
 	return DECODE_OK;
 }
 
-enum decode_verdict
-decode_proxy_event(struct json_object *body, int max_streams,
-    struct proxy_event *ev, struct decode_err *e)
+/*
+ * vmproxy's unasked messages.  decode_vmproxy checks that the body is an
+ * object of no members but the type's keys; each type's decoder then
+ * reads and bounds the values (link_down has none).
+ */
+static enum decode_verdict
+decode_guest_hello(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
 {
-	static const char *const names[] = { "hello", "link_down", "streams",
-	    "guest_error", "qmp", "qmp_lost", NULL };
-	static const char *const keys[][4] = {
-		{ "event", "guest", NULL },		/* hello */
-		{ "event", NULL, NULL },		/* link_down */
-		{ "event", "open", "pipes", NULL },	/* streams */
-		{ "event", "message", NULL },		/* guest_error */
-		{ "event", "name", NULL },		/* qmp */
-		{ "event", "message", NULL },		/* qmp_lost */
-	};
 	struct jsonx_err jerr;
-	const char *extra = NULL, *s;
-	int64_t n;
-	int kind;
 
-	memset(ev, 0, sizeof(*ev));
-	if (body == NULL || !json_object_is_type(body, json_type_object) ||
-	    jsonx_get_enum(body, "event", 1, names, &kind, &jerr) != 1)
-		return verdict(e, DECODE_BAD, NULL, "an event of no known "
-		    "kind");
-	ev->kind = (enum proxy_event_kind)kind;
-	if (!only_members(body, keys[kind], &extra))
-		return verdict(e, DECODE_BAD, NULL, "event %s: unknown member "
-		    "'%.64s'", names[kind], extra);
-	switch (ev->kind) {
-	case PROXY_EV_HELLO:
-		if (jsonx_get_object(body, "guest", 0, &ev->guest, &jerr) ==
-		    -1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		break;
-	case PROXY_EV_STREAMS:
-		/* vmproxy opens no more than vmmd let it: anything else is a
-		 * proxy that the guest has taken over. */
-		if (jsonx_get_int64(body, "open", 1, 0, max_streams, &n,
-		    &jerr) != 1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		ev->open = (int)n;
-		n = 0;
-		if (jsonx_get_int64(body, "pipes", 0, 0, DECODE_MAX_PIPES, &n,
-		    &jerr) == -1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		ev->pipes = (int)n;
-		break;
-	case PROXY_EV_GUEST_ERROR:
-		if (jsonx_get_string(body, "message", 0, &s, &jerr) == -1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		break;
-	case PROXY_EV_QMP:
-		if (jsonx_get_enum(body, "name", 1, vmq_event_names, &kind,
-		    &jerr) != 1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		ev->qmp_event = (enum vmq_event)kind;
-		break;
-	case PROXY_EV_QMP_LOST:
-		if (jsonx_get_string(body, "message", 1, &ev->message,
-		    &jerr) != 1)
-			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
-		if (!vmq_clean(ev->message))
-			return verdict(e, DECODE_BAD, NULL, "qmp_lost: the "
-			    "message is not short printable text");
-		break;
-	case PROXY_EV_LINK_DOWN:
-		break;
-	}
+	if (jsonx_get_object(body, "guest", 0, &m->guest, &jerr) == -1)
+		return verdict(e, DECODE_BAD, NULL, "guest_hello: %s",
+		    jerr.msg);
 	return DECODE_OK;
+}
+
+static enum decode_verdict
+decode_streams(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	struct jsonx_err jerr;
+	int64_t n;
+
+	/* vmproxy opens no more than vmmd let it: anything else is a
+	 * proxy that the guest has taken over. */
+	if (jsonx_get_int64(body, "open", 1, 0, max_streams, &n, &jerr) != 1)
+		return verdict(e, DECODE_BAD, NULL, "streams: %s", jerr.msg);
+	m->open = (int)n;
+	n = 0;
+	if (jsonx_get_int64(body, "pipes", 0, 0, DECODE_MAX_PIPES, &n,
+	    &jerr) == -1)
+		return verdict(e, DECODE_BAD, NULL, "streams: %s", jerr.msg);
+	m->pipes = (int)n;
+	return DECODE_OK;
+}
+
+static enum decode_verdict
+decode_guest_error(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	struct jsonx_err jerr;
+
+	if (jsonx_get_string(body, "message", 0, &m->message, &jerr) == -1)
+		return verdict(e, DECODE_BAD, NULL, "guest_error: %s",
+		    jerr.msg);
+	return DECODE_OK;
+}
+
+static enum decode_verdict
+decode_qmp_event(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	struct jsonx_err jerr;
+	int n;
+
+	if (jsonx_get_enum(body, "name", 1, vmq_event_names, &n, &jerr) != 1)
+		return verdict(e, DECODE_BAD, NULL, "qmp_event: %s",
+		    jerr.msg);
+	m->qmp_event = (enum vmq_event)n;
+	return DECODE_OK;
+}
+
+static enum decode_verdict
+decode_qmp_lost(struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	struct jsonx_err jerr;
+
+	if (jsonx_get_string(body, "message", 1, &m->message, &jerr) != 1)
+		return verdict(e, DECODE_BAD, NULL, "qmp_lost: %s", jerr.msg);
+	if (!vmq_clean(m->message))
+		return verdict(e, DECODE_BAD, NULL, "qmp_lost: the message is "
+		    "not short printable text");
+	return DECODE_OK;
+}
+
+/* Each type: its name for messages, its members, its decoder. */
+static const struct {
+	uint32_t		 type;
+	const char		*name;
+	const char		*keys[3];
+	enum decode_verdict	(*decode)(struct json_object *, int,
+				    struct vmproxy_msg *, struct decode_err *);
+} vmproxy_decoders[] = {
+	{ IPC_PROXY_GUEST_HELLO, "guest_hello", { "guest" },
+	    decode_guest_hello },
+	{ IPC_PROXY_LINK_DOWN, "link_down", { NULL }, NULL },
+	{ IPC_PROXY_STREAMS, "streams", { "open", "pipes" }, decode_streams },
+	{ IPC_PROXY_GUEST_ERROR, "guest_error", { "message" },
+	    decode_guest_error },
+	{ IPC_PROXY_QMP_EVENT, "qmp_event", { "name" }, decode_qmp_event },
+	{ IPC_PROXY_QMP_LOST, "qmp_lost", { "message" }, decode_qmp_lost },
+};
+
+enum decode_verdict
+decode_vmproxy(uint32_t type, struct json_object *body, int max_streams,
+    struct vmproxy_msg *m, struct decode_err *e)
+{
+	const char *extra = NULL;
+	size_t i, n = sizeof(vmproxy_decoders) / sizeof(vmproxy_decoders[0]);
+
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	for (i = 0; i < n; i++)
+		if (vmproxy_decoders[i].type == type)
+			break;
+	if (i == n)
+		return verdict(e, DECODE_BAD, NULL, "message type %u is not "
+		    "one vmproxy sends unasked", type);
+	if (body == NULL || !json_object_is_type(body, json_type_object))
+		return verdict(e, DECODE_BAD, NULL, "%s: the body is no object",
+		    vmproxy_decoders[i].name);
+	if (!only_members(body, vmproxy_decoders[i].keys, &extra))
+		return verdict(e, DECODE_BAD, NULL, "%s: unknown member "
+		    "'%.64s'", vmproxy_decoders[i].name, extra);
+	if (vmproxy_decoders[i].decode == NULL)
+		return DECODE_OK;
+	return vmproxy_decoders[i].decode(body, max_streams, m, e);
 }
 
 enum decode_verdict

@@ -5,10 +5,9 @@
  * what the sockets do.  Strings in a struct point into the body and live
  * as long as it does.
  *
- * A verdict is one of three: the message is good; it is well formed but a
- * value is refused, and the peer is answered with code and msg; or it is
- * not of its type's shape, which only a broken or compromised peer sends,
- * and its connection is closed and logged.
+ * Each decoder's verdict (common/verdict.h) is one of three: the message
+ * is good; a value is refused, with code and msg; or it is not of its
+ * type's shape, and the peer's connection is closed and logged.
  */
 #ifndef VMMD_DECODE_H
 #define VMMD_DECODE_H
@@ -17,21 +16,11 @@
 
 #include <json-c/json.h>
 
+#include "verdict.h"
 #include "vmqmp.h"
 
 #define DECODE_CREDENTIAL_MAX	512
 #define DECODE_MAX_PIPES	64	/* max_broker_pipes_per_vm's maximum */
-
-enum decode_verdict {
-	DECODE_OK,
-	DECODE_REFUSE,		/* answer code, msg */
-	DECODE_BAD,		/* close the connection, log msg */
-};
-
-struct decode_err {
-	const char	*code;	/* a public error code, for DECODE_REFUSE */
-	char		 msg[256];
-};
 
 /* vmmd.sock: mcpd. */
 struct mcpd_msg {
@@ -61,28 +50,27 @@ struct vmctl_msg {
 enum decode_verdict decode_vmctl(uint32_t type, struct json_object *body,
 	    struct vmctl_msg *, struct decode_err *);
 
-/* vmproxy's events (IPC_PROXY_EVENT).  vmproxy speaks for the guest. */
-enum proxy_event_kind {
-	PROXY_EV_HELLO,		/* the guest said hello */
-	PROXY_EV_LINK_DOWN,
-	PROXY_EV_STREAMS,	/* open: how many streams are open */
-	PROXY_EV_GUEST_ERROR,	/* the guest broke the link protocol */
-	PROXY_EV_QMP,		/* a QEMU event: qmp_event */
-	PROXY_EV_QMP_LOST,	/* vmproxy's QMP connection ended: message */
-};
-
-struct proxy_event {
-	enum proxy_event_kind	 kind;
+/*
+ * What vmproxy sends unasked, one message type per event (proto/ipc.h,
+ * 612-617).  vmproxy speaks for the guest.
+ */
+struct vmproxy_msg {
+	uint32_t		 type;
+	struct json_object	*guest;		/* GUEST_HELLO: object or NULL */
 	int			 open;		/* STREAMS: 0..max_streams */
 	int			 pipes;		/* STREAMS: attached broker
 						 * pipes, 0..DECODE_MAX_PIPES */
-	struct json_object	*guest;		/* HELLO: an object or NULL */
-	enum vmq_event		 qmp_event;	/* QMP */
-	const char		*message;	/* QMP_LOST: vmq_clean */
+	enum vmq_event		 qmp_event;	/* QMP_EVENT */
+	const char		*message;	/* QMP_LOST: vmq_clean;
+						 * GUEST_ERROR: any, or NULL */
 };
 
-enum decode_verdict decode_proxy_event(struct json_object *body,
-	    int max_streams, struct proxy_event *, struct decode_err *);
+/*
+ * Each type has a decoder of its own, picked by type; a type that is not
+ * one of the six is DECODE_BAD.  max_streams bounds STREAMS' "open".
+ */
+enum decode_verdict decode_vmproxy(uint32_t type, struct json_object *body,
+	    int max_streams, struct vmproxy_msg *, struct decode_err *);
 
 /*
  * vmproxy's answer to an IPC_PROXY_QMP request for op (vmqmp.h): every

@@ -1,6 +1,7 @@
 /*
  * Small helpers shared by vmmd's building blocks: error strings a person can
- * act on, and whole-file reads and writes for sysfs-style files.
+ * act on (errf, from common/), and whole-file reads and writes for
+ * sysfs-style files.
  */
 #ifndef VMMD_UTIL_H
 #define VMMD_UTIL_H
@@ -8,9 +9,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* Formats into err (may be NULL); always returns -1 for `return errf(...)`. */
-int	errf(char *err, size_t errlen, const char *fmt, ...)
-	    __attribute__((format(printf, 3, 4)));
+#include "errf.h"	/* errf, shared with vmproxy */
+
 /* Writes the whole string with one write(2), as sysfs wants. */
 int	write_file_str(const char *path, const char *s);
 /* Reads at most cap-1 bytes and NUL-terminates; returns bytes read or -1. */

@@ -1,7 +1,7 @@
 /*
  * vmmd: the root VM manager.  Shared declarations of the daemon's parts:
  * vmmd.c (startup, sockets, authd), vm.c (the state machine and
- * lifecycle), proxy.c (each VM's vmproxy), tools.c (the twelve tools),
+ * lifecycle), to_vmproxy.c (each VM's vmproxy), tools.c (the tools),
  * control.c (vmctl).
  */
 #ifndef MCPVM_VMMD_VMMD_H
@@ -137,7 +137,7 @@ struct vm {
 	int			 console_rd;
 	/* The read end of QEMU's stdout/stderr pipe, until vmproxy has it. */
 	int			 qemulog_rd;
-	/* QEMU's monitor, through vmproxy (proxy.c): the backend's. */
+	/* QEMU's monitor, through vmproxy (to_vmproxy.c): the backend's. */
 	struct vmm_monitor	 mon;
 	int			 guest_up;	/* hello since (re)connect */
 	int			 busy;		/* a lifecycle op runs */
@@ -241,7 +241,7 @@ void	vm_streams_close(struct vm *, const char *reason);
 void	vm_streams_count(struct vm *, int open);
 void	vm_streams_forget_conn(struct ipc_conn *);
 
-/* proxy.c */
+/* to_vmproxy.c */
 int	proxy_spawn(struct vm *, char *err, size_t errlen);
 void	proxy_stop(struct vm *);
 /* Makes vm->mon reach QEMU's QMP through the VM's vmproxy. */

@@ -145,7 +145,7 @@ def main():
     b = args.build
     os.environ.update({
         "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
-        "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmmd/vmproxy",
+        "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmproxy/vmproxy",
         "VMCTL": b + "/vmmd/vmctl", "MCPD": b + "/mcpd/mcpd",
         "SRCDIR": TOP, "BUILD_DIR": b})
     tv.become_subreaper()

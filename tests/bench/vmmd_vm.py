@@ -106,7 +106,7 @@ def main():
     b = args.build
     os.environ.update({
         "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
-        "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmmd/vmproxy",
+        "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmproxy/vmproxy",
         "VMCTL": b + "/vmmd/vmctl"})
     manifest = tv.built_image()
     if manifest is None:

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for vmproxy's translation of guest replies
- * (vmmd/guestreply.c), the host's only reader of guest JSON.  An input is
+ * (vmproxy/guestreply.c), the host's only reader of guest JSON.  An input is
  * a call and a reply as the link delivers them:
  *
  *   byte 0      the operation (enum guest_op, modulo GOP_COUNT)

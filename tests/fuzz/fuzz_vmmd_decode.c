@@ -1,9 +1,10 @@
 /*
  * libFuzzer target for vmmd's decoders (vmmd/decode.c): a frame body as
  * mcpd, vmctl or vmproxy could send it goes through the socket's JSON
- * check (ipc_frame_check) and then the decoder of its peer.  The first
- * byte picks the message type (and, for vmproxy's QEMU results, which
- * operation the result answers).  Whatever a decoder accepts must satisfy
+ * check (ipc_frame_check) and then every decoder of vmmd's, each of which
+ * must turn away another peer's types.  The first byte picks the message
+ * type, its index in rules[] modulo their number (and, for vmproxy's QEMU
+ * results, which operation the result answers: the quotient).  Whatever a decoder accepts must satisfy
  * what the handlers rely on, and every refusal must say why; anything
  * else aborts.
  */
@@ -28,13 +29,14 @@ static const struct ipc_rule rules[] = {
 	{ IPC_VMCTL_DESTROY, 0 }, { IPC_VMCTL_SUSPEND, 0 },
 	{ IPC_VMCTL_RESUME, 0 }, { IPC_VMCTL_STOP_WORKSPACE, 0 },
 	{ IPC_VMCTL_PREFLIGHT, 0 }, { IPC_VMCTL_AUDIT_VERIFY, 0 },
-	{ IPC_PROXY_EVENT, 0 },
+	/* vmproxy's unasked messages, one type each. */
+	{ IPC_PROXY_GUEST_HELLO, 0 }, { IPC_PROXY_LINK_DOWN, 0 },
+	{ IPC_PROXY_STREAMS, 0 }, { IPC_PROXY_GUEST_ERROR, 0 },
+	{ IPC_PROXY_QMP_EVENT, 0 }, { IPC_PROXY_QMP_LOST, 0 },
 	/* Types of the other peers, which every decoder must turn away. */
 	{ IPC_HELLO, 0 }, { IPC_PROXY_RESULT, 0 }, { IPC_VMCTL_RESULT, 0 },
-	/* vmproxy's answer to a QEMU operation (last: older seeds keep
-	 * their first byte's meaning). */
+	/* vmproxy's answer to a QEMU operation. */
 	{ IPC_PROXY_QMP_RESULT, 0 },
-	/* Last, so that the seeds' first bytes keep their types. */
 	{ IPC_VM_BROKER_OPEN, 0 },
 };
 static const struct ipc_policy policy = { "fuzz", rules,
@@ -125,29 +127,44 @@ check_vmctl(uint32_t type, struct json_object *body)
 }
 
 static void
-check_proxy(struct json_object *body)
+check_proxy(uint32_t type, struct json_object *body)
 {
-	struct proxy_event ev;
+	struct vmproxy_msg m;
 	struct decode_err e;
-	enum decode_verdict v = decode_proxy_event(body, MAX_STREAMS, &ev, &e);
+	enum decode_verdict v = decode_vmproxy(type, body, MAX_STREAMS, &m,
+	    &e);
 
 	verdict_ok(v, &e);
 	if (v == DECODE_REFUSE)
 		abort();	/* vmproxy is never argued with */
 	if (v != DECODE_OK)
 		return;
-	if (ev.kind == PROXY_EV_STREAMS && (ev.open < 0 ||
-	    ev.open > MAX_STREAMS))
+	if (m.type != type)
 		abort();
-	if (ev.guest != NULL && !json_object_is_type(ev.guest,
-	    json_type_object))
+	if (m.guest != NULL && (type != IPC_PROXY_GUEST_HELLO ||
+	    !json_object_is_type(m.guest, json_type_object)))
 		abort();
-	if (ev.kind == PROXY_EV_QMP && ((int)ev.qmp_event < 0 ||
-	    ev.qmp_event >= VMQV_COUNT))
-		abort();
-	if (ev.kind == PROXY_EV_QMP_LOST && (ev.message == NULL ||
-	    !vmq_clean(ev.message)))
-		abort();
+	switch (type) {
+	case IPC_PROXY_STREAMS:
+		if (m.open < 0 || m.open > MAX_STREAMS || m.pipes < 0 ||
+		    m.pipes > DECODE_MAX_PIPES)
+			abort();
+		break;
+	case IPC_PROXY_QMP_EVENT:
+		if ((int)m.qmp_event < 0 || m.qmp_event >= VMQV_COUNT)
+			abort();
+		break;
+	case IPC_PROXY_QMP_LOST:
+		if (m.message == NULL || !vmq_clean(m.message))
+			abort();
+		break;
+	case IPC_PROXY_GUEST_HELLO:
+	case IPC_PROXY_LINK_DOWN:
+	case IPC_PROXY_GUEST_ERROR:
+		break;
+	default:
+		abort();	/* another peer's type was accepted */
+	}
 }
 
 /* What the QEMU backend relies on in a result it is handed. */
@@ -199,8 +216,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    sizeof(err)) == 0) {
 		check_mcpd(f.type, body);
 		check_vmctl(f.type, body);
-		if (f.type == IPC_PROXY_EVENT)
-			check_proxy(body);
+		check_proxy(f.type, body);
 		if (f.type == IPC_PROXY_QMP_RESULT)
 			check_qmp_result((enum vmq_op)(data[0] / policy.nrules %
 			    VMQ_OP_COUNT), body);

@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for vmproxy's decoders of what vmmd sends
- * (vmmd/vmproxy_decode.c): a frame body goes through the socket's JSON
+ * (vmproxy/vmproxy_decode.c): a frame body goes through the socket's JSON
  * check (ipc_frame_check) and then the decoder of its type, which the
  * first byte picks.  What a decoder accepts must satisfy what vmproxy's
  * handlers rely on, and every refusal must say why; anything else aborts.

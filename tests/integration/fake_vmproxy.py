@@ -7,7 +7,7 @@ does, up to the guest's hello, and then misbehaves as MODE says:
               descriptor (a reply of another type, with an fd)
   streamsneg  answers properly, then reports -5 open streams
   streamshuge answers properly, then reports 10**12 open streams
-  manyfds     sends an event frame carrying three descriptors
+  manyfds     sends a link-down frame carrying three descriptors
   flood       answers properly, then sends 20000 events as fast as it can
   qmpshape    answers QEMU's connect with a run state, which only
               query_status has (a result of the wrong shape)
@@ -35,9 +35,13 @@ import vmmd_ipc as ipc  # noqa: E402
 PROXY_CALL = 601
 PROXY_RESULT = 602
 PROXY_STREAM_OPEN_RESULT = 604
-PROXY_EVENT = 605
 PROXY_QMP = 606
 PROXY_QMP_RESULT = 607
+# vmproxy's unasked messages, one type per event (proto/ipc.h).
+PROXY_GUEST_HELLO = 612
+PROXY_LINK_DOWN = 613
+PROXY_STREAMS = 614
+PROXY_QMP_EVENT = 616
 
 
 def qmp_answer(c, mode, rid, body):
@@ -93,12 +97,11 @@ def main():
                 # The guest's hello once QEMU is "up", as a real one.
                 if not hello and body.get("op") == "connect":
                     hello = True
-                    c.send(PROXY_EVENT, {"event": "hello",
-                                         "guest": {"boot_id": "fake"}},
+                    c.send(PROXY_GUEST_HELLO, {"guest": {"boot_id": "fake"}},
                            id=0)
                     if mode == "qmpevent":
-                        c.send(PROXY_EVENT, {"event": "qmp",
-                                             "name": "GUEST_PWNED"}, id=0)
+                        c.send(PROXY_QMP_EVENT, {"name": "GUEST_PWNED"},
+                               id=0)
                 continue
             if t != PROXY_CALL:
                 continue
@@ -112,21 +115,20 @@ def main():
             c.send(PROXY_RESULT, {"result": {}}, id=rid,
                    flags=ipc.FLAG_REPLY)
             if mode == "streamsneg":
-                c.send(PROXY_EVENT, {"event": "streams", "open": -5}, id=0)
+                c.send(PROXY_STREAMS, {"open": -5}, id=0)
             elif mode == "streamshuge":
-                c.send(PROXY_EVENT, {"event": "streams", "open": 10**12},
-                       id=0)
+                c.send(PROXY_STREAMS, {"open": 10**12}, id=0)
             elif mode == "manyfds":
                 # After the create is answered: this case is about the
                 # descriptors, not about a boot that races them.
                 time.sleep(0.5)
                 fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(3)]
-                send_fds(c, PROXY_EVENT, {"event": "link_down"}, fds)
+                send_fds(c, PROXY_LINK_DOWN, {}, fds)
                 for fd in fds:
                     os.close(fd)
             elif mode == "flood":
                 for _ in range(20000):
-                    c.send(PROXY_EVENT, {"event": "streams", "open": 0}, id=0)
+                    c.send(PROXY_STREAMS, {"open": 0}, id=0)
     except (EOFError, OSError):
         pass
     sys.exit(0)

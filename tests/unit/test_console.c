@@ -1,5 +1,5 @@
 /*
- * Unit tests for vmproxy's console drain (vmmd/console.c): whatever the
+ * Unit tests for vmproxy's console drain (vmproxy/console.c): whatever the
  * sizes of the writes, console.log holds exactly the newest bytes written,
  * in order, and never more than max of them; and bytes from QEMU's pipe
  * reach the file through the event loop.

@@ -1,8 +1,9 @@
 /*
- * Unit tests for vmmd/qmp: the bounded QMP parser, and the client against
- * scripted fake QEMUs (forked children on a real Unix socket): handshake,
- * replies by id, events, an fd passed with getfd, timeouts, oversized or
- * malformed messages, QEMU going away, freeing from inside a callback.
+ * Unit tests for vmproxy/qmp.c: the bounded QMP parser, and the client
+ * against scripted fake QEMUs (forked children on a real Unix socket):
+ * handshake, replies by id, events, an fd passed with getfd, timeouts,
+ * oversized or malformed messages, QEMU going away, freeing from inside a
+ * callback.
  */
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -1,6 +1,7 @@
 /*
  * Names and checks of the vmmd <-> vmproxy QEMU protocol (vmqmp.h).
- * Pure: no state, built into vmmd and vmproxy alike.
+ * Pure: no state.  Built into libcommon, so vmmd and vmproxy link the
+ * same tables.
  */
 #include <string.h>
 

@@ -8,8 +8,8 @@
  * integration test drives real QEMU through it); vmproxy_qmp_* is its
  * IPC face, one entry point per message for vmproxy's dispatch.
  */
-#ifndef VMMD_VMPROXY_QMP_H
-#define VMMD_VMPROXY_QMP_H
+#ifndef VMPROXY_VMPROXY_QMP_H
+#define VMPROXY_VMPROXY_QMP_H
 
 #include "vmqmp.h"
 
@@ -58,9 +58,10 @@ void		 vpq_last_words(struct vpq *, char *buf);
 void		 vpq_free(struct vpq *);
 
 /*
- * vmproxy: serve IPC_PROXY_QMP on conn, forwarding events on it as
- * IPC_PROXY_EVENT.  NULL qmp_path: this vmproxy has no QEMU to talk to,
- * and every request is answered "unavailable".
+ * vmproxy: serve IPC_PROXY_QMP on conn, forwarding QEMU's events on it
+ * as IPC_PROXY_QMP_EVENT and the connection's end as IPC_PROXY_QMP_LOST.
+ * NULL qmp_path: this vmproxy has no QEMU to talk to, and every request
+ * is answered "unavailable".
  */
 int		 vmproxy_qmp_init(struct event_base *, struct ipc_conn *,
 		    const char *qmp_path, struct console *log);

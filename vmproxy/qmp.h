@@ -5,8 +5,8 @@
  * a bounded json-c tokener and type-checked before anything is handed to
  * a caller.
  */
-#ifndef VMMD_QMP_H
-#define VMMD_QMP_H
+#ifndef VMPROXY_QMP_H
+#define VMPROXY_QMP_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -5,8 +5,8 @@
  * console.log, which keeps only the most recent output, between max / 2
  * and max bytes of it, in order.
  */
-#ifndef VMMD_CONSOLE_H
-#define VMMD_CONSOLE_H
+#ifndef VMPROXY_CONSOLE_H
+#define VMPROXY_CONSOLE_H
 
 #include <stddef.h>
 

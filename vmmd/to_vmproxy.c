@@ -1,6 +1,9 @@
 /*
- * vmmd's side of each VM's vmproxy: starting it as the VM's uid inside the
- * VM's cgroup, calling it, and noticing when it ends.  vmproxy is the only
+ * vmmd's side of its conversation with each VM's vmproxy: starting it as
+ * the VM's uid inside the VM's cgroup, calling it, and noticing when it
+ * ends.  Named to_vmproxy.c so that no one takes it for the process
+ * itself, which lives in ../vmproxy/ (its functions keep the proxy_
+ * prefix the rest of vmmd calls).  vmproxy is the only
  * process that reads guest bytes, and the only one that speaks QMP to
  * QEMU or reads QEMU's output; what it sends here is still checked (every
  * tool result against its schema, in vmmd.c; every QEMU result and event
@@ -198,9 +201,10 @@ proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	free(pc);
 }
 
-int
-proxy_call(struct vm *vm, struct json_object *call, int timeout_ms,
-    proxy_cb cb, void *arg)
+/* A request to vmproxy answered by want; body stays the caller's. */
+static int
+pcall_request(struct vm *vm, uint32_t type, struct json_object *body,
+    int timeout_ms, uint32_t want, proxy_cb cb, void *arg)
 {
 	struct pcall *pc;
 
@@ -214,38 +218,31 @@ proxy_call(struct vm *vm, struct json_object *call, int timeout_ms,
 	pc->vm = vm;
 	pc->cb = cb;
 	pc->arg = arg;
-	if (ipc_request_want(vm->proxy->conn, IPC_PROXY_CALL, call, -1,
-	    timeout_ms, IPC_PROXY_RESULT, proxy_reply, pc) == -1) {
+	if (ipc_request_want(vm->proxy->conn, type, body, -1, timeout_ms,
+	    want, proxy_reply, pc) == -1) {
 		free(pc);
 		return -1;
 	}
 	return 0;
 }
 
-/* A request to vmproxy that answers with want and a descriptor. */
+int
+proxy_call(struct vm *vm, struct json_object *call, int timeout_ms,
+    proxy_cb cb, void *arg)
+{
+	return pcall_request(vm, IPC_PROXY_CALL, call, timeout_ms,
+	    IPC_PROXY_RESULT, cb, arg);
+}
+
+/* A request to vmproxy that answers with want and a descriptor; body is
+ * consumed. */
 static int
 pcall_fd_request(struct vm *vm, uint32_t type, struct json_object *body,
     uint32_t want, proxy_cb cb, void *arg)
 {
-	struct pcall *pc;
-	int rc;
+	int rc = pcall_request(vm, type, body, 10000, want, cb, arg);
 
-	if (vm->proxy == NULL || vm->proxy->conn == NULL) {
-		json_object_put(body);
-		errno = ENOTCONN;
-		return -1;
-	}
-	if ((pc = calloc(1, sizeof(*pc))) == NULL)
-		fatal("calloc");
-	pc->p = vm->proxy;
-	pc->vm = vm;
-	pc->cb = cb;
-	pc->arg = arg;
-	rc = ipc_request_want(vm->proxy->conn, type, body, -1, 10000, want,
-	    proxy_reply, pc);
 	json_object_put(body);
-	if (rc == -1)
-		free(pc);
 	return rc;
 }
 
@@ -284,18 +281,87 @@ proxy_broker_attach(struct vm *vm, const char *job_id, proxy_cb cb,
 	    IPC_PROXY_BROKER_ATTACH_RESULT, cb, arg);
 }
 
+/* A guest error ends vmproxy (exit 3): the VM fails when it exits. */
 static void
-vmmd_dispatch_vmproxy(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+on_guest_error(struct proxy *p, const struct vmproxy_msg *m)
+{
+	p->guest_fault = 1;
+}
+
+static void
+on_guest_hello(struct proxy *p, const struct vmproxy_msg *m)
+{
+	if (p->vm != NULL)
+		vm_guest_event(p->vm, "hello", m->guest);
+}
+
+static void
+on_link_down(struct proxy *p, const struct vmproxy_msg *m)
+{
+	if (p->vm != NULL)
+		vm_guest_event(p->vm, "link_down", NULL);
+}
+
+static void
+on_streams(struct proxy *p, const struct vmproxy_msg *m)
+{
+	if (p->vm == NULL)
+		return;
+	broker_pipes_count(p->vm, m->pipes);
+	vm_streams_count(p->vm, m->open);
+}
+
+static void
+on_qmp_event(struct proxy *p, const struct vmproxy_msg *m)
+{
+	if (p->vm != NULL && p->vm->mon.owner != NULL &&
+	    p->vm->mon.event != NULL)
+		p->vm->mon.event(p->vm->mon.owner, m->qmp_event);
+}
+
+static void
+on_qmp_lost(struct proxy *p, const struct vmproxy_msg *m)
+{
+	if (p->vm != NULL)
+		proxy_mon_lost(p->vm, m->message);
+}
+
+/*
+ * What vmproxy may send unasked, one line per message type: decoded by
+ * decode_vmproxy (decode.c) before its handler runs.  Its replies go to
+ * the request that asked for them (ipc_request_want), never here.
+ */
+static const struct {
+	uint32_t	 type;
+	void		(*handle)(struct proxy *, const struct vmproxy_msg *);
+} vmproxy_msgs[] = {
+	{ IPC_PROXY_GUEST_HELLO, on_guest_hello },
+	{ IPC_PROXY_LINK_DOWN, on_link_down },
+	{ IPC_PROXY_STREAMS, on_streams },
+	{ IPC_PROXY_GUEST_ERROR, on_guest_error },
+	{ IPC_PROXY_QMP_EVENT, on_qmp_event },
+	{ IPC_PROXY_QMP_LOST, on_qmp_lost },
+};
+#define NVMPROXY_MSGS	(sizeof(vmproxy_msgs) / sizeof(vmproxy_msgs[0]))
+
+static void
+vmmd_dispatch_vmproxy(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 {
 	struct proxy *p = arg;
-	struct proxy_event ev;
+	struct vmproxy_msg m;
 	struct decode_err de;
+	size_t i;
 
-	/* IPC_PROXY_EVENT is all the policy admits unasked for. */
-	if (decode_proxy_event(m->body,
-	    (int)env->conf.vmmd.max_streams_per_vm, &ev, &de) != DECODE_OK) {
+	for (i = 0; i < NVMPROXY_MSGS; i++)
+		if (vmproxy_msgs[i].type == msg->type)
+			break;
+	if (i == NVMPROXY_MSGS || decode_vmproxy(msg->type, msg->body,
+	    (int)env->conf.vmmd.max_streams_per_vm, &m, &de) != DECODE_OK) {
 		/* A proxy out of protocol is one the guest has taken over:
 		 * its VM fails, and the connection goes with it. */
+		if (i == NVMPROXY_MSGS)
+			snprintf(de.msg, sizeof(de.msg), "type %u unasked",
+			    msg->type);
 		log_warnx("vm %s: vmproxy sent a malformed event: %s",
 		    p->vm != NULL ? p->vm->rec.id : "?", de.msg);
 		if (p->vm != NULL)
@@ -304,33 +370,7 @@ vmmd_dispatch_vmproxy(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 			ipc_conn_free(conn);
 		return;
 	}
-	if (ev.kind == PROXY_EV_GUEST_ERROR) {
-		p->guest_fault = 1;
-		return;
-	}
-	if (p->vm == NULL)
-		return;
-	switch (ev.kind) {
-	case PROXY_EV_QMP:
-		if (p->vm->mon.owner != NULL && p->vm->mon.event != NULL)
-			p->vm->mon.event(p->vm->mon.owner, ev.qmp_event);
-		break;
-	case PROXY_EV_QMP_LOST:
-		proxy_mon_lost(p->vm, ev.message);
-		break;
-	case PROXY_EV_STREAMS:
-		broker_pipes_count(p->vm, ev.pipes);
-		vm_streams_count(p->vm, ev.open);
-		break;
-	case PROXY_EV_HELLO:
-		vm_guest_event(p->vm, "hello", ev.guest);
-		break;
-	case PROXY_EV_LINK_DOWN:
-		vm_guest_event(p->vm, "link_down", NULL);
-		break;
-	case PROXY_EV_GUEST_ERROR:
-		break;
-	}
+	vmproxy_msgs[i].handle(p, &m);
 }
 
 static void
@@ -348,8 +388,14 @@ static const struct ipc_rule proxy_rules[] = {
 	{ IPC_PROXY_QMP_RESULT, 0 },
 	{ IPC_PROXY_STREAM_OPEN_RESULT, IPC_RULE_FD },
 	{ IPC_PROXY_BROKER_ATTACH_RESULT, IPC_RULE_FD },
-	{ IPC_PROXY_EVENT, 0 },
 	{ IPC_ERROR, 0 },
+	/* Unasked, each of vmproxy_msgs[] on its own line. */
+	{ IPC_PROXY_GUEST_HELLO, 0 },
+	{ IPC_PROXY_LINK_DOWN, 0 },
+	{ IPC_PROXY_STREAMS, 0 },
+	{ IPC_PROXY_GUEST_ERROR, 0 },
+	{ IPC_PROXY_QMP_EVENT, 0 },
+	{ IPC_PROXY_QMP_LOST, 0 },
 };
 static const struct ipc_policy proxy_policy = {
 	"vmproxy", proxy_rules, sizeof(proxy_rules) / sizeof(proxy_rules[0])

@@ -21,7 +21,7 @@
 
 #include "log.h"
 #include "qmp.h"
-#include "util.h"
+#include "errf.h"
 
 #define CONNECT_RETRY_MS	10
 #define CAPS_TIMEOUT_MS		5000

@@ -1,19 +1,23 @@
 /*
  * The QEMU operations vmmd asks of a VM's vmproxy, which alone speaks QMP
  * to QEMU (a QEMU the guest may have taken over), and the typed answers
- * and events it gives back (#14: root reads no byte QEMU writes).  Shared
- * by vmmd (proxy.c, decode.c, backend_qemu.c) and vmproxy
- * (vmproxy_qmp.c): every field travels as one of the fixed names below or
- * as a short string of printable ASCII, and both ends check it.
+ * and events it gives back (#14: root reads no byte QEMU writes).
+ *
+ * It lives in proto/ beside ipc.h because it is a catalogue of the wire
+ * between two processes, not code of either: vmmd (vmmd/to_vmproxy.c,
+ * decode.c, backend_qemu.c) and vmproxy (vmproxy/vmproxy_qmp.c) both
+ * build against it, and neither directory may include the other's.
+ * Every field travels as one of the fixed names below or as a short
+ * string of printable ASCII, and both ends check it.
  *
  * On the wire (proto/ipc.h): IPC_PROXY_QMP {"op":NAME,"timeout_ms":n}
  * with the checkpoint's descriptor for "getfd"; IPC_PROXY_QMP_RESULT
  * {"ok":bool,"error":CLASS?,"message":"…"?,"status":RUNSTATE?,
- * "running":bool?,"migration":MIGSTATE?}; IPC_PROXY_EVENT {"event":"qmp",
- * "name":EVENT} and {"event":"qmp_lost","message":"…"}.
+ * "running":bool?,"migration":MIGSTATE?}; IPC_PROXY_QMP_EVENT
+ * {"name":EVENT} and IPC_PROXY_QMP_LOST {"message":"…"}.
  */
-#ifndef VMMD_VMQMP_H
-#define VMMD_VMQMP_H
+#ifndef MCPVM_PROTO_VMQMP_H
+#define MCPVM_PROTO_VMQMP_H
 
 #include <stddef.h>
 

@@ -6,7 +6,6 @@
  * shape: a new one needs its line in the operation's table.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,23 +83,6 @@ static const struct member ops_members[GOP_COUNT][8] = {
 	[GOP_SHUTDOWN] = { { NULL } },
 	[GOP_CLOCK_SET] = { { "realtime_ns", MK_INT, 0, INT64_MAX, 0 } },
 };
-
-static enum decode_verdict verdict(struct decode_err *,
-    enum decode_verdict, const char *, const char *, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static enum decode_verdict
-verdict(struct decode_err *e, enum decode_verdict v, const char *code,
-    const char *fmt, ...)
-{
-	va_list ap;
-
-	e->code = code;
-	va_start(ap, fmt);
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	va_end(ap);
-	return v;
-}
 
 void
 vmmd_msg_clear(struct vmmd_msg *m)

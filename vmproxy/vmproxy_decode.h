@@ -1,24 +1,25 @@
 /*
  * vmproxy: every message vmmd may send it, decoded into a typed struct and
  * bounded before any handler runs (#14).  Pure, like vmmd's own decoders
- * (decode.h, whose verdicts these share): a body in, a struct or a verdict
- * out, so that fuzz_vmproxy_decode drives exactly what the socket does.
+ * (vmmd/decode.h), with the same verdicts (common/verdict.h): a body in,
+ * a struct or a verdict out, so that fuzz_vmproxy_decode drives exactly
+ * what the socket does.
  *
  * DECODE_BAD (a member vmproxy does not know, a wrong type) is what only
  * a broken or compromised vmmd sends: vmproxy logs it and closes the
  * connection, which ends it.  DECODE_REFUSE answers a value that is out of
  * bounds with its code and reason.
  */
-#ifndef VMMD_VMPROXY_DECODE_H
-#define VMMD_VMPROXY_DECODE_H
+#ifndef VMPROXY_VMPROXY_DECODE_H
+#define VMPROXY_VMPROXY_DECODE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include <json-c/json.h>
 
-#include "decode.h"
 #include "guestreply.h"
+#include "verdict.h"
 
 #define VMPROXY_STRING_MAX	65536	/* exec's command, the longest */
 

@@ -392,10 +392,9 @@ ipc_event(enum vmq_event ev, void *arg)
 	if (vq.conn == NULL)
 		return;
 	b = json_object_new_object();
-	json_object_object_add(b, "event", json_object_new_string("qmp"));
 	json_object_object_add(b, "name",
 	    json_object_new_string(vmq_event_names[ev]));
-	ipc_send(vq.conn, IPC_PROXY_EVENT, 0, b, -1);
+	ipc_send(vq.conn, IPC_PROXY_QMP_EVENT, 0, b, -1);
 	json_object_put(b);
 }
 
@@ -408,11 +407,9 @@ ipc_lost(const char *why, void *arg)
 	if (vq.conn == NULL)
 		return;
 	b = json_object_new_object();
-	json_object_object_add(b, "event",
-	    json_object_new_string("qmp_lost"));
 	json_object_object_add(b, "message",
 	    json_object_new_string(vmq_sanitize(msg, why, strlen(why))));
-	ipc_send(vq.conn, IPC_PROXY_EVENT, 0, b, -1);
+	ipc_send(vq.conn, IPC_PROXY_QMP_LOST, 0, b, -1);
 	json_object_put(b);
 }
 

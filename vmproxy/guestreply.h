@@ -6,8 +6,8 @@
  * exactly what the link does.  This is the host's only reader of the JSON
  * a guest writes on channel 0.
  */
-#ifndef VMMD_GUESTREPLY_H
-#define VMMD_GUESTREPLY_H
+#ifndef VMPROXY_GUESTREPLY_H
+#define VMPROXY_GUESTREPLY_H
 
 #include <stddef.h>
 #include <stdint.h>
