@@ -53,6 +53,7 @@ static struct {
 } lk = { .fd = -1, .calls = TAILQ_HEAD_INITIALIZER(lk.calls) };
 
 static void link_connect(void);
+static void link_hello(void);
 static void link_drop(const char *why, int fatal_guest);
 
 int
@@ -154,8 +155,18 @@ on_ctrl(const struct glink_frame *f)
 	}
 	if (rep.event != NULL) {
 		/* The guest's own hello may predate this connection; only the
-		 * answer to ours says the session is new.  Other events are for
+		 * answer to ours says the session is new.  But the guest's
+		 * hello while ours is unanswered says guestd has just opened
+		 * the port, and it may never have seen ours (written before
+		 * anyone read the port, or lost with a restore): ask again now
+		 * instead of waiting out HELLO_WAIT_MS.  Other events are for
 		 * newer hosts. */
+		if (!lk.hello && strcmp(rep.event, "hello") == 0) {
+			log_debug("vm %s: the guest said hello first; asking "
+			    "again", px.vm_id);
+			link_hello();
+			link_want_write();
+		}
 		json_object_put(r);
 		return 0;
 	}

@@ -5,7 +5,9 @@ answered with invalid_argument and the bound, a well-formed call reaches
 its handler (the guest link is down: unavailable), and a message out of
 its type's shape (an unknown member, a wrong type, an unknown operation,
 a type vmmd never sends) is logged and closes the connection, which ends
-vmproxy.  Run as an unprivileged uid, as vmmd runs it.  TAP output."""
+vmproxy.  And on the guest's side: the guest's own hello while vmproxy's
+is unanswered makes vmproxy ask again on the same connection.  Run as an
+unprivileged uid, as vmmd runs it.  TAP output."""
 
 import json
 import os
@@ -43,7 +45,7 @@ def ok(cond, name, detail=None):
 class Proxy:
     """One vmproxy, with our end of its IPC socketpair as vmmd's."""
 
-    def __init__(self, tmp):
+    def __init__(self, tmp, link=None):
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock = ours
         self.sock.settimeout(20)
@@ -59,7 +61,8 @@ class Proxy:
         fd = theirs.fileno()
         self.proc = subprocess.Popen(
             [VMPROXY, "-d", "--ipc-fd", str(fd), "--link",
-             os.path.join(tmp, "no-such-link.sock"), "--vm", "peer-test"],
+             link or os.path.join(tmp, "no-such-link.sock"),
+             "--vm", "peer-test"],
             pass_fds=[fd], stdout=subprocess.DEVNULL, stderr=self.err,
             preexec_fn=drop)
         theirs.close()
@@ -129,9 +132,79 @@ def error_of(reply):
     return e.get("code"), e.get("message", "")
 
 
+LINK_HDR = struct.Struct("<BBHII")     # glink: type, flags, 0, channel, len
+LINK_CTRL = 1
+GUEST_HELLO = 612
+
+
+def link_recv(conn, buf):
+    """One glink frame from the guest's end of the link: (type, payload,
+    rest), or None at EOF."""
+    while True:
+        if len(buf) >= LINK_HDR.size:
+            t, _, _, _, ln = LINK_HDR.unpack(buf[:LINK_HDR.size])
+            if len(buf) >= LINK_HDR.size + ln:
+                end = LINK_HDR.size + ln
+                return t, buf[LINK_HDR.size:end], buf[end:]
+        d = conn.recv(65536)
+        if not d:
+            return None
+        buf += d
+
+
+def link_send(conn, body):
+    data = json.dumps(body).encode()
+    conn.sendall(LINK_HDR.pack(LINK_CTRL, 0, 0, 0, len(data)) + data)
+
+
+def hello_first(tmp):
+    """guestd opens the port after vmproxy's hello was written: its own
+    hello event makes vmproxy ask again on the same connection, instead of
+    dropping it when HELLO_WAIT_MS is out."""
+    path = os.path.join(tmp, "guest.sock")
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    os.chmod(path, 0o777)
+    srv.listen(1)
+    srv.settimeout(20)
+    p = Proxy(tmp, link=path)
+    conn, _ = srv.accept()
+    conn.settimeout(10)
+    first = link_recv(conn, b"")
+    m1 = json.loads(first[1]) if first else {}
+    ok(first is not None and m1.get("op") == "hello",
+       "vmproxy says hello first on a new link", first)
+    # The first hello is "lost": not answered.  The guest's own hello:
+    link_send(conn, {"event": "hello", "version": 1, "boot_id": "b" * 32,
+                     "jobs": 0})
+    second = link_recv(conn, first[2] if first else b"")
+    m2 = json.loads(second[1]) if second else {}
+    ok(second is not None and m2.get("op") == "hello" and
+       m2.get("id") != m1.get("id"),
+       "the guest's hello makes vmproxy ask again on the same connection",
+       (second, p.log()))
+    got = None
+    if second is not None:
+        link_send(conn, {"id": m2["id"], "ok": True, "version": 1,
+                         "boot_id": "b" * 32, "jobs": 0})
+        try:
+            while got is None:
+                mtype, _, _, body = p.recv()
+                if mtype == GUEST_HELLO:
+                    got = body
+        except (EOFError, socket.timeout) as e:
+            got = e
+    ok(isinstance(got, dict),
+       "and its answer tells vmmd the guest is there", (got, p.log()))
+    conn.close()
+    srv.close()
+    p.stop()
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="mcpvm-vmproxy-peer-")
     os.chmod(tmp, 0o755)
+    hello_first(tmp)
 
     p = Proxy(tmp)
     code, msg = error_of(p.call(PROXY_STREAM_OPEN, {"port": 0}, 1))
