@@ -2,7 +2,7 @@
  * The QEMU operations vmmd asks of a VM's vmproxy, which alone speaks QMP
  * to QEMU (a QEMU the guest may have taken over), and the typed answers
  * and events it gives back (#14: root reads no byte QEMU writes).  Shared
- * by vmmd (proxy.c, decode.c, backend_qemu.c) and vmproxy
+ * by vmmd (proxy.c, decode.c, backend_qemu.c and qemu_*.c) and vmproxy
  * (vmproxy_qmp.c): every field travels as one of the fixed names below or
  * as a short string of printable ASCII, and both ends check it.
  *
