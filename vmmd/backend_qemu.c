@@ -212,7 +212,7 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
 	v->pid = -1;
 	v->mon = s->mon;
 	LIST_INIT(&v->cmds);
-	v->timer = evtimer_new(be->base, restore_poll, v);
+	v->timer = evtimer_new(be->base, mig_poll, v);
 	v->deadline = evtimer_new(be->base, qvm_deadline_cb, v);
 	if (v->timer == NULL || v->deadline == NULL)
 		goto fail;

@@ -3,8 +3,10 @@
  * QEMU's migration: a snapshot stops the guest and migrates it into a
  * file vmmd opened, fsyncs and renames it into place, then quits; a
  * restore hands a started QEMU the checkpoint's descriptor and has it
- * read the state back before it continues.  QEMU gets descriptors, never
- * paths; what it reports of a migration arrives as vmproxy's typed status.
+ * read the state back before it continues.  Both ways share one poll of
+ * the migration (struct mig_way says what differs).  QEMU gets
+ * descriptors, never paths; what it reports of a migration arrives as
+ * vmproxy's typed status.
  */
 #include <sys/types.h>
 
@@ -24,33 +26,99 @@
 #include "worker.h"
 
 /*
- * A query-migrate answer, for either direction: 1 when the migration has
- * completed; otherwise 0, having failed the operation (with QEMU's
- * reason) or polled again later.  No status yet means the incoming side
- * has not started.
+ * One migration, either way.  A snapshot and a restore both hand QEMU the
+ * checkpoint's descriptor (getfd), start the migration and poll
+ * query-migrate until it ends; what differs is written down here.
  */
-static int
-migration_done(struct qvm *v, const struct vmq_result *r, const char *what)
+struct mig_way {
+	const char	*name;		/* "migration failed: ..." */
+	enum vmq_op	 start;		/* what starts it */
+	const char	*start_name;	/* QEMU's name for that, in errors */
+	/* Once started, QEMU has its own copy of the descriptor; a snapshot
+	 * keeps vmmd's to fsync what QEMU wrote. */
+	int		 keep_fd;
+	void		(*completed)(struct qvm *);
+};
+
+static void	restore_completed(struct qvm *);
+static void	snap_completed(struct qvm *);
+
+static const struct mig_way restore_way = {
+	"incoming migration", VMQ_MIGRATE_INCOMING, "migrate-incoming", 0,
+	restore_completed,
+};
+
+static const struct mig_way snap_way = {
+	"migration", VMQ_MIGRATE, "migrate", 1, snap_completed,
+};
+
+/*
+ * A query-migrate answer: the way's completion when the migration has
+ * completed; a failed operation (with QEMU's reason) when it failed or
+ * was cancelled; otherwise another poll, later.  No status yet means the
+ * incoming side has not started.
+ */
+static void
+mig_status(struct qvm *v, const struct vmq_result *r)
 {
 	struct timeval tv = { 0, MIGRATE_POLL_MS * 1000 };
+	const char *what = v->mig->name;
 
 	if (cmd_failed(v, r, "query-migrate"))
-		return 0;
-	if (r->mig == VMQM_COMPLETED)
-		return 1;
+		return;
+	if (r->mig == VMQM_COMPLETED) {
+		v->mig->completed(v);
+		return;
+	}
 	if (r->mig == VMQM_FAILED || r->mig == VMQM_CANCELLED) {
 		if (r->msg[0] != '\0')
 			qvm_op_fail(v, "%s %s: %s", what,
 			    vmq_mig_names[r->mig], r->msg);
 		else
 			qvm_op_fail(v, "%s %s", what, vmq_mig_names[r->mig]);
-		return 0;
+		return;
 	}
 	evtimer_add(v->timer, &tv);
-	return 0;
 }
 
-/* --- restore: getfd, migrate-incoming, poll, cont --- */
+void
+mig_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct qvm *v = arg;
+
+	qvm_cmd(v, VMQ_QUERY_MIGRATE, -1, mig_status);
+}
+
+static void
+mig_started(struct qvm *v, const struct vmq_result *r)
+{
+	if (cmd_failed(v, r, v->mig->start_name))
+		return;
+	if (!v->mig->keep_fd) {
+		close(v->ckpt_fd);
+		v->ckpt_fd = -1;
+	}
+	mig_poll(-1, 0, v);
+}
+
+static void
+mig_getfd(struct qvm *v, const struct vmq_result *r)
+{
+	if (cmd_failed(v, r, "getfd"))
+		return;
+	qvm_cmd(v, v->mig->start, -1, mig_started);
+}
+
+/* getfd, start, poll until it ends, then the way's completion. */
+static void
+mig_begin(struct qvm *v, const struct mig_way *way)
+{
+	v->mig = way;
+	evtimer_assign(v->timer, v->be->base, mig_poll, v);
+	qvm_cmd(v, VMQ_GETFD, v->ckpt_fd, mig_getfd);
+}
+
+/* --- restore: the migration in, then cont --- */
 
 static void
 restore_cont(struct qvm *v, const struct vmq_result *r)
@@ -60,51 +128,19 @@ restore_cont(struct qvm *v, const struct vmq_result *r)
 }
 
 static void
-restore_status(struct qvm *v, const struct vmq_result *r)
+restore_completed(struct qvm *v)
 {
-	if (migration_done(v, r, "incoming migration"))
-		qvm_cmd(v, VMQ_CONT, -1, restore_cont);
+	qvm_cmd(v, VMQ_CONT, -1, restore_cont);
 }
-
-void
-restore_poll(evutil_socket_t fd, short what, void *arg)
-{
-	struct qvm *v = arg;
-
-	qvm_cmd(v, VMQ_QUERY_MIGRATE, -1, restore_status);
-}
-
-static void
-restore_incoming(struct qvm *v, const struct vmq_result *r)
-{
-	if (cmd_failed(v, r, "migrate-incoming"))
-		return;
-	/* QEMU has its own copy of the descriptor now. */
-	close(v->ckpt_fd);
-	v->ckpt_fd = -1;
-	restore_poll(-1, 0, v);
-}
-
-static void
-restore_getfd(struct qvm *v, const struct vmq_result *r)
-{
-	if (cmd_failed(v, r, "getfd"))
-		return;
-	qvm_cmd(v, VMQ_MIGRATE_INCOMING, -1, restore_incoming);
-}
-
 
 /* QEMU's monitor is up: hand it the checkpoint and let it read. */
 void
 restore_begin(struct qvm *v)
 {
-	evtimer_assign(v->timer, v->be->base, restore_poll, v);
-	qvm_cmd(v, VMQ_GETFD, v->ckpt_fd, restore_getfd);
+	mig_begin(v, &restore_way);
 }
 
-/* --- snapshot: stop, getfd, migrate, poll, fsync, rename, quit --- */
-
-static void	snap_poll(evutil_socket_t, short, void *);
+/* --- snapshot: stop, the migration out, fsync, rename, quit --- */
 
 static void
 snap_fsync_run(void *arg)
@@ -157,10 +193,8 @@ snap_fsync_done(void *arg)
 }
 
 static void
-snap_status(struct qvm *v, const struct vmq_result *r)
+snap_completed(struct qvm *v)
 {
-	if (!migration_done(v, r, "migration"))
-		return;
 	v->in_worker = 1;
 	if (worker_submit(v->be->pool, snap_fsync_run, snap_fsync_done,
 	    v) == -1) {
@@ -170,35 +204,11 @@ snap_status(struct qvm *v, const struct vmq_result *r)
 }
 
 static void
-snap_poll(evutil_socket_t fd, short what, void *arg)
-{
-	struct qvm *v = arg;
-
-	qvm_cmd(v, VMQ_QUERY_MIGRATE, -1, snap_status);
-}
-
-static void
-snap_migrate(struct qvm *v, const struct vmq_result *r)
-{
-	if (cmd_failed(v, r, "migrate"))
-		return;
-	snap_poll(-1, 0, v);
-}
-
-static void
-snap_getfd(struct qvm *v, const struct vmq_result *r)
-{
-	if (cmd_failed(v, r, "getfd"))
-		return;
-	qvm_cmd(v, VMQ_MIGRATE, -1, snap_migrate);
-}
-
-static void
 snap_params(struct qvm *v, const struct vmq_result *r)
 {
 	if (cmd_failed(v, r, "migrate-set-parameters"))
 		return;
-	qvm_cmd(v, VMQ_GETFD, v->ckpt_fd, snap_getfd);
+	mig_begin(v, &snap_way);
 }
 
 static void
@@ -247,7 +257,6 @@ qvm_snapshot(struct vmm *vm, const char *path, vmm_done_cb cb, void *arg)
 	 * only through the descriptor vmmd passes, and vmmd opens it again
 	 * for a restore without a capability that overrides permissions.
 	 */
-	evtimer_assign(v->timer, v->be->base, snap_poll, v);
 	qvm_cmd(v, VMQ_QUERY_STATUS, -1, snap_status_before);
 	return 0;
 }

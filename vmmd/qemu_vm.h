@@ -19,6 +19,8 @@
 
 #define MIGRATE_POLL_MS		20
 
+struct mig_way;
+
 struct qemu_backend {
 	struct event_base	*base;
 	struct worker_pool	*pool;
@@ -68,6 +70,7 @@ struct qvm {
 	int			 ckpt_fd;
 	int			 dying;		/* exited mid-op: asked last words */
 	char			 ckpt[PATH_MAX], ckpt_part[PATH_MAX + 8];
+	const struct mig_way	*mig;		/* the migration's way */
 	struct event		*timer;		/* migrate polls, stop timeout */
 	struct event		*deadline;	/* whole-operation timeout */
 	int			 fsync_rc, fsync_errno;
@@ -111,7 +114,7 @@ void	reply_finish(struct qvm *, const struct vmq_result *);
 void	qvm_quit(struct qvm *);
 
 /* qemu_migrate.c */
-void	restore_poll(evutil_socket_t, short, void *);
+void	mig_poll(evutil_socket_t, short, void *);
 void	restore_begin(struct qvm *);
 int	qvm_snapshot(struct vmm *, const char *path, vmm_done_cb, void *);
 
