@@ -5,8 +5,9 @@
  *
  * It lives in proto/ beside ipc.h because it is a catalogue of the wire
  * between two processes, not code of either: vmmd (vmmd/to_vmproxy.c,
- * decode.c, backend_qemu.c) and vmproxy (vmproxy/vmproxy_qmp.c) both
- * build against it, and neither directory may include the other's.
+ * decode.c, backend_qemu.c and qemu_*.c) and vmproxy
+ * (vmproxy/vmproxy_qmp.c) both build against it, and neither directory
+ * may include the other's.
  * Every field travels as one of the fixed names below or as a short
  * string of printable ASCII, and both ends check it.
  *

@@ -1,17 +1,21 @@
 /*
- * vmmd's VMs: the state machine and every lifecycle operation (create,
- * pause, hibernate, resume, destroy), admission, idle suspension and
- * crash recovery.  Each transition is written to the store before its side
- * effect and again after it.  Nothing here blocks the loop: disk work runs
- * on the worker pool, QEMU is driven through the backend's callbacks.
+ * vmmd's VMs: the state machine's bookkeeping (records, lookups, the
+ * summary vm_list shows), the one-operation-at-a-time machinery, streams,
+ * admission, failure, destroy and crash recovery at startup.  Booting and
+ * creating are in vm_boot.c, pausing, hibernating, resuming and idle
+ * suspension in vm_suspend.c; vm_local.h is what the three share.  Each
+ * transition is written to the store before its side effect and again
+ * after it.  Nothing here blocks the loop: disk work runs on the worker
+ * pool, QEMU is driven through the backend's callbacks.  It trusts vmmd's
+ * own state and the store; what vmproxy, the guest and mcpd say reaches
+ * it already decoded.
  */
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <openssl/rand.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,24 +25,14 @@
 
 #include "backend.h"
 #include "disk.h"
-#include "guest.h"
 #include "jsonx.h"
 #include "log.h"
 #include "schema.h"
 #include "netclient.h"
 #include "vmmd.h"
+#include "vm_local.h"
 #include "broker.h"
 #include "worker.h"
-
-#define CHECKPOINT	"checkpoint.bin"
-#define DISK		"disk.raw"
-#define KERNEL		"vmlinuz"
-#define INITRD		"initrd.img"
-#define QEMU_OVERHEAD_MIB	768	/* QEMU's own memory beside the guest */
-#define IDLE_TICK_SECONDS	1
-#define CONSOLE_PIPE_BYTES	(1024 * 1024)	/* the default pipe-max-size */
-
-static struct event *idle_tick;
 
 /*
  * VMs that are gone but may still be named: by a caller further up the
@@ -49,14 +43,9 @@ static struct event *idle_tick;
 static TAILQ_HEAD(, vm) dead_vms = TAILQ_HEAD_INITIALIZER(dead_vms);
 static struct event *reap_ev;
 
-static void vm_op_done(struct vm *, const char *code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void vm_wake_waiters(struct vm *);
-static void vm_teardown(struct vm *);
-
 /* ---- bookkeeping ------------------------------------------------------- */
 
-static void
+void
 vm_set_state(struct vm *vm, enum vm_state s, const char *failure)
 {
 	/* Its record is already deleted; nothing may write it back. */
@@ -71,7 +60,7 @@ vm_set_state(struct vm *vm, enum vm_state s, const char *failure)
 	log_debug("vm %s: %s", vm->rec.id, vm_state_name(s));
 }
 
-static struct vm *
+struct vm *
 vm_alloc(const struct vm_record *rec)
 {
 	struct vm *vm;
@@ -167,7 +156,7 @@ vm_streams_forget_conn(struct ipc_conn *conn)
 				s->conn = NULL;
 }
 
-static void
+void
 vm_console_close(struct vm *vm)
 {
 	if (vm->console_rd != -1) {
@@ -339,7 +328,7 @@ vm_list_entry(struct vm *vm, int *checked)
 }
 
 /* Paths are bounded at startup (vm_dir is short); a cut one is empty. */
-static void
+void
 vm_path(const struct vm *vm, const char *name, char *buf, size_t len)
 {
 	if ((size_t)snprintf(buf, len, "%s/%s", vm->dir, name) >= len)
@@ -352,7 +341,7 @@ vm_path(const struct vm *vm, const char *name, char *buf, size_t len)
  * arrive (a guest reply, a failed call when vmproxy stops).  A callback
  * that got op_token() as its argument checks op_current() first.
  */
-static void
+void
 vm_op_begin(struct vm *vm, vm_done_cb cb, void *arg)
 {
 	vm->busy = 1;
@@ -362,13 +351,13 @@ vm_op_begin(struct vm *vm, vm_done_cb cb, void *arg)
 	vm->op_seq++;
 }
 
-static void *
+void *
 op_token(const struct vm *vm)
 {
 	return (void *)(uintptr_t)vm->op_seq;
 }
 
-static int
+int
 op_current(const struct vm *vm, void *token)
 {
 	return vm->busy && !vm->discarded &&
@@ -376,7 +365,7 @@ op_current(const struct vm *vm, void *token)
 }
 
 /* Ends the operation in progress and tells whoever started it. */
-static void
+void
 vm_op_done(struct vm *vm, const char *code, const char *fmt, ...)
 {
 	vm_done_cb cb = vm->op_cb;
@@ -422,7 +411,7 @@ vm_cancel_op(struct vm *vm, const char *code, const char *msg)
  * A job on the worker pool is back: the last one lets a teardown finish
  * or a waiting resume go on.
  */
-static void
+void
 vm_io_done(struct vm *vm)
 {
 	void (*then)(struct vm *);
@@ -495,7 +484,7 @@ vm_cg_clean(struct vm *vm)
 }
 
 /* Stops every process of the VM: vmproxy, QEMU, and its cgroup. */
-static void
+void
 vm_kill_processes(struct vm *vm)
 {
 	proxy_stop(vm);
@@ -538,7 +527,7 @@ vm_fail(struct vm *vm, const char *why)
 
 /* ---- admission --------------------------------------------------------- */
 
-static long long
+long long
 image_disk_bytes(const struct conf_image *im)
 {
 	struct stat st;
@@ -622,335 +611,7 @@ vm_admit(const struct request *req, const struct conf_image *im,
 	return 0;
 }
 
-/* ---- booting and restoring --------------------------------------------- */
-
-static void boot_timeout_cb(int, short, void *);
-
-static void
-vm_exited(struct vmm *vmm, int wstatus, void *arg)
-{
-	struct vm *vm = arg;
-
-	if (vm->vmm != vmm)
-		return;
-	/* Hibernation and destroy stop QEMU themselves; anything else is a
-	 * VM that died under us. */
-	if (!vm->busy && (vm->rec.state == VM_RUNNING ||
-	    vm->rec.state == VM_PAUSED)) {
-		vmm_free(vm->vmm);
-		vm->vmm = NULL;
-		vm_fail(vm, "QEMU exited unexpectedly");
-	}
-}
-
-static void
-vm_vmm_event(struct vmm *vmm, const char *name, void *arg)
-{
-	log_debug("vm %s: QEMU event %s", ((struct vm *)arg)->rec.id, name);
-}
-
-static const struct vmm_cbs vm_cbs = { vm_exited, vm_vmm_event };
-
-static void
-vm_spec(struct vm *vm, struct vm_spec *spec, char *append, size_t applen,
-    char *disk, char *kernel, char *initrd, size_t len)
-{
-	vm_path(vm, DISK, disk, len);
-	vm_path(vm, KERNEL, kernel, len);
-	vm_path(vm, INITRD, initrd, len);
-	snprintf(append, applen, "console=ttyS0 root=/dev/vda rw quiet "
-	    "panic=-1 mcpvm.vm=%s%s%s", vm->rec.id,
-	    vm->image != NULL && vm->image->append[0] != '\0' ? " " : "",
-	    vm->image != NULL ? vm->image->append : "");
-	memset(spec, 0, sizeof(*spec));
-	spec->slot = (unsigned)vm->rec.slot;
-	spec->uid = vm->uid;
-	spec->gid = vm->gid;
-	spec->vcpus = (unsigned)vm->rec.vcpus;
-	spec->memory_mib = (unsigned)vm->rec.memory_mib;
-	spec->kernel = kernel;
-	spec->initrd = initrd;
-	spec->append = append;
-	spec->disk = disk;
-	spec->rundir = vm->rundir;
-	spec->tap_fd = -1;	/* network on comes with netd */
-	spec->console_fd = -1;	/* vm_boot makes the pipes */
-	spec->log_fd = -1;
-	spec->mon = &vm->mon;	/* QMP goes through vmproxy */
-	spec->cg = &env->cg;
-}
-
-/* The guest said hello: set its clock (thaw after a restore), and run. */
-static void
-boot_clock_done(struct vm *vm, struct json_object *res, const char *code,
-    const char *msg, int fd, void *arg)
-{
-	if (!op_current(vm, arg))
-		return;		/* the boot was cancelled meanwhile */
-	if (code != NULL) {
-		vm_fail(vm, "the guest clock could not be set");
-		vm_op_done(vm, "unavailable", "VM %s failed: its clock could "
-		    "not be set (%s)", vm->rec.id, msg);
-		return;
-	}
-	vm_set_state(vm, VM_RUNNING, NULL);
-	vm_touch(vm);
-	vm_op_done(vm, NULL, NULL);
-}
-
-/* vmproxy reports the guest; during a boot this completes it. */
-void
-vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
-{
-	if (strcmp(event, "hello") == 0) {
-		vm->guest_up = 1;
-		if (vm->busy && (vm->rec.state == VM_CREATING ||
-		    vm->rec.state == VM_RESUMING) && vm->op_step == VM_STEP_HELLO) {
-			struct json_object *call = json_object_new_object();
-
-			vm->op_step = VM_STEP_CLOCK;
-			json_object_object_add(call, "op",
-			    json_object_new_string(vm->rec.state ==
-			    VM_RESUMING ? "thaw" : "clock_set"));
-			json_object_object_add(call, "realtime_ns",
-			    json_object_new_int64(wall_ms() * 1000000LL));
-			if (proxy_call(vm, call, GUEST_CTL_CALL_MS,
-			    boot_clock_done, op_token(vm)) == -1)
-				boot_clock_done(vm, NULL, "unavailable",
-				    "vmproxy is gone", -1, op_token(vm));
-			json_object_put(call);
-		} else
-			vm_wake_waiters(vm);
-	} else if (strcmp(event, "link_down") == 0)
-		vm->guest_up = 0;
-}
-
-/* vmproxy exited.  A guest that broke the protocol fails its VM. */
-void
-vm_proxy_gone(struct vm *vm, int guest_fault)
-{
-	vm->guest_up = 0;
-	if (guest_fault) {
-		vm_fail(vm, "the guest broke the link protocol");
-		if (vm->busy)
-			vm_op_done(vm, "unavailable", "VM %s failed: the guest "
-			    "broke the link protocol", vm->rec.id);
-	} else if (!vm->busy && vm->rec.state == VM_RUNNING)
-		vm_fail(vm, "vmproxy exited");
-}
-
-static void
-boot_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
-{
-	struct vm *vm = arg;
-	struct timeval tv = { env->conf.vmmd.boot_timeout_seconds, 0 };
-
-	if (!ok) {
-		vm_kill_processes(vm);
-		vm_op_done(vm, "unavailable", "QEMU did not start: %s", err);
-		return;
-	}
-	vm->op_step = VM_STEP_HELLO;
-	if (vm->boot_timer == NULL)
-		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
-	evtimer_add(vm->boot_timer, &tv);
-	/* vmproxy ran before QEMU: a quick guest may have said it already. */
-	if (vm->guest_up)
-		vm_guest_event(vm, "hello", NULL);
-}
-
-static void
-boot_timeout_cb(int fd, short ev, void *arg)
-{
-	struct vm *vm = arg;
-
-	if (!vm->busy || vm->op_step != VM_STEP_HELLO)
-		return;
-	vm_kill_processes(vm);
-	vm_op_done(vm, "unavailable", "the guest did not come up within %lld "
-	    "seconds", env->conf.vmmd.boot_timeout_seconds);
-}
-
-/*
- * The run directory: root's, the VM's group, 0770 (see vm_create).  The
- * chown comes first, so that the chmod is the owner's own.
- */
-static int
-vm_rundir_own(struct vm *vm)
-{
-	if (chown(vm->rundir, 0, vm->gid) == -1 ||
-	    chmod(vm->rundir, 0770) == -1)
-		return -1;
-	return 0;
-}
-
-/* Starts QEMU (from a checkpoint when given) and waits for the guest;
- * with tap_fd (not consumed), the guest gets a NIC with that MAC and
- * netarg on its command line. */
-static int
-vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
-    const char *mac, const char *netarg, char *err, size_t errlen)
-{
-	char append[768], disk[PATH_MAX], kernel[PATH_MAX], initrd[PATH_MAX];
-	struct cg_limits lim;
-	struct vm_spec spec;
-	int rc, con[2], qlog[2];
-
-	memset(&lim, 0, sizeof(lim));
-	lim.memory_bytes = ((uint64_t)vm->rec.memory_mib + QEMU_OVERHEAD_MIB)
-	    << 20;
-	lim.cpu_quota_us = (uint64_t)vm->rec.vcpus * 100000;
-	lim.cpu_period_us = 100000;
-	lim.pids_max = 512;
-	if (cg_create(&env->cg, (unsigned)vm->rec.slot, &lim, err, errlen) ==
-	    -1)
-		return -1;
-	/* A run directory an older vmmd made (the VM's uid's, 0700) is
-	 * made root's with the VM's group before QEMU starts in it. */
-	if (vm_rundir_own(vm) == -1) {
-		snprintf(err, errlen, "the run directory: %s", strerror(errno));
-		return -1;
-	}
-	vm_spec(vm, &spec, append, sizeof(append), disk, kernel, initrd,
-	    sizeof(disk));
-	/*
-	 * The console goes to a pipe that vmproxy drains into a bounded
-	 * file (console_log_kib); until vmproxy runs the pipe holds what
-	 * the boot prints, so it is made large enough for all of that.
-	 */
-	vm_console_close(vm);
-	if (pipe2(con, O_CLOEXEC) == -1) {
-		snprintf(err, errlen, "console pipe: %s", strerror(errno));
-		return -1;
-	}
-	(void)fcntl(con[1], F_SETPIPE_SZ, CONSOLE_PIPE_BYTES);
-	/* QEMU opens it again as /dev/fd/N, as the VM's uid. */
-	if (fchown(con[1], vm->uid, vm->gid) == -1) {
-		snprintf(err, errlen, "console pipe: %s", strerror(errno));
-		close(con[0]);
-		close(con[1]);
-		return -1;
-	}
-	spec.console_fd = con[1];
-	/*
-	 * QEMU's stdout and stderr go to another pipe for vmproxy, which
-	 * keeps a bounded qemu.log: root reads no byte QEMU writes (#14).
-	 */
-	if (pipe2(qlog, O_CLOEXEC) == -1) {
-		snprintf(err, errlen, "QEMU log pipe: %s", strerror(errno));
-		close(con[0]);
-		close(con[1]);
-		return -1;
-	}
-	spec.log_fd = qlog[1];
-	vm->console_rd = con[0];
-	vm->qemulog_rd = qlog[0];
-	/*
-	 * vmproxy first: it speaks QMP for the backend from QEMU's start on,
-	 * and takes the pipes' read ends.
-	 */
-	if (proxy_spawn(vm, err, errlen) == -1) {
-		vm_console_close(vm);
-		close(con[1]);
-		close(qlog[1]);
-		return -1;
-	}
-	/* The broker pipes' limits and routes, before any job can run. */
-	broker_proxy_up(vm);
-	if (tap_fd != -1) {
-		spec.tap_fd = tap_fd;
-		spec.mac = mac;
-		snprintf(append + strlen(append), sizeof(append) -
-		    strlen(append), " %s", netarg);
-	}
-	vm->op_step = VM_STEP_NONE;
-	if (checkpoint == NULL)
-		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_cbs, vm,
-		    boot_vmm_done, vm, &vm->vmm);
-	else
-		rc = qemu_backend_ops.restore(env->qemu, &spec, checkpoint,
-		    &vm_cbs, vm, boot_vmm_done, vm, &vm->vmm);
-	close(con[1]);		/* QEMU has its copies */
-	close(qlog[1]);
-	if (rc == -1) {
-		snprintf(err, errlen, "QEMU: %s", strerror(errno));
-		proxy_stop(vm);
-		return -1;
-	}
-	return 0;
-}
-
-/* A VM with network asks netd first; its TAP then goes to QEMU. */
-struct boot_net {
-	char	 checkpoint[PATH_MAX];
-	int	 has_checkpoint;
-	void	*op;		/* op_token() of the boot that asked */
-};
-
-static void
-boot_net_done(struct vm *vm, int tap_fd, const char *mac,
-    const char *netarg, const char *code, const char *msg, void *arg)
-{
-	struct boot_net *bn = arg;
-	char err[512];
-
-	if (vm == NULL) {
-		/* The VM was destroyed meanwhile. */
-		free(bn);
-		return;
-	}
-	if (!op_current(vm, bn->op)) {
-		/* The boot was cancelled (destroyed, failed) while netd
-		 * worked: no QEMU, and the network goes straight back. */
-		if (tap_fd != -1)
-			close(tap_fd);
-		netclient_release(vm);
-		free(bn);
-		return;
-	}
-	if (code != NULL)
-		vm_op_done(vm, "unavailable", "guest network: %s", msg);
-	else if (vm_boot_vmm(vm, bn->has_checkpoint ? bn->checkpoint : NULL,
-	    tap_fd, mac, netarg, err, sizeof(err)) == -1)
-		vm_op_done(vm, "unavailable", "the VM could not start: %s",
-		    err);
-	/* QEMU has its copy once started. */
-	if (tap_fd != -1)
-		close(tap_fd);
-	free(bn);
-}
-
-static int
-vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
-{
-	struct boot_net *bn;
-
-	if (!vm->rec.network)
-		return vm_boot_vmm(vm, checkpoint, -1, NULL, NULL, err,
-		    errlen);
-	if ((bn = calloc(1, sizeof(*bn))) == NULL)
-		fatal("calloc");
-	if (checkpoint != NULL) {
-		snprintf(bn->checkpoint, sizeof(bn->checkpoint), "%s",
-		    checkpoint);
-		bn->has_checkpoint = 1;
-	}
-	vm->op_step = VM_STEP_NONE;
-	bn->op = op_token(vm);
-	netclient_setup(vm, boot_net_done, bn);
-	return 0;
-}
-
-/* ---- create ------------------------------------------------------------ */
-
-struct create_ctx {
-	struct request	*req;
-	int		 step;
-	vm_done_cb	 cb;		/* the requester's */
-	void		*arg;
-};
-
-static void create_step(struct vm *, int rc, const char *err);
+/* ---- destroy ----------------------------------------------------------- */
 
 static void
 vm_remove_files(struct vm *vm)
@@ -981,443 +642,13 @@ vm_remove_files(struct vm *vm)
 }
 
 /*
- * The end of a create, either way.  A VM that never came up leaves
- * nothing behind: no files, no processes, only its id as destroyed.  One
- * destroyed while it was being created is torn down by vm_destroy.
- */
-static void
-create_done(struct vm *vm, const char *code, const char *msg, void *arg)
-{
-	struct create_ctx *cx = arg;
-
-	if (code != NULL && vm->rec.state == VM_DESTROYING) {
-		char why[128];
-
-		snprintf(why, sizeof(why), "VM %s was destroyed before it "
-		    "finished booting", vm->rec.id);
-		cx->cb(vm, "conflict", why, cx->arg);
-	} else if (code != NULL) {
-		log_warnx("vm %s: create failed: %s", vm->rec.id, msg);
-		cx->cb(vm, code, msg, cx->arg);
-		vm_teardown(vm);
-	} else
-		cx->cb(vm, NULL, NULL, cx->arg);
-	free(cx);
-}
-
-/*
- * A disk job of a create came back.  The VM may have been destroyed or
- * failed meanwhile: its teardown waited for this job, and ends now.
- */
-static void
-create_disk_done(int rc, const char *err, void *arg)
-{
-	struct vm *vm = arg;
-
-	if (vm->doomed) {
-		vm_io_done(vm);
-		return;
-	}
-	vm->io_pending--;
-	create_step(vm, rc, err);
-}
-
-static int
-create_disk_job(struct vm *vm, int reflink, const char *src,
-    const char *name)
-{
-	char dst[PATH_MAX];
-	int rc;
-
-	vm_path(vm, name, dst, sizeof(dst));
-	rc = (reflink ? disk_clone_async : disk_copy_async)(env->workers, src,
-	    dst, vm->uid, vm->gid, create_disk_done, vm);
-	if (rc == 0)
-		vm->io_pending++;
-	return rc == 0;
-}
-
-static void
-create_step(struct vm *vm, int rc, const char *err)
-{
-	struct create_ctx *cx = vm->op_arg;
-	const struct conf_image *im = vm->image;
-	char why[512];
-	int queued = 0;
-
-	if (!vm->busy || vm->op_cb != create_done) {
-		/* Only a teardown ends a create early, and it is doomed. */
-		log_warnx("vm %s: %s: no create in progress", vm->rec.id,
-		    __func__);
-		return;
-	}
-	if (rc == -1) {
-		vm_op_done(vm, "unavailable", "the VM could not be created: "
-		    "%s", err);
-		return;
-	}
-	switch (cx->step++) {
-	case 0:
-		request_progress(cx->req, 1, 4, "cloning the disk");
-		queued = create_disk_job(vm, 1, im->rootfs, DISK);
-		break;
-	case 1:
-		queued = create_disk_job(vm, 0, im->kernel, KERNEL);
-		break;
-	case 2:
-		queued = create_disk_job(vm, 0, im->initrd, INITRD);
-		break;
-	default:
-		request_progress(cx->req, 2, 4, "booting");
-		if (vm_boot(vm, NULL, why, sizeof(why)) == -1)
-			vm_op_done(vm, "unavailable", "the VM could not be "
-			    "created: %s", why);
-		return;
-	}
-	if (!queued)
-		vm_op_done(vm, "unavailable", "the VM could not be created: "
-		    "the worker pool refused the job");
-}
-
-void
-vm_create(struct request *req, const struct conf_image *im, int vcpus,
-    int memory_mib, int network, int idle_seconds, int idle_pause,
-    vm_done_cb cb, void *arg)
-{
-	struct vm_record rec;
-	struct create_ctx *cx;
-	unsigned char rnd[16];
-	struct vm *vm;
-	int slot;
-
-	memset(&rec, 0, sizeof(rec));
-	if ((slot = store_free_slot(env->store,
-	    (int)env->conf.vmmd.max_vms)) == -1) {
-		cb(NULL, "quota_exceeded", "max_vms: every VM slot is taken",
-		    arg);
-		return;
-	}
-	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
-		fatalx("RAND_bytes failed");
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(rec.id + i * 2, 3, "%02x", rnd[i]);
-	snprintf(rec.workspace, sizeof(rec.workspace), "%s", req->workspace);
-	snprintf(rec.image, sizeof(rec.image), "%s", im->id);
-	rec.slot = slot;
-	rec.state = VM_CREATING;
-	rec.vcpus = vcpus;
-	rec.memory_mib = memory_mib;
-	rec.disk_bytes = image_disk_bytes(im);
-	rec.network = network;
-	rec.idle_seconds = idle_seconds;
-	rec.idle_mode_pause = idle_pause;
-	rec.created_at = wall_ms() / 1000;
-	/* Recorded before any side effect: a crash from here on leaves a
-	 * VM that startup marks failed and kills. */
-	if (store_vm_insert(env->store, &rec) == -1) {
-		cb(NULL, "unavailable", "the VM could not be recorded", arg);
-		return;
-	}
-	vm = vm_alloc(&rec);
-	snprintf(req->vm_id, sizeof(req->vm_id), "%s", rec.id);
-	if ((cx = calloc(1, sizeof(*cx))) == NULL)
-		fatal("calloc");
-	cx->req = req;
-	cx->cb = cb;
-	cx->arg = arg;
-	vm_op_begin(vm, create_done, cx);
-	/*
-	 * The rundir is root's with the VM's group, 0770 (vm_rundir_own,
-	 * before each boot): QEMU and vmproxy (that gid) make their sockets
-	 * and logs there, and vmmd, its owner, removes them without a
-	 * capability that overrides permissions.
-	 */
-	if (mkdir(vm->dir, 0711) == -1 || mkdir(vm->rundir, 0770) == -1) {
-		vm_op_done(vm, "unavailable", "the VM could not be created: "
-		    "%s", strerror(errno));
-		return;
-	}
-	create_step(vm, 0, NULL);
-}
-
-/* ---- suspend and resume ------------------------------------------------ */
-
-static void
-suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
-{
-	struct vm *vm = arg;
-	char cp[PATH_MAX];
-
-	if (vm->op_pause) {
-		if (!ok) {
-			vm_op_done(vm, "unavailable", "pause failed: %s", err);
-			return;
-		}
-		vm_set_state(vm, VM_PAUSED, NULL);
-		vm_op_done(vm, NULL, NULL);
-		return;
-	}
-	if (!ok) {
-		struct json_object *call = json_object_new_object();
-
-		/* The VM was left running: thaw its jobs and say why. */
-		log_warnx("vm %s: hibernation failed: %s", vm->rec.id, err);
-		json_object_object_add(call, "op",
-		    json_object_new_string("thaw"));
-		json_object_object_add(call, "realtime_ns",
-		    json_object_new_int64(wall_ms() * 1000000LL));
-		proxy_call(vm, call, GUEST_CTL_CALL_MS, NULL, NULL);
-		json_object_put(call);
-		vm_set_state(vm, VM_RUNNING, NULL);
-		vm_op_done(vm, "unavailable", "hibernation failed, the VM "
-		    "runs on: %s", err);
-		return;
-	}
-	/* On disk: QEMU has exited, vmproxy and the cgroup go too. */
-	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-	vm_kill_processes(vm);	/* the network too: resume makes it again */
-	store_vm_set_generation(env->store, vm->rec.id, vm->rec.generation + 1);
-	vm->rec.generation++;
-	vm_set_state(vm, VM_HIBERNATED, NULL);
-	vm_op_done(vm, NULL, NULL);
-}
-
-static void
-suspend_frozen(struct vm *vm, struct json_object *res, const char *code,
-    const char *msg, int fd, void *arg)
-{
-	char cp[PATH_MAX];
-
-	if (!op_current(vm, arg))
-		return;		/* cancelled: destroyed or failed meanwhile */
-	/* A guest that cannot freeze still stops: its timeouts then count
-	 * the suspension, which is the lesser harm. */
-	if (code != NULL)
-		log_warnx("vm %s: freeze before suspend: %s", vm->rec.id, msg);
-	if (vm->vmm == NULL) {
-		vm_op_done(vm, "unavailable", "VM %s has no running VMM",
-		    vm->rec.id);
-		return;
-	}
-	if (vm->op_pause) {
-		if (vmm_pause(vm->vmm, suspend_vmm_done, vm) == -1)
-			vm_op_done(vm, "busy", "QEMU is busy");
-		return;
-	}
-	vm_set_state(vm, VM_HIBERNATING, NULL);
-	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-	if (vmm_snapshot(vm->vmm, cp, suspend_vmm_done, vm) == -1) {
-		vm_set_state(vm, VM_RUNNING, NULL);
-		vm_op_done(vm, "busy", "QEMU is busy");
-	}
-}
-
-void
-vm_suspend(struct vm *vm, int pause, vm_done_cb cb, void *arg)
-{
-	struct json_object *call;
-
-	if (vm->busy) {
-		cb(vm, "busy", "another operation on this VM is in progress",
-		    arg);
-		return;
-	}
-	if (vm->rec.state == VM_HIBERNATED ||
-	    (vm->rec.state == VM_PAUSED && pause)) {
-		cb(vm, NULL, NULL, arg);	/* already there */
-		return;
-	}
-	if (vm->rec.state == VM_PAUSED && !pause) {
-		/* Pause to hibernate: run it just long enough to checkpoint
-		 * (the jobs stay frozen). */
-		vm_op_begin(vm, cb, arg);
-		vm->op_pause = 0;
-		vm_set_state(vm, VM_HIBERNATING, NULL);
-		{
-			char cp[PATH_MAX];
-
-			vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-			if (vmm_snapshot(vm->vmm, cp, suspend_vmm_done, vm) ==
-			    -1) {
-				vm_set_state(vm, VM_PAUSED, NULL);
-				vm_op_done(vm, "busy", "QEMU is busy");
-			}
-		}
-		return;
-	}
-	if (vm->rec.state != VM_RUNNING) {
-		char msg[128];
-
-		snprintf(msg, sizeof(msg), "the VM is %s and cannot be "
-		    "suspended", vm_state_name(vm->rec.state));
-		cb(vm, "conflict", msg, arg);
-		return;
-	}
-	vm_op_begin(vm, cb, arg);
-	vm->op_pause = pause;
-	vm_streams_close(vm, "suspended");
-	call = json_object_new_object();
-	json_object_object_add(call, "op", json_object_new_string("freeze"));
-	if (!vm->guest_up || proxy_call(vm, call, GUEST_CTL_CALL_MS,
-	    suspend_frozen, op_token(vm)) == -1)
-		suspend_frozen(vm, NULL, "unavailable", "guest not up", -1,
-		    op_token(vm));
-	json_object_put(call);
-}
-
-static void
-resume_thawed(struct vm *vm, struct json_object *res, const char *code,
-    const char *msg, int fd, void *arg)
-{
-	if (!op_current(vm, arg))
-		return;
-	if (code != NULL) {
-		vm_fail(vm, "the guest clock could not be set after resume");
-		vm_op_done(vm, "unavailable", "VM %s failed: its clock could "
-		    "not be set after resume (%s)", vm->rec.id, msg);
-		return;
-	}
-	vm_set_state(vm, VM_RUNNING, NULL);
-	vm_touch(vm);
-	vm_op_done(vm, NULL, NULL);
-}
-
-static void
-resume_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
-{
-	struct vm *vm = arg;
-	struct json_object *call;
-
-	if (!ok) {
-		vm_op_done(vm, "unavailable", "resume failed: %s", err);
-		return;
-	}
-	call = json_object_new_object();
-	json_object_object_add(call, "op", json_object_new_string("thaw"));
-	json_object_object_add(call, "realtime_ns",
-	    json_object_new_int64(wall_ms() * 1000000LL));
-	if (proxy_call(vm, call, GUEST_CTL_CALL_MS, resume_thawed,
-	    op_token(vm)) == -1)
-		resume_thawed(vm, NULL, "unavailable", "vmproxy is gone", -1,
-		    op_token(vm));
-	json_object_put(call);
-}
-
-static void
-restore_done(struct vm *vm, const char *code, const char *msg, void *arg)
-{
-	char cp[PATH_MAX];
-
-	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-	if (code == NULL) {
-		/* The disk has run since: this checkpoint must never be
-		 * restored again. */
-		unlink(cp);
-		return;
-	}
-	/* An interrupted restore must not be retried over a disk that may
-	 * have run: the VM is failed (unless it already is, or goes). */
-	if (vm->rec.state == VM_RESUMING)
-		vm_fail(vm, msg != NULL ? msg : "restore failed");
-}
-
-/* The hibernated half of vm_resume: QEMU from the checkpoint. */
-static void
-vm_restore(struct vm *vm)
-{
-	char cp[PATH_MAX], err[256];
-
-	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-	if (vm_boot(vm, cp, err, sizeof(err)) == -1)
-		vm_op_done(vm, "unavailable", "restore failed: %s", err);
-}
-
-/* Resumes a paused or hibernated VM; cb when it runs again. */
-static void
-vm_resume(struct vm *vm)
-{
-
-	if (vm->rec.state == VM_PAUSED) {
-		vm_op_begin(vm, NULL, NULL);
-		if (vmm_resume(vm->vmm, resume_vmm_done, vm) == -1)
-			vm_op_done(vm, "busy", "QEMU is busy");
-		return;
-	}
-	vm_op_begin(vm, restore_done, NULL);
-	vm_set_state(vm, VM_RESUMING, NULL);
-	/* The cgroup of its last run may still be on its way out. */
-	if (vm->io_pending > 0) {
-		vm->io_then = vm_restore;
-		return;
-	}
-	vm_restore(vm);
-}
-
-static void
-vm_wake_waiters(struct vm *vm)
-{
-	TAILQ_HEAD(, vm_waiter) list;
-	struct vm_waiter *w;
-
-	if (vm->busy)
-		return;
-	if (vm->rec.state == VM_RUNNING && !vm->guest_up)
-		return;	/* the link is coming back: hello wakes them */
-	TAILQ_INIT(&list);
-	TAILQ_CONCAT(&list, &vm->ready_waiters, entry);
-	while ((w = TAILQ_FIRST(&list)) != NULL) {
-		TAILQ_REMOVE(&list, w, entry);
-		vm_ready(vm, w->cb, w->arg);
-		free(w);
-	}
-}
-
-void
-vm_ready(struct vm *vm, vm_done_cb cb, void *arg)
-{
-	struct vm_waiter *w;
-
-	vm_touch(vm);
-	if (!vm->busy && vm->rec.state == VM_RUNNING && vm->guest_up) {
-		cb(vm, NULL, NULL, arg);
-		return;
-	}
-	if (vm->rec.state == VM_FAILED) {
-		cb(vm, "unavailable", vm->rec.failure[0] != '\0' ?
-		    vm->rec.failure : "the VM failed", arg);
-		return;
-	}
-	if (vm->rec.state == VM_DESTROYING || vm->rec.state == VM_GONE) {
-		cb(vm, "not_found", "the VM is being destroyed", arg);
-		return;
-	}
-	if ((w = calloc(1, sizeof(*w))) == NULL)
-		fatal("calloc");
-	w->cb = cb;
-	w->arg = arg;
-	TAILQ_INSERT_TAIL(&vm->ready_waiters, w, entry);
-	if (!vm->busy && (vm->rec.state == VM_PAUSED ||
-	    vm->rec.state == VM_HIBERNATED)) {
-		if (env->shutting_down) {
-			TAILQ_REMOVE(&vm->ready_waiters, w, entry);
-			free(w);
-			cb(vm, "unavailable", "vmmd is shutting down", arg);
-			return;
-		}
-		vm_resume(vm);
-	}
-}
-
-/* ---- destroy ----------------------------------------------------------- */
-
-/*
  * Removes what is left of a VM whose processes are gone or going: its
  * files, its record and the VM itself, and answers whoever asked for its
  * destruction.  A disk job still writing into its directory is waited
  * for, and the cgroup cleanup of its processes: vm_io_done calls this
  * again when the last job is back.
  */
-static void
+void
 vm_teardown(struct vm *vm)
 {
 	TAILQ_HEAD(, vm_waiter) list;
@@ -1473,95 +704,12 @@ vm_destroy(struct vm *vm, vm_done_cb cb, void *arg)
 	vm_teardown(vm);	/* kills its processes first */
 }
 
-/* ---- idle and shutdown ------------------------------------------------- */
-
-static void
-idle_suspended(struct vm *vm, const char *code, const char *msg, void *arg)
-{
-	if (code != NULL)
-		log_warnx("vm %s: idle suspension failed: %s", vm->rec.id, msg);
-	else
-		log_info("vm %s: idle for %d s: %s", vm->rec.id,
-		    vm->rec.idle_seconds, vm_state_name(vm->rec.state));
-}
-
-static void
-idle_activity(struct vm *vm, struct json_object *res, const char *code,
-    const char *msg, int fd, void *arg)
-{
-	struct json_object *v;
-
-	vm->op_step = VM_STEP_NONE;
-	if (code != NULL || vm->busy || vm->rec.state != VM_RUNNING)
-		return;
-	/* Running jobs, detached descendants included, are activity. */
-	if (json_object_object_get_ex(res, "active", &v) &&
-	    json_object_get_boolean(v)) {
-		vm_touch(vm);
-		return;
-	}
-	vm_suspend(vm, vm->rec.idle_mode_pause, idle_suspended, NULL);
-}
-
-static void
-idle_tick_cb(int fd, short ev, void *arg)
-{
-	struct timeval tv = { IDLE_TICK_SECONDS, 0 };
-	long long now = mono_seconds();
-	struct vm *vm, *next;
-
-	TAILQ_FOREACH_SAFE(vm, &env->vms, entry, next) {
-		struct json_object *call;
-
-		if (vm->busy || vm->rec.state != VM_RUNNING ||
-		    !vm->guest_up || vm->rec.idle_seconds == 0 ||
-		    vm->open_streams > 0 || broker_has_pipes(vm) ||
-		    vm->op_step == VM_STEP_PROBE ||
-		    now - vm->last_active < vm->rec.idle_seconds)
-			continue;
-		call = json_object_new_object();
-		json_object_object_add(call, "op",
-		    json_object_new_string("activity"));
-		vm->op_step = VM_STEP_PROBE;
-		if (proxy_call(vm, call, GUEST_CTL_CALL_MS, idle_activity, NULL) ==
-		    -1)
-			vm->op_step = VM_STEP_NONE;
-		json_object_put(call);
-	}
-	if (!env->shutting_down)
-		evtimer_add(idle_tick, &tv);
-}
-
-static void
-shutdown_suspended(struct vm *vm, const char *code, const char *msg,
-    void *arg)
-{
-	if (code != NULL) {
-		log_warnx("vm %s: not hibernated at shutdown: %s", vm->rec.id,
-		    msg);
-		vm_fail(vm, "vmmd stopped and the VM could not be hibernated");
-	}
-	vmmd_maybe_exit();
-}
-
-void
-vm_hibernate_all(void)
-{
-	struct vm *vm, *next;
-
-	TAILQ_FOREACH_SAFE(vm, &env->vms, entry, next) {
-		if (vm->rec.state == VM_RUNNING || vm->rec.state == VM_PAUSED)
-			vm_suspend(vm, 0, shutdown_suspended, NULL);
-	}
-}
-
 /* ---- startup ----------------------------------------------------------- */
 
 void
 vm_init_all(void)
 {
 	struct vm_record *recs;
-	struct timeval tv = { IDLE_TICK_SECONDS, 0 };
 	unsigned slots[4096];
 	char err[256];
 	ssize_t nslots;
@@ -1609,6 +757,6 @@ vm_init_all(void)
 		}
 	}
 	free(recs);
-	idle_tick = evtimer_new(env->base, idle_tick_cb, NULL);
-	evtimer_add(idle_tick, &tv);
+	vm_idle_start();
 }
+

@@ -1,8 +1,8 @@
 /*
  * vmmd: the root VM manager.  Shared declarations of the daemon's parts:
- * vmmd.c (startup, sockets, authd), vm.c (the state machine and
- * lifecycle), to_vmproxy.c (each VM's vmproxy), tools.c (the tools),
- * control.c (vmctl).
+ * vmmd.c (startup, sockets, authd), vm.c with vm_boot.c and vm_suspend.c
+ * (the state machine and lifecycle), to_vmproxy.c (each VM's vmproxy), tools.c
+ * (the twelve tools), control.c (vmctl).
  */
 #ifndef MCPVM_VMMD_VMMD_H
 #define MCPVM_VMMD_VMMD_H
@@ -115,7 +115,7 @@ struct vm_stream {
 	struct ipc_conn		*conn;	/* NULL once mcpd's connection ended */
 };
 
-/* Where a VM's boot, resume or idle probe stands (vm.c). */
+/* Where a VM's boot, resume or idle probe stands (vm_*.c). */
 enum vm_op_step {
 	VM_STEP_NONE = 0,
 	VM_STEP_HELLO,		/* QEMU runs: waiting for the guest's hello */
@@ -209,7 +209,7 @@ long long wall_ms(void);
 void	iso8601_ms(long long ms, char *buf, size_t len);
 void	vmmd_maybe_exit(void);
 
-/* vm.c */
+/* vm.c, vm_boot.c, vm_suspend.c */
 void	vm_init_all(void);
 struct vm *vm_find(const char *id);
 struct vm *vm_find_owned(const char *id, const char *workspace);

@@ -1,0 +1,524 @@
+/*
+ * vmmd's VMs: booting and creating.  A boot starts the VM's vmproxy, then
+ * QEMU (fresh or from a checkpoint) through the backend, and waits for the
+ * guest's hello to set its clock; a VM with network first gets its TAP
+ * from netd.  A create copies the image's disk, kernel and initrd on the
+ * worker pool, then boots.  The guest's events arrive here already
+ * decoded by decode.c; the guest itself is trusted for nothing but its
+ * hello, and a boot that does not hear it in time fails.  Part of the
+ * state machine in vm.c (vm_local.h).
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "backend.h"
+#include "disk.h"
+#include "log.h"
+#include "netclient.h"
+#include "vmmd.h"
+#include "vm_local.h"
+#include "broker.h"
+
+#define QEMU_OVERHEAD_MIB	768	/* QEMU's own memory beside the guest */
+#define CONSOLE_PIPE_BYTES	(1024 * 1024)	/* the default pipe-max-size */
+
+/* ---- booting and restoring --------------------------------------------- */
+
+static void boot_timeout_cb(int, short, void *);
+
+static void
+vm_exited(struct vmm *vmm, int wstatus, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (vm->vmm != vmm)
+		return;
+	/* Hibernation and destroy stop QEMU themselves; anything else is a
+	 * VM that died under us. */
+	if (!vm->busy && (vm->rec.state == VM_RUNNING ||
+	    vm->rec.state == VM_PAUSED)) {
+		vmm_free(vm->vmm);
+		vm->vmm = NULL;
+		vm_fail(vm, "QEMU exited unexpectedly");
+	}
+}
+
+static void
+vm_vmm_event(struct vmm *vmm, const char *name, void *arg)
+{
+	log_debug("vm %s: QEMU event %s", ((struct vm *)arg)->rec.id, name);
+}
+
+static const struct vmm_cbs vm_cbs = { vm_exited, vm_vmm_event };
+
+static void
+vm_spec(struct vm *vm, struct vm_spec *spec, char *append, size_t applen,
+    char *disk, char *kernel, char *initrd, size_t len)
+{
+	vm_path(vm, DISK, disk, len);
+	vm_path(vm, KERNEL, kernel, len);
+	vm_path(vm, INITRD, initrd, len);
+	snprintf(append, applen, "console=ttyS0 root=/dev/vda rw quiet "
+	    "panic=-1 mcpvm.vm=%s%s%s", vm->rec.id,
+	    vm->image != NULL && vm->image->append[0] != '\0' ? " " : "",
+	    vm->image != NULL ? vm->image->append : "");
+	memset(spec, 0, sizeof(*spec));
+	spec->slot = (unsigned)vm->rec.slot;
+	spec->uid = vm->uid;
+	spec->gid = vm->gid;
+	spec->vcpus = (unsigned)vm->rec.vcpus;
+	spec->memory_mib = (unsigned)vm->rec.memory_mib;
+	spec->kernel = kernel;
+	spec->initrd = initrd;
+	spec->append = append;
+	spec->disk = disk;
+	spec->rundir = vm->rundir;
+	spec->tap_fd = -1;	/* network on comes with netd */
+	spec->console_fd = -1;	/* vm_boot makes the pipes */
+	spec->log_fd = -1;
+	spec->mon = &vm->mon;	/* QMP goes through vmproxy */
+	spec->cg = &env->cg;
+}
+
+/* The guest said hello: set its clock (thaw after a restore), and run. */
+static void
+boot_clock_done(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	if (!op_current(vm, arg))
+		return;		/* the boot was cancelled meanwhile */
+	if (code != NULL) {
+		vm_fail(vm, "the guest clock could not be set");
+		vm_op_done(vm, "unavailable", "VM %s failed: its clock could "
+		    "not be set (%s)", vm->rec.id, msg);
+		return;
+	}
+	vm_set_state(vm, VM_RUNNING, NULL);
+	vm_touch(vm);
+	vm_op_done(vm, NULL, NULL);
+}
+
+/* vmproxy reports the guest; during a boot this completes it. */
+void
+vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
+{
+	if (strcmp(event, "hello") == 0) {
+		vm->guest_up = 1;
+		if (vm->busy && (vm->rec.state == VM_CREATING ||
+		    vm->rec.state == VM_RESUMING) && vm->op_step == VM_STEP_HELLO) {
+			struct json_object *call = json_object_new_object();
+
+			vm->op_step = VM_STEP_CLOCK;
+			json_object_object_add(call, "op",
+			    json_object_new_string(vm->rec.state ==
+			    VM_RESUMING ? "thaw" : "clock_set"));
+			json_object_object_add(call, "realtime_ns",
+			    json_object_new_int64(wall_ms() * 1000000LL));
+			if (proxy_call(vm, call, GUEST_CTL_CALL_MS,
+			    boot_clock_done, op_token(vm)) == -1)
+				boot_clock_done(vm, NULL, "unavailable",
+				    "vmproxy is gone", -1, op_token(vm));
+			json_object_put(call);
+		} else
+			vm_wake_waiters(vm);
+	} else if (strcmp(event, "link_down") == 0)
+		vm->guest_up = 0;
+}
+
+/* vmproxy exited.  A guest that broke the protocol fails its VM. */
+void
+vm_proxy_gone(struct vm *vm, int guest_fault)
+{
+	vm->guest_up = 0;
+	if (guest_fault) {
+		vm_fail(vm, "the guest broke the link protocol");
+		if (vm->busy)
+			vm_op_done(vm, "unavailable", "VM %s failed: the guest "
+			    "broke the link protocol", vm->rec.id);
+	} else if (!vm->busy && vm->rec.state == VM_RUNNING)
+		vm_fail(vm, "vmproxy exited");
+}
+
+static void
+boot_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+	struct timeval tv = { env->conf.vmmd.boot_timeout_seconds, 0 };
+
+	if (!ok) {
+		vm_kill_processes(vm);
+		vm_op_done(vm, "unavailable", "QEMU did not start: %s", err);
+		return;
+	}
+	vm->op_step = VM_STEP_HELLO;
+	if (vm->boot_timer == NULL)
+		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
+	evtimer_add(vm->boot_timer, &tv);
+	/* vmproxy ran before QEMU: a quick guest may have said it already. */
+	if (vm->guest_up)
+		vm_guest_event(vm, "hello", NULL);
+}
+
+static void
+boot_timeout_cb(int fd, short ev, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (!vm->busy || vm->op_step != VM_STEP_HELLO)
+		return;
+	vm_kill_processes(vm);
+	vm_op_done(vm, "unavailable", "the guest did not come up within %lld "
+	    "seconds", env->conf.vmmd.boot_timeout_seconds);
+}
+
+/*
+ * The run directory: root's, the VM's group, 0770 (see vm_create).  The
+ * chown comes first, so that the chmod is the owner's own.
+ */
+static int
+vm_rundir_own(struct vm *vm)
+{
+	if (chown(vm->rundir, 0, vm->gid) == -1 ||
+	    chmod(vm->rundir, 0770) == -1)
+		return -1;
+	return 0;
+}
+
+/* Starts QEMU (from a checkpoint when given) and waits for the guest;
+ * with tap_fd (not consumed), the guest gets a NIC with that MAC and
+ * netarg on its command line. */
+static int
+vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
+    const char *mac, const char *netarg, char *err, size_t errlen)
+{
+	char append[768], disk[PATH_MAX], kernel[PATH_MAX], initrd[PATH_MAX];
+	struct cg_limits lim;
+	struct vm_spec spec;
+	int rc, con[2], qlog[2];
+
+	memset(&lim, 0, sizeof(lim));
+	lim.memory_bytes = ((uint64_t)vm->rec.memory_mib + QEMU_OVERHEAD_MIB)
+	    << 20;
+	lim.cpu_quota_us = (uint64_t)vm->rec.vcpus * 100000;
+	lim.cpu_period_us = 100000;
+	lim.pids_max = 512;
+	if (cg_create(&env->cg, (unsigned)vm->rec.slot, &lim, err, errlen) ==
+	    -1)
+		return -1;
+	/* A run directory an older vmmd made (the VM's uid's, 0700) is
+	 * made root's with the VM's group before QEMU starts in it. */
+	if (vm_rundir_own(vm) == -1) {
+		snprintf(err, errlen, "the run directory: %s", strerror(errno));
+		return -1;
+	}
+	vm_spec(vm, &spec, append, sizeof(append), disk, kernel, initrd,
+	    sizeof(disk));
+	/*
+	 * The console goes to a pipe that vmproxy drains into a bounded
+	 * file (console_log_kib); until vmproxy runs the pipe holds what
+	 * the boot prints, so it is made large enough for all of that.
+	 */
+	vm_console_close(vm);
+	if (pipe2(con, O_CLOEXEC) == -1) {
+		snprintf(err, errlen, "console pipe: %s", strerror(errno));
+		return -1;
+	}
+	(void)fcntl(con[1], F_SETPIPE_SZ, CONSOLE_PIPE_BYTES);
+	/* QEMU opens it again as /dev/fd/N, as the VM's uid. */
+	if (fchown(con[1], vm->uid, vm->gid) == -1) {
+		snprintf(err, errlen, "console pipe: %s", strerror(errno));
+		close(con[0]);
+		close(con[1]);
+		return -1;
+	}
+	spec.console_fd = con[1];
+	/*
+	 * QEMU's stdout and stderr go to another pipe for vmproxy, which
+	 * keeps a bounded qemu.log: root reads no byte QEMU writes (#14).
+	 */
+	if (pipe2(qlog, O_CLOEXEC) == -1) {
+		snprintf(err, errlen, "QEMU log pipe: %s", strerror(errno));
+		close(con[0]);
+		close(con[1]);
+		return -1;
+	}
+	spec.log_fd = qlog[1];
+	vm->console_rd = con[0];
+	vm->qemulog_rd = qlog[0];
+	/*
+	 * vmproxy first: it speaks QMP for the backend from QEMU's start on,
+	 * and takes the pipes' read ends.
+	 */
+	if (proxy_spawn(vm, err, errlen) == -1) {
+		vm_console_close(vm);
+		close(con[1]);
+		close(qlog[1]);
+		return -1;
+	}
+	/* The broker pipes' limits and routes, before any job can run. */
+	broker_proxy_up(vm);
+	if (tap_fd != -1) {
+		spec.tap_fd = tap_fd;
+		spec.mac = mac;
+		snprintf(append + strlen(append), sizeof(append) -
+		    strlen(append), " %s", netarg);
+	}
+	vm->op_step = VM_STEP_NONE;
+	if (checkpoint == NULL)
+		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_cbs, vm,
+		    boot_vmm_done, vm, &vm->vmm);
+	else
+		rc = qemu_backend_ops.restore(env->qemu, &spec, checkpoint,
+		    &vm_cbs, vm, boot_vmm_done, vm, &vm->vmm);
+	close(con[1]);		/* QEMU has its copies */
+	close(qlog[1]);
+	if (rc == -1) {
+		snprintf(err, errlen, "QEMU: %s", strerror(errno));
+		proxy_stop(vm);
+		return -1;
+	}
+	return 0;
+}
+
+/* A VM with network asks netd first; its TAP then goes to QEMU. */
+struct boot_net {
+	char	 checkpoint[PATH_MAX];
+	int	 has_checkpoint;
+	void	*op;		/* op_token() of the boot that asked */
+};
+
+static void
+boot_net_done(struct vm *vm, int tap_fd, const char *mac,
+    const char *netarg, const char *code, const char *msg, void *arg)
+{
+	struct boot_net *bn = arg;
+	char err[512];
+
+	if (vm == NULL) {
+		/* The VM was destroyed meanwhile. */
+		free(bn);
+		return;
+	}
+	if (!op_current(vm, bn->op)) {
+		/* The boot was cancelled (destroyed, failed) while netd
+		 * worked: no QEMU, and the network goes straight back. */
+		if (tap_fd != -1)
+			close(tap_fd);
+		netclient_release(vm);
+		free(bn);
+		return;
+	}
+	if (code != NULL)
+		vm_op_done(vm, "unavailable", "guest network: %s", msg);
+	else if (vm_boot_vmm(vm, bn->has_checkpoint ? bn->checkpoint : NULL,
+	    tap_fd, mac, netarg, err, sizeof(err)) == -1)
+		vm_op_done(vm, "unavailable", "the VM could not start: %s",
+		    err);
+	/* QEMU has its copy once started. */
+	if (tap_fd != -1)
+		close(tap_fd);
+	free(bn);
+}
+
+int
+vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
+{
+	struct boot_net *bn;
+
+	if (!vm->rec.network)
+		return vm_boot_vmm(vm, checkpoint, -1, NULL, NULL, err,
+		    errlen);
+	if ((bn = calloc(1, sizeof(*bn))) == NULL)
+		fatal("calloc");
+	if (checkpoint != NULL) {
+		snprintf(bn->checkpoint, sizeof(bn->checkpoint), "%s",
+		    checkpoint);
+		bn->has_checkpoint = 1;
+	}
+	vm->op_step = VM_STEP_NONE;
+	bn->op = op_token(vm);
+	netclient_setup(vm, boot_net_done, bn);
+	return 0;
+}
+
+/* ---- create ------------------------------------------------------------ */
+
+struct create_ctx {
+	struct request	*req;
+	int		 step;
+	vm_done_cb	 cb;		/* the requester's */
+	void		*arg;
+};
+
+static void create_step(struct vm *, int rc, const char *err);
+
+/*
+ * The end of a create, either way.  A VM that never came up leaves
+ * nothing behind: no files, no processes, only its id as destroyed.  One
+ * destroyed while it was being created is torn down by vm_destroy.
+ */
+static void
+create_done(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct create_ctx *cx = arg;
+
+	if (code != NULL && vm->rec.state == VM_DESTROYING) {
+		char why[128];
+
+		snprintf(why, sizeof(why), "VM %s was destroyed before it "
+		    "finished booting", vm->rec.id);
+		cx->cb(vm, "conflict", why, cx->arg);
+	} else if (code != NULL) {
+		log_warnx("vm %s: create failed: %s", vm->rec.id, msg);
+		cx->cb(vm, code, msg, cx->arg);
+		vm_teardown(vm);
+	} else
+		cx->cb(vm, NULL, NULL, cx->arg);
+	free(cx);
+}
+
+/*
+ * A disk job of a create came back.  The VM may have been destroyed or
+ * failed meanwhile: its teardown waited for this job, and ends now.
+ */
+static void
+create_disk_done(int rc, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (vm->doomed) {
+		vm_io_done(vm);
+		return;
+	}
+	vm->io_pending--;
+	create_step(vm, rc, err);
+}
+
+static int
+create_disk_job(struct vm *vm, int reflink, const char *src,
+    const char *name)
+{
+	char dst[PATH_MAX];
+	int rc;
+
+	vm_path(vm, name, dst, sizeof(dst));
+	rc = (reflink ? disk_clone_async : disk_copy_async)(env->workers, src,
+	    dst, vm->uid, vm->gid, create_disk_done, vm);
+	if (rc == 0)
+		vm->io_pending++;
+	return rc == 0;
+}
+
+static void
+create_step(struct vm *vm, int rc, const char *err)
+{
+	struct create_ctx *cx = vm->op_arg;
+	const struct conf_image *im = vm->image;
+	char why[512];
+	int queued = 0;
+
+	if (!vm->busy || vm->op_cb != create_done) {
+		/* Only a teardown ends a create early, and it is doomed. */
+		log_warnx("vm %s: %s: no create in progress", vm->rec.id,
+		    __func__);
+		return;
+	}
+	if (rc == -1) {
+		vm_op_done(vm, "unavailable", "the VM could not be created: "
+		    "%s", err);
+		return;
+	}
+	switch (cx->step++) {
+	case 0:
+		request_progress(cx->req, 1, 4, "cloning the disk");
+		queued = create_disk_job(vm, 1, im->rootfs, DISK);
+		break;
+	case 1:
+		queued = create_disk_job(vm, 0, im->kernel, KERNEL);
+		break;
+	case 2:
+		queued = create_disk_job(vm, 0, im->initrd, INITRD);
+		break;
+	default:
+		request_progress(cx->req, 2, 4, "booting");
+		if (vm_boot(vm, NULL, why, sizeof(why)) == -1)
+			vm_op_done(vm, "unavailable", "the VM could not be "
+			    "created: %s", why);
+		return;
+	}
+	if (!queued)
+		vm_op_done(vm, "unavailable", "the VM could not be created: "
+		    "the worker pool refused the job");
+}
+
+void
+vm_create(struct request *req, const struct conf_image *im, int vcpus,
+    int memory_mib, int network, int idle_seconds, int idle_pause,
+    vm_done_cb cb, void *arg)
+{
+	struct vm_record rec;
+	struct create_ctx *cx;
+	unsigned char rnd[16];
+	struct vm *vm;
+	int slot;
+
+	memset(&rec, 0, sizeof(rec));
+	if ((slot = store_free_slot(env->store,
+	    (int)env->conf.vmmd.max_vms)) == -1) {
+		cb(NULL, "quota_exceeded", "max_vms: every VM slot is taken",
+		    arg);
+		return;
+	}
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		fatalx("RAND_bytes failed");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(rec.id + i * 2, 3, "%02x", rnd[i]);
+	snprintf(rec.workspace, sizeof(rec.workspace), "%s", req->workspace);
+	snprintf(rec.image, sizeof(rec.image), "%s", im->id);
+	rec.slot = slot;
+	rec.state = VM_CREATING;
+	rec.vcpus = vcpus;
+	rec.memory_mib = memory_mib;
+	rec.disk_bytes = image_disk_bytes(im);
+	rec.network = network;
+	rec.idle_seconds = idle_seconds;
+	rec.idle_mode_pause = idle_pause;
+	rec.created_at = wall_ms() / 1000;
+	/* Recorded before any side effect: a crash from here on leaves a
+	 * VM that startup marks failed and kills. */
+	if (store_vm_insert(env->store, &rec) == -1) {
+		cb(NULL, "unavailable", "the VM could not be recorded", arg);
+		return;
+	}
+	vm = vm_alloc(&rec);
+	snprintf(req->vm_id, sizeof(req->vm_id), "%s", rec.id);
+	if ((cx = calloc(1, sizeof(*cx))) == NULL)
+		fatal("calloc");
+	cx->req = req;
+	cx->cb = cb;
+	cx->arg = arg;
+	vm_op_begin(vm, create_done, cx);
+	/*
+	 * The rundir is root's with the VM's group, 0770 (vm_rundir_own,
+	 * before each boot): QEMU and vmproxy (that gid) make their sockets
+	 * and logs there, and vmmd, its owner, removes them without a
+	 * capability that overrides permissions.
+	 */
+	if (mkdir(vm->dir, 0711) == -1 || mkdir(vm->rundir, 0770) == -1) {
+		vm_op_done(vm, "unavailable", "the VM could not be created: "
+		    "%s", strerror(errno));
+		return;
+	}
+	create_step(vm, 0, NULL);
+}
+
