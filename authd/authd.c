@@ -212,8 +212,7 @@ main(int argc, char **argv)
 	make_parent("runtime directory", a.set.socket, 0755, dir, sizeof(dir));
 	make_parent("runtime directory", a.set.ctl_socket, 0755, dir,
 	    sizeof(dir));
-	if ((srv = ipc_server_new(a.base, a.set.socket, 0666, "authd",
-	    peer_accept, &peer_handlers, NULL)) == NULL)
+	if ((srv = peer_listen(&a)) == NULL)
 		fatal("listen on %s", a.set.socket);
 	if (control_listen(&a) == -1)
 		fatal("listen on %s", a.set.ctl_socket);

@@ -51,14 +51,15 @@ extern struct authd *authd;
 /* peer.c */
 int	peer_init(struct authd *);
 void	peer_shutdown(void);
-const struct ipc_policy *peer_accept(const struct ucred *, void *);
-extern const struct ipc_handlers peer_handlers;
+/* authd.sock, admitting the [authd] peers uids alone. */
+struct ipc_server *peer_listen(struct authd *);
 /* Forgets cached verifications; called on every change to the store. */
 void	peer_cache_flush(void);
 /* Tells every subscriber; cred_id NULL = the whole workspace. */
 void	peer_event(const char *ws, const char *cred_id, const char *reason);
 
 /* control.c */
+/* authctl.sock, admitting root and the admin group alone. */
 int	control_listen(struct authd *);
 void	control_shutdown(void);
 

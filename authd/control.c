@@ -3,9 +3,6 @@
  * the admin group, and serves issue, rotate, revoke-token,
  * revoke-workspace, policy set, list and show.  Runs in authd.
  */
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +18,6 @@
 #include "log.h"
 #include "request.h"
 #include "store.h"
-
-#define CTL_MAX_GROUPS	256
 
 static const struct ipc_rule ctl_rules[] = {
 	{ IPC_AUTHCTL_ISSUE, 0 },
@@ -46,122 +41,44 @@ static const struct ipc_handlers ctl_handlers = {
 	.dispatch = authd_dispatch_authctl,
 };
 
-static int ctl_fd = -1;
-static struct event *ctl_ev;
-static char ctl_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static struct ipc_server *ctl_srv;
+
+static const struct ipc_policy *
+ctl_accept(const struct ucred *cred, void *arg)
+{
+	/* The server admitted root and the admin group alone. */
+	return &ctl_policy;
+}
 
 /*
  * Root, or a process whose primary or supplementary groups include the
- * admin group.  SO_PEERGROUPS gives the groups the peer held when it
- * connected, from the kernel: no /proc race, no group-database lookup.
+ * admin group, as the kernel saw them at connect (common/ipc_server.c,
+ * SO_PEERGROUPS): no /proc race, no group-database lookup.  Anyone may
+ * connect (0666); the check decides.
  */
-static int
-ctl_peer_allowed(int fd, const struct ucred *cred)
-{
-	gid_t groups[CTL_MAX_GROUPS];
-	socklen_t len = sizeof(groups);
-
-	if (cred->uid == 0 || cred->gid == authd->admin_gid)
-		return 1;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == -1) {
-		log_warn("authctl.sock: SO_PEERGROUPS of pid %d",
-		    (int)cred->pid);
-		return 0;
-	}
-	for (size_t i = 0; i < len / sizeof(gid_t); i++)
-		if (groups[i] == authd->admin_gid)
-			return 1;
-	return 0;
-}
-
-static void
-ctl_accept(int lfd, short ev, void *arg)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	int fd;
-
-	if ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) ==
-	    -1) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			log_warn("authctl.sock: accept");
-		return;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
-		log_warn("authctl.sock: SO_PEERCRED");
-		close(fd);
-		return;
-	}
-	if (!ctl_peer_allowed(fd, &cred)) {
-		log_warnx("authctl.sock: refused peer pid %d uid %d gid %d: "
-		    "neither root nor in group %s", (int)cred.pid,
-		    (int)cred.uid, (int)cred.gid, authd->set.admin_group);
-		close(fd);
-		return;
-	}
-	if (ipc_conn_new(authd->base, fd, "authd", &ctl_policy, &ctl_handlers,
-	    NULL) == NULL) {
-		log_warn("authctl.sock: new connection");
-		close(fd);
-	}
-}
-
 int
 control_listen(struct authd *a)
 {
-	struct sockaddr_un sun;
-	struct stat sb;
-	mode_t old;
+	struct ipc_admit admit = { 0 };
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(a->set.ctl_socket) >= sizeof(sun.sun_path)) {
-		errno = ENAMETOOLONG;
+	(void)ipc_admit_uid(&admit, 0);
+	(void)ipc_admit_gid(&admit, a->admin_gid);
+	snprintf(admit.need, sizeof(admit.need), "neither root nor in group "
+	    "%s", a->set.admin_group);
+	if ((ctl_srv = ipc_server_new(a->base, a->set.ctl_socket, 0666,
+	    "authd", ctl_accept, &ctl_handlers, NULL)) == NULL)
 		return -1;
-	}
-	strcpy(sun.sun_path, a->set.ctl_socket);
-	/* Replace a stale socket, never a file of another kind. */
-	if (lstat(sun.sun_path, &sb) == 0) {
-		if (!S_ISSOCK(sb.st_mode)) {
-			errno = EEXIST;
-			return -1;
-		}
-		if (unlink(sun.sun_path) == -1)
-			return -1;
-	}
-	if ((ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
-	    SOCK_NONBLOCK, 0)) == -1)
-		return -1;
-	old = umask(0177);
-	if (bind(ctl_fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-		int saved = errno;
-
-		umask(old);
-		errno = saved;
-		return -1;
-	}
-	umask(old);
-	snprintf(ctl_path, sizeof(ctl_path), "%s", sun.sun_path);
-	/* Anyone may connect; the peer check above decides. */
-	if (chmod(sun.sun_path, 0666) == -1 || listen(ctl_fd, 16) == -1)
-		return -1;
-	ctl_ev = event_new(a->base, ctl_fd, EV_READ | EV_PERSIST, ctl_accept,
-	    NULL);
-	if (ctl_ev == NULL || event_add(ctl_ev, NULL) == -1)
-		return -1;
+	ipc_server_set_admit(ctl_srv, &admit);
 	return 0;
 }
 
 void
 control_shutdown(void)
 {
-	if (ctl_ev != NULL)
-		event_free(ctl_ev);
-	if (ctl_fd != -1) {
-		close(ctl_fd);
-		/* Fails once privileges are dropped; the next start cleans. */
-		unlink(ctl_path);
-	}
+	/* Its unlink fails once privileges are dropped; the next start
+	 * replaces the stale socket. */
+	ipc_server_free(ctl_srv);
+	ctl_srv = NULL;
 }
 
 /* Replies with the public code for a store failure. */

@@ -80,19 +80,38 @@ static int64_t expiry_last;
 static void authd_dispatch_peer(struct ipc_conn *, struct ipc_msg *, void *);
 static void authd_closed_peer(struct ipc_conn *, void *);
 
-const struct ipc_handlers peer_handlers = {
+static const struct ipc_handlers peer_handlers = {
 	.dispatch = authd_dispatch_peer,
 	.closed = authd_closed_peer,
 };
 
-const struct ipc_policy *
+/* Each configured uid has a policy of its own, named for its user. */
+static const struct ipc_policy *
 peer_accept(const struct ucred *cred, void *arg)
 {
 	for (size_t i = 0; i < authd->npeers; i++)
 		if (authd->peer_uid[i] == cred->uid)
 			return &authd->peer_policy[i];
-	/* ipc logs the refusal with pid, uid and gid. */
+	/* Not reached: the server admits only these uids. */
 	return NULL;
+}
+
+struct ipc_server *
+peer_listen(struct authd *a)
+{
+	struct ipc_admit admit = { .need = "not a user in [authd] peers" };
+	struct ipc_server *srv;
+
+	for (size_t i = 0; i < a->npeers; i++)
+		if (ipc_admit_uid(&admit, a->peer_uid[i]) == -1) {
+			errno = E2BIG;
+			return NULL;
+		}
+	if ((srv = ipc_server_new(a->base, a->set.socket, 0666, "authd",
+	    peer_accept, &peer_handlers, NULL)) == NULL)
+		return NULL;
+	ipc_server_set_admit(srv, &admit);
+	return srv;
 }
 
 static double

@@ -26,11 +26,12 @@ struct ipc_server {
 	struct event			*ev;
 	char				*path;
 	char				 role[IPC_ROLE_MAX];
+	struct ipc_admit		 admit;
+	int				 has_admit;
 	ipc_accept_cb			 accept;
 	const struct ipc_handlers	*h;
 	void				*arg;
 };
-
 
 /* What an accept callback's ucred points into: the peer's socket too. */
 struct ipc_peer {
@@ -38,27 +39,101 @@ struct ipc_peer {
 	int		fd;
 };
 
-#define IPC_PEER_MAX_GROUPS	256
+/* Enough for most peers without a second call; more is asked for. */
+#define IPC_PEER_GROUPS		64
+/* The kernel's own bound (NGROUPS_MAX), so the second call is bounded. */
+#define IPC_PEER_GROUPS_MAX	65536
+
+/*
+ * Is gid among the supplementary groups of the peer on fd, as the kernel
+ * recorded them at connect?  1 yes, 0 no, or the kernel cannot say: the
+ * caller has checked the primary group already, and a peer is never let
+ * in on a guess.
+ */
+static int
+peer_groups_have(int fd, const struct ucred *cred, gid_t gid)
+{
+	static int warned;
+	gid_t small[IPC_PEER_GROUPS], *groups = small;
+	socklen_t len = sizeof(small);
+	int found = 0;
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == -1) {
+		if (errno == ENOPROTOOPT) {
+			if (!warned++)
+				log_warnx("SO_PEERGROUPS: not supported by "
+				    "this kernel (Linux 4.13 has it): only a "
+				    "peer's primary group is checked");
+			return 0;
+		}
+		/* ERANGE: len now says how much the peer's groups take. */
+		if (errno != ERANGE || len > IPC_PEER_GROUPS_MAX *
+		    sizeof(gid_t) || (groups = malloc(len)) == NULL ||
+		    getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups,
+		    &len) == -1) {
+			log_warn("SO_PEERGROUPS of pid %d", (int)cred->pid);
+			if (groups != small)
+				free(groups);
+			return 0;
+		}
+	}
+	for (size_t i = 0; i < len / sizeof(gid_t) && !found; i++)
+		found = groups[i] == gid;
+	if (groups != small)
+		free(groups);
+	return found;
+}
 
 int
 ipc_peer_in_group(const struct ucred *cred, gid_t gid)
 {
 	const struct ipc_peer *peer = (const struct ipc_peer *)cred;
-	gid_t groups[IPC_PEER_MAX_GROUPS];
-	socklen_t len = sizeof(groups);
 
-	if (cred->gid == gid)
-		return 1;
-	if (getsockopt(peer->fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) ==
-	    -1) {
-		/* ERANGE: more groups than we look at; not a member then. */
-		log_warn("SO_PEERGROUPS of pid %d", (int)cred->pid);
-		return 0;
-	}
-	for (size_t i = 0; i < len / sizeof(gid_t); i++)
-		if (groups[i] == gid)
+	return cred->gid == gid || peer_groups_have(peer->fd, cred, gid);
+}
+
+int
+ipc_admit_uid(struct ipc_admit *a, uid_t uid)
+{
+	for (size_t i = 0; i < a->nuids; i++)
+		if (a->uids[i] == uid)
+			return 0;
+	if (a->nuids == IPC_ADMIT_MAX)
+		return -1;
+	a->uids[a->nuids++] = uid;
+	return 0;
+}
+
+int
+ipc_admit_gid(struct ipc_admit *a, gid_t gid)
+{
+	for (size_t i = 0; i < a->ngids; i++)
+		if (a->gids[i] == gid)
+			return 0;
+	if (a->ngids == IPC_ADMIT_MAX)
+		return -1;
+	a->gids[a->ngids++] = gid;
+	return 0;
+}
+
+int
+ipc_admit_check(const struct ipc_admit *a, int fd, const struct ucred *cred)
+{
+	for (size_t i = 0; i < a->nuids; i++)
+		if (a->uids[i] == cred->uid)
+			return 1;
+	for (size_t i = 0; i < a->ngids; i++)
+		if (a->gids[i] == cred->gid ||
+		    peer_groups_have(fd, cred, a->gids[i]))
 			return 1;
 	return 0;
+}
+
+void
+ipc_server_set_admit(struct ipc_server *s, const struct ipc_admit *a)
+{
+	s->admit = *a;
+	s->has_admit = 1;
 }
 
 static void
@@ -75,25 +150,31 @@ ipc_server_acceptcb(int lfd, short ev, void *arg)
 	    -1) {
 		if (errno != EAGAIN && errno != EINTR &&
 		    errno != ECONNABORTED)
-			log_warn("%s: accept on %s", s->role, s->path);
+			log_warn("%s: accept", s->path);
 		return;
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
-		log_warn("%s: SO_PEERCRED on %s", s->role, s->path);
+		log_warn("%s: SO_PEERCRED", s->path);
+		close(fd);
+		return;
+	}
+	if (s->has_admit && !ipc_admit_check(&s->admit, fd, &cred)) {
+		log_warnx("%s: refused peer pid %d uid %d gid %d: %s",
+		    s->path, (int)cred.pid, (int)cred.uid, (int)cred.gid,
+		    s->admit.need);
 		close(fd);
 		return;
 	}
 	peer.cred = cred;
 	peer.fd = fd;
 	if ((pol = s->accept(&peer.cred, s->arg)) == NULL) {
-		log_warnx("%s: refused peer pid %d uid %d gid %d on %s",
-		    s->role, (int)cred.pid, (int)cred.uid, (int)cred.gid,
-		    s->path);
+		log_warnx("%s: refused peer pid %d uid %d gid %d", s->path,
+		    (int)cred.pid, (int)cred.uid, (int)cred.gid);
 		close(fd);
 		return;
 	}
 	if (ipc_conn_new(s->base, fd, s->role, pol, s->h, s->arg) == NULL) {
-		log_warn("%s: new connection on %s", s->role, s->path);
+		log_warn("%s: new connection", s->path);
 		close(fd);
 	}
 }

@@ -77,8 +77,8 @@ on_signal(int sig, short ev, void *arg)
 static const struct ipc_policy *
 netd_accept(const struct ucred *cred, void *arg)
 {
-	/* ipc logs the refusal with pid, uid and gid. */
-	return cred->uid == netd->vmmd_uid ? &vmmd_policy : NULL;
+	/* The server admitted vmmd's uid alone. */
+	return &vmmd_policy;
 }
 
 static void
@@ -649,6 +649,7 @@ main(int argc, char **argv)
 	static const cap_value_t keep[] = { CAP_NET_ADMIN, CAP_SYS_ADMIN };
 	struct mcpvm_conf conf;
 	struct ipc_server *srv;
+	struct ipc_admit admit = { 0 };
 	struct event *sigterm, *sigint;
 	const char *config = MCPVM_CONF_PATH;
 	unsigned char have[NETD_MAX_SLOTS];
@@ -697,6 +698,10 @@ main(int argc, char **argv)
 	if ((srv = ipc_server_new(n.base, conf.netd.socket, 0666, "netd",
 	    netd_accept, &vmmd_handlers, NULL)) == NULL)
 		fatal("listen on %s", conf.netd.socket);
+	(void)ipc_admit_uid(&admit, n.vmmd_uid);
+	snprintf(admit.need, sizeof(admit.need), "not vmmd's uid %u",
+	    (unsigned)n.vmmd_uid);
+	ipc_server_set_admit(srv, &admit);
 	sd_notify_init();
 
 	privdrop(&(struct privdrop){ .user = "", .keep = keep,
