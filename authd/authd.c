@@ -7,7 +7,6 @@
  */
 #include <sys/stat.h>
 #include <errno.h>
-#include <getopt.h>
 #include <grp.h>
 #include <libgen.h>
 #include <limits.h>
@@ -22,6 +21,7 @@
 
 #include "authd.h"
 #include "conf.h"
+#include "daemon.h"
 #include "log.h"
 #include "privdrop.h"
 #include "sdnotify.h"
@@ -29,31 +29,12 @@
 
 struct authd *authd;
 
-#if defined(__SANITIZE_ADDRESS__)
-#define AUTHD_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AUTHD_SANITIZED 1
-#endif
-#endif
-
 /* SQLite's needs on top of the common base. */
 static const char *const authd_syscalls[] = {
 	"openat", "fsync", "fdatasync", "ftruncate", "fchown", "fchmod",
 	"unlink", "unlinkat", "access", "faccessat", "faccessat2",
 	"readlink", "readlinkat", "getcwd",
-#ifdef AUTHD_SANITIZED
-	/* LeakSanitizer's exit-time tracer lists threads with getdents. */
-	"getdents",
-#endif
 };
-
-static void __attribute__((noreturn))
-usage(void)
-{
-	fprintf(stderr, "usage: authd [-dnv] [-f config]\n");
-	exit(2);
-}
 
 static void
 on_signal(int sig, short ev, void *arg)
@@ -151,28 +132,14 @@ int
 main(int argc, char **argv)
 {
 	static struct authd a;
+	struct daemon_args args;
 	struct mcpvm_conf conf;
 	struct ipc_server *srv;
-	struct event *sigterm, *sigint;
-	const char *config = MCPVM_CONF_PATH;
+	struct event *sig[2];
 	struct group *gr;
 	char err[512], dir[PATH_MAX];
-	int ch, foreground = 0, verbose = 0, check_only = 0;
 
-	while ((ch = getopt(argc, argv, "df:nv")) != -1) {
-		switch (ch) {
-		case 'd': foreground = 1; break;
-		case 'f': config = optarg; break;
-		case 'n': check_only = 1; break;
-		case 'v': verbose++; break;
-		default: usage();
-		}
-	}
-	if (optind != argc)
-		usage();
-	log_init("authd", 1, verbose);
-	if (conf_load(config, &conf, err, sizeof(err)) == -1)
-		fatalx("%s", err);
+	daemon_start("authd", argc, argv, &args, &conf);
 	authd = &a;
 	a.set.socket = conf.authd.socket;
 	a.set.ctl_socket = conf.authd.ctl_socket;
@@ -198,11 +165,11 @@ main(int argc, char **argv)
 		fatalx("[authd] admin_group %s: %s", a.set.admin_group,
 		    errno != 0 ? strerror(errno) : "no such group");
 	a.admin_gid = gr->gr_gid;
-	if (check_only) {
-		fprintf(stderr, "authd: configuration %s OK\n", config);
+	if (args.check_only) {
+		daemon_config_ok("authd", &args);
 		return 0;
 	}
-	log_init("authd", foreground, verbose);
+	log_init("authd", args.foreground, args.verbose);
 	/* Every file authd makes is its own; the database is 0600 anyway. */
 	umask(077);
 	signal(SIGPIPE, SIG_IGN);
@@ -229,11 +196,7 @@ main(int argc, char **argv)
 		fatalx("%s", err);
 	if (peer_init(&a) == -1)
 		fatalx("peer_init failed");
-	sigterm = evsignal_new(a.base, SIGTERM, on_signal, NULL);
-	sigint = evsignal_new(a.base, SIGINT, on_signal, NULL);
-	if (sigterm == NULL || sigint == NULL || evsignal_add(sigterm, NULL) ||
-	    evsignal_add(sigint, NULL))
-		fatalx("signal events");
+	daemon_signals(a.base, on_signal, NULL, sig);
 
 	sandbox_seccomp(authd_syscalls, sizeof(authd_syscalls) /
 	    sizeof(authd_syscalls[0]), 0);
@@ -248,8 +211,8 @@ main(int argc, char **argv)
 	peer_shutdown();
 	control_shutdown();
 	ipc_server_free(srv);
-	event_free(sigterm);
-	event_free(sigint);
+	event_free(sig[0]);
+	event_free(sig[1]);
 	store_close(a.store);
 	event_base_free(a.base);
 	conf_free(&conf);

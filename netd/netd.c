@@ -9,7 +9,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 #include <json-c/json.h>
 
 #include "conf.h"
+#include "daemon.h"
 #include "log.h"
 #include "netd.h"
 #include "privdrop.h"
@@ -30,22 +30,11 @@ struct netd *netd;
 
 #define RULESET_MAX	(64 * 1024)
 
-#if defined(__SANITIZE_ADDRESS__)
-#define NETD_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NETD_SANITIZED 1
-#endif
-#endif
-
 /* Namespaces, TAPs, bind mounts and libnftables on top of the base. */
 static const char *const netd_syscalls[] = {
 	"openat", "ioctl", "unshare", "setns", "mount", "umount2",
 	"unlink", "unlinkat", "getdents64", "access", "faccessat",
 	"faccessat2", "readlink", "readlinkat", "getcwd", "sysinfo",
-#ifdef NETD_SANITIZED
-	"getdents",
-#endif
 };
 
 static const struct ipc_rule vmmd_rules[] = {
@@ -58,13 +47,6 @@ static const struct ipc_rule vmmd_rules[] = {
 static const struct ipc_policy vmmd_policy = {
 	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0]),
 };
-
-static void __attribute__((noreturn))
-usage(void)
-{
-	fprintf(stderr, "usage: netd [-dnv] [-f config]\n");
-	exit(2);
-}
 
 static void
 on_signal(int sig, short ev, void *arg)
@@ -647,40 +629,25 @@ main(int argc, char **argv)
 {
 	static struct netd n;
 	static const cap_value_t keep[] = { CAP_NET_ADMIN, CAP_SYS_ADMIN };
+	struct daemon_args args;
 	struct mcpvm_conf conf;
 	struct ipc_server *srv;
 	struct ipc_admit admit = { 0 };
-	struct event *sigterm, *sigint;
-	const char *config = MCPVM_CONF_PATH;
+	struct event *sig[2];
 	unsigned char have[NETD_MAX_SLOTS];
 	size_t nhave = 0;
-	char err[512];
-	int ch, foreground = 0, verbose = 0, check_only = 0;
 
-	while ((ch = getopt(argc, argv, "df:nv")) != -1) {
-		switch (ch) {
-		case 'd': foreground = 1; break;
-		case 'f': config = optarg; break;
-		case 'n': check_only = 1; break;
-		case 'v': verbose++; break;
-		default: usage();
-		}
-	}
-	if (optind != argc)
-		usage();
-	log_init("netd", 1, verbose);
-	if (conf_load(config, &conf, err, sizeof(err)) == -1)
-		fatalx("%s", err);
+	daemon_start("netd", argc, argv, &args, &conf);
 	netd = &n;
 	netd_configure(&n, &conf);
-	if (check_only) {
-		fprintf(stderr, "netd: configuration %s OK\n", config);
+	if (args.check_only) {
+		daemon_config_ok("netd", &args);
 		conf_free(&conf);
 		return 0;
 	}
 	if (geteuid() != 0)
 		fatalx("must start as root");
-	log_init("netd", foreground, verbose);
+	log_init("netd", args.foreground, args.verbose);
 	umask(022);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -707,11 +674,7 @@ main(int argc, char **argv)
 	privdrop(&(struct privdrop){ .user = "", .keep = keep,
 	    .nkeep = sizeof(keep) / sizeof(keep[0]) });
 
-	sigterm = evsignal_new(n.base, SIGTERM, on_signal, NULL);
-	sigint = evsignal_new(n.base, SIGINT, on_signal, NULL);
-	if (sigterm == NULL || sigint == NULL || evsignal_add(sigterm, NULL) ||
-	    evsignal_add(sigint, NULL))
-		fatalx("signal events");
+	daemon_signals(n.base, on_signal, NULL, sig);
 
 	sandbox_seccomp(netd_syscalls, sizeof(netd_syscalls) /
 	    sizeof(netd_syscalls[0]), 0);
@@ -736,8 +699,8 @@ main(int argc, char **argv)
 	while (!TAILQ_EMPTY(&peers))
 		ipc_conn_free(TAILQ_FIRST(&peers)->conn);	/* closed frees */
 	ipc_server_free(srv);
-	event_free(sigterm);
-	event_free(sigint);
+	event_free(sig[0]);
+	event_free(sig[1]);
 	/* Closing the context's socket removes mcpvm_host (owner flag). */
 	nft_close(n.host_nft);
 	event_base_free(n.base);
