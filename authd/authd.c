@@ -27,14 +27,108 @@
 #include "sdnotify.h"
 #include "store.h"
 
-struct authd *authd;
+/*
+ * The contract: whom authd serves, what each may send, what authd keeps.
+ *
+ *   peer        socket        admitted (common/ipc_server.c, by the
+ *                             kernel's SO_PEERCRED / SO_PEERGROUPS,
+ *                             before a byte is read)
+ *   mcpd, vmmd  authd.sock    the uids of [authd] peers
+ *   authctl     authctl.sock  root, and the primary or supplementary
+ *                             members of [authd] admin_group
+ *
+ * Each peer's table of message types and its handler follow; a frame of
+ * another type closes that connection (common/ipc.c).  Every handler
+ * decodes its body first into a struct authd_request (request.c) and
+ * then switches on the type.  authd is a server only: it asks nothing
+ * of its peers, and pushes revocation events to mcpd and vmmd.
+ *
+ * Privileges: root only until both sockets are bound and the database
+ * directory exists; then privdrop() to [authd] user, its own group
+ * alone, no capabilities, NoNewPrivs.  Seccomp: common/privdrop.c's base
+ * allowlist and authd_syscalls below, for SQLite.
+ */
+static const struct ipc_rule peer_rules[] = {		/* mcpd, vmmd */
+	{ IPC_AUTH_VERIFY, 0 },
+	{ IPC_AUTH_SUBSCRIBE, 0 },
+};
+static const struct ipc_handlers peer_handlers = {	/* peer.c */
+	.dispatch = authd_dispatch_peer,
+	.closed = authd_closed_peer,
+};
 
-/* SQLite's needs on top of the common base. */
+static const struct ipc_rule ctl_rules[] = {		/* authctl */
+	{ IPC_AUTHCTL_ISSUE, 0 },
+	{ IPC_AUTHCTL_ROTATE, 0 },
+	{ IPC_AUTHCTL_REVOKE_TOKEN, 0 },
+	{ IPC_AUTHCTL_REVOKE_WORKSPACE, 0 },
+	{ IPC_AUTHCTL_POLICY_SET, 0 },
+	{ IPC_AUTHCTL_LIST, 0 },
+	{ IPC_AUTHCTL_SHOW, 0 },
+};
+static const struct ipc_policy ctl_policy = {
+	"authctl", ctl_rules, sizeof(ctl_rules) / sizeof(ctl_rules[0]),
+};
+static const struct ipc_handlers ctl_handlers = {	/* control.c */
+	.dispatch = authd_dispatch_authctl,
+};
+
+/* Capabilities kept: none.  System calls beyond the base: SQLite's. */
 static const char *const authd_syscalls[] = {
 	"openat", "fsync", "fdatasync", "ftruncate", "fchown", "fchmod",
 	"unlink", "unlinkat", "access", "faccessat", "faccessat2",
 	"readlink", "readlinkat", "getcwd",
 };
+
+struct authd *authd;
+
+/* authd.sock: each [authd] peers uid gets a policy named for its user. */
+static const struct ipc_policy *
+peer_accept(const struct ucred *cred, void *arg)
+{
+	for (size_t i = 0; i < authd->npeers; i++)
+		if (authd->peer_uid[i] == cred->uid)
+			return &authd->peer_policy[i];
+	return NULL;	/* not reached: the admission list is these uids */
+}
+
+static const struct ipc_policy *
+ctl_accept(const struct ucred *cred, void *arg)
+{
+	return &ctl_policy;
+}
+
+/* Binds both sockets with the contract's admission lists. */
+static void
+authd_listen(struct authd *a, struct ipc_server **srv,
+    struct ipc_server **ctl)
+{
+	struct ipc_admit peers = { .need = "not a user in [authd] peers" };
+	struct ipc_admit admins = { 0 };
+
+	for (size_t i = 0; i < a->npeers; i++) {
+		a->peer_policy[i].peer = a->peer_name[i];
+		a->peer_policy[i].rules = peer_rules;
+		a->peer_policy[i].nrules = sizeof(peer_rules) /
+		    sizeof(peer_rules[0]);
+		if (ipc_admit_uid(&peers, a->peer_uid[i]) == -1)
+			fatalx("[authd] peers: more than %d users",
+			    IPC_ADMIT_MAX);
+	}
+	(void)ipc_admit_uid(&admins, 0);
+	(void)ipc_admit_gid(&admins, a->admin_gid);
+	snprintf(admins.need, sizeof(admins.need), "neither root nor in "
+	    "group %s", a->set.admin_group);
+	if ((*srv = ipc_server_new(a->base, a->set.socket, 0666, "authd",
+	    peer_accept, &peer_handlers, NULL)) == NULL)
+		fatal("listen on %s", a->set.socket);
+	ipc_server_set_admit(*srv, &peers);
+	/* Anyone may connect (0666); the admission list decides. */
+	if ((*ctl = ipc_server_new(a->base, a->set.ctl_socket, 0666, "authd",
+	    ctl_accept, &ctl_handlers, NULL)) == NULL)
+		fatal("listen on %s", a->set.ctl_socket);
+	ipc_server_set_admit(*ctl, &admins);
+}
 
 static void
 on_signal(int sig, short ev, void *arg)
@@ -134,7 +228,7 @@ main(int argc, char **argv)
 	static struct authd a;
 	struct daemon_args args;
 	struct mcpvm_conf conf;
-	struct ipc_server *srv;
+	struct ipc_server *srv, *ctl;
 	struct event *sig[2];
 	struct group *gr;
 	char err[512], dir[PATH_MAX];
@@ -179,10 +273,7 @@ main(int argc, char **argv)
 	make_parent("runtime directory", a.set.socket, 0755, dir, sizeof(dir));
 	make_parent("runtime directory", a.set.ctl_socket, 0755, dir,
 	    sizeof(dir));
-	if ((srv = peer_listen(&a)) == NULL)
-		fatal("listen on %s", a.set.socket);
-	if (control_listen(&a) == -1)
-		fatal("listen on %s", a.set.ctl_socket);
+	authd_listen(&a, &srv, &ctl);
 	make_db_dir(a.set.database, a.set.user, dir, sizeof(dir));
 	sd_notify_init();
 
@@ -209,7 +300,9 @@ main(int argc, char **argv)
 	sd_notify_send("STOPPING=1");
 
 	peer_shutdown();
-	control_shutdown();
+	/* Their unlink fails once privileges are dropped; the next start
+	 * replaces the stale sockets. */
+	ipc_server_free(ctl);
 	ipc_server_free(srv);
 	event_free(sig[0]);
 	event_free(sig[1]);

@@ -1,7 +1,8 @@
 /*
- * authctl.sock: the operator's side of authd.  Admits root and members of
- * the admin group, and serves issue, rotate, revoke-token,
- * revoke-workspace, policy set, list and show.  Runs in authd.
+ * authctl.sock: the operator's side of authd, for root and members of the
+ * admin group (the contract at the top of authd.c): issue, rotate,
+ * revoke-token, revoke-workspace, policy set, list and show.  Runs in
+ * authd.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -18,68 +19,6 @@
 #include "log.h"
 #include "request.h"
 #include "store.h"
-
-static const struct ipc_rule ctl_rules[] = {
-	{ IPC_AUTHCTL_ISSUE, 0 },
-	{ IPC_AUTHCTL_ROTATE, 0 },
-	{ IPC_AUTHCTL_REVOKE_TOKEN, 0 },
-	{ IPC_AUTHCTL_REVOKE_WORKSPACE, 0 },
-	{ IPC_AUTHCTL_POLICY_SET, 0 },
-	{ IPC_AUTHCTL_LIST, 0 },
-	{ IPC_AUTHCTL_SHOW, 0 },
-};
-
-static const struct ipc_policy ctl_policy = {
-	.peer = "authctl",
-	.rules = ctl_rules,
-	.nrules = sizeof(ctl_rules) / sizeof(ctl_rules[0]),
-};
-
-static void authd_dispatch_authctl(struct ipc_conn *, struct ipc_msg *, void *);
-
-static const struct ipc_handlers ctl_handlers = {
-	.dispatch = authd_dispatch_authctl,
-};
-
-static struct ipc_server *ctl_srv;
-
-static const struct ipc_policy *
-ctl_accept(const struct ucred *cred, void *arg)
-{
-	/* The server admitted root and the admin group alone. */
-	return &ctl_policy;
-}
-
-/*
- * Root, or a process whose primary or supplementary groups include the
- * admin group, as the kernel saw them at connect (common/ipc_server.c,
- * SO_PEERGROUPS): no /proc race, no group-database lookup.  Anyone may
- * connect (0666); the check decides.
- */
-int
-control_listen(struct authd *a)
-{
-	struct ipc_admit admit = { 0 };
-
-	(void)ipc_admit_uid(&admit, 0);
-	(void)ipc_admit_gid(&admit, a->admin_gid);
-	snprintf(admit.need, sizeof(admit.need), "neither root nor in group "
-	    "%s", a->set.admin_group);
-	if ((ctl_srv = ipc_server_new(a->base, a->set.ctl_socket, 0666,
-	    "authd", ctl_accept, &ctl_handlers, NULL)) == NULL)
-		return -1;
-	ipc_server_set_admit(ctl_srv, &admit);
-	return 0;
-}
-
-void
-control_shutdown(void)
-{
-	/* Its unlink fails once privileges are dropped; the next start
-	 * replaces the stale socket. */
-	ipc_server_free(ctl_srv);
-	ctl_srv = NULL;
-}
 
 /* Replies with the public code for a store failure. */
 static void
@@ -393,7 +332,7 @@ ctl_show(struct ipc_conn *c, struct ipc_msg *msg, struct authd_request *req)
 	free(cs);
 }
 
-static void
+void
 authd_dispatch_authctl(struct ipc_conn *c, struct ipc_msg *msg, void *arg)
 {
 	struct authd_request req;
