@@ -26,9 +26,44 @@
 #include "request.h"
 #include "sdnotify.h"
 
-struct netd *netd;
+/*
+ * The contract: whom netd serves, what it may be asked, what it keeps.
+ *
+ *   peer  socket     admitted (common/ipc_server.c, by the kernel's
+ *                    SO_PEERCRED, before a byte is read)
+ *   vmmd  netd.sock  the uid of [netd] vmmd_user alone
+ *
+ * vmmd's table of message types and its handler follow; a frame of
+ * another type closes that connection (common/ipc.c).  The handler
+ * decodes each body into a struct netd_request (request.c), slot numbers
+ * only: netd derives every name and address from the slot itself, and
+ * re-validates vmmd's requests as if vmmd were hostile.  netd asks
+ * nothing of vmmd; it answers with the netns and TAP descriptors.
+ * Beyond vmmd it speaks only to the kernel (rtnetlink through libnl,
+ * nftables through libnftables), on objects named mcpvm alone.
+ *
+ * Privileges: starts as root and keeps netd_caps (CAP_NET_ADMIN for
+ * links, addresses, routes and rulesets; CAP_SYS_ADMIN for unshare,
+ * setns and the netns bind mounts), root's uid, NoNewPrivs.  Seccomp:
+ * common/privdrop.c's base allowlist and netd_syscalls below.
+ */
+static const struct ipc_rule vmmd_rules[] = {
+	{ IPC_NET_SYNC, 0 },
+	{ IPC_NET_SETUP, 0 },
+	{ IPC_NET_TEARDOWN, 0 },
+	{ IPC_NET_STATUS, 0 },
+};
+static const struct ipc_policy vmmd_policy = {
+	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0]),
+};
+static void netd_dispatch_vmmd(struct ipc_conn *, struct ipc_msg *, void *);
+static void netd_closed_vmmd(struct ipc_conn *, void *);
+static const struct ipc_handlers vmmd_handlers = {
+	.dispatch = netd_dispatch_vmmd,
+	.closed = netd_closed_vmmd,
+};
 
-#define RULESET_MAX	(64 * 1024)
+static const cap_value_t netd_caps[] = { CAP_NET_ADMIN, CAP_SYS_ADMIN };
 
 /* Namespaces, TAPs, bind mounts and libnftables on top of the base. */
 static const char *const netd_syscalls[] = {
@@ -37,16 +72,32 @@ static const char *const netd_syscalls[] = {
 	"faccessat2", "readlink", "readlinkat", "getcwd", "sysinfo",
 };
 
-static const struct ipc_rule vmmd_rules[] = {
-	{ IPC_NET_SYNC, 0 },
-	{ IPC_NET_SETUP, 0 },
-	{ IPC_NET_TEARDOWN, 0 },
-	{ IPC_NET_STATUS, 0 },
-};
+struct netd *netd;
 
-static const struct ipc_policy vmmd_policy = {
-	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0]),
-};
+#define RULESET_MAX	(64 * 1024)
+
+static const struct ipc_policy *
+netd_accept(const struct ucred *cred, void *arg)
+{
+	return &vmmd_policy;	/* the admission list is vmmd's uid */
+}
+
+/* netd.sock, with the contract's admission list. */
+static struct ipc_server *
+netd_listen(const char *path)
+{
+	struct ipc_admit admit = { 0 };
+	struct ipc_server *srv;
+
+	(void)ipc_admit_uid(&admit, netd->vmmd_uid);
+	snprintf(admit.need, sizeof(admit.need), "not vmmd's uid %u",
+	    (unsigned)netd->vmmd_uid);
+	if ((srv = ipc_server_new(netd->base, path, 0666, "netd",
+	    netd_accept, &vmmd_handlers, NULL)) == NULL)
+		fatal("listen on %s", path);
+	ipc_server_set_admit(srv, &admit);
+	return srv;
+}
 
 static void
 on_signal(int sig, short ev, void *arg)
@@ -54,13 +105,6 @@ on_signal(int sig, short ev, void *arg)
 	log_info("signal %d: shutting down, leaving the VMs' networks in "
 	    "place", sig);
 	event_base_loopexit(netd->base, NULL);
-}
-
-static const struct ipc_policy *
-netd_accept(const struct ucred *cred, void *arg)
-{
-	/* The server admitted vmmd's uid alone. */
-	return &vmmd_policy;
 }
 
 static void
@@ -559,10 +603,6 @@ netd_closed_vmmd(struct ipc_conn *c, void *arg)
 	}
 }
 
-static const struct ipc_handlers vmmd_handlers = {
-	.dispatch = netd_dispatch_vmmd,
-	.closed = netd_closed_vmmd,
-};
 
 /* The configuration netd needs, checked before anything is touched. */
 static void
@@ -628,11 +668,9 @@ int
 main(int argc, char **argv)
 {
 	static struct netd n;
-	static const cap_value_t keep[] = { CAP_NET_ADMIN, CAP_SYS_ADMIN };
 	struct daemon_args args;
 	struct mcpvm_conf conf;
 	struct ipc_server *srv;
-	struct ipc_admit admit = { 0 };
 	struct event *sig[2];
 	unsigned char have[NETD_MAX_SLOTS];
 	size_t nhave = 0;
@@ -662,17 +700,11 @@ main(int argc, char **argv)
 		fatalx("libnftables: cannot make a context");
 	if ((n.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
-	if ((srv = ipc_server_new(n.base, conf.netd.socket, 0666, "netd",
-	    netd_accept, &vmmd_handlers, NULL)) == NULL)
-		fatal("listen on %s", conf.netd.socket);
-	(void)ipc_admit_uid(&admit, n.vmmd_uid);
-	snprintf(admit.need, sizeof(admit.need), "not vmmd's uid %u",
-	    (unsigned)n.vmmd_uid);
-	ipc_server_set_admit(srv, &admit);
+	srv = netd_listen(conf.netd.socket);
 	sd_notify_init();
 
-	privdrop(&(struct privdrop){ .user = "", .keep = keep,
-	    .nkeep = sizeof(keep) / sizeof(keep[0]) });
+	privdrop(&(struct privdrop){ .user = "", .keep = netd_caps,
+	    .nkeep = sizeof(netd_caps) / sizeof(netd_caps[0]) });
 
 	daemon_signals(n.base, on_signal, NULL, sig);
 
