@@ -218,13 +218,8 @@ ipc_connect(struct event_base *base, const char *path, const char *role,
 	struct ipc_conn *c;
 	int fd, saved;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		errno = ENAMETOOLONG;
+	if (ipc_sockaddr(&sun, path) == -1)
 		return NULL;
-	}
-	strcpy(sun.sun_path, path);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return NULL;
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {

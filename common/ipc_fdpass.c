@@ -8,6 +8,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/un.h>
 
 #include <errno.h>
 #include <string.h>
@@ -15,6 +16,19 @@
 
 #include "ipc.h"
 #include "ipc_priv.h"
+int
+ipc_sockaddr(struct sockaddr_un *sun, const char *path)
+{
+	memset(sun, 0, sizeof(*sun));
+	sun->sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun->sun_path)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(sun->sun_path, path, strlen(path) + 1);
+	return 0;
+}
+
 /* Puts fd in msg as SCM_RIGHTS, using buf (CMSG_SPACE(sizeof(int))). */
 static void
 attach_fd(struct msghdr *msg, void *buf, size_t buflen, int fd)

@@ -36,6 +36,9 @@ struct ipc_out	*ipc_encode(uint32_t type, uint32_t id, uint32_t flags,
 void		 ipc_out_free(struct ipc_out *);
 
 /* ipc_fdpass.c: the socket side, SCM_RIGHTS with a frame's first byte. */
+struct sockaddr_un;
+/* The address of path; -1 (ENAMETOOLONG) when it does not fit. */
+int		 ipc_sockaddr(struct sockaddr_un *, const char *path);
 int		 ipc_out_write(int sock, struct ipc_out *);
 int		 ipc_outq_write(int sock, struct ipc_outq *, size_t *bytes);
 ssize_t		 ipc_recv(int sock, struct ipc_reader *, void *buf,

@@ -92,28 +92,32 @@ ipc_peer_in_group(const struct ucred *cred, gid_t gid)
 	return cred->gid == gid || peer_groups_have(peer->fd, cred, gid);
 }
 
+/* uid_t and gid_t are both id_t on Linux: one adder serves either list. */
+_Static_assert(_Generic((uid_t)0, id_t: 1, default: 0) &&
+    _Generic((gid_t)0, id_t: 1, default: 0), "uid_t and gid_t are id_t");
+
+static int
+admit_add(id_t *ids, size_t *n, id_t id)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (ids[i] == id)
+			return 0;
+	if (*n == IPC_ADMIT_MAX)
+		return -1;
+	ids[(*n)++] = id;
+	return 0;
+}
+
 int
 ipc_admit_uid(struct ipc_admit *a, uid_t uid)
 {
-	for (size_t i = 0; i < a->nuids; i++)
-		if (a->uids[i] == uid)
-			return 0;
-	if (a->nuids == IPC_ADMIT_MAX)
-		return -1;
-	a->uids[a->nuids++] = uid;
-	return 0;
+	return admit_add(a->uids, &a->nuids, uid);
 }
 
 int
 ipc_admit_gid(struct ipc_admit *a, gid_t gid)
 {
-	for (size_t i = 0; i < a->ngids; i++)
-		if (a->gids[i] == gid)
-			return 0;
-	if (a->ngids == IPC_ADMIT_MAX)
-		return -1;
-	a->gids[a->ngids++] = gid;
-	return 0;
+	return admit_add(a->gids, &a->ngids, gid);
 }
 
 int
@@ -190,13 +194,8 @@ ipc_server_new(struct event_base *base, const char *path, mode_t mode,
 	mode_t old;
 	int saved;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		errno = ENAMETOOLONG;
+	if (ipc_sockaddr(&sun, path) == -1)
 		return NULL;
-	}
-	strcpy(sun.sun_path, path);
 	if ((s = calloc(1, sizeof(*s))) == NULL)
 		return NULL;
 	s->fd = -1;

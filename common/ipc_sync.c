@@ -109,13 +109,8 @@ ipc_sync_connect(const char *path, const char *role, int timeout_ms)
 	char peer[IPC_ROLE_MAX], err[256];
 	int fd, saved;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		errno = ENAMETOOLONG;
+	if (ipc_sockaddr(&sun, path) == -1)
 		return -1;
-	}
-	strcpy(sun.sun_path, path);
 	deadline_set(&deadline, timeout_ms);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return -1;
