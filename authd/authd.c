@@ -82,6 +82,9 @@ static const char *const authd_syscalls[] = {
 
 struct authd *authd;
 
+_Static_assert(AUTHD_MAX_PEERS <= IPC_ADMIT_MAX,
+    "every [authd] peers user fits authd.sock's admission list");
+
 /* authd.sock: each [authd] peers uid gets a policy named for its user. */
 static const struct ipc_policy *
 peer_accept(const struct ucred *cred, void *arg)
