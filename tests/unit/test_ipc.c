@@ -1,7 +1,8 @@
 /*
  * Unit tests for common/ipc: the frame reader, policy checks, and real
  * connections between two processes passing real descriptors.  Each broken
- * frame must close only its own connection while the server goes on.
+ * frame must close only its own connection while the server goes on.  The
+ * admission check runs against peers of real uids and groups (as root).
  */
 #include <sys/mman.h>
 #include <sys/socket.h>
