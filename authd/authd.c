@@ -7,7 +7,6 @@
  */
 #include <sys/stat.h>
 #include <errno.h>
-#include <getopt.h>
 #include <grp.h>
 #include <libgen.h>
 #include <limits.h>
@@ -22,37 +21,116 @@
 
 #include "authd.h"
 #include "conf.h"
+#include "daemon.h"
 #include "log.h"
 #include "privdrop.h"
 #include "sdnotify.h"
 #include "store.h"
 
-struct authd *authd;
+/*
+ * The contract: whom authd serves, what each may send, what authd keeps.
+ *
+ *   peer        socket        admitted (common/ipc_server.c, by the
+ *                             kernel's SO_PEERCRED / SO_PEERGROUPS,
+ *                             before a byte is read)
+ *   mcpd, vmmd  authd.sock    the uids of [authd] peers
+ *   authctl     authctl.sock  root, and the primary or supplementary
+ *                             members of [authd] admin_group
+ *
+ * Each peer's table of message types and its handler follow; a frame of
+ * another type closes that connection (common/ipc.c).  Every handler
+ * decodes its body first into a struct authd_request (request.c) and
+ * then switches on the type.  authd is a server only: it asks nothing
+ * of its peers, and pushes revocation events to mcpd and vmmd.
+ *
+ * Privileges: root only until both sockets are bound and the database
+ * directory exists; then privdrop() to [authd] user, its own group
+ * alone, no capabilities, NoNewPrivs.  Seccomp: common/privdrop.c's base
+ * allowlist and authd_syscalls below, for SQLite.
+ */
+static const struct ipc_rule peer_rules[] = {		/* mcpd, vmmd */
+	{ IPC_AUTH_VERIFY, 0 },
+	{ IPC_AUTH_SUBSCRIBE, 0 },
+};
+static const struct ipc_handlers peer_handlers = {	/* peer.c */
+	.dispatch = authd_dispatch_peer,
+	.closed = authd_closed_peer,
+};
 
-#if defined(__SANITIZE_ADDRESS__)
-#define AUTHD_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define AUTHD_SANITIZED 1
-#endif
-#endif
+static const struct ipc_rule ctl_rules[] = {		/* authctl */
+	{ IPC_AUTHCTL_ISSUE, 0 },
+	{ IPC_AUTHCTL_ROTATE, 0 },
+	{ IPC_AUTHCTL_REVOKE_TOKEN, 0 },
+	{ IPC_AUTHCTL_REVOKE_WORKSPACE, 0 },
+	{ IPC_AUTHCTL_POLICY_SET, 0 },
+	{ IPC_AUTHCTL_LIST, 0 },
+	{ IPC_AUTHCTL_SHOW, 0 },
+};
+static const struct ipc_policy ctl_policy = {
+	"authctl", ctl_rules, sizeof(ctl_rules) / sizeof(ctl_rules[0]),
+};
+static const struct ipc_handlers ctl_handlers = {	/* control.c */
+	.dispatch = authd_dispatch_authctl,
+};
 
-/* SQLite's needs on top of the common base. */
+/* Capabilities kept: none.  System calls beyond the base: SQLite's. */
 static const char *const authd_syscalls[] = {
 	"openat", "fsync", "fdatasync", "ftruncate", "fchown", "fchmod",
 	"unlink", "unlinkat", "access", "faccessat", "faccessat2",
 	"readlink", "readlinkat", "getcwd",
-#ifdef AUTHD_SANITIZED
-	/* LeakSanitizer's exit-time tracer lists threads with getdents. */
-	"getdents",
-#endif
 };
 
-static void __attribute__((noreturn))
-usage(void)
+struct authd *authd;
+
+_Static_assert(AUTHD_MAX_PEERS <= IPC_ADMIT_MAX,
+    "every [authd] peers user fits authd.sock's admission list");
+
+/* authd.sock: each [authd] peers uid gets a policy named for its user. */
+static const struct ipc_policy *
+peer_accept(const struct ucred *cred, void *arg)
 {
-	fprintf(stderr, "usage: authd [-dnv] [-f config]\n");
-	exit(2);
+	for (size_t i = 0; i < authd->npeers; i++)
+		if (authd->peer_uid[i] == cred->uid)
+			return &authd->peer_policy[i];
+	return NULL;	/* not reached: the admission list is these uids */
+}
+
+static const struct ipc_policy *
+ctl_accept(const struct ucred *cred, void *arg)
+{
+	return &ctl_policy;
+}
+
+/* Binds both sockets with the contract's admission lists. */
+static void
+authd_listen(struct authd *a, struct ipc_server **srv,
+    struct ipc_server **ctl)
+{
+	struct ipc_admit peers = { .need = "not a user in [authd] peers" };
+	struct ipc_admit admins = { 0 };
+
+	for (size_t i = 0; i < a->npeers; i++) {
+		a->peer_policy[i].peer = a->peer_name[i];
+		a->peer_policy[i].rules = peer_rules;
+		a->peer_policy[i].nrules = sizeof(peer_rules) /
+		    sizeof(peer_rules[0]);
+		if (ipc_admit_uid(&peers, a->peer_uid[i]) == -1)
+			fatalx("[authd] peers: more than %d users",
+			    IPC_ADMIT_MAX);
+	}
+	(void)ipc_admit_uid(&admins, 0);
+	(void)ipc_admit_gid(&admins, a->admin_gid);
+	snprintf(admins.need, sizeof(admins.need), "neither root nor in "
+	    "group %s", a->set.admin_group);
+	if ((*srv = ipc_server_new(a->base, a->set.socket, 0666, "authd",
+	    peer_accept, &peer_handlers, NULL)) == NULL)
+		fatal("listen on %s", a->set.socket);
+	ipc_server_set_admit(*srv, &peers);
+	/* Anyone may connect (0666); the admission list decides. */
+	if ((*ctl = ipc_server_new(a->base, a->set.ctl_socket, 0666, "authd",
+	    ctl_accept, &ctl_handlers, NULL)) == NULL)
+		fatal("listen on %s", a->set.ctl_socket);
+	ipc_server_set_admit(*ctl, &admins);
 }
 
 static void
@@ -151,28 +229,14 @@ int
 main(int argc, char **argv)
 {
 	static struct authd a;
+	struct daemon_args args;
 	struct mcpvm_conf conf;
-	struct ipc_server *srv;
-	struct event *sigterm, *sigint;
-	const char *config = MCPVM_CONF_PATH;
+	struct ipc_server *srv, *ctl;
+	struct event *sig[2];
 	struct group *gr;
 	char err[512], dir[PATH_MAX];
-	int ch, foreground = 0, verbose = 0, check_only = 0;
 
-	while ((ch = getopt(argc, argv, "df:nv")) != -1) {
-		switch (ch) {
-		case 'd': foreground = 1; break;
-		case 'f': config = optarg; break;
-		case 'n': check_only = 1; break;
-		case 'v': verbose++; break;
-		default: usage();
-		}
-	}
-	if (optind != argc)
-		usage();
-	log_init("authd", 1, verbose);
-	if (conf_load(config, &conf, err, sizeof(err)) == -1)
-		fatalx("%s", err);
+	daemon_start("authd", argc, argv, &args, &conf);
 	authd = &a;
 	a.set.socket = conf.authd.socket;
 	a.set.ctl_socket = conf.authd.ctl_socket;
@@ -198,11 +262,11 @@ main(int argc, char **argv)
 		fatalx("[authd] admin_group %s: %s", a.set.admin_group,
 		    errno != 0 ? strerror(errno) : "no such group");
 	a.admin_gid = gr->gr_gid;
-	if (check_only) {
-		fprintf(stderr, "authd: configuration %s OK\n", config);
+	if (args.check_only) {
+		daemon_config_ok("authd", &args);
 		return 0;
 	}
-	log_init("authd", foreground, verbose);
+	log_init("authd", args.foreground, args.verbose);
 	/* Every file authd makes is its own; the database is 0600 anyway. */
 	umask(077);
 	signal(SIGPIPE, SIG_IGN);
@@ -212,11 +276,7 @@ main(int argc, char **argv)
 	make_parent("runtime directory", a.set.socket, 0755, dir, sizeof(dir));
 	make_parent("runtime directory", a.set.ctl_socket, 0755, dir,
 	    sizeof(dir));
-	if ((srv = ipc_server_new(a.base, a.set.socket, 0666, "authd",
-	    peer_accept, &peer_handlers, NULL)) == NULL)
-		fatal("listen on %s", a.set.socket);
-	if (control_listen(&a) == -1)
-		fatal("listen on %s", a.set.ctl_socket);
+	authd_listen(&a, &srv, &ctl);
 	make_db_dir(a.set.database, a.set.user, dir, sizeof(dir));
 	sd_notify_init();
 
@@ -230,11 +290,7 @@ main(int argc, char **argv)
 		fatalx("%s", err);
 	if (peer_init(&a) == -1)
 		fatalx("peer_init failed");
-	sigterm = evsignal_new(a.base, SIGTERM, on_signal, NULL);
-	sigint = evsignal_new(a.base, SIGINT, on_signal, NULL);
-	if (sigterm == NULL || sigint == NULL || evsignal_add(sigterm, NULL) ||
-	    evsignal_add(sigint, NULL))
-		fatalx("signal events");
+	daemon_signals(a.base, on_signal, NULL, sig);
 
 	sandbox_seccomp(authd_syscalls, sizeof(authd_syscalls) /
 	    sizeof(authd_syscalls[0]), 0);
@@ -247,10 +303,12 @@ main(int argc, char **argv)
 	sd_notify_send("STOPPING=1");
 
 	peer_shutdown();
-	control_shutdown();
+	/* Their unlink fails once privileges are dropped; the next start
+	 * replaces the stale sockets. */
+	ipc_server_free(ctl);
 	ipc_server_free(srv);
-	event_free(sigterm);
-	event_free(sigint);
+	event_free(sig[0]);
+	event_free(sig[1]);
 	store_close(a.store);
 	event_base_free(a.base);
 	conf_free(&conf);

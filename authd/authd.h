@@ -1,6 +1,6 @@
 /*
  * authd: the workspace credential daemon.  State shared by its parts:
- * authd.c (start-up, privilege drop, sockets), peer.c (authd.sock: verify,
+ * authd.c (its contract, start-up, privilege drop, sockets), peer.c (authd.sock: verify,
  * subscriptions, failure rate limiting, expiry events) and control.c
  * (authctl.sock: issue, rotate, revoke, policy, list, show).
  */
@@ -48,18 +48,17 @@ struct authd {
 
 extern struct authd *authd;
 
-/* peer.c */
+/* peer.c: authd.sock (the contract is at the top of authd.c) */
 int	peer_init(struct authd *);
 void	peer_shutdown(void);
-const struct ipc_policy *peer_accept(const struct ucred *, void *);
-extern const struct ipc_handlers peer_handlers;
+void	authd_dispatch_peer(struct ipc_conn *, struct ipc_msg *, void *);
+void	authd_closed_peer(struct ipc_conn *, void *);
 /* Forgets cached verifications; called on every change to the store. */
 void	peer_cache_flush(void);
 /* Tells every subscriber; cred_id NULL = the whole workspace. */
 void	peer_event(const char *ws, const char *cred_id, const char *reason);
 
-/* control.c */
-int	control_listen(struct authd *);
-void	control_shutdown(void);
+/* control.c: authctl.sock */
+void	authd_dispatch_authctl(struct ipc_conn *, struct ipc_msg *, void *);
 
 #endif

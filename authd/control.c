@@ -1,11 +1,9 @@
 /*
- * authctl.sock: the operator's side of authd.  Admits root and members of
- * the admin group, and serves issue, rotate, revoke-token,
- * revoke-workspace, policy set, list and show.  Runs in authd.
+ * authctl.sock: the operator's side of authd, for root and members of the
+ * admin group (the contract at the top of authd.c): issue, rotate,
+ * revoke-token, revoke-workspace, policy set, list and show.  Runs in
+ * authd.
  */
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,148 +19,6 @@
 #include "log.h"
 #include "request.h"
 #include "store.h"
-
-#define CTL_MAX_GROUPS	256
-
-static const struct ipc_rule ctl_rules[] = {
-	{ IPC_AUTHCTL_ISSUE, 0 },
-	{ IPC_AUTHCTL_ROTATE, 0 },
-	{ IPC_AUTHCTL_REVOKE_TOKEN, 0 },
-	{ IPC_AUTHCTL_REVOKE_WORKSPACE, 0 },
-	{ IPC_AUTHCTL_POLICY_SET, 0 },
-	{ IPC_AUTHCTL_LIST, 0 },
-	{ IPC_AUTHCTL_SHOW, 0 },
-};
-
-static const struct ipc_policy ctl_policy = {
-	.peer = "authctl",
-	.rules = ctl_rules,
-	.nrules = sizeof(ctl_rules) / sizeof(ctl_rules[0]),
-};
-
-static void authd_dispatch_authctl(struct ipc_conn *, struct ipc_msg *, void *);
-
-static const struct ipc_handlers ctl_handlers = {
-	.dispatch = authd_dispatch_authctl,
-};
-
-static int ctl_fd = -1;
-static struct event *ctl_ev;
-static char ctl_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-
-/*
- * Root, or a process whose primary or supplementary groups include the
- * admin group.  SO_PEERGROUPS gives the groups the peer held when it
- * connected, from the kernel: no /proc race, no group-database lookup.
- */
-static int
-ctl_peer_allowed(int fd, const struct ucred *cred)
-{
-	gid_t groups[CTL_MAX_GROUPS];
-	socklen_t len = sizeof(groups);
-
-	if (cred->uid == 0 || cred->gid == authd->admin_gid)
-		return 1;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == -1) {
-		log_warn("authctl.sock: SO_PEERGROUPS of pid %d",
-		    (int)cred->pid);
-		return 0;
-	}
-	for (size_t i = 0; i < len / sizeof(gid_t); i++)
-		if (groups[i] == authd->admin_gid)
-			return 1;
-	return 0;
-}
-
-static void
-ctl_accept(int lfd, short ev, void *arg)
-{
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	int fd;
-
-	if ((fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) ==
-	    -1) {
-		if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-			log_warn("authctl.sock: accept");
-		return;
-	}
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
-		log_warn("authctl.sock: SO_PEERCRED");
-		close(fd);
-		return;
-	}
-	if (!ctl_peer_allowed(fd, &cred)) {
-		log_warnx("authctl.sock: refused peer pid %d uid %d gid %d: "
-		    "neither root nor in group %s", (int)cred.pid,
-		    (int)cred.uid, (int)cred.gid, authd->set.admin_group);
-		close(fd);
-		return;
-	}
-	if (ipc_conn_new(authd->base, fd, "authd", &ctl_policy, &ctl_handlers,
-	    NULL) == NULL) {
-		log_warn("authctl.sock: new connection");
-		close(fd);
-	}
-}
-
-int
-control_listen(struct authd *a)
-{
-	struct sockaddr_un sun;
-	struct stat sb;
-	mode_t old;
-
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(a->set.ctl_socket) >= sizeof(sun.sun_path)) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	strcpy(sun.sun_path, a->set.ctl_socket);
-	/* Replace a stale socket, never a file of another kind. */
-	if (lstat(sun.sun_path, &sb) == 0) {
-		if (!S_ISSOCK(sb.st_mode)) {
-			errno = EEXIST;
-			return -1;
-		}
-		if (unlink(sun.sun_path) == -1)
-			return -1;
-	}
-	if ((ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC |
-	    SOCK_NONBLOCK, 0)) == -1)
-		return -1;
-	old = umask(0177);
-	if (bind(ctl_fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-		int saved = errno;
-
-		umask(old);
-		errno = saved;
-		return -1;
-	}
-	umask(old);
-	snprintf(ctl_path, sizeof(ctl_path), "%s", sun.sun_path);
-	/* Anyone may connect; the peer check above decides. */
-	if (chmod(sun.sun_path, 0666) == -1 || listen(ctl_fd, 16) == -1)
-		return -1;
-	ctl_ev = event_new(a->base, ctl_fd, EV_READ | EV_PERSIST, ctl_accept,
-	    NULL);
-	if (ctl_ev == NULL || event_add(ctl_ev, NULL) == -1)
-		return -1;
-	return 0;
-}
-
-void
-control_shutdown(void)
-{
-	if (ctl_ev != NULL)
-		event_free(ctl_ev);
-	if (ctl_fd != -1) {
-		close(ctl_fd);
-		/* Fails once privileges are dropped; the next start cleans. */
-		unlink(ctl_path);
-	}
-}
 
 /* Replies with the public code for a store failure. */
 static void
@@ -476,7 +332,7 @@ ctl_show(struct ipc_conn *c, struct ipc_msg *msg, struct authd_request *req)
 	free(cs);
 }
 
-static void
+void
 authd_dispatch_authctl(struct ipc_conn *c, struct ipc_msg *msg, void *arg)
 {
 	struct authd_request req;

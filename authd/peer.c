@@ -19,11 +19,6 @@
 #include "request.h"
 #include "store.h"
 
-static const struct ipc_rule peer_rules[] = {
-	{ IPC_AUTH_VERIFY, 0 },
-	{ IPC_AUTH_SUBSCRIBE, 0 },
-};
-
 struct limiter;
 
 struct peer {
@@ -76,24 +71,6 @@ static TAILQ_HEAD(, peer) peers = TAILQ_HEAD_INITIALIZER(peers);
 static struct limiter limiters[AUTHD_MAX_PEERS];
 static struct event *expiry_ev, *summary_ev;
 static int64_t expiry_last;
-
-static void authd_dispatch_peer(struct ipc_conn *, struct ipc_msg *, void *);
-static void authd_closed_peer(struct ipc_conn *, void *);
-
-const struct ipc_handlers peer_handlers = {
-	.dispatch = authd_dispatch_peer,
-	.closed = authd_closed_peer,
-};
-
-const struct ipc_policy *
-peer_accept(const struct ucred *cred, void *arg)
-{
-	for (size_t i = 0; i < authd->npeers; i++)
-		if (authd->peer_uid[i] == cred->uid)
-			return &authd->peer_policy[i];
-	/* ipc logs the refusal with pid, uid and gid. */
-	return NULL;
-}
 
 static double
 elapsed(const struct timespec *a, const struct timespec *b)
@@ -294,7 +271,7 @@ peer_verify(struct peer *p, struct ipc_msg *msg)
 	explicit_bzero(hash, sizeof(hash));
 }
 
-static void
+void
 authd_dispatch_peer(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 {
 	struct peer *p = arg;
@@ -348,7 +325,7 @@ authd_dispatch_peer(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 	}
 }
 
-static void
+void
 authd_closed_peer(struct ipc_conn *conn, void *arg)
 {
 	struct peer *p = arg;
@@ -424,10 +401,6 @@ peer_init(struct authd *a)
 	for (size_t i = 0; i < a->npeers; i++) {
 		struct limiter *l = &limiters[i];
 
-		a->peer_policy[i].peer = a->peer_name[i];
-		a->peer_policy[i].rules = peer_rules;
-		a->peer_policy[i].nrules = sizeof(peer_rules) /
-		    sizeof(peer_rules[0]);
 		l->uid = a->peer_uid[i];
 		l->tokens = a->set.fail_burst;
 		clock_gettime(CLOCK_MONOTONIC, &l->last);

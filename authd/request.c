@@ -8,6 +8,7 @@
 #include <json-c/json.h>
 
 #include "jsonx.h"
+#include "reqshape.h"
 #include "request.h"
 
 #define K_CREDENTIAL	0x01u
@@ -19,13 +20,7 @@
 /* The longest string authd reads from a request. */
 #define REQ_STRING_MAX	256
 
-struct req_shape {
-	uint32_t	type;
-	unsigned int	allowed;
-	unsigned int	required;
-};
-
-static const struct req_shape shapes[] = {
+static const struct reqshape shapes[] = {
 	{ IPC_AUTH_VERIFY, K_CREDENTIAL, K_CREDENTIAL },
 	{ IPC_AUTH_SUBSCRIBE, 0, 0 },
 	{ IPC_AUTHCTL_ISSUE, K_WORKSPACE | K_TTL | K_POLICY, K_WORKSPACE },
@@ -38,10 +33,7 @@ static const struct req_shape shapes[] = {
 	{ IPC_AUTHCTL_SHOW, K_WORKSPACE, K_WORKSPACE },
 };
 
-static const struct {
-	unsigned int	 bit;
-	const char	*name;
-} keys[] = {
+static const struct reqshape_key keys[] = {
 	{ K_CREDENTIAL, "credential" },
 	{ K_WORKSPACE, "workspace" },
 	{ K_TTL, "ttl" },
@@ -70,9 +62,10 @@ get_string(struct json_object *body, const char *key, char *why,
 }
 
 static int
-decode_key(struct authd_request *req, unsigned int bit,
-    struct json_object *body, char *why, size_t whylen)
+decode_key(void *r, unsigned int bit, struct json_object *body,
+    const void *arg, char *why, size_t whylen)
 {
+	struct authd_request *req = r;
 	struct jsonx_err jerr;
 	const char *s;
 	char vwhy[160];
@@ -134,53 +127,25 @@ decode_key(struct authd_request *req, unsigned int bit,
 	return -1;
 }
 
+static const struct reqshape_table table = {
+	shapes, sizeof(shapes) / sizeof(shapes[0]),
+	keys, sizeof(keys) / sizeof(keys[0]),
+	"$: has a key this request type does not take",
+	decode_key,
+};
+
 int
 authd_request_decode(uint32_t type, struct json_object *body,
     struct authd_request *req, char *why, size_t whylen)
 {
-	const struct req_shape *shape = NULL;
-	unsigned int seen = 0;
-
 	memset(req, 0, sizeof(*req));
 	req->type = type;
-	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
-		if (shapes[i].type == type)
-			shape = &shapes[i];
-	if (shape == NULL) {
-		snprintf(why, whylen, "message type %u is not a request",
-		    type);
+	if (reqshape_decode(&table, type, body, req, NULL, why, whylen) ==
+	    -1) {
+		/* A credential may have been copied in before the refusal. */
+		explicit_bzero(req, sizeof(*req));
+		req->type = type;
 		return -1;
 	}
-	if (body == NULL || !json_object_is_type(body, json_type_object)) {
-		snprintf(why, whylen, "$: expected object, got %s",
-		    body == NULL ? "null" : jsonx_type_name(body));
-		return -1;
-	}
-	json_object_object_foreach(body, key, v) {
-		unsigned int bit = 0;
-
-		(void)v;
-		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-			if (strcmp(key, keys[i].name) == 0)
-				bit = keys[i].bit;
-		if (bit == 0 || (shape->allowed & bit) == 0) {
-			/* The key itself is not echoed: it is peer data. */
-			snprintf(why, whylen, "$: has a key this request type "
-			    "does not take");
-			goto fail;
-		}
-		if (decode_key(req, bit, body, why, whylen) == -1)
-			goto fail;
-		seen |= bit;
-	}
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if ((shape->required & keys[i].bit) && !(seen & keys[i].bit)) {
-			snprintf(why, whylen, "$.%s: is required", keys[i].name);
-			goto fail;
-		}
 	return 0;
-fail:
-	explicit_bzero(req, sizeof(*req));
-	req->type = type;
-	return -1;
 }

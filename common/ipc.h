@@ -69,7 +69,11 @@ struct ipc_handlers {
 /* A reply, or NULL when the request timed out or the connection ended. */
 typedef void (*ipc_reply_cb)(struct ipc_conn *, struct ipc_msg *, void *);
 
-/* accept(): the policy for this peer, or NULL to refuse it. */
+/*
+ * accept(): the policy for this peer, or NULL to refuse it.  It runs after
+ * the server's admission check (ipc_server_set_admit), for what is the
+ * daemon's own to decide: which policy a uid gets, per-peer limits.
+ */
 typedef const struct ipc_policy *(*ipc_accept_cb)(const struct ucred *,
     void *);
 /*
@@ -78,6 +82,31 @@ typedef const struct ipc_policy *(*ipc_accept_cb)(const struct ucred *,
  * when it connected): no group database, no NSS, nothing that blocks.
  */
 int		 ipc_peer_in_group(const struct ucred *, gid_t);
+
+/*
+ * Who may connect to a server: a peer whose uid is one of uids, or whose
+ * primary or supplementary groups include one of gids.  Supplementary
+ * groups come from SO_PEERGROUPS (Linux 4.13 and later): the groups the
+ * peer held when it connected.  Where the kernel lacks it, only the
+ * primary group counts, so a member through a supplementary group alone
+ * is refused (never admitted by mistake), and the log says so once.
+ * need is what the refusal's log line says the socket requires, such as
+ * "neither root nor in group mcpvm-admin".
+ */
+#define IPC_ADMIT_MAX	16
+struct ipc_admit {
+	uid_t		uids[IPC_ADMIT_MAX];
+	size_t		nuids;
+	gid_t		gids[IPC_ADMIT_MAX];
+	size_t		ngids;
+	char		need[128];
+};
+/* -1 when the list is full (IPC_ADMIT_MAX). */
+int		 ipc_admit_uid(struct ipc_admit *, uid_t);
+int		 ipc_admit_gid(struct ipc_admit *, gid_t);
+/* 1 when the peer on fd, whose SO_PEERCRED is cred, is admitted. */
+int		 ipc_admit_check(const struct ipc_admit *, int fd,
+		    const struct ucred *);
 
 struct ipc_conn	*ipc_conn_new(struct event_base *, int fd, const char *role,
 		    const struct ipc_policy *, const struct ipc_handlers *,
@@ -136,9 +165,24 @@ int		 ipc_request_want(struct ipc_conn *, uint32_t type,
 		    struct json_object *body, int fd, int timeout_ms,
 		    uint32_t want, ipc_reply_cb, void *arg);
 
+/*
+ * Listens on path (a stale socket there is replaced, a file of another
+ * kind never), chmod mode; the peer check is the policy, not the mode.
+ * Each connection is taken with accept4 (CLOEXEC, NONBLOCK) and
+ * SO_PEERCRED, checked against the admission list if one is set, then
+ * given to accept_cb for its policy, before any of its bytes is read.
+ */
 struct ipc_server *ipc_server_new(struct event_base *, const char *path,
 		    mode_t mode, const char *role, ipc_accept_cb,
 		    const struct ipc_handlers *, void *arg);
+/*
+ * From now on the server admits only the peers a allows (copied), and
+ * logs "PATH: refused peer pid P uid U gid G: NEED" for the others; their
+ * connection closes before the accept callback sees them.  Set it before
+ * the event loop runs.
+ */
+void		 ipc_server_set_admit(struct ipc_server *,
+		    const struct ipc_admit *a);
 void		 ipc_server_free(struct ipc_server *);
 
 /* Blocking client side, for the operator CLIs and tests. */

@@ -9,7 +9,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,50 +19,84 @@
 #include <json-c/json.h>
 
 #include "conf.h"
+#include "daemon.h"
 #include "log.h"
 #include "netd.h"
 #include "privdrop.h"
 #include "request.h"
 #include "sdnotify.h"
 
-struct netd *netd;
-
-#define RULESET_MAX	(64 * 1024)
-
-#if defined(__SANITIZE_ADDRESS__)
-#define NETD_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define NETD_SANITIZED 1
-#endif
-#endif
-
-/* Namespaces, TAPs, bind mounts and libnftables on top of the base. */
-static const char *const netd_syscalls[] = {
-	"openat", "ioctl", "unshare", "setns", "mount", "umount2",
-	"unlink", "unlinkat", "getdents64", "access", "faccessat",
-	"faccessat2", "readlink", "readlinkat", "getcwd", "sysinfo",
-#ifdef NETD_SANITIZED
-	"getdents",
-#endif
-};
-
+/*
+ * The contract: whom netd serves, what it may be asked, what it keeps.
+ *
+ *   peer  socket     admitted (common/ipc_server.c, by the kernel's
+ *                    SO_PEERCRED, before a byte is read)
+ *   vmmd  netd.sock  the uid of [netd] vmmd_user alone
+ *
+ * vmmd's table of message types and its handler follow; a frame of
+ * another type closes that connection (common/ipc.c).  The handler
+ * decodes each body into a struct netd_request (request.c), slot numbers
+ * only: netd derives every name and address from the slot itself, and
+ * re-validates vmmd's requests as if vmmd were hostile.  netd asks
+ * nothing of vmmd; it answers with the netns and TAP descriptors.
+ * Beyond vmmd it speaks only to the kernel (rtnetlink through libnl,
+ * nftables through libnftables), on objects named mcpvm alone.
+ *
+ * Privileges: starts as root and keeps netd_caps (CAP_NET_ADMIN for
+ * links, addresses, routes and rulesets; CAP_SYS_ADMIN for unshare,
+ * setns and the netns bind mounts), root's uid, NoNewPrivs.  Seccomp:
+ * common/privdrop.c's base allowlist and netd_syscalls below.
+ */
 static const struct ipc_rule vmmd_rules[] = {
 	{ IPC_NET_SYNC, 0 },
 	{ IPC_NET_SETUP, 0 },
 	{ IPC_NET_TEARDOWN, 0 },
 	{ IPC_NET_STATUS, 0 },
 };
-
 static const struct ipc_policy vmmd_policy = {
 	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0]),
 };
+static void netd_dispatch_vmmd(struct ipc_conn *, struct ipc_msg *, void *);
+static void netd_closed_vmmd(struct ipc_conn *, void *);
+static const struct ipc_handlers vmmd_handlers = {
+	.dispatch = netd_dispatch_vmmd,
+	.closed = netd_closed_vmmd,
+};
 
-static void __attribute__((noreturn))
-usage(void)
+static const cap_value_t netd_caps[] = { CAP_NET_ADMIN, CAP_SYS_ADMIN };
+
+/* Namespaces, TAPs, bind mounts and libnftables on top of the base. */
+static const char *const netd_syscalls[] = {
+	"openat", "ioctl", "unshare", "setns", "mount", "umount2",
+	"unlink", "unlinkat", "getdents64", "access", "faccessat",
+	"faccessat2", "readlink", "readlinkat", "getcwd", "sysinfo",
+};
+
+struct netd *netd;
+
+#define RULESET_MAX	(64 * 1024)
+
+static const struct ipc_policy *
+netd_accept(const struct ucred *cred, void *arg)
 {
-	fprintf(stderr, "usage: netd [-dnv] [-f config]\n");
-	exit(2);
+	return &vmmd_policy;	/* the admission list is vmmd's uid */
+}
+
+/* netd.sock, with the contract's admission list. */
+static struct ipc_server *
+netd_listen(const char *path)
+{
+	struct ipc_admit admit = { 0 };
+	struct ipc_server *srv;
+
+	(void)ipc_admit_uid(&admit, netd->vmmd_uid);
+	snprintf(admit.need, sizeof(admit.need), "not vmmd's uid %u",
+	    (unsigned)netd->vmmd_uid);
+	if ((srv = ipc_server_new(netd->base, path, 0666, "netd",
+	    netd_accept, &vmmd_handlers, NULL)) == NULL)
+		fatal("listen on %s", path);
+	ipc_server_set_admit(srv, &admit);
+	return srv;
 }
 
 static void
@@ -72,13 +105,6 @@ on_signal(int sig, short ev, void *arg)
 	log_info("signal %d: shutting down, leaving the VMs' networks in "
 	    "place", sig);
 	event_base_loopexit(netd->base, NULL);
-}
-
-static const struct ipc_policy *
-netd_accept(const struct ucred *cred, void *arg)
-{
-	/* ipc logs the refusal with pid, uid and gid. */
-	return cred->uid == netd->vmmd_uid ? &vmmd_policy : NULL;
 }
 
 static void
@@ -577,10 +603,6 @@ netd_closed_vmmd(struct ipc_conn *c, void *arg)
 	}
 }
 
-static const struct ipc_handlers vmmd_handlers = {
-	.dispatch = netd_dispatch_vmmd,
-	.closed = netd_closed_vmmd,
-};
 
 /* The configuration netd needs, checked before anything is touched. */
 static void
@@ -646,40 +668,24 @@ int
 main(int argc, char **argv)
 {
 	static struct netd n;
-	static const cap_value_t keep[] = { CAP_NET_ADMIN, CAP_SYS_ADMIN };
+	struct daemon_args args;
 	struct mcpvm_conf conf;
 	struct ipc_server *srv;
-	struct event *sigterm, *sigint;
-	const char *config = MCPVM_CONF_PATH;
+	struct event *sig[2];
 	unsigned char have[NETD_MAX_SLOTS];
 	size_t nhave = 0;
-	char err[512];
-	int ch, foreground = 0, verbose = 0, check_only = 0;
 
-	while ((ch = getopt(argc, argv, "df:nv")) != -1) {
-		switch (ch) {
-		case 'd': foreground = 1; break;
-		case 'f': config = optarg; break;
-		case 'n': check_only = 1; break;
-		case 'v': verbose++; break;
-		default: usage();
-		}
-	}
-	if (optind != argc)
-		usage();
-	log_init("netd", 1, verbose);
-	if (conf_load(config, &conf, err, sizeof(err)) == -1)
-		fatalx("%s", err);
+	daemon_start("netd", argc, argv, &args, &conf);
 	netd = &n;
 	netd_configure(&n, &conf);
-	if (check_only) {
-		fprintf(stderr, "netd: configuration %s OK\n", config);
+	if (args.check_only) {
+		daemon_config_ok("netd", &args);
 		conf_free(&conf);
 		return 0;
 	}
 	if (geteuid() != 0)
 		fatalx("must start as root");
-	log_init("netd", foreground, verbose);
+	log_init("netd", args.foreground, args.verbose);
 	umask(022);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -694,19 +700,13 @@ main(int argc, char **argv)
 		fatalx("libnftables: cannot make a context");
 	if ((n.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
-	if ((srv = ipc_server_new(n.base, conf.netd.socket, 0666, "netd",
-	    netd_accept, &vmmd_handlers, NULL)) == NULL)
-		fatal("listen on %s", conf.netd.socket);
+	srv = netd_listen(conf.netd.socket);
 	sd_notify_init();
 
-	privdrop(&(struct privdrop){ .user = "", .keep = keep,
-	    .nkeep = sizeof(keep) / sizeof(keep[0]) });
+	privdrop(&(struct privdrop){ .user = "", .keep = netd_caps,
+	    .nkeep = sizeof(netd_caps) / sizeof(netd_caps[0]) });
 
-	sigterm = evsignal_new(n.base, SIGTERM, on_signal, NULL);
-	sigint = evsignal_new(n.base, SIGINT, on_signal, NULL);
-	if (sigterm == NULL || sigint == NULL || evsignal_add(sigterm, NULL) ||
-	    evsignal_add(sigint, NULL))
-		fatalx("signal events");
+	daemon_signals(n.base, on_signal, NULL, sig);
 
 	sandbox_seccomp(netd_syscalls, sizeof(netd_syscalls) /
 	    sizeof(netd_syscalls[0]), 0);
@@ -731,8 +731,8 @@ main(int argc, char **argv)
 	while (!TAILQ_EMPTY(&peers))
 		ipc_conn_free(TAILQ_FIRST(&peers)->conn);	/* closed frees */
 	ipc_server_free(srv);
-	event_free(sigterm);
-	event_free(sigint);
+	event_free(sig[0]);
+	event_free(sig[1]);
 	/* Closing the context's socket removes mcpvm_host (owner flag). */
 	nft_close(n.host_nft);
 	event_base_free(n.base);

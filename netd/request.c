@@ -8,36 +8,31 @@
 #include <json-c/json.h>
 
 #include "jsonx.h"
+#include "reqshape.h"
 #include "request.h"
 
 #define K_SLOT		0x01u
 #define K_SLOTS		0x02u
 
-struct req_shape {
-	uint32_t	type;
-	unsigned int	allowed;
-	unsigned int	required;
-};
-
-static const struct req_shape shapes[] = {
+static const struct reqshape shapes[] = {
 	{ IPC_NET_SYNC, K_SLOTS, K_SLOTS },
 	{ IPC_NET_SETUP, K_SLOT, K_SLOT },
 	{ IPC_NET_TEARDOWN, K_SLOT, K_SLOT },
 	{ IPC_NET_STATUS, 0, 0 },
 };
 
-static const struct {
-	unsigned int	 bit;
-	const char	*name;
-} keys[] = {
+static const struct reqshape_key keys[] = {
 	{ K_SLOT, "slot" },
 	{ K_SLOTS, "slots" },
 };
 
+/* arg: the number of slots, each slot below it. */
 static int
-decode_key(struct netd_request *req, unsigned int bit,
-    struct json_object *body, unsigned max, char *why, size_t whylen)
+decode_key(void *r, unsigned int bit, struct json_object *body,
+    const void *arg, char *why, size_t whylen)
 {
+	struct netd_request *req = r;
+	unsigned max = *(const unsigned *)arg;
 	struct jsonx_err jerr;
 	struct json_object *arr;
 	int64_t v;
@@ -89,56 +84,28 @@ decode_key(struct netd_request *req, unsigned int bit,
 	return -1;
 }
 
+static const struct reqshape_table table = {
+	shapes, sizeof(shapes) / sizeof(shapes[0]),
+	keys, sizeof(keys) / sizeof(keys[0]),
+	/* Not echoed: it is peer data (a name, say). */
+	"$: has a key this request type does not take (netd takes slot "
+	    "numbers only)",
+	decode_key,
+};
+
 int
 netd_request_decode(uint32_t type, struct json_object *body,
     unsigned max_slots, struct netd_request *req, char *why, size_t whylen)
 {
-	const struct req_shape *shape = NULL;
-	unsigned int seen = 0;
-
 	memset(req, 0, sizeof(*req));
 	req->type = type;
 	if (max_slots == 0 || max_slots > NETD_MAX_SLOTS)
 		max_slots = NETD_MAX_SLOTS;
-	for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
-		if (shapes[i].type == type)
-			shape = &shapes[i];
-	if (shape == NULL) {
-		snprintf(why, whylen, "message type %u is not a request",
-		    type);
+	if (reqshape_decode(&table, type, body, req, &max_slots, why,
+	    whylen) == -1) {
+		memset(req, 0, sizeof(*req));
+		req->type = type;
 		return -1;
 	}
-	if (body == NULL || !json_object_is_type(body, json_type_object)) {
-		snprintf(why, whylen, "$: expected object, got %s",
-		    body == NULL ? "null" : jsonx_type_name(body));
-		return -1;
-	}
-	json_object_object_foreach(body, key, v) {
-		unsigned int bit = 0;
-
-		(void)v;
-		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-			if (strcmp(key, keys[i].name) == 0)
-				bit = keys[i].bit;
-		if (bit == 0 || (shape->allowed & bit) == 0) {
-			/* Not echoed: it is peer data (a name, say). */
-			snprintf(why, whylen, "$: has a key this request type "
-			    "does not take (netd takes slot numbers only)");
-			goto fail;
-		}
-		if (decode_key(req, bit, body, max_slots, why, whylen) == -1)
-			goto fail;
-		seen |= bit;
-	}
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
-		if ((shape->required & keys[i].bit) && !(seen & keys[i].bit)) {
-			snprintf(why, whylen, "$.%s: is required",
-			    keys[i].name);
-			goto fail;
-		}
 	return 0;
-fail:
-	memset(req, 0, sizeof(*req));
-	req->type = type;
-	return -1;
 }

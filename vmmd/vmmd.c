@@ -502,12 +502,10 @@ static const struct ipc_handlers mcpd_handlers = {
 	vmmd_dispatch_mcpd, vmmd_closed_mcpd
 };
 
+/* The server admitted mcpd's own user and root (which may test). */
 static const struct ipc_policy *
 accept_mcpd(const struct ucred *cred, void *arg)
 {
-	/* Only mcpd's own user; root may test. */
-	if (cred->uid != env->mcpd_uid && cred->uid != 0)
-		return NULL;
 	return conn_admit(&nconns_mcpd, "vmmd.sock", cred) ? &mcpd_policy :
 	    NULL;
 }
@@ -536,18 +534,43 @@ static const struct ipc_handlers vmctl_handlers = {
 	vmmd_dispatch_vmctl, vmmd_closed_vmctl
 };
 
-/*
- * Root, or a process whose groups include the admin group, as the kernel
- * saw them at connect (SO_PEERGROUPS): no NSS lookup on the loop.
- */
+/* The server admitted root and the admin group (ipc_server.c). */
 static const struct ipc_policy *
 accept_vmctl(const struct ucred *cred, void *arg)
 {
-	if (cred->uid != 0 && (env->admin_gid == (gid_t)-1 ||
-	    !ipc_peer_in_group(cred, env->admin_gid)))
-		return NULL;
 	return conn_admit(&nconns_vmctl, "vmctl.sock", cred) ?
 	    &vmctl_policy : NULL;
+}
+
+/*
+ * vmmd.sock: mcpd's user, and root; vmctl.sock: root, and a process whose
+ * groups include the admin group, as the kernel saw them at connect
+ * (SO_PEERGROUPS): no NSS lookup on the loop.
+ */
+static void
+vmmd_listen(void)
+{
+	struct ipc_admit mcpd = { 0 }, vmctl = { 0 };
+
+	(void)ipc_admit_uid(&mcpd, env->mcpd_uid);
+	(void)ipc_admit_uid(&mcpd, 0);
+	snprintf(mcpd.need, sizeof(mcpd.need), "neither root nor mcpd's "
+	    "user %s", env->conf.vmmd.mcpd_user);
+	(void)ipc_admit_uid(&vmctl, 0);
+	if (env->admin_gid != (gid_t)-1)
+		(void)ipc_admit_gid(&vmctl, env->admin_gid);
+	snprintf(vmctl.need, sizeof(vmctl.need), "neither root nor in group "
+	    "%s", env->conf.vmmd.admin_group);
+	env->srv_mcpd = ipc_server_new(env->base, env->conf.vmmd.socket,
+	    0666, "vmmd", accept_mcpd, &mcpd_handlers, NULL);
+	if (env->srv_mcpd == NULL)
+		fatal("%s", env->conf.vmmd.socket);
+	ipc_server_set_admit(env->srv_mcpd, &mcpd);
+	env->srv_ctl = ipc_server_new(env->base, env->conf.vmmd.ctl_socket,
+	    0666, "vmmd", accept_vmctl, &vmctl_handlers, NULL);
+	if (env->srv_ctl == NULL)
+		fatal("%s", env->conf.vmmd.ctl_socket);
+	ipc_server_set_admit(env->srv_ctl, &vmctl);
 }
 
 struct request *control_request_new(struct ipc_conn *, uint32_t);
@@ -819,14 +842,7 @@ main(int argc, char *argv[])
 	vm_init_all();
 	broker_init();
 
-	env->srv_mcpd = ipc_server_new(env->base, env->conf.vmmd.socket,
-	    0666, "vmmd", accept_mcpd, &mcpd_handlers, NULL);
-	if (env->srv_mcpd == NULL)
-		fatal("%s", env->conf.vmmd.socket);
-	env->srv_ctl = ipc_server_new(env->base, env->conf.vmmd.ctl_socket,
-	    0666, "vmmd", accept_vmctl, &vmctl_handlers, NULL);
-	if (env->srv_ctl == NULL)
-		fatal("%s", env->conf.vmmd.ctl_socket);
+	vmmd_listen();
 	/* Streams are mcpd's to close; vmmd needs only what the client
 	 * already does with authd's events. */
 	if ((env->authd = authclient_new(env->base,

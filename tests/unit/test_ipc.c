@@ -1,7 +1,8 @@
 /*
  * Unit tests for common/ipc: the frame reader, policy checks, and real
  * connections between two processes passing real descriptors.  Each broken
- * frame must close only its own connection while the server goes on.
+ * frame must close only its own connection while the server goes on.  The
+ * admission check runs against peers of real uids and groups (as root).
  */
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -478,6 +480,8 @@ static const struct ipc_handlers srv_handlers = {
 
 static char sockdir[] = "/tmp/mcpvm-ipc-XXXXXX";
 static char sockpath[128];
+/* When set, spawn_server's server admits only these peers. */
+static const struct ipc_admit *spawn_admit;
 
 /*
  * Runs a server in a forked child so that the test process can act as a
@@ -505,6 +509,8 @@ spawn_server(uid_t refuse_uid)
 		    srv_accept, &srv_handlers, &st);
 		if (s == NULL)
 			_exit(99);
+		if (spawn_admit != NULL)
+			ipc_server_set_admit(s, spawn_admit);
 		if (write(ready[1], "r", 1) != 1)
 			_exit(98);
 		close(ready[1]);
@@ -882,6 +888,78 @@ START_TEST(peer_refused_by_uid)
 }
 END_TEST
 
+/*
+ * Connects from a child that holds exactly uid, gid and groups: 1 when
+ * the server admitted it (its HELLO came back), 0 when it was refused.
+ */
+static int
+admitted_as(uid_t uid, gid_t gid, const gid_t *groups, size_t ngroups)
+{
+	pid_t child;
+	int status;
+
+	if ((child = fork()) == 0) {
+		int fd;
+
+		if (setgroups(ngroups, groups) == -1 ||
+		    setresgid(gid, gid, gid) == -1 ||
+		    setresuid(uid, uid, uid) == -1)
+			_exit(3);
+		fd = ipc_sync_connect(sockpath, "peer", 3000);
+		_exit(fd == -1 ? 1 : 0);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert(WIFEXITED(status));
+	ck_assert_msg(WEXITSTATUS(status) != 3, "cannot take uid %u gid %u",
+	    (unsigned)uid, (unsigned)gid);
+	return WEXITSTATUS(status) == 0;
+}
+
+/*
+ * The admission check: a listed uid, or a listed group held as the
+ * primary group or, through SO_PEERGROUPS, as a supplementary one.  A
+ * supplementary member is let in only if the group check asks the
+ * kernel; everyone else is refused before the accept callback.
+ */
+START_TEST(peer_admitted_by_uid_or_group)
+{
+	static struct ipc_admit admit = { .need = "not uid 65533 nor in "
+	    "group 4242" };
+	gid_t member[] = { 4242 }, others[] = { 4241, 4243 };
+	gid_t many[100];
+	pid_t srv;
+
+	ck_assert_msg(geteuid() == 0, "this test needs root");
+	ck_assert_int_eq(ipc_admit_uid(&admit, 65533), 0);
+	ck_assert_int_eq(ipc_admit_gid(&admit, 4242), 0);
+	/* More groups than the first SO_PEERGROUPS call has room for. */
+	for (size_t i = 0; i < 100; i++)
+		many[i] = (gid_t)(5000 + i);
+	many[99] = 4242;
+	spawn_admit = &admit;
+	srv = spawn_server((uid_t)-1);
+	spawn_admit = NULL;
+	chmod(sockdir, 0755);
+
+	ck_assert_msg(!admitted_as(65534, 65534, NULL, 0),
+	    "a peer without the group is refused");
+	ck_assert_msg(!admitted_as(65534, 65534, others, 2),
+	    "a peer with other groups only is refused");
+	ck_assert_msg(!admitted_as(0, 0, NULL, 0),
+	    "root is refused where it is not listed");
+	/* The server lives on after the refusals and admits its peers. */
+	ck_assert_msg(admitted_as(65534, 65534, member, 1),
+	    "a supplementary member of the group is admitted");
+	ck_assert_msg(admitted_as(65534, 65534, many, 100),
+	    "a member among 100 supplementary groups is admitted");
+	ck_assert_msg(admitted_as(65534, 4242, NULL, 0),
+	    "a peer whose primary group it is is admitted");
+	ck_assert_msg(admitted_as(65533, 65533, NULL, 0),
+	    "the listed uid is admitted");
+	stop_server(srv);
+}
+END_TEST
+
 /* ---- event-driven client against the forked server --------------------- */
 
 struct client_state {
@@ -1075,6 +1153,7 @@ main(void)
 	tcase_add_loop_test(live, malformed_closes_only_that_connection, 0,
 	    (int)(sizeof(malformed_cases) / sizeof(malformed_cases[0])));
 	tcase_add_test(live, peer_refused_by_uid);
+	tcase_add_test(live, peer_admitted_by_uid_or_group);
 	tcase_add_test(live, async_requests);
 	tcase_add_test(live, burst_of_requests_with_descriptors);
 	tcase_add_test(live, server_refuses_to_replace_non_socket);
