@@ -80,9 +80,9 @@
 struct vmmd *env;
 
 /*
- * mcpd's messages, once decode_mcpd has read them: what answers each.  A
- * credential's workspace comes from authd first, for all but the stats;
- * a cancel is no request of its own (vmmd_dispatch_mcpd).
+ * mcpd's messages: the only types vmmd.sock admits (mcpd_rules is made
+ * from this table), and what answers each once decode_mcpd has read it.
+ * A credential's workspace comes from authd first, for all but the stats.
  */
 static void vmmd_stats(struct request *);
 
@@ -95,18 +95,15 @@ static const struct mcpd_msg_def {
 	{ IPC_VM_STREAM_OPEN, 1, stream_open },		/* stream.c */
 	{ IPC_VM_BROKER_OPEN, 1, broker_open },		/* broker.c */
 	{ IPC_VM_STATS, 0, vmmd_stats },
+	/* No request of its own: marks the one it names (mcpd_cancel). */
+	{ IPC_VM_CANCEL, 0, NULL },
 };
+#define NMCPD_MSGS	(sizeof(mcpd_msgs) / sizeof(mcpd_msgs[0]))
 
 /* The types each socket's peer may send (ipc_frame_check's policy). */
-static const struct ipc_rule mcpd_rules[] = {
-	{ IPC_VM_TOOL, 0 },
-	{ IPC_VM_CANCEL, 0 },
-	{ IPC_VM_STREAM_OPEN, 0 },
-	{ IPC_VM_STATS, 0 },
-	{ IPC_VM_BROKER_OPEN, 0 },
-};
+static struct ipc_rule mcpd_rules[NMCPD_MSGS];	/* mcpd_msgs' types */
 static const struct ipc_policy mcpd_policy = {
-	"mcpd", mcpd_rules, sizeof(mcpd_rules) / sizeof(mcpd_rules[0])
+	"mcpd", mcpd_rules, NMCPD_MSGS
 };
 static const struct ipc_rule vmctl_rules[] = {
 	{ IPC_VMCTL_LIST, 0 },
@@ -478,7 +475,7 @@ mcpd_cancel(struct ipc_conn *conn, uint32_t id)
 static const struct mcpd_msg_def *
 mcpd_msg_find(uint32_t type)
 {
-	for (size_t i = 0; i < sizeof(mcpd_msgs) / sizeof(mcpd_msgs[0]); i++)
+	for (size_t i = 0; i < NMCPD_MSGS; i++)
 		if (mcpd_msgs[i].type == type)
 			return &mcpd_msgs[i];
 	return NULL;
@@ -506,14 +503,14 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	case DECODE_OK:
 		break;
 	}
-	if (mm.type == IPC_VM_CANCEL) {
-		mcpd_cancel(conn, mm.cancel_id);
-		return;
-	}
 	if ((d = mcpd_msg_find(mm.type)) == NULL) {
-		/* The policy admitted a type this table lacks: vmmd's bug. */
+		/* The policy admits only the table's types: vmmd's bug. */
 		log_warnx("mcpd: no handler for message type %u", mm.type);
 		ipc_conn_free(conn);
+		return;
+	}
+	if (d->handler == NULL) {
+		mcpd_cancel(conn, mm.cancel_id);
 		return;
 	}
 	req = request_new(conn, m->id);
@@ -888,6 +885,8 @@ main(int argc, char *argv[])
 	vm_init_all();
 	broker_init();
 
+	for (size_t i = 0; i < NMCPD_MSGS; i++)
+		mcpd_rules[i].type = mcpd_msgs[i].type;
 	env->srv_mcpd = ipc_server_new(env->base, env->conf.vmmd.socket,
 	    0666, "vmmd", accept_mcpd, &mcpd_handlers, NULL);
 	if (env->srv_mcpd == NULL)
