@@ -96,10 +96,24 @@ void
 iso8601_ms(long long ms, char *buf, size_t len)
 {
 	time_t t = (time_t)(ms / 1000);
+	int frac = (int)(ms % 1000);
 	struct tm tm;
-	char base[32];
+	size_t n;
 
 	gmtime_r(&t, &tm);
-	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, len, "%s.%03lldZ", base, ms % 1000);
+	/* strftime has no milliseconds: ".mmmZ" goes on by hand. */
+	if ((n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm)) == 0 ||
+	    len - n < sizeof(".000Z")) {
+		if (len > 0)
+			buf[0] = '\0';
+		return;
+	}
+	if (frac < 0)
+		frac = 0;
+	buf[n++] = '.';
+	buf[n++] = (char)('0' + frac / 100);
+	buf[n++] = (char)('0' + frac / 10 % 10);
+	buf[n++] = (char)('0' + frac % 10);
+	buf[n++] = 'Z';
+	buf[n] = '\0';
 }

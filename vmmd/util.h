@@ -1,6 +1,6 @@
 /*
  * Small helpers shared by vmmd's building blocks: error strings a person can
- * act on, whole-file reads and writes for sysfs-style files, and clocks.
+ * act on, and whole-file reads and writes for sysfs-style files.
  */
 #ifndef VMMD_UTIL_H
 #define VMMD_UTIL_H
@@ -15,7 +15,7 @@ int	errf(char *err, size_t errlen, const char *fmt, ...)
 int	write_file_str(const char *path, const char *s);
 /* Reads at most cap-1 bytes and NUL-terminates; returns bytes read or -1. */
 ssize_t	read_file_str(const char *path, char *buf, size_t cap);
-/* CLOCK_MONOTONIC in seconds; CLOCK_REALTIME in milliseconds. */
+/* The clocks: CLOCK_MONOTONIC in seconds, CLOCK_REALTIME in ms. */
 long long mono_seconds(void);
 long long wall_ms(void);
 /* ms since the epoch as "2026-01-02T03:04:05.678Z". */

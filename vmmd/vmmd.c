@@ -795,6 +795,8 @@ main(int argc, char *argv[])
 	if (tools_init(err, sizeof(err)) == -1 ||
 	    tools_table_check(err, sizeof(err)) == -1)
 		fatalx("tools.json: %s", err);
+	for (size_t i = 0; i < NMCPD_MSGS; i++)
+		mcpd_rules[i].type = mcpd_msgs[i].type;
 	signal(SIGPIPE, SIG_IGN);
 	sd_notify_init();
 
@@ -885,8 +887,6 @@ main(int argc, char *argv[])
 	vm_init_all();
 	broker_init();
 
-	for (size_t i = 0; i < NMCPD_MSGS; i++)
-		mcpd_rules[i].type = mcpd_msgs[i].type;
 	env->srv_mcpd = ipc_server_new(env->base, env->conf.vmmd.socket,
 	    0666, "vmmd", accept_mcpd, &mcpd_handlers, NULL);
 	if (env->srv_mcpd == NULL)

@@ -1,8 +1,7 @@
 /*
  * vmmd: the root VM manager.  Shared declarations of the daemon's parts:
  * vmmd.c (startup, sockets, authd), vm.c (the state machine and
- * lifecycle), proxy.c (each VM's vmproxy), tools.c (the tool table; the
- * tools in tools_vm.c, tools_job.c and run.c), stream.c (stream opens),
+ * lifecycle), proxy.c (each VM's vmproxy), tools.c (the twelve tools),
  * control.c (vmctl).
  */
 #ifndef MCPVM_VMMD_VMMD_H
@@ -271,7 +270,8 @@ void	proxy_broker_route(struct vm *, struct json_object *);
 void	proxy_broker_limits(struct vm *, struct json_object *);
 int	proxy_broker_attach(struct vm *, const char *job_id, proxy_cb, void *);
 
-/* tools.c: the tool table */
+/* tools.c: the tool table (tools.h), whose tools are served by
+ * tools_vm.c, tools_job.c and run.c */
 int	tools_table_check(char *err, size_t errlen);
 /* IPC_VM_TOOL */
 void	tools_dispatch(struct request *);
