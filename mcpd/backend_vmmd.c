@@ -3,6 +3,28 @@
  * common/ipc with the caller's credential (vmmd verifies it again), relays
  * vmmd's progress, and passes its stream close notices to the streams.
  */
+
+/*
+ * The contract with its one peer, vmmd, on vmmd.sock (mcpd connects, and
+ * again every second while vmmd is away).  Frames from vmmd pass
+ * ipc_frame_check against vmmd_rules (below) before anything here runs.
+ *
+ *   mcpd sends          by                vmmd answers           read by
+ *   IPC_VM_TOOL         vmmd_call         IPC_VM_TOOL_RESULT     tool_reply
+ *                                         or IPC_ERROR
+ *   IPC_VM_CANCEL       vmmd_cancel       nothing (the tool call is
+ *                                         still answered)
+ *   IPC_VM_STREAM_OPEN  vmmd_stream_open  IPC_VM_STREAM_OPEN_    stream_reply
+ *   IPC_VM_BROKER_OPEN  vmmd_broker_open  RESULT with the fd,
+ *                                         or IPC_ERROR
+ *   IPC_VM_STATS        stats_cb, every   IPC_VM_STATS_RESULT    stats_reply
+ *                       15 seconds
+ *
+ * Unasked, vmmd sends IPC_VM_PROGRESS (vmmd_progress) and
+ * IPC_VM_STREAM_CLOSE (vmmd_stream_close), both through
+ * mcpd_dispatch_vmmd.  mcpd keeps no capability; its privilege drop and
+ * seccomp list are mcpd.c's.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +40,19 @@
 
 #define VMMD_STREAM_TIMEOUT_MS	30000
 #define VMMD_STATS_SECONDS	15
+
+/* What vmmd may send mcpd. */
+static const struct ipc_rule vmmd_rules[] = {
+	{ IPC_VM_TOOL_RESULT, IPC_RULE_TEXT },
+	{ IPC_VM_PROGRESS, 0 },
+	{ IPC_VM_STREAM_OPEN_RESULT, IPC_RULE_FD },
+	{ IPC_VM_STREAM_CLOSE, 0 },
+	{ IPC_VM_STATS_RESULT, 0 },
+	{ IPC_ERROR, 0 },
+};
+static const struct ipc_policy vmmd_policy = {
+	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0])
+};
 
 struct backend_call {
 	TAILQ_ENTRY(backend_call) entry;
@@ -285,35 +320,49 @@ vmmd_broker_open(void *ctx, const char *vm_id, const char *job_id,
 	    stream_reply);
 }
 
+/* IPC_VM_PROGRESS: a slow tool's progress, for the call of that id. */
 static void
-mcpd_dispatch_vmmd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+vmmd_progress(struct ipc_msg *m)
 {
 	struct backend_call *c;
+
+	TAILQ_FOREACH(c, &vmmd.calls, entry)
+		if (c->id == m->id)
+			break;
+	if (c == NULL || c->cancelled || c->progress == NULL)
+		return;
+	c->progress(json_object_get_double(json_object_object_get(m->body,
+	    "progress")), json_object_get_double(json_object_object_get(
+	    m->body, "total")), json_object_get_string(json_object_object_get(
+	    m->body, "message")), c->arg);
+}
+
+/* IPC_VM_STREAM_CLOSE: a stream's VM was suspended or destroyed. */
+static void
+vmmd_stream_close(struct ipc_msg *m)
+{
 	struct json_object *v;
 	const char *sid, *reason = "closed";
 
+	if (!json_object_object_get_ex(m->body, "stream_id", &v) ||
+	    !json_object_is_type(v, json_type_string))
+		return;
+	sid = json_object_get_string(v);
+	if (json_object_object_get_ex(m->body, "reason", &v) &&
+	    json_object_is_type(v, json_type_string))
+		reason = json_object_get_string(v);
+	stream_close_by_id(sid, reason);
+}
+
+static void
+mcpd_dispatch_vmmd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
 	switch (m->type) {
 	case IPC_VM_PROGRESS:
-		TAILQ_FOREACH(c, &vmmd.calls, entry)
-			if (c->id == m->id)
-				break;
-		if (c == NULL || c->cancelled || c->progress == NULL)
-			return;
-		c->progress(json_object_get_double(json_object_object_get(
-		    m->body, "progress")), json_object_get_double(
-		    json_object_object_get(m->body, "total")),
-		    json_object_get_string(json_object_object_get(m->body,
-		    "message")), c->arg);
+		vmmd_progress(m);
 		break;
 	case IPC_VM_STREAM_CLOSE:
-		if (!json_object_object_get_ex(m->body, "stream_id", &v) ||
-		    !json_object_is_type(v, json_type_string))
-			return;
-		sid = json_object_get_string(v);
-		if (json_object_object_get_ex(m->body, "reason", &v) &&
-		    json_object_is_type(v, json_type_string))
-			reason = json_object_get_string(v);
-		stream_close_by_id(sid, reason);
+		vmmd_stream_close(m);
 		break;
 	}
 }
@@ -330,17 +379,6 @@ mcpd_closed_vmmd(struct ipc_conn *conn, void *arg)
 	evtimer_add(vmmd.retry, &tv);
 }
 
-static const struct ipc_rule vmmd_rules[] = {
-	{ IPC_VM_TOOL_RESULT, IPC_RULE_TEXT },
-	{ IPC_VM_PROGRESS, 0 },
-	{ IPC_VM_STREAM_OPEN_RESULT, IPC_RULE_FD },
-	{ IPC_VM_STREAM_CLOSE, 0 },
-	{ IPC_VM_STATS_RESULT, 0 },
-	{ IPC_ERROR, 0 },
-};
-static const struct ipc_policy vmmd_policy = {
-	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0])
-};
 static const struct ipc_handlers vmmd_handlers = {
 	mcpd_dispatch_vmmd, mcpd_closed_vmmd
 };

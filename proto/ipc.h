@@ -89,7 +89,8 @@ enum ipc_type {
 	IPC_VM_STREAM_OPEN_RESULT = 306,
 	/* vmmd -> mcpd: {"stream_id","reason":"suspended"|"destroyed"} */
 	IPC_VM_STREAM_CLOSE = 307,
-	/* {} -> {"vms":{"running":n,…}} for /metrics */
+	/* {} -> {"vms":{"running":n,…},"open_streams":n} for /metrics; no
+	 * credential, and vmmd asks authd nothing */
 	IPC_VM_STATS = 308,
 	IPC_VM_STATS_RESULT = 309,
 	/* {"credential","vm_id","job_id","pipe_token"} -> IPC_VM_STREAM_OPEN_

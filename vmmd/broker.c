@@ -307,17 +307,6 @@ broker_vm_free(struct vm *vm)
 
 /* ---- attaching --------------------------------------------------------- */
 
-static const char *
-arg(struct request *req, const char *key)
-{
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(req->args, key, &v) ||
-	    !json_object_is_type(v, json_type_string))
-		return "";
-	return json_object_get_string(v);
-}
-
 static void
 attached(struct vm *vm, struct json_object *res, const char *code,
     const char *msg, int fd, void *a)
@@ -325,7 +314,7 @@ attached(struct vm *vm, struct json_object *res, const char *code,
 	struct request *req = a;
 	struct json_object *o;
 	char sid[160];
-	const char *job = arg(req, "job_id");
+	const char *job = req->msg.job_id;
 
 	if (code != NULL) {
 		request_error(req, code, "%s", msg != NULL ? msg : code);
@@ -363,25 +352,27 @@ attach_ready(struct vm *vm, const char *code, const char *msg, void *a)
 		return;
 	}
 	/* The job may have been seen finished while the VM woke. */
-	if (pipe_find(vm, arg(req, "job_id")) == NULL) {
+	if (pipe_find(vm, req->msg.job_id) == NULL) {
 		request_error(req, "not_found", "there is no such broker pipe");
 		return;
 	}
-	if (proxy_broker_attach(vm, arg(req, "job_id"), attached, req) == -1)
+	if (proxy_broker_attach(vm, req->msg.job_id, attached, req) == -1)
 		request_error(req, "unavailable", "the guest link is down");
 }
 
+/* IPC_VM_BROKER_OPEN, once authd has named the workspace: decode_mcpd
+ * bounded the VM's and the job's names and the token's shape. */
 void
 broker_open(struct request *req)
 {
-	const char *job = arg(req, "job_id"), *token = arg(req, "pipe_token");
+	const char *job = req->msg.job_id, *token = req->msg.pipe_token;
 	struct broker_pipe *p;
 	uint8_t h[32];
 	struct vm *vm;
 
-	vm = vm_find_owned(arg(req, "vm_id"), req->workspace);
+	vm = vm_find_owned(req->msg.vm_id, req->workspace);
 	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN,
-	    arg(req, "vm_id"));
+	    req->msg.vm_id);
 	token_hash(token, h);
 	/* One answer for every miss: nothing tells which part was wrong. */
 	if (vm == NULL || vm->rec.state == VM_GONE ||

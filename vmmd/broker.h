@@ -29,7 +29,7 @@ void	 broker_proxy_up(struct vm *);
 void	 broker_pipes_count(struct vm *, int);
 int	 broker_has_pipes(const struct vm *);
 void	 broker_vm_free(struct vm *);
-/* IPC_VM_BROKER_OPEN, as the tool "broker_open". */
+/* IPC_VM_BROKER_OPEN, after authd named the workspace (vmmd.c). */
 void	 broker_open(struct request *);
 void	 broker_init(void);
 

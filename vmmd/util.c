@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util.h"
@@ -56,4 +57,48 @@ read_file_str(const char *path, char *buf, size_t cap)
 	close(fd);
 	buf[off] = '\0';
 	return (ssize_t)off;
+}
+
+long long
+mono_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec;
+}
+
+long long
+wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void
+iso8601_ms(long long ms, char *buf, size_t len)
+{
+	time_t t = (time_t)(ms / 1000);
+	int frac = (int)(ms % 1000);
+	struct tm tm;
+	size_t n;
+
+	gmtime_r(&t, &tm);
+	/* strftime has no milliseconds: ".mmmZ" goes on by hand. */
+	if ((n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm)) == 0 ||
+	    len - n < sizeof(".000Z")) {
+		if (len > 0)
+			buf[0] = '\0';
+		return;
+	}
+	if (frac < 0)
+		frac = 0;
+	buf[n++] = '.';
+	buf[n++] = (char)('0' + frac / 100);
+	buf[n++] = (char)('0' + frac / 10 % 10);
+	buf[n++] = (char)('0' + frac % 10);
+	buf[n++] = 'Z';
+	buf[n] = '\0';
 }

@@ -15,5 +15,10 @@
 int	write_file_str(const char *path, const char *s);
 /* Reads at most cap-1 bytes and NUL-terminates; returns bytes read or -1. */
 ssize_t	read_file_str(const char *path, char *buf, size_t cap);
+/* The clocks: CLOCK_MONOTONIC in seconds, CLOCK_REALTIME in ms. */
+long long mono_seconds(void);
+long long wall_ms(void);
+/* ms since the epoch as "2026-01-02T03:04:05.678Z". */
+void	iso8601_ms(long long ms, char *buf, size_t len);
 
 #endif

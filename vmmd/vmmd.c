@@ -4,6 +4,37 @@
  * and answers mcpd.  It never trusts mcpd: the workspace comes from authd,
  * arguments are validated again, and every VM is checked for ownership.
  */
+
+/*
+ * vmmd's contract: whom it talks to, what each may send, who handles it.
+ * Every frame passes ipc_frame_check against its peer's policy (the types
+ * that peer may send; anything else closes the connection), then a decoder
+ * into a typed struct (decode.c), then one handler.
+ *
+ *   peer     channel, who may connect      policy         decoder, handler
+ *   mcpd     vmmd.sock: mcpd_user or root  mcpd_rules     decode_mcpd,
+ *            (accept_mcpd)                 (below)        vmmd_dispatch_mcpd,
+ *                                                         then mcpd_msgs[]
+ *   vmctl    vmctl.sock: root or the       vmctl_rules    decode_vmctl,
+ *            admin group (accept_vmctl)    (below)        vmmd_dispatch_vmctl
+ *                                                         (control.c)
+ *   vmproxy  one socketpair per VM, to     proxy_rules    decode_proxy_*,
+ *            the vmproxy vmmd spawned      (proxy.c)      vmmd_dispatch_vmproxy
+ *                                                         (proxy.c)
+ *   spawner  a SOCK_SEQPACKET socketpair,  fixed structs  spawn_run's reply
+ *            forked before the drop        (spawn.c)      (spawn.c)
+ *   netd     netd.sock, vmmd connects      netd_rules     vmmd_dispatch_netd
+ *                                          (netclient.c)  and its replies
+ *   authd    authd.sock, vmmd connects     authd_rules    authc_dispatch_authd
+ *                                          (authclient.c) (common/authclient.c)
+ *
+ * Privileges: uid 0 with CAP_CHOWN and CAP_KILL alone (vmmd_caps below
+ * says why), dropped by vmmd_privdrop() in main() once the spawner is
+ * forked and before any thread starts; switching uids and exec are the
+ * spawner's (spawn.h).  Seccomp: privdrop.c's common base with
+ * vmmd_syscalls and vmmd_ioctls below, installed last in main(), over
+ * every thread.
+ */
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -47,6 +78,46 @@
 
 
 struct vmmd *env;
+
+/*
+ * mcpd's messages: the only types vmmd.sock admits (mcpd_rules is made
+ * from this table), and what answers each once decode_mcpd has read it.
+ * A credential's workspace comes from authd first, for all but the stats.
+ */
+static void vmmd_stats(struct request *);
+
+static const struct mcpd_msg_def {
+	uint32_t	 type;
+	int		 verify;	/* ask authd about the credential */
+	void		(*handler)(struct request *);
+} mcpd_msgs[] = {
+	{ IPC_VM_TOOL, 1, tools_dispatch },		/* tools.c */
+	{ IPC_VM_STREAM_OPEN, 1, stream_open },		/* stream.c */
+	{ IPC_VM_BROKER_OPEN, 1, broker_open },		/* broker.c */
+	{ IPC_VM_STATS, 0, vmmd_stats },
+	/* No request of its own: marks the one it names (mcpd_cancel). */
+	{ IPC_VM_CANCEL, 0, NULL },
+};
+#define NMCPD_MSGS	(sizeof(mcpd_msgs) / sizeof(mcpd_msgs[0]))
+
+/* The types each socket's peer may send (ipc_frame_check's policy). */
+static struct ipc_rule mcpd_rules[NMCPD_MSGS];	/* mcpd_msgs' types */
+static const struct ipc_policy mcpd_policy = {
+	"mcpd", mcpd_rules, NMCPD_MSGS
+};
+static const struct ipc_rule vmctl_rules[] = {
+	{ IPC_VMCTL_LIST, 0 },
+	{ IPC_VMCTL_STATUS, 0 },
+	{ IPC_VMCTL_DESTROY, 0 },
+	{ IPC_VMCTL_SUSPEND, 0 },
+	{ IPC_VMCTL_RESUME, 0 },
+	{ IPC_VMCTL_STOP_WORKSPACE, 0 },
+	{ IPC_VMCTL_PREFLIGHT, 0 },
+	{ IPC_VMCTL_AUDIT_VERIFY, 0 },
+};
+static const struct ipc_policy vmctl_policy = {
+	"vmctl", vmctl_rules, sizeof(vmctl_rules) / sizeof(vmctl_rules[0])
+};
 
 /*
  * vmmd's privileges.  It stays uid 0 (the state it keeps is root's) but
@@ -104,36 +175,6 @@ vmmd_privdrop(void)
 }
 
 
-long long
-mono_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec;
-}
-
-long long
-wall_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void
-iso8601_ms(long long ms, char *buf, size_t len)
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-	char base[32];
-
-	gmtime_r(&t, &tm);
-	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf, len, "%s.%03lldZ", base, ms % 1000);
-}
-
 /* ---- requests ---------------------------------------------------------- */
 
 static void
@@ -141,6 +182,7 @@ request_free(struct request *req)
 {
 	TAILQ_REMOVE(&env->requests, req, entry);
 	json_object_put(req->args);
+	json_object_put(req->body);
 	free(req);
 }
 
@@ -166,13 +208,13 @@ request_finish(struct request *req, struct json_object *stored,
 void
 request_reply(struct request *req, struct json_object *result)
 {
-	const struct tool *t = tools_find(req->tool);
 	struct json_object *body;
 	char err[256];
 
 	/* vmmd checks what it answers, as mcpd checks what it asked. */
-	if (t != NULL && !req->admin && !req->checked &&
-	    tool_validate_output(t, result, err, sizeof(err)) == -1) {
+	if (req->schema != NULL && !req->admin && !req->checked &&
+	    tool_validate_output(req->schema, result, err,
+	    sizeof(err)) == -1) {
 		log_warnx("%s: result does not match its schema: %s",
 		    req->tool, err);
 		json_object_put(result);
@@ -190,7 +232,7 @@ request_reply(struct request *req, struct json_object *result)
 	request_free(req);
 }
 
-/* The request was answered some other way (a stream, stats). */
+/* The request was answered some other way (a stream, the stats). */
 void
 request_drop(struct request *req)
 {
@@ -312,7 +354,18 @@ request_identify(struct request *req, struct json_object *result)
 	return 0;
 }
 
-/* authd's answer for req's credential; tools_dispatch follows. */
+/* Answers req by its handler, unless vmmd is on its way out. */
+static void
+request_run(struct request *req)
+{
+	if (env->shutting_down) {
+		request_error(req, "unavailable", "vmmd is shutting down");
+		return;
+	}
+	req->handler(req);
+}
+
+/* authd's answer for req's credential; its handler follows. */
 static void
 authd_verified(enum authc_status st, json_object *result, void *arg)
 {
@@ -327,7 +380,7 @@ authd_verified(enum authc_status st, json_object *result, void *arg)
 			    "not understood");
 			return;
 		}
-		tools_dispatch(req);
+		request_run(req);
 		return;
 	case AUTHC_UNAUTHORIZED:
 		/* authd says no more than that, and neither do we. */
@@ -376,9 +429,62 @@ conn_requests(const struct ipc_conn *conn)
 	return n;
 }
 
+/* IPC_VM_STATS: the counts behind mcpd's /metrics. */
+static void
+vmmd_stats(struct request *req)
+{
+	struct json_object *res = json_object_new_object();
+	struct json_object *by = json_object_new_object();
+	int counts[VM_NSTATES] = { 0 }, streams = 0;
+	struct vm *vm;
+
+	TAILQ_FOREACH(vm, &env->vms, entry) {
+		counts[vm->rec.state]++;
+		streams += vm->open_streams;
+	}
+	for (int i = 0; i < VM_NSTATES; i++)
+		if (i != VM_GONE)
+			json_object_object_add(by,
+			    vm_state_name((enum vm_state)i),
+			    json_object_new_int(counts[i]));
+	json_object_object_add(res, "vms", by);
+	json_object_object_add(res, "open_streams",
+	    json_object_new_int(streams));
+	if (req->conn != NULL)
+		ipc_reply(req->conn, IPC_VM_STATS_RESULT, req->id, res, -1);
+	json_object_put(res);
+	request_drop(req);
+}
+
+/* IPC_VM_CANCEL: only a wait stops early (vm_exec's job is cancelled,
+ * vm_run's VM destroyed); nothing else is safe to abandon half way. */
+static void
+mcpd_cancel(struct ipc_conn *conn, uint32_t id)
+{
+	struct request *req;
+
+	TAILQ_FOREACH(req, &env->requests, entry)
+		if (req->conn == conn && req->id == id) {
+			req->cancelled = 1;
+			if (req->on_cancel != NULL)
+				req->on_cancel(req);
+			break;
+		}
+}
+
+static const struct mcpd_msg_def *
+mcpd_msg_find(uint32_t type)
+{
+	for (size_t i = 0; i < NMCPD_MSGS; i++)
+		if (mcpd_msgs[i].type == type)
+			return &mcpd_msgs[i];
+	return NULL;
+}
+
 static void
 vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
+	const struct mcpd_msg_def *d;
 	struct request *req;
 	struct mcpd_msg mm;
 	struct decode_err de;
@@ -397,52 +503,34 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	case DECODE_OK:
 		break;
 	}
-	if (mm.type == IPC_VM_CANCEL) {
-		/* Only a wait stops early (vm_exec's job is cancelled, vm_run's
-		 * VM destroyed); nothing else is safe to abandon half way. */
-		TAILQ_FOREACH(req, &env->requests, entry)
-			if (req->conn == conn && req->id == mm.cancel_id) {
-				req->cancelled = 1;
-				if (req->on_cancel != NULL)
-					req->on_cancel(req);
-				break;
-			}
+	if ((d = mcpd_msg_find(mm.type)) == NULL) {
+		/* The policy admits only the table's types: vmmd's bug. */
+		log_warnx("mcpd: no handler for message type %u", mm.type);
+		ipc_conn_free(conn);
+		return;
+	}
+	if (d->handler == NULL) {
+		mcpd_cancel(conn, mm.cancel_id);
 		return;
 	}
 	req = request_new(conn, m->id);
+	/* mm's strings point into the body: it lives as long as req. */
+	req->body = json_object_get(m->body);
+	req->msg = mm;
+	req->handler = d->handler;
 	if (pending >= env->conf.vmmd.max_peer_requests) {
 		request_error(req, "busy", "max_peer_requests: this connection "
 		    "already has %lld requests unanswered", pending);
 		return;
 	}
-	switch (mm.type) {
-	case IPC_VM_STATS:
-		req->admin = 1;
-		snprintf(req->tool, sizeof(req->tool), "stats");
-		tools_dispatch(req);
-		return;
-	case IPC_VM_STREAM_OPEN:
-		snprintf(req->tool, sizeof(req->tool), "stream_open");
-		req->args = json_object_new_object();
-		json_object_object_add(req->args, "vm_id",
-		    json_object_new_string(mm.vm_id));
-		json_object_object_add(req->args, "port",
-		    json_object_new_int(mm.port));
-		break;
-	case IPC_VM_BROKER_OPEN:
-		snprintf(req->tool, sizeof(req->tool), "broker_open");
-		req->args = json_object_new_object();
-		json_object_object_add(req->args, "vm_id",
-		    json_object_new_string(mm.vm_id));
-		json_object_object_add(req->args, "job_id",
-		    json_object_new_string(mm.job_id));
-		json_object_object_add(req->args, "pipe_token",
-		    json_object_new_string(mm.pipe_token));
-		break;
-	default:	/* IPC_VM_TOOL */
+	if (mm.type == IPC_VM_TOOL) {
 		snprintf(req->tool, sizeof(req->tool), "%s", mm.tool);
 		req->args = json_object_get(mm.args);
 		req->progress = mm.progress;
+	}
+	if (!d->verify) {
+		request_run(req);
+		return;
 	}
 	request_verify(req, mm.credential);
 }
@@ -488,16 +576,6 @@ vmmd_closed_mcpd(struct ipc_conn *conn, void *arg)
 	conn_forget(conn);
 }
 
-static const struct ipc_rule mcpd_rules[] = {
-	{ IPC_VM_TOOL, 0 },
-	{ IPC_VM_CANCEL, 0 },
-	{ IPC_VM_STREAM_OPEN, 0 },
-	{ IPC_VM_STATS, 0 },
-	{ IPC_VM_BROKER_OPEN, 0 },
-};
-static const struct ipc_policy mcpd_policy = {
-	"mcpd", mcpd_rules, sizeof(mcpd_rules) / sizeof(mcpd_rules[0])
-};
 static const struct ipc_handlers mcpd_handlers = {
 	vmmd_dispatch_mcpd, vmmd_closed_mcpd
 };
@@ -510,19 +588,6 @@ accept_mcpd(const struct ucred *cred, void *arg)
 	    NULL;
 }
 
-static const struct ipc_rule vmctl_rules[] = {
-	{ IPC_VMCTL_LIST, 0 },
-	{ IPC_VMCTL_STATUS, 0 },
-	{ IPC_VMCTL_DESTROY, 0 },
-	{ IPC_VMCTL_SUSPEND, 0 },
-	{ IPC_VMCTL_RESUME, 0 },
-	{ IPC_VMCTL_STOP_WORKSPACE, 0 },
-	{ IPC_VMCTL_PREFLIGHT, 0 },
-	{ IPC_VMCTL_AUDIT_VERIFY, 0 },
-};
-static const struct ipc_policy vmctl_policy = {
-	"vmctl", vmctl_rules, sizeof(vmctl_rules) / sizeof(vmctl_rules[0])
-};
 static void
 vmmd_closed_vmctl(struct ipc_conn *conn, void *arg)
 {
@@ -750,8 +815,11 @@ main(int argc, char *argv[])
 	 * left QEMU unable to open its disk.
 	 */
 	umask(022);
-	if (tools_init(err, sizeof(err)) == -1)
+	if (tools_init(err, sizeof(err)) == -1 ||
+	    tools_table_check(err, sizeof(err)) == -1)
 		fatalx("tools.json: %s", err);
+	for (size_t i = 0; i < NMCPD_MSGS; i++)
+		mcpd_rules[i].type = mcpd_msgs[i].type;
 	signal(SIGPIPE, SIG_IGN);
 	sd_notify_init();
 

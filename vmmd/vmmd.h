@@ -19,7 +19,9 @@
 #include "cgroup.h"
 #include "ipc.h"
 #include "conf.h"
+#include "decode.h"
 #include "store.h"
+#include "util.h"
 
 /* glibc's sys/queue.h lacks the BSD _SAFE iterators. */
 #ifndef TAILQ_FOREACH_SAFE
@@ -60,16 +62,31 @@ struct policy {
 	long long	max_streams;
 };
 
+struct tool;
+struct tool_def;
+
 /*
- * One tool call (or vmctl command) from its arrival until its reply.  The
- * connection it came on may end first: conn is then NULL and the reply
- * goes nowhere, but the work and its receipt still finish.
+ * One request of mcpd's (a tool call, a stream or broker pipe open, the
+ * stats) or of vmctl's, from its arrival until its reply.  The connection
+ * it came on may end first: conn is then NULL and the reply goes nowhere,
+ * but the work and its receipt still finish.
  */
 struct request {
 	TAILQ_ENTRY(request)	 entry;
 	struct ipc_conn		*conn;
 	uint32_t		 id;
+	/* mcpd's message as decode_mcpd read it; its strings point into
+	 * body, which the request holds until it is freed. */
+	struct mcpd_msg		 msg;
+	struct json_object	*body;
+	/* What answers it, once authd has named the workspace (vmmd.c's
+	 * table of mcpd's messages). */
+	void			(*handler)(struct request *);
+	/* IPC_VM_TOOL: the tool, its entry in the tool table (tools.h) and
+	 * its schemas; vmctl's audited commands name a "vmctl:" tool. */
 	char			 tool[32];
+	const struct tool_def	*def;
+	const struct tool	*schema;
 	struct json_object	*args;
 	char			 workspace[64];
 	struct policy		 policy;
@@ -204,9 +221,6 @@ void	request_error(struct request *, const char *code, const char *fmt, ...)
 void	request_drop(struct request *);
 void	request_progress(struct request *, int progress, int total,
 	    const char *message);
-long long mono_seconds(void);
-long long wall_ms(void);
-void	iso8601_ms(long long ms, char *buf, size_t len);
 void	vmmd_maybe_exit(void);
 
 /* vm.c, vm_boot.c, vm_suspend.c */
@@ -256,9 +270,11 @@ void	proxy_broker_route(struct vm *, struct json_object *);
 void	proxy_broker_limits(struct vm *, struct json_object *);
 int	proxy_broker_attach(struct vm *, const char *job_id, proxy_cb, void *);
 
-/* tools.c */
+/* tools.c: the tool table (tools.h), whose tools are served by
+ * tools_vm.c, tools_job.c and run.c */
+int	tools_table_check(char *err, size_t errlen);
+/* IPC_VM_TOOL */
 void	tools_dispatch(struct request *);
-int	tool_wakes(const char *tool);
 /* A tool's arguments, already validated against its schema (tools.c). */
 const char *req_arg_str(struct request *, const char *key, const char *def);
 int64_t	req_arg_int(struct request *, const char *key, int64_t def);
@@ -281,6 +297,9 @@ int	joiners_add(struct request_joiners *, struct request *retry);
 void	joiners_reply(struct request_joiners *, struct json_object *result);
 void	joiners_error(struct request_joiners *, const char *code,
 	    const char *msg);
+
+/* stream.c: IPC_VM_STREAM_OPEN */
+void	stream_open(struct request *);
 
 /* run.c: vm_run, one command in a VM of its own */
 void	tool_vm_run(struct request *);

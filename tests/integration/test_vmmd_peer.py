@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # A compromised mcpd against the real vmmd (#14, the hostile-peer harness):
 # vmmd's limits per peer (max_peer_connections, max_peer_requests), exact
-# checks of stream_open's and vmctl's arguments, a peer of the wrong uid,
+# checks of stream_open's and vmctl's arguments, the answers to mcpd's
+# stats, stream and broker pipe opens, a peer of the wrong uid,
 # and then a long seeded loop of valid-looking and malformed frames on
 # vmmd.sock.  Throughout, vmmd must stay up and keep answering another
 # workspace; afterwards it holds no more descriptors than before, its
@@ -30,6 +31,7 @@ MEM = base.MEM
 MAX_CONNS = 8
 MAX_REQS = 16
 VMCTL_SUSPEND = 404
+VM_STATS_RESULT = 309
 # Not vm_create nor vm_destroy: the loop keeps the one VM it aims at
 # (random arguments can be valid ones).
 TOOLS = ["vm_list", "vm_status", "vm_exec", "vm_job_status",
@@ -106,6 +108,49 @@ def check_arguments(h, a, vm):
     v.close()
     ok(c.state(vm) == "running", "and the VM was not suspended")
     c.c.close()
+
+
+def check_messages(h, a, b, vm):
+    """mcpd's requests beside tool calls, each with a handler of its own:
+    the stats need no credential, the opens are verified with authd."""
+    c = ipc.Conn(sock_path(h), "mcpd")
+    t, r, _ = c.call(ipc.VM_STATS, {})
+    vms = r.get("vms", {})
+    ok(t == VM_STATS_RESULT and vms.get("running", 0) >= 1 and
+       "gone" not in vms and r.get("open_streams") == 0,
+       "stats: VMs by state and open streams, with no credential", r)
+
+    def code(t, r, fd):
+        if fd is not None:
+            os.close(fd)
+        return r.get("error", {}).get("code") if t == ipc.ERROR else t
+    ok(code(*c.call(ipc.VM_STREAM_OPEN, {"credential": "mcpvm_bad",
+                                         "vm_id": vm, "port": 8080})) ==
+       "unauthorized", "stream_open: a bad credential is unauthorized")
+    t, r, fd = c.call(ipc.VM_STREAM_OPEN, {"credential": b.tok,
+                                           "vm_id": vm, "port": 8080})
+    ok(code(t, r, fd) == "not_found" and "in this workspace" in
+       r["error"]["message"], "stream_open: another workspace's VM is "
+       "not_found, as for a tool", r)
+    ok(code(*c.call(ipc.VM_STREAM_OPEN, {"credential": a.tok,
+                                         "vm_id": vm, "port": 22})) ==
+       "forbidden", "stream_open: a port outside stream_ports is forbidden")
+    ok(code(*c.call(ipc.VM_BROKER_OPEN, {
+        "credential": a.tok, "vm_id": vm, "job_id": "jnone",
+        "pipe_token": "A" * 43})) == "not_found",
+       "broker_open: a job with no pipe is not_found")
+    t, r, _ = c.call(ipc.VM_STATS, {})
+    ok(t == VM_STATS_RESULT, "the connection still serves the stats", r)
+    c.send(ipc.VM_STATS, {"x": 1})
+    try:
+        c.recv()
+        closed = False
+    except (OSError, EOFError):
+        closed = True
+    ok(closed and "stats takes no members" in read(h.vmmd_log),
+       "stats with a member is malformed: the connection is closed, "
+       "and the log says why")
+    c.close()
 
 
 def check_requests(h, a, vm):
@@ -286,6 +331,7 @@ def suite(h, seed, rounds):
     check_connections(h, a)
     check_wrong_uid(h)
     check_arguments(h, a, vm)
+    check_messages(h, a, b, vm)
     check_requests(h, a, vm)
     seeded_loop(h, a, b, vm, seed, rounds)
     now = vmmd_fds(h, fds)

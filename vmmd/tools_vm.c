@@ -1,0 +1,313 @@
+/*
+ * vmmd's lifecycle tools: vm_create, vm_list, vm_status, vm_suspend,
+ * vm_resume and vm_destroy, as tools.c dispatches them.  The state
+ * machine they drive is vm.c's; here are the checks before it and the
+ * shapes of the answers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "broker.h"
+#include "guest.h"
+#include "log.h"
+#include "netclient.h"
+#include "tools.h"
+
+/* ---- vm_create --------------------------------------------------------- */
+
+static void
+create_done(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+
+	if (code != NULL) {
+		tools_reply_error(req, code, msg);
+		return;
+	}
+	request_progress(req, 4, 4, "ready");
+	request_reply(req, vm_summary(vm));
+}
+
+/*
+ * What vm_create checks before it creates anything, for vm_create and
+ * vm_run: the image, the policy, networking, memory and admission.  The
+ * image and memory into *imp and *memory_mib, or an error reply and -1.
+ */
+int
+tools_create_check(struct request *req, const struct conf_image **imp,
+    int *memory_mib)
+{
+	const struct conf_image *im;
+	const char *image = req_arg_str(req, "image", NULL);
+	const char *network = req_arg_str(req, "network", "off");
+	char code[32], msg[256];
+	int64_t memory;
+	size_t i;
+
+	im = image != NULL ? conf_find_image(&env->conf, image) :
+	    conf_default_image(&env->conf);
+	if (im == NULL) {
+		request_error(req, image != NULL ? "invalid_argument" :
+		    "unavailable", image != NULL ? "there is no image "
+		    "'%.64s' on this host" : "this host has no default image",
+		    image);
+		return -1;
+	}
+	if (req->policy.nimages > 0) {
+		for (i = 0; i < req->policy.nimages; i++)
+			if (strcmp(req->policy.images[i], im->id) == 0)
+				break;
+		if (i == req->policy.nimages) {
+			request_error(req, "forbidden", "this workspace may "
+			    "not use image '%s'", im->id);
+			return -1;
+		}
+	}
+	if (strcmp(network, "on") == 0) {
+		if (!req->policy.network) {
+			request_error(req, "forbidden", "this workspace may "
+			    "not turn networking on");
+			return -1;
+		}
+		if (!netclient_available(msg, sizeof(msg))) {
+			request_error(req, "unavailable", "%s", msg);
+			return -1;
+		}
+	}
+	memory = req_arg_int(req, "memory_mib", im->memory_mib);
+	if (memory < im->min_memory_mib) {
+		request_error(req, "invalid_argument", "image %s needs at "
+		    "least %lld MiB of memory", im->id, im->min_memory_mib);
+		return -1;
+	}
+	if (vm_admit(req, im, (int)memory, code, sizeof(code), msg,
+	    sizeof(msg)) == -1) {
+		request_error(req, code, "%s", msg);
+		return -1;
+	}
+	*imp = im;
+	*memory_mib = (int)memory;
+	return 0;
+}
+
+void
+tool_vm_create(struct request *req)
+{
+	const char *network = req_arg_str(req, "network", "off");
+	const struct conf_image *im;
+	int memory;
+
+	if (tools_create_check(req, &im, &memory) == -1)
+		return;
+	vm_create(req, im, (int)req_arg_int(req, "vcpus", 1), memory,
+	    strcmp(network, "on") == 0, (int)req_arg_int(req, "idle_seconds", 300),
+	    strcmp(req_arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
+	    create_done, req);
+}
+
+/* ---- listing and status ------------------------------------------------ */
+
+void
+tool_vm_list(struct request *req)
+{
+	struct json_object *res = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	struct vm *vm;
+	int checked = 1;
+
+	TAILQ_FOREACH(vm, &env->vms, entry)
+		if (vm->rec.state != VM_GONE &&
+		    strcmp(vm->rec.workspace, req->workspace) == 0)
+			json_object_array_add(arr, vm_list_entry(vm,
+			    &checked));
+	json_object_object_add(res, "vms", arr);
+	/*
+	 * Each entry was checked as a list of one, and vm_list's schema
+	 * bounds nothing about the list itself; were it to, this would have
+	 * to check the whole again.
+	 */
+	req->checked = checked;
+	request_reply(req, res);
+}
+
+static struct json_object *
+job_entry(const struct job_record *j)
+{
+	struct json_object *o = json_object_new_object();
+	char when[40];
+
+	iso8601_ms(j->started_at, when, sizeof(when));
+	json_object_object_add(o, "job_id", json_object_new_string(j->job_id));
+	json_object_object_add(o, "request_id",
+	    json_object_new_string(j->request_id));
+	json_object_object_add(o, "state", json_object_new_string(j->state));
+	json_object_object_add(o, "exit_code", j->exit_code >= 0 ?
+	    json_object_new_int(j->exit_code) : NULL);
+	json_object_object_add(o, "started_at", json_object_new_string(when));
+	return o;
+}
+
+void
+tool_vm_status(struct request *req)
+{
+	struct json_object *res, *arr;
+	struct job_record *jobs;
+	struct vm *vm;
+	size_t n;
+
+	if ((vm = tools_owned_vm(req)) == NULL)
+		return;
+	/* Status never wakes a VM: jobs are as last seen. */
+	res = vm_summary(vm);
+	json_object_object_add(res, "open_streams",
+	    json_object_new_int(vm->open_streams));
+	arr = json_object_new_array();
+	if (store_job_list(env->store, vm->rec.id, &jobs, &n) == 0) {
+		for (size_t i = 0; i < n && i < GUEST_MAX_JOBS; i++)
+			json_object_array_add(arr, job_entry(&jobs[i]));
+		free(jobs);
+	}
+	json_object_object_add(res, "jobs", arr);
+	request_reply(req, res);
+}
+
+/* ---- suspend, resume, destroy ------------------------------------------ */
+
+static void
+suspended(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+
+	if (code != NULL) {
+		tools_reply_error(req, code, msg);
+		return;
+	}
+	request_reply(req, vm_summary(vm));
+}
+
+static void
+suspend_checked(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct request *req = arg;
+	struct json_object *v;
+
+	if (code == NULL && json_object_object_get_ex(res, "jobs_running", &v) &&
+	    json_object_get_int(v) > 0) {
+		request_error(req, "busy", "%d job(s) are running; pass "
+		    "force=true to freeze them across the suspension",
+		    json_object_get_int(v));
+		return;
+	}
+	if (code == NULL && json_object_object_get_ex(res, "active", &v) &&
+	    json_object_get_boolean(v)) {
+		request_error(req, "busy", "processes started by jobs are "
+		    "still running; pass force=true to freeze them");
+		return;
+	}
+	vm_suspend(vm, strcmp(req_arg_str(req, "mode", "hibernate"), "pause") == 0,
+	    suspended, req);
+}
+
+void
+tool_vm_suspend(struct request *req)
+{
+	struct json_object *call;
+	struct vm *vm;
+
+	if ((vm = tools_owned_vm(req)) == NULL)
+		return;
+	if (!req_arg_bool(req, "force", 0) && vm->rec.state == VM_RUNNING) {
+		if (vm->open_streams > 0) {
+			request_error(req, "busy", "%d stream(s) are open; "
+			    "pass force=true to close them",
+			    vm->open_streams);
+			return;
+		}
+		if (broker_has_pipes(vm)) {
+			request_error(req, "busy", "a job broker pipe is "
+			    "attached; pass force=true to close it");
+			return;
+		}
+		if (vm->guest_up && !vm->busy) {
+			call = json_object_new_object();
+			json_object_object_add(call, "op",
+			    json_object_new_string("activity"));
+			if (proxy_call(vm, call, GUEST_TOOL_CALL_MS,
+			    suspend_checked, req) == 0) {
+				json_object_put(call);
+				return;
+			}
+			json_object_put(call);
+		}
+	}
+	vm_suspend(vm, strcmp(req_arg_str(req, "mode", "hibernate"), "pause") == 0,
+	    suspended, req);
+}
+
+static void
+resumed(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	suspended(vm, code, msg, arg);
+}
+
+void
+tool_vm_resume(struct request *req)
+{
+	struct vm *vm;
+
+	if ((vm = tools_owned_vm(req)) == NULL)
+		return;
+	request_progress(req, 1, 2, "resuming");
+	vm_ready(vm, resumed, req);
+}
+
+static void
+destroyed(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct request *req = arg;
+	struct json_object *o;
+
+	if (code != NULL) {
+		tools_reply_error(req, code, msg);
+		return;
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "vm_id", json_object_new_string(req->vm_id));
+	json_object_object_add(o, "destroyed", json_object_new_boolean(1));
+	json_object_object_add(o, "already_destroyed",
+	    json_object_new_boolean(0));
+	request_reply(req, o);
+}
+
+void
+tool_vm_destroy(struct request *req)
+{
+	const char *id = req_arg_str(req, "vm_id", "");
+	struct vm *vm = vm_find_owned(id, req->workspace);
+
+	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, id);
+	if (vm == NULL) {
+		struct json_object *o;
+
+		/* Destroying twice is fine; destroying what was never ours
+		 * is not_found, as for every other tool. */
+		if (!store_vm_was_destroyed(env->store, id, req->workspace)) {
+			request_error(req, "not_found", "there is no VM "
+			    "'%.64s' in this workspace", id);
+			return;
+		}
+		o = json_object_new_object();
+		json_object_object_add(o, "vm_id", json_object_new_string(id));
+		/* The schema's "destroyed" is always true: it is gone. */
+		json_object_object_add(o, "destroyed",
+		    json_object_new_boolean(1));
+		json_object_object_add(o, "already_destroyed",
+		    json_object_new_boolean(1));
+		request_reply(req, o);
+		return;
+	}
+	vm_destroy(vm, destroyed, req);
+}
+
