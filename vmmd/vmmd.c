@@ -18,9 +18,10 @@
  *   vmctl    vmctl.sock: root or the       vmctl_rules    decode_vmctl,
  *            admin group (accept_vmctl)    (below)        vmmd_dispatch_vmctl
  *                                                         (control.c)
- *   vmproxy  one socketpair per VM, to     proxy_rules    decode_proxy_*,
- *            the vmproxy vmmd spawned      (proxy.c)      vmmd_dispatch_vmproxy
- *                                                         (proxy.c)
+ *   vmproxy  one socketpair per VM, to     proxy_rules    decode_vmproxy,
+ *            the vmproxy vmmd spawned      (to_vmproxy.c) vmmd_dispatch_vmproxy,
+ *                                                         then vmproxy_msgs[]
+ *                                                         (to_vmproxy.c)
  *   spawner  a SOCK_SEQPACKET socketpair,  fixed structs  spawn_run's reply
  *            forked before the drop        (spawn.c)      (spawn.c)
  *   netd     netd.sock, vmmd connects      netd_rules     vmmd_dispatch_netd
