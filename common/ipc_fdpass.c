@@ -14,8 +14,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fdmsg.h"
 #include "ipc.h"
 #include "ipc_priv.h"
+
+/* Descriptors one recvmsg takes at most: more is a broken message. */
+#define IPC_RECV_FDS	8
 int
 ipc_sockaddr(struct sockaddr_un *sun, const char *path)
 {
@@ -29,22 +33,6 @@ ipc_sockaddr(struct sockaddr_un *sun, const char *path)
 	return 0;
 }
 
-/* Puts fd in msg as SCM_RIGHTS, using buf (CMSG_SPACE(sizeof(int))). */
-static void
-attach_fd(struct msghdr *msg, void *buf, size_t buflen, int fd)
-{
-	struct cmsghdr *c;
-
-	memset(buf, 0, buflen);
-	msg->msg_control = buf;
-	msg->msg_controllen = buflen;
-	c = CMSG_FIRSTHDR(msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-}
-
 /*
  * Sends as much of o as the socket takes (for the blocking client).  The
  * descriptor goes with the first byte of the frame.  Returns 1 when done, 0 on EAGAIN, -1 on error.
@@ -52,10 +40,7 @@ attach_fd(struct msghdr *msg, void *buf, size_t buflen, int fd)
 int
 ipc_out_write(int sock, struct ipc_out *o)
 {
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
-	} cmsgbuf;
+	FDMSG_BUF(cmsgbuf, 1);
 	struct msghdr msg;
 	struct iovec iov;
 	ssize_t n;
@@ -67,7 +52,7 @@ ipc_out_write(int sock, struct ipc_out *o)
 		msg.msg_iov = &iov;
 		msg.msg_iovlen = 1;
 		if (o->off == 0 && o->fd != -1)
-			attach_fd(&msg, &cmsgbuf, sizeof(cmsgbuf), o->fd);
+			fdmsg_attach(&msg, &cmsgbuf, sizeof(cmsgbuf), &o->fd, 1);
 		n = sendmsg(sock, &msg, MSG_NOSIGNAL);
 		if (n == -1) {
 			if (errno == EINTR)
@@ -98,10 +83,7 @@ ipc_out_write(int sock, struct ipc_out *o)
 int
 ipc_outq_write(int sock, struct ipc_outq *q, size_t *bytes)
 {
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
-	} cmsgbuf;
+	FDMSG_BUF(cmsgbuf, 1);
 	struct iovec iov[IPC_WRITE_BATCH];
 	struct msghdr msg;
 	struct ipc_out *o;
@@ -113,7 +95,7 @@ ipc_outq_write(int sock, struct ipc_outq *q, size_t *bytes)
 		memset(&msg, 0, sizeof(msg));
 		niov = 0;
 		if (o->off == 0 && o->fd != -1) {
-			attach_fd(&msg, &cmsgbuf, sizeof(cmsgbuf), o->fd);
+			fdmsg_attach(&msg, &cmsgbuf, sizeof(cmsgbuf), &o->fd, 1);
 			iov[niov].iov_base = o->buf;
 			iov[niov++].iov_len = o->len;
 		} else {
@@ -161,16 +143,12 @@ ssize_t
 ipc_recv(int sock, struct ipc_reader *r, void *buf, size_t want,
     const char **err)
 {
-	union {
-		struct cmsghdr	hdr;
-		/* Room for several, so that extra ones are seen and closed. */
-		char		buf[CMSG_SPACE(sizeof(int) * 8)];
-	} cmsgbuf;
+	/* Room for several, so that extra ones are seen and closed. */
+	FDMSG_BUF(cmsgbuf, IPC_RECV_FDS);
 	struct msghdr msg;
 	struct iovec iov;
-	struct cmsghdr *c;
 	ssize_t n;
-	int bad = 0;
+	int fds[IPC_RECV_FDS], nfd, i;
 
 	memset(&msg, 0, sizeof(msg));
 	iov.iov_base = buf;
@@ -184,27 +162,20 @@ ipc_recv(int sock, struct ipc_reader *r, void *buf, size_t want,
 	while (n == -1 && errno == EINTR);
 	if (n == -1)
 		return -1;
-	for (c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
-		size_t nfd, i;
-		int fd;
-
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (i = 0; i < nfd; i++) {
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			/* Every one received is ours to keep or close. */
-			if (bad)
-				close(fd);
-			else if (ipc_reader_add_fd(r, fd, err) == -1)
-				bad = 1;
-		}
-	}
-	if (msg.msg_flags & MSG_CTRUNC) {
+	if ((nfd = fdmsg_take(&msg, fds, IPC_RECV_FDS)) == -1) {
 		*err = "too many descriptors in one message";
-		bad = 1;
+		return -2;
 	}
-	return bad ? -2 : n;
+	/* Every one received is ours to keep or close. */
+	for (i = 0; i < nfd; i++)
+		if (ipc_reader_add_fd(r, fds[i], err) == -1)
+			break;
+	if (i < nfd) {
+		while (++i < nfd)
+			close(fds[i]);
+		return -2;
+	}
+	return n;
 }
 
 /* ---- connections ------------------------------------------------------- */

@@ -25,6 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "fdmsg.h"
 #include "guestd.h"
 #include "log.h"
 
@@ -269,16 +270,12 @@ broker_ctl_io(int fd, short revents, void *arg)
 {
 	struct broker *b = arg;
 	uint8_t pre[BROKER_PREAMBLE_MAX + 1];
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
-	} cm;
+	FDMSG_BUF(cm, 1);
 	struct iovec iov = { pre, sizeof(pre) };
 	struct msghdr msg;
-	struct cmsghdr *c;
 	uint32_t ch;
 	ssize_t n;
-	int cfd = -1;
+	int cfd = -1, got;
 
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = &iov;
@@ -288,13 +285,14 @@ broker_ctl_io(int fd, short revents, void *arg)
 	n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n == -1 && (errno == EAGAIN || errno == EINTR))
 		return;
-	for (c = CMSG_FIRSTHDR(&msg); n > 0 && c != NULL;
-	    c = CMSG_NXTHDR(&msg, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)) && cfd == -1)
-			memcpy(&cfd, CMSG_DATA(c), sizeof(int));
+	/* One descriptor or none; anything more is closed here. */
+	got = n >= 0 ? fdmsg_take(&msg, &cfd, 1) : 0;
+	if (got != 1)
+		cfd = -1;
 	if (n <= 0) {
 		/* The relay is gone: no more connections for this job. */
+		if (cfd != -1)
+			close(cfd);
 		log_info("job %s: broker relay ended", b->job_id);
 		close(b->ctl);
 		b->ctl = -1;

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fdmsg.h"
 #include "guestd.h"
 
 #define RELAY_LISTEN_FD	3
@@ -100,14 +101,10 @@ drop_privileges(void)
 static void
 relay_accept(const char *jobcg, const char *pre, size_t prelen)
 {
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
-	} cm;
+	FDMSG_BUF(cm, 1);
 	struct iovec iov = { (void *)pre, prelen };
 	char pidstr[16], cg[4096];
 	struct msghdr msg;
-	struct cmsghdr *c;
 	struct ucred uc;
 	socklen_t len = sizeof(uc);
 	int fd;
@@ -133,13 +130,7 @@ relay_accept(const char *jobcg, const char *pre, size_t prelen)
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
-	msg.msg_control = cm.buf;
-	msg.msg_controllen = sizeof(cm.buf);
-	c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	fdmsg_attach(&msg, &cm, sizeof(cm), &fd, 1);
 	if (sendmsg(RELAY_CTL_FD, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) == -1) {
 		if (errno == EPIPE || errno == ECONNRESET)
 			_exit(0);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cgroup.h"
+#include "fdmsg.h"
 #include "log.h"
 #include "privdrop.h"
 #include "spawn.h"
@@ -331,13 +332,9 @@ reply(int sock, pid_t pid, int step, int err)
 static void
 serve_one(int sock, struct spawn_msg *m)
 {
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int) * SPAWN_MAX_FDS)];
-	} cbuf;
+	FDMSG_BUF(cbuf, SPAWN_MAX_FDS);
 	struct iovec iov = { m, sizeof(*m) };
 	struct msghdr msg;
-	struct cmsghdr *c;
 	struct spawn_reply r;
 	struct job j;
 	int fds[SPAWN_MAX_FDS], nfds = 0, bad = 0, p[2] = { -1, -1 };
@@ -354,25 +351,9 @@ serve_one(int sock, struct spawn_msg *m)
 	} while (n == -1 && errno == EINTR);
 	if (n <= 0)
 		_exit(0);	/* vmmd closed its end, or died */
-	for (c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
-		size_t k;
-
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-			bad = 1;
-			continue;
-		}
-		k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
-			if (nfds < SPAWN_MAX_FDS)
-				fds[nfds++] = fd;
-			else {
-				close(fd);
-				bad = 1;
-			}
-		}
+	if ((nfds = fdmsg_take(&msg, fds, SPAWN_MAX_FDS)) == -1) {
+		nfds = 0;
+		bad = 1;
 	}
 	if (bad || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
 	    job_decode(m, (size_t)n, fds, nfds, &j) == -1) {
@@ -559,10 +540,8 @@ pid_t
 spawn_run(const struct spawn_req *r, char *err, size_t errlen)
 {
 	static struct spawn_msg m;	/* under sp_lock */
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int) * SPAWN_MAX_FDS)];
-	} cbuf;
+	FDMSG_BUF(cbuf, SPAWN_MAX_FDS);
+	int sendfds[SPAWN_MAX_FDS];
 	const char *what = r->kind == SPAWN_VMPROXY ? "vmproxy" : "QEMU";
 	struct spawn_reply rep;
 	struct msghdr msg;
@@ -582,17 +561,9 @@ spawn_run(const struct spawn_req *r, char *err, size_t errlen)
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
-	if (r->nfds > 0) {
-		memset(&cbuf, 0, sizeof(cbuf));
-		msg.msg_control = cbuf.buf;
-		msg.msg_controllen = CMSG_SPACE(sizeof(int) * r->nfds);
-		cbuf.hdr.cmsg_level = SOL_SOCKET;
-		cbuf.hdr.cmsg_type = SCM_RIGHTS;
-		cbuf.hdr.cmsg_len = CMSG_LEN(sizeof(int) * r->nfds);
-		for (size_t i = 0; i < r->nfds; i++)
-			memcpy(CMSG_DATA(&cbuf.hdr) + i * sizeof(int),
-			    &r->fds[i].fd, sizeof(int));
-	}
+	for (size_t i = 0; i < r->nfds; i++)
+		sendfds[i] = r->fds[i].fd;
+	fdmsg_attach(&msg, &cbuf, sizeof(cbuf), sendfds, r->nfds);
 	do {
 		n = sendmsg(sp_sock, &msg, MSG_NOSIGNAL);
 	} while (n == -1 && errno == EINTR);

@@ -19,9 +19,10 @@
 #include <event2/event.h>
 #include <json-c/json.h>
 
+#include "errf.h"
+#include "fdmsg.h"
 #include "log.h"
 #include "qmp.h"
-#include "errf.h"
 
 #define CONNECT_RETRY_MS	10
 #define CAPS_TIMEOUT_MS		5000
@@ -290,11 +291,7 @@ qmp_write_cb(evutil_socket_t fd, short what, void *arg)
 	struct outmsg *m;
 	struct msghdr mh;
 	struct iovec iov;
-	union {
-		struct cmsghdr	hdr;
-		char		buf[CMSG_SPACE(sizeof(int))];
-	} cm;
-	struct cmsghdr *c;
+	FDMSG_BUF(cm, 1);
 	ssize_t n;
 
 	q->busy++;
@@ -304,16 +301,8 @@ qmp_write_cb(evutil_socket_t fd, short what, void *arg)
 		iov.iov_len = m->len - m->off;
 		mh.msg_iov = &iov;
 		mh.msg_iovlen = 1;
-		if (m->fd != -1) {
-			memset(&cm, 0, sizeof(cm));
-			mh.msg_control = cm.buf;
-			mh.msg_controllen = sizeof(cm.buf);
-			c = CMSG_FIRSTHDR(&mh);
-			c->cmsg_level = SOL_SOCKET;
-			c->cmsg_type = SCM_RIGHTS;
-			c->cmsg_len = CMSG_LEN(sizeof(int));
-			memcpy(CMSG_DATA(c), &m->fd, sizeof(int));
-		}
+		if (m->fd != -1)
+			fdmsg_attach(&mh, &cm, sizeof(cm), &m->fd, 1);
 		n = sendmsg(q->fd, &mh, MSG_NOSIGNAL);
 		if (n == -1 && (errno == EAGAIN || errno == EINTR))
 			break;
