@@ -159,9 +159,12 @@ on_ctrl(const struct glink_frame *f)
 		 * hello while ours is unanswered says guestd has just opened
 		 * the port, and it may never have seen ours (written before
 		 * anyone read the port, or lost with a restore): ask again now
-		 * instead of waiting out HELLO_WAIT_MS.  Other events are for
+		 * instead of waiting out HELLO_WAIT_MS.  Only once everything
+		 * sent before has left, so that a guest repeating hellos
+		 * without reading gets nothing queued.  Other events are for
 		 * newer hosts. */
-		if (!lk.hello && strcmp(rep.event, "hello") == 0) {
+		if (!lk.hello && strcmp(rep.event, "hello") == 0 &&
+		    glink_out_pending(px.g) == 0) {
 			log_debug("vm %s: the guest said hello first; asking "
 			    "again", px.vm_id);
 			link_hello();
