@@ -5,7 +5,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <linux/random.h>
 #include <stdio.h>
 #include <stdlib.h>
