@@ -151,5 +151,6 @@ void	 init_system(void);
 void	 init_lo(void);
 void	 init_poweroff(void) __attribute__((noreturn));
 void	 read_boot_id(char *, size_t);
+int	 in_initial_pidns(void);	/* the VM's own kernel, not a harness */
 
 #endif

@@ -156,8 +156,11 @@ identity_apply(const struct req *q)
 	struct json_object *r;
 	char err[384];
 
-	/* In a test harness on the host these files are the host's. */
-	if (!opts.init)
+	/*
+	 * In a test harness on the host (a pid namespace, even as its PID 1)
+	 * these files and the RNG are the host's.
+	 */
+	if (!opts.init || !in_initial_pidns())
 		return reply_error(q->id, "invalid_argument", "identity: "
 		    "only guestd as PID 1 of a guest takes a new identity");
 	err[0] = '\0';
