@@ -160,7 +160,8 @@
  *               A step that fails is an io_error naming it ("hostname:
  *               sethostname: ..."); the steps before it stay done, and
  *               the op may be sent again (it is idempotent).  Only guestd
- *               as PID 1 applies it; otherwise invalid_argument.
+ *               as PID 1 of the VM's own kernel applies it; otherwise
+ *               invalid_argument.
  */
 #ifndef MCPVM_PROTO_GUEST_H
 #define MCPVM_PROTO_GUEST_H
