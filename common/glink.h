@@ -137,6 +137,15 @@ int	 glink_json_array(struct json_object *, const char *, int, size_t,
 	    struct json_object **, char *, size_t);
 
 /*
+ * The identity op's values (proto/guest.h): 1 when valid.  glink_b64_exact
+ * decodes canonical padded base64 of exactly want bytes into out, 0 or -1.
+ */
+int	 glink_valid_machine_id(const char *);
+int	 glink_valid_uuid(const char *);
+int	 glink_valid_hostname(const char *);
+int	 glink_b64_exact(const char *, size_t, uint8_t *, size_t);
+
+/*
  * Decodes a guest -> host message's envelope: an event (hello) or a reply.
  * For a reply, *id is set and *ok says whether it succeeded; on error
  * code/message point into the object.  Returns 0 or -1 with err filled.

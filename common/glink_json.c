@@ -172,3 +172,100 @@ glink_reply_decode(struct json_object *o, struct glink_reply *r, char *err,
 	return 0;
 }
 
+
+/*
+ * The identity op's values (proto/guest.h), checked the same way by
+ * vmproxy before it forwards them and by guestd before it applies them.
+ */
+static int
+all_of(const char *s, size_t n, const char *set)
+{
+	return strlen(s) == n && strspn(s, set) == n;
+}
+
+int
+glink_valid_machine_id(const char *s)
+{
+	return all_of(s, GUEST_MACHINE_ID_LEN, "0123456789abcdef") &&
+	    strspn(s, "0") != GUEST_MACHINE_ID_LEN;
+}
+
+int
+glink_valid_uuid(const char *s)
+{
+	size_t i;
+
+	if (strlen(s) != GUEST_UUID_LEN)
+		return 0;
+	for (i = 0; i < GUEST_UUID_LEN; i++) {
+		if (i == 8 || i == 13 || i == 18 || i == 23) {
+			if (s[i] != '-')
+				return 0;
+		} else if (!((s[i] >= '0' && s[i] <= '9') ||
+		    (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	}
+	return 1;
+}
+
+int
+glink_valid_hostname(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n >= 1 && n <= GUEST_HOSTNAME_MAX &&
+	    strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n &&
+	    s[0] != '-' && s[n - 1] != '-';
+}
+
+static int
+b64_value(char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
+/*
+ * Canonical standard base64 of exactly want bytes, padded, nothing else
+ * (guestd is static without OpenSSL, so not common/b64.c).
+ */
+int
+glink_b64_exact(const char *s, size_t len, uint8_t *out, size_t want)
+{
+	size_t i, o = 0, pad;
+	uint32_t acc;
+	int v;
+
+	if (len != (want + 2) / 3 * 4)
+		return -1;
+	pad = (3 - want % 3) % 3;
+	for (i = 0; i < len; i += 4) {
+		acc = 0;
+		for (size_t j = 0; j < 4; j++) {
+			char c = s[i + j];
+
+			if (i + 4 == len && j >= 4 - pad) {
+				if (c != '=')
+					return -1;
+				v = 0;
+			} else if ((v = b64_value(c)) == -1)
+				return -1;
+			acc = acc << 6 | (uint32_t)v;
+		}
+		for (size_t j = 0; j < 3 && o < want; j++)
+			out[o++] = (uint8_t)(acc >> (16 - 8 * j));
+		/* Bits after the last byte must be zero (canonical). */
+		if (i + 4 == len && pad > 0 && (acc & ((1u << (8 * pad)) - 1)))
+			return -1;
+	}
+	return o == want ? 0 : -1;
+}

@@ -133,6 +133,9 @@ guestd_dispatch_host(const uint8_t *buf, size_t len, const uint8_t *body,
 		r = reply_new(q.id);
 		guestd_hello(r);
 		break;
+	case OP_IDENTITY:
+		r = identity_apply(&q);
+		break;
 	case OP_SHUTDOWN:
 		link_reply(reply_new(q.id), NULL, 0);
 		req_free(&q);

@@ -128,6 +128,12 @@ guestd_hello(struct json_object *o)
 	json_object_object_add(o, "jobs", json_object_new_int(jobs_count()));
 }
 
+void
+guestd_set_boot_id(const char *id)
+{
+	snprintf(boot_id, sizeof(boot_id), "%s", id);
+}
+
 static void
 send_hello(void)
 {

@@ -45,6 +45,7 @@ int	 link_is_up(void);
 void	 link_reply(struct json_object *, const void *, size_t);
 void	 guestd_shutdown(void);
 void	 guestd_hello(struct json_object *);
+void	 guestd_set_boot_id(const char *);	/* what hello says from now */
 
 /*
  * Link peers (vsockpeer.c): 1 when an accepted vsock connection comes from
@@ -58,7 +59,7 @@ int	 vsock_peer_is_host(const struct sockaddr *peer, socklen_t peerlen,
 enum req_op {
 	OP_PING = 1, OP_CLOCK_SET, OP_EXEC, OP_JOB_STATUS, OP_JOB_OUTPUT,
 	OP_JOB_CANCEL, OP_FILE_READ, OP_FILE_WRITE, OP_FREEZE, OP_THAW,
-	OP_ACTIVITY, OP_SHUTDOWN, OP_HELLO,
+	OP_ACTIVITY, OP_SHUTDOWN, OP_HELLO, OP_IDENTITY,
 };
 
 struct req {
@@ -81,6 +82,11 @@ struct req {
 	const uint8_t	*body;
 	size_t		 body_len;
 	int		 has_body;
+	/* identity: checked by req_decode (proto/guest.h) */
+	const char	*machine_id;
+	const char	*boot_id;
+	const char	*hostname;
+	uint8_t		 entropy[GUEST_ENTROPY_BYTES];
 };
 
 /* 0: decoded; 1: a reply-able argument error (id set); -1: link violation */
@@ -137,10 +143,14 @@ void	 broker_free(struct broker *);
 void	 broker_poll(void);
 int	 broker_relay_main(int, char **) __attribute__((noreturn));
 
+/* A clone's new identity (identity.c) */
+struct json_object *identity_apply(const struct req *);
+
 /* PID 1 duties (init.c) */
 void	 init_system(void);
 void	 init_lo(void);
 void	 init_poweroff(void) __attribute__((noreturn));
 void	 read_boot_id(char *, size_t);
+int	 in_initial_pidns(void);	/* the VM's own kernel, not a harness */
 
 #endif

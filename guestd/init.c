@@ -249,8 +249,6 @@ read_boot_id(char *out, size_t len)
 	}
 }
 
-static int	in_initial_pidns(void);
-
 /*
  * The kernel's defaults (0) let uid 1000 hard-link any file it can name,
  * root's included, into /workspace, and follow others' symlinks in sticky
@@ -317,7 +315,7 @@ init_system(void)
 }
 
 /* The initial pid namespace has a fixed inode number (PROC_PID_INIT_INO). */
-static int
+int
 in_initial_pidns(void)
 {
 	struct stat st;

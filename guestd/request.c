@@ -25,6 +25,7 @@ static const struct {
 	{ "activity", OP_ACTIVITY },
 	{ "shutdown", OP_SHUTDOWN },
 	{ "hello", OP_HELLO },
+	{ "identity", OP_IDENTITY },
 };
 
 int
@@ -83,6 +84,46 @@ decode_env(struct req *r, char *err, size_t errlen)
 			    "or holds NUL", key);
 			return -1;
 		}
+	}
+	return 0;
+}
+
+/* Every field required, each in its one exact form (proto/guest.h). */
+static int
+decode_identity(struct req *r, char *err, size_t errlen)
+{
+	const char *b64;
+
+	if (glink_json_str(r->root, "machine_id", 1, GUEST_MACHINE_ID_LEN,
+	    &r->machine_id, err, errlen) != 1 ||
+	    glink_json_str(r->root, "boot_id", 1, GUEST_UUID_LEN,
+	    &r->boot_id, err, errlen) != 1 ||
+	    glink_json_str(r->root, "hostname", 1, GUEST_HOSTNAME_MAX,
+	    &r->hostname, err, errlen) != 1 ||
+	    glink_json_str(r->root, "entropy_b64", 1, GUEST_ENTROPY_B64_LEN,
+	    &b64, err, errlen) != 1)
+		return -1;
+	if (!glink_valid_machine_id(r->machine_id)) {
+		snprintf(err, errlen, "machine_id must be %d lowercase hex "
+		    "digits, not all zero", GUEST_MACHINE_ID_LEN);
+		return -1;
+	}
+	if (!glink_valid_uuid(r->boot_id)) {
+		snprintf(err, errlen, "boot_id must be a lowercase UUID "
+		    "(8-4-4-4-12 hex digits)");
+		return -1;
+	}
+	if (!glink_valid_hostname(r->hostname)) {
+		snprintf(err, errlen, "hostname must be 1-%d characters of "
+		    "[a-z0-9-], not starting or ending with '-'",
+		    GUEST_HOSTNAME_MAX);
+		return -1;
+	}
+	if (glink_b64_exact(b64, strlen(b64), r->entropy,
+	    sizeof(r->entropy)) == -1) {
+		snprintf(err, errlen, "entropy_b64 must be base64 of exactly "
+		    "%d bytes", GUEST_ENTROPY_BYTES);
+		return -1;
 	}
 	return 0;
 }
@@ -153,6 +194,8 @@ decode_args(struct req *r, char *err, size_t errlen)
 		    &r->job_id, err, errlen) != 1)
 			return -1;
 		break;
+	case OP_IDENTITY:
+		return decode_identity(r, err, errlen);
 	case OP_FILE_READ:
 	case OP_FILE_WRITE:
 		if (glink_json_str(r->root, "path", 1, 4096, &r->path, err,
@@ -225,6 +268,7 @@ req_decode(const void *buf, size_t len, const void *body, size_t body_len,
 void
 req_free(struct req *r)
 {
+	explicit_bzero(r->entropy, sizeof(r->entropy));
 	json_object_put(r->root);
 	r->root = NULL;
 }

@@ -142,6 +142,26 @@
  *               active: some job cgroup still holds a process (detached
  *               descendants count, guest daemons do not).
  *   shutdown    {} -> {} then guestd syncs and powers off.
+ *   identity    {"machine_id": 32 lowercase hex (not all zeros),
+ *                "boot_id": UUID, 36 chars, lowercase 8-4-4-4-12,
+ *                "hostname": [a-z0-9-]{1,63}, no '-' first or last,
+ *                "entropy_b64": canonical padded base64 of exactly
+ *                GUEST_ENTROPY_BYTES bytes}
+ *               -> {"boot_id": the new one}.  Makes a VM restored from a
+ *               memory snapshot a machine of its own, in this order:
+ *               "entropy": the bytes are written to /dev/urandom, credited
+ *               with RNDADDENTROPY and the CRNG reseeded (RNDRESEEDCRNG),
+ *               so no two clones draw the same random bytes from then on;
+ *               "machine_id": /etc/machine-id (temp file + rename, 0444);
+ *               "hostname": sethostname() and /etc/hostname;
+ *               "boot_id": a file under /run bind-mounted (read-only) over
+ *               /proc/sys/kernel/random/boot_id, replacing an earlier
+ *               overlay, and hello says this boot id from then on.
+ *               A step that fails is an io_error naming it ("hostname:
+ *               sethostname: ..."); the steps before it stay done, and
+ *               the op may be sent again (it is idempotent).  Only guestd
+ *               as PID 1 of the VM's own kernel applies it; otherwise
+ *               invalid_argument.
  */
 #ifndef MCPVM_PROTO_GUEST_H
 #define MCPVM_PROTO_GUEST_H
@@ -189,6 +209,13 @@ enum glink_type {
 #define GUEST_VIRTIO_PORT	"org.mcpvm.link.0"
 #define GUEST_UID		1000
 #define GUEST_GID		1000
+
+/* The identity op's values. */
+#define GUEST_MACHINE_ID_LEN	32
+#define GUEST_UUID_LEN		36
+#define GUEST_HOSTNAME_MAX	63
+#define GUEST_ENTROPY_BYTES	64
+#define GUEST_ENTROPY_B64_LEN	88	/* base64 of GUEST_ENTROPY_BYTES */
 
 /* The job broker pipe (guestd/broker.c, vmproxy/vmproxy_broker.c). */
 #define BROKER_SOCKET_DIR	"/run/mcpvm-broker"

@@ -72,6 +72,12 @@ struct vm_spec {
 	int			 log_fd;
 	struct vmm_monitor	*mon;		/* QEMU's QMP, through vmproxy */
 	const struct cg_host	*cg;		/* NULL: no cgroup (tests) */
+	/*
+	 * The vmgenid device's GUID (a lowercase UUID); NULL: no device.
+	 * A restore must have the device exactly when the boot had it; a
+	 * new GUID on a restore tells the guest it is a copy.
+	 */
+	const char		*vmgenid;
 };
 
 /* Files a VM's rundir holds, by name. */

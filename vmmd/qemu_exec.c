@@ -93,6 +93,20 @@ opt_escape(const char *s)
 	return out;
 }
 
+/* 8-4-4-4-12 lowercase hex: nothing QEMU's option parser would split. */
+static int
+uuid_ok(const char *u)
+{
+	size_t i;
+
+	for (i = 0; u[i] != '\0'; i++)
+		if (i == 8 || i == 13 || i == 18 || i == 23 ? u[i] != '-' :
+		    !((u[i] >= '0' && u[i] <= '9') || (u[i] >= 'a' &&
+		    u[i] <= 'f')))
+			return 0;
+	return i == 36;
+}
+
 int
 qemu_build_argv(const struct qemu_conf *conf, const struct vm_spec *s,
     int kvm, int incoming, struct qemu_argv *a)
@@ -110,7 +124,8 @@ qemu_build_argv(const struct qemu_conf *conf, const struct vm_spec *s,
 	int rc = -1;
 
 	memset(a, 0, sizeof(*a));
-	if (s->vcpus == 0 || s->memory_mib == 0 || s->rundir == NULL) {
+	if (s->vcpus == 0 || s->memory_mib == 0 || s->rundir == NULL ||
+	    (s->vmgenid != NULL && !uuid_ok(s->vmgenid))) {
 		errno = EINVAL;
 		return -1;
 	}
@@ -192,6 +207,9 @@ qemu_build_argv(const struct qemu_conf *conf, const struct vm_spec *s,
 	    (s->mac != NULL ? argv_add(a, "virtio-net-%s,netdev=net0,mac=%s",
 	    bus, s->mac) : argv_add(a, "virtio-net-%s,netdev=net0", bus)) ==
 	    -1))
+		goto out;
+	if (s->vmgenid != NULL && (argv_add(a, "-device") == -1 ||
+	    argv_add(a, "vmgenid,guid=%s", s->vmgenid) == -1))
 		goto out;
 	if (argv_add(a, "-pidfile") == -1 ||
 	    argv_add(a, "%s/%s", s->rundir, VMM_PIDFILE) == -1 ||

@@ -100,6 +100,9 @@ static const char *const migrations[] = {
 	"  mtime_ns INTEGER NOT NULL,"
 	"  ctime_ns INTEGER NOT NULL,"
 	"  sha256 TEXT NOT NULL);",
+	/* 3: a VM's vmgenid GUID; '' for VMs booted without the device,
+	 * which must restore without it. */
+	"ALTER TABLE vms ADD COLUMN vmgenid TEXT NOT NULL DEFAULT '';",
 };
 
 /*
@@ -211,9 +214,9 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	sqlite3_stmt *st = store_prepare(s,
 	    "INSERT INTO vms (id, workspace, slot, state, image, vcpus, "
 	    "memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, "
-	    "created_at, updated_at, generation, failure) "
+	    "created_at, updated_at, generation, failure, vmgenid) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, "
-	    "?13, ?14)");
+	    "?13, ?14, ?15)");
 
 	if (st == NULL)
 		return -1;
@@ -232,6 +235,7 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	    now_seconds());
 	sqlite3_bind_int(st, 13, v->generation);
 	sqlite3_bind_text(st, 14, v->failure, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 15, v->vmgenid, -1, SQLITE_STATIC);
 	return store_done(s, st);
 }
 
@@ -275,7 +279,7 @@ store_vm_set_generation(struct store *s, const char *id, int gen)
 
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
-	"created_at, updated_at, generation, failure"
+	"created_at, updated_at, generation, failure, vmgenid"
 
 static int
 row_to_vm(sqlite3_stmt *st, struct vm_record *v)
@@ -302,6 +306,7 @@ row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 	v->updated_at = sqlite3_column_int64(st, 12);
 	v->generation = sqlite3_column_int(st, 13);
 	sqldb_column_text(st, 14, v->failure, sizeof(v->failure));
+	sqldb_column_text(st, 15, v->vmgenid, sizeof(v->vmgenid));
 	return 0;
 }
 

@@ -45,6 +45,7 @@ struct vm_record {
 	long long	 updated_at;
 	int		 generation;	/* checkpoint generation */
 	char		 failure[256];	/* why, when state is failed */
+	char		 vmgenid[37];	/* its vmgenid GUID; "": no device */
 };
 
 const char	*vm_state_name(enum vm_state);

@@ -88,6 +88,8 @@ vm_spec(struct vm *vm, struct vm_spec *spec, char *append, size_t applen,
 	spec->log_fd = -1;
 	spec->mon = &vm->mon;	/* QMP goes through vmproxy */
 	spec->cg = &env->cg;
+	/* The same on every boot and restore of this VM: "" is none. */
+	spec->vmgenid = vm->rec.vmgenid[0] != '\0' ? vm->rec.vmgenid : NULL;
 }
 
 /* The guest said hello: set its clock (thaw after a restore), and run. */
@@ -483,6 +485,17 @@ vm_create(struct request *req, const struct conf_image *im, int vcpus,
 		fatalx("RAND_bytes failed");
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(rec.id + i * 2, 3, "%02x", rnd[i]);
+	/* A random (version 4) GUID for its vmgenid device. */
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		fatalx("RAND_bytes failed");
+	rnd[6] = (unsigned char)((rnd[6] & 0x0f) | 0x40);
+	rnd[8] = (unsigned char)((rnd[8] & 0x3f) | 0x80);
+	for (size_t i = 0, o = 0; i < sizeof(rnd); i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			rec.vmgenid[o++] = '-';
+		snprintf(rec.vmgenid + o, 3, "%02x", rnd[i]);
+		o += 2;
+	}
 	snprintf(rec.workspace, sizeof(rec.workspace), "%s", req->workspace);
 	snprintf(rec.image, sizeof(rec.image), "%s", im->id);
 	rec.slot = slot;

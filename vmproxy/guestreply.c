@@ -17,7 +17,7 @@
 const char *const guest_op_names[] = {
 	"exec", "job_status", "jobs", "job_output", "job_cancel",
 	"file_read", "file_write", "freeze", "thaw", "activity", "ping",
-	"shutdown", "clock_set", NULL
+	"shutdown", "clock_set", "identity", NULL
 };
 
 void
@@ -378,6 +378,28 @@ activity_from_guest(struct json_object *r, char *err, size_t errlen)
 	return res;
 }
 
+/* The guest took the identity it was given: its boot id, and only it. */
+static struct json_object *
+identity_from_guest(const struct guest_call *c, struct json_object *r,
+    char *err, size_t errlen)
+{
+	struct json_object *res;
+	const char *boot_id;
+
+	if (glink_json_str(r, "boot_id", 1, GUEST_UUID_LEN, &boot_id, err,
+	    errlen) != 1)
+		return NULL;
+	if (!glink_valid_uuid(boot_id) || c->boot_id == NULL ||
+	    strcmp(boot_id, c->boot_id) != 0) {
+		snprintf(err, errlen, "identity: the guest answered with "
+		    "another boot id than it was given");
+		return NULL;
+	}
+	res = json_object_new_object();
+	json_object_object_add(res, "boot_id", json_object_new_string(boot_id));
+	return res;
+}
+
 enum guestreply_kind
 guestreply_translate(const struct guest_call *c, struct json_object *r,
     const struct glink_reply *rep, const uint8_t *body, size_t body_len,
@@ -423,6 +445,9 @@ guestreply_translate(const struct guest_call *c, struct json_object *r,
 		break;
 	case GOP_ACTIVITY:
 		res = activity_from_guest(r, why, whylen);
+		break;
+	case GOP_IDENTITY:
+		res = identity_from_guest(c, r, why, whylen);
 		break;
 	default:
 		/* ping, freeze, thaw, clock_set, shutdown: nothing to pass. */

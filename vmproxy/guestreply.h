@@ -31,6 +31,7 @@ enum guest_op {
 	GOP_PING,
 	GOP_SHUTDOWN,
 	GOP_CLOCK_SET,
+	GOP_IDENTITY,
 	GOP_COUNT
 };
 
@@ -54,6 +55,7 @@ struct guest_call {
 	const char	*path;		/* file_read, file_write: never NULL */
 	int64_t		 offset;	/* file_read: 0..GUEST_OFFSET_MAX */
 	int64_t		 max_bytes;	/* file_read: 1..GUEST_MAX_FILE */
+	const char	*boot_id;	/* identity: the one asked for */
 };
 
 /* A call's arguments when vmmd gave none: the tools' defaults. */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "b64.h"
+#include "glink.h"
 #include "guest.h"
 #include "ipc.h"
 #include "jsonx.h"
@@ -82,6 +83,15 @@ static const struct member ops_members[GOP_COUNT][8] = {
 	[GOP_PING] = { { NULL } },
 	[GOP_SHUTDOWN] = { { NULL } },
 	[GOP_CLOCK_SET] = { { "realtime_ns", MK_INT, 0, INT64_MAX, 0 } },
+	/* Exact lengths here; the forms in read_host_members. */
+	[GOP_IDENTITY] = {
+		{ "machine_id", MK_STR, GUEST_MACHINE_ID_LEN,
+		    GUEST_MACHINE_ID_LEN, MF_REQ },
+		{ "boot_id", MK_STR, GUEST_UUID_LEN, GUEST_UUID_LEN, MF_REQ },
+		{ "hostname", MK_STR, 1, GUEST_HOSTNAME_MAX, MF_REQ },
+		{ "entropy_b64", MK_STR, GUEST_ENTROPY_B64_LEN,
+		    GUEST_ENTROPY_B64_LEN, MF_REQ },
+	},
 };
 
 void
@@ -201,6 +211,44 @@ octal_mode(const char *s)
 	return (int)mode;
 }
 
+/* The identity op's values, in the forms guestd takes (glink.h). */
+static enum decode_verdict
+check_identity(struct json_object *body, struct guest_call *c,
+    struct decode_err *e)
+{
+	uint8_t ent[GUEST_ENTROPY_BYTES];
+	const char *s;
+	struct jsonx_err jerr;
+	int rc;
+
+	s = "";
+	(void)jsonx_get_string(body, "machine_id", 0, &s, &jerr);
+	if (!glink_valid_machine_id(s))
+		return verdict(e, DECODE_REFUSE, "invalid_argument", "identity: "
+		    "machine_id must be %d lowercase hex digits, not all zero",
+		    GUEST_MACHINE_ID_LEN);
+	c->boot_id = "";
+	(void)jsonx_get_string(body, "boot_id", 0, &c->boot_id, &jerr);
+	if (!glink_valid_uuid(c->boot_id))
+		return verdict(e, DECODE_REFUSE, "invalid_argument", "identity: "
+		    "boot_id must be a lowercase UUID (8-4-4-4-12 hex digits)");
+	s = "";
+	(void)jsonx_get_string(body, "hostname", 0, &s, &jerr);
+	if (!glink_valid_hostname(s))
+		return verdict(e, DECODE_REFUSE, "invalid_argument", "identity: "
+		    "hostname must be 1-%d characters of [a-z0-9-], not "
+		    "starting or ending with '-'", GUEST_HOSTNAME_MAX);
+	s = "";
+	(void)jsonx_get_string(body, "entropy_b64", 0, &s, &jerr);
+	rc = glink_b64_exact(s, strlen(s), ent, sizeof(ent));
+	explicit_bzero(ent, sizeof(ent));
+	if (rc == -1)
+		return verdict(e, DECODE_REFUSE, "invalid_argument", "identity: "
+		    "entropy_b64 must be base64 of exactly %d bytes",
+		    GUEST_ENTROPY_BYTES);
+	return DECODE_OK;
+}
+
 /* The host's own members of a call, read into m after the checks. */
 static enum decode_verdict
 read_host_members(struct json_object *body, struct vmmd_msg *m,
@@ -213,6 +261,8 @@ read_host_members(struct json_object *body, struct vmmd_msg *m,
 	struct jsonx_err jerr;
 	int mode, enc = 0;
 
+	if (c->op == GOP_IDENTITY)
+		return check_identity(body, c, e);
 	(void)jsonx_get_string(body, "path", 0, &c->path, &jerr);
 	(void)jsonx_get_string(body, "job_id", 0, &c->job_id, &jerr);
 	/* The guest takes the cursor as two members of its own. */

@@ -5,7 +5,8 @@
  *
  *   byte 0      the operation (enum guest_op, modulo GOP_COUNT)
  *   byte 1      bit 0: encoding base64; bit 1: offset at its bound;
- *               bit 2: the call asked about job "j1"
+ *               bit 2: the call asked about job "j1"; bit 3: identity
+ *               asked for boot id FUZZ_BOOT_ID
  *   bytes 2-13  cursor.stdout, cursor.stderr, offset: 32-bit, little end
  *   bytes 14-17 max_bytes
  *   then        the control frame's JSON, up to a NUL, and the body after
@@ -30,6 +31,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
 #define HDR	18
+#define FUZZ_BOOT_ID	"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
 
 static const char *const public_codes[] = { "invalid_argument",
 	"not_found", "conflict", "quota_exceeded", "internal", NULL };
@@ -130,6 +132,13 @@ check_result(const struct guest_call *c, struct json_object *res)
 		    "bytes")) > c->max_bytes)
 			abort();
 		break;
+	case GOP_IDENTITY:
+		/* Only ever the boot id that was asked for. */
+		if (c->boot_id == NULL || !json_object_object_get_ex(res,
+		    "boot_id", &v) || strcmp(json_object_get_string(v),
+		    c->boot_id) != 0 || json_object_object_length(res) != 1)
+			abort();
+		break;
 	default:
 		break;
 	}
@@ -164,6 +173,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.path = "fuzz/path";
 	if (data[1] & 4)
 		c.job_id = "j1";
+	if (data[1] & 8)
+		c.boot_id = FUZZ_BOOT_ID;
 	text = data + HDR;
 	if ((nul = memchr(text, '\0', size - HDR)) != NULL) {
 		text_len = (size_t)(nul - text);

@@ -11,6 +11,7 @@
 
 #include <json-c/json.h>
 
+#include "glink.h"
 #include "guest.h"
 #include "ipc.h"
 #include "vmproxy_decode.h"
@@ -59,6 +60,21 @@ check_call(const struct vmmd_msg *m)
 		abort();
 	if (m->body_len > 0 && c->op != GOP_EXEC && c->op != GOP_FILE_WRITE)
 		abort();
+	/* identity goes to the guest only in the forms guestd takes. */
+	if (c->op == GOP_IDENTITY) {
+		uint8_t ent[GUEST_ENTROPY_BYTES];
+		const char *b64 = json_object_get_string(json_object_object_get(
+		    m->request, "entropy_b64"));
+
+		if (c->boot_id == NULL || !glink_valid_uuid(c->boot_id) ||
+		    !glink_valid_machine_id(json_object_get_string(
+		    json_object_object_get(m->request, "machine_id"))) ||
+		    !glink_valid_hostname(json_object_get_string(
+		    json_object_object_get(m->request, "hostname"))) ||
+		    b64 == NULL || glink_b64_exact(b64, strlen(b64), ent,
+		    sizeof(ent)) != 0)
+			abort();
+	}
 	(void)json_object_to_json_string(m->request);
 }
 

@@ -50,6 +50,23 @@ class Pid1(unittest.TestCase):
         st = g.exec_wait("zombies", "ps -eo stat= | grep -c '^Z' || true")
         out, _ = g.output("zombies")
         self.assertEqual(out.strip(), b"0")
+        # PID 1 of a pid namespace on the host: identity would rewrite the
+        # host's files and RNG, so it is refused and nothing changes.
+        try:
+            before = open("/etc/machine-id").read()
+        except OSError:
+            before = None
+        with self.assertRaises(glink.GuestError) as e:
+            g.link.call("identity", machine_id="ab" * 16,
+                        boot_id="0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9",
+                        hostname="not-the-host", entropy_b64="A" * 86 + "==")
+        self.assertEqual(e.exception.code, "invalid_argument")
+        self.assertIn("PID 1 of a guest", e.exception.message)
+        try:
+            after = open("/etc/machine-id").read()
+        except OSError:
+            after = None
+        self.assertEqual(before, after)
         g.link.call("exec", job_id="long", command="sleep 1000")
         r, _ = g.link.call("shutdown")
         self.assertTrue(r["ok"])

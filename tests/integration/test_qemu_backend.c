@@ -337,6 +337,8 @@ START_TEST(start_pause_resume_hibernate_restore)
 	ck_assert_msg(cg_create(&cg, SLOT, &lim, err, sizeof(err)) == 0, "%s",
 	    err);
 	spec_init(&s);
+	/* Every VM vmmd makes has a vmgenid device. */
+	s.vmgenid = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
 	/* A raw disk as a VM has one: owned by the VM uid, O_DIRECT. */
 	snprintf(disk, sizeof(disk), "%s/disk.raw", tmp);
 	leak = open(disk, O_CREAT | O_RDWR, 0600);
@@ -416,7 +418,9 @@ START_TEST(start_pause_resume_hibernate_restore)
 	ck_assert_int_eq(cg_procs(&cg, SLOT, pids, 8), 0);
 	vmm_free(v);
 
-	/* Restore: the same machine, running again. */
+	/* Restore: the same machine, running again; a clone's would take
+	 * a GUID of its own, and QEMU must accept that too. */
+	s.vmgenid = "1f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
 	memset(&r, 0, sizeof(r));
 	memset(&ex, 0, sizeof(ex));
 	t0 = itest_now_ms();
@@ -520,6 +524,7 @@ START_TEST(microvm_hibernates_and_restores)
 	ck_assert_msg(mbe != NULL, "%s", err);
 	spec_init(&s);
 	s.cg = NULL;
+	s.vmgenid = "2f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
 	ck_assert_int_eq(qemu_backend_ops.start(mbe, &s, &cbs, &ex, done_cb,
 	    &r, &v), 0);
 	ck_assert(itest_run_until(base, &r.done, 20000));

@@ -753,6 +753,10 @@ def check_suspend(h, a, vm):
     th = threading.Thread(target=probe)
     th.start()
     listed_before = listed_state(a, vm)
+    genid, qemu_genids = vmgenid_of(h, vm)
+    ok(genid is not None and len(genid) == 36 and genid[14] == "4" and
+       qemu_genids == [genid], "the VM has a vmgenid device with the "
+       "random GUID vmmd keeps for it", (genid, qemu_genids))
     time.sleep(0.1)
     answered.clear()
     t = time.monotonic()
@@ -789,6 +793,8 @@ def check_suspend(h, a, vm):
     ok(okk and r["state"] == "running", "vm_resume (%.1f s)" % res, r)
     ok(listed_state(a, vm) == "running", "vm_list says running again",
        listed_state(a, vm))
+    ok(vmgenid_of(h, vm) == (genid, [genid]), "restored with the same "
+       "vmgenid GUID it was booted with", vmgenid_of(h, vm))
     ok(not os.path.exists(cp), "a restored checkpoint is removed: the "
        "disk has run since")
     st, code, out, _ = a.wait_job(vm, budget, timeout=30)
@@ -1241,6 +1247,29 @@ def check_kill9_resuming(h, a, vm):
        "disk may have run past the checkpoint", r)
     okk, r = a("vm_resume", vm_id=vm)
     ok(not okk and r["code"] == "unavailable", "and is not resumed", r)
+
+
+def vmgenid_of(h, vm):
+    """(the GUID vmmd keeps for vm, the GUIDs its QEMU was given)."""
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(h.mnt, "vmmd.db"),
+                         uri=True)
+    try:
+        row = db.execute("SELECT vmgenid FROM vms WHERE id = ?",
+                         (vm,)).fetchone()
+    finally:
+        db.close()
+    uid, guids = vm_uid(h, vm), []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.stat("/proc/" + pid).st_uid != uid:
+                continue
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        guids += [a[len(b"vmgenid,guid="):].decode() for a in argv
+                  if a.startswith(b"vmgenid,guid=")]
+    return (row[0] if row else None), guids
 
 
 def vm_uid(h, vm):

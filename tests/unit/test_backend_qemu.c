@@ -181,6 +181,47 @@ START_TEST(commas_in_paths_cannot_add_options)
 }
 END_TEST
 
+/* The vmgenid device: when the VM has a GUID, and only a well-formed one. */
+START_TEST(vmgenid_device)
+{
+	static const char *const bad[] = {
+		"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f",
+		"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9a",
+		"0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F9",
+		"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0,9",
+		"0f1e2d3c04b5a-4978-8695-a4b3c2d1e0f9",
+		"",
+	};
+	struct vm_spec s;
+	struct qemu_argv a;
+	size_t i;
+
+	spec_init(&s);
+	ck_assert_int_eq(qemu_build_argv(&conf, &s, 0, 0, &a), 0);
+	for (i = 0; i < a.n; i++)
+		ck_assert_ptr_null(strstr(a.v[i], "vmgenid"));
+	qemu_argv_free(&a);
+
+	s.vmgenid = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
+	ck_assert_int_eq(qemu_build_argv(&conf, &s, 0, 0, &a), 0);
+	ck_assert(has_value(&a, "-device", "vmgenid,guid=0f1e2d3c-4b5a-4978-"
+	    "8695-a4b3c2d1e0f9"));
+	qemu_argv_free(&a);
+	/* A restore takes the same device. */
+	ck_assert_int_eq(qemu_build_argv(&conf, &s, 0, 1, &a), 0);
+	ck_assert(has_value(&a, "-device", "vmgenid,guid=0f1e2d3c-4b5a-4978-"
+	    "8695-a4b3c2d1e0f9"));
+	ck_assert_str_eq(value(&a, "-incoming"), "defer");
+	qemu_argv_free(&a);
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		s.vmgenid = bad[i];
+		ck_assert_msg(qemu_build_argv(&conf, &s, 0, 0, &a) == -1,
+		    "took %s", bad[i]);
+	}
+}
+END_TEST
+
 START_TEST(refuses_empty_machine)
 {
 	struct vm_spec s;
@@ -244,6 +285,7 @@ suite(void)
 	tcase_add_test(tc, firmware_only_has_no_kernel_or_disk);
 	tcase_add_test(tc, commas_in_paths_cannot_add_options);
 	tcase_add_test(tc, refuses_empty_machine);
+	tcase_add_test(tc, vmgenid_device);
 	tcase_add_test(tc, microvm_uses_mmio_devices);
 	tcase_add_test(tc, tcg_translation_cache_can_be_bounded);
 	suite_add_tcase(s, tc);

@@ -3,6 +3,7 @@
  * any handler runs, and which mistakes end the link versus get a reply.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,6 +119,130 @@ START_TEST(file_write_body_limit)
 }
 END_TEST
 
+/* Base64 of the bytes 0..63, and an identity request built around fields. */
+#define ENT64	"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKiss" \
+		"LS4vMDEyMzQ1Njc4OTo7PD0+Pw=="
+#define MID	"0123456789abcdef0123456789abcdef"
+#define BID	"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
+
+static int
+decode_identity(const char *mid, const char *bid, const char *host,
+    const char *ent, struct req *r, char *err)
+{
+	char json[1024];
+
+	snprintf(json, sizeof(json), "{\"id\":9,\"op\":\"identity\","
+	    "\"machine_id\":\"%s\",\"boot_id\":\"%s\",\"hostname\":\"%s\","
+	    "\"entropy_b64\":\"%s\"}", mid, bid, host, ent);
+	return decode(json, NULL, r, err);
+}
+
+START_TEST(identity_decoded)
+{
+	struct req r;
+	char err[256];
+	size_t i;
+
+	ck_assert_int_eq(decode_identity(MID, BID, "clone-7", ENT64, &r, err),
+	    0);
+	ck_assert_int_eq(r.op, OP_IDENTITY);
+	ck_assert_str_eq(r.machine_id, MID);
+	ck_assert_str_eq(r.boot_id, BID);
+	ck_assert_str_eq(r.hostname, "clone-7");
+	for (i = 0; i < GUEST_ENTROPY_BYTES; i++)
+		ck_assert_uint_eq(r.entropy[i], i);
+	req_free(&r);
+	/* The edges of what is allowed. */
+	ck_assert_int_eq(decode_identity(MID, BID, "a", ENT64, &r, err), 0);
+	req_free(&r);
+	ck_assert_int_eq(decode_identity(MID, BID, "0-0", ENT64, &r, err), 0);
+	req_free(&r);
+	ck_assert_int_eq(decode_identity(MID, BID, "abcdefghijklmnopqrstuvwxyz"
+	    "abcdefghijklmnopqrstuvwxyz0123456789a", ENT64, &r, err), 0);
+	req_free(&r);
+}
+END_TEST
+
+START_TEST(identity_refused)
+{
+	static const struct {
+		const char *mid, *bid, *host, *ent, *says;
+	} bad[] = {
+		/* machine_id: length, case, alphabet, all zero */
+		{ "0123456789abcdef0123456789abcde", BID, "h", ENT64,
+		    "machine_id" },
+		{ "0123456789abcdef0123456789abcdef0", BID, "h", ENT64,
+		    "machine_id" },
+		{ "0123456789ABCDEF0123456789abcdef", BID, "h", ENT64,
+		    "machine_id" },
+		{ "0123456789abcdeg0123456789abcdef", BID, "h", ENT64,
+		    "machine_id" },
+		{ "00000000000000000000000000000000", BID, "h", ENT64,
+		    "machine_id" },
+		/* boot_id: dashes, case, length, alphabet */
+		{ MID, "0f1e2d3c4b5a-4978-8695-a4b3c2d1e0f9a", "h", ENT64,
+		    "boot_id" },
+		{ MID, "0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F9", "h", ENT64,
+		    "boot_id" },
+		{ MID, "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f", "h", ENT64,
+		    "boot_id" },
+		{ MID, "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0fz", "h", ENT64,
+		    "boot_id" },
+		{ MID, "{f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f}", "h", ENT64,
+		    "boot_id" },
+		/* hostname: empty, dash at either end, case, dot, length */
+		{ MID, BID, "", ENT64, "hostname" },
+		{ MID, BID, "-a", ENT64, "hostname" },
+		{ MID, BID, "a-", ENT64, "hostname" },
+		{ MID, BID, "Clone", ENT64, "hostname" },
+		{ MID, BID, "a.b", ENT64, "hostname" },
+		{ MID, BID, "a_b", ENT64, "hostname" },
+		{ MID, BID, "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"
+		    "0123456789ab", ENT64, "hostname" },
+		/* entropy: 63 and 65 bytes, bad padding, stray bits, alphabet */
+		{ MID, BID, "h", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIj"
+		    "JCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+", "entropy_b64" },
+		{ MID, BID, "h", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIj"
+		    "JCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+P0A=", "entropy_b64" },
+		{ MID, BID, "h", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIj"
+		    "JCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Pw", "entropy_b64" },
+		{ MID, BID, "h", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIj"
+		    "JCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Px==", "entropy_b64" },
+		{ MID, BID, "h", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIj"
+		    "JCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0-Pw==", "entropy_b64" },
+		{ MID, BID, "h", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIj"
+		    "JCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+PwAA", "entropy_b64" },
+		{ MID, BID, "h", "", "entropy_b64" },
+	};
+	struct req r;
+	char err[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(decode_identity(bad[i].mid, bad[i].bid,
+		    bad[i].host, bad[i].ent, &r, err) == 1, "accepted #%zu", i);
+		ck_assert_uint_eq(r.id, 9);
+		ck_assert_msg(strstr(err, bad[i].says) != NULL, "#%zu: %s", i,
+		    err);
+		req_free(&r);
+	}
+	/* Every field is required, and of its type. */
+	ck_assert_int_eq(decode("{\"id\":9,\"op\":\"identity\",\"machine_id\":"
+	    "\"" MID "\",\"boot_id\":\"" BID "\",\"hostname\":\"h\"}", NULL,
+	    &r, err), 1);
+	ck_assert_ptr_nonnull(strstr(err, "entropy_b64"));
+	req_free(&r);
+	ck_assert_int_eq(decode("{\"id\":9,\"op\":\"identity\",\"machine_id\":"
+	    "7,\"boot_id\":\"" BID "\",\"hostname\":\"h\",\"entropy_b64\":\""
+	    ENT64 "\"}", NULL, &r, err), 1);
+	req_free(&r);
+	ck_assert_int_eq(decode("{\"id\":9,\"op\":\"identity\",\"machine_id\":"
+	    "\"" MID "\",\"boot_id\":\"" BID "\",\"hostname\":\"h\","
+	    "\"entropy_b64\":\"" ENT64 "\"}", "body", &r, err), 1);
+	req_free(&r);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -128,6 +253,8 @@ main(void)
 	tcase_add_test(tc, envelope_errors_end_the_link);
 	tcase_add_test(tc, argument_errors_get_replies);
 	tcase_add_test(tc, file_write_body_limit);
+	tcase_add_test(tc, identity_decoded);
+	tcase_add_test(tc, identity_refused);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

@@ -749,6 +749,47 @@ START_TEST(huge_numbers_refused_by_the_link)
 }
 END_TEST
 
+START_TEST(identity_reply)
+{
+	static const char *bid = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9";
+	struct guest_call c;
+
+	guest_call_init(&c, GOP_IDENTITY);
+	c.boot_id = bid;
+	ck_assert_int_eq(run(&c, "{\"id\":1,\"ok\":true,\"boot_id\":"
+	    "\"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\"}", NULL, 0),
+	    GUESTREPLY_RESULT);
+	ck_assert_str_eq(res_str("boot_id"), bid);
+	ck_assert_int_eq(json_object_object_length(gr.result), 1);
+	/* Another boot id, none, a wrong type or form, a body: broken. */
+	ck_assert_int_eq(run(&c, "{\"id\":1,\"ok\":true,\"boot_id\":"
+	    "\"1f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\"}", NULL, 0),
+	    GUESTREPLY_BROKEN);
+	ck_assert_ptr_nonnull(strstr(gr.why, "another boot id"));
+	ck_assert_int_eq(run(&c, "{\"id\":1,\"ok\":true}", NULL, 0),
+	    GUESTREPLY_BROKEN);
+	ck_assert_int_eq(run(&c, "{\"id\":1,\"ok\":true,\"boot_id\":5}", NULL,
+	    0), GUESTREPLY_BROKEN);
+	ck_assert_int_eq(run(&c, "{\"id\":1,\"ok\":true,\"boot_id\":"
+	    "\"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9x\"}", NULL, 0),
+	    GUESTREPLY_BROKEN);
+	ck_assert_int_eq(run(&c, "{\"id\":1,\"ok\":true,\"boot_id\":"
+	    "\"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\"}", "x", 1),
+	    GUESTREPLY_BROKEN);
+	/* Without the boot id asked for, nothing can match. */
+	c.boot_id = NULL;
+	ck_assert_int_eq(run(&c, "{\"id\":1,\"ok\":true,\"boot_id\":"
+	    "\"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9\"}", NULL, 0),
+	    GUESTREPLY_BROKEN);
+	/* A step that failed is the guest's error, with its message. */
+	c.boot_id = bid;
+	ck_assert_int_eq(run(&c, "{\"id\":1,\"ok\":false,\"error\":{\"code\":"
+	    "\"io_error\",\"message\":\"hostname: sethostname: EPERM\"}}",
+	    NULL, 0), GUESTREPLY_ERROR);
+	ck_assert_str_eq(gr.message, "hostname: sethostname: EPERM");
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -771,6 +812,7 @@ suite(void)
 	tcase_add_test(tc, plain_ops_and_bodies);
 	tcase_add_test(tc, error_codes_map);
 	tcase_add_test(tc, hello_reply);
+	tcase_add_test(tc, identity_reply);
 	tcase_add_test(tc, huge_numbers_refused_by_the_link);
 	suite_add_tcase(s, tc);
 	return s;

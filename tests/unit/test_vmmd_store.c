@@ -331,6 +331,38 @@ START_TEST(refuses_newer_schema)
 }
 END_TEST
 
+/*
+ * A VM keeps its vmgenid GUID across reopening; a row an older vmmd wrote
+ * (no such column then) reads as "", no device, so it restores as it
+ * was booted.
+ */
+START_TEST(vmgenid_kept_and_empty_for_old_rows)
+{
+	struct store *s = open_store();
+	struct vm_record v, got;
+	sqlite3 *db;
+
+	make_vm(&v, "bbbb", "ws-a", 1);
+	snprintf(v.vmgenid, sizeof(v.vmgenid),
+	    "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9");
+	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	store_close(s);
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "INSERT INTO vms (id, workspace, "
+	    "slot, state, image, vcpus, memory_mib, disk_bytes, network, "
+	    "idle_seconds, idle_mode_pause, created_at, updated_at) VALUES "
+	    "('cccc', 'ws-a', 2, 'hibernated', 'test', 1, 256, 0, 0, 300, 0, "
+	    "1, 1)", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	s = open_store();
+	ck_assert_int_eq(store_vm_get(s, "bbbb", &got), 0);
+	ck_assert_str_eq(got.vmgenid, "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9");
+	ck_assert_int_eq(store_vm_get(s, "cccc", &got), 0);
+	ck_assert_str_eq(got.vmgenid, "");
+	store_close(s);
+}
+END_TEST
+
 START_TEST(digest_is_canonical)
 {
 	struct json_object *a = json_tokener_parse(
@@ -419,6 +451,7 @@ main(void)
 	tcase_add_test(tc, refuses_newer_schema);
 	tcase_add_test(tc, digest_is_canonical);
 	tcase_add_test(tc, image_digests_by_identity);
+	tcase_add_test(tc, vmgenid_kept_and_empty_for_old_rows);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

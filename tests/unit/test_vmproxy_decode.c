@@ -361,6 +361,91 @@ START_TEST(qmp_operation)
 }
 END_TEST
 
+/* Base64 of the bytes 0..63; an identity call around its fields. */
+#define ENT64	"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIjJCUmJygpKiss" \
+		"LS4vMDEyMzQ1Njc4OTo7PD0+Pw=="
+#define MID	"0123456789abcdef0123456789abcdef"
+#define BID	"0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
+
+static enum decode_verdict
+identity(const char *mid, const char *bid, const char *host,
+    const char *ent)
+{
+	char text[512];
+
+	snprintf(text, sizeof(text), "{\"op\":\"identity\",\"machine_id\":"
+	    "\"%s\",\"boot_id\":\"%s\",\"hostname\":\"%s\",\"entropy_b64\":"
+	    "\"%s\"}", mid, bid, host, ent);
+	return call(text);
+}
+
+START_TEST(identity_forwarded)
+{
+	ck_assert_int_eq(identity(MID, BID, "clone-1", ENT64), DECODE_OK);
+	ck_assert_int_eq(m.call.op, GOP_IDENTITY);
+	ck_assert_str_eq(m.call.boot_id, BID);
+	ck_assert_str_eq(json_object_get_string(req("op")), "identity");
+	ck_assert_str_eq(json_object_get_string(req("machine_id")), MID);
+	ck_assert_str_eq(json_object_get_string(req("boot_id")), BID);
+	ck_assert_str_eq(json_object_get_string(req("hostname")), "clone-1");
+	ck_assert_str_eq(json_object_get_string(req("entropy_b64")), ENT64);
+	ck_assert_int_eq(json_object_object_length(m.request), 5);
+	ck_assert_ptr_null(m.body);
+}
+END_TEST
+
+START_TEST(identity_checked)
+{
+	static const struct {
+		const char *mid, *bid, *host, *ent, *says;
+	} refused[] = {
+		{ "0123456789ABCDEF0123456789abcdef", BID, "h", ENT64,
+		    "machine_id must be 32 lowercase hex" },
+		{ "00000000000000000000000000000000", BID, "h", ENT64,
+		    "not all zero" },
+		{ "0123456789abcdef0123456789abcde", BID, "h", ENT64,
+		    "machine_id must be 32 to 32 bytes" },
+		{ MID, "0F1E2D3C-4B5A-4978-8695-A4B3C2D1E0F9", "h", ENT64,
+		    "boot_id must be a lowercase UUID" },
+		{ MID, "0f1e2d3c-4b5a-4978-8695a-4b3c2d1e0f9", "h", ENT64,
+		    "boot_id must be a lowercase UUID" },
+		{ MID, "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f", "h", ENT64,
+		    "boot_id must be 36 to 36 bytes" },
+		{ MID, BID, "-h", ENT64, "hostname must be 1-63" },
+		{ MID, BID, "h-", ENT64, "hostname must be 1-63" },
+		{ MID, BID, "H", ENT64, "hostname must be 1-63" },
+		{ MID, BID, "", ENT64, "hostname must be 1 to 63 bytes" },
+		{ MID, BID, "h", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIj"
+		    "JCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+Px==",
+		    "entropy_b64 must be base64 of exactly 64 bytes" },
+		{ MID, BID, "h", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIj"
+		    "JCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+PwAA",
+		    "entropy_b64 must be base64 of exactly 64 bytes" },
+		{ MID, BID, "h", "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8gISIj"
+		    "JCUmJygpKissLS4vMDEyMzQ1Njc4OTo7PD0+",
+		    "entropy_b64 must be 88 to 88 bytes" },
+	};
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		ck_assert_msg(identity(refused[i].mid, refused[i].bid,
+		    refused[i].host, refused[i].ent) == DECODE_REFUSE,
+		    "not refused: #%zu", i);
+		ck_assert_str_eq(de.code, "invalid_argument");
+		ck_assert_msg(strstr(de.msg, refused[i].says) != NULL,
+		    "#%zu: %s", i, de.msg);
+	}
+	/* A member missing, of the wrong type, or unknown: a wrong shape. */
+	ck_assert_int_eq(call("{\"op\":\"identity\",\"machine_id\":\"" MID
+	    "\",\"boot_id\":\"" BID "\",\"hostname\":\"h\"}"), DECODE_BAD);
+	ck_assert_int_eq(call("{\"op\":\"identity\",\"machine_id\":\"" MID
+	    "\",\"boot_id\":\"" BID "\",\"hostname\":7,\"entropy_b64\":\""
+	    ENT64 "\"}"), DECODE_BAD);
+	ck_assert_int_eq(call("{\"op\":\"identity\",\"machine_id\":\"" MID
+	    "\",\"boot_id\":\"" BID "\",\"hostname\":\"h\",\"entropy_b64\":\""
+	    ENT64 "\",\"path\":\"x\"}"), DECODE_BAD);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -375,6 +460,8 @@ suite(void)
 	tcase_add_test(tc, sizes_nul_and_unsigned);
 	tcase_add_test(tc, stream_open);
 	tcase_add_test(tc, qmp_operation);
+	tcase_add_test(tc, identity_forwarded);
+	tcase_add_test(tc, identity_checked);
 	suite_add_tcase(s, tc);
 	return s;
 }
