@@ -426,13 +426,16 @@ spawner_main(int sock)
 		sp_nobody = pw->pw_uid;
 		sp_nobody_gid = pw->pw_gid;
 	}
-	/* Only the socket, the log's stdio and /dev/null stay open. */
-	if (dup2(sock, 3) == -1)
+	/*
+	 * Only the socket, the log's stdio and /dev/null stay open, as 3 and
+	 * 4.  Both move above 4 first: either may be 3 or 4 already, and a
+	 * dup2 onto the other would close it.
+	 */
+	if ((sock = fcntl(sock, F_DUPFD_CLOEXEC, 5)) == -1 ||
+	    (sp_devnull = fcntl(sp_devnull, F_DUPFD_CLOEXEC, 5)) == -1 ||
+	    dup2(sock, 3) == -1 || dup2(sp_devnull, 4) == -1)
 		fatal("spawner: dup2");
 	sock = 3;
-	if (sp_devnull != 4 && (dup2(sp_devnull, 4) == -1 ||
-	    close(sp_devnull) == -1))
-		fatal("spawner: dup2");
 	sp_devnull = 4;
 	fcntl(sock, F_SETFD, FD_CLOEXEC);
 	fcntl(sp_devnull, F_SETFD, FD_CLOEXEC);

@@ -7,6 +7,7 @@
  * was configured with is refused before anything starts.  Needs root.
  */
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <check.h>
@@ -241,6 +242,45 @@ START_TEST(without_the_spawner_nothing_starts)
 }
 END_TEST
 
+/*
+ * A caller with nothing open beyond stdio: the spawner's socket and its
+ * /dev/null are then 3 and 4 in the spawner, in either order.  Run in a
+ * child of its own, which may close what check holds open.
+ */
+START_TEST(starts_with_only_stdio_open)
+{
+	char *vm[] = { "vmproxy", NULL };
+	struct spawn_req r = { .kind = SPAWN_VMPROXY, .kvm_gid = (gid_t)-1,
+	    .argv = vm };
+	char err[256];
+	pid_t pid, child;
+	int st;
+
+	spawn_stop();
+	if ((pid = fork()) == 0) {
+		syscall(SYS_close_range, 3, ~0U, 0);
+		spawn_start(&(struct spawn_conf){
+			.qemu = probe,
+			.vmproxy = probe,
+			.uid_base = base,
+			.nslots = NSLOTS,
+			.cg = NULL,
+		});
+		if ((child = spawn_run(&r, err, sizeof(err))) == -1) {
+			fprintf(stderr, "spawn_run: %s\n", err);
+			_exit(1);
+		}
+		waitpid(child, NULL, 0);
+		spawn_stop();
+		_exit(0);
+	}
+	ck_assert_int_ne(pid, -1);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	    "the spawner did not serve (wait status %d)", st);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -253,6 +293,7 @@ suite(void)
 	tcase_add_test(tc, requests_outside_the_configuration_are_refused);
 	tcase_add_test(tc, spawner_keeps_only_setuid_and_setgid);
 	tcase_add_test(tc, without_the_spawner_nothing_starts);
+	tcase_add_test(tc, starts_with_only_stdio_open);
 	suite_add_tcase(s, tc);
 	return s;
 }
