@@ -30,6 +30,7 @@
 #include "cgroup.h"
 #include "disk.h"
 #include "log.h"
+#include "spawn.h"
 #include "vmproxy_qmp.h"
 #include "worker.h"
 
@@ -240,8 +241,8 @@ bmon_call(struct vmm_monitor *mon, enum vmq_op op, int fd, int timeout_ms,
 static void
 bench_qemu(const char *bare)
 {
-	struct event_base *base = event_base_new();
-	struct worker_pool *wp = worker_pool_new(base, 2);
+	struct event_base *base;
+	struct worker_pool *wp;
 	struct qemu_conf qc = { .binary = QEMU, .accel = QEMU_ACCEL_TCG };
 	struct vmm_cbs cbs = { exited_cb, NULL };
 	struct qemu_backend *be;
@@ -260,10 +261,20 @@ bench_qemu(const char *bare)
 	size_t i;
 	char *py[] = { "python3", (char *)bare, cfg, NULL };
 
-	if ((be = qemu_backend_new(base, wp, &qc, err, sizeof(err))) == NULL)
-		fatalx("%s", err);
 	if (cg_detect(&cg, "mcpvm-bench", err, sizeof(err)) == -1 ||
 	    cg_create(&cg, SLOT, &lim, err, sizeof(err)) == -1)
+		fatalx("%s", err);
+	/* QEMU starts through the spawner, as in vmmd, before any thread:
+	 * the VM uid is uid_base + SLOT. */
+	spawn_start(&(struct spawn_conf){
+		.qemu = QEMU,
+		.uid_base = 3990000 - SLOT,
+		.nslots = SLOT + 1,
+		.cg = &cg,
+	});
+	base = event_base_new();
+	wp = worker_pool_new(base, 2);
+	if ((be = qemu_backend_new(base, wp, &qc, err, sizeof(err))) == NULL)
 		fatalx("%s", err);
 	snprintf(rundir, sizeof(rundir), "%s/run", tmp);
 	snprintf(ckpt, sizeof(ckpt), "%s/ckpt", tmp);
@@ -379,6 +390,7 @@ bench_qemu(const char *bare)
 	qemu_backend_free(be);
 	worker_pool_free(wp);
 	event_base_free(base);
+	spawn_stop();
 }
 
 int
