@@ -25,7 +25,8 @@
 #include "worker.h"
 #include "../check_run.h"
 
-#define PARENT	"mcpvm-test"
+/* This run's own parent: another run may use the same slot at once. */
+static char parent_name[32];
 #define SLOT	9101
 
 static struct cg_host cg;
@@ -36,7 +37,9 @@ setup(void)
 	char err[512];
 
 	log_init("test_cgroup_host", 1, 0);
-	ck_assert_msg(cg_detect(&cg, PARENT, err, sizeof(err)) == 0, "%s",
+	snprintf(parent_name, sizeof(parent_name), "mcpvm-test-%d",
+	    (int)getpid());
+	ck_assert_msg(cg_detect(&cg, parent_name, err, sizeof(err)) == 0, "%s",
 	    err);
 	/* Orphans of the double fork come back to us, so we can reap them. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -331,8 +334,8 @@ START_TEST(v2_kill_path_on_real_cgroup2)
 	memset(&h, 0, sizeof(h));
 	h.layout = CG_LAYOUT_V2;
 	snprintf(h.v2, sizeof(h.v2), "%s", cg.v2);
-	snprintf(h.parent, sizeof(h.parent), "%s", PARENT);
-	snprintf(dir, sizeof(dir), "%s/%s", h.v2, PARENT);
+	snprintf(h.parent, sizeof(h.parent), "%s", parent_name);
+	snprintf(dir, sizeof(dir), "%s/%s", h.v2, parent_name);
 	ck_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
 	ck_assert_int_eq(cg_path(&h, SLOT, 0, dir, sizeof(dir)), 0);
 	ck_assert_int_eq(mkdir(dir, 0755), 0);

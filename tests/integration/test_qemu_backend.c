@@ -48,6 +48,7 @@ static struct worker_pool *pool;
 static struct qemu_backend *be;
 static struct cg_host cg;
 static char tmp[] = "/tmp/mcpvm-qemu-XXXXXX";
+static char cgparent[32];
 static char rundir[256], ckpt[256];
 static uid_t vm_uid;
 
@@ -174,7 +175,11 @@ setup(void)
 	snprintf(ckpt, sizeof(ckpt), "%s/ckpt", tmp);
 	ck_assert_int_eq(mkdir(rundir, 0700), 0);
 	ck_assert_int_eq(chown(rundir, vm_uid, vm_uid), 0);
-	ck_assert_msg(cg_detect(&cg, "mcpvm-test", err, sizeof(err)) == 0,
+	/* A parent of this run's own: teardown kills everything in the
+	 * slot's cgroup, and another run of this test (another build, a
+	 * benchmark) may be using the same slot number at the same time. */
+	snprintf(cgparent, sizeof(cgparent), "mcpvm-test-%d", (int)getpid());
+	ck_assert_msg(cg_detect(&cg, cgparent, err, sizeof(err)) == 0,
 	    "%s", err);
 	/* QEMU starts through the spawner, as in vmmd: the test's VM uid is
 	 * uid_base + SLOT, the only slot it may use. */
