@@ -104,6 +104,9 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "broker_preamble_seconds", CFG_INT, V(broker_preamble_seconds), 0,
 	    "2", 1, 60, NULL, "how long a guest connection may take to send "
 	    "its preamble" },
+	{ "max_snapshots_per_workspace", CFG_INT,
+	    V(max_snapshots_per_workspace), 0, "32", 0, 100000, NULL,
+	    "snapshots one workspace may keep at once" },
 };
 #undef V
 

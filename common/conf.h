@@ -55,6 +55,8 @@ struct conf_vmmd {
 	long long	 broker_stall_seconds;
 	long long	 broker_max_pending;		/* per VM */
 	long long	 broker_preamble_seconds;
+	/* Snapshots (vmmd/snapshot.c). */
+	long long	 max_snapshots_per_workspace;
 };
 
 struct conf_image {

@@ -44,6 +44,12 @@ static const struct tool_def tool_table[] = {
 	{ "vm_destroy", TOOL_MUTATES, tool_vm_destroy, NULL, NULL, NULL },
 	{ "vm_run", TOOL_MUTATES | TOOL_RECEIPT, tool_vm_run, NULL, NULL,
 	    NULL },
+	/* snapshot.c */
+	{ "vm_snapshot", TOOL_MUTATES | TOOL_RECEIPT, tool_vm_snapshot, NULL,
+	    NULL, NULL },
+	{ "vm_snapshot_list", 0, tool_vm_snapshot_list, NULL, NULL, NULL },
+	{ "vm_snapshot_delete", TOOL_MUTATES, tool_vm_snapshot_delete, NULL,
+	    NULL, NULL },
 };
 #define NTOOLS	(sizeof(tool_table) / sizeof(tool_table[0]))
 

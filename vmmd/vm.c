@@ -28,6 +28,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "schema.h"
+#include "snapshot.h"
 #include "netclient.h"
 #include "vmmd.h"
 #include "vm_local.h"
@@ -542,11 +543,16 @@ vm_admit(const struct request *req, const struct conf_image *im,
 	long long host_vms = 0, host_mem = 0, host_disk = 0;
 	long long ws_vms = 0, ws_mem = 0, ws_disk = 0;
 	long long disk = image_disk_bytes(im);
+	long long snap_host, snap_ws, snap_n;
 	uint64_t avail = 0, total = 0;
 	char err[256];
 	struct vm *vm;
 
 	snprintf(code, codelen, "quota_exceeded");
+	/* Snapshots hold storage as VMs do. */
+	snap_usage(req->workspace, &snap_host, &snap_ws, &snap_n);
+	host_disk = snap_host;
+	ws_disk = snap_ws;
 	TAILQ_FOREACH(vm, &env->vms, entry) {
 		if (vm->rec.state == VM_GONE)
 			continue;
@@ -603,6 +609,60 @@ vm_admit(const struct request *req, const struct conf_image *im,
 		if (avail < need) {
 			snprintf(msg, msglen, "free disk: %s has %llu MiB "
 			    "free, a new VM needs %llu MiB",
+			    env->conf.vmmd.vm_dir,
+			    (unsigned long long)(avail >> 20), need >> 20);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A snapshot of bytes more (its disk as a VM's counts, and its memory):
+ * the workspace's count, then the same storage limits as vm_admit's.
+ */
+int
+snap_admit(const struct request *req, long long bytes, char *code,
+    size_t codelen, char *msg, size_t msglen)
+{
+	long long host_disk, ws_disk, ws_n;
+	uint64_t avail = 0, total = 0;
+	char err[256];
+	struct vm *vm;
+
+	snprintf(code, codelen, "quota_exceeded");
+	snap_usage(req->workspace, &host_disk, &ws_disk, &ws_n);
+	if (ws_n + 1 > env->conf.vmmd.max_snapshots_per_workspace) {
+		snprintf(msg, msglen, "max_snapshots_per_workspace: the "
+		    "workspace already keeps %lld snapshots, its limit", ws_n);
+		return -1;
+	}
+	TAILQ_FOREACH(vm, &env->vms, entry) {
+		if (vm->rec.state == VM_GONE)
+			continue;
+		host_disk += vm->rec.disk_bytes;
+		if (strcmp(vm->rec.workspace, req->workspace) == 0)
+			ws_disk += vm->rec.disk_bytes;
+	}
+	if (host_disk + bytes > env->conf.vmmd.max_storage_gib << 30) {
+		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
+		    "are reserved", env->conf.vmmd.max_storage_gib);
+		return -1;
+	}
+	if (req->policy.storage_gib > 0 &&
+	    ws_disk + bytes > req->policy.storage_gib << 30) {
+		snprintf(msg, msglen, "workspace storage_gib: its %lld GiB "
+		    "are reserved", req->policy.storage_gib);
+		return -1;
+	}
+	if (disk_space(env->conf.vmmd.vm_dir, &avail, &total, err,
+	    sizeof(err)) == 0) {
+		unsigned long long need = (unsigned long long)bytes +
+		    ((unsigned long long)env->conf.vmmd.min_free_mib << 20);
+
+		if (avail < need) {
+			snprintf(msg, msglen, "free disk: %s has %llu MiB "
+			    "free, the snapshot needs %llu MiB",
 			    env->conf.vmmd.vm_dir,
 			    (unsigned long long)(avail >> 20), need >> 20);
 			return -1;

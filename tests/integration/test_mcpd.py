@@ -645,7 +645,7 @@ def test_mcp_stateless_requests():
         "mcpvm"
     r = sl_post(d, "tools/list", accept="application/json")
     res = r.json()["result"]
-    assert len(res["tools"]) == 13 and res["ttlMs"] > 0 and \
+    assert len(res["tools"]) == 16 and res["ttlMs"] > 0 and \
         res["cacheScope"] == "public"
     # The bearer credential alone authorizes, and names the workspace.
     for tok, ws in ((TOKEN_A, "ws-a"), (TOKEN_B, "ws-b")):
