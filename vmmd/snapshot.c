@@ -48,6 +48,9 @@
 #define MANIFEST_MAX	(64 * 1024)
 
 static char snap_root[PATH_MAX];
+/* Snapshots whose files are being finished on the worker pool: vmmd's
+ * exit waits for them (vm_work_pending). */
+static int finishing;
 
 static long long
 mono_ms(void)
@@ -542,6 +545,7 @@ struct snap_make {
 };
 
 static void make_clone(struct vm *);
+static void snap_finished(struct snap_make *, struct request *);
 static void make_resume(struct vm *);
 
 /* A snapshot that will not be: its row and files go, the caller hears. */
@@ -867,6 +871,21 @@ finish_done(void *arg)
 	struct snap_make *mk = arg;
 	struct request *req = mk->req;
 
+	finishing--;
+	snap_finished(mk, req);
+	vmmd_maybe_exit();
+}
+
+int
+snap_work_pending(void)
+{
+	return finishing > 0;
+}
+
+static void
+snap_finished(struct snap_make *mk, struct request *req)
+{
+
 	if (mk->rc == -1) {
 		log_warnx("snapshot %s: %s", mk->rec.id, mk->werr);
 		make_fail(mk, "unavailable", mk->werr);
@@ -908,6 +927,8 @@ make_op_done(struct vm *vm, const char *code, const char *msg, void *arg)
 	}
 	if (worker_submit(env->workers, finish_run, finish_done, mk) == -1)
 		make_fail(mk, "unavailable", "vmmd is shutting down");
+	else
+		finishing++;
 }
 
 /* ---- the tools --------------------------------------------------------- */

@@ -12,6 +12,8 @@
 
 /* At startup, once the store is open and before any VM: see snapshot.c. */
 void	snap_init(void);
+/* A snapshot's files are still being finished: vmmd does not exit yet. */
+int	snap_work_pending(void);
 /* Bytes all snapshots hold, and the workspace's bytes and count. */
 void	snap_usage(const char *workspace, long long *host_bytes,
 	    long long *ws_bytes, long long *ws_count);

@@ -233,7 +233,7 @@ vm_work_pending(void)
 	TAILQ_FOREACH(vm, &dead_vms, entry)
 		if (vm->io_pending > 0)
 			return 1;
-	return 0;
+	return snap_work_pending();
 }
 
 struct vm *
