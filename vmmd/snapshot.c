@@ -993,7 +993,8 @@ tool_vm_snapshot(struct request *req)
 		    "with networking is not supported; take a disk-only one");
 		return;
 	}
-	if (vm->rec.state == VM_RUNNING && vm->vmm == NULL) {
+	if ((vm->rec.state == VM_RUNNING || vm->rec.state == VM_PAUSED) &&
+	    vm->vmm == NULL) {
 		request_error(req, "unavailable", "VM %s has no running VMM",
 		    vm->rec.id);
 		return;
