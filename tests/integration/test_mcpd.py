@@ -470,7 +470,8 @@ def test_mcp_tools_list_and_call():
     assert names == {"vm_create", "vm_list", "vm_status", "vm_exec",
                      "vm_job_status", "vm_job_output", "vm_job_cancel",
                      "vm_read_file", "vm_write_file", "vm_suspend",
-                     "vm_resume", "vm_destroy", "vm_run"}, names
+                     "vm_resume", "vm_destroy", "vm_run", "vm_snapshot",
+                     "vm_snapshot_list", "vm_snapshot_delete"}, names
     for t in tools:
         assert t["description"] and t["inputSchema"]["type"] == "object"
         assert t["outputSchema"]["type"] == "object"
