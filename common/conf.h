@@ -57,6 +57,7 @@ struct conf_vmmd {
 	long long	 broker_preamble_seconds;
 	/* Snapshots (vmmd/snapshot.c). */
 	long long	 max_snapshots_per_workspace;
+	long long	 max_fork_count;		/* VMs per vm_fork */
 };
 
 struct conf_image {

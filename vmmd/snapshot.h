@@ -42,8 +42,16 @@ void	tool_vm_snapshot_delete(struct request *);
 void	snap_ctl_list(struct request *, const char *workspace_or_null);
 void	snap_ctl_delete(struct request *, const char *id);
 
-/* vm.c: a snapshot of bytes more, against the same limits as a VM's. */
-int	snap_admit(const struct request *, long long bytes, char *code,
-	    size_t codelen, char *msg, size_t msglen);
+/* vm_fork (tools.c's table). */
+void	tool_vm_fork(struct request *);
+
+/*
+ * vm.c: a snapshot of bytes more, against the same limits as a VM's (and,
+ * counted, against max_snapshots_per_workspace); n new VMs at once.
+ */
+int	snap_admit(const struct request *, long long bytes, int counted,
+	    char *code, size_t codelen, char *msg, size_t msglen);
+int	vm_admit_n(const struct request *, const struct conf_image *,
+	    int memory_mib, int n, char *code, size_t, char *msg, size_t);
 
 #endif

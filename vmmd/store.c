@@ -117,7 +117,8 @@ static const char *const migrations[] = {
 	"  paused_ms INTEGER NOT NULL,"
 	"  created_at INTEGER NOT NULL);"	/* unix ms */
 	"CREATE INDEX snapshots_workspace ON snapshots(workspace);"
-	"ALTER TABLE vms ADD COLUMN snapshot_id TEXT NOT NULL DEFAULT '';",
+	"ALTER TABLE vms ADD COLUMN snapshot_id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE vms ADD COLUMN origin TEXT NOT NULL DEFAULT 'booted';",
 };
 
 /*
@@ -229,9 +230,9 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	sqlite3_stmt *st = store_prepare(s,
 	    "INSERT INTO vms (id, workspace, slot, state, image, vcpus, "
 	    "memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, "
-	    "created_at, updated_at, generation, failure, snapshot_id) "
+	    "created_at, updated_at, generation, failure, snapshot_id, origin) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, "
-	    "?13, ?14, ?15)");
+	    "?13, ?14, ?15, ?16)");
 
 	if (st == NULL)
 		return -1;
@@ -251,6 +252,8 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	sqlite3_bind_int(st, 13, v->generation);
 	sqlite3_bind_text(st, 14, v->failure, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 15, v->snapshot_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 16, v->origin[0] != '\0' ? v->origin : "booted",
+	    -1, SQLITE_STATIC);
 	return store_done(s, st);
 }
 
@@ -294,7 +297,7 @@ store_vm_set_generation(struct store *s, const char *id, int gen)
 
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
-	"created_at, updated_at, generation, failure, snapshot_id"
+	"created_at, updated_at, generation, failure, snapshot_id, origin"
 
 static int
 row_to_vm(sqlite3_stmt *st, struct vm_record *v)
@@ -322,6 +325,7 @@ row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 	v->generation = sqlite3_column_int(st, 13);
 	sqldb_column_text(st, 14, v->failure, sizeof(v->failure));
 	sqldb_column_text(st, 15, v->snapshot_id, sizeof(v->snapshot_id));
+	sqldb_column_text(st, 16, v->origin, sizeof(v->origin));
 	return 0;
 }
 
@@ -817,7 +821,7 @@ int
 store_snap_ready(struct store *s, const struct snap_record *r)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "UPDATE snapshots SET state = 'ready', disk_bytes = ?2, "
+	    "UPDATE snapshots SET state = ?6, disk_bytes = ?2, "
 	    "memory_bytes = ?3, memory_sha256 = ?4, paused_ms = ?5 "
 	    "WHERE id = ?1 AND state = 'making'");
 
@@ -828,6 +832,8 @@ store_snap_ready(struct store *s, const struct snap_record *r)
 	sqlite3_bind_int64(st, 3, r->memory_bytes);
 	sqlite3_bind_text(st, 4, r->memory_sha256, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 5, r->paused_ms);
+	sqlite3_bind_text(st, 6, strcmp(r->state, "fork") == 0 ? "fork" :
+	    "ready", -1, SQLITE_STATIC);
 	if (store_done(s, st) == -1)
 		return -1;
 	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {

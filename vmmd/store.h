@@ -45,7 +45,8 @@ struct vm_record {
 	long long	 updated_at;
 	int		 generation;	/* checkpoint generation */
 	char		 failure[256];	/* why, when state is failed */
-	char		 snapshot_id[VM_ID_LEN + 1];	/* made from; "" booted */
+	char		 snapshot_id[VM_ID_LEN + 1];	/* made from, or "" */
+	char		 origin[12];	/* booted | snapshot | fork */
 };
 
 const char	*vm_state_name(enum vm_state);
@@ -156,7 +157,7 @@ struct snap_record {
 	char		 id[VM_ID_LEN + 1];
 	char		 workspace[WORKSPACE_MAX + 1];
 	char		 name[65];
-	char		 state[8];		/* making | ready */
+	char		 state[8];		/* making | ready | fork */
 	char		 source_vm[VM_ID_LEN + 1];
 	char		 image[64];
 	int		 memory;		/* with memory and device state */
@@ -170,7 +171,8 @@ struct snap_record {
 };
 
 int	store_snap_insert(struct store *, const struct snap_record *);
-/* Marks it ready with its final sizes, digest and pause. */
+/* Marks it ready (or, when r->state says so, "fork": vm_fork's own,
+ * never listed) with its final sizes, digest and pause. */
 int	store_snap_ready(struct store *, const struct snap_record *);
 /* 0 and *out, or -1 (errno ENOENT when there is none). */
 int	store_snap_get(struct store *, const char *id, struct snap_record *);

@@ -50,6 +50,8 @@ static const struct tool_def tool_table[] = {
 	{ "vm_snapshot_list", 0, tool_vm_snapshot_list, NULL, NULL, NULL },
 	{ "vm_snapshot_delete", TOOL_MUTATES, tool_vm_snapshot_delete, NULL,
 	    NULL, NULL },
+	{ "vm_fork", TOOL_MUTATES | TOOL_RECEIPT, tool_vm_fork, NULL, NULL,
+	    NULL },
 };
 #define NTOOLS	(sizeof(tool_table) / sizeof(tool_table[0]))
 

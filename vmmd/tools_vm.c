@@ -235,9 +235,9 @@ tool_vm_status(struct request *req)
 	/* Status never wakes a VM: jobs are as last seen. */
 	res = vm_summary(vm);
 	json_object_object_add(res, "origin", json_object_new_string(
-	    vm->rec.snapshot_id[0] != '\0' ? "snapshot" : "booted"));
+	    vm->rec.origin[0] != '\0' ? vm->rec.origin : "booted"));
 	json_object_object_add(res, "snapshot_id",
-	    vm->rec.snapshot_id[0] != '\0' ?
+	    strcmp(vm->rec.origin, "snapshot") == 0 ?
 	    json_object_new_string(vm->rec.snapshot_id) : NULL);
 	json_object_object_add(res, "open_streams",
 	    json_object_new_int(vm->open_streams));

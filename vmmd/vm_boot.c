@@ -545,6 +545,8 @@ create_vm(struct request *req, const struct conf_image *im,
 	rec.idle_seconds = idle_seconds;
 	rec.idle_mode_pause = idle_pause;
 	rec.created_at = wall_ms() / 1000;
+	snprintf(rec.origin, sizeof(rec.origin), "%s", snap == NULL ? "booted" :
+	    strcmp(snap->state, "fork") == 0 ? "fork" : "snapshot");
 	if (snap != NULL)
 		snprintf(rec.snapshot_id, sizeof(rec.snapshot_id), "%s",
 		    snap->id);

@@ -3,7 +3,8 @@
 # (test_vmmd.py's frame): a disk-only snapshot that later VMs boot on and
 # that several share without changing it; a memory snapshot whose process
 # goes on running, with its memory, in the VM restored from it, and
-# independently of the source; ownership, quotas and retry receipts; and
+# independently of the source; vm_fork into two children, the process
+# running on in each; ownership, quotas and retry receipts; and
 # kill -9 of vmmd while a snapshot is made and while one is restored,
 # and a damaged memory file that is refused before anything is restored.
 #
@@ -230,6 +231,60 @@ def case_memory(h, a, src):
     return msid
 
 
+def case_fork(h, a, src):
+    """vm_fork: the process runs on in each child, independently."""
+    okk, r = a("vm_exec", vm_id=src, request_id="counter-2",
+               command="python3 /workspace/counter.py",
+               timeout_seconds=3600)
+    ok(okk, "fork: a counter runs in the source again", r)
+    job = r.get("job_id") if okk else None
+    wait_for(lambda: counter(a, src, "f-%d" % time.monotonic_ns())[1] > 3,
+             60, "the counter")
+    before = sorted(os.listdir(snapdir(h)))
+    okk, r = a("vm_fork", vm_id=src, request_id="fork-3", count=3)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("max_fork_count"),
+       "fork: count over max_fork_count is quota_exceeded naming it", r)
+    okk, f = a("vm_fork", vm_id=src, request_id="fork-1", count=2)
+    ok(okk and len(f["vm_ids"]) == 2 and f["source_vm_id"] == src and
+       f["paused_ms"] > 0, "fork: two VMs forked, the source paused %s ms"
+       % (f.get("paused_ms") if okk else "-"), f)
+    kids = f["vm_ids"]
+    okk, again = a("vm_fork", vm_id=src, request_id="fork-1", count=2)
+    ok(okk and again["vm_ids"] == kids, "fork: the retried request_id "
+       "returns the same VMs, no more", again)
+    ok(sorted(os.listdir(snapdir(h))) == before, "fork: its snapshot is "
+       "not kept", (before, os.listdir(snapdir(h))))
+    okk, r = a("vm_snapshot_list")
+    ok(okk and len(r["snapshots"]) == 2, "fork: nor listed", r)
+    tok_src, _ = counter(a, src, "f-src")
+    toks = {}
+    for i, k in enumerate(kids):
+        okk, st = a("vm_status", vm_id=k)
+        ok(okk and st["origin"] == "fork" and st["snapshot_id"] is None and
+           st["state"] == "running" and
+           job in [j["job_id"] for j in st["jobs"]],
+           "fork: child %d runs, origin fork, with the source's job %s "
+           "in its vm_status" % (i, job), st)
+        toks[k] = counter(a, k, "fk-%d" % i)
+    ok(all(t == tok_src for t, _ in toks.values()), "fork: the process "
+       "runs on in each child with its memory (token %s)" % tok_src,
+       (tok_src, toks))
+    out(a, kids[0], "pkill -f counter.py; sleep 0.5; true", "kill-k0")
+    _, k0 = counter(a, kids[0], "k0-a")
+    _, k1 = counter(a, kids[1], "k1-a")
+    _, s0 = counter(a, src, "s-a")
+    time.sleep(1.5)
+    _, k0b = counter(a, kids[0], "k0-b")
+    _, k1b = counter(a, kids[1], "k1-b")
+    _, s0b = counter(a, src, "s-b")
+    ok(k0b == k0 and k1b > k1 and s0b > s0, "fork: stopped in one child, "
+       "it counts on in the other and in the source: independent",
+       (k0, k0b, k1, k1b, s0, s0b))
+    destroy(a, *kids)
+    out(a, src, "pkill -f counter.py; true", "kill-src-2")
+
+
 def case_limits(h, a, src, sid):
     """max_snapshots_per_workspace (3 here), storage, delete."""
     okk, s3 = snap(a, vm_id=src, request_id="s-3")
@@ -341,7 +396,7 @@ def case_damaged(h, a, msid):
 
 
 def suite(h):
-    h.write_conf(max_snapshots_per_workspace=3)
+    h.write_conf(max_snapshots_per_workspace=3, max_fork_count=2)
     h.start_authd()
     h.start_vmmd()
     a = base.Client(h, h.issue("alpha"))
@@ -350,6 +405,7 @@ def suite(h):
               "--storage-gib", "1000")
     src, sid = case_disk(h, a, b)
     msid = case_memory(h, a, src)
+    case_fork(h, a, src)
     case_limits(h, a, src, sid)
     rc, _ = h.stop_vmmd()
     ok(rc == 0, "vmmd exits 0 with snapshots kept", rc)

@@ -1,7 +1,7 @@
 /*
  * Unit tests for common/schema: the keyword subset, the messages a caller
  * acts on, and every tool's input and output schema from the embedded
- * tools.json, with valid and invalid arguments for each of the sixteen.
+ * tools.json, with valid and invalid arguments for each of the seventeen.
  */
 #include <check.h>
 #include <stdio.h>
@@ -318,7 +318,7 @@ static const char *const tool_names[] = {
 	"vm_create", "vm_list", "vm_status", "vm_exec", "vm_job_status",
 	"vm_job_output", "vm_job_cancel", "vm_read_file", "vm_write_file",
 	"vm_suspend", "vm_resume", "vm_destroy", "vm_run", "vm_snapshot",
-	"vm_snapshot_list", "vm_snapshot_delete",
+	"vm_snapshot_list", "vm_snapshot_delete", "vm_fork",
 };
 #define NTOOL_NAMES	(sizeof(tool_names) / sizeof(tool_names[0]))
 
@@ -626,6 +626,11 @@ static const struct call inputs[] = {
 	    "\"5c0e9d2a4b7f41c3a8e6d1f09b2c7a44\"}", NULL },
 	{ "vm_create", "{\"request_id\":\"c1\",\"snapshot\":\"ABC\"}",
 	    "$.snapshot: must match the pattern" },
+
+	{ "vm_fork", "{" VM ",\"request_id\":\"f1\",\"count\":4}", NULL },
+	{ "vm_fork", "{" VM ",\"request_id\":\"f1\",\"count\":0}",
+	    "$.count: must be at least 1" },
+	{ "vm_fork", "{" VM ",\"count\":2}", "$.request_id: is required" },
 };
 
 START_TEST(tool_inputs)

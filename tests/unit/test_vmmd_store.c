@@ -294,7 +294,16 @@ START_TEST(snapshots_lifecycle)
 	ck_assert_int_eq(store_snap_insert(s, &r), 0);
 	make_vm(&v, "v1", "ws-a", 0);
 	snprintf(v.snapshot_id, sizeof(v.snapshot_id), "s1");
+	snprintf(v.origin, sizeof(v.origin), "snapshot");
 	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	/* vm_fork's own is 'fork' once complete, not 'ready'. */
+	make_snap(&r, "f1", "ws-a", 4000);
+	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	snprintf(r.state, sizeof(r.state), "fork");
+	ck_assert_int_eq(store_snap_ready(s, &r), 0);
+	ck_assert_int_eq(store_snap_get(s, "f1", &got), 0);
+	ck_assert_str_eq(got.state, "fork");
+	ck_assert_int_eq(store_snap_delete(s, "f1"), 0);
 	store_close(s);
 
 	s = open_store();
@@ -310,6 +319,12 @@ START_TEST(snapshots_lifecycle)
 	ck_assert_int_eq(strlen(got.memory_sha256), 64);
 	ck_assert_int_eq(store_vm_get(s, "v1", &v), 0);
 	ck_assert_str_eq(v.snapshot_id, "s1");
+	ck_assert_str_eq(v.origin, "snapshot");
+	/* One inserted without an origin was booted. */
+	make_vm(&v, "v2", "ws-a", 1);
+	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	ck_assert_int_eq(store_vm_get(s, "v2", &v), 0);
+	ck_assert_str_eq(v.origin, "booted");
 
 	ck_assert_int_eq(store_snap_list(s, "ws-a", &list, &n), 0);
 	ck_assert_uint_eq(n, 2);
