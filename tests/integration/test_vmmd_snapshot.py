@@ -418,6 +418,19 @@ def suite(h):
     okk, r = a("vm_snapshot_list")
     ok(okk and sorted(x["snapshot_id"] for x in r["snapshots"]) ==
        sorted([sid, msid]), "both snapshots survive the restart", r)
+    # The source is hibernated now (vmmd's SIGTERM did that).
+    okk, r = snap(a, vm_id=src, request_id="s-hib-mem", memory=True)
+    ok(not okk and r["code"] == "conflict" and "resume" in r["message"],
+       "a memory snapshot of a hibernated VM is conflict: resume first", r)
+    okk, r = snap(a, vm_id=src, request_id="s-hib")
+    ok(okk and r["paused_ms"] == 0 and r["memory"] is False,
+       "a disk-only snapshot of a hibernated VM clones its disk as it is",
+       r)
+    okk, st = a("vm_status", vm_id=src)
+    ok(okk and st["state"] == "hibernated", "and the VM stays hibernated",
+       st)
+    if okk:
+        a("vm_snapshot_delete", snapshot_id=r.get("snapshot_id", ""))
     okk, r = a("vm_resume", vm_id=src)
     ok(okk and r["state"] == "running", "the source resumes", r)
     case_kill_making(h, a, src)
