@@ -14,7 +14,8 @@
  * any file and becomes 'ready' after the rename.  snap_init settles what
  * a crash left at startup; a restore checks the files against the
  * manifest first (snap_verify_async).  Everything here runs on the loop
- * but the file work, which is the worker pool's.
+ * but the file work, which is the worker pool's.  vm_fork, on the same
+ * making, is fork.c's.
  */
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -541,7 +542,7 @@ struct snap_make {
 	long long		 t_stop;
 	long long		 cont_wall_ms;	/* when the source ran on */
 	/* Run once complete instead of the reply (vm_fork's). */
-	void			(*made)(struct snap_make *);
+	snap_made_cb		 made;
 	void			*made_arg;
 	/* The first failure; the VM is still continued and thawed. */
 	char			 err[512];
@@ -551,7 +552,6 @@ struct snap_make {
 };
 
 static void make_clone(struct vm *);
-static int snap_delete(const struct snap_record *, char *, size_t);
 static void snap_finished(struct snap_make *, struct request *);
 static void make_resume(struct vm *);
 
@@ -716,9 +716,14 @@ static long
 clone_delay_ms(void)
 {
 	const char *v = getenv("MCPVM_TEST_DISK_DELAY_MS");
-	long ms = v != NULL ? strtol(v, NULL, 10) : 0;
+	char *end;
+	long ms;
 
-	return ms > 0 && ms <= 600000 ? ms : 0;
+	if (v == NULL)
+		return 0;
+	errno = 0;
+	ms = strtol(v, &end, 10);
+	return errno == 0 && *end == '\0' && ms > 0 && ms <= 600000 ? ms : 0;
 }
 
 static void
@@ -913,7 +918,7 @@ snap_finished(struct snap_make *mk, struct request *req)
 	    mk->rec.workspace, mk->rec.memory ? "disk and memory" : "disk",
 	    mk->rec.disk_bytes + mk->rec.memory_bytes, mk->rec.paused_ms);
 	if (mk->made != NULL)
-		mk->made(mk);
+		mk->made(&mk->rec, mk->cont_wall_ms, mk->made_arg);
 	else if (req != NULL)
 		request_reply(req, snap_json(&mk->rec));
 	free(mk);
@@ -966,8 +971,8 @@ valid_name(const char *s)
  * only) hibernated, not busy, without networking for memory.  0, or an
  * error reply and -1.
  */
-static int
-make_check(struct request *req, struct vm *vm, int memory)
+int
+snap_make_check(struct request *req, struct vm *vm, int memory)
 {
 	if (vm->busy) {
 		request_error(req, "busy", "another operation on this VM is "
@@ -1011,9 +1016,9 @@ make_check(struct request *req, struct vm *vm, int memory)
  * the snapshot) runs once it is complete; a failure is replied.  hidden:
  * vm_fork's own, never listed, removed once its children are up.
  */
-static struct snap_make *
-make_begin(struct request *req, struct vm *vm, const char *name,
-    int memory, int hidden, void (*made)(struct snap_make *), void *arg)
+int
+snap_make_begin(struct request *req, struct vm *vm, const char *name,
+    int memory, int hidden, snap_made_cb made, void *arg)
 {
 	struct snap_make *mk;
 	unsigned char rnd[16];
@@ -1052,14 +1057,14 @@ make_begin(struct request *req, struct vm *vm, const char *name,
 		free(mk);
 		request_error(req, "unavailable", "the snapshot could not be "
 		    "recorded");
-		return NULL;
+		return -1;
 	}
 	if (mk->part[0] == '\0' || mkdir(mk->part, 0700) == -1) {
 		snprintf(msg, sizeof(msg), "%.200s: %s", mk->part,
 		    strerror(errno));
 		mk->made = NULL;	/* arg stays the caller's to free */
 		make_fail(mk, "unavailable", msg);
-		return NULL;
+		return -1;
 	}
 	vm_op_begin(vm, make_op_done, mk);
 	if (vm->rec.state == VM_RUNNING) {
@@ -1072,16 +1077,16 @@ make_begin(struct request *req, struct vm *vm, const char *name,
 			make_frozen(vm, NULL, "unavailable", "guest not up", -1,
 			    op_token(vm));
 		json_object_put(call);
-		return mk;
+		return 0;
 	}
 	/* Paused (QEMU stopped already, jobs frozen) or hibernated (no
 	 * QEMU, the disk quiescent). */
 	if (vm->rec.state == VM_PAUSED && memory) {
 		make_stopped(vm->vmm, 1, "", vm);
-		return mk;
+		return 0;
 	}
 	make_clone(vm);
-	return mk;
+	return 0;
 }
 
 void
@@ -1099,7 +1104,7 @@ tool_vm_snapshot(struct request *req)
 		    "A-Z a-z 0-9 . _ -");
 		return;
 	}
-	if (make_check(req, vm, memory) == -1)
+	if (snap_make_check(req, vm, memory) == -1)
 		return;
 	if (snap_admit(req, vm->rec.disk_bytes + (memory ?
 	    (long long)vm->rec.memory_mib << 20 : 0), 1, code, sizeof(code),
@@ -1107,201 +1112,7 @@ tool_vm_snapshot(struct request *req)
 		request_error(req, code, "%s", msg);
 		return;
 	}
-	(void)make_begin(req, vm, name, memory, 0, NULL, NULL);
-}
-
-/* ---- vm_fork ----------------------------------------------------------- */
-
-/*
- * vm_fork: one memory snapshot of the source, hidden (state 'fork': never
- * listed, removed at startup by a crash), then count VMs restored from
- * it, each admitted as a new VM; then the snapshot goes.  Each child gets
- * the source's jobs table as it was at the snapshot, under its own vm_id
- * with the same job ids.  All or nothing: a child that fails takes the
- * others with it.
- */
-#define FORK_MAX	64	/* max_fork_count's maximum */
-
-struct fork_ctx {
-	struct request		*req;
-	struct snap_record	 snap;
-	char			 source[VM_ID_LEN + 1];
-	int			 count, pending, launching, failed;
-	int			 idle_seconds, idle_pause;
-	char			 code[32];
-	char			 err[512];
-	char			 ids[FORK_MAX][VM_ID_LEN + 1];
-	int			 nids;
-	long long		 cont_wall_ms;	/* jobs started by then */
-};
-
-static void
-fork_gone(struct vm *vm, const char *code, const char *msg, void *arg)
-{
-}
-
-static void
-fork_finish(struct fork_ctx *fk)
-{
-	struct request *req = fk->req;
-	struct json_object *o, *arr;
-	char err[512];
-
-	if (snap_delete(&fk->snap, err, sizeof(err)) == -1)
-		log_warnx("vm_fork of %s: its snapshot %s: %s", fk->source,
-		    fk->snap.id, err);
-	snprintf(req->vm_id, sizeof(req->vm_id), "%s", fk->source);
-	if (fk->failed > 0) {
-		for (int i = 0; i < fk->nids; i++) {
-			struct vm *vm = vm_find(fk->ids[i]);
-
-			if (vm != NULL && vm->rec.state != VM_GONE &&
-			    vm->rec.state != VM_DESTROYING)
-				vm_destroy(vm, fork_gone, NULL);
-		}
-		request_error(req, fk->code, "%s", fk->err);
-		free(fk);
-		return;
-	}
-	o = json_object_new_object();
-	json_object_object_add(o, "source_vm_id",
-	    json_object_new_string(fk->source));
-	json_object_object_add(o, "paused_ms",
-	    json_object_new_int64(fk->snap.paused_ms));
-	arr = json_object_new_array();
-	for (int i = 0; i < fk->nids; i++)
-		json_object_array_add(arr, json_object_new_string(fk->ids[i]));
-	json_object_object_add(o, "vm_ids", arr);
-	log_info("vm %s forked into %d VMs, paused %lld ms", fk->source,
-	    fk->nids, fk->snap.paused_ms);
-	free(fk);
-	request_reply(req, o);
-}
-
-static void
-fork_fail(struct fork_ctx *fk, const char *code, const char *msg)
-{
-	if (fk->failed++ == 0) {
-		snprintf(fk->code, sizeof(fk->code), "%s", code);
-		snprintf(fk->err, sizeof(fk->err), "%s", msg);
-	}
-}
-
-/* The source's jobs as they were at the snapshot, under the child. */
-static void
-fork_jobs(struct fork_ctx *fk, const char *child)
-{
-	struct job_record *jobs;
-	size_t n;
-
-	if (store_job_list(env->store, fk->source, &jobs, &n) == -1)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		if (jobs[i].started_at > fk->cont_wall_ms)
-			continue;
-		if (store_job_add(env->store, child, jobs[i].job_id,
-		    jobs[i].request_id, jobs[i].started_at) == -1 ||
-		    (strcmp(jobs[i].state, "running") != 0 &&
-		    store_job_update(env->store, child, jobs[i].job_id,
-		    jobs[i].state, jobs[i].exit_code, jobs[i].finished_at) ==
-		    -1))
-			log_warnx("vm %s: job %s of its source not copied",
-			    child, jobs[i].job_id);
-	}
-	free(jobs);
-}
-
-static void
-fork_child_done(struct vm *vm, const char *code, const char *msg, void *arg)
-{
-	struct fork_ctx *fk = arg;
-
-	if (code != NULL)
-		fork_fail(fk, code, msg != NULL ? msg : code);
-	else if (fk->nids < FORK_MAX) {
-		snprintf(fk->ids[fk->nids++], sizeof(fk->ids[0]), "%s",
-		    vm->rec.id);
-		fork_jobs(fk, vm->rec.id);
-	}
-	if (--fk->pending == 0 && !fk->launching)
-		fork_finish(fk);
-}
-
-/* The hidden snapshot is complete: its children, one by one admitted. */
-static void
-fork_made(struct snap_make *mk)
-{
-	struct fork_ctx *fk = mk->made_arg;
-	const struct conf_image *im;
-	char code[32], msg[256];
-
-	fk->snap = mk->rec;
-	fk->cont_wall_ms = mk->cont_wall_ms;
-	if ((im = conf_find_image(&env->conf, fk->snap.image)) == NULL) {
-		fork_fail(fk, "unavailable", "the source's image is no longer "
-		    "configured");
-		fork_finish(fk);
-		return;
-	}
-	fk->launching = 1;
-	for (int i = 0; i < fk->count && fk->failed == 0; i++) {
-		/* Each child's record goes in at once: the next admission
-		 * counts it. */
-		if (vm_admit(fk->req, im, fk->snap.memory_mib, code,
-		    sizeof(code), msg, sizeof(msg)) == -1) {
-			fork_fail(fk, code, msg);
-			break;
-		}
-		fk->pending++;
-		vm_create_snap(fk->req, im, &fk->snap, fk->snap.vcpus,
-		    fk->snap.memory_mib, 0, fk->idle_seconds, fk->idle_pause,
-		    fork_child_done, fk);
-	}
-	fk->launching = 0;
-	if (fk->pending == 0)
-		fork_finish(fk);
-}
-
-void
-tool_vm_fork(struct request *req)
-{
-	int64_t count = req_arg_int(req, "count", 1);
-	char code[32], msg[256];
-	struct fork_ctx *fk;
-	struct vm *vm;
-
-	if ((vm = tools_owned_vm(req)) == NULL)
-		return;
-	if (count < 1 || count > env->conf.vmmd.max_fork_count ||
-	    count > FORK_MAX) {
-		request_error(req, "quota_exceeded", "max_fork_count: at most "
-		    "%lld VMs per vm_fork", env->conf.vmmd.max_fork_count);
-		return;
-	}
-	if (vm->image == NULL) {
-		request_error(req, "unavailable", "the VM's image %s is no "
-		    "longer configured", vm->rec.image);
-		return;
-	}
-	if (make_check(req, vm, 1) == -1)
-		return;
-	/* Every child as a new VM, and the snapshot's storage meanwhile. */
-	if (vm_admit_n(req, vm->image, vm->rec.memory_mib, (int)count, code,
-	    sizeof(code), msg, sizeof(msg)) == -1 ||
-	    snap_admit(req, vm->rec.disk_bytes + ((long long)vm->rec.memory_mib
-	    << 20), 0, code, sizeof(code), msg, sizeof(msg)) == -1) {
-		request_error(req, code, "%s", msg);
-		return;
-	}
-	if ((fk = calloc(1, sizeof(*fk))) == NULL)
-		fatal("calloc");
-	fk->req = req;
-	fk->count = (int)count;
-	fk->idle_seconds = vm->rec.idle_seconds;
-	fk->idle_pause = vm->rec.idle_mode_pause;
-	snprintf(fk->source, sizeof(fk->source), "%s", vm->rec.id);
-	if (make_begin(req, vm, "", 1, 1, fork_made, fk) == NULL)
-		free(fk);
+	(void)snap_make_begin(req, vm, name, memory, 0, NULL, NULL);
 }
 
 void
@@ -1328,7 +1139,7 @@ tool_vm_snapshot_list(struct request *req)
  * the files on the worker pool.  A crash at any point leaves the
  * snapshot whole and listed, or gone.
  */
-static int
+int
 snap_delete(const struct snap_record *r, char *err, size_t errlen)
 {
 	char dir[PATH_MAX], del[PATH_MAX];

@@ -42,7 +42,23 @@ void	tool_vm_snapshot_delete(struct request *);
 void	snap_ctl_list(struct request *, const char *workspace_or_null);
 void	snap_ctl_delete(struct request *, const char *id);
 
-/* vm_fork (tools.c's table). */
+/*
+ * Making one, for vm_snapshot and vm_fork (fork.c): check that vm can be
+ * snapshotted (0, or an error reply and -1), then start it, already
+ * admitted.  made (NULL: reply with the snapshot) runs once it is
+ * complete, with when the source ran on; a failure is replied to req, and
+ * made's arg freed.  hidden: recorded as 'fork', never listed.  -1: failed
+ * at once, replied, arg still the caller's.
+ */
+int	snap_make_check(struct request *, struct vm *, int memory);
+typedef void (*snap_made_cb)(const struct snap_record *,
+	    long long cont_wall_ms, void *arg);
+int	snap_make_begin(struct request *, struct vm *, const char *name,
+	    int memory, int hidden, snap_made_cb, void *arg);
+/* Renamed away, its row dropped, its files removed on the worker pool. */
+int	snap_delete(const struct snap_record *, char *err, size_t errlen);
+
+/* fork.c: vm_fork (tools.c's table). */
 void	tool_vm_fork(struct request *);
 
 /*
