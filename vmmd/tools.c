@@ -4,7 +4,8 @@
  * handler.  A tool call arrives here after authd has named the workspace:
  * its arguments are validated against proto/tools.json again (mcpd did
  * too), its retry receipt is looked up, and its handler runs.  The
- * handlers live by concern in tools_vm.c, tools_job.c and run.c.
+ * handlers live by concern in tools_vm.c, tools_job.c, run.c,
+ * snapshot.c and fork.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

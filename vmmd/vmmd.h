@@ -2,7 +2,8 @@
  * vmmd: the root VM manager.  Shared declarations of the daemon's parts:
  * vmmd.c (startup, sockets, authd), vm.c with vm_boot.c and vm_suspend.c
  * (the state machine and lifecycle), to_vmproxy.c (each VM's vmproxy),
- * tools.c with tools_vm.c and tools_job.c (the tools), control.c (vmctl).
+ * tools.c with tools_vm.c and tools_job.c (the tools), snapshot.c and
+ * fork.c (snapshots and vm_fork), control.c (vmctl).
  */
 #ifndef MCPVM_VMMD_VMMD_H
 #define MCPVM_VMMD_VMMD_H
