@@ -104,6 +104,11 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "broker_preamble_seconds", CFG_INT, V(broker_preamble_seconds), 0,
 	    "2", 1, 60, NULL, "how long a guest connection may take to send "
 	    "its preamble" },
+	{ "max_snapshots_per_workspace", CFG_INT,
+	    V(max_snapshots_per_workspace), 0, "32", 0, 100000, NULL,
+	    "snapshots one workspace may keep at once" },
+	{ "max_fork_count", CFG_INT, V(max_fork_count), 0, "4", 1, 64, NULL,
+	    "VMs one vm_fork may make" },
 };
 #undef V
 

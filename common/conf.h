@@ -55,6 +55,9 @@ struct conf_vmmd {
 	long long	 broker_stall_seconds;
 	long long	 broker_max_pending;		/* per VM */
 	long long	 broker_preamble_seconds;
+	/* Snapshots (vmmd/snapshot.c). */
+	long long	 max_snapshots_per_workspace;
+	long long	 max_fork_count;		/* VMs per vm_fork */
 };
 
 struct conf_image {

@@ -109,6 +109,8 @@ enum ipc_type {
 	IPC_VMCTL_STOP_WORKSPACE = 406,	/* {"workspace"} */
 	IPC_VMCTL_PREFLIGHT = 407,	/* {} */
 	IPC_VMCTL_AUDIT_VERIFY = 408,	/* {} */
+	IPC_VMCTL_SNAPSHOTS = 409,	/* {"workspace"?} */
+	IPC_VMCTL_SNAPSHOT_DELETE = 410, /* {"snapshot_id"} */
 	IPC_VMCTL_RESULT = 420,
 
 	/*

@@ -2,7 +2,7 @@
 """proto/tools.json helpers, run by meson (standard library only).
 
   toolsgen.py check TOOLS_JSON
-      Fail unless tools.json parses and describes exactly the thirteen tools,
+      Fail unless tools.json parses and describes exactly the seventeen tools,
       each with a description on every field, closed input objects and an
       object outputSchema.
   toolsgen.py embed TOOLS_JSON OUT_C
@@ -18,7 +18,8 @@ import sys
 TOOLS = [
     "vm_create", "vm_list", "vm_status", "vm_exec", "vm_job_status",
     "vm_job_output", "vm_job_cancel", "vm_read_file", "vm_write_file",
-    "vm_suspend", "vm_resume", "vm_destroy", "vm_run",
+    "vm_suspend", "vm_resume", "vm_destroy", "vm_run", "vm_snapshot",
+    "vm_snapshot_list", "vm_snapshot_delete", "vm_fork",
 ]
 
 

@@ -122,6 +122,13 @@ struct backend_ops {
 	 */
 	int	(*snapshot)(struct vmm *, const char *path, vmm_done_cb,
 		    void *);
+	/*
+	 * Save: as snapshot (the state at path, fsynced and renamed into
+	 * place), but the VMM is left stopped, not quit; resume continues
+	 * it.  The caller pauses it first.  On failure nothing is at path
+	 * and the VMM is still stopped.
+	 */
+	int	(*save)(struct vmm *, const char *path, vmm_done_cb, void *);
 	/* Asks the VMM to exit; done runs once the process is gone. */
 	int	(*stop)(struct vmm *, vmm_done_cb, void *);
 	/* SIGKILL now; `exited` follows.  The cgroup kill is the caller's. */
@@ -154,6 +161,12 @@ static inline int
 vmm_snapshot(struct vmm *v, const char *path, vmm_done_cb cb, void *arg)
 {
 	return v->ops->snapshot(v, path, cb, arg);
+}
+
+static inline int
+vmm_save(struct vmm *v, const char *path, vmm_done_cb cb, void *arg)
+{
+	return v->ops->save(v, path, cb, arg);
 }
 
 static inline int

@@ -465,6 +465,7 @@ const struct backend_ops qemu_backend_ops = {
 	.pause = qvm_pause,
 	.resume = qvm_resume,
 	.snapshot = qvm_snapshot,
+	.save = qvm_save,
 	.stop = qvm_stop,
 	.kill = qvm_kill,
 	.status = qvm_status,

@@ -14,6 +14,7 @@
 #include "decode.h"
 #include "netclient.h"
 #include "preflight.h"
+#include "snapshot.h"
 #include "vmmd.h"
 #include "worker.h"
 
@@ -252,6 +253,12 @@ vmmd_dispatch_vmctl(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		return;
 	case IPC_VMCTL_STOP_WORKSPACE:
 		ctl_stop_workspace(req, cm.workspace);
+		return;
+	case IPC_VMCTL_SNAPSHOTS:
+		snap_ctl_list(req, cm.workspace);
+		return;
+	case IPC_VMCTL_SNAPSHOT_DELETE:
+		snap_ctl_delete(req, cm.snapshot_id);
 		return;
 	}
 	/* The rest name one VM, of any workspace. */

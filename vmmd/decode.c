@@ -156,6 +156,7 @@ decode_vmctl(uint32_t type, struct json_object *body, struct vmctl_msg *m,
 	static const char *const vm_keys[] = { "vm_id", NULL };
 	static const char *const suspend_keys[] = { "vm_id", "mode", NULL };
 	static const char *const modes[] = { "hibernate", "pause", NULL };
+	static const char *const snap_keys[] = { "snapshot_id", NULL };
 	const char *const *keys;
 	struct jsonx_err jerr;
 	const char *extra = NULL;
@@ -171,6 +172,19 @@ decode_vmctl(uint32_t type, struct json_object *body, struct vmctl_msg *m,
 		keys = list_keys;
 		rc = jsonx_get_string(body, "workspace", 0, &m->workspace,
 		    &jerr);
+		break;
+	case IPC_VMCTL_SNAPSHOTS:
+		keys = list_keys;
+		rc = jsonx_get_string(body, "workspace", 0, &m->workspace,
+		    &jerr);
+		break;
+	case IPC_VMCTL_SNAPSHOT_DELETE:
+		keys = snap_keys;
+		rc = jsonx_get_string(body, "snapshot_id", 1, &m->snapshot_id,
+		    &jerr);
+		if (rc == 1 && strlen(m->snapshot_id) > 64)
+			return verdict(e, DECODE_REFUSE, "invalid_argument",
+			    "snapshot_id: over 64 characters");
 		break;
 	case IPC_VMCTL_STOP_WORKSPACE:
 		keys = list_keys;
@@ -201,7 +215,8 @@ decode_vmctl(uint32_t type, struct json_object *body, struct vmctl_msg *m,
 		return verdict(e, DECODE_BAD, NULL, "message type %u is not "
 		    "vmctl's", type);
 	}
-	if (rc == -1 || (rc == 0 && type == IPC_VMCTL_STOP_WORKSPACE))
+	if (rc == -1 || (rc == 0 && (type == IPC_VMCTL_STOP_WORKSPACE ||
+	    type == IPC_VMCTL_SNAPSHOT_DELETE)))
 		return verdict(e, DECODE_REFUSE, "invalid_argument", "%s",
 		    jerr.msg);
 	if (!only_members(body, keys, &extra))

@@ -45,6 +45,7 @@ struct vmctl_msg {
 	const char	*vm_id;		/* STATUS, DESTROY, SUSPEND, RESUME */
 	const char	*workspace;	/* STOP_WORKSPACE; LIST: NULL for all */
 	int		 pause;		/* SUSPEND: mode "pause" */
+	const char	*snapshot_id;	/* SNAPSHOT_DELETE */
 };
 
 enum decode_verdict decode_vmctl(uint32_t type, struct json_object *body,

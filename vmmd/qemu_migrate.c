@@ -3,7 +3,8 @@
  * QEMU's migration: a snapshot stops the guest and migrates it into a
  * file vmmd opened, fsyncs and renames it into place, then quits; a
  * restore hands a started QEMU the checkpoint's descriptor and has it
- * read the state back before it continues.  Both ways share one poll of
+ * read the state back before it continues.  A save is a snapshot that
+ * leaves QEMU stopped instead of quitting it.  Both ways share one poll of
  * the migration (struct mig_way says what differs).  QEMU gets
  * descriptors, never paths; what it reports of a migration arrives as
  * vmproxy's typed status.
@@ -189,6 +190,11 @@ snap_fsync_done(void *arg)
 		return;
 	}
 	v->ckpt_part[0] = '\0';	/* complete: never unlink it now */
+	if (v->keep) {
+		/* A save: QEMU stays, stopped, for the caller's resume. */
+		qvm_op_done(v);
+		return;
+	}
 	qvm_quit(v);
 }
 
@@ -228,8 +234,9 @@ snap_status_before(struct qvm *v, const struct vmq_result *r)
 	qvm_cmd(v, VMQ_STOP, -1, snap_stopped);
 }
 
-int
-qvm_snapshot(struct vmm *vm, const char *path, vmm_done_cb cb, void *arg)
+static int
+snap_start(struct vmm *vm, const char *path, int keep, vmm_done_cb cb,
+    void *arg)
 {
 	struct qvm *v = (struct qvm *)vm;
 
@@ -239,6 +246,7 @@ qvm_snapshot(struct vmm *vm, const char *path, vmm_done_cb cb, void *arg)
 	}
 	if (qvm_begin(v, OP_SNAPSHOT, cb, arg, v->be->conf.migrate_ms) == -1)
 		return -1;
+	v->keep = keep;
 	strcpy(v->ckpt, path);
 	snprintf(v->ckpt_part, sizeof(v->ckpt_part), "%s.part", path);
 	/* vmmd opens it: QEMU gets a descriptor, never the directory. */
@@ -261,3 +269,17 @@ qvm_snapshot(struct vmm *vm, const char *path, vmm_done_cb cb, void *arg)
 	return 0;
 }
 
+
+int
+qvm_snapshot(struct vmm *vm, const char *path, vmm_done_cb cb, void *arg)
+{
+	return snap_start(vm, path, 0, cb, arg);
+}
+
+/* A snapshot that leaves QEMU stopped (vmmd's vm_snapshot with memory):
+ * the migration completes into postmigrate, from which cont resumes. */
+int
+qvm_save(struct vmm *vm, const char *path, vmm_done_cb cb, void *arg)
+{
+	return snap_start(vm, path, 1, cb, arg);
+}

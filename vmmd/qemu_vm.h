@@ -67,6 +67,7 @@ struct qvm {
 	void			*done_arg;
 	int			 quitting;	/* quit sent: exit is success */
 	int			 was_running;	/* snapshot: to undo the stop */
+	int			 keep;		/* save: stopped, not quit */
 	int			 ckpt_fd;
 	int			 dying;		/* exited mid-op: asked last words */
 	char			 ckpt[PATH_MAX], ckpt_part[PATH_MAX + 8];
@@ -117,6 +118,7 @@ void	qvm_quit(struct qvm *);
 void	mig_poll(evutil_socket_t, short, void *);
 void	restore_begin(struct qvm *);
 int	qvm_snapshot(struct vmm *, const char *path, vmm_done_cb, void *);
+int	qvm_save(struct vmm *, const char *path, vmm_done_cb, void *);
 
 /* backend_qemu.c */
 void	qvm_free(struct vmm *);

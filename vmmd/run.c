@@ -470,7 +470,7 @@ tool_vm_run(struct request *req)
 	struct run *run;
 	int memory;
 
-	if (tools_create_check(req, &im, &memory) == -1)
+	if (tools_create_check(req, NULL, &im, &memory) == -1)
 		return;
 	if ((run = calloc(1, sizeof(*run))) == NULL ||
 	    (run->timer = evtimer_new(env->base, run_tick, run)) == NULL) {

@@ -103,6 +103,25 @@ static const char *const migrations[] = {
 	/* 3: a VM's vmgenid GUID; '' for VMs booted without the device,
 	 * which must restore without it. */
 	"ALTER TABLE vms ADD COLUMN vmgenid TEXT NOT NULL DEFAULT '';",
+	/* 4: snapshots, and the one each VM was made from. */
+	"CREATE TABLE snapshots ("
+	"  id TEXT PRIMARY KEY,"
+	"  workspace TEXT NOT NULL,"
+	"  name TEXT NOT NULL,"
+	"  state TEXT NOT NULL,"	/* making | ready */
+	"  source_vm TEXT NOT NULL,"
+	"  image TEXT NOT NULL,"
+	"  memory INTEGER NOT NULL,"
+	"  vcpus INTEGER NOT NULL,"
+	"  memory_mib INTEGER NOT NULL,"
+	"  disk_bytes INTEGER NOT NULL,"
+	"  memory_bytes INTEGER NOT NULL,"
+	"  memory_sha256 TEXT NOT NULL,"
+	"  paused_ms INTEGER NOT NULL,"
+	"  created_at INTEGER NOT NULL);"	/* unix ms */
+	"CREATE INDEX snapshots_workspace ON snapshots(workspace);"
+	"ALTER TABLE vms ADD COLUMN snapshot_id TEXT NOT NULL DEFAULT '';"
+	"ALTER TABLE vms ADD COLUMN origin TEXT NOT NULL DEFAULT 'booted';",
 };
 
 /*
@@ -214,9 +233,10 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	sqlite3_stmt *st = store_prepare(s,
 	    "INSERT INTO vms (id, workspace, slot, state, image, vcpus, "
 	    "memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, "
-	    "created_at, updated_at, generation, failure, vmgenid) "
+	    "created_at, updated_at, generation, failure, vmgenid, snapshot_id, "
+	    "origin) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, "
-	    "?13, ?14, ?15)");
+	    "?13, ?14, ?15, ?16, ?17)");
 
 	if (st == NULL)
 		return -1;
@@ -236,6 +256,9 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	sqlite3_bind_int(st, 13, v->generation);
 	sqlite3_bind_text(st, 14, v->failure, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 15, v->vmgenid, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 16, v->snapshot_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 17, v->origin[0] != '\0' ? v->origin : "booted",
+	    -1, SQLITE_STATIC);
 	return store_done(s, st);
 }
 
@@ -279,7 +302,8 @@ store_vm_set_generation(struct store *s, const char *id, int gen)
 
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
-	"created_at, updated_at, generation, failure, vmgenid"
+	"created_at, updated_at, generation, failure, vmgenid, snapshot_id, " \
+	"origin"
 
 static int
 row_to_vm(sqlite3_stmt *st, struct vm_record *v)
@@ -307,6 +331,8 @@ row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 	v->generation = sqlite3_column_int(st, 13);
 	sqldb_column_text(st, 14, v->failure, sizeof(v->failure));
 	sqldb_column_text(st, 15, v->vmgenid, sizeof(v->vmgenid));
+	sqldb_column_text(st, 16, v->snapshot_id, sizeof(v->snapshot_id));
+	sqldb_column_text(st, 17, v->origin, sizeof(v->origin));
 	return 0;
 }
 
@@ -766,5 +792,160 @@ store_digest_put(struct store *s, const char *path,
 		return -1;
 	bind_identity(st, path, id);
 	sqlite3_bind_text(st, 7, hex, -1, SQLITE_STATIC);
+	return store_done(s, st);
+}
+
+/* ---- snapshots --------------------------------------------------------- */
+
+int
+store_snap_insert(struct store *s, const struct snap_record *r)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "INSERT INTO snapshots (id, workspace, name, state, source_vm, "
+	    "image, memory, vcpus, memory_mib, disk_bytes, memory_bytes, "
+	    "memory_sha256, paused_ms, created_at) VALUES (?1, ?2, ?3, "
+	    "'making', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, r->workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, r->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, r->source_vm, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, r->image, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 6, r->memory);
+	sqlite3_bind_int(st, 7, r->vcpus);
+	sqlite3_bind_int(st, 8, r->memory_mib);
+	sqlite3_bind_int64(st, 9, r->disk_bytes);
+	sqlite3_bind_int64(st, 10, r->memory_bytes);
+	sqlite3_bind_text(st, 11, r->memory_sha256, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 12, r->paused_ms);
+	sqlite3_bind_int64(st, 13, r->created_at);
+	return store_done(s, st);
+}
+
+int
+store_snap_ready(struct store *s, const struct snap_record *r)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "UPDATE snapshots SET state = ?6, disk_bytes = ?2, "
+	    "memory_bytes = ?3, memory_sha256 = ?4, paused_ms = ?5 "
+	    "WHERE id = ?1 AND state = 'making'");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, r->disk_bytes);
+	sqlite3_bind_int64(st, 3, r->memory_bytes);
+	sqlite3_bind_text(st, 4, r->memory_sha256, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, r->paused_ms);
+	sqlite3_bind_text(st, 6, strcmp(r->state, "fork") == 0 ? "fork" :
+	    "ready", -1, SQLITE_STATIC);
+	if (store_done(s, st) == -1)
+		return -1;
+	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
+}
+
+#define SNAP_COLUMNS	"id, workspace, name, state, source_vm, image, " \
+	"memory, vcpus, memory_mib, disk_bytes, memory_bytes, memory_sha256, " \
+	"paused_ms, created_at"
+
+static void
+row_to_snap(sqlite3_stmt *st, struct snap_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	sqldb_column_text(st, 0, r->id, sizeof(r->id));
+	sqldb_column_text(st, 1, r->workspace, sizeof(r->workspace));
+	sqldb_column_text(st, 2, r->name, sizeof(r->name));
+	sqldb_column_text(st, 3, r->state, sizeof(r->state));
+	sqldb_column_text(st, 4, r->source_vm, sizeof(r->source_vm));
+	sqldb_column_text(st, 5, r->image, sizeof(r->image));
+	r->memory = sqlite3_column_int(st, 6);
+	r->vcpus = sqlite3_column_int(st, 7);
+	r->memory_mib = sqlite3_column_int(st, 8);
+	r->disk_bytes = sqlite3_column_int64(st, 9);
+	r->memory_bytes = sqlite3_column_int64(st, 10);
+	sqldb_column_text(st, 11, r->memory_sha256, sizeof(r->memory_sha256));
+	r->paused_ms = sqlite3_column_int64(st, 12);
+	r->created_at = sqlite3_column_int64(st, 13);
+}
+
+int
+store_snap_get(struct store *s, const char *id, struct snap_record *r)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE id = ?1");
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		row_to_snap(st, r);
+		sqldb_release(s->db, st);
+		return 0;
+	}
+	sqldb_release(s->db, st);
+	errno = rc == SQLITE_DONE ? ENOENT : EIO;
+	return -1;
+}
+
+int
+store_snap_list(struct store *s, const char *workspace,
+    struct snap_record **out, size_t *n)
+{
+	sqlite3_stmt *st;
+	struct snap_record *v = NULL;
+	size_t cap = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	st = store_prepare(s, workspace != NULL ?
+	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE workspace = ?1 "
+	    "ORDER BY created_at, id" :
+	    "SELECT " SNAP_COLUMNS " FROM snapshots ORDER BY created_at, id");
+	if (st == NULL)
+		return -1;
+	if (workspace != NULL)
+		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			struct snap_record *nv;
+
+			cap = cap ? cap * 2 : 16;
+			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL) {
+				free(v);
+				sqldb_release(s->db, st);
+				return -1;
+			}
+			v = nv;
+		}
+		row_to_snap(st, &v[(*n)++]);
+	}
+	sqldb_release(s->db, st);
+	if (rc != SQLITE_DONE) {
+		free(v);
+		*n = 0;
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int
+store_snap_delete(struct store *s, const char *id)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "DELETE FROM snapshots WHERE id = ?1");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	return store_done(s, st);
 }

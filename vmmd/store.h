@@ -46,6 +46,8 @@ struct vm_record {
 	int		 generation;	/* checkpoint generation */
 	char		 failure[256];	/* why, when state is failed */
 	char		 vmgenid[37];	/* its vmgenid GUID; "": no device */
+	char		 snapshot_id[VM_ID_LEN + 1];	/* made from, or "" */
+	char		 origin[12];	/* booted | snapshot | fork */
 };
 
 const char	*vm_state_name(enum vm_state);
@@ -146,5 +148,38 @@ int	store_digest_get(struct store *, const char *path,
 	    const struct file_identity *, char hex[65]);
 int	store_digest_put(struct store *, const char *path,
 	    const struct file_identity *, const char *hex);
+
+/*
+ * Snapshots (snapshot.c): a row goes in as 'making' before any file is
+ * written and becomes 'ready' once the directory is complete and renamed
+ * into place; startup removes what is still 'making'.
+ */
+struct snap_record {
+	char		 id[VM_ID_LEN + 1];
+	char		 workspace[WORKSPACE_MAX + 1];
+	char		 name[65];
+	char		 state[8];		/* making | ready | fork */
+	char		 source_vm[VM_ID_LEN + 1];
+	char		 image[64];
+	int		 memory;		/* with memory and device state */
+	int		 vcpus;
+	int		 memory_mib;
+	long long	 disk_bytes;		/* disk.raw's size */
+	long long	 memory_bytes;		/* memory.bin's size, or 0 */
+	char		 memory_sha256[65];	/* of memory.bin, or "" */
+	long long	 paused_ms;		/* the source's pause */
+	long long	 created_at;		/* unix milliseconds */
+};
+
+int	store_snap_insert(struct store *, const struct snap_record *);
+/* Marks it ready (or, when r->state says so, "fork": vm_fork's own,
+ * never listed) with its final sizes, digest and pause. */
+int	store_snap_ready(struct store *, const struct snap_record *);
+/* 0 and *out, or -1 (errno ENOENT when there is none). */
+int	store_snap_get(struct store *, const char *id, struct snap_record *);
+/* Snapshots (of one workspace, or all), oldest first; caller frees. */
+int	store_snap_list(struct store *, const char *workspace_or_null,
+	    struct snap_record **out, size_t *n);
+int	store_snap_delete(struct store *, const char *id);
 
 #endif

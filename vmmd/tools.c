@@ -4,7 +4,8 @@
  * handler.  A tool call arrives here after authd has named the workspace:
  * its arguments are validated against proto/tools.json again (mcpd did
  * too), its retry receipt is looked up, and its handler runs.  The
- * handlers live by concern in tools_vm.c, tools_job.c and run.c.
+ * handlers live by concern in tools_vm.c, tools_job.c, run.c,
+ * snapshot.c and fork.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,14 @@ static const struct tool_def tool_table[] = {
 	    NULL },
 	{ "vm_destroy", TOOL_MUTATES, tool_vm_destroy, NULL, NULL, NULL },
 	{ "vm_run", TOOL_MUTATES | TOOL_RECEIPT, tool_vm_run, NULL, NULL,
+	    NULL },
+	/* snapshot.c */
+	{ "vm_snapshot", TOOL_MUTATES | TOOL_RECEIPT, tool_vm_snapshot, NULL,
+	    NULL, NULL },
+	{ "vm_snapshot_list", 0, tool_vm_snapshot_list, NULL, NULL, NULL },
+	{ "vm_snapshot_delete", TOOL_MUTATES, tool_vm_snapshot_delete, NULL,
+	    NULL, NULL },
+	{ "vm_fork", TOOL_MUTATES | TOOL_RECEIPT, tool_vm_fork, NULL, NULL,
 	    NULL },
 };
 #define NTOOLS	(sizeof(tool_table) / sizeof(tool_table[0]))

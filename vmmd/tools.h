@@ -6,6 +6,7 @@
 #define VMMD_TOOLS_H
 
 #include "vmmd.h"
+#include "snapshot.h"
 
 /* What vmmd does around a tool's handler (tool_def.flags). */
 #define TOOL_MUTATES	0x1u	/* changes something: goes to the audit log */

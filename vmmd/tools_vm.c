@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit.h"
 #include "broker.h"
 #include "guest.h"
 #include "log.h"
 #include "netclient.h"
+#include "snapshot.h"
 #include "tools.h"
 
 /* ---- vm_create --------------------------------------------------------- */
@@ -35,8 +37,8 @@ create_done(struct vm *vm, const char *code, const char *msg, void *arg)
  * image and memory into *imp and *memory_mib, or an error reply and -1.
  */
 int
-tools_create_check(struct request *req, const struct conf_image **imp,
-    int *memory_mib)
+tools_create_check(struct request *req, const struct snap_record *snap,
+    const struct conf_image **imp, int *memory_mib)
 {
 	const struct conf_image *im;
 	const char *image = req_arg_str(req, "image", NULL);
@@ -45,8 +47,22 @@ tools_create_check(struct request *req, const struct conf_image **imp,
 	int64_t memory;
 	size_t i;
 
-	im = image != NULL ? conf_find_image(&env->conf, image) :
-	    conf_default_image(&env->conf);
+	if (snap != NULL) {
+		if (image != NULL && strcmp(image, snap->image) != 0) {
+			request_error(req, "invalid_argument", "image: "
+			    "snapshot %s was made from image %s", snap->id,
+			    snap->image);
+			return -1;
+		}
+		image = snap->image;
+		if ((im = conf_find_image(&env->conf, image)) == NULL) {
+			request_error(req, "unavailable", "snapshot %s's image "
+			    "%s is no longer on this host", snap->id, image);
+			return -1;
+		}
+	} else
+		im = image != NULL ? conf_find_image(&env->conf, image) :
+		    conf_default_image(&env->conf);
 	if (im == NULL) {
 		request_error(req, image != NULL ? "invalid_argument" :
 		    "unavailable", image != NULL ? "there is no image "
@@ -75,7 +91,8 @@ tools_create_check(struct request *req, const struct conf_image **imp,
 			return -1;
 		}
 	}
-	memory = req_arg_int(req, "memory_mib", im->memory_mib);
+	memory = req_arg_int(req, "memory_mib", snap != NULL && snap->memory ?
+	    snap->memory_mib : im->memory_mib);
 	if (memory < im->min_memory_mib) {
 		request_error(req, "invalid_argument", "image %s needs at "
 		    "least %lld MiB of memory", im->id, im->min_memory_mib);
@@ -91,17 +108,74 @@ tools_create_check(struct request *req, const struct conf_image **imp,
 	return 0;
 }
 
+/*
+ * vm_create with a snapshot: the workspace's own, and for one with memory
+ * the size it was taken at (a different one is named) and no network (it
+ * had none).
+ */
+static int
+create_snap_check(struct request *req, struct snap_record *snap)
+{
+	const char *id = req_arg_str(req, "snapshot", "");
+	int64_t v;
+
+	if (snap_find_owned(id, req->workspace, snap) == -1) {
+		request_error(req, "not_found", "there is no snapshot '%.64s' "
+		    "in this workspace", id);
+		return -1;
+	}
+	if (!snap->memory)
+		return 0;
+	if ((v = req_arg_int(req, "vcpus", snap->vcpus)) != snap->vcpus) {
+		request_error(req, "invalid_argument", "vcpus: snapshot %s "
+		    "has its memory with %d vCPUs, not %lld", snap->id,
+		    snap->vcpus, (long long)v);
+		return -1;
+	}
+	if ((v = req_arg_int(req, "memory_mib", snap->memory_mib)) !=
+	    snap->memory_mib) {
+		request_error(req, "invalid_argument", "memory_mib: snapshot "
+		    "%s has its memory with %d MiB, not %lld", snap->id,
+		    snap->memory_mib, (long long)v);
+		return -1;
+	}
+	if (strcmp(req_arg_str(req, "network", "off"), "on") == 0) {
+		request_error(req, "invalid_argument", "network: snapshot %s "
+		    "has its memory from a VM without networking", snap->id);
+		return -1;
+	}
+	return 0;
+}
+
 void
 tool_vm_create(struct request *req)
 {
 	const char *network = req_arg_str(req, "network", "off");
 	const struct conf_image *im;
-	int memory;
+	struct snap_record snap;
+	int memory, has_snap = req_arg_str(req, "snapshot", NULL) != NULL;
+	int vcpus;
 
-	if (tools_create_check(req, &im, &memory) == -1)
+	if (has_snap && create_snap_check(req, &snap) == -1)
 		return;
-	vm_create(req, im, (int)req_arg_int(req, "vcpus", 1), memory,
-	    strcmp(network, "on") == 0, (int)req_arg_int(req, "idle_seconds", 300),
+	if (tools_create_check(req, has_snap ? &snap : NULL, &im, &memory) ==
+	    -1)
+		return;
+	vcpus = (int)req_arg_int(req, "vcpus", has_snap && snap.memory ?
+	    snap.vcpus : 1);
+	if (!has_snap) {
+		vm_create(req, im, vcpus, memory, strcmp(network, "on") == 0,
+		    (int)req_arg_int(req, "idle_seconds", 300),
+		    strcmp(req_arg_str(req, "idle_mode", "hibernate"),
+		    "pause") == 0, create_done, req);
+		return;
+	}
+	if (env->audit != NULL)
+		audit_append(env->audit, req->workspace,
+		    "vm_create:snapshot", snap.id, "started");
+	vm_create_snap(req, im, &snap, vcpus, memory,
+	    strcmp(network, "on") == 0,
+	    (int)req_arg_int(req, "idle_seconds", 300),
 	    strcmp(req_arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
 	    create_done, req);
 }
@@ -160,6 +234,11 @@ tool_vm_status(struct request *req)
 		return;
 	/* Status never wakes a VM: jobs are as last seen. */
 	res = vm_summary(vm);
+	json_object_object_add(res, "origin", json_object_new_string(
+	    vm->rec.origin[0] != '\0' ? vm->rec.origin : "booted"));
+	json_object_object_add(res, "snapshot_id",
+	    strcmp(vm->rec.origin, "snapshot") == 0 ?
+	    json_object_new_string(vm->rec.snapshot_id) : NULL);
 	json_object_object_add(res, "open_streams",
 	    json_object_new_int(vm->open_streams));
 	arr = json_object_new_array();

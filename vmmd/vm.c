@@ -28,6 +28,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "schema.h"
+#include "snapshot.h"
 #include "netclient.h"
 #include "vmmd.h"
 #include "vm_local.h"
@@ -232,7 +233,7 @@ vm_work_pending(void)
 	TAILQ_FOREACH(vm, &dead_vms, entry)
 		if (vm->io_pending > 0)
 			return 1;
-	return 0;
+	return snap_work_pending();
 }
 
 struct vm *
@@ -539,14 +540,30 @@ int
 vm_admit(const struct request *req, const struct conf_image *im,
     int memory_mib, char *code, size_t codelen, char *msg, size_t msglen)
 {
+	return vm_admit_n(req, im, memory_mib, 1, code, codelen, msg,
+	    msglen);
+}
+
+/* n VMs of memory_mib and im's disk at once (vm_fork's children). */
+int
+vm_admit_n(const struct request *req, const struct conf_image *im,
+    int memory_mib, int n, char *code, size_t codelen, char *msg,
+    size_t msglen)
+{
 	long long host_vms = 0, host_mem = 0, host_disk = 0;
 	long long ws_vms = 0, ws_mem = 0, ws_disk = 0;
-	long long disk = image_disk_bytes(im);
+	long long disk = image_disk_bytes(im) * n;
+	long long mem = (long long)memory_mib * n;
+	long long snap_host, snap_ws, snap_n;
 	uint64_t avail = 0, total = 0;
 	char err[256];
 	struct vm *vm;
 
 	snprintf(code, codelen, "quota_exceeded");
+	/* Snapshots hold storage as VMs do. */
+	snap_usage(req->workspace, &snap_host, &snap_ws, &snap_n);
+	host_disk = snap_host;
+	ws_disk = snap_ws;
 	TAILQ_FOREACH(vm, &env->vms, entry) {
 		if (vm->rec.state == VM_GONE)
 			continue;
@@ -559,15 +576,15 @@ vm_admit(const struct request *req, const struct conf_image *im,
 			ws_disk += vm->rec.disk_bytes;
 		}
 	}
-	if (host_vms + 1 > env->conf.vmmd.max_vms) {
+	if (host_vms + n > env->conf.vmmd.max_vms) {
 		snprintf(msg, msglen, "max_vms: the host already keeps %lld "
 		    "VMs, its limit", host_vms);
 		return -1;
 	}
-	if (host_mem + memory_mib > env->conf.vmmd.max_memory_mib) {
+	if (host_mem + mem > env->conf.vmmd.max_memory_mib) {
 		snprintf(msg, msglen, "max_memory_mib: %lld MiB are reserved "
-		    "of %lld; %d more do not fit", host_mem,
-		    env->conf.vmmd.max_memory_mib, memory_mib);
+		    "of %lld; %lld more do not fit", host_mem,
+		    env->conf.vmmd.max_memory_mib, mem);
 		return -1;
 	}
 	if ((host_disk + disk) > env->conf.vmmd.max_storage_gib << 30) {
@@ -575,16 +592,16 @@ vm_admit(const struct request *req, const struct conf_image *im,
 		    "are reserved", env->conf.vmmd.max_storage_gib);
 		return -1;
 	}
-	if (req->policy.max_vms > 0 && ws_vms + 1 > req->policy.max_vms) {
+	if (req->policy.max_vms > 0 && ws_vms + n > req->policy.max_vms) {
 		snprintf(msg, msglen, "workspace max_vms: it already has %lld "
 		    "VMs, its limit", ws_vms);
 		return -1;
 	}
 	if (req->policy.memory_mib > 0 &&
-	    ws_mem + memory_mib > req->policy.memory_mib) {
+	    ws_mem + mem > req->policy.memory_mib) {
 		snprintf(msg, msglen, "workspace memory_mib: %lld of its %lld "
-		    "MiB are in use; %d more do not fit", ws_mem,
-		    req->policy.memory_mib, memory_mib);
+		    "MiB are in use; %lld more do not fit", ws_mem,
+		    req->policy.memory_mib, mem);
 		return -1;
 	}
 	if (req->policy.storage_gib > 0 &&
@@ -597,12 +614,67 @@ vm_admit(const struct request *req, const struct conf_image *im,
 	if (disk_space(env->conf.vmmd.vm_dir, &avail, &total, err,
 	    sizeof(err)) == 0) {
 		unsigned long long need = (unsigned long long)disk +
-		    2ULL * ((unsigned long long)memory_mib << 20) +
+		    2ULL * ((unsigned long long)mem << 20) +
 		    ((unsigned long long)env->conf.vmmd.min_free_mib << 20);
 
 		if (avail < need) {
 			snprintf(msg, msglen, "free disk: %s has %llu MiB "
 			    "free, a new VM needs %llu MiB",
+			    env->conf.vmmd.vm_dir,
+			    (unsigned long long)(avail >> 20), need >> 20);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A snapshot of bytes more (its disk as a VM's counts, and its memory):
+ * the workspace's count, then the same storage limits as vm_admit's.
+ */
+int
+snap_admit(const struct request *req, long long bytes, int counted,
+    char *code, size_t codelen, char *msg, size_t msglen)
+{
+	long long host_disk, ws_disk, ws_n;
+	uint64_t avail = 0, total = 0;
+	char err[256];
+	struct vm *vm;
+
+	snprintf(code, codelen, "quota_exceeded");
+	snap_usage(req->workspace, &host_disk, &ws_disk, &ws_n);
+	if (counted &&
+	    ws_n + 1 > env->conf.vmmd.max_snapshots_per_workspace) {
+		snprintf(msg, msglen, "max_snapshots_per_workspace: the "
+		    "workspace already keeps %lld snapshots, its limit", ws_n);
+		return -1;
+	}
+	TAILQ_FOREACH(vm, &env->vms, entry) {
+		if (vm->rec.state == VM_GONE)
+			continue;
+		host_disk += vm->rec.disk_bytes;
+		if (strcmp(vm->rec.workspace, req->workspace) == 0)
+			ws_disk += vm->rec.disk_bytes;
+	}
+	if (host_disk + bytes > env->conf.vmmd.max_storage_gib << 30) {
+		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
+		    "are reserved", env->conf.vmmd.max_storage_gib);
+		return -1;
+	}
+	if (req->policy.storage_gib > 0 &&
+	    ws_disk + bytes > req->policy.storage_gib << 30) {
+		snprintf(msg, msglen, "workspace storage_gib: its %lld GiB "
+		    "are reserved", req->policy.storage_gib);
+		return -1;
+	}
+	if (disk_space(env->conf.vmmd.vm_dir, &avail, &total, err,
+	    sizeof(err)) == 0) {
+		unsigned long long need = (unsigned long long)bytes +
+		    ((unsigned long long)env->conf.vmmd.min_free_mib << 20);
+
+		if (avail < need) {
+			snprintf(msg, msglen, "free disk: %s has %llu MiB "
+			    "free, the snapshot needs %llu MiB",
 			    env->conf.vmmd.vm_dir,
 			    (unsigned long long)(avail >> 20), need >> 20);
 			return -1;

@@ -25,6 +25,7 @@
 #include "disk.h"
 #include "log.h"
 #include "netclient.h"
+#include "snapshot.h"
 #include "vmmd.h"
 #include "vm_local.h"
 #include "broker.h"
@@ -123,7 +124,8 @@ vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
 			vm->op_step = VM_STEP_CLOCK;
 			json_object_object_add(call, "op",
 			    json_object_new_string(vm->rec.state ==
-			    VM_RESUMING ? "thaw" : "clock_set"));
+			    VM_RESUMING || vm->restored ? "thaw" :
+			    "clock_set"));
 			json_object_object_add(call, "realtime_ns",
 			    json_object_new_int64(wall_ms() * 1000000LL));
 			if (proxy_call(vm, call, GUEST_CTL_CALL_MS,
@@ -225,6 +227,10 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 	}
 	vm_spec(vm, &spec, append, sizeof(append), disk, kernel, initrd,
 	    sizeof(disk));
+	/* The disk is the VM's uid's; a snapshot's clone that a crash
+	 * interrupted may have left it root's (snapshot.c). */
+	if (disk_chown(disk, vm->uid, vm->gid, err, errlen) == -1)
+		return -1;
 	/*
 	 * The console goes to a pipe that vmproxy drains into a bounded
 	 * file (console_log_kib); until vmproxy runs the pipe holds what
@@ -360,6 +366,9 @@ struct create_ctx {
 	int		 step;
 	vm_done_cb	 cb;		/* the requester's */
 	void		*arg;
+	/* From a snapshot: checked, its disk cloned, its memory restored. */
+	int		 has_snap;
+	struct snap_record snap;
 };
 
 static void create_step(struct vm *, int rc, const char *err);
@@ -421,12 +430,27 @@ create_disk_job(struct vm *vm, int reflink, const char *src,
 	return rc == 0;
 }
 
+/* The snapshot's files are checked: the clone of its disk follows. */
+static void
+create_verified(int rc, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (rc == -1 && !vm->doomed && vm->busy && vm->op_cb == create_done) {
+		vm->io_pending--;
+		vm_op_done(vm, "conflict", "the snapshot was not restored: %s",
+		    err);
+		return;
+	}
+	create_disk_done(rc, err, arg);
+}
+
 static void
 create_step(struct vm *vm, int rc, const char *err)
 {
 	struct create_ctx *cx = vm->op_arg;
 	const struct conf_image *im = vm->image;
-	char why[512];
+	char why[512], path[PATH_MAX];
 	int queued = 0;
 
 	if (!vm->busy || vm->op_cb != create_done) {
@@ -442,16 +466,43 @@ create_step(struct vm *vm, int rc, const char *err)
 	}
 	switch (cx->step++) {
 	case 0:
-		request_progress(cx->req, 1, 4, "cloning the disk");
-		queued = create_disk_job(vm, 1, im->rootfs, DISK);
+		if (!cx->has_snap) {
+			cx->step = 2;
+			request_progress(cx->req, 1, 4, "cloning the disk");
+			queued = create_disk_job(vm, 1, im->rootfs, DISK);
+			break;
+		}
+		/* Nothing is restored from files that are not what the
+		 * manifest says. */
+		request_progress(cx->req, 1, 4, "checking the snapshot");
+		queued = snap_verify_async(&cx->snap, im, create_verified,
+		    vm) == 0;
+		if (queued)
+			vm->io_pending++;
 		break;
 	case 1:
-		queued = create_disk_job(vm, 0, im->kernel, KERNEL);
+		request_progress(cx->req, 1, 4, "cloning the snapshot's disk");
+		snap_file(&cx->snap, 0, path, sizeof(path));
+		queued = create_disk_job(vm, 1, path, DISK);
 		break;
 	case 2:
+		queued = create_disk_job(vm, 0, im->kernel, KERNEL);
+		break;
+	case 3:
 		queued = create_disk_job(vm, 0, im->initrd, INITRD);
 		break;
 	default:
+		if (cx->has_snap && cx->snap.memory) {
+			/* Restored, not booted: QEMU reads the memory file
+			 * through vmmd's descriptor, the first hello thaws. */
+			request_progress(cx->req, 2, 4, "restoring");
+			snap_file(&cx->snap, 1, path, sizeof(path));
+			vm->restored = 1;
+			if (vm_boot(vm, path, why, sizeof(why)) == -1)
+				vm_op_done(vm, "unavailable", "the VM could "
+				    "not be restored: %s", why);
+			return;
+		}
 		request_progress(cx->req, 2, 4, "booting");
 		if (vm_boot(vm, NULL, why, sizeof(why)) == -1)
 			vm_op_done(vm, "unavailable", "the VM could not be "
@@ -463,10 +514,10 @@ create_step(struct vm *vm, int rc, const char *err)
 		    "the worker pool refused the job");
 }
 
-void
-vm_create(struct request *req, const struct conf_image *im, int vcpus,
-    int memory_mib, int network, int idle_seconds, int idle_pause,
-    vm_done_cb cb, void *arg)
+static void
+create_vm(struct request *req, const struct conf_image *im,
+    const struct snap_record *snap, int vcpus, int memory_mib, int network,
+    int idle_seconds, int idle_pause, vm_done_cb cb, void *arg)
 {
 	struct vm_record rec;
 	struct create_ctx *cx;
@@ -507,6 +558,11 @@ vm_create(struct request *req, const struct conf_image *im, int vcpus,
 	rec.idle_seconds = idle_seconds;
 	rec.idle_mode_pause = idle_pause;
 	rec.created_at = wall_ms() / 1000;
+	snprintf(rec.origin, sizeof(rec.origin), "%s", snap == NULL ? "booted" :
+	    strcmp(snap->state, "fork") == 0 ? "fork" : "snapshot");
+	if (snap != NULL)
+		snprintf(rec.snapshot_id, sizeof(rec.snapshot_id), "%s",
+		    snap->id);
 	/* Recorded before any side effect: a crash from here on leaves a
 	 * VM that startup marks failed and kills. */
 	if (store_vm_insert(env->store, &rec) == -1) {
@@ -520,6 +576,10 @@ vm_create(struct request *req, const struct conf_image *im, int vcpus,
 	cx->req = req;
 	cx->cb = cb;
 	cx->arg = arg;
+	if (snap != NULL) {
+		cx->has_snap = 1;
+		cx->snap = *snap;
+	}
 	vm_op_begin(vm, create_done, cx);
 	/*
 	 * The rundir is root's with the VM's group, 0770 (vm_rundir_own,
@@ -535,3 +595,21 @@ vm_create(struct request *req, const struct conf_image *im, int vcpus,
 	create_step(vm, 0, NULL);
 }
 
+
+void
+vm_create(struct request *req, const struct conf_image *im, int vcpus,
+    int memory_mib, int network, int idle_seconds, int idle_pause,
+    vm_done_cb cb, void *arg)
+{
+	create_vm(req, im, NULL, vcpus, memory_mib, network, idle_seconds,
+	    idle_pause, cb, arg);
+}
+
+void
+vm_create_snap(struct request *req, const struct conf_image *im,
+    const struct snap_record *snap, int vcpus, int memory_mib, int network,
+    int idle_seconds, int idle_pause, vm_done_cb cb, void *arg)
+{
+	create_vm(req, im, snap, vcpus, memory_mib, network, idle_seconds,
+	    idle_pause, cb, arg);
+}

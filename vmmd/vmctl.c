@@ -33,7 +33,7 @@ usage_to(FILE *f, int code)
 	    "usage: vmctl [-j|--json] [-s|--socket PATH | -c|--config FILE]"
 	    " COMMAND\n"
 	    "commands:\n"
-	    "  list [--workspace W]      every VM (of one workspace)\n"
+	    "  list [-w|--workspace W]   every VM (of one workspace)\n"
 	    "  status VM                 one VM in detail\n"
 	    "  destroy VM                kill it and remove its disk\n"
 	    "  suspend VM [--pause]      hibernate it (or pause it)\n"
@@ -41,6 +41,8 @@ usage_to(FILE *f, int code)
 	    "  stop-workspace W          stop every VM of W at once\n"
 	    "  preflight                 check the host, one line each\n"
 	    "  audit verify              check the audit log's hash chain\n"
+	    "  snapshots [-w W]          every snapshot (of one workspace)\n"
+	    "  snapshot-delete ID        delete a snapshot\n"
 	    "  -h, --help | -V, --version\n"
 	    "See vmctl(8).\n");
 	exit(code);
@@ -82,6 +84,27 @@ print_vms(struct json_object *res)
 }
 
 static void
+print_snapshots(struct json_object *res)
+{
+	struct json_object *l = json_object_object_get(res, "snapshots");
+	size_t n = l != NULL ? json_object_array_length(l) : 0;
+
+	printf("%-32s  %-16s  %-6s  %-32s  %12s  %s\n", "SNAPSHOT",
+	    "WORKSPACE", "MEMORY", "SOURCE VM", "BYTES", "NAME");
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *s = json_object_array_get_idx(l, i);
+
+		printf("%-32s  %-16s  %-6s  %-32s  %12s  %s\n",
+		    str(s, "snapshot_id"), str(s, "workspace"),
+		    json_object_get_boolean(json_object_object_get(s,
+		    "memory")) ? "yes" : "no", str(s, "source_vm_id"),
+		    str(s, "size_bytes"), str(s, "name"));
+	}
+	if (n == 0)
+		printf("(no snapshots)\n");
+}
+
+static void
 print_detail(struct json_object *res)
 {
 	json_object_object_foreach(res, k, v)
@@ -112,7 +135,7 @@ main(int argc, char *argv[])
 
 	log_init("vmctl", 1, 0);
 	/* -c as authctl spells it, -f as the daemons do: the same option. */
-	while ((ch = getopt_long(argc, argv, "c:f:js:hV", longopts, NULL)) !=
+	while ((ch = getopt_long(argc, argv, "c:f:js:w:hV", longopts, NULL)) !=
 	    -1) {
 		switch (ch) {
 		case 'c':
@@ -167,7 +190,16 @@ main(int argc, char *argv[])
 		    json_object_new_string(argv[1]));
 	} else if (strcmp(cmd, "preflight") == 0 && argc == 1)
 		type = IPC_VMCTL_PREFLIGHT;
-	else if (strcmp(cmd, "audit") == 0 && argc == 2 &&
+	else if (strcmp(cmd, "snapshots") == 0 && argc == 1) {
+		type = IPC_VMCTL_SNAPSHOTS;
+		if (ws != NULL)
+			json_object_object_add(req, "workspace",
+			    json_object_new_string(ws));
+	} else if (strcmp(cmd, "snapshot-delete") == 0 && argc == 2) {
+		type = IPC_VMCTL_SNAPSHOT_DELETE;
+		json_object_object_add(req, "snapshot_id",
+		    json_object_new_string(argv[1]));
+	} else if (strcmp(cmd, "audit") == 0 && argc == 2 &&
 	    strcmp(argv[1], "verify") == 0)
 		type = IPC_VMCTL_AUDIT_VERIFY;
 	else
@@ -218,6 +250,8 @@ main(int argc, char *argv[])
 		    JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
 	else if (type == IPC_VMCTL_LIST)
 		print_vms(res);
+	else if (type == IPC_VMCTL_SNAPSHOTS)
+		print_snapshots(res);
 	else if (type == IPC_VMCTL_PREFLIGHT) {
 		struct json_object *checks = json_object_object_get(res,
 		    "checks");

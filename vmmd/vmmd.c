@@ -70,6 +70,7 @@
 #include "privdrop.h"
 #include "schema.h"
 #include "sdnotify.h"
+#include "snapshot.h"
 #include "spawn.h"
 #include "store.h"
 #include "netclient.h"
@@ -115,6 +116,8 @@ static const struct ipc_rule vmctl_rules[] = {
 	{ IPC_VMCTL_STOP_WORKSPACE, 0 },
 	{ IPC_VMCTL_PREFLIGHT, 0 },
 	{ IPC_VMCTL_AUDIT_VERIFY, 0 },
+	{ IPC_VMCTL_SNAPSHOTS, 0 },
+	{ IPC_VMCTL_SNAPSHOT_DELETE, 0 },
 };
 static const struct ipc_policy vmctl_policy = {
 	"vmctl", vmctl_rules, sizeof(vmctl_rules) / sizeof(vmctl_rules[0])
@@ -124,8 +127,10 @@ static const struct ipc_policy vmctl_policy = {
  * vmmd's privileges.  It stays uid 0 (the state it keeps is root's) but
  * keeps only these capabilities, on every thread, with NoNewPrivs:
  *   CAP_CHOWN  hands a VM what it uses as its uid: the disk clone, the
- *              console pipe's end and the run directory's group; and
- *              takes back a snapshot an older vmmd gave the VM;
+ *              console pipe's end and the run directory's group; takes
+ *              back a snapshot an older vmmd gave the VM; and takes a
+ *              stopped VM's disk for the instant of a vm_snapshot's
+ *              clone, then gives it back (snapshot.c);
  *   CAP_KILL   signals QEMU and vmproxy, which run as VM uids.
  * Switching uids (CAP_SETUID, CAP_SETGID) is the spawner's alone
  * (spawn.h), and vmmd may not exec: vmmd_syscalls has no execve.  It
@@ -908,6 +913,7 @@ main(int argc, char *argv[])
 	TAILQ_INIT(&env->requests);
 	/* Before serving: what a crash left behind is settled first. */
 	store_receipts_mark_uncertain(env->store);
+	snap_init();
 	vm_init_all();
 	broker_init();
 

@@ -2,7 +2,8 @@
  * vmmd: the root VM manager.  Shared declarations of the daemon's parts:
  * vmmd.c (startup, sockets, authd), vm.c with vm_boot.c and vm_suspend.c
  * (the state machine and lifecycle), to_vmproxy.c (each VM's vmproxy),
- * tools.c with tools_vm.c and tools_job.c (the tools), control.c (vmctl).
+ * tools.c with tools_vm.c and tools_job.c (the tools), snapshot.c and
+ * fork.c (snapshots and vm_fork), control.c (vmctl).
  */
 #ifndef MCPVM_VMMD_VMMD_H
 #define MCPVM_VMMD_VMMD_H
@@ -157,6 +158,8 @@ struct vm {
 	/* QEMU's monitor, through vmproxy (to_vmproxy.c): the backend's. */
 	struct vmm_monitor	 mon;
 	int			 guest_up;	/* hello since (re)connect */
+	/* Created from a memory snapshot: its first hello thaws. */
+	int			 restored;
 	int			 busy;		/* a lifecycle op runs */
 	/*
 	 * Disk jobs on the worker pool that will call back with this VM.  A
@@ -232,6 +235,10 @@ int	vm_admit(const struct request *, const struct conf_image *,
 void	vm_create(struct request *, const struct conf_image *, int vcpus,
 	    int memory_mib, int network, int idle_seconds, int idle_pause,
 	    vm_done_cb, void *);
+/* vm_create on a snapshot's disk (and memory, restored, if it has it). */
+void	vm_create_snap(struct request *, const struct conf_image *,
+	    const struct snap_record *, int vcpus, int memory_mib,
+	    int network, int idle_seconds, int idle_pause, vm_done_cb, void *);
 /* Calls back once the VM runs with its guest up, waking it if need be. */
 void	vm_ready(struct vm *, vm_done_cb, void *);
 void	vm_suspend(struct vm *, int pause, vm_done_cb, void *);
@@ -281,8 +288,10 @@ int64_t	req_arg_int(struct request *, const char *key, int64_t def);
 int	req_arg_bool(struct request *, const char *key, int def);
 struct json_object *tools_exec_call(struct request *, const char *job_id,
 	    int64_t timeout_ms);
-int	tools_create_check(struct request *, const struct conf_image **,
-	    int *memory_mib);
+/* snap (or NULL): the snapshot the VM is made from, whose image and (with
+ * memory) size it must have. */
+int	tools_create_check(struct request *, const struct snap_record *snap,
+	    const struct conf_image **, int *memory_mib);
 void	tools_job_remember(struct vm *, struct json_object *status);
 int	job_poll_ms(long waited_ms);
 

@@ -38,6 +38,8 @@ static const struct ipc_rule rules[] = {
 	/* vmproxy's answer to a QEMU operation. */
 	{ IPC_PROXY_QMP_RESULT, 0 },
 	{ IPC_VM_BROKER_OPEN, 0 },
+	/* Last, so that the corpus's first bytes keep their types. */
+	{ IPC_VMCTL_SNAPSHOTS, 0 }, { IPC_VMCTL_SNAPSHOT_DELETE, 0 },
 };
 static const struct ipc_policy policy = { "fuzz", rules,
 	sizeof(rules) / sizeof(rules[0]) };
@@ -117,7 +119,13 @@ check_vmctl(uint32_t type, struct json_object *body)
 		if (m.workspace == NULL)
 			abort();
 		break;
+	case IPC_VMCTL_SNAPSHOT_DELETE:
+		/* Named, and bounded as the handler's messages assume. */
+		if (m.snapshot_id == NULL || strlen(m.snapshot_id) > 64)
+			abort();
+		break;
 	case IPC_VMCTL_LIST:
+	case IPC_VMCTL_SNAPSHOTS:
 	case IPC_VMCTL_PREFLIGHT:
 	case IPC_VMCTL_AUDIT_VERIFY:
 		break;

@@ -470,7 +470,9 @@ def test_mcp_tools_list_and_call():
     assert names == {"vm_create", "vm_list", "vm_status", "vm_exec",
                      "vm_job_status", "vm_job_output", "vm_job_cancel",
                      "vm_read_file", "vm_write_file", "vm_suspend",
-                     "vm_resume", "vm_destroy", "vm_run"}, names
+                     "vm_resume", "vm_destroy", "vm_run", "vm_snapshot",
+                     "vm_snapshot_list", "vm_snapshot_delete",
+                     "vm_fork"}, names
     for t in tools:
         assert t["description"] and t["inputSchema"]["type"] == "object"
         assert t["outputSchema"]["type"] == "object"
@@ -645,7 +647,7 @@ def test_mcp_stateless_requests():
         "mcpvm"
     r = sl_post(d, "tools/list", accept="application/json")
     res = r.json()["result"]
-    assert len(res["tools"]) == 13 and res["ttlMs"] > 0 and \
+    assert len(res["tools"]) == 17 and res["ttlMs"] > 0 and \
         res["cacheScope"] == "public"
     # The bearer credential alone authorizes, and names the workspace.
     for tok, ws in ((TOKEN_A, "ws-a"), (TOKEN_B, "ws-b")):

@@ -89,12 +89,13 @@ after(async () => {
 	await b?.close();
 });
 
-test("tools/list has the thirteen tools, each with both schemas", async () => {
+test("tools/list has the seventeen tools, each with both schemas", async () => {
 	const { tools } = await a.listTools();
 	const names = tools.map((t) => t.name).sort();
-	assert.deepEqual(names, ["vm_create", "vm_destroy", "vm_exec",
+	assert.deepEqual(names, ["vm_create", "vm_destroy", "vm_exec", "vm_fork",
 	    "vm_job_cancel", "vm_job_output", "vm_job_status", "vm_list",
-	    "vm_read_file", "vm_resume", "vm_run", "vm_status", "vm_suspend",
+	    "vm_read_file", "vm_resume", "vm_run", "vm_snapshot",
+	    "vm_snapshot_delete", "vm_snapshot_list", "vm_status", "vm_suspend",
 	    "vm_write_file"]);
 	for (const t of tools) {
 		assert.equal(t.inputSchema.type, "object");

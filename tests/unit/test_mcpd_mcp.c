@@ -179,7 +179,7 @@ START_TEST(methods_in_a_session)
 	    "\"tools/list\""), &out), 0);
 	ck_assert(json_object_object_get_ex(out.body, "result", &r));
 	ck_assert(json_object_object_get_ex(r, "tools", &tools));
-	ck_assert_int_eq(json_object_array_length(tools), 13);
+	ck_assert_int_eq(json_object_array_length(tools), 17);
 	mcp_out_free(&out);
 	ck_assert_int_eq(run("ws-a", sid, NULL, MSG("\"id\":1,\"method\":"
 	    "\"resources/list\""), &out), JSONRPC_METHOD_NOT_FOUND);
@@ -511,7 +511,7 @@ START_TEST(stateless_discover_and_list)
 	ck_assert_int_eq(out.status, 200);
 	r = result_of(&out);
 	ck_assert(json_object_object_get_ex(r, "tools", &v));
-	ck_assert_int_eq(json_object_array_length(v), 13);
+	ck_assert_int_eq(json_object_array_length(v), 17);
 	ck_assert_str_eq(str_at(r, "resultType"), "complete");
 	ck_assert(json_object_object_get_ex(r, "ttlMs", NULL));
 	ck_assert_str_eq(str_at(r, "cacheScope"), "public");

@@ -27,7 +27,8 @@ for tool, kind, body in blocks:
     seen.add(tool)
 tools = {"vm_create", "vm_list", "vm_status", "vm_exec", "vm_job_status",
          "vm_job_output", "vm_job_cancel", "vm_read_file", "vm_write_file",
-         "vm_suspend", "vm_resume", "vm_destroy", "vm_run"}
+         "vm_suspend", "vm_resume", "vm_destroy", "vm_run", "vm_snapshot",
+         "vm_snapshot_list", "vm_snapshot_delete", "vm_fork"}
 # vm_job_status is described in words beside vm_job_cancel.
 missing = tools - seen - {"vm_job_status"}
 if missing:

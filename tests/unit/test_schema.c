@@ -1,7 +1,7 @@
 /*
  * Unit tests for common/schema: the keyword subset, the messages a caller
  * acts on, and every tool's input and output schema from the embedded
- * tools.json, with valid and invalid arguments for each of the thirteen.
+ * tools.json, with valid and invalid arguments for each of the seventeen.
  */
 #include <check.h>
 #include <stdio.h>
@@ -317,18 +317,20 @@ teardown_tools(void)
 static const char *const tool_names[] = {
 	"vm_create", "vm_list", "vm_status", "vm_exec", "vm_job_status",
 	"vm_job_output", "vm_job_cancel", "vm_read_file", "vm_write_file",
-	"vm_suspend", "vm_resume", "vm_destroy", "vm_run",
+	"vm_suspend", "vm_resume", "vm_destroy", "vm_run", "vm_snapshot",
+	"vm_snapshot_list", "vm_snapshot_delete", "vm_fork",
 };
+#define NTOOL_NAMES	(sizeof(tool_names) / sizeof(tool_names[0]))
 
-START_TEST(registry_has_the_thirteen_tools)
+START_TEST(registry_has_the_sixteen_tools)
 {
 	json_object *list = tools_list_json(), *entry, *v;
 	char	 err[64];
 	size_t	 i;
 
-	ck_assert_uint_eq(tools_count(), 13);
-	ck_assert_uint_eq(json_object_array_length(list), 13);
-	for (i = 0; i < 13; i++) {
+	ck_assert_uint_eq(tools_count(), NTOOL_NAMES);
+	ck_assert_uint_eq(json_object_array_length(list), NTOOL_NAMES);
+	for (i = 0; i < NTOOL_NAMES; i++) {
 		ck_assert_ptr_nonnull(tools_find(tool_names[i]));
 		ck_assert_str_eq(tool_name(tools_at(i)), tool_names[i]);
 		entry = json_object_array_get_idx(list, i);
@@ -342,10 +344,10 @@ START_TEST(registry_has_the_thirteen_tools)
 		ck_assert(!json_object_object_get_ex(entry, "errors", &v));
 	}
 	ck_assert_ptr_null(tools_find("vm_reboot"));
-	ck_assert_ptr_null(tools_at(13));
+	ck_assert_ptr_null(tools_at(NTOOL_NAMES));
 	/* Idempotent. */
 	ck_assert_int_eq(tools_init(err, sizeof(err)), 0);
-	ck_assert_uint_eq(tools_count(), 13);
+	ck_assert_uint_eq(tools_count(), NTOOL_NAMES);
 }
 END_TEST
 
@@ -602,20 +604,47 @@ static const struct call inputs[] = {
 	    "\"timeout_seconds\":601}", "$.timeout_seconds: must be at most 600" },
 	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
 	    "\"vm_id\":\"vm-1\"}", "$.vm_id: unknown property" },
+
+	{ "vm_snapshot", "{" VM ",\"request_id\":\"s1\",\"name\":\"a.b-c_1\","
+	    "\"memory\":true}", NULL },
+	{ "vm_snapshot", "{" VM "}", "$.request_id: is required" },
+	{ "vm_snapshot", "{" VM ",\"request_id\":\"s1\",\"name\":\"a b\"}",
+	    "$.name: must match the pattern" },
+	{ "vm_snapshot", "{" VM ",\"request_id\":\"s1\",\"memory\":1}",
+	    "$.memory: expected boolean, got integer" },
+
+	{ "vm_snapshot_list", "{}", NULL },
+	{ "vm_snapshot_list", "{\"workspace\":\"w\"}",
+	    "$.workspace: unknown property" },
+
+	{ "vm_snapshot_delete", "{\"snapshot_id\":"
+	    "\"5c0e9d2a4b7f41c3a8e6d1f09b2c7a44\"}", NULL },
+	{ "vm_snapshot_delete", "{\"snapshot_id\":\"../x\"}",
+	    "$.snapshot_id: must match the pattern" },
+
+	{ "vm_create", "{\"request_id\":\"c1\",\"snapshot\":"
+	    "\"5c0e9d2a4b7f41c3a8e6d1f09b2c7a44\"}", NULL },
+	{ "vm_create", "{\"request_id\":\"c1\",\"snapshot\":\"ABC\"}",
+	    "$.snapshot: must match the pattern" },
+
+	{ "vm_fork", "{" VM ",\"request_id\":\"f1\",\"count\":4}", NULL },
+	{ "vm_fork", "{" VM ",\"request_id\":\"f1\",\"count\":0}",
+	    "$.count: must be at least 1" },
+	{ "vm_fork", "{" VM ",\"count\":2}", "$.request_id: is required" },
 };
 
 START_TEST(tool_inputs)
 {
 	size_t	 i;
-	int	 seen[13] = { 0 };
+	int	 seen[NTOOL_NAMES] = { 0 };
 
 	run_calls(inputs, sizeof(inputs) / sizeof(inputs[0]), 0);
 	/* Every tool has valid and invalid cases above. */
 	for (i = 0; i < sizeof(inputs) / sizeof(inputs[0]); i++)
-		for (size_t j = 0; j < 13; j++)
+		for (size_t j = 0; j < NTOOL_NAMES; j++)
 			if (strcmp(inputs[i].tool, tool_names[j]) == 0)
 				seen[j] |= inputs[i].want ? 2 : 1;
-	for (i = 0; i < 13; i++)
+	for (i = 0; i < NTOOL_NAMES; i++)
 		ck_assert_msg(seen[i] == 3, "%s lacks cases", tool_names[i]);
 }
 END_TEST
@@ -752,7 +781,7 @@ main(void)
 	tcase_add_test(tc, combinators);
 	suite_add_tcase(s, tc);
 	tcase_add_checked_fixture(tt, setup_tools, teardown_tools);
-	tcase_add_test(tt, registry_has_the_thirteen_tools);
+	tcase_add_test(tt, registry_has_the_sixteen_tools);
 	tcase_add_test(tt, every_example_validates);
 	tcase_add_test(tt, tool_inputs);
 	tcase_add_test(tt, tool_input_size_bounds);

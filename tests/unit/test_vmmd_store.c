@@ -244,6 +244,116 @@ START_TEST(jobs_remember_their_last_state)
 }
 END_TEST
 
+static void
+make_snap(struct snap_record *r, const char *id, const char *ws,
+    long long at)
+{
+	memset(r, 0, sizeof(*r));
+	snprintf(r->id, sizeof(r->id), "%s", id);
+	snprintf(r->workspace, sizeof(r->workspace), "%s", ws);
+	snprintf(r->name, sizeof(r->name), "stage-%s", id);
+	snprintf(r->source_vm, sizeof(r->source_vm), "vm-%s", id);
+	snprintf(r->image, sizeof(r->image), "test");
+	r->vcpus = 2;
+	r->memory_mib = 512;
+	r->disk_bytes = 1LL << 30;
+	r->created_at = at;
+}
+
+/* A snapshot's row: 'making' first, 'ready' once, its sizes and digest
+ * as last set, listed by workspace, gone when deleted; and a VM made
+ * from one names it across a reopen. */
+START_TEST(snapshots_lifecycle)
+{
+	struct store *s = open_store();
+	struct snap_record r, got, *list;
+	struct vm_record v;
+	size_t n;
+
+	make_snap(&r, "s1", "ws-a", 1000);
+	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	/* The same id twice is refused. */
+	ck_assert_int_eq(store_snap_insert(s, &r), -1);
+	ck_assert_int_eq(store_snap_get(s, "s1", &got), 0);
+	ck_assert_str_eq(got.state, "making");
+	ck_assert_str_eq(got.name, "stage-s1");
+	ck_assert_int_eq(got.memory_bytes, 0);
+
+	r.memory = 1;	/* not a column ready() sets: stays as inserted */
+	r.disk_bytes = 12345;
+	r.memory_bytes = 268435456;
+	r.paused_ms = 77;
+	snprintf(r.memory_sha256, sizeof(r.memory_sha256), "%064d", 7);
+	ck_assert_int_eq(store_snap_ready(s, &r), 0);
+	/* Only a 'making' row becomes ready. */
+	ck_assert_int_eq(store_snap_ready(s, &r), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	make_snap(&r, "s2", "ws-b", 2000);
+	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	make_snap(&r, "s3", "ws-a", 3000);
+	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	make_vm(&v, "v1", "ws-a", 0);
+	snprintf(v.snapshot_id, sizeof(v.snapshot_id), "s1");
+	snprintf(v.origin, sizeof(v.origin), "snapshot");
+	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	/* vm_fork's own is 'fork' once complete, not 'ready'. */
+	make_snap(&r, "f1", "ws-a", 4000);
+	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	snprintf(r.state, sizeof(r.state), "fork");
+	ck_assert_int_eq(store_snap_ready(s, &r), 0);
+	ck_assert_int_eq(store_snap_get(s, "f1", &got), 0);
+	ck_assert_str_eq(got.state, "fork");
+	ck_assert_int_eq(store_snap_delete(s, "f1"), 0);
+	store_close(s);
+
+	s = open_store();
+	ck_assert_int_eq(store_snap_get(s, "s1", &got), 0);
+	ck_assert_str_eq(got.state, "ready");
+	ck_assert_int_eq(got.memory, 0);
+	ck_assert_int_eq(got.disk_bytes, 12345);
+	ck_assert_int_eq(got.memory_bytes, 268435456);
+	ck_assert_int_eq(got.paused_ms, 77);
+	ck_assert_int_eq(got.vcpus, 2);
+	ck_assert_int_eq(got.memory_mib, 512);
+	ck_assert_int_eq(got.created_at, 1000);
+	ck_assert_int_eq(strlen(got.memory_sha256), 64);
+	ck_assert_int_eq(store_vm_get(s, "v1", &v), 0);
+	ck_assert_str_eq(v.snapshot_id, "s1");
+	ck_assert_str_eq(v.origin, "snapshot");
+	/* One inserted without an origin was booted. */
+	make_vm(&v, "v2", "ws-a", 1);
+	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	ck_assert_int_eq(store_vm_get(s, "v2", &v), 0);
+	ck_assert_str_eq(v.origin, "booted");
+
+	ck_assert_int_eq(store_snap_list(s, "ws-a", &list, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(list[0].id, "s1");	/* oldest first */
+	ck_assert_str_eq(list[1].id, "s3");
+	ck_assert_str_eq(list[1].state, "making");
+	free(list);
+	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n), 0);
+	ck_assert_uint_eq(n, 3);
+	free(list);
+	ck_assert_int_eq(store_snap_list(s, "ws-none", &list, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	free(list);
+
+	ck_assert_int_eq(store_snap_delete(s, "s1"), 0);
+	ck_assert_int_eq(store_snap_get(s, "s1", &got), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	/* Deleting what is not there changes nothing, and is no error. */
+	ck_assert_int_eq(store_snap_delete(s, "s1"), 0);
+	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	free(list);
+	/* The VM still names the snapshot it came from. */
+	ck_assert_int_eq(store_vm_get(s, "v1", &v), 0);
+	ck_assert_str_eq(v.snapshot_id, "s1");
+	store_close(s);
+}
+END_TEST
+
 START_TEST(refuses_garbage_file)
 {
 	char err[256];
@@ -444,6 +554,7 @@ main(void)
 	tcase_add_test(tc, receipts_lifecycle);
 	tcase_add_test(tc, receipts_capped_per_workspace);
 	tcase_add_test(tc, jobs_remember_their_last_state);
+	tcase_add_test(tc, snapshots_lifecycle);
 	tcase_add_test(tc, refuses_garbage_file);
 	tcase_add_test(tc, refuses_file_others_may_write);
 	tcase_add_test(tc, refuses_file_of_another_uid);

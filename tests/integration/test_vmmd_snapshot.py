@@ -1,0 +1,468 @@
+#!/usr/bin/env python3
+# Snapshots against a real vmmd with real QEMU TCG VMs on the XFS volume
+# (test_vmmd.py's frame): a disk-only snapshot that later VMs boot on and
+# that several share without changing it; a memory snapshot whose process
+# goes on running, with its memory, in the VM restored from it, and
+# independently of the source; vm_fork into two children, the process
+# running on in each; ownership, quotas and retry receipts; and
+# kill -9 of vmmd while a snapshot is made and while one is restored,
+# and a damaged memory file that is refused before anything is restored.
+#
+# vmmd's disk failpoint (MCPVM_TEST_DISK_DELAY_MS, vmmd/disk.c and
+# vmmd/snapshot.c) holds each disk job on the worker pool, the snapshot's
+# clone included, so that the kill lands while the snapshot is made.
+#
+# Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+import base64
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_vmmd as base  # noqa: E402
+from test_vmmd import ok, note, wait_for  # noqa: E402
+
+MEM = base.MEM
+
+COUNTER = r"""
+import os, time
+token = os.urandom(8).hex()      # held in this process's memory only
+n = 0
+while True:
+    n += 1
+    with open("/workspace/counter.tmp", "w") as f:
+        f.write("%s %d" % (token, n))
+    os.rename("/workspace/counter.tmp", "/workspace/counter")
+    time.sleep(0.2)
+"""
+
+
+class Call(threading.Thread):
+    """One tool call on a connection of its own, in the background."""
+
+    def __init__(self, h, tok, name, **args):
+        super().__init__(daemon=True)
+        self.h, self.tok, self.name, self.args = h, tok, name, args
+        self.res = None
+        self.start()
+
+    def run(self):
+        c = base.Client(self.h, self.tok)
+        try:
+            self.res = c(self.name, **self.args)
+        except (OSError, EOFError) as e:
+            self.res = (False, {"code": "eof", "message": str(e)})
+        finally:
+            c.c.close()
+
+
+def snap(c, **args):
+    """vm_snapshot: its "name" argument is the Client call's own."""
+    t, body, fd = c.c.call(base.ipc.VM_TOOL, {
+        "credential": c.tok, "tool": "vm_snapshot", "arguments": args})
+    if fd is not None:
+        os.close(fd)
+    return (False, body["error"]) if t == base.ipc.ERROR else \
+        (True, body["result"])
+
+
+def sha256(path):
+    d = hashlib.sha256()
+    with open(path, "rb") as f:
+        for b in iter(lambda: f.read(1 << 20), b""):
+            d.update(b)
+    return d.hexdigest()
+
+
+def snapdir(h, sid=""):
+    return os.path.join(h.mnt, "snapshots", sid)
+
+
+def out(c, vm, cmd, rid):
+    st, code, o, e = c.sh(vm, cmd, rid)
+    return o.strip() if code == 0 else "exit %s: %s" % (code, e.strip())
+
+
+def create(c, rid, **kw):
+    okk, r = c("vm_create", request_id=rid, idle_seconds=0, **kw)
+    if not okk:
+        raise RuntimeError("vm_create %s: %r" % (rid, r))
+    return r["vm_id"]
+
+
+def destroy(c, *vms):
+    for vm in vms:
+        c("vm_destroy", vm_id=vm)
+
+
+def case_disk(h, a, b):
+    """A disk-only snapshot: a stage later VMs boot on, shared, unchanged."""
+    src = create(a, "src-1", memory_mib=MEM)
+    out(a, src, "echo before > /workspace/before && sync", "w-before")
+    okk, s = snap(a, vm_id=src, request_id="s-disk",
+               name="stage-1")
+    ok(okk and s["memory"] is False and s["source_vm_id"] == src and
+       s["name"] == "stage-1" and s["paused_ms"] >= 0 and
+       s["size_bytes"] > 0, "disk: vm_snapshot returns the snapshot, "
+       "paused %s ms" % (s.get("paused_ms") if okk else "-"), s)
+    sid = s["snapshot_id"]
+    okk, again = snap(a, vm_id=src, request_id="s-disk",
+                   name="stage-1")
+    ok(okk and again["snapshot_id"] == sid, "disk: the retried request_id "
+       "returns the same snapshot", again)
+    okk, r = a("vm_snapshot_list")
+    ok(okk and [x["snapshot_id"] for x in r["snapshots"]] == [sid],
+       "disk: vm_snapshot_list lists it once", r)
+    d = snapdir(h, sid)
+    ok(sorted(os.listdir(d)) == ["disk.raw", "manifest.json"],
+       "disk: its directory holds disk.raw and manifest.json",
+       os.listdir(d))
+    m = json.load(open(os.path.join(d, "manifest.json")))
+    ok(m["id"] == sid and m["workspace"] == "alpha" and
+       m["memory"] is False and m["source_vm"] == src and
+       m["image_sha256"]["rootfs"] == h.image["rootfs"][1],
+       "disk: the manifest describes it", m)
+    before = sha256(os.path.join(d, "disk.raw"))
+    out(a, src, "echo after > /workspace/after && sync", "w-after")
+    okk, st = a("vm_status", vm_id=src)
+    ok(okk and st["state"] == "running" and st["origin"] == "booted" and
+       st["snapshot_id"] is None, "disk: the source runs on, booted", st)
+
+    c1 = create(a, "from-disk-1", snapshot=sid, memory_mib=MEM)
+    c2 = create(a, "from-disk-2", snapshot=sid, memory_mib=MEM)
+    okk, st = a("vm_status", vm_id=c1)
+    ok(okk and st["origin"] == "snapshot" and st["snapshot_id"] == sid,
+       "disk: vm_status says the VM came from the snapshot", st)
+    ok(out(a, c1, "cat /workspace/before", "r1") == "before",
+       "disk: a file written before the snapshot is in the new VM")
+    ok(out(a, c1, "test -e /workspace/after && echo yes || echo no",
+           "r2") == "no",
+       "disk: a file written in the source afterwards is not")
+    for vm, tag in ((src, "src"), (c1, "c1"), (c2, "c2")):
+        out(a, vm, "echo %s > /workspace/mine" % tag, "w-" + tag)
+    seen = {tag: out(a, vm, "cat /workspace/mine; ls /workspace | "
+                     "tr '\\n' ' '", "rd-" + tag)
+            for vm, tag in ((src, "src"), (c1, "c1"), (c2, "c2"))}
+    ok(seen["src"].startswith("src") and "after" in seen["src"] and
+       seen["c1"].startswith("c1") and "after" not in seen["c1"] and
+       seen["c2"].startswith("c2") and "after" not in seen["c2"],
+       "disk: the source and both new VMs diverge, each with its own "
+       "writes", seen)
+    destroy(a, c1, c2)
+    ok(sha256(os.path.join(d, "disk.raw")) == before,
+       "disk: two VMs from one snapshot left its disk.raw unchanged")
+
+    # Another workspace's snapshot is as absent as one that never was.
+    okk, r = b("vm_snapshot_list")
+    ok(okk and r["snapshots"] == [], "another workspace lists none", r)
+    okk, r = b("vm_snapshot_delete", snapshot_id=sid)
+    ok(not okk and r["code"] == "not_found", "another workspace's "
+       "delete: not_found", r)
+    okk, r = b("vm_create", request_id="b-from", snapshot=sid)
+    ok(not okk and r["code"] == "not_found" and sid in r["message"],
+       "another workspace's create from it: not_found", r)
+    okk, r = a("vm_create", request_id="a-none", snapshot="0" * 32)
+    ok(not okk and r["code"] == "not_found", "a snapshot that never "
+       "was: not_found, the same", r)
+    return src, sid
+
+
+def counter(c, vm, rid):
+    v = out(c, vm, "cat /workspace/counter", rid).split()
+    return (v[0], int(v[1])) if len(v) == 2 else (None, -1)
+
+
+def case_memory(h, a, src):
+    """A memory snapshot: the process goes on in the restored VM."""
+    okk, r = a("vm_write_file", vm_id=src, path="counter.py",
+               data_base64=base64.b64encode(COUNTER.encode()).decode())
+    ok(okk, "memory: the counter script is written", r)
+    okk, r = a("vm_exec", vm_id=src, request_id="counter",
+               command="python3 /workspace/counter.py",
+               timeout_seconds=3600)
+    ok(okk, "memory: the counter runs as a job", r)
+    wait_for(lambda: counter(a, src, "c-%d" % time.monotonic_ns())[1] > 3,
+             60, "the counter")
+    okk, s = snap(a, vm_id=src, request_id="s-mem", memory=True,
+               name="with-memory")
+    ok(okk and s["memory"] is True and s["paused_ms"] > 0,
+       "memory: vm_snapshot with memory, the source paused %s ms" %
+       (s.get("paused_ms") if okk else "-"), s)
+    msid = s["snapshot_id"]
+    tok_src, n_src = counter(a, src, "c-after")
+    d = snapdir(h, msid)
+    ok(sorted(os.listdir(d)) == ["disk.raw", "manifest.json", "memory.bin"],
+       "memory: its directory holds disk.raw, memory.bin, manifest.json",
+       os.listdir(d))
+    m = json.load(open(os.path.join(d, "manifest.json")))
+    ok(m["memory_sha256"] == sha256(os.path.join(d, "memory.bin")) and
+       m["memory_bytes"] == os.path.getsize(os.path.join(d, "memory.bin")),
+       "memory: the manifest has memory.bin's size and SHA-256")
+
+    okk, r = a("vm_create", request_id="m-bad", snapshot=msid,
+               memory_mib=MEM * 2)
+    ok(not okk and r["code"] == "invalid_argument" and
+       r["message"].startswith("memory_mib"),
+       "memory: another memory_mib is invalid_argument naming it", r)
+    clone = create(a, "from-mem-1", snapshot=msid)
+    okk, st = a("vm_status", vm_id=clone)
+    ok(okk and st["origin"] == "snapshot" and st["memory_mib"] == MEM and
+       st["state"] == "running", "memory: the VM restored from it runs",
+       st)
+    tok_c, n_c = counter(a, clone, "cc-1")
+    ok(tok_c == tok_src, "memory: the process runs on in the restored VM "
+       "with the memory it had (token %s)" % tok_c, (tok_c, tok_src))
+    wait_for(lambda: counter(a, clone, "cc-%d" % time.monotonic_ns())[1] >
+             n_c + 3, 60, "the restored counter to count")
+    ok(True, "memory: and it goes on counting there (from %d)" % n_c)
+    out(a, src, "pkill -f counter.py; sleep 0.5; true", "kill-src")
+    _, n_stop = counter(a, src, "c-stopped")
+    _, n_c2 = counter(a, clone, "cc-x")
+    time.sleep(1.5)
+    _, n_stop2 = counter(a, src, "c-stopped2")
+    _, n_c3 = counter(a, clone, "cc-y")
+    ok(n_stop2 == n_stop and n_c3 > n_c2, "memory: stopped in the source, "
+       "it counts on in the restored VM: independent",
+       (n_stop, n_stop2, n_c2, n_c3))
+    destroy(a, clone)
+    return msid
+
+
+def case_fork(h, a, src):
+    """vm_fork: the process runs on in each child, independently."""
+    okk, r = a("vm_exec", vm_id=src, request_id="counter-2",
+               command="python3 /workspace/counter.py",
+               timeout_seconds=3600)
+    ok(okk, "fork: a counter runs in the source again", r)
+    job = r.get("job_id") if okk else None
+    wait_for(lambda: counter(a, src, "f-%d" % time.monotonic_ns())[1] > 3,
+             60, "the counter")
+    before = sorted(os.listdir(snapdir(h)))
+    okk, r = a("vm_fork", vm_id=src, request_id="fork-3", count=3)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("max_fork_count"),
+       "fork: count over max_fork_count is quota_exceeded naming it", r)
+    okk, f = a("vm_fork", vm_id=src, request_id="fork-1", count=2)
+    ok(okk and len(f["vm_ids"]) == 2 and f["source_vm_id"] == src and
+       f["paused_ms"] > 0, "fork: two VMs forked, the source paused %s ms"
+       % (f.get("paused_ms") if okk else "-"), f)
+    kids = f["vm_ids"]
+    okk, again = a("vm_fork", vm_id=src, request_id="fork-1", count=2)
+    ok(okk and again["vm_ids"] == kids, "fork: the retried request_id "
+       "returns the same VMs, no more", again)
+    # Renamed to .del at once, its files removed on vmmd's worker pool.
+    base.settle(lambda: sorted(os.listdir(snapdir(h))) == before)
+    ok(sorted(os.listdir(snapdir(h))) == before, "fork: its snapshot is "
+       "not kept", (before, os.listdir(snapdir(h))))
+    okk, r = a("vm_snapshot_list")
+    ok(okk and len(r["snapshots"]) == 2, "fork: nor listed", r)
+    tok_src, _ = counter(a, src, "f-src")
+    toks = {}
+    for i, k in enumerate(kids):
+        okk, st = a("vm_status", vm_id=k)
+        ok(okk and st["origin"] == "fork" and st["snapshot_id"] is None and
+           st["state"] == "running" and
+           job in [j["job_id"] for j in st["jobs"]],
+           "fork: child %d runs, origin fork, with the source's job %s "
+           "in its vm_status" % (i, job), st)
+        toks[k] = counter(a, k, "fk-%d" % i)
+    ok(all(t == tok_src for t, _ in toks.values()), "fork: the process "
+       "runs on in each child with its memory (token %s)" % tok_src,
+       (tok_src, toks))
+    out(a, kids[0], "pkill -f counter.py; sleep 0.5; true", "kill-k0")
+    _, k0 = counter(a, kids[0], "k0-a")
+    _, k1 = counter(a, kids[1], "k1-a")
+    _, s0 = counter(a, src, "s-a")
+    time.sleep(1.5)
+    _, k0b = counter(a, kids[0], "k0-b")
+    _, k1b = counter(a, kids[1], "k1-b")
+    _, s0b = counter(a, src, "s-b")
+    ok(k0b == k0 and k1b > k1 and s0b > s0, "fork: stopped in one child, "
+       "it counts on in the other and in the source: independent",
+       (k0, k0b, k1, k1b, s0, s0b))
+    destroy(a, *kids)
+    out(a, src, "pkill -f counter.py; true", "kill-src-2")
+
+
+def case_limits(h, a, src, sid):
+    """max_snapshots_per_workspace (3 here), storage, delete."""
+    okk, s3 = snap(a, vm_id=src, request_id="s-3")
+    ok(okk, "limits: a third snapshot fits", s3)
+    okk, r = snap(a, vm_id=src, request_id="s-4")
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("max_snapshots_per_workspace"),
+       "limits: a fourth is quota_exceeded naming "
+       "max_snapshots_per_workspace", r)
+    okk, r = a("vm_snapshot_delete", snapshot_id=s3["snapshot_id"])
+    ok(okk and r == {"snapshot_id": s3["snapshot_id"], "deleted": True},
+       "limits: vm_snapshot_delete deletes it", r)
+    ok(not os.path.exists(snapdir(h, s3["snapshot_id"])),
+       "limits: and its directory is gone at once (renamed away)")
+    okk, r = a("vm_create", request_id="from-deleted",
+               snapshot=s3["snapshot_id"])
+    ok(not okk and r["code"] == "not_found", "limits: creating from a "
+       "deleted snapshot is not_found", r)
+    okk, r = a("vm_snapshot_delete", snapshot_id=s3["snapshot_id"])
+    ok(not okk and r["code"] == "not_found", "limits: deleting it again "
+       "is not_found", r)
+    # alpha holds its VM's disk and two snapshots (about 3 + 3 + 3.3 GiB).
+    h.authctl("policy", "set", "--workspace", "alpha", "--storage-gib",
+              "10")
+    okk, r = snap(a, vm_id=src, request_id="s-5")
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("workspace storage_gib"),
+       "limits: a snapshot past the workspace's storage_gib is "
+       "quota_exceeded naming it", r)
+    okk, r = a("vm_create", request_id="c-over", snapshot=sid)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("workspace storage_gib"),
+       "limits: snapshots count against a new VM's storage too", r)
+    h.authctl("policy", "set", "--workspace", "alpha", "--storage-gib",
+              "1000")
+
+
+def case_kill_making(h, a, src):
+    """kill -9 while the snapshot's disk is cloned: none is left."""
+    call = Call(h, a.tok, "vm_snapshot", vm_id=src, request_id="s-crash")
+    parts = lambda: [p for p in os.listdir(snapdir(h))  # noqa: E731
+                     if p.endswith(".part")]
+    wait_for(parts, 30, "a snapshot being made")
+    ok(True, "crash: the snapshot is being made in %s" % parts()[0])
+    h.kill_vmmd()
+    call.join(10)
+    h.start_vmmd()
+    a.reconnect()
+    left = os.listdir(snapdir(h))
+    ok(not any(p.endswith(".part") or p.endswith(".del") for p in left),
+       "crash: after the restart no .part or .del directory is left", left)
+    okk, r = a("vm_snapshot_list")
+    ids = [x["snapshot_id"] for x in r["snapshots"]] if okk else []
+    ok(okk and len(ids) == 2 and all(i in left for i in ids) and
+       len(left) == 2, "crash: only the complete snapshots are listed, "
+       "each with its directory", (r, left))
+    return ids
+
+
+def case_kill_restoring(h, a, msid):
+    """kill -9 while a VM is restored: the snapshot is whole, and works."""
+    d = snapdir(h, msid)
+    before = (sha256(os.path.join(d, "disk.raw")),
+              sha256(os.path.join(d, "memory.bin")))
+    call = Call(h, a.tok, "vm_create", request_id="r-crash", snapshot=msid,
+                idle_seconds=0)
+
+    def creating():
+        okk, r = a("vm_list")
+        return okk and any(v["state"] == "creating" for v in r["vms"])
+    wait_for(creating, 30, "the VM being restored")
+    time.sleep(1)
+    h.kill_vmmd()
+    call.join(10)
+    h.start_vmmd()
+    a.reconnect()
+    okk, r = a("vm_snapshot_list")
+    ok(okk and msid in [x["snapshot_id"] for x in r["snapshots"]],
+       "crash: the snapshot a restore was reading is still listed", r)
+    after = (sha256(os.path.join(d, "disk.raw")),
+             sha256(os.path.join(d, "memory.bin")))
+    ok(after == before, "crash: and its files are unchanged")
+    okk, r = a("vm_list")
+    destroy(a, *[v["vm_id"] for v in r["vms"]])
+    clone = create(a, "r-after", snapshot=msid)
+    okk, st = a("vm_status", vm_id=clone)
+    ok(okk and st["state"] == "running", "crash: a restore from it works "
+       "after the restart", st)
+    tok, n = counter(a, clone, "ra-1")
+    ok(tok is not None and n > 0, "crash: with its process's state "
+       "(%s %d)" % (tok, n))
+    destroy(a, clone)
+
+
+def case_damaged(h, a, msid):
+    """A flipped byte in memory.bin: refused, naming it, nothing runs."""
+    path = os.path.join(snapdir(h, msid), "memory.bin")
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x40]))
+    okk, r = a("vm_create", request_id="r-damaged", snapshot=msid)
+    ok(not okk and r["code"] == "conflict" and "memory.bin" in
+       r["message"], "damaged: a flipped byte in memory.bin is refused "
+       "before the restore, naming the file", r)
+    okk, r = a("vm_list")
+    ok(okk and r["vms"] == [], "damaged: and no VM is left of it", r)
+
+
+def suite(h):
+    h.write_conf(max_snapshots_per_workspace=3, max_fork_count=2)
+    h.start_authd()
+    h.start_vmmd()
+    a = base.Client(h, h.issue("alpha"))
+    b = base.Client(h, h.issue("beta"))
+    h.authctl("policy", "set", "--workspace", "alpha", "--max-vms", "8",
+              "--storage-gib", "1000")
+    src, sid = case_disk(h, a, b)
+    msid = case_memory(h, a, src)
+    case_fork(h, a, src)
+    case_limits(h, a, src, sid)
+    rc, _ = h.stop_vmmd()
+    ok(rc == 0, "vmmd exits 0 with snapshots kept", rc)
+    # The disk failpoint holds the snapshot's clone (and each disk job
+    # of a create) 3 s on the worker pool.
+    os.environ["MCPVM_TEST_DISK_DELAY_MS"] = "3000"
+    h.start_vmmd()
+    del os.environ["MCPVM_TEST_DISK_DELAY_MS"]
+    a.reconnect()
+    okk, r = a("vm_snapshot_list")
+    ok(okk and sorted(x["snapshot_id"] for x in r["snapshots"]) ==
+       sorted([sid, msid]), "both snapshots survive the restart", r)
+    # The source is hibernated now (vmmd's SIGTERM did that).
+    okk, r = snap(a, vm_id=src, request_id="s-hib-mem", memory=True)
+    ok(not okk and r["code"] == "conflict" and "resume" in r["message"],
+       "a memory snapshot of a hibernated VM is conflict: resume first", r)
+    okk, r = snap(a, vm_id=src, request_id="s-hib")
+    ok(okk and r["paused_ms"] == 0 and r["memory"] is False,
+       "a disk-only snapshot of a hibernated VM clones its disk as it is",
+       r)
+    okk, st = a("vm_status", vm_id=src)
+    ok(okk and st["state"] == "hibernated", "and the VM stays hibernated",
+       st)
+    if okk:
+        a("vm_snapshot_delete", snapshot_id=r.get("snapshot_id", ""))
+    okk, r = a("vm_resume", vm_id=src)
+    ok(okk and r["state"] == "running", "the source resumes", r)
+    case_kill_making(h, a, src)
+    case_kill_restoring(h, a, msid)
+    case_damaged(h, a, msid)
+    p = h.vmctl("-j", "snapshots", "--workspace", "alpha")
+    ok(p.returncode == 0 and sorted(x["snapshot_id"] for x in json.loads(
+        p.stdout)["snapshots"]) == sorted([sid, msid]),
+       "vmctl -j snapshots --workspace lists alpha's", p.stdout + p.stderr)
+    p = h.vmctl("snapshot-delete", msid)
+    ok(p.returncode == 0 and not os.path.exists(snapdir(h, msid)),
+       "vmctl snapshot-delete deletes one", p.stdout + p.stderr)
+    p = h.vmctl("snapshots")
+    ok(p.returncode == 0 and sid in p.stdout and msid not in p.stdout,
+       "vmctl snapshots lists what is left", p.stdout + p.stderr)
+    p = h.vmctl("audit", "verify")
+    ok(p.returncode == 0, "the audit chain holds", p.stdout + p.stderr)
+    log = base.read(os.path.join(h.mnt, "audit.log"))
+    ok(all(t in log for t in ('"vm_snapshot"', '"vm_snapshot_delete"',
+                              '"vm_create:snapshot"',
+                              '"vmctl:snapshot-delete"')),
+       "the audit log has the making, deleting and creating from "
+       "snapshots", log[-2000:])
+    rc, secs = h.stop_vmmd()
+    ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
+
+
+def main():
+    base.run_suite("vmmd-snapshot", suite)
+
+
+if __name__ == "__main__":
+    main()

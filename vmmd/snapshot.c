@@ -1,0 +1,1235 @@
+/*
+ * vmmd's snapshots: an immutable copy of a VM's disk, reflink-shared,
+ * optionally with its memory and device state, taken at one instant.
+ * vm_snapshot freezes the guest's jobs, stops QEMU (which drains and
+ * flushes the disk), has the backend save the machine state when memory
+ * is asked for (QEMU stays stopped), clones the disk on the worker pool,
+ * then continues QEMU and thaws the guest with the time: paused_ms is the
+ * stop to the cont.  The files are then digested, fsynced and described
+ * by a manifest on the worker pool, and renamed into place.
+ *
+ * On disk: <state_dir>/snapshots/<id>/ with disk.raw, memory.bin (memory
+ * only) and manifest.json, built as <id>.part/ and removed by renaming it
+ * to <id>.del/ first.  In the store: a row that goes in as 'making' before
+ * any file and becomes 'ready' after the rename.  snap_init settles what
+ * a crash left at startup; a restore checks the files against the
+ * manifest first (snap_verify_async).  Everything here runs on the loop
+ * but the file work, which is the worker pool's.  vm_fork, on the same
+ * making, is fork.c's.
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "audit.h"
+#include "disk.h"
+#include "jsonx.h"
+#include "log.h"
+#include "preflight.h"
+#include "snapshot.h"
+#include "tools.h"
+#include "vm_local.h"
+#include "worker.h"
+
+#define SNAP_DISK	"disk.raw"
+#define SNAP_MEMORY	"memory.bin"
+#define SNAP_MANIFEST	"manifest.json"
+#define SNAP_FORMAT	1
+#define MANIFEST_MAX	(64 * 1024)
+
+static char snap_root[PATH_MAX];
+/* Snapshots whose files are being finished on the worker pool: vmmd's
+ * exit waits for them (vm_work_pending). */
+static int finishing;
+
+static long long
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* <root>/<id><suffix>[/<name>]; "" when it does not fit. */
+static void
+snap_path(const char *id, const char *suffix, const char *name, char *buf,
+    size_t len)
+{
+	int n = name != NULL ? snprintf(buf, len, "%s/%s%s/%s", snap_root, id,
+	    suffix, name) : snprintf(buf, len, "%s/%s%s", snap_root, id,
+	    suffix);
+
+	if (n < 0 || (size_t)n >= len)
+		buf[0] = '\0';
+}
+
+/* dir/name into buf; "" when it does not fit. */
+static void
+pjoin(char *buf, size_t len, const char *dir, const char *name)
+{
+	int n = snprintf(buf, len, "%s/%s", dir, name);
+
+	if (n < 0 || (size_t)n >= len)
+		buf[0] = '\0';
+}
+
+static int
+fsync_path(const char *path, int dir)
+{
+	int fd, rc;
+
+	if ((fd = open(path, (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) |
+	    O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+/* Removes a snapshot directory's files, then the directory.  Blocking. */
+static void
+remove_dir(const char *dir)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+
+	if ((d = opendir(dir)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			if (strcmp(de->d_name, ".") == 0 ||
+			    strcmp(de->d_name, "..") == 0)
+				continue;
+			if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir,
+			    de->d_name) < sizeof(path))
+				unlink(path);
+		}
+		closedir(d);
+	}
+	if (rmdir(dir) == -1 && errno != ENOENT)
+		log_warn("snapshot: rmdir %s", dir);
+}
+
+struct remove_job {
+	char	dir[PATH_MAX];
+};
+
+static void
+remove_job_run(void *arg)
+{
+	remove_dir(((struct remove_job *)arg)->dir);
+}
+
+static void
+remove_job_done(void *arg)
+{
+	free(arg);
+}
+
+/* Removes dir on the worker pool (here when the pool is gone). */
+static void
+remove_dir_async(const char *dir)
+{
+	struct remove_job *j;
+
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		fatal("calloc");
+	snprintf(j->dir, sizeof(j->dir), "%s", dir);
+	if (worker_submit(env->workers, remove_job_run, remove_job_done, j) ==
+	    -1) {
+		remove_job_run(j);
+		remove_job_done(j);
+	}
+}
+
+/* ---- the manifest ------------------------------------------------------ */
+
+static struct json_object *
+manifest_new(const struct snap_record *r, const struct conf_image *im)
+{
+	struct json_object *o = json_object_new_object(), *d;
+
+	json_object_object_add(o, "format", json_object_new_int(SNAP_FORMAT));
+	json_object_object_add(o, "id", json_object_new_string(r->id));
+	json_object_object_add(o, "workspace",
+	    json_object_new_string(r->workspace));
+	json_object_object_add(o, "name", json_object_new_string(r->name));
+	json_object_object_add(o, "source_vm",
+	    json_object_new_string(r->source_vm));
+	json_object_object_add(o, "memory", json_object_new_boolean(r->memory));
+	json_object_object_add(o, "disk_bytes",
+	    json_object_new_int64(r->disk_bytes));
+	json_object_object_add(o, "memory_bytes",
+	    json_object_new_int64(r->memory_bytes));
+	json_object_object_add(o, "memory_sha256",
+	    json_object_new_string(r->memory_sha256));
+	json_object_object_add(o, "image", json_object_new_string(r->image));
+	d = json_object_new_object();
+	json_object_object_add(d, "rootfs", json_object_new_string(
+	    im != NULL ? im->rootfs_sha256 : ""));
+	json_object_object_add(d, "kernel", json_object_new_string(
+	    im != NULL ? im->kernel_sha256 : ""));
+	json_object_object_add(d, "initrd", json_object_new_string(
+	    im != NULL ? im->initrd_sha256 : ""));
+	json_object_object_add(o, "image_sha256", d);
+	json_object_object_add(o, "qemu",
+	    json_object_new_string(env->conf.vmmd.qemu));
+	json_object_object_add(o, "machine", json_object_new_string("q35"));
+	json_object_object_add(o, "vcpus", json_object_new_int(r->vcpus));
+	json_object_object_add(o, "memory_mib",
+	    json_object_new_int(r->memory_mib));
+	json_object_object_add(o, "created_at",
+	    json_object_new_int64(r->created_at));
+	return o;
+}
+
+/*
+ * Reads dir's manifest and checks it against the record: its id,
+ * workspace, memory flag, sizes and digest.  0, or -1 with why.
+ * Blocking.
+ */
+static int
+manifest_check(const char *dir, const struct snap_record *r,
+    struct json_object **out, char *err, size_t errlen)
+{
+	char path[PATH_MAX], buf[MANIFEST_MAX + 1];
+	struct json_object *m = NULL;
+	struct jsonx_err jerr;
+	const char *s;
+	int64_t v;
+	int fd, b;
+	ssize_t n;
+
+	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, SNAP_MANIFEST)
+	    >= sizeof(path))
+		return errf(err, errlen, "%s: path too long", dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+		return errf(err, errlen, "%s: %s", path, strerror(errno));
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n < 0 || n > MANIFEST_MAX)
+		return errf(err, errlen, "%s: unreadable or over %d bytes",
+		    path, MANIFEST_MAX);
+	buf[n] = '\0';
+	if ((m = json_tokener_parse(buf)) == NULL ||
+	    !json_object_is_type(m, json_type_object)) {
+		json_object_put(m);
+		return errf(err, errlen, "%s: not a JSON object", path);
+	}
+	if (jsonx_get_int64(m, "format", 1, 0, 1000, &v, &jerr) != 1 ||
+	    v != SNAP_FORMAT ||
+	    jsonx_get_string(m, "id", 1, &s, &jerr) != 1 ||
+	    strcmp(s, r->id) != 0 ||
+	    jsonx_get_string(m, "workspace", 1, &s, &jerr) != 1 ||
+	    strcmp(s, r->workspace) != 0 ||
+	    jsonx_get_bool(m, "memory", 1, &b, &jerr) != 1 ||
+	    b != r->memory ||
+	    jsonx_get_int64(m, "disk_bytes", 1, 0, INT64_MAX, &v, &jerr) != 1 ||
+	    v != r->disk_bytes ||
+	    jsonx_get_int64(m, "memory_bytes", 1, 0, INT64_MAX, &v, &jerr) !=
+	    1 || v != r->memory_bytes ||
+	    jsonx_get_string(m, "memory_sha256", 1, &s, &jerr) != 1 ||
+	    strcmp(s, r->memory_sha256) != 0 ||
+	    jsonx_get_int64(m, "vcpus", 1, 1, 1024, &v, &jerr) != 1 ||
+	    v != r->vcpus ||
+	    jsonx_get_int64(m, "memory_mib", 1, 1, INT32_MAX, &v, &jerr) !=
+	    1 || v != r->memory_mib) {
+		json_object_put(m);
+		return errf(err, errlen, "%s: does not describe snapshot %s "
+		    "as the store does", path, r->id);
+	}
+	if (out != NULL)
+		*out = m;
+	else
+		json_object_put(m);
+	return 0;
+}
+
+/* The file's size must be bytes. */
+static int
+size_check(const char *dir, const char *name, long long bytes, char *err,
+    size_t errlen)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	pjoin(path, sizeof(path), dir, name);
+	if (lstat(path, &st) == -1)
+		return errf(err, errlen, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode) || (long long)st.st_size != bytes)
+		return errf(err, errlen, "%s: %lld bytes, the manifest says "
+		    "%lld", path, (long long)st.st_size, bytes);
+	return 0;
+}
+
+/* ---- startup ----------------------------------------------------------- */
+
+static int
+is_snap_id(const char *s, size_t len)
+{
+	if (len != VM_ID_LEN)
+		return 0;
+	for (size_t i = 0; i < len; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+		    (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/*
+ * What a crash left: unfinished (.part) and half-deleted (.del)
+ * directories go, 'making' rows go, and a 'ready' row whose directory or
+ * manifest is missing or does not match is logged and dropped.  A
+ * directory no row names is removed too.  Blocking: at startup, before
+ * vmmd serves.
+ */
+void
+snap_init(void)
+{
+	struct snap_record *recs;
+	char dir[PATH_MAX], err[512];
+	struct dirent *de;
+	size_t n;
+	DIR *d;
+
+	if ((size_t)snprintf(snap_root, sizeof(snap_root), "%s/snapshots",
+	    env->conf.paths.state_dir) >= sizeof(snap_root) - 64)
+		fatalx("state_dir is too long for its snapshots");
+	if (mkdir(snap_root, 0700) == -1 && errno != EEXIST)
+		fatal("mkdir %s", snap_root);
+	if (chmod(snap_root, 0700) == -1)
+		fatal("chmod %s", snap_root);
+	if (store_snap_list(env->store, NULL, &recs, &n) == -1)
+		fatalx("cannot read snapshots from the store");
+	for (size_t i = 0; i < n; i++) {
+		struct snap_record *r = &recs[i];
+
+		snap_path(r->id, "", NULL, dir, sizeof(dir));
+		if (strcmp(r->state, "ready") != 0) {
+			log_info("snapshot %s: vmmd stopped while making it "
+			    "(or forking from it); removed", r->id);
+			store_snap_delete(env->store, r->id);
+			continue;
+		}
+		if (manifest_check(dir, r, NULL, err, sizeof(err)) == -1 ||
+		    size_check(dir, SNAP_DISK, r->disk_bytes, err,
+		    sizeof(err)) == -1 ||
+		    (r->memory && size_check(dir, SNAP_MEMORY,
+		    r->memory_bytes, err, sizeof(err)) == -1)) {
+			log_warnx("snapshot %s (workspace %s) dropped: %s",
+			    r->id, r->workspace, err);
+			store_snap_delete(env->store, r->id);
+			remove_dir(dir);
+		}
+	}
+	free(recs);
+	if ((d = opendir(snap_root)) == NULL)
+		fatal("opendir %s", snap_root);
+	while ((de = readdir(d)) != NULL) {
+		struct snap_record r;
+		size_t len = strlen(de->d_name);
+		const char *dot = strchr(de->d_name, '.');
+
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", snap_root,
+		    de->d_name) >= sizeof(dir))
+			continue;
+		if (dot != NULL && (strcmp(dot, ".part") == 0 ||
+		    strcmp(dot, ".del") == 0)) {
+			log_info("snapshot directory %s: left by a crash; "
+			    "removed", de->d_name);
+			remove_dir(dir);
+			continue;
+		}
+		if (is_snap_id(de->d_name, len) &&
+		    store_snap_get(env->store, de->d_name, &r) == 0)
+			continue;
+		log_warnx("snapshot directory %s: no snapshot of that id; "
+		    "removed", de->d_name);
+		remove_dir(dir);
+	}
+	closedir(d);
+	fsync_path(snap_root, 1);
+}
+
+/* ---- what others ask --------------------------------------------------- */
+
+void
+snap_usage(const char *workspace, long long *host_bytes, long long *ws_bytes,
+    long long *ws_count)
+{
+	struct snap_record *recs;
+	size_t n;
+
+	*host_bytes = *ws_bytes = *ws_count = 0;
+	if (store_snap_list(env->store, NULL, &recs, &n) == -1)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		long long b = recs[i].disk_bytes + recs[i].memory_bytes;
+
+		*host_bytes += b;
+		if (workspace != NULL &&
+		    strcmp(recs[i].workspace, workspace) == 0) {
+			*ws_bytes += b;
+			/* vm_fork's own is no snapshot of the workspace's */
+			if (strcmp(recs[i].state, "fork") != 0)
+				(*ws_count)++;
+		}
+	}
+	free(recs);
+}
+
+int
+snap_find_owned(const char *id, const char *workspace,
+    struct snap_record *r)
+{
+	if (store_snap_get(env->store, id, r) == -1 ||
+	    strcmp(r->workspace, workspace) != 0 ||
+	    strcmp(r->state, "ready") != 0)
+		return -1;
+	return 0;
+}
+
+void
+snap_file(const struct snap_record *r, int memory, char *buf, size_t len)
+{
+	snap_path(r->id, "", memory ? SNAP_MEMORY : SNAP_DISK, buf, len);
+}
+
+static struct json_object *
+snap_json(const struct snap_record *r)
+{
+	struct json_object *o = json_object_new_object();
+	char when[40];
+
+	iso8601_ms(r->created_at, when, sizeof(when));
+	json_object_object_add(o, "snapshot_id", json_object_new_string(r->id));
+	json_object_object_add(o, "name", json_object_new_string(r->name));
+	json_object_object_add(o, "memory", json_object_new_boolean(r->memory));
+	json_object_object_add(o, "source_vm_id",
+	    json_object_new_string(r->source_vm));
+	json_object_object_add(o, "image", json_object_new_string(r->image));
+	json_object_object_add(o, "vcpus", json_object_new_int(r->vcpus));
+	json_object_object_add(o, "memory_mib",
+	    json_object_new_int(r->memory_mib));
+	json_object_object_add(o, "size_bytes",
+	    json_object_new_int64(r->disk_bytes + r->memory_bytes));
+	json_object_object_add(o, "created_at", json_object_new_string(when));
+	json_object_object_add(o, "paused_ms",
+	    json_object_new_int64(r->paused_ms));
+	return o;
+}
+
+/* ---- verifying before a restore ---------------------------------------- */
+
+struct verify_job {
+	struct snap_record	 rec;
+	const struct conf_image	*im;
+	char			 dir[PATH_MAX];
+	int			 rc;
+	char			 err[512];
+	snap_verify_cb		 cb;
+	void			*arg;
+};
+
+static void
+verify_run(void *arg)
+{
+	struct verify_job *j = arg;
+	struct json_object *m = NULL, *d;
+	struct jsonx_err jerr;
+	char path[PATH_MAX], hex[65];
+	const char *s;
+
+	j->rc = -1;
+	if (manifest_check(j->dir, &j->rec, &m, j->err, sizeof(j->err)) == -1)
+		return;
+	/* The image must be the one the snapshot was made with. */
+	if (j->im != NULL && jsonx_get_object(m, "image_sha256", 1, &d,
+	    &jerr) == 1 && jsonx_get_string(d, "rootfs", 1, &s, &jerr) == 1 &&
+	    strcasecmp(s, j->im->rootfs_sha256) != 0) {
+		errf(j->err, sizeof(j->err), "snapshot %s was made with "
+		    "another version of image %s", j->rec.id, j->rec.image);
+		goto out;
+	}
+	if (j->rec.memory && j->im != NULL && (jsonx_get_object(m,
+	    "image_sha256", 1, &d, &jerr) != 1 ||
+	    jsonx_get_string(d, "kernel", 1, &s, &jerr) != 1 ||
+	    strcasecmp(s, j->im->kernel_sha256) != 0)) {
+		errf(j->err, sizeof(j->err), "snapshot %s was made with "
+		    "another kernel of image %s", j->rec.id, j->rec.image);
+		goto out;
+	}
+	if (size_check(j->dir, SNAP_DISK, j->rec.disk_bytes, j->err,
+	    sizeof(j->err)) == -1)
+		goto out;
+	if (j->rec.memory) {
+		if (size_check(j->dir, SNAP_MEMORY, j->rec.memory_bytes,
+		    j->err, sizeof(j->err)) == -1)
+			goto out;
+		pjoin(path, sizeof(path), j->dir, SNAP_MEMORY);
+		if (pf_sha256_file(path, hex, j->err, sizeof(j->err)) == -1)
+			goto out;
+		if (strcmp(hex, j->rec.memory_sha256) != 0) {
+			errf(j->err, sizeof(j->err), "%s: its SHA-256 is not "
+			    "the manifest's: the file is damaged, and nothing "
+			    "was restored", path);
+			goto out;
+		}
+	}
+	j->rc = 0;
+out:
+	json_object_put(m);
+}
+
+static void
+verify_done(void *arg)
+{
+	struct verify_job *j = arg;
+
+	j->cb(j->rc, j->err, j->arg);
+	free(j);
+}
+
+int
+snap_verify_async(const struct snap_record *r, const struct conf_image *im,
+    snap_verify_cb cb, void *arg)
+{
+	struct verify_job *j;
+
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		fatal("calloc");
+	j->rec = *r;
+	j->im = im;
+	j->cb = cb;
+	j->arg = arg;
+	snap_path(r->id, "", NULL, j->dir, sizeof(j->dir));
+	if (worker_submit(env->workers, verify_run, verify_done, j) == -1) {
+		free(j);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- making one -------------------------------------------------------- */
+
+struct snap_make {
+	struct request		*req;
+	struct vm		*vm;
+	struct snap_record	 rec;
+	const struct conf_image	*im;
+	char			 part[PATH_MAX];	/* <id>.part */
+	char			 final[PATH_MAX];	/* <id> */
+	char			 vmdisk[PATH_MAX];
+	uid_t			 uid;
+	gid_t			 gid;
+	int			 stop;		/* QEMU is stopped by us */
+	int			 cloning;	/* the clone job is out */
+	int			 aborted;	/* the VM's operation ended */
+	long long		 t_stop;
+	long long		 cont_wall_ms;	/* when the source ran on */
+	/* Run once complete instead of the reply (vm_fork's). */
+	snap_made_cb		 made;
+	void			*made_arg;
+	/* The first failure; the VM is still continued and thawed. */
+	char			 err[512];
+	/* the worker's */
+	int			 rc;
+	char			 werr[512];
+};
+
+static void make_clone(struct vm *);
+static void snap_finished(struct snap_make *, struct request *);
+static void make_resume(struct vm *);
+
+/* A snapshot that will not be: its row and files go, the caller hears. */
+static void
+make_fail(struct snap_make *mk, const char *code, const char *msg)
+{
+	store_snap_delete(env->store, mk->rec.id);
+	remove_dir_async(mk->part);
+	if (mk->req != NULL)
+		request_error(mk->req, code, "%s", msg);
+	free(mk->made != NULL ? mk->made_arg : NULL);	/* vm_fork's */
+	free(mk);
+}
+
+static struct snap_make *
+make_of(struct vm *vm)
+{
+	return vm->op_arg;
+}
+
+/* Records the first failure; the VM goes on being put back. */
+static void
+make_err(struct snap_make *mk, const char *what, const char *why)
+{
+	if (mk->err[0] == '\0')
+		snprintf(mk->err, sizeof(mk->err), "%s: %.400s", what, why);
+}
+
+/* The guest's jobs run again, with the time (as after a resume). */
+static void
+make_thawed(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct snap_make *mk;
+
+	if (!op_current(vm, arg))
+		return;
+	mk = make_of(vm);
+	if (code != NULL)
+		log_warnx("vm %s: thaw after snapshot %s: %s", vm->rec.id,
+		    mk->rec.id, msg);
+	if (mk->err[0] != '\0')
+		vm_op_done(vm, "unavailable", "the snapshot failed, the VM "
+		    "runs on: %s", mk->err);
+	else
+		vm_op_done(vm, NULL, NULL);
+}
+
+static void
+make_resumed(struct vmm *vmm, int ok, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+	struct snap_make *mk = make_of(vm);
+	struct json_object *call;
+
+	mk->rec.paused_ms = mono_ms() - mk->t_stop;
+	mk->cont_wall_ms = wall_ms();
+	if (!ok) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "QEMU did not continue after a "
+		    "snapshot: %s", err);
+		vm_fail(vm, why);	/* ends the operation, and the snapshot */
+		return;
+	}
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string("thaw"));
+	json_object_object_add(call, "realtime_ns",
+	    json_object_new_int64(wall_ms() * 1000000LL));
+	if (!vm->guest_up || proxy_call(vm, call, GUEST_CTL_CALL_MS,
+	    make_thawed, op_token(vm)) == -1)
+		make_thawed(vm, NULL, "unavailable", "the guest is not up", -1,
+		    op_token(vm));
+	json_object_put(call);
+}
+
+/* Puts the VM back as it was: QEMU continued and the jobs thawed. */
+static void
+make_resume(struct vm *vm)
+{
+	struct snap_make *mk = make_of(vm);
+
+	if (!mk->stop) {
+		/* Paused or hibernated: it stays so. */
+		mk->rec.paused_ms = 0;
+		mk->cont_wall_ms = wall_ms();
+		if (mk->err[0] != '\0')
+			vm_op_done(vm, "unavailable", "the snapshot failed: "
+			    "%s", mk->err);
+		else
+			vm_op_done(vm, NULL, NULL);
+		return;
+	}
+	if (vm->vmm == NULL || vmm_resume(vm->vmm, make_resumed, vm) == -1)
+		make_resumed(vm->vmm, 0, "QEMU is busy or gone", vm);
+}
+
+struct clone_job {
+	struct snap_make	*mk;
+	char			 src[PATH_MAX], dst[PATH_MAX];
+	uid_t			 uid;
+	gid_t			 gid;
+	long			 delay_ms;
+	int			 rc;
+	char			 err[512];
+};
+
+/*
+ * The VM's disk is its uid's, mode 0600, and vmmd has no capability to
+ * read past that: it takes the file for the clone (CAP_CHOWN) and gives
+ * it back at once.  QEMU, stopped, keeps its open descriptor; a crash in
+ * between is undone by the next boot, which hands the disk to the VM's
+ * uid again (vm_boot.c).
+ */
+static void
+clone_run(void *arg)
+{
+	struct clone_job *j = arg;
+	char err[256];
+
+	if (j->delay_ms > 0)
+		usleep((useconds_t)j->delay_ms * 1000);
+	if (disk_chown(j->src, 0, 0, j->err, sizeof(j->err)) == -1) {
+		j->rc = -1;
+		return;
+	}
+	j->rc = disk_clone(j->src, j->dst, 0, 0, j->err, sizeof(j->err));
+	if (disk_chown(j->src, j->uid, j->gid, err, sizeof(err)) == -1) {
+		if (j->rc == 0)
+			snprintf(j->err, sizeof(j->err), "%s", err);
+		j->rc = -1;
+	}
+}
+
+static void
+clone_done(void *arg)
+{
+	struct clone_job *j = arg;
+	struct snap_make *mk = j->mk;
+	struct vm *vm = mk->vm;
+
+	mk->cloning = 0;
+	if (mk->aborted) {
+		/* The operation ended without us (a destroy, a failure):
+		 * make_op_done has answered; the files go now. */
+		make_fail(mk, "unavailable", "");
+		free(j);
+		vm_io_done(vm);
+		return;
+	}
+	vm->io_pending--;
+	if (j->rc == -1)
+		make_err(mk, "the disk clone", j->err);
+
+	free(j);
+	make_resume(vm);
+}
+
+/* A test's failpoint, as disk.c's: holds the clone, with QEMU stopped. */
+static long
+clone_delay_ms(void)
+{
+	const char *v = getenv("MCPVM_TEST_DISK_DELAY_MS");
+	char *end;
+	long ms;
+
+	if (v == NULL)
+		return 0;
+	errno = 0;
+	ms = strtol(v, &end, 10);
+	return errno == 0 && *end == '\0' && ms > 0 && ms <= 600000 ? ms : 0;
+}
+
+static void
+make_clone(struct vm *vm)
+{
+	struct snap_make *mk = make_of(vm);
+	struct clone_job *j;
+
+	if (mk->err[0] != '\0') {
+		make_resume(vm);
+		return;
+	}
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		fatal("calloc");
+	j->mk = mk;
+	snprintf(j->src, sizeof(j->src), "%s", mk->vmdisk);
+	pjoin(j->dst, sizeof(j->dst), mk->part, SNAP_DISK);
+	j->uid = vm->uid;
+	j->gid = vm->gid;
+	j->delay_ms = clone_delay_ms();
+	if (worker_submit(env->workers, clone_run, clone_done, j) == -1) {
+		free(j);
+		make_err(mk, "the disk clone", "the worker pool refused it");
+		make_resume(vm);
+		return;
+	}
+	mk->cloning = 1;
+	vm->io_pending++;
+}
+
+static void
+make_saved(struct vmm *vmm, int ok, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (!ok)
+		make_err(make_of(vm), "saving the memory", err);
+	make_clone(vm);
+}
+
+static void
+make_stopped(struct vmm *vmm, int ok, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+	struct snap_make *mk = make_of(vm);
+	char path[PATH_MAX];
+
+	if (!ok) {
+		/* Not stopped: the guest runs; only its jobs to thaw. */
+		mk->stop = 0;
+		make_err(mk, "stopping QEMU", err);
+		mk->stop = 1;
+		make_resumed(vm->vmm, 1, "", vm);
+		return;
+	}
+	if (!mk->rec.memory) {
+		make_clone(vm);
+		return;
+	}
+	pjoin(path, sizeof(path), mk->part, SNAP_MEMORY);
+	if (vmm_save(vm->vmm, path, make_saved, vm) == -1) {
+		make_err(mk, "saving the memory", strerror(errno));
+		make_clone(vm);
+	}
+}
+
+/* The guest's jobs are frozen (or it could not freeze them): stop QEMU. */
+static void
+make_frozen(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	struct snap_make *mk;
+
+	if (!op_current(vm, arg))
+		return;
+	mk = make_of(vm);
+	if (code != NULL)
+		log_warnx("vm %s: freeze before snapshot: %s", vm->rec.id, msg);
+	if (vm->vmm == NULL) {
+		vm_op_done(vm, "unavailable", "VM %s has no running VMM",
+		    vm->rec.id);
+		return;
+	}
+	mk->stop = 1;
+	mk->t_stop = mono_ms();
+	if (vmm_pause(vm->vmm, make_stopped, vm) == -1) {
+		mk->stop = 0;
+		vm_op_done(vm, "busy", "QEMU is busy");
+	}
+}
+
+/* ---- finishing: digest, manifest, fsync, rename ------------------------ */
+
+static void
+finish_run(void *arg)
+{
+	struct snap_make *mk = arg;
+	struct json_object *m;
+	char path[PATH_MAX], parent[PATH_MAX];
+	const char *text;
+	struct stat st;
+	size_t len;
+	int fd;
+
+	mk->rc = -1;
+	pjoin(path, sizeof(path), mk->part, SNAP_DISK);
+	if (stat(path, &st) == -1) {
+		errf(mk->werr, sizeof(mk->werr), "%s: %s", path,
+		    strerror(errno));
+		return;
+	}
+	mk->rec.disk_bytes = (long long)st.st_size;
+	if (fsync_path(path, 0) == -1) {
+		errf(mk->werr, sizeof(mk->werr), "fsync %s: %s", path,
+		    strerror(errno));
+		return;
+	}
+	if (mk->rec.memory) {
+		pjoin(path, sizeof(path), mk->part, SNAP_MEMORY);
+		if (stat(path, &st) == -1) {
+			errf(mk->werr, sizeof(mk->werr), "%s: %s", path,
+			    strerror(errno));
+			return;
+		}
+		mk->rec.memory_bytes = (long long)st.st_size;
+		if (pf_sha256_file(path, mk->rec.memory_sha256, mk->werr,
+		    sizeof(mk->werr)) == -1)
+			return;
+	}
+	m = manifest_new(&mk->rec, mk->im);
+	text = json_object_to_json_string_length(m, JSON_C_TO_STRING_PRETTY,
+	    &len);
+	pjoin(path, sizeof(path), mk->part, SNAP_MANIFEST);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) == -1 || write(fd, text, len) !=
+	    (ssize_t)len || fsync(fd) == -1) {
+		errf(mk->werr, sizeof(mk->werr), "%s: %s", path,
+		    strerror(errno));
+		if (fd != -1)
+			close(fd);
+		json_object_put(m);
+		return;
+	}
+	close(fd);
+	json_object_put(m);
+	snprintf(parent, sizeof(parent), "%s", snap_root);
+	if (fsync_path(mk->part, 1) == -1 ||
+	    rename(mk->part, mk->final) == -1 ||
+	    fsync_path(parent, 1) == -1) {
+		errf(mk->werr, sizeof(mk->werr), "%s: %s", mk->final,
+		    strerror(errno));
+		return;
+	}
+	mk->rc = 0;
+}
+
+static void
+finish_done(void *arg)
+{
+	struct snap_make *mk = arg;
+	struct request *req = mk->req;
+
+	finishing--;
+	snap_finished(mk, req);
+	vmmd_maybe_exit();
+}
+
+int
+snap_work_pending(void)
+{
+	return finishing > 0;
+}
+
+static void
+snap_finished(struct snap_make *mk, struct request *req)
+{
+
+	if (mk->rc == -1) {
+		log_warnx("snapshot %s: %s", mk->rec.id, mk->werr);
+		make_fail(mk, "unavailable", mk->werr);
+		return;
+	}
+	if (store_snap_ready(env->store, &mk->rec) == -1) {
+		/* Startup would drop it: removed now, and said so. */
+		snprintf(mk->part, sizeof(mk->part), "%s", mk->final);
+		make_fail(mk, "unavailable", "the snapshot could not be "
+		    "recorded");
+		return;
+	}
+	log_info("snapshot %s of vm %s (workspace %s): %s, %lld bytes, "
+	    "paused %lld ms", mk->rec.id, mk->rec.source_vm,
+	    mk->rec.workspace, mk->rec.memory ? "disk and memory" : "disk",
+	    mk->rec.disk_bytes + mk->rec.memory_bytes, mk->rec.paused_ms);
+	if (mk->made != NULL)
+		mk->made(&mk->rec, mk->cont_wall_ms, mk->made_arg);
+	else if (req != NULL)
+		request_reply(req, snap_json(&mk->rec));
+	free(mk);
+}
+
+/* The source's part is over, either way. */
+static void
+make_op_done(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct snap_make *mk = arg;
+
+	if (code != NULL) {
+		if (mk->cloning) {
+			/* The clone job still writes into part: it cleans
+			 * up when it is back (clone_done). */
+			mk->aborted = 1;
+			request_error(mk->req, code, "%s", msg);
+			mk->req = NULL;
+			return;
+		}
+		make_fail(mk, code, msg);
+		return;
+	}
+	if (worker_submit(env->workers, finish_run, finish_done, mk) == -1)
+		make_fail(mk, "unavailable", "vmmd is shutting down");
+	else
+		finishing++;
+}
+
+/* ---- the tools --------------------------------------------------------- */
+
+static int
+valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 1 || n > 64)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'A' && s[i] <= 'Z') ||
+		    (s[i] >= 'a' && s[i] <= 'z') ||
+		    (s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
+		    s[i] == '_' || s[i] == '-'))
+			return 0;
+	return 1;
+}
+
+/*
+ * What a snapshot of vm needs: a VM that is running, paused or (disk
+ * only) hibernated, not busy, without networking for memory.  0, or an
+ * error reply and -1.
+ */
+int
+snap_make_check(struct request *req, struct vm *vm, int memory)
+{
+	if (vm->busy) {
+		request_error(req, "busy", "another operation on this VM is "
+		    "in progress");
+		return -1;
+	}
+	switch (vm->rec.state) {
+	case VM_RUNNING:
+	case VM_PAUSED:
+		break;
+	case VM_HIBERNATED:
+		if (!memory)
+			break;
+		request_error(req, "conflict", "the VM is hibernated: resume "
+		    "it first for a snapshot with memory (a disk-only one "
+		    "needs no resume)");
+		return -1;
+	default:
+		request_error(req, "conflict", "the VM is %s; a snapshot needs "
+		    "it running, paused or hibernated",
+		    vm_state_name(vm->rec.state));
+		return -1;
+	}
+	if (memory && vm->rec.network) {
+		request_error(req, "conflict", "a snapshot with memory of a VM "
+		    "with networking is not supported; take a disk-only one");
+		return -1;
+	}
+	if ((vm->rec.state == VM_RUNNING || vm->rec.state == VM_PAUSED) &&
+	    vm->vmm == NULL) {
+		request_error(req, "unavailable", "VM %s has no running VMM",
+		    vm->rec.id);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Starts a snapshot of vm for req, checked and admitted: its row, its
+ * .part directory, then the VM's operation.  made (or NULL: reply with
+ * the snapshot) runs once it is complete; a failure is replied.  hidden:
+ * vm_fork's own, never listed, removed once its children are up.
+ */
+int
+snap_make_begin(struct request *req, struct vm *vm, const char *name,
+    int memory, int hidden, snap_made_cb made, void *arg)
+{
+	struct snap_make *mk;
+	unsigned char rnd[16];
+	char msg[256];
+
+	if ((mk = calloc(1, sizeof(*mk))) == NULL)
+		fatal("calloc");
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		fatalx("RAND_bytes failed");
+	for (size_t i = 0; i < sizeof(rnd); i++)
+		snprintf(mk->rec.id + i * 2, 3, "%02x", rnd[i]);
+	mk->req = req;
+	mk->vm = vm;
+	mk->im = vm->image;
+	mk->made = made;
+	mk->made_arg = arg;
+	snprintf(mk->rec.state, sizeof(mk->rec.state), "%s", hidden ? "fork" :
+	    "ready");
+	snprintf(mk->rec.workspace, sizeof(mk->rec.workspace), "%s",
+	    vm->rec.workspace);
+	snprintf(mk->rec.name, sizeof(mk->rec.name), "%s", name);
+	snprintf(mk->rec.source_vm, sizeof(mk->rec.source_vm), "%s",
+	    vm->rec.id);
+	snprintf(mk->rec.image, sizeof(mk->rec.image), "%s", vm->rec.image);
+	mk->rec.memory = memory;
+	mk->rec.vcpus = vm->rec.vcpus;
+	mk->rec.memory_mib = vm->rec.memory_mib;
+	mk->rec.disk_bytes = vm->rec.disk_bytes;
+	mk->rec.created_at = wall_ms();
+	snap_path(mk->rec.id, ".part", NULL, mk->part, sizeof(mk->part));
+	snap_path(mk->rec.id, "", NULL, mk->final, sizeof(mk->final));
+	vm_path(vm, DISK, mk->vmdisk, sizeof(mk->vmdisk));
+	/* The row first: a crash from here on leaves 'making', removed at
+	 * startup with whatever .part holds. */
+	if (store_snap_insert(env->store, &mk->rec) == -1) {
+		free(mk);
+		request_error(req, "unavailable", "the snapshot could not be "
+		    "recorded");
+		return -1;
+	}
+	if (mk->part[0] == '\0' || mkdir(mk->part, 0700) == -1) {
+		snprintf(msg, sizeof(msg), "%.200s: %s", mk->part,
+		    strerror(errno));
+		mk->made = NULL;	/* arg stays the caller's to free */
+		make_fail(mk, "unavailable", msg);
+		return -1;
+	}
+	vm_op_begin(vm, make_op_done, mk);
+	if (vm->rec.state == VM_RUNNING) {
+		struct json_object *call = json_object_new_object();
+
+		json_object_object_add(call, "op",
+		    json_object_new_string("freeze"));
+		if (!vm->guest_up || proxy_call(vm, call, GUEST_CTL_CALL_MS,
+		    make_frozen, op_token(vm)) == -1)
+			make_frozen(vm, NULL, "unavailable", "guest not up", -1,
+			    op_token(vm));
+		json_object_put(call);
+		return 0;
+	}
+	/* Paused (QEMU stopped already, jobs frozen) or hibernated (no
+	 * QEMU, the disk quiescent). */
+	if (vm->rec.state == VM_PAUSED && memory) {
+		make_stopped(vm->vmm, 1, "", vm);
+		return 0;
+	}
+	make_clone(vm);
+	return 0;
+}
+
+void
+tool_vm_snapshot(struct request *req)
+{
+	const char *name = req_arg_str(req, "name", "");
+	int memory = req_arg_bool(req, "memory", 0);
+	char code[32], msg[256];
+	struct vm *vm;
+
+	if ((vm = tools_owned_vm(req)) == NULL)
+		return;
+	if (name[0] != '\0' && !valid_name(name)) {
+		request_error(req, "invalid_argument", "name: 1 to 64 of "
+		    "A-Z a-z 0-9 . _ -");
+		return;
+	}
+	if (snap_make_check(req, vm, memory) == -1)
+		return;
+	if (snap_admit(req, vm->rec.disk_bytes + (memory ?
+	    (long long)vm->rec.memory_mib << 20 : 0), 1, code, sizeof(code),
+	    msg, sizeof(msg)) == -1) {
+		request_error(req, code, "%s", msg);
+		return;
+	}
+	(void)snap_make_begin(req, vm, name, memory, 0, NULL, NULL);
+}
+
+void
+tool_vm_snapshot_list(struct request *req)
+{
+	struct json_object *res = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	struct snap_record *recs;
+	size_t n;
+
+	if (store_snap_list(env->store, req->workspace, &recs, &n) == 0) {
+		for (size_t i = 0; i < n; i++)
+			if (strcmp(recs[i].state, "ready") == 0)
+				json_object_array_add(arr,
+				    snap_json(&recs[i]));
+		free(recs);
+	}
+	json_object_object_add(res, "snapshots", arr);
+	request_reply(req, res);
+}
+
+/*
+ * Deletes r: renamed to <id>.del (fsynced) first, then its row, then
+ * the files on the worker pool.  A crash at any point leaves the
+ * snapshot whole and listed, or gone.
+ */
+int
+snap_delete(const struct snap_record *r, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], del[PATH_MAX];
+
+	snap_path(r->id, "", NULL, dir, sizeof(dir));
+	snap_path(r->id, ".del", NULL, del, sizeof(del));
+	if (rename(dir, del) == -1 && errno != ENOENT)
+		return errf(err, errlen, "%s: %s", dir, strerror(errno));
+	fsync_path(snap_root, 1);
+	if (store_snap_delete(env->store, r->id) == -1)
+		return errf(err, errlen, "the store failed");
+	remove_dir_async(del);
+	log_info("snapshot %s (workspace %s) deleted", r->id, r->workspace);
+	return 0;
+}
+
+static struct json_object *
+deleted_json(const char *id)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "snapshot_id", json_object_new_string(id));
+	json_object_object_add(o, "deleted", json_object_new_boolean(1));
+	return o;
+}
+
+void
+tool_vm_snapshot_delete(struct request *req)
+{
+	const char *id = req_arg_str(req, "snapshot_id", "");
+	struct snap_record r;
+	char err[512];
+
+	if (snap_find_owned(id, req->workspace, &r) == -1) {
+		request_error(req, "not_found", "there is no snapshot '%.64s' "
+		    "in this workspace", id);
+		return;
+	}
+	if (snap_delete(&r, err, sizeof(err)) == -1) {
+		request_error(req, "unavailable", "%s", err);
+		return;
+	}
+	request_reply(req, deleted_json(r.id));
+}
+
+/* ---- vmctl ------------------------------------------------------------- */
+
+void
+snap_ctl_list(struct request *req, const char *workspace)
+{
+	struct json_object *res = json_object_new_object();
+	struct json_object *arr = json_object_new_array();
+	struct snap_record *recs;
+	size_t n;
+
+	if (store_snap_list(env->store, workspace, &recs, &n) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			struct json_object *o;
+
+			if (strcmp(recs[i].state, "ready") != 0)
+				continue;
+			o = snap_json(&recs[i]);
+			json_object_object_add(o, "workspace",
+			    json_object_new_string(recs[i].workspace));
+			json_object_array_add(arr, o);
+		}
+		free(recs);
+	}
+	json_object_object_add(res, "snapshots", arr);
+	request_reply(req, res);
+}
+
+void
+snap_ctl_delete(struct request *req, const char *id)
+{
+	struct snap_record r;
+	char err[512];
+
+	if (store_snap_get(env->store, id, &r) == -1 ||
+	    strcmp(r.state, "ready") != 0) {
+		request_error(req, "not_found", "there is no snapshot '%.64s'",
+		    id);
+		return;
+	}
+	snprintf(req->workspace, sizeof(req->workspace), "%s", r.workspace);
+	snprintf(req->tool, sizeof(req->tool), "vmctl:snapshot-delete");
+	req->mutation = 1;
+	if (snap_delete(&r, err, sizeof(err)) == -1) {
+		request_error(req, "unavailable", "%s", err);
+		return;
+	}
+	request_reply(req, deleted_json(r.id));
+}
