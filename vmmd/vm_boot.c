@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 
 #include <event2/event.h>
 
+#include "b64.h"
 #include "backend.h"
 #include "disk.h"
 #include "log.h"
@@ -28,6 +30,7 @@
 #include "snapshot.h"
 #include "vmmd.h"
 #include "vm_local.h"
+#include "guest.h"
 #include "broker.h"
 
 #define QEMU_OVERHEAD_MIB	768	/* QEMU's own memory beside the guest */
@@ -111,6 +114,110 @@ boot_clock_done(struct vm *vm, struct json_object *res, const char *code,
 	vm_op_done(vm, NULL, NULL);
 }
 
+/* Sets the guest's clock, or thaws its jobs with it after a restore. */
+static void
+boot_clock(struct vm *vm)
+{
+	struct json_object *call = json_object_new_object();
+
+	vm->op_step = VM_STEP_CLOCK;
+	json_object_object_add(call, "op", json_object_new_string(
+	    vm->rec.state == VM_RESUMING || vm->restored ? "thaw" :
+	    "clock_set"));
+	json_object_object_add(call, "realtime_ns",
+	    json_object_new_int64(wall_ms() * 1000000LL));
+	if (proxy_call(vm, call, GUEST_CTL_CALL_MS, boot_clock_done,
+	    op_token(vm)) == -1)
+		boot_clock_done(vm, NULL, "unavailable", "vmproxy is gone", -1,
+		    op_token(vm));
+	json_object_put(call);
+}
+
+static void
+boot_identity_done(struct vm *vm, struct json_object *res, const char *code,
+    const char *msg, int fd, void *arg)
+{
+	if (!op_current(vm, arg))
+		return;
+	if (code != NULL) {
+		/* Never a clone that shares its source's identity. */
+		vm_fail(vm, "the clone could not be given an identity of its "
+		    "own");
+		vm_op_done(vm, "unavailable", "VM %s failed: the guest did not "
+		    "take an identity of its own (%s)", vm->rec.id, msg);
+		return;
+	}
+	boot_clock(vm);
+}
+
+/* Random bytes as lowercase hex; a UUID's version and variant bits with
+ * dashes when uuid is set. */
+static void
+random_hex(char *out, int uuid)
+{
+	unsigned char rnd[16];
+	size_t o = 0;
+
+	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
+		fatalx("RAND_bytes failed");
+	if (uuid) {
+		rnd[6] = (unsigned char)((rnd[6] & 0x0f) | 0x40);
+		rnd[8] = (unsigned char)((rnd[8] & 0x3f) | 0x80);
+	} else
+		rnd[0] |= 1;	/* a machine-id is never all zeros */
+	for (size_t i = 0; i < sizeof(rnd); i++) {
+		if (uuid && (i == 4 || i == 6 || i == 8 || i == 10))
+			out[o++] = '-';
+		snprintf(out + o, 3, "%02x", rnd[i]);
+		o += 2;
+	}
+}
+
+/*
+ * A VM restored from another's memory (a memory snapshot, a fork) still
+ * holds that machine's machine-id, boot id, hostname and random state.
+ * Before its jobs thaw, guestd takes new ones (guest.h "identity"): the
+ * hostname is "mcpvm-" and the vm_id's first 12 hex digits, the rest is
+ * fresh from the host's RNG, the entropy too.  docs/snapshots.md says
+ * what a clone still shares.
+ */
+static void
+boot_identity(struct vm *vm)
+{
+	unsigned char ent[GUEST_ENTROPY_BYTES];
+	char machine_id[GUEST_MACHINE_ID_LEN + 1], boot_id[GUEST_UUID_LEN + 1];
+	char host[GUEST_HOSTNAME_MAX + 1], *b64;
+	struct json_object *call;
+	size_t len;
+
+	vm->op_step = VM_STEP_IDENTITY;
+	random_hex(machine_id, 0);
+	random_hex(boot_id, 1);
+	snprintf(host, sizeof(host), "mcpvm-%.12s", vm->rec.id);
+	if (RAND_bytes(ent, sizeof(ent)) != 1)
+		fatalx("RAND_bytes failed");
+	if ((b64 = b64_encode(ent, sizeof(ent), &len)) == NULL)
+		fatal("identity");
+	OPENSSL_cleanse(ent, sizeof(ent));
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string("identity"));
+	json_object_object_add(call, "machine_id",
+	    json_object_new_string(machine_id));
+	json_object_object_add(call, "boot_id", json_object_new_string(boot_id));
+	json_object_object_add(call, "hostname", json_object_new_string(host));
+	json_object_object_add(call, "entropy_b64",
+	    json_object_new_string_len(b64, (int)len));
+	OPENSSL_cleanse(b64, len);
+	free(b64);
+	log_info("vm %s: restored from a snapshot: giving it machine-id %s, "
+	    "boot id %s, hostname %s", vm->rec.id, machine_id, boot_id, host);
+	if (proxy_call(vm, call, GUEST_CTL_CALL_MS, boot_identity_done,
+	    op_token(vm)) == -1)
+		boot_identity_done(vm, NULL, "unavailable", "vmproxy is gone", -1,
+		    op_token(vm));
+	json_object_put(call);
+}
+
 /* vmproxy reports the guest; during a boot this completes it. */
 void
 vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
@@ -119,20 +226,11 @@ vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
 		vm->guest_up = 1;
 		if (vm->busy && (vm->rec.state == VM_CREATING ||
 		    vm->rec.state == VM_RESUMING) && vm->op_step == VM_STEP_HELLO) {
-			struct json_object *call = json_object_new_object();
-
-			vm->op_step = VM_STEP_CLOCK;
-			json_object_object_add(call, "op",
-			    json_object_new_string(vm->rec.state ==
-			    VM_RESUMING || vm->restored ? "thaw" :
-			    "clock_set"));
-			json_object_object_add(call, "realtime_ns",
-			    json_object_new_int64(wall_ms() * 1000000LL));
-			if (proxy_call(vm, call, GUEST_CTL_CALL_MS,
-			    boot_clock_done, op_token(vm)) == -1)
-				boot_clock_done(vm, NULL, "unavailable",
-				    "vmproxy is gone", -1, op_token(vm));
-			json_object_put(call);
+			/* A clone is made a machine of its own first. */
+			if (vm->restored && vm->rec.state == VM_CREATING)
+				boot_identity(vm);
+			else
+				boot_clock(vm);
 		} else
 			vm_wake_waiters(vm);
 	} else if (strcmp(event, "link_down") == 0)

@@ -137,6 +137,7 @@ struct vm_stream {
 enum vm_op_step {
 	VM_STEP_NONE = 0,
 	VM_STEP_HELLO,		/* QEMU runs: waiting for the guest's hello */
+	VM_STEP_IDENTITY,	/* hello from a clone: renewing its identity */
 	VM_STEP_CLOCK,		/* hello seen: setting its clock, or thawing */
 	VM_STEP_PROBE,		/* idle: an activity probe is out */
 };
