@@ -231,6 +231,34 @@ def case_memory(h, a, src):
     return msid
 
 
+
+IDENTITY = ("cat /etc/machine-id /proc/sys/kernel/random/boot_id; hostname; "
+            "python3 -c 'import os, uuid; print(os.urandom(32).hex()); "
+            "print(uuid.uuid4())'")
+IDENTITY_NAMES = ("/etc/machine-id", "boot_id", "hostname",
+                  "os.urandom(32)", "uuid.uuid4()")
+
+
+def case_identity(h, a, src, msid):
+    """Three clones of one memory snapshot are three machines: machine-id,
+    boot id, hostname and the random bytes their processes draw differ
+    between them and from the source."""
+    seen = {"source": out(a, src, IDENTITY, "id-src").split()}
+    clones = [create(a, "id-%d" % i, snapshot=msid) for i in range(3)]
+    for i, vm in enumerate(clones):
+        seen[vm] = out(a, vm, IDENTITY, "id-%d" % i).split()
+    ok(all(len(v) == len(IDENTITY_NAMES) for v in seen.values()),
+       "identity: each clone and the source answer", seen)
+    for k, name in enumerate(IDENTITY_NAMES):
+        vals = [v[k] for v in seen.values() if len(v) > k]
+        ok(len(vals) == 4 and len(set(vals)) == 4,
+           "identity: %s differs between the 3 clones and the source"
+           % name, vals)
+    okk, st = a("vm_status", vm_id=clones[0])
+    ok(okk and st["origin"] == "snapshot" and st["snapshot_id"] == msid,
+       "identity: a clone's vm_status says where it came from", st)
+    destroy(a, *clones)
+
 def case_fork(h, a, src):
     """vm_fork: the process runs on in each child, independently."""
     okk, r = a("vm_exec", vm_id=src, request_id="counter-2",
@@ -407,6 +435,7 @@ def suite(h):
               "--storage-gib", "1000")
     src, sid = case_disk(h, a, b)
     msid = case_memory(h, a, src)
+    case_identity(h, a, src, msid)
     case_fork(h, a, src)
     case_limits(h, a, src, sid)
     rc, _ = h.stop_vmmd()
