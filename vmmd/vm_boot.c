@@ -150,8 +150,8 @@ boot_identity_done(struct vm *vm, struct json_object *res, const char *code,
 	boot_clock(vm);
 }
 
-/* Random bytes as lowercase hex; a UUID's version and variant bits with
- * dashes when uuid is set. */
+/* 16 random bytes as 32 lowercase hex digits (vm_id, machine-id), or as a
+ * version 4 UUID with its dashes when uuid is set (boot id, vmgenid). */
 static void
 random_hex(char *out, int uuid)
 {
@@ -163,8 +163,7 @@ random_hex(char *out, int uuid)
 	if (uuid) {
 		rnd[6] = (unsigned char)((rnd[6] & 0x0f) | 0x40);
 		rnd[8] = (unsigned char)((rnd[8] & 0x3f) | 0x80);
-	} else
-		rnd[0] |= 1;	/* a machine-id is never all zeros */
+	}
 	for (size_t i = 0; i < sizeof(rnd); i++) {
 		if (uuid && (i == 4 || i == 6 || i == 8 || i == 10))
 			out[o++] = '-';
@@ -619,7 +618,6 @@ create_vm(struct request *req, const struct conf_image *im,
 {
 	struct vm_record rec;
 	struct create_ctx *cx;
-	unsigned char rnd[16];
 	struct vm *vm;
 	int slot;
 
@@ -630,21 +628,8 @@ create_vm(struct request *req, const struct conf_image *im,
 		    arg);
 		return;
 	}
-	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
-		fatalx("RAND_bytes failed");
-	for (size_t i = 0; i < sizeof(rnd); i++)
-		snprintf(rec.id + i * 2, 3, "%02x", rnd[i]);
-	/* A random (version 4) GUID for its vmgenid device. */
-	if (RAND_bytes(rnd, sizeof(rnd)) != 1)
-		fatalx("RAND_bytes failed");
-	rnd[6] = (unsigned char)((rnd[6] & 0x0f) | 0x40);
-	rnd[8] = (unsigned char)((rnd[8] & 0x3f) | 0x80);
-	for (size_t i = 0, o = 0; i < sizeof(rnd); i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			rec.vmgenid[o++] = '-';
-		snprintf(rec.vmgenid + o, 3, "%02x", rnd[i]);
-		o += 2;
-	}
+	random_hex(rec.id, 0);
+	random_hex(rec.vmgenid, 1);	/* its vmgenid device's GUID */
 	snprintf(rec.workspace, sizeof(rec.workspace), "%s", req->workspace);
 	snprintf(rec.image, sizeof(rec.image), "%s", im->id);
 	rec.slot = slot;
