@@ -232,28 +232,32 @@ def case_memory(h, a, src):
 
 
 
-IDENTITY = ("cat /etc/machine-id /proc/sys/kernel/random/boot_id; hostname; "
-            "python3 -c 'import os, uuid; print(os.urandom(32).hex()); "
-            "print(uuid.uuid4())'")
-IDENTITY_NAMES = ("/etc/machine-id", "boot_id", "hostname",
-                  "os.urandom(32)", "uuid.uuid4()")
+IDENTITY = ("echo machine_id=$(cat /etc/machine-id); "
+            "echo boot_id=$(cat /proc/sys/kernel/random/boot_id); "
+            "echo hostname=$(hostname); python3 -c 'import os, uuid; "
+            "print(\"urandom=\" + os.urandom(32).hex()); "
+            "print(\"uuid4=\" + str(uuid.uuid4()))'")
+IDENTITY_NAMES = ("machine_id", "boot_id", "hostname", "urandom", "uuid4")
+
+
+def identity_of(a, vm, rid):
+    kv = dict(line.split("=", 1) for line in
+              out(a, vm, IDENTITY, rid).splitlines() if "=" in line)
+    return {k: kv.get(k, "") for k in IDENTITY_NAMES}
 
 
 def case_identity(h, a, src, msid):
     """Three clones of one memory snapshot are three machines: machine-id,
     boot id, hostname and the random bytes their processes draw differ
-    between them and from the source."""
-    seen = {"source": out(a, src, IDENTITY, "id-src").split()}
+    between them, and from the source they were made of."""
+    source = identity_of(a, src, "id-src")
     clones = [create(a, "id-%d" % i, snapshot=msid) for i in range(3)]
-    for i, vm in enumerate(clones):
-        seen[vm] = out(a, vm, IDENTITY, "id-%d" % i).split()
-    ok(all(len(v) == len(IDENTITY_NAMES) for v in seen.values()),
-       "identity: each clone and the source answer", seen)
-    for k, name in enumerate(IDENTITY_NAMES):
-        vals = [v[k] for v in seen.values() if len(v) > k]
-        ok(len(vals) == 4 and len(set(vals)) == 4,
-           "identity: %s differs between the 3 clones and the source"
-           % name, vals)
+    seen = [identity_of(a, vm, "id-x%d" % i) for i, vm in enumerate(clones)]
+    for name in IDENTITY_NAMES:
+        vals = [v[name] for v in seen]
+        ok(all(vals) and len(set(vals)) == 3 and source[name] not in vals,
+           "identity: %s differs between the 3 clones, and from the "
+           "source's" % name, (vals, source[name]))
     okk, st = a("vm_status", vm_id=clones[0])
     ok(okk and st["origin"] == "snapshot" and st["snapshot_id"] == msid,
        "identity: a clone's vm_status says where it came from", st)
@@ -426,7 +430,9 @@ def case_damaged(h, a, msid):
 
 
 def suite(h):
-    h.write_conf(max_snapshots_per_workspace=3, max_fork_count=2)
+    # The source and three clones of it at once (case_identity).
+    h.write_conf(max_snapshots_per_workspace=3, max_fork_count=2, max_vms=4,
+                 max_memory_mib=4 * MEM)
     h.start_authd()
     h.start_vmmd()
     a = base.Client(h, h.issue("alpha"))
