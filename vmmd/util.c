@@ -69,6 +69,15 @@ mono_seconds(void)
 }
 
 long long
+mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+long long
 wall_ms(void)
 {
 	struct timespec ts;

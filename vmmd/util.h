@@ -17,6 +17,7 @@ int	write_file_str(const char *path, const char *s);
 ssize_t	read_file_str(const char *path, char *buf, size_t cap);
 /* The clocks: CLOCK_MONOTONIC in seconds, CLOCK_REALTIME in ms. */
 long long mono_seconds(void);
+long long mono_ms(void);
 long long wall_ms(void);
 /* ms since the epoch as "2026-01-02T03:04:05.678Z". */
 void	iso8601_ms(long long ms, char *buf, size_t len);
