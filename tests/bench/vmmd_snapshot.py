@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+# vmmd's snapshots against bare QEMU, side by side, with real TCG VMs:
+# vm_create to ready cold, from a disk-only snapshot and from a memory
+# snapshot, against bare QEMU booting to guestd's hello and bare
+# -incoming + cont from a migration file (vmmd_vm.py's references,
+# measured in the same run); the source's pause, against bare QMP stop +
+# migrate to a file + quit, and the wall time of vm_snapshot with memory
+# and of vm_fork with count 1 and 2; and the
+# disk blocks VMs made from one snapshot take against cold-booted ones.
+# Runs as root, with the image the vmmd integration test builds (or
+# VMMD_TEST_IMAGE).
+#
+# usage: tests/bench/vmmd_snapshot.py [--build DIR] [--runs N]
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+sys.path.insert(0, HERE)
+os.environ.setdefault("MCPVM_QEMU_ACCEL", "tcg")
+import test_vmmd as tv  # noqa: E402
+import vmmd_vm  # noqa: E402
+
+
+def snap(c, **args):
+    t, body, fd = c.c.call(tv.ipc.VM_TOOL, {
+        "credential": c.tok, "tool": "vm_snapshot", "arguments": args})
+    if fd is not None:
+        os.close(fd)
+    if t == tv.ipc.ERROR:
+        raise RuntimeError("vm_snapshot: %r" % body)
+    return body["result"]
+
+
+def call(c, name, **args):
+    okk, r = c(name, **args)
+    if not okk:
+        raise RuntimeError("%s: %r" % (name, r))
+    return r
+
+
+def timed(c, name, **args):
+    t = time.monotonic()
+    r = call(c, name, **args)
+    return time.monotonic() - t, r
+
+
+def df_used_mib(path):
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize / (1 << 20)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(TOP, "build", "test"))
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    b = args.build
+    os.environ.update({
+        "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
+        "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmproxy/vmproxy",
+        "VMCTL": b + "/vmmd/vmctl"})
+    if os.environ.get("VMMD_TEST_IMAGE"):
+        tv.IMAGE_OUT = os.environ["VMMD_TEST_IMAGE"]
+    manifest = tv.built_image()
+    if manifest is None:
+        sys.exit("vmmd_snapshot.py: no image in %s; run tests/run --suite "
+                 "vmmd first" % tv.IMAGE_OUT)
+    manifest_path = os.path.join(manifest["dir"], "manifest.json")
+    tv.MAX_VMS = 4
+    tv.become_subreaper()
+    tv.exit_cleanly_on_sigterm()
+    tmp = tempfile.mkdtemp(prefix="mcpvm-bench-")
+    h = tv.Host(manifest)
+    cold, fdisk, fmem, bares = [], [], [], []
+    msnap, fork1, fork2 = [], [], []
+    try:
+        h.setup()
+        h.write_conf(max_memory_mib=tv.MEM * 5, max_vms=4,
+                     max_fork_count=2)
+        h.start_authd()
+        h.start_vmmd()
+        a = tv.Client(h, h.issue("bench", "--max-vms", "64", "--memory-mib",
+                                 "65536", "--storage-gib", "4096"))
+        src = call(a, "vm_create", request_id="src", memory_mib=tv.MEM,
+                   idle_seconds=0)["vm_id"]
+        a.sh(src, "echo stage > /workspace/stage && sync", "w")
+        dsnap = snap(a, vm_id=src, request_id="d")["snapshot_id"]
+        for n in range(args.runs):
+            # Interleaved, so a busy neighbour slows every column alike.
+            bares.append(vmmd_vm.bare_boot(manifest_path, tmp, n)[0])
+            t, r = timed(a, "vm_create", request_id="c%d" % n,
+                         memory_mib=tv.MEM, idle_seconds=0)
+            cold.append(t)
+            call(a, "vm_destroy", vm_id=r["vm_id"])
+            t, r = timed(a, "vm_create", request_id="d%d" % n,
+                         snapshot=dsnap, memory_mib=tv.MEM, idle_seconds=0)
+            fdisk.append(t)
+            call(a, "vm_destroy", vm_id=r["vm_id"])
+            t = time.monotonic()
+            s = snap(a, vm_id=src, request_id="m%d" % n, memory=True)
+            msnap.append((time.monotonic() - t, s["paused_ms"] / 1000))
+            t, r = timed(a, "vm_create", request_id="r%d" % n,
+                         snapshot=s["snapshot_id"], idle_seconds=0)
+            fmem.append(t)
+            call(a, "vm_destroy", vm_id=r["vm_id"])
+            call(a, "vm_snapshot_delete", snapshot_id=s["snapshot_id"])
+            for count, out in ((1, fork1), (2, fork2)):
+                t, r = timed(a, "vm_fork", vm_id=src,
+                             request_id="f%d-%d" % (count, n), count=count)
+                out.append((t, r["paused_ms"] / 1000))
+                for k in r["vm_ids"]:
+                    call(a, "vm_destroy", vm_id=k)
+        bhs, brs, _ = vmmd_vm.bare_hibernate(manifest_path, tmp, args.runs)
+
+        # Storage: 2 VMs from the disk snapshot against 2 cold-booted, each
+        # after writing the same 64 MiB.
+        used0 = df_used_mib(h.mnt)
+        ids = [call(a, "vm_create", request_id="s%d" % i, snapshot=dsnap,
+                    memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
+               for i in range(2)]
+        for i, vm in enumerate(ids):
+            a.sh(vm, "head -c 64M /dev/urandom > /workspace/x && sync",
+                 "sw%d" % i)
+        used_snap = df_used_mib(h.mnt) - used0
+        for vm in ids:
+            call(a, "vm_destroy", vm_id=vm)
+        time.sleep(2)
+        used0 = df_used_mib(h.mnt)
+        ids = [call(a, "vm_create", request_id="k%d" % i,
+                    memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
+               for i in range(2)]
+        for i, vm in enumerate(ids):
+            a.sh(vm, "head -c 64M /dev/urandom > /workspace/x && sync",
+                 "kw%d" % i)
+        used_cold = df_used_mib(h.mnt) - used0
+        for vm in ids:
+            call(a, "vm_destroy", vm_id=vm)
+        h.stop_vmmd()
+    finally:
+        h.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    med = statistics.median
+    print("vmmd snapshot benchmark: TCG, %d MiB guests, %d runs (median), "
+          "load %.1f" % (tv.MEM, args.runs, os.getloadavg()[0]))
+    print("%-40s %10s %12s %8s" % ("", "vmmd", "reference", "ratio"))
+    bench = []
+
+    def row(label, v, base, name, ref, unit="s"):
+        print("%-40s %8.3f %s %10.3f %s %7.2fx" % (label, v, unit, base,
+                                                    unit, v / base))
+        bench.append((name, v, unit, ref, base))
+    br, bb = med(brs), med(bares)
+    row("vm_create cold / bare boot", med(cold), bb,
+        "vmmd vm_create cold", "bare QEMU boot to guestd hello")
+    row("vm_create from disk snapshot", med(fdisk), bb,
+        "vmmd vm_create from a disk-only snapshot",
+        "bare QEMU boot to guestd hello")
+    row("vm_create from memory snapshot", med(fmem), br,
+        "vmmd vm_create from a memory snapshot", "bare QEMU -incoming + cont")
+    bh = med(bhs)
+    row("vm_snapshot memory: source paused", med(p for _, p in msnap), bh,
+        "vmmd vm_snapshot memory, the source's pause",
+        "bare QMP stop, migrate to file, quit")
+    print("%-40s %8.3f s" % ("vm_snapshot memory: call", med(
+        t for t, _ in msnap)))
+    for label, f in (("vm_fork count 1", fork1), ("vm_fork count 2", fork2)):
+        print("%-40s %8.3f s  (source paused %.3f s)" % (
+            label + ": to children ready", med(t for t, _ in f),
+            med(p for _, p in f)))
+        bench.append(("vmmd %s, source paused" % label,
+                      med(p for _, p in f), "s",
+                      "bare QMP stop, migrate to file, quit", bh))
+    print("%-40s %8.1f MiB %8.1f MiB  (2 VMs, 64 MiB written in each)" % (
+        "storage: from one snapshot / cold", used_snap, used_cold))
+    bench.append(("storage of 2 VMs from one snapshot", used_snap, "MiB",
+                  "storage of 2 cold-booted VMs", used_cold))
+    for name, v, unit, ref, base in bench:
+        print("BENCH\t%s\t%.3f\t%s\t%s\t%.3f" % (name, v, unit, ref, base),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
