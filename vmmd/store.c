@@ -300,6 +300,42 @@ store_vm_set_generation(struct store *s, const char *id, int gen)
 	return store_done(s, st);
 }
 
+/*
+ * Steps st to its end, each row filled into a new element of size bytes
+ * at the end of a growing array, and releases st.  0 with *out (the
+ * caller's to free) and *n; -1 with nothing.
+ */
+static int
+store_collect(struct store *s, sqlite3_stmt *st, size_t size,
+    void (*fill)(sqlite3_stmt *, void *), void **out, size_t *n)
+{
+	char *v = NULL, *nv;
+	size_t cap = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (*n == cap) {
+			cap = cap ? cap * 2 : 16;
+			if ((nv = reallocarray(v, cap, size)) == NULL) {
+				rc = SQLITE_NOMEM;
+				break;
+			}
+			v = nv;
+		}
+		fill(st, v + (*n)++ * size);
+	}
+	sqldb_release(s->db, st);
+	if (rc != SQLITE_DONE) {
+		free(v);
+		*n = 0;
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
 	"created_at, updated_at, generation, failure, vmgenid, snapshot_id, " \
@@ -357,14 +393,17 @@ store_vm_get(struct store *s, const char *id, struct vm_record *v)
 	return -1;
 }
 
+static void
+fill_vm(sqlite3_stmt *st, void *v)
+{
+	row_to_vm(st, v);
+}
+
 int
 store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
     size_t *n)
 {
 	sqlite3_stmt *st;
-	struct vm_record *v = NULL;
-	size_t cap = 0;
-	int rc;
 
 	*out = NULL;
 	*n = 0;
@@ -377,28 +416,7 @@ store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
 		return -1;
 	if (workspace != NULL)
 		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (*n == cap) {
-			struct vm_record *nv;
-
-			cap = cap ? cap * 2 : 16;
-			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL) {
-				free(v);
-				sqldb_release(s->db, st);
-				return -1;
-			}
-			v = nv;
-		}
-		row_to_vm(st, &v[(*n)++]);
-	}
-	sqldb_release(s->db, st);
-	if (rc != SQLITE_DONE) {
-		free(v);
-		*n = 0;
-		return -1;
-	}
-	*out = v;
-	return 0;
+	return store_collect(s, st, sizeof(**out), fill_vm, (void **)out, n);
 }
 
 int
@@ -673,42 +691,25 @@ store_job_get(struct store *s, const char *vm_id, const char *job_id,
 	return 0;
 }
 
+static void
+fill_job(sqlite3_stmt *st, void *j)
+{
+	row_to_job(st, j);
+}
+
 int
 store_job_list(struct store *s, const char *vm_id, struct job_record **out,
     size_t *n)
 {
 	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
 	    "WHERE vm_id = ?1 ORDER BY started_at, rowid");
-	struct job_record *j = NULL;
-	size_t cap = 0;
-	int rc;
 
 	*out = NULL;
 	*n = 0;
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (*n == cap) {
-			struct job_record *nj;
-
-			cap = cap ? cap * 2 : 16;
-			if ((nj = reallocarray(j, cap, sizeof(*j))) == NULL) {
-				rc = SQLITE_NOMEM;
-				break;
-			}
-			j = nj;
-		}
-		row_to_job(st, &j[(*n)++]);
-	}
-	sqldb_release(s->db, st);
-	if (rc != SQLITE_DONE) {
-		free(j);
-		*n = 0;
-		return -1;
-	}
-	*out = j;
-	return 0;
+	return store_collect(s, st, sizeof(**out), fill_job, (void **)out, n);
 }
 
 int
@@ -895,14 +896,17 @@ store_snap_get(struct store *s, const char *id, struct snap_record *r)
 	return -1;
 }
 
+static void
+fill_snap(sqlite3_stmt *st, void *r)
+{
+	row_to_snap(st, r);
+}
+
 int
 store_snap_list(struct store *s, const char *workspace,
     struct snap_record **out, size_t *n)
 {
 	sqlite3_stmt *st;
-	struct snap_record *v = NULL;
-	size_t cap = 0;
-	int rc;
 
 	*out = NULL;
 	*n = 0;
@@ -914,28 +918,7 @@ store_snap_list(struct store *s, const char *workspace,
 		return -1;
 	if (workspace != NULL)
 		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (*n == cap) {
-			struct snap_record *nv;
-
-			cap = cap ? cap * 2 : 16;
-			if ((nv = reallocarray(v, cap, sizeof(*v))) == NULL) {
-				free(v);
-				sqldb_release(s->db, st);
-				return -1;
-			}
-			v = nv;
-		}
-		row_to_snap(st, &v[(*n)++]);
-	}
-	sqldb_release(s->db, st);
-	if (rc != SQLITE_DONE) {
-		free(v);
-		*n = 0;
-		return -1;
-	}
-	*out = v;
-	return 0;
+	return store_collect(s, st, sizeof(**out), fill_snap, (void **)out, n);
 }
 
 int
