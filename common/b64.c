@@ -31,22 +31,6 @@ b64_decoded_max(size_t len)
 	return len / 4 * 3 + (len % 4 ? 3 : 0);
 }
 
-static int
-b64_char(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
 char *
 b64_encode(const void *in, size_t len, size_t *outlen)
 {
@@ -95,11 +79,11 @@ b64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen)
 	if (len > 0 && s[len - 1] == '=')
 		pad = (s[len - 2] == '=') ? 2 : 1;
 	for (i = 0; i < len - pad; i++)
-		if (b64_char(s[i]) < 0)
+		if (b64_digit(s[i]) < 0)
 			goto bad;
 	/* The bits past the last whole byte must be zero to be canonical. */
 	if (pad > 0) {
-		v = b64_char(s[len - pad - 1]);
+		v = b64_digit(s[len - pad - 1]);
 		if ((pad == 1 && (v & 0x03)) || (pad == 2 && (v & 0x0f)))
 			goto bad;
 	}

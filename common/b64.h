@@ -35,4 +35,24 @@ int	b64_decode(const char *in, size_t len, uint8_t **out, size_t *outlen);
 int	b64url_decode(const char *in, size_t len, uint8_t **out,
 	    size_t *outlen);
 
+/*
+ * The value of one character of the standard alphabet, or -1.  Inline, so
+ * that a user without OpenSSL (guestd's glink_b64_exact) shares it.
+ */
+static inline int
+b64_digit(unsigned char c)
+{
+	if (c >= 'A' && c <= 'Z')
+		return c - 'A';
+	if (c >= 'a' && c <= 'z')
+		return c - 'a' + 26;
+	if (c >= '0' && c <= '9')
+		return c - '0' + 52;
+	if (c == '+')
+		return 62;
+	if (c == '/')
+		return 63;
+	return -1;
+}
+
 #endif

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "b64.h"
 #include "glink.h"
 #include "jsonx.h"
 #include "utf8.h"
@@ -218,25 +219,10 @@ glink_valid_hostname(const char *s)
 	    s[0] != '-' && s[n - 1] != '-';
 }
 
-static int
-b64_value(char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '+')
-		return 62;
-	if (c == '/')
-		return 63;
-	return -1;
-}
-
 /*
  * Canonical standard base64 of exactly want bytes, padded, nothing else
- * (guestd is static without OpenSSL, so not common/b64.c).
+ * (guestd is static without OpenSSL, so not common/b64.c's decoder; the
+ * alphabet is b64.h's).
  */
 int
 glink_b64_exact(const char *s, size_t len, uint8_t *out, size_t want)
@@ -257,7 +243,7 @@ glink_b64_exact(const char *s, size_t len, uint8_t *out, size_t want)
 				if (c != '=')
 					return -1;
 				v = 0;
-			} else if ((v = b64_value(c)) == -1)
+			} else if ((v = b64_digit((unsigned char)c)) == -1)
 				return -1;
 			acc = acc << 6 | (uint32_t)v;
 		}
