@@ -537,15 +537,8 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		return -1;
 	}
 	close(sp[1]);
-	/* vmproxy has the console pipe now. */
-	if (vm->console_rd != -1) {
-		close(vm->console_rd);
-		vm->console_rd = -1;
-	}
-	if (vm->qemulog_rd != -1) {
-		close(vm->qemulog_rd);
-		vm->qemulog_rd = -1;
-	}
+	/* vmproxy has the console and log pipes now. */
+	vm_console_close(vm);
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		fatal("calloc");
 	p->vm = vm;

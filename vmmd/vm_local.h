@@ -21,7 +21,6 @@
 /* vm.c */
 void	vm_set_state(struct vm *, enum vm_state, const char *failure);
 struct vm *vm_alloc(const struct vm_record *);
-void	vm_console_close(struct vm *);
 void	vm_path(const struct vm *, const char *name, char *buf, size_t len);
 long long image_disk_bytes(const struct conf_image *);
 /* Operations, one at a time per VM: see vm_op_begin. */

@@ -246,6 +246,9 @@ void	vm_suspend(struct vm *, int pause, vm_done_cb, void *);
 void	vm_destroy(struct vm *, vm_done_cb, void *);
 void	vm_touch(struct vm *);
 void	vm_fail(struct vm *, const char *why);
+/* Closes vmmd's read ends of the console and QEMU log pipes, once vmproxy
+ * has them. */
+void	vm_console_close(struct vm *);
 void	vm_hibernate_all(void);
 int	vm_work_pending(void);
 struct json_object *vm_summary(const struct vm *);
