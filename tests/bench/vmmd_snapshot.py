@@ -5,12 +5,15 @@
 # -incoming + cont from a migration file (vmmd_vm.py's references,
 # measured in the same run); the source's pause, against bare QMP stop +
 # migrate to a file + quit, and the wall time of vm_snapshot with memory
-# and of vm_fork with count 1 and 2; and the
-# disk blocks VMs made from one snapshot take against cold-booted ones.
+# and of vm_fork with count 1 and 2; vm_fork of a --big-mib (1 GiB) VM
+# with count 1 and 4: the source's pause and the time until every child
+# is ready; and the space on the volume of --many (10) VMs forked from one
+# VM against as many cold-booted ones.
 # Runs as root, with the image the vmmd integration test builds (or
 # VMMD_TEST_IMAGE).
 #
 # usage: tests/bench/vmmd_snapshot.py [--build DIR] [--runs N]
+#                                     [--big-mib N] [--many N]
 import argparse
 import os
 import shutil
@@ -60,6 +63,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(TOP, "build", "test"))
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--big-mib", type=int, default=1024)
+    ap.add_argument("--many", type=int, default=10)
     args = ap.parse_args()
     b = args.build
     os.environ.update({
@@ -73,17 +78,24 @@ def main():
         sys.exit("vmmd_snapshot.py: no image in %s; run tests/run --suite "
                  "vmmd first" % tv.IMAGE_OUT)
     manifest_path = os.path.join(manifest["dir"], "manifest.json")
-    tv.MAX_VMS = 4
+    tv.MAX_VMS = max(5, args.many + 1)
     tv.become_subreaper()
     tv.exit_cleanly_on_sigterm()
     tmp = tempfile.mkdtemp(prefix="mcpvm-bench-")
     h = tv.Host(manifest)
+    # vmmd admits a VM only with room for its whole disk and two
+    # checkpoints: --many of them need a bigger (sparse) volume.
+    h.volume_gib = max(16, 5 * (args.many + 6))
     cold, fdisk, fmem, bares = [], [], [], []
     msnap, fork1, fork2 = [], [], []
+    bigfork, many = {}, {}
     try:
         h.setup()
-        h.write_conf(max_memory_mib=tv.MEM * 5, max_vms=4,
-                     max_fork_count=2)
+        # Room for the source, the big VM and four children of it, or
+        # for --many children of the source.
+        h.write_conf(max_memory_mib=tv.MEM * (args.many + 2) +
+                     args.big_mib * 5,
+                     max_vms=tv.MAX_VMS, max_fork_count=max(4, args.many))
         h.start_authd()
         h.start_vmmd()
         a = tv.Client(h, h.issue("bench", "--max-vms", "64", "--memory-mib",
@@ -142,6 +154,33 @@ def main():
         used_cold = df_used_mib(h.mnt) - used0
         for vm in ids:
             call(a, "vm_destroy", vm_id=vm)
+
+        # vm_fork of a bigger VM, count 1 and 4.
+        big = call(a, "vm_create", request_id="big", memory_mib=args.big_mib,
+                   idle_seconds=0)["vm_id"]
+        time.sleep(3)
+        for count in (1, 4):
+            t, r = timed(a, "vm_fork", vm_id=big, request_id="bf%d" % count,
+                         count=count)
+            bigfork[count] = (t, r["paused_ms"] / 1000)
+            for k in r["vm_ids"]:
+                call(a, "vm_destroy", vm_id=k)
+        call(a, "vm_destroy", vm_id=big)
+
+        # Space: --many VMs forked from one VM, then as many cold-booted.
+        used0 = df_used_mib(h.mnt)
+        r = call(a, "vm_fork", vm_id=src, request_id="many", count=args.many)
+        many["fork"] = df_used_mib(h.mnt) - used0
+        for k in r["vm_ids"]:
+            call(a, "vm_destroy", vm_id=k)
+        time.sleep(2)
+        used0 = df_used_mib(h.mnt)
+        ids = [call(a, "vm_create", request_id="mc%d" % i,
+                    memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
+               for i in range(args.many)]
+        many["cold"] = df_used_mib(h.mnt) - used0
+        for vm in ids:
+            call(a, "vm_destroy", vm_id=vm)
         h.stop_vmmd()
     finally:
         h.cleanup()
@@ -178,6 +217,20 @@ def main():
         bench.append(("vmmd %s, source paused" % label,
                       med(p for _, p in f), "s",
                       "bare QMP stop, migrate to file, quit", bh))
+    for count, (t, p) in sorted(bigfork.items()):
+        print("%-40s %8.3f s  (source paused %.3f s)" % (
+            "vm_fork %d MiB, count %d: children ready" % (args.big_mib,
+                                                          count), t, p))
+        bench.append(("vmmd vm_fork of a %d MiB VM, count %d, source "
+                      "paused" % (args.big_mib, count), p, "s",
+                      "bare QMP stop, migrate to file, quit (%d MiB)" %
+                      tv.MEM, bh))
+    print("%-40s %8.1f MiB %8.1f MiB  (%d VMs)" % (
+        "space: forked from one VM / cold", many["fork"], many["cold"],
+        args.many))
+    bench.append(("space of %d VMs forked from one VM" % args.many,
+                  many["fork"], "MiB", "%d cold-booted VMs" % args.many,
+                  many["cold"]))
     print("%-40s %8.1f MiB %8.1f MiB  (2 VMs, 64 MiB written in each)" % (
         "storage: from one snapshot / cold", used_snap, used_cold))
     bench.append(("storage of 2 VMs from one snapshot", used_snap, "MiB",

@@ -163,6 +163,10 @@ class Garbage(threading.Thread):
 
 
 class Host:
+    # The sparse XFS volume made for the run; vmmd admits a VM only with
+    # room for its whole disk and two checkpoints, reflinks or not.
+    volume_gib = 16
+
     def __init__(self, manifest):
         self.dir = tempfile.mkdtemp(prefix="vmmd-it.")
         os.chmod(self.dir, 0o755)   # the VM uids reach vmproxy's wrapper
@@ -182,7 +186,7 @@ class Host:
     def setup(self):
         img = os.path.join(self.dir, "xfs.img")
         with open(img, "wb") as f:
-            f.truncate(16 << 30)
+            f.truncate(self.volume_gib << 30)
         run("mkfs.xfs", "-q", "-m", "reflink=1", img)
         self.loop = run("losetup", "--find", "--show", img).stdout.strip()
         os.mkdir(self.mnt)
