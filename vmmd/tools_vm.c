@@ -35,7 +35,9 @@ create_done(struct vm *vm, const char *code, const char *msg, void *arg)
 /* A VM from the warm pool: its snapshot served this one VM, either way. */
 struct warm_ctx {
 	struct request		*req;
+	const struct conf_image	*im;
 	struct snap_record	 snap;
+	int			 vcpus, memory, idle_seconds, idle_pause;
 };
 
 static void
@@ -47,6 +49,16 @@ warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
 
 	if (snap_delete(&w->snap, err, sizeof(err)) == -1)
 		log_warnx("warm pool: snapshot %s: %s", w->snap.id, err);
+	if (code != NULL && vm != NULL && vm->rec.state != VM_DESTROYING) {
+		/* The pool is vmmd's business: its failure is not the
+		 * caller's, who gets the VM booted instead. */
+		log_warnx("vm %s: not restored from the warm pool (%s); "
+		    "booting a VM instead", vm->rec.id, msg);
+		vm_create(req, w->im, w->vcpus, w->memory, 0, w->idle_seconds,
+		    w->idle_pause, create_done, req);
+		free(w);
+		return;
+	}
 	free(w);
 	create_done(vm, code, msg, req);
 }
@@ -60,11 +72,15 @@ create_warm(struct request *req, const struct conf_image *im,
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		fatal("calloc");
 	w->req = req;
+	w->im = im;
 	w->snap = *snap;
-	vm_create_snap(req, im, &w->snap, vcpus, memory, 0,
-	    (int)req_arg_int(req, "idle_seconds", 300),
-	    strcmp(req_arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
-	    warm_done, w);
+	w->vcpus = vcpus;
+	w->memory = memory;
+	w->idle_seconds = (int)req_arg_int(req, "idle_seconds", 300);
+	w->idle_pause = strcmp(req_arg_str(req, "idle_mode", "hibernate"),
+	    "pause") == 0;
+	vm_create_snap(req, im, &w->snap, vcpus, memory, 0, w->idle_seconds,
+	    w->idle_pause, warm_done, w);
 }
 
 /*

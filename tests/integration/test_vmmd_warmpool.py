@@ -6,7 +6,8 @@
 # ever lists the pool's VM or snapshot; vm_list answers within 100 ms
 # while a pool snapshot is written; a changed image digest retires the
 # pool's snapshot, the next vm_create cold-boots and the pool is rebuilt
-# under a new key; and kill -9 of vmmd while the pool builds leaves
+# under a new key; a damaged pool snapshot makes vm_create boot instead;
+# and kill -9 of vmmd while the pool builds leaves
 # neither a half snapshot nor a pool VM, and the pool is ready again.
 #
 # vmmd's disk failpoint (MCPVM_TEST_DISK_DELAY_MS, vmmd/disk.c and
@@ -180,6 +181,28 @@ def case_key(h, a, old_sid):
     return s["snapshot_id"]
 
 
+def case_damaged(h, a, sid):
+    """A pool snapshot whose memory file is damaged is refused by the
+    restore's check; the caller gets a booted VM, not the pool's error."""
+    path = os.path.join(snapdir(h, sid), "memory.bin")
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x40]))
+    okk, r = a("vm_create", request_id="warm-damaged", idle_seconds=0)
+    okk2, st = a("vm_status", vm_id=r["vm_id"]) if okk else (False, r)
+    ok(okk2 and st["origin"] == "booted" and st["state"] == "running",
+       "damaged: vm_create boots a VM instead of failing", st)
+    ok("not restored from the warm pool" in base.read(h.vmmd_log) and
+       not os.path.exists(snapdir(h, sid)), "damaged: vmmd says why, and "
+       "the damaged snapshot is gone")
+    if okk:
+        a("vm_destroy", vm_id=r["vm_id"])
+    return wait_ready(h, "the pool refilled after the damaged one",
+                      but=(sid,))["snapshot_id"]
+
+
 def case_kill(h, a, ready_sid):
     """kill -9 while the pool builds: nothing half made is left."""
     okk, r = a("vm_create", request_id="warm-kill", idle_seconds=0)
@@ -234,6 +257,7 @@ def suite(h):
     if s is None:
         return
     sid = case_key(h, a, s["snapshot_id"])
+    sid = case_damaged(h, a, sid)
     case_kill(h, a, sid)
     del os.environ["MCPVM_TEST_DISK_DELAY_MS"]
     rc, secs = h.stop_vmmd()
