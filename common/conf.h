@@ -58,6 +58,7 @@ struct conf_vmmd {
 	/* Snapshots (vmmd/snapshot.c). */
 	long long	 max_snapshots_per_workspace;
 	long long	 max_fork_count;		/* VMs per vm_fork */
+	long long	 warm_pool;	/* ready snapshots per image (warmpool.c) */
 };
 
 struct conf_image {

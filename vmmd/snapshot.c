@@ -66,6 +66,8 @@ struct snap_make {
 	/* Run once complete instead of the reply (vm_fork's). */
 	snap_made_cb		 made;
 	void			*made_arg;
+	/* The warm pool's (warmpool.c): told of a failure, owns made_arg. */
+	snap_failed_cb		 failed;
 	/* The first failure; the VM is still continued and thawed. */
 	char			 err[512];
 	/* the worker's */
@@ -74,6 +76,8 @@ struct snap_make {
 };
 
 static void make_clone(struct vm *);
+/* snap_make_pool's, for the snap_make_begin it calls. */
+static snap_failed_cb next_failed;
 static void snap_finished(struct snap_make *, struct request *);
 static void make_resume(struct vm *);
 
@@ -85,7 +89,10 @@ make_fail(struct snap_make *mk, const char *code, const char *msg)
 	remove_dir_async(mk->part);
 	if (mk->req != NULL)
 		request_error(mk->req, code, "%s", msg);
-	free(mk->made != NULL ? mk->made_arg : NULL);	/* vm_fork's */
+	if (mk->made != NULL && mk->failed != NULL)
+		mk->failed(msg, mk->made_arg);
+	else
+		free(mk->made != NULL ? mk->made_arg : NULL);	/* vm_fork's */
 	free(mk);
 }
 
@@ -557,6 +564,8 @@ snap_make_begin(struct request *req, struct vm *vm, const char *name,
 	mk->im = vm->image;
 	mk->made = made;
 	mk->made_arg = arg;
+	mk->failed = next_failed;
+	next_failed = NULL;
 	snprintf(mk->rec.state, sizeof(mk->rec.state), "%s", hidden ? "fork" :
 	    "ready");
 	snprintf(mk->rec.workspace, sizeof(mk->rec.workspace), "%s",
@@ -754,4 +763,33 @@ snap_ctl_delete(struct request *req, const char *id)
 		return;
 	}
 	request_reply(req, deleted_json(r.id));
+}
+
+/* ---- the warm pool's (warmpool.c) -------------------------------------- */
+
+/*
+ * snap_make_begin for the warm pool: a memory snapshot of its own VM,
+ * named key, listed to no workspace.  failed (never made) hears why a
+ * making that began fails, and then owns arg.  req is the pool's own.
+ */
+int
+snap_make_pool(struct request *req, struct vm *vm, const char *key,
+    snap_made_cb made, snap_failed_cb failed, void *arg)
+{
+	next_failed = failed;
+	if (snap_make_begin(req, vm, key, 1, 0, made, arg) == -1) {
+		next_failed = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* A ready snapshot taken for one use: no restart lists it again. */
+int
+snap_take(struct snap_record *r)
+{
+	if (store_snap_take(env->store, r->id) == -1)
+		return -1;
+	snprintf(r->state, sizeof(r->state), "fork");
+	return 0;
 }

@@ -55,6 +55,11 @@ typedef void (*snap_made_cb)(const struct snap_record *,
 	    long long cont_wall_ms, void *arg);
 int	snap_make_begin(struct request *, struct vm *, const char *name,
 	    int memory, int hidden, snap_made_cb, void *arg);
+/* The warm pool's (warmpool.c): see snapshot.c. */
+typedef void (*snap_failed_cb)(const char *why, void *arg);
+int	snap_make_pool(struct request *, struct vm *, const char *key,
+	    snap_made_cb, snap_failed_cb, void *arg);
+int	snap_take(struct snap_record *);
 /* Renamed away, its row dropped, its files removed on the worker pool. */
 int	snap_delete(const struct snap_record *, char *err, size_t errlen);
 

@@ -932,3 +932,23 @@ store_snap_delete(struct store *s, const char *id)
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	return store_done(s, st);
 }
+
+/* The warm pool's: a ready snapshot taken for one use (never listed). */
+int
+store_snap_take(struct store *s, const char *id)
+{
+	sqlite3_stmt *st = store_prepare(s,
+	    "UPDATE snapshots SET state = 'fork' WHERE id = ?1 AND "
+	    "state = 'ready'");
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	if (store_done(s, st) == -1)
+		return -1;
+	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
+		errno = ENOENT;
+		return -1;
+	}
+	return 0;
+}

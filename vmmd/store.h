@@ -181,5 +181,7 @@ int	store_snap_get(struct store *, const char *id, struct snap_record *);
 int	store_snap_list(struct store *, const char *workspace_or_null,
 	    struct snap_record **out, size_t *n);
 int	store_snap_delete(struct store *, const char *id);
+/* A ready one taken for one use: state 'fork', never listed. */
+int	store_snap_take(struct store *, const char *id);
 
 #endif

@@ -15,6 +15,7 @@
 #include "netclient.h"
 #include "snapshot.h"
 #include "tools.h"
+#include "warmpool.h"
 
 /* ---- vm_create --------------------------------------------------------- */
 
@@ -29,6 +30,57 @@ create_done(struct vm *vm, const char *code, const char *msg, void *arg)
 	}
 	request_progress(req, 4, 4, "ready");
 	request_reply(req, vm_summary(vm));
+}
+
+/* A VM from the warm pool: its snapshot served this one VM, either way. */
+struct warm_ctx {
+	struct request		*req;
+	const struct conf_image	*im;
+	struct snap_record	 snap;
+	int			 vcpus, memory, idle_seconds, idle_pause;
+};
+
+static void
+warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	struct warm_ctx *w = arg;
+	struct request *req = w->req;
+	char err[512];
+
+	if (snap_delete(&w->snap, err, sizeof(err)) == -1)
+		log_warnx("warm pool: snapshot %s: %s", w->snap.id, err);
+	if (code != NULL && vm != NULL && vm->rec.state != VM_DESTROYING) {
+		/* The pool is vmmd's business: its failure is not the
+		 * caller's, who gets the VM booted instead. */
+		log_warnx("vm %s: not restored from the warm pool (%s); "
+		    "booting a VM instead", vm->rec.id, msg);
+		vm_create(req, w->im, w->vcpus, w->memory, 0, w->idle_seconds,
+		    w->idle_pause, create_done, req);
+		free(w);
+		return;
+	}
+	free(w);
+	create_done(vm, code, msg, req);
+}
+
+static void
+create_warm(struct request *req, const struct conf_image *im,
+    const struct snap_record *snap, int vcpus, int memory)
+{
+	struct warm_ctx *w;
+
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		fatal("calloc");
+	w->req = req;
+	w->im = im;
+	w->snap = *snap;
+	w->vcpus = vcpus;
+	w->memory = memory;
+	w->idle_seconds = (int)req_arg_int(req, "idle_seconds", 300);
+	w->idle_pause = strcmp(req_arg_str(req, "idle_mode", "hibernate"),
+	    "pause") == 0;
+	vm_create_snap(req, im, &w->snap, vcpus, memory, 0, w->idle_seconds,
+	    w->idle_pause, warm_done, w);
 }
 
 /*
@@ -163,6 +215,11 @@ tool_vm_create(struct request *req)
 		return;
 	vcpus = (int)req_arg_int(req, "vcpus", has_snap && snap.memory ?
 	    snap.vcpus : 1);
+	if (!has_snap && warmpool_take(im, vcpus, memory,
+	    strcmp(network, "on") == 0, &snap) == 0) {
+		create_warm(req, im, &snap, vcpus, memory);
+		return;
+	}
 	if (!has_snap) {
 		vm_create(req, im, vcpus, memory, strcmp(network, "on") == 0,
 		    (int)req_arg_int(req, "idle_seconds", 300),

@@ -32,6 +32,7 @@
 #include "netclient.h"
 #include "vmmd.h"
 #include "vm_local.h"
+#include "warmpool.h"
 #include "broker.h"
 #include "worker.h"
 
@@ -564,8 +565,13 @@ vm_admit_n(const struct request *req, const struct conf_image *im,
 	snap_usage(req->workspace, &snap_host, &snap_ws, &snap_n);
 	host_disk = snap_host;
 	ws_disk = snap_ws;
+	/* The warm pool builds only within what is free: a tenant is never
+	 * refused for what the pool holds (warmpool.c). */
+	if (!warmpool_is_pool(req->workspace))
+		host_disk -= warmpool_bytes();
 	TAILQ_FOREACH(vm, &env->vms, entry) {
-		if (vm->rec.state == VM_GONE)
+		if (vm->rec.state == VM_GONE || (!warmpool_is_pool(
+		    req->workspace) && warmpool_is_pool(vm->rec.workspace)))
 			continue;
 		host_vms++;
 		host_mem += vm->rec.memory_mib;

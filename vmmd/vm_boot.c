@@ -28,6 +28,7 @@
 #include "log.h"
 #include "netclient.h"
 #include "snapshot.h"
+#include "warmpool.h"
 #include "vmmd.h"
 #include "vm_local.h"
 #include "guest.h"
@@ -642,8 +643,9 @@ create_vm(struct request *req, const struct conf_image *im,
 	rec.idle_mode_pause = idle_pause;
 	rec.created_at = wall_ms() / 1000;
 	snprintf(rec.origin, sizeof(rec.origin), "%s", snap == NULL ? "booted" :
+	    warmpool_is_pool(snap->workspace) ? "warm" :
 	    strcmp(snap->state, "fork") == 0 ? "fork" : "snapshot");
-	if (snap != NULL)
+	if (snap != NULL && !warmpool_is_pool(snap->workspace))
 		snprintf(rec.snapshot_id, sizeof(rec.snapshot_id), "%s",
 		    snap->id);
 	/* Recorded before any side effect: a crash from here on leaves a

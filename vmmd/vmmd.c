@@ -71,6 +71,7 @@
 #include "schema.h"
 #include "sdnotify.h"
 #include "snapshot.h"
+#include "warmpool.h"
 #include "spawn.h"
 #include "store.h"
 #include "netclient.h"
@@ -915,6 +916,7 @@ main(int argc, char *argv[])
 	store_receipts_mark_uncertain(env->store);
 	snap_init();
 	vm_init_all();
+	warmpool_init();
 	broker_init();
 
 	vmmd_listen();

@@ -1,0 +1,31 @@
+/*
+ * vmmd's warm pool (warmpool.c): ready memory snapshots of idle VMs of
+ * each image at the default size, which a plain vm_create restores
+ * instead of booting.  Private to vmmd's daemon.
+ */
+#ifndef VMMD_WARMPOOL_H
+#define VMMD_WARMPOOL_H
+
+#include "vmmd.h"
+
+/*
+ * The pool's VMs and snapshots belong to this workspace, which no
+ * credential can name (authd's workspace ids are [a-z0-9-]): no
+ * workspace lists them, vmctl does.
+ */
+#define POOL_WORKSPACE	"@warm-pool"
+
+/* At startup, after snap_init and vm_init_all: see warmpool.c. */
+void	warmpool_init(void);
+int	warmpool_is_pool(const char *workspace);
+/*
+ * A ready pool snapshot for a vm_create of im at this size into *r,
+ * taken for one use (the caller deletes it once the VM is up, either
+ * way); -1 when there is none and the VM cold-boots.  The pool refills.
+ */
+int	warmpool_take(const struct conf_image *im, int vcpus, int memory_mib,
+	    int network, struct snap_record *r);
+/* The bytes the pool's snapshots hold (host storage, no workspace's). */
+long long warmpool_bytes(void);
+
+#endif
