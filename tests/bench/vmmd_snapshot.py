@@ -12,9 +12,13 @@
 # Runs as root, with the image the vmmd integration test builds (or
 # VMMD_TEST_IMAGE).
 #
+# Last, vm_create from the warm pool (warm_pool = 1): each create restores
+# a pool snapshot; the pool refills before the next one is timed.
+#
 # usage: tests/bench/vmmd_snapshot.py [--build DIR] [--runs N]
 #                                     [--big-mib N] [--many N]
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -59,6 +63,16 @@ def df_used_mib(path):
     return (st.f_blocks - st.f_bfree) * st.f_frsize / (1 << 20)
 
 
+def pool_ready(h):
+    """A ready snapshot of the warm pool, with its memory file whole."""
+    p = h.vmctl("-j", "snapshots", "--workspace", "@warm-pool")
+    if p.returncode != 0:
+        return False
+    return any(os.path.exists(os.path.join(h.mnt, "snapshots",
+                                           x["snapshot_id"], "memory.bin"))
+               for x in json.loads(p.stdout)["snapshots"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(TOP, "build", "test"))
@@ -88,7 +102,7 @@ def main():
     h.volume_gib = max(16, 5 * (args.many + 6))
     cold, fdisk, fmem, bares = [], [], [], []
     msnap, fork1, fork2 = [], [], []
-    bigfork, many = {}, {}
+    bigfork, many, warm = {}, {}, []
     try:
         h.setup()
         # Room for the source, the big VM and four children of it, or
@@ -181,6 +195,23 @@ def main():
         many["cold"] = df_used_mib(h.mnt) - used0
         for vm in ids:
             call(a, "vm_destroy", vm_id=vm)
+
+        # The warm pool: vmmd again with warm_pool = 1.
+        h.stop_vmmd()
+        h.write_conf(max_memory_mib=tv.MEM * (args.many + 2) +
+                     args.big_mib * 5, max_vms=tv.MAX_VMS, warm_pool=1)
+        h.start_vmmd()
+        a.reconnect()
+        call(a, "vm_destroy", vm_id=src)
+        for n in range(args.runs):
+            tv.wait_for(lambda: pool_ready(h), 600, "a ready pool snapshot")
+            t, r = timed(a, "vm_create", request_id="w%d" % n,
+                         idle_seconds=0)
+            st = call(a, "vm_status", vm_id=r["vm_id"])
+            if st.get("origin") != "warm":
+                raise RuntimeError("not from the pool: %r" % st)
+            warm.append(t)
+            call(a, "vm_destroy", vm_id=r["vm_id"])
         h.stop_vmmd()
     finally:
         h.cleanup()
@@ -204,6 +235,10 @@ def main():
         "bare QEMU boot to guestd hello")
     row("vm_create from memory snapshot", med(fmem), br,
         "vmmd vm_create from a memory snapshot", "bare QEMU -incoming + cont")
+    row("vm_create from the warm pool", med(warm), br,
+        "vmmd vm_create from the warm pool", "bare QEMU -incoming + cont")
+    row("vm_create from the warm pool / cold", med(warm), med(cold),
+        "vmmd vm_create from the warm pool", "vmmd vm_create cold")
     bh = med(bhs)
     row("vm_snapshot memory: source paused", med(p for _, p in msnap), bh,
         "vmmd vm_snapshot memory, the source's pause",
