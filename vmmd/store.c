@@ -336,6 +336,26 @@ store_collect(struct store *s, sqlite3_stmt *st, size_t size,
 	return 0;
 }
 
+/*
+ * Steps st once: 0 with the row filled into out, or -1 with errno ENOENT
+ * (no row) or EIO.  Releases st.
+ */
+static int
+store_one(struct store *s, sqlite3_stmt *st,
+    void (*fill)(sqlite3_stmt *, void *), void *out)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		fill(st, out);
+	sqldb_release(s->db, st);
+	if (rc != SQLITE_ROW) {
+		errno = rc == SQLITE_DONE ? ENOENT : EIO;
+		return -1;
+	}
+	return 0;
+}
+
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
 	"created_at, updated_at, generation, failure, vmgenid, snapshot_id, " \
@@ -372,31 +392,22 @@ row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 	return 0;
 }
 
+static void
+fill_vm(sqlite3_stmt *st, void *v)
+{
+	row_to_vm(st, v);
+}
+
 int
 store_vm_get(struct store *s, const char *id, struct vm_record *v)
 {
 	sqlite3_stmt *st = store_prepare(s,
 	    "SELECT " VM_COLUMNS " FROM vms WHERE id = ?1 AND state <> 'gone'");
-	int rc;
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		row_to_vm(st, v);
-		sqldb_release(s->db, st);
-		return 0;
-	}
-	sqldb_release(s->db, st);
-	errno = rc == SQLITE_DONE ? ENOENT : EIO;
-	return -1;
-}
-
-static void
-fill_vm(sqlite3_stmt *st, void *v)
-{
-	row_to_vm(st, v);
+	return store_one(s, st, fill_vm, v);
 }
 
 int
@@ -665,6 +676,12 @@ row_to_job(sqlite3_stmt *st, struct job_record *j)
 	    sqlite3_column_int64(st, 5);
 }
 
+static void
+fill_job(sqlite3_stmt *st, void *j)
+{
+	row_to_job(st, j);
+}
+
 #define JOB_COLUMNS	"job_id, request_id, state, exit_code, started_at, " \
 	"finished_at"
 
@@ -674,27 +691,12 @@ store_job_get(struct store *s, const char *vm_id, const char *job_id,
 {
 	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
 	    "WHERE vm_id = ?1 AND job_id = ?2");
-	int rc;
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW)
-		row_to_job(st, j);
-	sqldb_release(s->db, st);
-	if (rc != SQLITE_ROW) {
-		errno = rc == SQLITE_DONE ? ENOENT : EIO;
-		return -1;
-	}
-	return 0;
-}
-
-static void
-fill_job(sqlite3_stmt *st, void *j)
-{
-	row_to_job(st, j);
+	return store_one(s, st, fill_job, j);
 }
 
 int
@@ -875,31 +877,22 @@ row_to_snap(sqlite3_stmt *st, struct snap_record *r)
 	r->created_at = sqlite3_column_int64(st, 13);
 }
 
+static void
+fill_snap(sqlite3_stmt *st, void *r)
+{
+	row_to_snap(st, r);
+}
+
 int
 store_snap_get(struct store *s, const char *id, struct snap_record *r)
 {
 	sqlite3_stmt *st = store_prepare(s,
 	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE id = ?1");
-	int rc;
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	if (rc == SQLITE_ROW) {
-		row_to_snap(st, r);
-		sqldb_release(s->db, st);
-		return 0;
-	}
-	sqldb_release(s->db, st);
-	errno = rc == SQLITE_DONE ? ENOENT : EIO;
-	return -1;
-}
-
-static void
-fill_snap(sqlite3_stmt *st, void *r)
-{
-	row_to_snap(st, r);
+	return store_one(s, st, fill_snap, r);
 }
 
 int
