@@ -20,6 +20,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_vmmd as base  # noqa: E402
 
+# The tools every client must see: proto/tools.json's, not a count kept here.
+with open(os.path.join(base.SRCDIR, "proto", "tools.json")) as _f:
+    TOOL_NAMES = {t["name"] for t in json.load(_f)["tools"]}
+
 PORT = int(os.environ.get("E2E_PORT", "18090"))
 IDLE_SECONDS = 6
 # Stream limits small enough for streams.mjs to reach: the VM's quota, a
@@ -87,7 +91,8 @@ def check_stdio_bridge(token):
         m = json.loads(line)
         replies[m.get("id")] = m
     tools = replies.get(2, {}).get("result", {}).get("tools", [])
-    good = p.returncode == 0 and len(tools) == 13 and \
+    good = p.returncode == 0 and \
+        {t.get("name") for t in tools} == TOOL_NAMES and \
         replies.get(1, {}).get("result", {}).get("protocolVersion") == \
         "2025-06-18"
     print("%s - mcpvm-stdio: initialize and tools/list over stdio (%d "
@@ -129,7 +134,7 @@ def check_inspector_cli(token):
         names = {t["name"] for t in json.loads(p.stdout)["tools"]}
     except (ValueError, KeyError, TypeError):
         names = set()
-    good = p.returncode == 0 and len(names) == 13 and \
+    good = p.returncode == 0 and names == TOOL_NAMES and \
         ("inspector@%s " % pinned) in cmd
     print("%s - Inspector CLI as packaging/dev/up prints it: tools/list "
           "with the bearer header (%d tools)" % ("ok" if good else "not ok",
