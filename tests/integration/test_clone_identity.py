@@ -28,72 +28,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import glink  # noqa: E402
 from qemu_boot import QemuVM, qemu_binary  # noqa: E402
 
-SRCDIR = os.environ.get("SRCDIR", os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-CACHE = os.environ.get("MCPVM_IMAGE_CACHE", "/var/cache/mcpvm-test-images")
-# The image the vmmd suites build (test_vmmd.py's IMAGE_OUT): the same
-# recipe, profile and guestd, so one build serves both.
-IMAGE_OUT = os.path.join(CACHE, "vmmd-test")
-MEM = 256
+import test_vmmd as base  # noqa: E402
+from test_vmmd import ok, note, skip_all  # noqa: E402
+
+# The image the vmmd suites build (test_vmmd.build_image): the same
+# recipe, profile, size and guestd, so one build serves both.
+MEM = base.MEM
 BOOT_TIMEOUT = 180
 HOLDER_PORT = 5000
-
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=""):
-    global n, failed
-    n += 1
-    print(f"{'ok' if cond else 'not ok'} {n} - {what}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(diag).splitlines()[-40:]:
-            print(f"# {line}", flush=True)
-    return cond
-
-
-def note(msg):
-    print(f"# {msg}", flush=True)
-
-
-def skip_all(why):
-    print(f"1..0 # SKIP {why}")
-    sys.exit(77)
-
-
-# ---- the image ---------------------------------------------------------
-
-def guest_binaries():
-    build = os.environ["BUILD_DIR"]
-    if os.environ.get("SANITIZED") == "1":
-        build = os.path.join(os.path.dirname(os.path.abspath(build)), "test")
-    g = os.path.join(build, "guestd", "guestd")
-    s = os.path.join(build, "guestd", "mcpvm-stage1")
-    for f in (g, s):
-        if not os.access(f, os.X_OK):
-            raise RuntimeError(f"{f} is missing: the unsanitized gcc build "
-                               "(build/test) must be built first")
-    return g, s
-
-
-def image():
-    """The manifest path of an image with this tree's guestd."""
-    out = os.environ.get("VMMD_TEST_IMAGE")
-    if not out:
-        out = IMAGE_OUT
-        g, s = guest_binaries()
-        t = time.monotonic()
-        p = subprocess.run([os.path.join(SRCDIR, "packaging/image/build"),
-                            "--profile", "test", "--out", out,
-                            "--cache", CACHE, "--guestd", g, "--stage1", s,
-                            "--memory-mib", str(MEM)],
-                           capture_output=True, text=True, timeout=1200)
-        if not ok(p.returncode == 0, "test image with guestd built or "
-                  f"reused ({time.monotonic() - t:.1f} s)",
-                  p.stdout + p.stderr):
-            raise RuntimeError("no image")
-    return os.path.join(out, "manifest.json")
 
 
 # ---- QEMU with QMP, vmgenid and -incoming ------------------------------
@@ -451,10 +393,11 @@ def main():
         skip_all("this QEMU has no vmgenid device")
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(1))
     try:
-        manifest = image()
+        m = base.build_image()
+        manifest = os.path.join(m["dir"], "manifest.json")
     except RuntimeError as e:
         note(str(e))
-        print(f"1..{n}")
+        print(f"1..{base.n}")
         sys.exit(1)
     tmp = tempfile.mkdtemp(prefix="mcpvm-clone-", dir="/var/tmp")
     try:
@@ -464,8 +407,8 @@ def main():
         ok(False, f"clone test ran to its end: {e}", traceback.format_exc())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"1..{n}")
-    sys.exit(1 if failed else 0)
+    print(f"1..{base.n}")
+    sys.exit(1 if base.failed else 0)
 
 
 if __name__ == "__main__":
