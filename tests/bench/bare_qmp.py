@@ -11,57 +11,13 @@ Usage: bare_qmp.py CONFIG.json  ->  prints {"hibernate_ms": [...],
 """
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
-
-class Qmp:
-    def __init__(self, path, deadline=10.0):
-        end = time.monotonic() + deadline
-        while True:
-            try:
-                self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                self.s.connect(path)
-                break
-            except (FileNotFoundError, ConnectionRefusedError):
-                self.s.close()
-                if time.monotonic() > end:
-                    raise
-                time.sleep(0.01)
-        self.f = self.s.makefile("r")
-        self.read()                      # greeting
-        self.cmd("qmp_capabilities")
-
-    def read(self):
-        while True:
-            msg = json.loads(self.f.readline())
-            if "event" not in msg:
-                return msg
-
-    def cmd(self, name, args=None, fd=None):
-        m = {"execute": name}
-        if args is not None:
-            m["arguments"] = args
-        data = (json.dumps(m) + "\n").encode()
-        if fd is None:
-            self.s.sendall(data)
-        else:
-            socket.send_fds(self.s, [data], [fd])
-        r = self.read()
-        if "error" in r:
-            raise RuntimeError(f"{name}: {r['error']}")
-        return r["return"]
-
-    def wait_migration(self):
-        while True:
-            st = self.cmd("query-migrate").get("status")
-            if st == "completed":
-                return
-            if st in ("failed", "cancelled"):
-                raise RuntimeError("migration " + st)
-            time.sleep(0.02)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "integration"))
+from qmpclient import Qmp  # noqa: E402
 
 
 def clean(rundir):
@@ -82,7 +38,7 @@ def main():
         clean(rundir)
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                              stderr=log)
-        q = Qmp(qmp_path)
+        q = Qmp(qmp_path, timeout=10, connect_poll=0.01, poll=0.02)
         time.sleep(cfg.get("settle_s", 0.2))
         t0 = time.monotonic()
         q.cmd("stop")
@@ -102,7 +58,7 @@ def main():
         t0 = time.monotonic()
         p = subprocess.Popen(argv + ["-S", "-incoming", "defer"],
                              stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-        q = Qmp(qmp_path)
+        q = Qmp(qmp_path, timeout=10, connect_poll=0.01, poll=0.02)
         fd = os.open(ckpt, os.O_RDONLY)
         q.cmd("getfd", {"fdname": "ckpt"}, fd)
         os.close(fd)

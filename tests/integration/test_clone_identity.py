@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import glink  # noqa: E402
 from qemu_boot import QemuVM, qemu_binary  # noqa: E402
+from qmpclient import Qmp  # noqa: E402
 
 import test_vmmd as base  # noqa: E402
 from test_vmmd import ok, note, skip_all  # noqa: E402
@@ -39,62 +39,6 @@ HOLDER_PORT = 5000
 
 
 # ---- QEMU with QMP, vmgenid and -incoming ------------------------------
-
-class Qmp:
-    def __init__(self, path, timeout=30):
-        end = time.monotonic() + timeout
-        while True:
-            try:
-                self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                self.s.connect(path)
-                break
-            except (FileNotFoundError, ConnectionRefusedError):
-                self.s.close()
-                if time.monotonic() > end:
-                    raise
-                time.sleep(0.05)
-        self.s.settimeout(120)
-        self.f = self.s.makefile("r")
-        self.read()
-        self.cmd("qmp_capabilities")
-
-    def read(self):
-        while True:
-            line = self.f.readline()
-            if not line:
-                raise EOFError("QMP closed")
-            msg = json.loads(line)
-            if "event" not in msg:
-                return msg
-
-    def cmd(self, name, args=None, fd=None):
-        m = {"execute": name}
-        if args is not None:
-            m["arguments"] = args
-        data = (json.dumps(m) + "\n").encode()
-        if fd is None:
-            self.s.sendall(data)
-        else:
-            socket.send_fds(self.s, [data], [fd])
-        r = self.read()
-        if "error" in r:
-            raise RuntimeError(f"{name}: {r['error']}")
-        return r["return"]
-
-    def wait_migration(self, timeout=300):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            st = self.cmd("query-migrate").get("status")
-            if st == "completed":
-                return
-            if st in ("failed", "cancelled"):
-                raise RuntimeError("migration " + st)
-            time.sleep(0.05)
-        raise TimeoutError("migration did not complete")
-
-    def close(self):
-        self.s.close()
-
 
 class CloneVM(QemuVM):
     """QemuVM with a QMP socket, a vmgenid GUID and -incoming defer."""
