@@ -493,6 +493,31 @@ class Client:
         return self.wait_job(vm, r["job_id"])
 
 
+class Call(threading.Thread):
+    """One tool call on a connection of its own, answered in the
+    background; .res is (ok, result) once it is back."""
+
+    def __init__(self, h, tok, name, **args):
+        super().__init__(daemon=True)
+        self.h, self.tok, self.name, self.args = h, tok, name, args
+        self.res = None
+        self.start()
+
+    def run(self):
+        c = Client(self.h, self.tok)
+        try:
+            self.res = c(self.name, **self.args)
+        except (OSError, EOFError) as e:
+            self.res = (False, {"code": "eof", "message": str(e)})
+        finally:
+            c.c.close()
+
+    def wait(self, timeout=120):
+        self.join(timeout)
+        return self.res if self.res is not None else \
+            (False, {"code": "no answer", "message": "still waiting"})
+
+
 def err_code(res):
     okk, r = res
     return None if okk else r.get("code")

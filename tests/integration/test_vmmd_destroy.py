@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -28,31 +27,6 @@ from test_vmmd import ok, note, read, wait_for, err_code  # noqa: E402
 from test_vmmd import vmmd_fds  # noqa: E402
 
 MEM = base.MEM
-
-
-class Call(threading.Thread):
-    """One tool call on a connection of its own, answered in the
-    background; .res is (ok, result) once it is back."""
-
-    def __init__(self, h, tok, name, **args):
-        super().__init__(daemon=True)
-        self.h, self.tok, self.name, self.args = h, tok, name, args
-        self.res = None
-        self.start()
-
-    def run(self):
-        c = base.Client(self.h, self.tok)
-        try:
-            self.res = c(self.name, **self.args)
-        except (OSError, EOFError) as e:
-            self.res = (False, {"code": "eof", "message": str(e)})
-        finally:
-            c.c.close()
-
-    def wait(self, timeout=120):
-        self.join(timeout)
-        return self.res if self.res is not None else \
-            (False, {"code": "no answer", "message": "still waiting"})
 
 
 def db_state(h, vm):
@@ -95,13 +69,13 @@ def check_gone(h, a, b, vm, what):
 def case_disk_clone(h, a, b):
     """Destroy while the create's disk jobs are on the worker pool."""
     fds = vmmd_fds(h)
-    create = Call(h, a.tok, "vm_create", request_id="d-clone",
-                  memory_mib=MEM, idle_seconds=0)
+    create = base.Call(h, a.tok, "vm_create", request_id="d-clone",
+                       memory_mib=MEM, idle_seconds=0)
     vm = wait_for(lambda: creating_vm(a, set()), 20, "a creating VM")
     ok(db_state(h, vm) == "creating", "clone: the VM is creating while "
        "its disk is cloned")
-    d1 = Call(h, a.tok, "vm_destroy", vm_id=vm)
-    d2 = Call(h, a.tok, "vm_destroy", vm_id=vm)
+    d1 = base.Call(h, a.tok, "vm_destroy", vm_id=vm)
+    d2 = base.Call(h, a.tok, "vm_destroy", vm_id=vm)
     r1, r2 = d1.wait(), d2.wait()
     ok(r1[0] and r1[1]["destroyed"] is True and r2[0] and
        r2[1]["destroyed"] is True, "clone: two destroys during the clone "
@@ -123,8 +97,8 @@ def case_disk_clone(h, a, b):
 
 def case_create(h, a, b, delay, what, rid):
     """Destroy a creating VM delay seconds after it shows in vm_list."""
-    create = Call(h, a.tok, "vm_create", request_id=rid, memory_mib=MEM,
-                  idle_seconds=0)
+    create = base.Call(h, a.tok, "vm_create", request_id=rid, memory_mib=MEM,
+                       idle_seconds=0)
     vm = wait_for(lambda: creating_vm(a, set()), 30, "a creating VM")
     time.sleep(delay)
     st = db_state(h, vm)
@@ -146,7 +120,7 @@ def running_vm(h, a, rid):
 
 def case_hibernating(h, a, b):
     vm = running_vm(h, a, "d-hib")
-    sus = Call(h, a.tok, "vm_suspend", vm_id=vm, force=True)
+    sus = base.Call(h, a.tok, "vm_suspend", vm_id=vm, force=True)
     try:
         wait_for(lambda: db_state(h, vm) == "hibernating", 30,
                  "hibernating")
@@ -169,7 +143,7 @@ def case_resuming(h, a, b):
     if not ok(okk and r["state"] == "hibernated", "resuming: hibernated "
               "first", r):
         return
-    res = Call(h, a.tok, "vm_resume", vm_id=vm)
+    res = base.Call(h, a.tok, "vm_resume", vm_id=vm)
     try:
         wait_for(lambda: db_state(h, vm) == "resuming", 30, "resuming")
     except RuntimeError:
@@ -203,11 +177,11 @@ def case_guest_silent(h, a, b):
         return
     os.kill(pid, signal.SIGSTOP)
     try:
-        exe = Call(h, a.tok, "vm_exec", vm_id=vm, request_id="d-silent-x",
-                   command="echo never")
+        exe = base.Call(h, a.tok, "vm_exec", vm_id=vm, request_id="d-silent-x",
+                        command="echo never")
         time.sleep(1)
-        pause = Call(h, a.tok, "vm_suspend", vm_id=vm, mode="pause",
-                     force=True)
+        pause = base.Call(h, a.tok, "vm_suspend", vm_id=vm, mode="pause",
+                          force=True)
         time.sleep(1)
         ok(exe.res is None and pause.res is None, "silent: the exec and "
            "the pause wait for the guest", (exe.res, pause.res))
@@ -262,7 +236,7 @@ def case_frozen_process(h, a, b):
                 f.write(str(victim.pid))
         with open(os.path.join(freezer, "freezer.state"), "w") as f:
             f.write("FROZEN")
-        d = Call(h, a.tok, "vm_destroy", vm_id=vm)
+        d = base.Call(h, a.tok, "vm_destroy", vm_id=vm)
         lat = []
         while d.res is None and len(lat) < 2000:
             t0 = time.monotonic()

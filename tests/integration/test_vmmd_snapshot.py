@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -38,25 +37,6 @@ while True:
     os.rename("/workspace/counter.tmp", "/workspace/counter")
     time.sleep(0.2)
 """
-
-
-class Call(threading.Thread):
-    """One tool call on a connection of its own, in the background."""
-
-    def __init__(self, h, tok, name, **args):
-        super().__init__(daemon=True)
-        self.h, self.tok, self.name, self.args = h, tok, name, args
-        self.res = None
-        self.start()
-
-    def run(self):
-        c = base.Client(self.h, self.tok)
-        try:
-            self.res = c(self.name, **self.args)
-        except (OSError, EOFError) as e:
-            self.res = (False, {"code": "eof", "message": str(e)})
-        finally:
-            c.c.close()
 
 
 def snap(c, **args):
@@ -358,7 +338,7 @@ def case_limits(h, a, src, sid):
 
 def case_kill_making(h, a, src):
     """kill -9 while the snapshot's disk is cloned: none is left."""
-    call = Call(h, a.tok, "vm_snapshot", vm_id=src, request_id="s-crash")
+    call = base.Call(h, a.tok, "vm_snapshot", vm_id=src, request_id="s-crash")
     parts = lambda: [p for p in os.listdir(snapdir(h))  # noqa: E731
                      if p.endswith(".part")]
     wait_for(parts, 30, "a snapshot being made")
@@ -383,8 +363,8 @@ def case_kill_restoring(h, a, msid):
     d = snapdir(h, msid)
     before = (sha256(os.path.join(d, "disk.raw")),
               sha256(os.path.join(d, "memory.bin")))
-    call = Call(h, a.tok, "vm_create", request_id="r-crash", snapshot=msid,
-                idle_seconds=0)
+    call = base.Call(h, a.tok, "vm_create", request_id="r-crash",
+                     snapshot=msid, idle_seconds=0)
 
     def creating():
         okk, r = a("vm_list")
