@@ -78,6 +78,12 @@ struct vm_spec {
 	 * new GUID on a restore tells the guest it is a copy.
 	 */
 	const char		*vmgenid;
+	/*
+	 * A restore only: QEMU starts and waits with the checkpoint unread
+	 * until release.  vmmd checks a snapshot's files meanwhile, so QEMU's
+	 * own start overlaps the check and nothing unchecked is read.
+	 */
+	int			 hold;
 };
 
 /* Files a VM's rundir holds, by name. */
@@ -113,6 +119,8 @@ struct backend_ops {
 	int	(*restore)(void *be, const struct vm_spec *, const char *path,
 		    const struct vmm_cbs *, void *cbarg, vmm_done_cb done,
 		    void *arg, struct vmm **out);
+	/* A restore started with spec.hold goes on and reads its file. */
+	void	(*release)(struct vmm *);
 	int	(*pause)(struct vmm *, vmm_done_cb, void *);
 	int	(*resume)(struct vmm *, vmm_done_cb, void *);
 	/*

@@ -132,9 +132,22 @@ qvm_connected(struct qvm *v, const struct vmq_result *r)
 		qvm_op_done(v);
 		return;
 	}
-	if (v->op != OP_RESTORE)
+	if (v->op != OP_RESTORE || v->held)
 		return;
 	restore_begin(v);
+}
+
+static void
+qvm_release(struct vmm *vm)
+{
+	struct qvm *v = (struct qvm *)vm;
+
+	if (!v->held)
+		return;
+	v->held = 0;
+	/* Otherwise qvm_connected begins it. */
+	if (v->mon_up && v->op == OP_RESTORE && !v->dying)
+		restore_begin(v);
 }
 
 
@@ -211,6 +224,7 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
 	v->ckpt_fd = -1;
 	v->pid = -1;
 	v->mon = s->mon;
+	v->held = ckpt != NULL && s->hold;
 	LIST_INIT(&v->cmds);
 	v->timer = evtimer_new(be->base, mig_poll, v);
 	v->deadline = evtimer_new(be->base, qvm_deadline_cb, v);
@@ -462,6 +476,7 @@ const struct backend_ops qemu_backend_ops = {
 	.name = "qemu",
 	.start = qvm_start,
 	.restore = qvm_restore,
+	.release = qvm_release,
 	.pause = qvm_pause,
 	.resume = qvm_resume,
 	.snapshot = qvm_snapshot,

@@ -60,6 +60,7 @@ struct qvm {
 	int			 wstatus;
 	struct vmm_monitor	*mon;
 	int			 mon_up;	/* connected, not lost since */
+	int			 held;		/* a restore waits for release */
 	LIST_HEAD(, qcmd)	 cmds;		/* monitor calls still out */
 
 	enum op			 op;

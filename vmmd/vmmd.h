@@ -161,6 +161,8 @@ struct vm {
 	int			 guest_up;	/* hello since (re)connect */
 	/* Created from a memory snapshot: its first hello thaws. */
 	int			 restored;
+	/* Its snapshot's check is still out: QEMU waits to read the file. */
+	int			 hold_restore;
 	int			 busy;		/* a lifecycle op runs */
 	/*
 	 * Disk jobs on the worker pool that will call back with this VM.  A
