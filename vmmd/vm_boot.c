@@ -379,6 +379,7 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 		snprintf(append + strlen(append), sizeof(append) -
 		    strlen(append), " %s", netarg);
 	}
+	spec.hold = checkpoint != NULL && vm->hold_restore;
 	vm->op_step = VM_STEP_NONE;
 	if (checkpoint == NULL)
 		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_cbs, vm,
@@ -461,25 +462,46 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 
 struct create_ctx {
 	struct request	*req;
-	int		 step;
 	vm_done_cb	 cb;		/* the requester's */
 	void		*arg;
+	int		 jobs;		/* file jobs still out (create_files) */
 	/* From a snapshot: checked, its disk cloned, its memory restored. */
 	int		 has_snap;
 	struct snap_record snap;
 };
 
-static void create_step(struct vm *, int rc, const char *err);
+static void create_boot(struct vm *);
+
+/* A failed create's answer, kept until its VM is gone. */
+struct create_failed {
+	vm_done_cb	 cb;
+	void		*arg;
+	char		 code[32];
+	char		 msg[600];
+};
+
+static void
+create_failed_gone(struct vm *vm, const char *code, const char *msg,
+    void *arg)
+{
+	struct create_failed *f = arg;
+
+	f->cb(vm, f->code, f->msg, f->arg);
+	free(f);
+}
 
 /*
  * The end of a create, either way.  A VM that never came up leaves
- * nothing behind: no files, no processes, only its id as destroyed.  One
- * destroyed while it was being created is torn down by vm_destroy.
+ * nothing behind: no files, no processes, only its id as destroyed, and
+ * its requester hears of the failure only once that is so (a QEMU that
+ * was started is killed and its cgroup removed first).  One destroyed
+ * while it was being created is torn down by vm_destroy.
  */
 static void
 create_done(struct vm *vm, const char *code, const char *msg, void *arg)
 {
 	struct create_ctx *cx = arg;
+	struct create_failed *f;
 
 	if (code != NULL && vm->rec.state == VM_DESTROYING) {
 		char why[128];
@@ -489,28 +511,73 @@ create_done(struct vm *vm, const char *code, const char *msg, void *arg)
 		cx->cb(vm, "conflict", why, cx->arg);
 	} else if (code != NULL) {
 		log_warnx("vm %s: create failed: %s", vm->rec.id, msg);
-		cx->cb(vm, code, msg, cx->arg);
-		vm_teardown(vm);
+		if ((f = calloc(1, sizeof(*f))) == NULL)
+			fatal("calloc");
+		f->cb = cx->cb;
+		f->arg = cx->arg;
+		snprintf(f->code, sizeof(f->code), "%s", code);
+		snprintf(f->msg, sizeof(f->msg), "%s", msg);
+		vm_destroy(vm, create_failed_gone, f);
 	} else
 		cx->cb(vm, NULL, NULL, cx->arg);
 	free(cx);
 }
 
 /*
- * A disk job of a create came back.  The VM may have been destroyed or
- * failed meanwhile: its teardown waited for this job, and ends now.
+ * One job of a create came back.  The VM may have been destroyed or
+ * failed meanwhile: its teardown waited for every job, and goes on as
+ * each returns.  Otherwise a failure ends the create at once (the
+ * teardown waits for the jobs still out), and the last file job boots
+ * the VM.  The snapshot's check gates only the restore itself.
  */
 static void
-create_disk_done(int rc, const char *err, void *arg)
+create_job_done(struct vm *vm, int rc, const char *code, const char *err,
+    int check)
 {
-	struct vm *vm = arg;
+	struct create_ctx *cx;
 
 	if (vm->doomed) {
 		vm_io_done(vm);
 		return;
 	}
 	vm->io_pending--;
-	create_step(vm, rc, err);
+	if (!vm->busy || vm->op_cb != create_done) {
+		/* Only a teardown ends a create early, and it is doomed. */
+		log_warnx("vm %s: %s: no create in progress", vm->rec.id,
+		    __func__);
+		return;
+	}
+	cx = vm->op_arg;
+	if (rc == -1) {
+		vm_op_done(vm, code, "%s", err);
+		return;
+	}
+	if (check && cx->snap.memory) {
+		vm->hold_restore = 0;
+		/* A QEMU already started waits for this. */
+		if (vm->vmm != NULL)
+			qemu_backend_ops.release(vm->vmm);
+	} else if (--cx->jobs == 0)
+		create_boot(vm);
+}
+
+static void
+create_disk_done(int rc, const char *err, void *arg)
+{
+	char why[512];
+
+	snprintf(why, sizeof(why), "the VM could not be created: %s", err);
+	create_job_done(arg, rc, "unavailable", why, 0);
+}
+
+/* The snapshot's files were checked. */
+static void
+create_verified(int rc, const char *err, void *arg)
+{
+	char why[600];
+
+	snprintf(why, sizeof(why), "the snapshot was not restored: %s", err);
+	create_job_done(arg, rc, "conflict", why, 1);
 }
 
 static int
@@ -518,98 +585,84 @@ create_disk_job(struct vm *vm, int reflink, const char *src,
     const char *name)
 {
 	char dst[PATH_MAX];
-	int rc;
 
 	vm_path(vm, name, dst, sizeof(dst));
-	rc = (reflink ? disk_clone_async : disk_copy_async)(env->workers, src,
-	    dst, vm->uid, vm->gid, create_disk_done, vm);
-	if (rc == 0)
-		vm->io_pending++;
-	return rc == 0;
+	return (reflink ? disk_clone_async : disk_copy_async)(env->workers,
+	    src, dst, vm->uid, vm->gid, create_disk_done, vm);
 }
 
-/* The snapshot's files are checked: the clone of its disk follows. */
+/*
+ * Every file a VM needs, made at once on the worker pool: the disk (a
+ * clone of the image's or of the snapshot's), the kernel and initrd
+ * (copies, so that a new image version never changes a VM's boot), and
+ * for a snapshot the check of its files.  QEMU starts once the files are
+ * there; a memory snapshot's QEMU then waits (spec.hold) until the check
+ * has passed, so it never reads a file that is not what the manifest
+ * says, and its start overlaps the check.
+ */
 static void
-create_verified(int rc, const char *err, void *arg)
-{
-	struct vm *vm = arg;
-
-	if (rc == -1 && !vm->doomed && vm->busy && vm->op_cb == create_done) {
-		vm->io_pending--;
-		vm_op_done(vm, "conflict", "the snapshot was not restored: %s",
-		    err);
-		return;
-	}
-	create_disk_done(rc, err, arg);
-}
-
-static void
-create_step(struct vm *vm, int rc, const char *err)
+create_files(struct vm *vm)
 {
 	struct create_ctx *cx = vm->op_arg;
 	const struct conf_image *im = vm->image;
-	char why[512], path[PATH_MAX];
-	int queued = 0;
+	char path[PATH_MAX];
+	int ok = 1;
 
-	if (!vm->busy || vm->op_cb != create_done) {
-		/* Only a teardown ends a create early, and it is doomed. */
-		log_warnx("vm %s: %s: no create in progress", vm->rec.id,
-		    __func__);
-		return;
-	}
-	if (rc == -1) {
-		vm_op_done(vm, "unavailable", "the VM could not be created: "
-		    "%s", err);
-		return;
-	}
-	switch (cx->step++) {
-	case 0:
-		if (!cx->has_snap) {
-			cx->step = 2;
-			request_progress(cx->req, 1, 4, "cloning the disk");
-			queued = create_disk_job(vm, 1, im->rootfs, DISK);
-			break;
-		}
-		/* Nothing is restored from files that are not what the
-		 * manifest says. */
-		request_progress(cx->req, 1, 4, "checking the snapshot");
-		queued = snap_verify_async(&cx->snap, im, create_verified,
-		    vm) == 0;
-		if (queued)
+	request_progress(cx->req, 1, 4, cx->has_snap ? "checking and cloning "
+	    "the snapshot" : "cloning the disk");
+	if (cx->has_snap) {
+		if ((ok = snap_verify_async(&cx->snap, im, create_verified,
+		    vm) == 0)) {
 			vm->io_pending++;
-		break;
-	case 1:
-		request_progress(cx->req, 1, 4, "cloning the snapshot's disk");
-		snap_file(&cx->snap, 0, path, sizeof(path));
-		queued = create_disk_job(vm, 1, path, DISK);
-		break;
-	case 2:
-		queued = create_disk_job(vm, 0, im->kernel, KERNEL);
-		break;
-	case 3:
-		queued = create_disk_job(vm, 0, im->initrd, INITRD);
-		break;
-	default:
-		if (cx->has_snap && cx->snap.memory) {
-			/* Restored, not booted: QEMU reads the memory file
-			 * through vmmd's descriptor, the first hello thaws. */
-			request_progress(cx->req, 2, 4, "restoring");
-			snap_file(&cx->snap, 1, path, sizeof(path));
-			vm->restored = 1;
-			if (vm_boot(vm, path, why, sizeof(why)) == -1)
-				vm_op_done(vm, "unavailable", "the VM could "
-				    "not be restored: %s", why);
-			return;
+			/* A disk-only one is checked before the boot. */
+			if (cx->snap.memory)
+				vm->hold_restore = 1;
+			else
+				cx->jobs++;
 		}
-		request_progress(cx->req, 2, 4, "booting");
-		if (vm_boot(vm, NULL, why, sizeof(why)) == -1)
-			vm_op_done(vm, "unavailable", "the VM could not be "
-			    "created: %s", why);
-		return;
+		snap_file(&cx->snap, 0, path, sizeof(path));
 	}
-	if (!queued)
+	if (ok && (ok = create_disk_job(vm, 1, cx->has_snap ? path :
+	    im->rootfs, DISK) == 0)) {
+		vm->io_pending++;
+		cx->jobs++;
+	}
+	if (ok && (ok = create_disk_job(vm, 0, im->kernel, KERNEL) == 0)) {
+		vm->io_pending++;
+		cx->jobs++;
+	}
+	if (ok && (ok = create_disk_job(vm, 0, im->initrd, INITRD) == 0)) {
+		vm->io_pending++;
+		cx->jobs++;
+	}
+	/* The jobs already out come back to a teardown. */
+	if (!ok)
 		vm_op_done(vm, "unavailable", "the VM could not be created: "
 		    "the worker pool refused the job");
+}
+
+/* The files are there: restore the snapshot's memory, or boot. */
+static void
+create_boot(struct vm *vm)
+{
+	struct create_ctx *cx = vm->op_arg;
+	char why[512], path[PATH_MAX];
+
+	if (cx->has_snap && cx->snap.memory) {
+		/* Restored, not booted: QEMU reads the memory file through
+		 * vmmd's descriptor, the first hello thaws. */
+		request_progress(cx->req, 2, 4, "restoring");
+		snap_file(&cx->snap, 1, path, sizeof(path));
+		vm->restored = 1;
+		if (vm_boot(vm, path, why, sizeof(why)) == -1)
+			vm_op_done(vm, "unavailable", "the VM could not be "
+			    "restored: %s", why);
+		return;
+	}
+	request_progress(cx->req, 2, 4, "booting");
+	if (vm_boot(vm, NULL, why, sizeof(why)) == -1)
+		vm_op_done(vm, "unavailable", "the VM could not be created: %s",
+		    why);
 }
 
 static void
@@ -677,7 +730,7 @@ create_vm(struct request *req, const struct conf_image *im,
 		    "%s", strerror(errno));
 		return;
 	}
-	create_step(vm, 0, NULL);
+	create_files(vm);
 }
 
 
