@@ -49,6 +49,7 @@ warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
 
 	if (snap_delete(&w->snap, err, sizeof(err)) == -1)
 		log_warnx("warm pool: snapshot %s: %s", w->snap.id, err);
+	warmpool_used(w->im);
 	if (code != NULL && vm != NULL && vm->rec.state != VM_DESTROYING) {
 		/* The pool is vmmd's business: its failure is not the
 		 * caller's, who gets the VM booted instead. */

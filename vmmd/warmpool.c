@@ -19,8 +19,10 @@
  * A vm_create takes one (warmpool_take): its row becomes 'fork', never
  * listed, so a crash during the restore leaves it to snap_init to
  * remove; the VM's create deletes it once the disk is cloned and the
- * memory restored.  A pool VM that a crash left is destroyed at startup;
- * a half-made pool snapshot is snap_init's, as any other.
+ * memory restored.  The pool builds again only when no restore from it
+ * is under way (warmpool_used), so that a tenant's restore does not share
+ * the CPU with a pool VM's boot.  A pool VM that a crash left is destroyed
+ * at startup; a half-made pool snapshot is snap_init's, as any other.
  */
 #include <sys/stat.h>
 
@@ -47,6 +49,7 @@ struct pool_image {
 	int			 building;	/* one operation at a time */
 	int			 retry_s;	/* the next back-off */
 	int			 limited;	/* skipped, said once */
+	int			 taken;		/* restores not yet done */
 	struct request		*req;		/* the build's own */
 	char			 vm_id[VM_ID_LEN + 1];
 	struct event		*timer;
@@ -330,7 +333,7 @@ pool_kick(struct pool_image *pi)
 	char code[32], msg[256];
 	struct request *req;
 
-	if (env->shutting_down || pi->building ||
+	if (env->shutting_down || pi->building || pi->taken > 0 ||
 	    env->conf.vmmd.warm_pool == 0 || evtimer_pending(pi->timer, NULL))
 		return;
 	if (pool_scan(pi, 0, NULL) >= env->conf.vmmd.warm_pool)
@@ -377,11 +380,26 @@ warmpool_take(const struct conf_image *im, int vcpus, int memory_mib,
 	/* The key again: a file changed since startup retires them all. */
 	pool_key(im, 1, (int)im->memory_mib, pi->key);
 	rc = pool_scan(pi, 1, r);
-	if (rc == 0)
+	if (rc == 0) {
 		log_info("warm pool: image %s: snapshot %s taken", im->id,
 		    r->id);
-	pool_kick(pi);
+		/* No build starts before warmpool_used: a pool VM booting
+		 * now would take the CPU from the restore it replaces. */
+		pi->taken++;
+	} else
+		pool_kick(pi);
 	return rc;
+}
+
+void
+warmpool_used(const struct conf_image *im)
+{
+	struct pool_image *pi;
+
+	if ((pi = pool_of(im->id)) == NULL || pi->taken == 0)
+		return;
+	if (--pi->taken == 0)
+		pool_kick(pi);
 }
 
 /* ---- startup ----------------------------------------------------------- */

@@ -21,10 +21,14 @@ int	warmpool_is_pool(const char *workspace);
 /*
  * A ready pool snapshot for a vm_create of im at this size into *r,
  * taken for one use (the caller deletes it once the VM is up, either
- * way); -1 when there is none and the VM cold-boots.  The pool refills.
+ * way); -1 when there is none and the VM cold-boots.  The pool refills
+ * after warmpool_used.
  */
 int	warmpool_take(const struct conf_image *im, int vcpus, int memory_mib,
 	    int network, struct snap_record *r);
+/* A VM taken from im's pool is up or has failed: the pool refills once
+ * no other restore from it is under way. */
+void	warmpool_used(const struct conf_image *im);
 /* The bytes the pool's snapshots hold (host storage, no workspace's). */
 long long warmpool_bytes(void);
 
