@@ -26,7 +26,14 @@
 #include "guestd.h"
 #include "log.h"
 
-#define LINK_RETRY_MS	200
+/*
+ * A port that is closed, or has no host on it, is tried again after
+ * LINK_RETRY_FIRST_MS, doubling up to LINK_RETRY_MS.  After a restore the
+ * host side is new and connects within milliseconds; a guest that waited
+ * the whole LINK_RETRY_MS would hold up the restored VM's first hello.
+ */
+#define LINK_RETRY_FIRST_MS	5
+#define LINK_RETRY_MS		200
 #define MAX_PFDS	2048
 
 struct guestd_opts opts = {
@@ -54,6 +61,7 @@ static int link_fd = -1;	/* the connected transport */
 static int link_up;
 static int listen_fd = -1;	/* vsock listener */
 static int64_t link_retry_at;
+static int64_t link_retry_ms = LINK_RETRY_FIRST_MS;
 static char boot_id[64];
 static int shutting_down;
 
@@ -149,6 +157,7 @@ link_set_up(int fd)
 {
 	link_fd = fd;
 	link_up = 1;
+	link_retry_ms = LINK_RETRY_FIRST_MS;
 	glink_reset(gl);
 	log_info("link: up");
 	send_hello();
@@ -174,7 +183,7 @@ link_drop(const char *why)
 			exit(0);
 		}
 	}
-	link_retry_at = now_ns() + (int64_t)LINK_RETRY_MS * 1000000;
+	link_retry_at = now_ns() + link_retry_ms * 1000000;
 }
 
 static int
@@ -375,7 +384,9 @@ link_poll(void)
 		now = now_ns();
 		if (now >= link_retry_at) {
 			link_try_open();
-			link_retry_at = now + (int64_t)LINK_RETRY_MS * 1000000;
+			link_retry_at = now + link_retry_ms * 1000000;
+			if ((link_retry_ms *= 2) > LINK_RETRY_MS)
+				link_retry_ms = LINK_RETRY_MS;
 		}
 		if (link_fd == -1)
 			loop_timeout((link_retry_at - now) / 1000000 + 1);

@@ -28,6 +28,13 @@
 #include "vmproxy_broker.h"
 #include "vmproxy_decode.h"
 
+/*
+ * Connecting to QEMU's socket is retried from LINK_RETRY_FIRST_MS,
+ * doubling up to LINK_RETRY_MS: vmproxy starts just before QEMU, whose
+ * socket appears tens of milliseconds later, and a restore's guest is
+ * waiting for it.
+ */
+#define LINK_RETRY_FIRST_MS	10
 #define LINK_RETRY_MS		200
 #define HELLO_WAIT_MS		3000
 #define LINK_READ_MAX		(64 * 1024)
@@ -45,6 +52,7 @@ static struct {
 	const char		*path;
 	int			 fd;		/* -1: not connected */
 	struct event		*rev, *wev, *retry;
+	int			 retry_ms;	/* the next wait to connect */
 	struct event		*hello_wait;	/* no answer: reconnect */
 	int			 hello;		/* our hello was answered */
 	uint32_t		 hello_gid;	/* its request id */
@@ -279,9 +287,11 @@ hello_wait_cb(int fd, short ev, void *arg)
 static void
 link_schedule_retry(void)
 {
-	struct timeval tv = { 0, LINK_RETRY_MS * 1000 };
+	struct timeval tv = { 0, lk.retry_ms * 1000 };
 
 	evtimer_add(lk.retry, &tv);
+	if ((lk.retry_ms *= 2) > LINK_RETRY_MS)
+		lk.retry_ms = LINK_RETRY_MS;
 }
 
 /*
@@ -322,6 +332,7 @@ link_connect(void)
 		return;
 	}
 	lk.fd = fd;
+	lk.retry_ms = LINK_RETRY_FIRST_MS;
 	lk.rev = event_new(px.base, fd, EV_READ | EV_PERSIST,
 	    link_readcb, NULL);
 	lk.wev = event_new(px.base, fd, EV_WRITE, link_writecb, NULL);
@@ -409,6 +420,7 @@ void
 link_init(const char *path)
 {
 	lk.path = path;
+	lk.retry_ms = LINK_RETRY_FIRST_MS;
 	lk.retry = evtimer_new(px.base, retry_cb, NULL);
 	lk.hello_wait = evtimer_new(px.base, hello_wait_cb, NULL);
 	if (lk.retry == NULL || lk.hello_wait == NULL)
