@@ -281,9 +281,12 @@ def case_fork(h, a, src):
            "fork: child %d runs, origin fork, with the source's job %s "
            "in its vm_status" % (i, job), st)
         toks[k] = counter(a, k, "fk-%d" % i)
-    ok(all(t == tok_src for t, _ in toks.values()), "fork: the process "
-       "runs on in each child with its memory (token %s)" % tok_src,
-       (tok_src, toks))
+    same = all(t == tok_src for t, _ in toks.values())
+    ok(same, "fork: the process runs on in each child with its memory "
+       "(token %s)" % tok_src, (tok_src, toks) if same else
+       (tok_src, toks, {v: out(a, v, "ps -eo pid,lstart,args | grep "
+                              "[c]ounter.py", "ps-%d" % i)
+                        for i, v in enumerate([src] + kids)}))
     out(a, kids[0], "pkill -f counter.py; sleep 0.5; true", "kill-k0")
     _, k0 = counter(a, kids[0], "k0-a")
     _, k1 = counter(a, kids[1], "k1-a")
