@@ -29,6 +29,9 @@ struct authd_request {
 	int		has_ttl;
 	int64_t		ttl;		/* seconds; 0 = never expires */
 	struct auth_policy_patch patch;	/* ISSUE, POLICY_SET */
+	/* REVOKED: distinct, valid workspace names */
+	size_t		nworkspaces;
+	char		workspaces[IPC_AUTH_REVOKED_MAX][AUTH_WORKSPACE_MAX + 1];
 };
 
 /*
