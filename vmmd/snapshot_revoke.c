@@ -145,7 +145,7 @@ snap_revoke_workspace(const char *ws, const char *how)
 		snprintf(more, sizeof(more), ", %d not (see above)", failed);
 	if (making > 0)
 		snprintf(more + strlen(more), sizeof(more) - strlen(more),
-		    ", %d being made deleted when ready", making);
+		    ", %d still being made", making);
 	log_info("workspace %s revoked (%s): %d snapshot%s deleted%s", ws, how,
 	    deleted, deleted == 1 ? "" : "s", more);
 }
