@@ -285,27 +285,19 @@ revoked_one(const char *ws, void *arg)
 static void
 peer_revoked(struct peer *p, struct ipc_msg *msg)
 {
-	struct authd_request *req;
+	struct authd_request req;
 	struct json_object *body, *arr;
-	const char *names[IPC_AUTH_REVOKED_MAX];
 	char why[256];
 	enum store_rc rc;
 
-	if ((req = malloc(sizeof(*req))) == NULL) {
-		ipc_reply_error(p->conn, msg->id, "internal", "out of memory");
-		return;
-	}
-	if (authd_request_decode(msg->type, msg->body, req, why,
+	if (authd_request_decode(msg->type, msg->body, &req, why,
 	    sizeof(why)) == -1) {
 		ipc_reply_error(p->conn, msg->id, "invalid_argument", "%s",
 		    why);
-		free(req);
 		return;
 	}
-	for (size_t i = 0; i < req->nworkspaces; i++)
-		names[i] = req->workspaces[i];
 	arr = json_object_new_array();
-	rc = store_revoked(authd->store, names, req->nworkspaces,
+	rc = store_revoked(authd->store, req.workspaces, req.nworkspaces,
 	    revoked_one, arr);
 	if (rc != STORE_OK) {
 		json_object_put(arr);
@@ -317,17 +309,15 @@ peer_revoked(struct peer *p, struct ipc_msg *msg)
 			ipc_reply_error(p->conn, msg->id, "internal",
 			    "credential store error");
 		}
-		free(req);
 		return;
 	}
 	log_debug("uid %u asked about %zu workspaces: %zu revoked",
-	    (unsigned int)p->uid, req->nworkspaces,
+	    (unsigned int)p->uid, req.nworkspaces,
 	    json_object_array_length(arr));
 	body = json_object_new_object();
 	json_object_object_add(body, "revoked", arr);
 	ipc_reply(p->conn, IPC_AUTH_REVOKED_RESULT, msg->id, body, -1);
 	json_object_put(body);
-	free(req);
 }
 
 void

@@ -111,7 +111,7 @@ decode_workspaces(struct authd_request *req, struct json_object *body,
 				    "repeats $.workspaces[%zu]", i, j);
 				return -1;
 			}
-		memcpy(req->workspaces[i], s, strlen(s) + 1);
+		req->workspaces[i] = s;
 	}
 	req->nworkspaces = n;
 	return 0;
