@@ -4,7 +4,8 @@
 # (test_vmmd.py's frame):
 #   - authctl revoke-workspace deletes the workspace's snapshots, disk-only
 #     and with memory, each audited, and leaves another workspace's whole
-#     and usable, and the VMs of the revoked one alone;
+#     and usable, and the VMs of the revoked one alone; a credential
+#     revoked alone deletes nothing;
 #   - a revoke made while vmmd is stopped, and one made while authd was
 #     restarted where vmmd could not reach it, are found by vmmd's
 #     IPC_AUTH_REVOKED query after it subscribes again;
@@ -145,6 +146,24 @@ def case_event(h, a, b, sa, sam, sb, vma):
     ok(p.returncode == 0, "event: and destroys it", p.stdout + p.stderr)
 
 
+def case_token_only(h, b, sb):
+    """A credential revoked, not its workspace: the snapshots stay."""
+    path = os.path.join(h.dir, "tok-rv-b")
+    with open(path, "w") as f:
+        f.write(b.tok)
+    h.authctl("revoke-token", "--token-file", path)
+    okk, r = b("vm_list")
+    ok(not okk and r["code"] == "unauthorized", "token: rv-b's only "
+       "credential is revoked", r)
+    # authd's events come in order: once rv-f's is handled, rv-b's was.
+    h.issue("rv-f")
+    h.authctl("revoke-workspace", "--workspace", "rv-f")
+    wait_for(lambda: "workspace rv-f revoked (event): 0 snapshots "
+             "deleted" in base.read(h.vmmd_log), 30, "rv-f's event")
+    ok(sb in listed(h) and os.path.isdir(snapdir(h, sb)),
+       "token: rv-b's snapshot stays when only a credential is revoked")
+
+
 def case_vmmd_down(h, sb, sc):
     rc, _ = h.stop_vmmd()
     ok(rc == 0, "down: vmmd exits 0", rc)
@@ -225,6 +244,7 @@ def suite(h):
     ok(all(os.path.isdir(snapdir(h, x)) for x in (sa, sam, sb, sc, se)),
        "four workspaces' snapshots are on disk")
     case_event(h, cl["rv-a"], cl["rv-b"], sa, sam, sb, vma)
+    case_token_only(h, cl["rv-b"], sb)
     vmd = create(cl["rv-d"], "src-rv-d")
     case_vmmd_down(h, sb, sc)
     for c in cl.values():
