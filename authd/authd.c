@@ -43,14 +43,35 @@
  * then switches on the type.  authd is a server only: it asks nothing
  * of its peers, and pushes revocation events to mcpd and vmmd.
  *
+ *   authd.sock  IPC_AUTH_VERIFY, IPC_AUTH_SUBSCRIBE, IPC_AUTH_REVOKED
+ *               (vmmd's; see peer_rules for why mcpd may send it too),
+ *               handled by authd_dispatch_peer (peer.c)
+ *   authctl.sock  IPC_AUTHCTL_*, handled by authd_dispatch_authctl
+ *               (control.c)
+ *
  * Privileges: root only until both sockets are bound and the database
  * directory exists; then privdrop() to [authd] user, its own group
  * alone, no capabilities, NoNewPrivs.  Seccomp: common/privdrop.c's base
  * allowlist and authd_syscalls below, for SQLite.
  */
+/*
+ * IPC_AUTH_REVOKED is vmmd's alone in purpose (after each subscription it
+ * asks which owners of its snapshots were revoked meanwhile), but authd
+ * cannot tell vmmd from mcpd by uid: vmmd runs as root, and mcpd, started
+ * as root, connects to authd.sock before it drops to its user (so that
+ * the connection is made while it still may), so root is in [authd]
+ * peers for both.  The role a peer names in its HELLO is its own claim.
+ * So every peer may ask.  What that gives a compromised mcpd, which by
+ * design never learns workspace names (proto/ipc.h, 300-399): for names
+ * it already has, whether a workspace of that name exists and is revoked.
+ * Never whether one is active (active and unknown answer the same), never
+ * a credential, a policy or a name it did not bring, at most
+ * IPC_AUTH_REVOKED_MAX names a request.
+ */
 static const struct ipc_rule peer_rules[] = {		/* mcpd, vmmd */
 	{ IPC_AUTH_VERIFY, 0 },
 	{ IPC_AUTH_SUBSCRIBE, 0 },
+	{ IPC_AUTH_REVOKED, 0 },
 };
 static const struct ipc_handlers peer_handlers = {	/* peer.c */
 	.dispatch = authd_dispatch_peer,

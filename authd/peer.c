@@ -271,6 +271,55 @@ peer_verify(struct peer *p, struct ipc_msg *msg)
 	explicit_bzero(hash, sizeof(hash));
 }
 
+static void
+revoked_one(const char *ws, void *arg)
+{
+	json_object_array_add(arg, json_object_new_string(ws));
+}
+
+/*
+ * Which of a list of workspaces are revoked: vmmd asks after each
+ * subscription for the owners of its snapshots, for the events it may
+ * have missed.  Only root's policy admits it (authd.c).
+ */
+static void
+peer_revoked(struct peer *p, struct ipc_msg *msg)
+{
+	struct authd_request req;
+	struct json_object *body, *arr;
+	char why[256];
+	enum store_rc rc;
+
+	if (authd_request_decode(msg->type, msg->body, &req, why,
+	    sizeof(why)) == -1) {
+		ipc_reply_error(p->conn, msg->id, "invalid_argument", "%s",
+		    why);
+		return;
+	}
+	arr = json_object_new_array();
+	rc = store_revoked(authd->store, req.workspaces, req.nworkspaces,
+	    revoked_one, arr);
+	if (rc != STORE_OK) {
+		json_object_put(arr);
+		if (rc == STORE_BUSY)
+			ipc_reply_error(p->conn, msg->id, "busy", "credential "
+			    "store is busy; retry");
+		else {
+			log_warnx("revoked: %s", store_errmsg(authd->store));
+			ipc_reply_error(p->conn, msg->id, "internal",
+			    "credential store error");
+		}
+		return;
+	}
+	log_debug("uid %u asked about %zu workspaces: %zu revoked",
+	    (unsigned int)p->uid, req.nworkspaces,
+	    json_object_array_length(arr));
+	body = json_object_new_object();
+	json_object_object_add(body, "revoked", arr);
+	ipc_reply(p->conn, IPC_AUTH_REVOKED_RESULT, msg->id, body, -1);
+	json_object_put(body);
+}
+
 void
 authd_dispatch_peer(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 {
@@ -303,6 +352,9 @@ authd_dispatch_peer(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 	switch (msg->type) {
 	case IPC_AUTH_VERIFY:
 		peer_verify(p, msg);
+		break;
+	case IPC_AUTH_REVOKED:
+		peer_revoked(p, msg);
 		break;
 	case IPC_AUTH_SUBSCRIBE:
 		if (authd_request_decode(msg->type, msg->body, &req, why,

@@ -16,6 +16,7 @@
 #define K_TTL		0x04u
 #define K_POLICY	0x08u
 #define K_CRED_ID	0x10u
+#define K_WORKSPACES	0x20u
 
 /* The longest string authd reads from a request. */
 #define REQ_STRING_MAX	256
@@ -23,6 +24,7 @@
 static const struct reqshape shapes[] = {
 	{ IPC_AUTH_VERIFY, K_CREDENTIAL, K_CREDENTIAL },
 	{ IPC_AUTH_SUBSCRIBE, 0, 0 },
+	{ IPC_AUTH_REVOKED, K_WORKSPACES, K_WORKSPACES },
 	{ IPC_AUTHCTL_ISSUE, K_WORKSPACE | K_TTL | K_POLICY, K_WORKSPACE },
 	{ IPC_AUTHCTL_ROTATE, K_WORKSPACE | K_TTL | K_CRED_ID, K_WORKSPACE },
 	{ IPC_AUTHCTL_REVOKE_TOKEN, K_CRED_ID, K_CRED_ID },
@@ -39,6 +41,7 @@ static const struct reqshape_key keys[] = {
 	{ K_TTL, "ttl" },
 	{ K_POLICY, "policy" },
 	{ K_CRED_ID, "credential_id" },
+	{ K_WORKSPACES, "workspaces" },
 };
 
 /* A string member, NUL-free (jsonx) and at most REQ_STRING_MAX long. */
@@ -59,6 +62,59 @@ get_string(struct json_object *body, const char *key, char *why,
 		return NULL;
 	}
 	return s;
+}
+
+/* $.workspaces: an array of at most IPC_AUTH_REVOKED_MAX distinct valid
+ * workspace names. */
+static int
+decode_workspaces(struct authd_request *req, struct json_object *body,
+    char *why, size_t whylen)
+{
+	struct json_object *arr, *v;
+	char vwhy[160];
+	const char *s;
+	size_t n;
+
+	if (!json_object_object_get_ex(body, "workspaces", &arr) ||
+	    !json_object_is_type(arr, json_type_array)) {
+		snprintf(why, whylen, "$.workspaces: must be an array of "
+		    "workspace names");
+		return -1;
+	}
+	n = json_object_array_length(arr);
+	if (n > IPC_AUTH_REVOKED_MAX) {
+		snprintf(why, whylen, "$.workspaces: %zu names; at most %d in "
+		    "one request (IPC_AUTH_REVOKED_MAX)", n,
+		    IPC_AUTH_REVOKED_MAX);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		v = json_object_array_get_idx(arr, i);
+		if (!json_object_is_type(v, json_type_string)) {
+			snprintf(why, whylen, "$.workspaces[%zu]: must be a "
+			    "string", i);
+			return -1;
+		}
+		s = json_object_get_string(v);
+		if ((size_t)json_object_get_string_len(v) != strlen(s)) {
+			snprintf(why, whylen, "$.workspaces[%zu]: contains "
+			    "a NUL byte", i);
+			return -1;
+		}
+		if (!workspace_id_valid(s, vwhy, sizeof(vwhy))) {
+			snprintf(why, whylen, "$.workspaces[%zu]: %s", i, vwhy);
+			return -1;
+		}
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(req->workspaces[j], s) == 0) {
+				snprintf(why, whylen, "$.workspaces[%zu]: "
+				    "repeats $.workspaces[%zu]", i, j);
+				return -1;
+			}
+		req->workspaces[i] = s;
+	}
+	req->nworkspaces = n;
+	return 0;
 }
 
 static int
@@ -91,6 +147,8 @@ decode_key(void *r, unsigned int bit, struct json_object *body,
 		}
 		memcpy(req->workspace, s, strlen(s) + 1);
 		return 0;
+	case K_WORKSPACES:
+		return decode_workspaces(req, body, why, whylen);
 	case K_CRED_ID:
 		if ((s = get_string(body, "credential_id", why, whylen)) ==
 		    NULL)

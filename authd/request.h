@@ -29,6 +29,12 @@ struct authd_request {
 	int		has_ttl;
 	int64_t		ttl;		/* seconds; 0 = never expires */
 	struct auth_policy_patch patch;	/* ISSUE, POLICY_SET */
+	/*
+	 * REVOKED: distinct, valid workspace names, in the decoded body
+	 * (valid while it is; pointers keep a verify's struct small).
+	 */
+	size_t		nworkspaces;
+	const char	*workspaces[IPC_AUTH_REVOKED_MAX];
 };
 
 /*

@@ -841,3 +841,26 @@ store_expired(struct store *s, int64_t after, int64_t upto,
 	sqldb_release(s->db, st);
 	return rc;
 }
+
+enum store_rc
+store_revoked(struct store *s, const char *const *ws, size_t n,
+    void (*cb)(const char *ws, void *), void *arg)
+{
+	sqlite3_stmt *st;
+	enum store_rc rc = STORE_OK;
+	int r;
+
+	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
+		st = prep(s, "SELECT revoked_at FROM workspaces WHERE id = ?1");
+		if (st == NULL)
+			return STORE_ERROR;
+		sqlite3_bind_text(st, 1, ws[i], -1, SQLITE_STATIC);
+		r = sqlite3_step(st);
+		if (r == SQLITE_ROW && col_time(st, 0) != 0)
+			cb(ws[i], arg);
+		else if (r != SQLITE_ROW && r != SQLITE_DONE)
+			rc = db_fail(s, "read workspace");
+		sqldb_release(s->db, st);
+	}
+	return rc;
+}

@@ -107,6 +107,14 @@ enum store_rc store_revoke_cred(struct store *, const char *id, int64_t now,
 enum store_rc store_revoke_workspace(struct store *, const char *ws,
 	    int64_t now, int *already, struct store_ids *revoked);
 
+/*
+ * Calls cb for each of the n workspaces that exists and is revoked; an
+ * unknown one is not revoked (a store that forgot a workspace must not
+ * make vmmd delete its snapshots).
+ */
+enum store_rc store_revoked(struct store *, const char *const *ws, size_t n,
+	    void (*cb)(const char *ws, void *), void *arg);
+
 /* Changes the policy of an existing, unrevoked workspace. */
 enum store_rc store_policy_set(struct store *, const char *ws,
 	    const struct auth_policy_patch *, struct auth_policy *out);

@@ -29,6 +29,16 @@ struct authclient {
 	int			 warned;	/* said authd is away */
 	authc_event_cb		 on_event;
 	void			*arg;
+	authc_subscribed_cb	 on_subscribed;
+	void			*subscribed_arg;
+};
+
+/* An authclient_revoked in flight: the names asked, to check the answer. */
+struct authc_revoked_wait {
+	authc_revoked_cb	 cb;
+	void			*arg;
+	size_t			 n;
+	char			 names[IPC_AUTH_REVOKED_MAX][64];
 };
 
 struct authc_wait {
@@ -45,6 +55,7 @@ static const struct ipc_rule authd_rules[] = {
 	{ IPC_AUTH_VERIFY_RESULT, 0 },
 	{ IPC_AUTH_SUBSCRIBE_RESULT, 0 },
 	{ IPC_AUTH_EVENT, 0 },
+	{ IPC_AUTH_REVOKED_RESULT, 0 },
 	{ IPC_ERROR, 0 },
 };
 static const struct ipc_policy authd_policy = {
@@ -111,6 +122,8 @@ authc_subscribed(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		return;
 	}
 	ac->subscribed = 1;
+	if (ac->on_subscribed != NULL)
+		ac->on_subscribed(ac->subscribed_arg);
 }
 
 static void
@@ -267,6 +280,100 @@ authclient_verify(struct authclient *ac, const char *credential,
 	    AUTHD_TIMEOUT_MS, authc_verified, w) == -1) {
 		wait_free(w);
 		cb(AUTHC_UNAVAILABLE, NULL, arg);
+	}
+	json_object_put(body);
+}
+
+void
+authclient_on_subscribed(struct authclient *ac, authc_subscribed_cb cb,
+    void *arg)
+{
+	ac->on_subscribed = cb;
+	ac->subscribed_arg = arg;
+}
+
+/*
+ * authd's answer, read as strictly as any peer's: an array of at most the
+ * names asked, each one of them, each once.  Anything else is authd's
+ * trouble, and deletes nothing.
+ */
+static void
+authc_revoked_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
+{
+	struct authc_revoked_wait *w = arg;
+	const char *out[IPC_AUTH_REVOKED_MAX];
+	unsigned char seen[IPC_AUTH_REVOKED_MAX];
+	struct json_object *arr, *v;
+	size_t n = 0, len;
+	const char *s;
+
+	if (m == NULL || m->type != IPC_AUTH_REVOKED_RESULT) {
+		struct jsonx_err jerr;
+		json_object *e;
+
+		if (m != NULL && json_object_object_get_ex(m->body, "error",
+		    &e) && jsonx_get_string(e, "message", 1, &s, &jerr) == 1)
+			log_warnx("authd refused the revoked query: %.200s", s);
+		w->cb(AUTHC_UNAVAILABLE, NULL, 0, w->arg);
+		free(w);
+		return;
+	}
+	memset(seen, 0, sizeof(seen));
+	if (!json_object_object_get_ex(m->body, "revoked", &arr) ||
+	    !json_object_is_type(arr, json_type_array) ||
+	    (len = json_object_array_length(arr)) > w->n)
+		goto bad;
+	for (size_t i = 0; i < len; i++) {
+		size_t j;
+
+		v = json_object_array_get_idx(arr, i);
+		if (!json_object_is_type(v, json_type_string))
+			goto bad;
+		s = json_object_get_string(v);
+		for (j = 0; j < w->n; j++)
+			if (!seen[j] && strcmp(w->names[j], s) == 0)
+				break;
+		if (j == w->n)
+			goto bad;
+		seen[j] = 1;
+		out[n++] = w->names[j];
+	}
+	w->cb(AUTHC_OK, out, n, w->arg);
+	free(w);
+	return;
+bad:
+	log_warnx("authd sent a revoked answer that is not a subset of the "
+	    "%zu names asked; ignored", w->n);
+	w->cb(AUTHC_UNAVAILABLE, NULL, 0, w->arg);
+	free(w);
+}
+
+void
+authclient_revoked(struct authclient *ac, const char *const *names,
+    size_t n, authc_revoked_cb cb, void *arg)
+{
+	struct authc_revoked_wait *w;
+	struct json_object *body, *arr;
+
+	if (ac->conn == NULL || n > IPC_AUTH_REVOKED_MAX ||
+	    (w = calloc(1, sizeof(*w))) == NULL) {
+		cb(AUTHC_UNAVAILABLE, NULL, 0, arg);
+		return;
+	}
+	w->cb = cb;
+	w->arg = arg;
+	w->n = n;
+	arr = json_object_new_array();
+	for (size_t i = 0; i < n; i++) {
+		snprintf(w->names[i], sizeof(w->names[i]), "%s", names[i]);
+		json_object_array_add(arr, json_object_new_string(names[i]));
+	}
+	body = json_object_new_object();
+	json_object_object_add(body, "workspaces", arr);
+	if (ipc_request(ac->conn, IPC_AUTH_REVOKED, body, -1,
+	    AUTHD_TIMEOUT_MS, authc_revoked_reply, w) == -1) {
+		free(w);
+		cb(AUTHC_UNAVAILABLE, NULL, 0, arg);
 	}
 	json_object_put(body);
 }

@@ -9,6 +9,8 @@
 #ifndef MCPVM_AUTHCLIENT_H
 #define MCPVM_AUTHCLIENT_H
 
+#include <stddef.h>
+
 #include <event2/event.h>
 #include <json-c/json.h>
 
@@ -26,6 +28,14 @@ typedef void	(*authc_verified_cb)(enum authc_status, json_object *result,
 typedef void	(*authc_event_cb)(const char *workspace,
 		    const char *credential_id, const char *reason, void *arg);
 
+/* A (re)subscription succeeded: events from now on reach authc_event_cb,
+ * those sent while the client was away were lost. */
+typedef void	(*authc_subscribed_cb)(void *arg);
+/* authclient_revoked's answer: with AUTHC_OK, the n names of the list
+ * asked that authd says are revoked (each one of the asked names). */
+typedef void	(*authc_revoked_cb)(enum authc_status,
+		    const char *const *revoked, size_t n, void *arg);
+
 struct authclient;
 
 /*
@@ -38,6 +48,21 @@ struct authclient *authclient_new(struct event_base *, const char *path,
 /* Requests still waiting are answered AUTHC_UNAVAILABLE.  Not from
  * within one of the client's own callbacks. */
 void		 authclient_free(struct authclient *);
+/*
+ * Runs cb each time a subscription succeeds, the first included; set it
+ * before the event loop runs (the first answer cannot arrive sooner).
+ * vmmd's, to ask what it missed (authclient_revoked).
+ */
+void		 authclient_on_subscribed(struct authclient *,
+		    authc_subscribed_cb cb, void *arg);
+/*
+ * Asks authd which of n distinct workspace names (at most
+ * IPC_AUTH_REVOKED_MAX, each valid) are revoked.  cb runs exactly once,
+ * possibly before this returns (authd away: AUTHC_UNAVAILABLE).
+ */
+void		 authclient_revoked(struct authclient *,
+		    const char *const *names, size_t n, authc_revoked_cb cb,
+		    void *arg);
 /*
  * Asks who credential belongs to.  cb runs exactly once, possibly before
  * this returns (a kept answer, or authd away).

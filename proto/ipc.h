@@ -34,6 +34,9 @@
 #define IPC_FLAG_FD		0x1u
 #define IPC_FLAG_REPLY		0x2u
 #define IPC_FLAGS_KNOWN		(IPC_FLAG_FD | IPC_FLAG_REPLY)
+/* Workspace names in one IPC_AUTH_REVOKED: a protocol bound, not a
+ * setting; vmmd asks in batches of it. */
+#define IPC_AUTH_REVOKED_MAX	256
 
 enum ipc_type {
 	IPC_HELLO = 1,
@@ -48,6 +51,15 @@ enum ipc_type {
 	IPC_AUTH_SUBSCRIBE_RESULT = 104,	/* {} */
 	IPC_AUTH_EVENT = 105,		/* pushed, id 0: {workspace,
 					   [credential_id], reason} */
+	/*
+	 * vmmd only (authd admits it from root alone; mcpd never names a
+	 * workspace): {workspaces:[name,…]}, at most IPC_AUTH_REVOKED_MAX
+	 * distinct names -> {revoked:[name,…]}, those of the list that
+	 * authd knows and that are revoked.  For the revocations vmmd may
+	 * have missed while it was away from authd.
+	 */
+	IPC_AUTH_REVOKED = 106,
+	IPC_AUTH_REVOKED_RESULT = 107,
 
 	/* 200-299: authctl -> authd */
 	IPC_AUTHCTL_BASE = 200,

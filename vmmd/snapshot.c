@@ -448,7 +448,13 @@ snap_finished(struct snap_make *mk, struct request *req)
 	    mk->rec.disk_bytes + mk->rec.memory_bytes, mk->rec.paused_ms);
 	if (mk->made != NULL)
 		mk->made(&mk->rec, mk->cont_wall_ms, mk->made_arg);
-	else if (req != NULL)
+	else if (snap_revoke_made(&mk->rec)) {
+		/* Its workspace went meanwhile (snapshot_revoke.c). */
+		if (req != NULL)
+			request_error(req, "unauthorized", "workspace %s was "
+			    "revoked while the snapshot was made; it is "
+			    "deleted", mk->rec.workspace);
+	} else if (req != NULL)
 		request_reply(req, snap_json(&mk->rec));
 	free(mk);
 }

@@ -63,6 +63,17 @@ int	snap_take(struct snap_record *);
 /* Renamed away, its row dropped, its files removed on the worker pool. */
 int	snap_delete(const struct snap_record *, char *err, size_t errlen);
 
+/*
+ * snapshot_revoke.c: a workspace's snapshots go with it.  The event and
+ * subscription callbacks of vmmd's authclient; and, from snap_finished,
+ * 1 when r became ready after its workspace was revoked (and is now
+ * deleted, audited), else 0.
+ */
+void	snap_revoke_event(const char *ws, const char *credential_id,
+	    const char *reason, void *arg);
+void	snap_revoke_subscribed(void *arg);
+int	snap_revoke_made(const struct snap_record *r);
+
 /* fork.c: vm_fork (tools.c's table). */
 void	tool_vm_fork(struct request *);
 

@@ -27,7 +27,12 @@
  *   netd     netd.sock, vmmd connects      netd_rules     vmmd_dispatch_netd
  *                                          (netclient.c)  and its replies
  *   authd    authd.sock, vmmd connects     authd_rules    authc_dispatch_authd
- *                                          (authclient.c) (common/authclient.c)
+ *                                          (authclient.c) (common/authclient.c);
+ *            vmmd asks IPC_AUTH_VERIFY,                   a whole-workspace
+ *            IPC_AUTH_SUBSCRIBE and, after                revoke event or
+ *            each subscription,                           REVOKED answer:
+ *            IPC_AUTH_REVOKED                             snap_revoke_*
+ *                                                         (snapshot_revoke.c)
  *
  * Privileges: uid 0 with CAP_CHOWN and CAP_KILL alone (vmmd_caps below
  * says why), dropped by vmmd_privdrop() in main() once the spawner is
@@ -920,11 +925,14 @@ main(int argc, char *argv[])
 	broker_init();
 
 	vmmd_listen();
-	/* Streams are mcpd's to close; vmmd needs only what the client
-	 * already does with authd's events. */
+	/* Streams are mcpd's to close; a workspace revoked takes its
+	 * snapshots, and each subscription asks what was revoked while
+	 * vmmd was away (snapshot_revoke.c). */
 	if ((env->authd = authclient_new(env->base,
-	    env->conf.vmmd.authd_socket, "vmmd", NULL, NULL)) == NULL)
+	    env->conf.vmmd.authd_socket, "vmmd", snap_revoke_event, NULL)) ==
+	    NULL)
 		fatalx("cannot set up authd's client");
+	authclient_on_subscribed(env->authd, snap_revoke_subscribed, NULL);
 	/* After vm_init_all: no VM has a network yet, so netd's first sync
 	 * removes whatever an earlier vmmd's VMs left. */
 	netclient_init();

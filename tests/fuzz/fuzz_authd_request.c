@@ -2,7 +2,8 @@
  * libFuzzer target for authd's request decoding: the body of a frame as
  * mcpd, vmmd or authctl could send it goes through the same JSON check as
  * on the socket (ipc_frame_check) and then authd_request_decode().  The
- * first byte picks the message type.  A decoded request must satisfy the
+ * first byte picks the message type (index 10, IPC_AUTH_REVOKED, is
+ * vmmd's list of workspaces).  A decoded request must satisfy the
  * invariants the handlers rely on; anything else aborts.
  */
 #include <stdint.h>
@@ -22,6 +23,7 @@ static const struct ipc_rule rules[] = {
 	{ IPC_AUTHCTL_REVOKE_TOKEN, 0 }, { IPC_AUTHCTL_REVOKE_WORKSPACE, 0 },
 	{ IPC_AUTHCTL_POLICY_SET, 0 }, { IPC_AUTHCTL_LIST, 0 },
 	{ IPC_AUTHCTL_SHOW, 0 }, { IPC_AUTH_VERIFY_RESULT, 0 },
+	{ IPC_AUTH_REVOKED, 0 },
 };
 static const struct ipc_policy policy = { "fuzz", rules,
 	sizeof(rules) / sizeof(rules[0]) };
@@ -54,6 +56,16 @@ check(const struct authd_request *r)
 		abort();
 	if (r->type == IPC_AUTHCTL_POLICY_SET && r->patch.fields == 0)
 		abort();
+	if (r->nworkspaces > IPC_AUTH_REVOKED_MAX ||
+	    (r->nworkspaces > 0 && r->type != IPC_AUTH_REVOKED))
+		abort();
+	for (size_t i = 0; i < r->nworkspaces; i++) {
+		if (!workspace_id_valid(r->workspaces[i], why, sizeof(why)))
+			abort();
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(r->workspaces[i], r->workspaces[j]) == 0)
+				abort();	/* distinct */
+	}
 }
 
 int

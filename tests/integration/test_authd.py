@@ -293,6 +293,67 @@ class Verify(AuthdTest):
         self.assertIn(b"not_found", r.stderr)
 
 
+class Revoked(AuthdTest):
+    """IPC_AUTH_REVOKED: which of a list of workspaces are revoked, for
+    the revocations vmmd missed while it was away."""
+
+    def test_answers_the_revoked_of_a_list(self):
+        self.a.issue("rv-gone")
+        self.a.issue("rv-active")
+        outs = [self.a.issue("rv-tokens")[1] for _ in range(2)]
+        r = self.a.ctl("revoke-workspace", "--workspace", "rv-gone")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # Every credential revoked one by one: the workspace is not.
+        for out in outs:
+            r = self.a.ctl("revoke-token", "--credential",
+                           out["credential_id"])
+            self.assertEqual(r.returncode, 0, r.stderr)
+        c = self.a.peer()
+        rtype, body = c.call(ipc.AUTH_REVOKED, {"workspaces": [
+            "rv-active", "rv-gone", "rv-unknown", "rv-tokens"]})
+        self.assertEqual(rtype, ipc.AUTH_REVOKED_RESULT, body)
+        self.assertEqual(body, {"revoked": ["rv-gone"]})
+        rtype, body = c.call(ipc.AUTH_REVOKED, {"workspaces": []})
+        self.assertEqual((rtype, body),
+                         (ipc.AUTH_REVOKED_RESULT, {"revoked": []}))
+        # The most one request may name, all of them revoked but one.
+        names = ["rv-n%d" % i for i in range(ipc.AUTH_REVOKED_MAX - 1)]
+        rtype, body = c.call(ipc.AUTH_REVOKED,
+                             {"workspaces": names + ["rv-gone"]})
+        self.assertEqual((rtype, body),
+                         (ipc.AUTH_REVOKED_RESULT, {"revoked": ["rv-gone"]}))
+        c.close()
+
+    def test_refuses_bad_lists(self):
+        c = self.a.peer()
+        cases = [
+            ({"workspaces": ["w%d" % i for i in
+                             range(ipc.AUTH_REVOKED_MAX + 1)]},
+             "at most 256 in one request (IPC_AUTH_REVOKED_MAX)"),
+            ({"workspaces": ["ok", 7]}, "$.workspaces[1]: must be a string"),
+            ({"workspaces": ["ok", "Not_Valid"]}, "$.workspaces[1]: "
+             "workspace id may contain only lowercase"),
+            ({"workspaces": ["x" * 64]}, "$.workspaces[0]: workspace id "
+             "must be 1 to 63"),
+            ({"workspaces": [""]}, "$.workspaces[0]: workspace id must be"),
+            ({"workspaces": ["a", "b", "a"]},
+             "$.workspaces[2]: repeats $.workspaces[0]"),
+            ({"workspaces": "a"}, "$.workspaces: must be an array"),
+            ({}, "workspaces"),
+            ({"workspaces": [], "workspace": "a"}, "does not take"),
+        ]
+        for body, want in cases:
+            rtype, reply = c.call(ipc.AUTH_REVOKED, body)
+            self.assertEqual(rtype, ipc.IPC_ERROR, body)
+            self.assertEqual(reply["error"]["code"], "invalid_argument")
+            self.assertIn(want, reply["error"]["message"])
+        # The connection still serves.
+        rtype, reply = c.call(ipc.AUTH_REVOKED, {"workspaces": ["a"]})
+        self.assertEqual((rtype, reply),
+                         (ipc.AUTH_REVOKED_RESULT, {"revoked": []}))
+        c.close()
+
+
 class Peers(AuthdTest):
     def test_wrong_uid_refused_on_authd_sock(self):
         uid, gid = nobody()
