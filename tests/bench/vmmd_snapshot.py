@@ -13,7 +13,10 @@
 # VMMD_TEST_IMAGE).
 #
 # Last, vm_create from the warm pool (warm_pool = 1): each create restores
-# a pool snapshot; the pool refills before the next one is timed.
+# a pool snapshot; the pool refills before the next one is timed.  Its two
+# references are bare -incoming + cont, and the same to the restored
+# guestd's answer to a hello on its link (where vmmd's "ready" begins:
+# vmmd then gives the clone its identity and thaws it).
 #
 # usage: tests/bench/vmmd_snapshot.py [--build DIR] [--runs N]
 #                                     [--big-mib N] [--many N]
@@ -143,7 +146,8 @@ def main():
                 out.append((t, r["paused_ms"] / 1000))
                 for k in r["vm_ids"]:
                     call(a, "vm_destroy", vm_id=k)
-        bhs, brs, _ = vmmd_vm.bare_hibernate(manifest_path, tmp, args.runs)
+        bhs, brs, _, bready = vmmd_vm.bare_hibernate(manifest_path, tmp,
+                                                     args.runs)
 
         # Storage: 2 VMs from the disk snapshot against 2 cold-booted, each
         # after writing the same 64 MiB.
@@ -237,6 +241,9 @@ def main():
         "vmmd vm_create from a memory snapshot", "bare QEMU -incoming + cont")
     row("vm_create from the warm pool", med(warm), br,
         "vmmd vm_create from the warm pool", "bare QEMU -incoming + cont")
+    row("  ... / bare to guestd's answer", med(warm), med(bready),
+        "vmmd vm_create from the warm pool",
+        "bare QEMU -incoming + cont + guestd's answer to hello")
     row("vm_create from the warm pool / cold", med(warm), med(cold),
         "vmmd vm_create from the warm pool", "vmmd vm_create cold")
     bh = med(bhs)

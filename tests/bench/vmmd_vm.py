@@ -73,7 +73,9 @@ def bare_boot(manifest, tmp, n):
 
 def bare_hibernate(manifest, tmp, cycles):
     """bare_qmp.py: stop + migrate to a file + quit, then -incoming + cont,
-    on a guest booted to guestd like vmmd's."""
+    on a guest booted to guestd like vmmd's.  Returns the hibernations,
+    the restores to QEMU running, the file's bytes, and the restores to
+    the guest's answer on its link."""
     vm = QemuVM.from_manifest(manifest, os.path.join(tmp, "bareqmp"),
                               memory_mib=tv.MEM)
     rundir = vm.workdir
@@ -93,7 +95,8 @@ def bare_hibernate(manifest, tmp, cycles):
         raise RuntimeError("bare_qmp.py: " + p.stderr)
     r = json.loads(p.stdout)
     return ([x / 1000 for x in r["hibernate_ms"]],
-            [x / 1000 for x in r["restore_ms"]], r["bytes"])
+            [x / 1000 for x in r["restore_ms"]], r["bytes"],
+            [x / 1000 for x in r["ready_ms"]])
 
 
 # ---- vmmd ----------------------------------------------------------------
@@ -172,7 +175,7 @@ def main():
                 if not okk:
                     raise RuntimeError("vm_resume: %r" % (r,))
             a("vm_destroy", vm_id=vm)
-        bhs, brs, bbytes = bare_hibernate(manifest_path, tmp, args.cycles)
+        bhs, brs, bbytes, _ = bare_hibernate(manifest_path, tmp, args.cycles)
 
         # RSS with several VMs booted at once.
         ids = []
