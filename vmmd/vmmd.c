@@ -898,7 +898,9 @@ main(int argc, char *argv[])
 	/* Two priorities: authd's events (0) before mcpd's requests (1). */
 	if (event_base_priority_init(env->base, 2) == -1)
 		fatalx("event_base_priority_init");
-	if ((env->workers = worker_pool_new(env->base, 2)) == NULL)
+	/* Three: a create from a snapshot checks its memory file while its
+	 * disk is cloned and its kernel copied (vm_boot.c create_files). */
+	if ((env->workers = worker_pool_new(env->base, 3)) == NULL)
 		fatalx("worker pool");
 	memset(&qc, 0, sizeof(qc));
 	qc.binary = env->conf.vmmd.qemu;
