@@ -216,6 +216,11 @@ enum glink_type {
 #define GUEST_HOSTNAME_MAX	63
 #define GUEST_ENTROPY_BYTES	64
 #define GUEST_ENTROPY_B64_LEN	88	/* base64 of GUEST_ENTROPY_BYTES */
+#define GUEST_MAC_LEN		17	/* "02:6d:76:00:00:05" */
+#define GUEST_IPV4_MAX		15	/* "255.255.255.255" */
+#define GUEST_NET_MIN_PREFIX	8
+#define GUEST_NET_MAX_PREFIX	30
+#define GUEST_NET_MAX_DNS	3
 
 /* The job broker pipe (guestd/broker.c, vmproxy/vmproxy_broker.c). */
 #define BROKER_SOCKET_DIR	"/run/mcpvm-broker"
