@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "cgroup.h"
 #include "ipc.h"
+#include "netclient.h"
 #include "conf.h"
 #include "decode.h"
 #include "store.h"
@@ -161,6 +162,9 @@ struct vm {
 	int			 guest_up;	/* hello since (re)connect */
 	/* Created from a memory snapshot: its first hello thaws. */
 	int			 restored;
+	/* Its network as netd gave it at this boot (net.mac "": none): a
+	 * clone's identity op carries it. */
+	struct net_lease	 net;
 	int			 busy;		/* a lifecycle op runs */
 	/*
 	 * Disk jobs on the worker pool that will call back with this VM.  A
