@@ -146,6 +146,23 @@ int	 glink_valid_hostname(const char *);
 int	 glink_b64_exact(const char *, size_t, uint8_t *, size_t);
 
 /*
+ * The identity op's optional "net" member (proto/guest.h): the clone's
+ * own network slot.  glink_net_decode checks every member of the object
+ * (only these, each in its one form) into typed values: 0, or -1 with
+ * err naming the member.  Addresses are in network byte order.
+ */
+struct glink_net {
+	uint8_t		 mac[6];
+	uint32_t	 address;
+	int		 prefix;
+	uint32_t	 gateway;
+	uint32_t	 dns[GUEST_NET_MAX_DNS];
+	int		 ndns;
+};
+int	 glink_net_decode(struct json_object *, struct glink_net *, char *,
+	    size_t);
+
+/*
  * Decodes a guest -> host message's envelope: an event (hello) or a reply.
  * For a reply, *id is set and *ok says whether it succeeded; on error
  * code/message point into the object.  Returns 0 or -1 with err filled.

@@ -4,6 +4,7 @@
  * a guest -> host message.  The guest is hostile to vmproxy and vmproxy's
  * requests are checked by guestd the same way.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -254,4 +255,143 @@ glink_b64_exact(const char *s, size_t len, uint8_t *out, size_t want)
 			return -1;
 	}
 	return o == want ? 0 : -1;
+}
+
+/* ---- the identity op's "net" member ------------------------------------ */
+
+/* aa:bb:cc:dd:ee:ff in lowercase hex, a unicast address, not all zero. */
+static int
+net_mac(const char *s, uint8_t *mac)
+{
+	static const char hex[] = "0123456789abcdef";
+	int any = 0;
+
+	if (strlen(s) != GUEST_MAC_LEN)
+		return -1;
+	for (size_t i = 0; i < 6; i++) {
+		const char *hi = strchr(hex, s[i * 3]);
+		const char *lo = strchr(hex, s[i * 3 + 1]);
+
+		if (s[i * 3] == '\0' || s[i * 3 + 1] == '\0' || hi == NULL ||
+		    lo == NULL || (i < 5 && s[i * 3 + 2] != ':'))
+			return -1;
+		mac[i] = (uint8_t)((hi - hex) << 4 | (lo - hex));
+		any |= mac[i];
+	}
+	return any != 0 && (mac[0] & 1) == 0 ? 0 : -1;
+}
+
+/* A dotted quad (inet_pton's strict form) that a host may have: not in
+ * 0/8, 127/8 or 224/3.  Host byte order into *out. */
+static int
+net_host_addr(const char *s, uint32_t *out)
+{
+	struct in_addr a;
+	uint32_t h;
+
+	if (strlen(s) > GUEST_IPV4_MAX || inet_pton(AF_INET, s, &a) != 1)
+		return -1;
+	h = ntohl(a.s_addr);
+	if ((h >> 24) == 0 || (h >> 24) == 127 || (h >> 24) >= 224)
+		return -1;
+	*out = h;
+	return 0;
+}
+
+static int
+net_str(struct json_object *o, const char *key, size_t max, const char **v,
+    char *err, size_t errlen)
+{
+	char sub[64];
+
+	if (glink_json_str(o, key, 1, max, v, sub, sizeof(sub)) != 1) {
+		snprintf(err, errlen, "net: %s", sub);
+		return -1;
+	}
+	return 0;
+}
+
+int
+glink_net_decode(struct json_object *o, struct glink_net *n, char *err,
+    size_t errlen)
+{
+	static const char *const known[] = { "mac", "address", "prefix",
+	    "gateway", "dns", NULL };
+	struct json_object *dns;
+	const char *s;
+	uint32_t addr, gw, mask, h;
+	int64_t prefix;
+	char sub[64];
+	size_t i;
+
+	memset(n, 0, sizeof(*n));
+	if (o == NULL || !json_object_is_type(o, json_type_object)) {
+		snprintf(err, errlen, "net must be an object");
+		return -1;
+	}
+	json_object_object_foreach(o, key, val) {
+		(void)val;
+		for (i = 0; known[i] != NULL; i++)
+			if (strcmp(key, known[i]) == 0)
+				break;
+		if (known[i] == NULL) {
+			snprintf(err, errlen, "net: unknown member \"%.32s\"",
+			    key);
+			return -1;
+		}
+	}
+	if (net_str(o, "mac", GUEST_MAC_LEN, &s, err, errlen) == -1)
+		return -1;
+	if (net_mac(s, n->mac) == -1) {
+		snprintf(err, errlen, "net: mac must be 6 lowercase hex pairs "
+		    "joined by ':', unicast and not all zero");
+		return -1;
+	}
+	if (glink_json_int(o, "prefix", 1, GUEST_NET_MIN_PREFIX,
+	    GUEST_NET_MAX_PREFIX, &prefix, sub, sizeof(sub)) != 1) {
+		snprintf(err, errlen, "net: prefix must be %d to %d",
+		    GUEST_NET_MIN_PREFIX, GUEST_NET_MAX_PREFIX);
+		return -1;
+	}
+	n->prefix = (int)prefix;
+	mask = 0xffffffffu << (32 - prefix);
+	if (net_str(o, "address", GUEST_IPV4_MAX, &s, err, errlen) == -1)
+		return -1;
+	if (net_host_addr(s, &addr) == -1 || (addr & ~mask) == 0 ||
+	    (addr & ~mask) == ~mask) {
+		snprintf(err, errlen, "net: address must be a unicast IPv4 "
+		    "address, neither its subnet's first nor its last");
+		return -1;
+	}
+	if (net_str(o, "gateway", GUEST_IPV4_MAX, &s, err, errlen) == -1)
+		return -1;
+	if (net_host_addr(s, &gw) == -1 || (gw & mask) != (addr & mask) ||
+	    gw == addr || (gw & ~mask) == 0 || (gw & ~mask) == ~mask) {
+		snprintf(err, errlen, "net: gateway must be another host of "
+		    "the address's subnet");
+		return -1;
+	}
+	if (glink_json_array(o, "dns", 1, GUEST_NET_MAX_DNS, &dns, sub,
+	    sizeof(sub)) != 1) {
+		snprintf(err, errlen, "net: dns must be an array of at most "
+		    "%d addresses", GUEST_NET_MAX_DNS);
+		return -1;
+	}
+	for (i = 0; i < json_object_array_length(dns); i++) {
+		struct json_object *d = json_object_array_get_idx(dns, i);
+
+		if (!json_object_is_type(d, json_type_string) ||
+		    (size_t)json_object_get_string_len(d) !=
+		    strlen(json_object_get_string(d)) ||
+		    net_host_addr(json_object_get_string(d), &h) == -1) {
+			snprintf(err, errlen, "net: dns[%zu] must be a unicast "
+			    "IPv4 address", i);
+			return -1;
+		}
+		n->dns[i] = htonl(h);
+	}
+	n->ndns = (int)i;
+	n->address = htonl(addr);
+	n->gateway = htonl(gw);
+	return 0;
 }

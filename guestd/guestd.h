@@ -87,6 +87,8 @@ struct req {
 	const char	*boot_id;
 	const char	*hostname;
 	uint8_t		 entropy[GUEST_ENTROPY_BYTES];
+	int		 has_net;	/* the clone's own network slot */
+	struct glink_net net;
 };
 
 /* 0: decoded; 1: a reply-able argument error (id set); -1: link violation */
@@ -149,6 +151,7 @@ struct json_object *identity_apply(const struct req *);
 /* PID 1 duties (init.c) */
 void	 init_system(void);
 void	 init_lo(void);
+int	 init_eth0_renew(const struct glink_net *, char *, size_t);
 void	 init_poweroff(void) __attribute__((noreturn));
 void	 read_boot_id(char *, size_t);
 int	 in_initial_pidns(void);	/* the VM's own kernel, not a harness */

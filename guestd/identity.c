@@ -1,7 +1,8 @@
 /*
  * guestd: the identity op (proto/guest.h), which makes a VM restored from
  * a memory snapshot a machine of its own: host entropy into the kernel's
- * RNG, a new machine-id, hostname and boot id.  Runs in guestd as PID 1.
+ * RNG, a new machine-id, hostname and boot id, and with "net" eth0 in
+ * its own network slot (init.c).  Runs in guestd as PID 1.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -175,11 +176,13 @@ identity_apply(const struct req *q)
 	if (write_atomic(HOSTNAME_PATH, q->hostname, 0644, err,
 	    sizeof(err)) == -1)
 		return reply_error(q->id, "io_error", "hostname: %s", err);
+	if (q->has_net && init_eth0_renew(&q->net, err, sizeof(err)) == -1)
+		return reply_error(q->id, "io_error", "net: %s", err);
 	if (overlay_boot_id(q->boot_id, err, sizeof(err)) == -1)
 		return reply_error(q->id, "io_error", "boot_id: %s", err);
 	guestd_set_boot_id(q->boot_id);
-	log_info("identity: new machine-id, hostname %s, boot id %s",
-	    q->hostname, q->boot_id);
+	log_info("identity: new machine-id, hostname %s, boot id %s%s",
+	    q->hostname, q->boot_id, q->has_net ? ", eth0 renewed" : "");
 	r = reply_new(q->id);
 	json_object_object_add(r, "boot_id",
 	    json_object_new_string(q->boot_id));

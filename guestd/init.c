@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
+#include <net/if_arp.h>
 #include <net/route.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -106,31 +107,49 @@ set_inaddr(int sock, const char *ifname, unsigned long req, in_addr_t a)
 
 #define NET_MAX_DNS	3
 
-/* Atomically replaces /etc/resolv.conf with the host's resolvers. */
-static void
-write_resolv(char *const *dns, int ndns)
+/* Atomically replaces /etc/resolv.conf with these resolvers: 0 or -1. */
+static int
+resolv_write(const struct in_addr *dns, int ndns)
 {
-	struct in_addr a;
-	char text[NET_MAX_DNS * 32];
+	char text[NET_MAX_DNS * 32], ip[INET_ADDRSTRLEN];
 	size_t len = 0;
 	int fd;
 
-	for (int i = 0; i < ndns; i++) {
-		if (inet_pton(AF_INET, dns[i], &a) != 1) {
+	for (int i = 0; i < ndns && i < NET_MAX_DNS; i++) {
+		if (inet_ntop(AF_INET, &dns[i], ip, sizeof(ip)) == NULL)
+			return -1;
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+		    "nameserver %s\n", ip);
+	}
+	if ((fd = open("/etc/.resolv.conf.guestd", O_WRONLY | O_CREAT |
+	    O_TRUNC | O_CLOEXEC, 0644)) == -1)
+		return -1;
+	if (write(fd, text, len) != (ssize_t)len || fsync(fd) == -1) {
+		close(fd);
+		return -1;
+	}
+	if (close(fd) == -1 ||
+	    rename("/etc/.resolv.conf.guestd", "/etc/resolv.conf") == -1)
+		return -1;
+	return 0;
+}
+
+/* The host's resolvers from the command line, where there are any. */
+static void
+write_resolv(char *const *dns, int ndns)
+{
+	struct in_addr a[NET_MAX_DNS];
+	int n = 0;
+
+	for (int i = 0; i < ndns && i < NET_MAX_DNS; i++) {
+		if (inet_pton(AF_INET, dns[i], &a[n]) != 1) {
 			log_warnx("mcpvm.net: dns=%s is not an IPv4 address",
 			    dns[i]);
 			continue;
 		}
-		len += (size_t)snprintf(text + len, sizeof(text) - len,
-		    "nameserver %s\n", dns[i]);
+		n++;
 	}
-	if (len == 0)
-		return;
-	if ((fd = open("/etc/.resolv.conf.guestd", O_WRONLY | O_CREAT |
-	    O_TRUNC | O_CLOEXEC, 0644)) == -1 ||
-	    write(fd, text, len) != (ssize_t)len ||
-	    fsync(fd) == -1 || close(fd) == -1 ||
-	    rename("/etc/.resolv.conf.guestd", "/etc/resolv.conf") == -1)
+	if (n > 0 && resolv_write(a, n) == -1)
 		log_warn("/etc/resolv.conf");
 }
 
@@ -204,6 +223,147 @@ init_eth0(const char *spec)
 	if (ndns > 0)
 		write_resolv(dns, ndns);
 	log_info("eth0: %s", spec);
+}
+
+/*
+ * A clone's own network (the identity op's "net", proto/guest.h): eth0
+ * still has the source's MAC, address and route.  eth0 goes down first,
+ * which drops its routes and neighbours; then the MAC (a MAC change
+ * flushes the neighbours again), the address and mask replace the old
+ * ones, any ARP entry still on eth0 is deleted and none may remain, and
+ * eth0 comes up with the default route via the new gateway.  0, or -1
+ * with the step that failed in err.
+ */
+static int
+arp_flush_eth0(int s, char *err, size_t errlen)
+{
+	char line[256], ip[64], dev[IFNAMSIZ + 1];
+	struct arpreq ar;
+	struct sockaddr_in *sin;
+	struct in_addr a;
+	FILE *f;
+	int left = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		if ((f = fopen("/proc/net/arp", "re")) == NULL) {
+			snprintf(err, errlen, "neighbours: /proc/net/arp: %s",
+			    strerror(errno));
+			return -1;
+		}
+		left = 0;
+		(void)fgets(line, sizeof(line), f);	/* the heading */
+		while (fgets(line, sizeof(line), f) != NULL) {
+			if (sscanf(line, "%63s %*s %*s %*s %*s %16s", ip,
+			    dev) != 2 || strcmp(dev, "eth0") != 0 ||
+			    inet_pton(AF_INET, ip, &a) != 1)
+				continue;
+			left++;
+			if (pass == 1)
+				continue;
+			memset(&ar, 0, sizeof(ar));
+			sin = (struct sockaddr_in *)&ar.arp_pa;
+			sin->sin_family = AF_INET;
+			sin->sin_addr = a;
+			snprintf(ar.arp_dev, sizeof(ar.arp_dev), "eth0");
+			if (ioctl(s, SIOCDARP, &ar) == -1 && errno != ENXIO) {
+				snprintf(err, errlen, "neighbours: delete %s: "
+				    "%s", ip, strerror(errno));
+				fclose(f);
+				return -1;
+			}
+		}
+		fclose(f);
+	}
+	if (left > 0) {
+		snprintf(err, errlen, "neighbours: %d entries of eth0 "
+		    "survived", left);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+route_default(int s, unsigned long req, in_addr_t gw)
+{
+	struct rtentry rt;
+	struct sockaddr_in *sin;
+
+	memset(&rt, 0, sizeof(rt));
+	sin = (struct sockaddr_in *)&rt.rt_dst;
+	sin->sin_family = AF_INET;
+	sin = (struct sockaddr_in *)&rt.rt_genmask;
+	sin->sin_family = AF_INET;
+	sin = (struct sockaddr_in *)&rt.rt_gateway;
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = gw;
+	rt.rt_flags = RTF_UP | (req == SIOCADDRT ? RTF_GATEWAY : 0);
+	rt.rt_dev = (char *)"eth0";
+	return ioctl(s, req, &rt);
+}
+
+int
+init_eth0_renew(const struct glink_net *n, char *err, size_t errlen)
+{
+	struct in_addr dns[NET_MAX_DNS];
+	struct ifreq ifr;
+	in_addr_t mask;
+	int s, rc = -1;
+
+	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1) {
+		snprintf(err, errlen, "socket: %s", strerror(errno));
+		return -1;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == -1) {
+		snprintf(err, errlen, "eth0: %s", strerror(errno));
+		goto out;
+	}
+	ifr.ifr_flags &= ~IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) == -1) {
+		snprintf(err, errlen, "eth0: down: %s", strerror(errno));
+		goto out;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "eth0");
+	ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
+	memcpy(ifr.ifr_hwaddr.sa_data, n->mac, sizeof(n->mac));
+	if (ioctl(s, SIOCSIFHWADDR, &ifr) == -1) {
+		snprintf(err, errlen, "mac: SIOCSIFHWADDR: %s",
+		    strerror(errno));
+		goto out;
+	}
+	mask = htonl(0xffffffffu << (32 - n->prefix));
+	if (set_inaddr(s, "eth0", SIOCSIFADDR, n->address) == -1 ||
+	    set_inaddr(s, "eth0", SIOCSIFNETMASK, mask) == -1) {
+		snprintf(err, errlen, "address: %s", strerror(errno));
+		goto out;
+	}
+	if (arp_flush_eth0(s, err, errlen) == -1)
+		goto out;
+	if (if_flags_up(s, "eth0") == -1) {
+		snprintf(err, errlen, "eth0: up: %s", strerror(errno));
+		goto out;
+	}
+	/* Down took the old default route; one that stayed goes too. */
+	for (int i = 0; i < 8 && route_default(s, SIOCDELRT, 0) == 0; i++)
+		;
+	if (route_default(s, SIOCADDRT, n->gateway) == -1 && errno != EEXIST) {
+		snprintf(err, errlen, "gateway: default route: %s",
+		    strerror(errno));
+		goto out;
+	}
+	for (int i = 0; i < n->ndns; i++)
+		dns[i].s_addr = n->dns[i];
+	if (n->ndns > 0 && resolv_write(dns, n->ndns) == -1) {
+		snprintf(err, errlen, "dns: /etc/resolv.conf: %s",
+		    strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	close(s);
+	return rc;
 }
 
 /* Value of key=... on the kernel command line, or NULL. */

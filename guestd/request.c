@@ -92,7 +92,9 @@ decode_env(struct req *r, char *err, size_t errlen)
 static int
 decode_identity(struct req *r, char *err, size_t errlen)
 {
+	struct json_object *net;
 	const char *b64;
+	int rc;
 
 	if (glink_json_str(r->root, "machine_id", 1, GUEST_MACHINE_ID_LEN,
 	    &r->machine_id, err, errlen) != 1 ||
@@ -125,6 +127,11 @@ decode_identity(struct req *r, char *err, size_t errlen)
 		    "%d bytes", GUEST_ENTROPY_BYTES);
 		return -1;
 	}
+	if ((rc = glink_json_obj(r->root, "net", 0, &net, err, errlen)) == -1)
+		return -1;
+	if (rc == 1 && glink_net_decode(net, &r->net, err, errlen) == -1)
+		return -1;
+	r->has_net = rc == 1;
 	return 0;
 }
 

@@ -146,7 +146,17 @@
  *                "boot_id": UUID, 36 chars, lowercase 8-4-4-4-12,
  *                "hostname": [a-z0-9-]{1,63}, no '-' first or last,
  *                "entropy_b64": canonical padded base64 of exactly
- *                GUEST_ENTROPY_BYTES bytes}
+ *                GUEST_ENTROPY_BYTES bytes,
+ *                "net"?: the clone's own network slot, sent only to a
+ *                clone of a VM with network: {"mac": 6 lowercase hex pairs
+ *                joined by ':', unicast, not all zero; "address": a dotted
+ *                quad (inet_pton's form, at most GUEST_IPV4_MAX chars),
+ *                not in 0/8, 127/8 or 224/3, neither first nor last of
+ *                its subnet; "prefix": GUEST_NET_MIN_PREFIX to
+ *                GUEST_NET_MAX_PREFIX; "gateway": another host of that
+ *                subnet, in the same form; "dns": an array of at most
+ *                GUEST_NET_MAX_DNS dotted quads, in the same form}, no
+ *                other member (glink_net_decode checks it, both ends)}
  *               -> {"boot_id": the new one}.  Makes a VM restored from a
  *               memory snapshot a machine of its own, in this order:
  *               "entropy": the bytes are written to /dev/urandom, credited
@@ -154,6 +164,12 @@
  *               so no two clones draw the same random bytes from then on;
  *               "machine_id": /etc/machine-id (temp file + rename, 0444);
  *               "hostname": sethostname() and /etc/hostname;
+ *               "net": eth0 down (its routes and neighbours go), its MAC
+ *               set (SIOCSIFHWADDR), its address and mask replaced, every
+ *               ARP entry left on eth0 deleted (one that remains is the
+ *               step's error), eth0 up with the default route via the
+ *               gateway, /etc/resolv.conf rewritten (when dns is not
+ *               empty);
  *               "boot_id": a file under /run bind-mounted (read-only) over
  *               /proc/sys/kernel/random/boot_id, replacing an earlier
  *               overlay, and hello says this boot id from then on.
@@ -216,6 +232,11 @@ enum glink_type {
 #define GUEST_HOSTNAME_MAX	63
 #define GUEST_ENTROPY_BYTES	64
 #define GUEST_ENTROPY_B64_LEN	88	/* base64 of GUEST_ENTROPY_BYTES */
+#define GUEST_MAC_LEN		17	/* "02:6d:76:00:00:05" */
+#define GUEST_IPV4_MAX		15	/* "255.255.255.255" */
+#define GUEST_NET_MIN_PREFIX	8
+#define GUEST_NET_MAX_PREFIX	30
+#define GUEST_NET_MAX_DNS	3
 
 /* The job broker pipe (guestd/broker.c, vmproxy/vmproxy_broker.c). */
 #define BROKER_SOCKET_DIR	"/run/mcpvm-broker"

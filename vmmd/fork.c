@@ -3,7 +3,8 @@
  * instant.  One memory snapshot of the source is made as vm_snapshot makes
  * one (snapshot.c), recorded as 'fork' so that it is never listed and a
  * crash leaves it to start-up, then count VMs are restored from it, each
- * admitted as a new VM; then the snapshot goes.  Each child gets the
+ * admitted as a new VM (with network, in a network slot of its own:
+ * vm_boot.c); then the snapshot goes.  Each child gets the
  * source's jobs table as it was at the snapshot, under its own vm_id with
  * the same job ids.  All or nothing: a child that fails takes the others
  * with it.  Runs on the loop.
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "netclient.h"
 #include "snapshot.h"
 #include "tools.h"
 
@@ -150,8 +152,8 @@ fork_made(const struct snap_record *snap, long long cont_wall_ms, void *arg)
 		}
 		fk->pending++;
 		vm_create_snap(fk->req, im, &fk->snap, fk->snap.vcpus,
-		    fk->snap.memory_mib, 0, fk->idle_seconds, fk->idle_pause,
-		    fork_child_done, fk);
+		    fk->snap.memory_mib, fk->snap.network, fk->idle_seconds,
+		    fk->idle_pause, fork_child_done, fk);
 	}
 	fk->launching = 0;
 	if (fk->pending == 0)
@@ -181,6 +183,18 @@ tool_vm_fork(struct request *req)
 	}
 	if (snap_make_check(req, vm, 1) == -1)
 		return;
+	/* Children of a VM with network have it too, each its own slot. */
+	if (vm->rec.network) {
+		if (!req->policy.network) {
+			request_error(req, "forbidden", "this workspace may "
+			    "not turn networking on");
+			return;
+		}
+		if (!netclient_available(msg, sizeof(msg))) {
+			request_error(req, "unavailable", "%s", msg);
+			return;
+		}
+	}
 	/* Every child as a new VM, and the snapshot's storage meanwhile. */
 	if (vm_admit_n(req, vm->image, vm->rec.memory_mib, (int)count, code,
 	    sizeof(code), msg, sizeof(msg)) == -1 ||

@@ -2,6 +2,7 @@
  * vmmd's side of netd.sock; see netclient.h.  vmmd sends netd slot
  * numbers only: netd builds every name and address from them.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -227,6 +228,15 @@ teardown_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 		    (unsigned)(uintptr_t)arg);
 }
 
+/* A dotted quad in inet_pton's strict form. */
+static int
+ipv4_ok(const char *s)
+{
+	struct in_addr a;
+
+	return strlen(s) <= 15 && inet_pton(AF_INET, s, &a) == 1;
+}
+
 static void
 setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 {
@@ -234,8 +244,8 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 	struct jsonx_err jerr;
 	const char *mac, *addr, *gw, *code = "unavailable", *msg;
 	struct json_object *dns;
+	struct net_lease lease;
 	int64_t prefix;
-	char cmdline[256];
 	int fd = -1, alive = vm_find(w->id) == w->vm;
 
 	if (m != NULL && m->type == IPC_NET_SETUP_RESULT) {
@@ -258,13 +268,13 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 			json_object_put(b);
 		}
 		up[w->slot] = 0;
-		w->cb(NULL, -1, NULL, NULL, "not_found", "the VM is gone",
+		w->cb(NULL, -1, NULL, "not_found", "the VM is gone",
 		    w->arg);
 		free(w);
 		return;
 	}
 	if (m == NULL) {
-		w->cb(w->vm, -1, NULL, NULL, "unavailable", "netd did not "
+		w->cb(w->vm, -1, NULL, "unavailable", "netd did not "
 		    "answer", w->arg);
 		free(w);
 		return;
@@ -274,7 +284,7 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 		    &jerr) != 1 || jsonx_get_string(m->body, "error.message",
 		    1, &msg, &jerr) != 1)
 			msg = "netd refused";
-		w->cb(w->vm, -1, NULL, NULL, "unavailable", msg, w->arg);
+		w->cb(w->vm, -1, NULL, "unavailable", msg, w->arg);
 		free(w);
 		return;
 	}
@@ -288,27 +298,33 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 	    &jerr) != 1 ||
 	    jsonx_get_array(m->body, "dns", 1, &dns, &jerr) != 1 ||
 	    strspn(mac, "0123456789abcdef:") != strlen(mac) ||
-	    strlen(mac) != 17 || strspn(addr, "0123456789.") != strlen(addr) ||
-	    strspn(gw, "0123456789.") != strlen(gw)) {
+	    strlen(mac) != 17 || !ipv4_ok(addr) || !ipv4_ok(gw)) {
 		if (fd != -1)
 			close(fd);
-		w->cb(w->vm, -1, NULL, NULL, "internal", "netd's answer was "
+		w->cb(w->vm, -1, NULL, "internal", "netd's answer was "
 		    "not understood", w->arg);
 		free(w);
 		return;
 	}
-	snprintf(cmdline, sizeof(cmdline), "mcpvm.net=%s/%d,gw=%s", addr,
-	    (int)prefix, gw);
-	for (size_t i = 0; i < json_object_array_length(dns) && i < 3; i++) {
+	memset(&lease, 0, sizeof(lease));
+	snprintf(lease.mac, sizeof(lease.mac), "%s", mac);
+	snprintf(lease.address, sizeof(lease.address), "%s", addr);
+	snprintf(lease.gateway, sizeof(lease.gateway), "%s", gw);
+	lease.prefix = (int)prefix;
+	snprintf(lease.cmdline, sizeof(lease.cmdline), "mcpvm.net=%s/%d,gw=%s",
+	    addr, (int)prefix, gw);
+	for (size_t i = 0; i < json_object_array_length(dns) &&
+	    lease.ndns < NET_LEASE_MAX_DNS; i++) {
 		const char *d = json_object_get_string(
 		    json_object_array_get_idx(dns, i));
 
-		if (d != NULL && strlen(d) <= 15 &&
-		    strspn(d, "0123456789.") == strlen(d))
-			snprintf(cmdline + strlen(cmdline), sizeof(cmdline) -
-			    strlen(cmdline), ",dns=%s", d);
+		if (d == NULL || !ipv4_ok(d))
+			continue;
+		snprintf(lease.dns[lease.ndns++], sizeof(lease.dns[0]), "%s", d);
+		snprintf(lease.cmdline + strlen(lease.cmdline),
+		    sizeof(lease.cmdline) - strlen(lease.cmdline), ",dns=%s", d);
 	}
-	w->cb(w->vm, fd, mac, cmdline, NULL, NULL, w->arg);
+	w->cb(w->vm, fd, &lease, NULL, NULL, w->arg);
 	free(w);
 }
 
@@ -320,11 +336,11 @@ netclient_setup(struct vm *vm, net_setup_cb cb, void *arg)
 	char why[300];
 
 	if (!netclient_available(why, sizeof(why))) {
-		cb(vm, -1, NULL, NULL, "unavailable", why, arg);
+		cb(vm, -1, NULL, "unavailable", why, arg);
 		return;
 	}
 	if (vm->rec.slot < 0 || vm->rec.slot >= NET_SLOTS) {
-		cb(vm, -1, NULL, NULL, "unavailable", "this VM's slot is "
+		cb(vm, -1, NULL, "unavailable", "this VM's slot is "
 		    "beyond what guest networking can address", arg);
 		return;
 	}
@@ -340,7 +356,7 @@ netclient_setup(struct vm *vm, net_setup_cb cb, void *arg)
 	if (ipc_request(conn, IPC_NET_SETUP, b, -1, NETD_TIMEOUT_MS,
 	    setup_done, w) == -1) {
 		free(w);
-		cb(vm, -1, NULL, NULL, "unavailable", "netd is not reachable",
+		cb(vm, -1, NULL, "unavailable", "netd is not reachable",
 		    arg);
 	}
 	json_object_put(b);

@@ -12,13 +12,29 @@
 struct vm;
 
 /*
- * A setup's outcome: on success code is NULL, tap_fd is the VM's TAP
- * (the callback owns it), mac the guest NIC's address and cmdline the
- * kernel argument that tells guestd its address ("mcpvm.net=…").
- * The VM is NULL when it was destroyed while netd worked.
+ * A VM's network as netd answered it, checked: the guest NIC's MAC, its
+ * address, prefix and gateway, up to three resolvers, and the kernel
+ * argument that tells a booting guestd the same ("mcpvm.net=...").  A
+ * clone gets the values themselves in its identity op (vm_boot.c).
  */
-typedef void (*net_setup_cb)(struct vm *, int tap_fd, const char *mac,
-	    const char *cmdline, const char *code, const char *msg,
+#define NET_LEASE_MAX_DNS	3
+struct net_lease {
+	char	 mac[18];
+	char	 address[16];
+	int	 prefix;
+	char	 gateway[16];
+	char	 dns[NET_LEASE_MAX_DNS][16];
+	int	 ndns;
+	char	 cmdline[256];
+};
+
+/*
+ * A setup's outcome: on success code is NULL, tap_fd is the VM's TAP
+ * (the callback owns it) and lease what the guest is to be given.  The
+ * VM is NULL when it was destroyed while netd worked.
+ */
+typedef void (*net_setup_cb)(struct vm *, int tap_fd,
+	    const struct net_lease *lease, const char *code, const char *msg,
 	    void *arg);
 
 /* Connects (and keeps reconnecting) to netd; at each connect it tells

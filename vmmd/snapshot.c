@@ -503,8 +503,7 @@ valid_name(const char *s)
 
 /*
  * What a snapshot of vm needs: a VM that is running, paused or (disk
- * only) hibernated, not busy, without networking for memory.  0, or an
- * error reply and -1.
+ * only) hibernated, and not busy.  0, or an error reply and -1.
  */
 int
 snap_make_check(struct request *req, struct vm *vm, int memory)
@@ -529,11 +528,6 @@ snap_make_check(struct request *req, struct vm *vm, int memory)
 		request_error(req, "conflict", "the VM is %s; a snapshot needs "
 		    "it running, paused or hibernated",
 		    vm_state_name(vm->rec.state));
-		return -1;
-	}
-	if (memory && vm->rec.network) {
-		request_error(req, "conflict", "a snapshot with memory of a VM "
-		    "with networking is not supported; take a disk-only one");
 		return -1;
 	}
 	if ((vm->rec.state == VM_RUNNING || vm->rec.state == VM_PAUSED) &&
@@ -581,6 +575,9 @@ snap_make_begin(struct request *req, struct vm *vm, const char *name,
 	    vm->rec.id);
 	snprintf(mk->rec.image, sizeof(mk->rec.image), "%s", vm->rec.image);
 	mk->rec.memory = memory;
+	/* Its restores need the NIC its device state has (each in a slot
+	 * of its own); a disk-only one boots with the network asked for. */
+	mk->rec.network = memory && vm->rec.network;
 	mk->rec.vcpus = vm->rec.vcpus;
 	mk->rec.memory_mib = vm->rec.memory_mib;
 	mk->rec.disk_bytes = vm->rec.disk_bytes;

@@ -143,6 +143,8 @@ manifest_new(const struct snap_record *r, const struct conf_image *im)
 	json_object_object_add(o, "source_vm",
 	    json_object_new_string(r->source_vm));
 	json_object_object_add(o, "memory", json_object_new_boolean(r->memory));
+	json_object_object_add(o, "network",
+	    json_object_new_boolean(r->network));
 	json_object_object_add(o, "disk_bytes",
 	    json_object_new_int64(r->disk_bytes));
 	json_object_object_add(o, "memory_bytes",
@@ -171,7 +173,9 @@ manifest_new(const struct snap_record *r, const struct conf_image *im)
 
 /*
  * Reads dir's manifest and checks it against the record: its id,
- * workspace, memory flag, sizes and digest.  0, or -1 with why.
+ * workspace, memory and network flags (a manifest without "network" is
+ * an older one, of a machine without a NIC), sizes and digest.  0, or -1
+ * with why.
  * Blocking.
  */
 static int
@@ -183,7 +187,7 @@ manifest_check(const char *dir, const struct snap_record *r,
 	struct jsonx_err jerr;
 	const char *s;
 	int64_t v;
-	int fd, b;
+	int fd, b, net;
 	ssize_t n;
 
 	if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, SNAP_MANIFEST)
@@ -210,6 +214,8 @@ manifest_check(const char *dir, const struct snap_record *r,
 	    strcmp(s, r->workspace) != 0 ||
 	    jsonx_get_bool(m, "memory", 1, &b, &jerr) != 1 ||
 	    b != r->memory ||
+	    (net = 0, jsonx_get_bool(m, "network", 0, &net, &jerr) == -1) ||
+	    net != r->network ||
 	    jsonx_get_int64(m, "disk_bytes", 1, 0, INT64_MAX, &v, &jerr) != 1 ||
 	    v != r->disk_bytes ||
 	    jsonx_get_int64(m, "memory_bytes", 1, 0, INT64_MAX, &v, &jerr) !=
@@ -394,6 +400,8 @@ snap_json(const struct snap_record *r)
 	json_object_object_add(o, "snapshot_id", json_object_new_string(r->id));
 	json_object_object_add(o, "name", json_object_new_string(r->name));
 	json_object_object_add(o, "memory", json_object_new_boolean(r->memory));
+	json_object_object_add(o, "network",
+	    json_object_new_string(r->network ? "on" : "off"));
 	json_object_object_add(o, "source_vm_id",
 	    json_object_new_string(r->source_vm));
 	json_object_object_add(o, "image", json_object_new_string(r->image));

@@ -122,6 +122,9 @@ static const char *const migrations[] = {
 	"CREATE INDEX snapshots_workspace ON snapshots(workspace);"
 	"ALTER TABLE vms ADD COLUMN snapshot_id TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE vms ADD COLUMN origin TEXT NOT NULL DEFAULT 'booted';",
+	/* 5: whether a memory snapshot's machine has a NIC, which its
+	 * restores must have too; older rows had none. */
+	"ALTER TABLE snapshots ADD COLUMN network INTEGER NOT NULL DEFAULT 0;",
 };
 
 /*
@@ -806,8 +809,8 @@ store_snap_insert(struct store *s, const struct snap_record *r)
 	sqlite3_stmt *st = store_prepare(s,
 	    "INSERT INTO snapshots (id, workspace, name, state, source_vm, "
 	    "image, memory, vcpus, memory_mib, disk_bytes, memory_bytes, "
-	    "memory_sha256, paused_ms, created_at) VALUES (?1, ?2, ?3, "
-	    "'making', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)");
+	    "memory_sha256, paused_ms, created_at, network) VALUES (?1, ?2, "
+	    "?3, 'making', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
 
 	if (st == NULL)
 		return -1;
@@ -824,6 +827,7 @@ store_snap_insert(struct store *s, const struct snap_record *r)
 	sqlite3_bind_text(st, 11, r->memory_sha256, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 12, r->paused_ms);
 	sqlite3_bind_int64(st, 13, r->created_at);
+	sqlite3_bind_int(st, 14, r->network);
 	return store_done(s, st);
 }
 
@@ -855,7 +859,7 @@ store_snap_ready(struct store *s, const struct snap_record *r)
 
 #define SNAP_COLUMNS	"id, workspace, name, state, source_vm, image, " \
 	"memory, vcpus, memory_mib, disk_bytes, memory_bytes, memory_sha256, " \
-	"paused_ms, created_at"
+	"paused_ms, created_at, network"
 
 static void
 row_to_snap(sqlite3_stmt *st, struct snap_record *r)
@@ -875,6 +879,7 @@ row_to_snap(sqlite3_stmt *st, struct snap_record *r)
 	sqldb_column_text(st, 11, r->memory_sha256, sizeof(r->memory_sha256));
 	r->paused_ms = sqlite3_column_int64(st, 12);
 	r->created_at = sqlite3_column_int64(st, 13);
+	r->network = sqlite3_column_int(st, 14) != 0;
 }
 
 static void

@@ -169,6 +169,7 @@ struct snap_record {
 	char		 memory_sha256[65];	/* of memory.bin, or "" */
 	long long	 paused_ms;		/* the source's pause */
 	long long	 created_at;		/* unix milliseconds */
+	int		 network;		/* memory: its machine has a NIC */
 };
 
 int	store_snap_insert(struct store *, const struct snap_record *);

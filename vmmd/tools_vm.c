@@ -95,7 +95,8 @@ tools_create_check(struct request *req, const struct snap_record *snap,
 {
 	const struct conf_image *im;
 	const char *image = req_arg_str(req, "image", NULL);
-	const char *network = req_arg_str(req, "network", "off");
+	const char *network = snap != NULL && snap->memory ?
+	    (snap->network ? "on" : "off") : req_arg_str(req, "network", "off");
 	char code[32], msg[256];
 	int64_t memory;
 	size_t i;
@@ -163,13 +164,13 @@ tools_create_check(struct request *req, const struct snap_record *snap,
 
 /*
  * vm_create with a snapshot: the workspace's own, and for one with memory
- * the size it was taken at (a different one is named) and no network (it
- * had none).
+ * the size and network it was taken with (a different one is named).
  */
 static int
 create_snap_check(struct request *req, struct snap_record *snap)
 {
 	const char *id = req_arg_str(req, "snapshot", "");
+	const char *net = req_arg_str(req, "network", NULL);
 	int64_t v;
 
 	if (snap_find_owned(id, req->workspace, snap) == -1) {
@@ -192,9 +193,12 @@ create_snap_check(struct request *req, struct snap_record *snap)
 		    snap->memory_mib, (long long)v);
 		return -1;
 	}
-	if (strcmp(req_arg_str(req, "network", "off"), "on") == 0) {
+	/* Its device state has a NIC or none: the network follows it. */
+	if (net != NULL && strcmp(net, snap->network ? "on" : "off") != 0) {
 		request_error(req, "invalid_argument", "network: snapshot %s "
-		    "has its memory from a VM without networking", snap->id);
+		    "has its memory from a VM with networking %s; a VM "
+		    "restored from it has network %s", snap->id,
+		    snap->network ? "on" : "off", snap->network ? "on" : "off");
 		return -1;
 	}
 	return 0;
@@ -231,8 +235,8 @@ tool_vm_create(struct request *req)
 	if (env->audit != NULL)
 		audit_append(env->audit, req->workspace,
 		    "vm_create:snapshot", snap.id, "started");
-	vm_create_snap(req, im, &snap, vcpus, memory,
-	    strcmp(network, "on") == 0,
+	vm_create_snap(req, im, &snap, vcpus, memory, snap.memory ?
+	    snap.network : strcmp(network, "on") == 0,
 	    (int)req_arg_int(req, "idle_seconds", 300),
 	    strcmp(req_arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
 	    create_done, req);

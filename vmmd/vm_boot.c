@@ -173,13 +173,33 @@ random_hex(char *out, int uuid)
 	}
 }
 
+/* The clone's own slot, as netd gave it (guest.h "identity", "net"). */
+static struct json_object *
+identity_net(const struct net_lease *l)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *dns = json_object_new_array();
+
+	json_object_object_add(o, "mac", json_object_new_string(l->mac));
+	json_object_object_add(o, "address",
+	    json_object_new_string(l->address));
+	json_object_object_add(o, "prefix", json_object_new_int(l->prefix));
+	json_object_object_add(o, "gateway",
+	    json_object_new_string(l->gateway));
+	for (int i = 0; i < l->ndns; i++)
+		json_object_array_add(dns, json_object_new_string(l->dns[i]));
+	json_object_object_add(o, "dns", dns);
+	return o;
+}
+
 /*
  * A VM restored from another's memory (a memory snapshot, a fork) still
  * holds that machine's machine-id, boot id, hostname and random state.
  * Before its jobs thaw, guestd takes new ones (guest.h "identity"): the
  * hostname is "mcpvm-" and the vm_id's first 12 hex digits, the rest is
- * fresh from the host's RNG, the entropy too.  docs/snapshots.md says
- * what a clone still shares.
+ * fresh from the host's RNG, the entropy too; with network, eth0 moves
+ * to the clone's own slot (its MAC, address, gateway and resolvers).
+ * docs/snapshots.md says what a clone still shares.
  */
 static void
 boot_identity(struct vm *vm)
@@ -209,8 +229,12 @@ boot_identity(struct vm *vm)
 	    json_object_new_string_len(b64, (int)len));
 	OPENSSL_cleanse(b64, len);
 	free(b64);
+	if (vm->rec.network && vm->net.mac[0] != '\0')
+		json_object_object_add(call, "net", identity_net(&vm->net));
 	log_info("vm %s: restored from a snapshot: giving it machine-id %s, "
-	    "boot id %s, hostname %s", vm->rec.id, machine_id, boot_id, host);
+	    "boot id %s, hostname %s%s%s", vm->rec.id, machine_id, boot_id,
+	    host, vm->net.mac[0] != '\0' ? ", address " : "",
+	    vm->net.mac[0] != '\0' ? vm->net.address : "");
 	if (proxy_call(vm, call, GUEST_CTL_CALL_MS, boot_identity_done,
 	    op_token(vm)) == -1)
 		boot_identity_done(vm, NULL, "unavailable", "vmproxy is gone", -1,
@@ -405,8 +429,8 @@ struct boot_net {
 };
 
 static void
-boot_net_done(struct vm *vm, int tap_fd, const char *mac,
-    const char *netarg, const char *code, const char *msg, void *arg)
+boot_net_done(struct vm *vm, int tap_fd, const struct net_lease *lease,
+    const char *code, const char *msg, void *arg)
 {
 	struct boot_net *bn = arg;
 	char err[512];
@@ -425,10 +449,12 @@ boot_net_done(struct vm *vm, int tap_fd, const char *mac,
 		free(bn);
 		return;
 	}
+	if (code == NULL)
+		vm->net = *lease;
 	if (code != NULL)
 		vm_op_done(vm, "unavailable", "guest network: %s", msg);
 	else if (vm_boot_vmm(vm, bn->has_checkpoint ? bn->checkpoint : NULL,
-	    tap_fd, mac, netarg, err, sizeof(err)) == -1)
+	    tap_fd, lease->mac, lease->cmdline, err, sizeof(err)) == -1)
 		vm_op_done(vm, "unavailable", "the VM could not start: %s",
 		    err);
 	/* QEMU has its copy once started. */
@@ -442,6 +468,7 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 {
 	struct boot_net *bn;
 
+	memset(&vm->net, 0, sizeof(vm->net));
 	if (!vm->rec.network)
 		return vm_boot_vmm(vm, checkpoint, -1, NULL, NULL, err,
 		    errlen);

@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "cgroup.h"
 #include "ipc.h"
+#include "netclient.h"
 #include "conf.h"
 #include "decode.h"
 #include "store.h"
@@ -163,6 +164,9 @@ struct vm {
 	int			 restored;
 	/* Its snapshot's check is still out: QEMU waits to read the file. */
 	int			 hold_restore;
+	/* Its network as netd gave it at this boot (net.mac "": none): a
+	 * clone's identity op carries it. */
+	struct net_lease	 net;
 	int			 busy;		/* a lifecycle op runs */
 	/*
 	 * Disk jobs on the worker pool that will call back with this VM.  A

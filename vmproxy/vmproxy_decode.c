@@ -24,6 +24,7 @@ enum mkind {
 	MK_BOOL,
 	MK_ENV,		/* an object of at most max string members */
 	MK_CURSOR,	/* { stdout, stderr }: 0..GUEST_CURSOR_MAX each */
+	MK_OBJ,		/* an object, its members read_host_members' */
 };
 
 #define MF_REQ		0x1	/* vmmd always sends it */
@@ -91,6 +92,7 @@ static const struct member ops_members[GOP_COUNT][8] = {
 		{ "hostname", MK_STR, 1, GUEST_HOSTNAME_MAX, MF_REQ },
 		{ "entropy_b64", MK_STR, GUEST_ENTROPY_B64_LEN,
 		    GUEST_ENTROPY_B64_LEN, MF_REQ },
+		{ "net", MK_OBJ, 0, 0, 0 },
 	},
 };
 
@@ -175,6 +177,11 @@ check_member(const char *op, const struct member *ms, struct json_object *v,
 		}
 		return DECODE_OK;
 	}
+	case MK_OBJ:
+		if (!json_object_is_type(v, json_type_object))
+			return verdict(e, DECODE_BAD, NULL, "%s: %s is %s, not "
+			    "an object", op, ms->name, jsonx_type_name(v));
+		return DECODE_OK;
 	case MK_CURSOR: {
 		if (!json_object_is_type(v, json_type_object))
 			return verdict(e, DECODE_BAD, NULL, "%s: %s is %s, not "
@@ -217,8 +224,11 @@ check_identity(struct json_object *body, struct guest_call *c,
     struct decode_err *e)
 {
 	uint8_t ent[GUEST_ENTROPY_BYTES];
+	struct json_object *net;
+	struct glink_net n;
 	const char *s;
 	struct jsonx_err jerr;
+	char why[160];
 	int rc;
 
 	s = "";
@@ -246,6 +256,10 @@ check_identity(struct json_object *body, struct guest_call *c,
 		return verdict(e, DECODE_REFUSE, "invalid_argument", "identity: "
 		    "entropy_b64 must be base64 of exactly %d bytes",
 		    GUEST_ENTROPY_BYTES);
+	if (json_object_object_get_ex(body, "net", &net) &&
+	    glink_net_decode(net, &n, why, sizeof(why)) == -1)
+		return verdict(e, DECODE_REFUSE, "invalid_argument",
+		    "identity: %s", why);
 	return DECODE_OK;
 }
 

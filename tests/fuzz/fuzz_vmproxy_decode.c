@@ -63,6 +63,9 @@ check_call(const struct vmmd_msg *m)
 	/* identity goes to the guest only in the forms guestd takes. */
 	if (c->op == GOP_IDENTITY) {
 		uint8_t ent[GUEST_ENTROPY_BYTES];
+		struct json_object *net;
+		struct glink_net gn;
+		char gerr[160];
 		const char *b64 = json_object_get_string(json_object_object_get(
 		    m->request, "entropy_b64"));
 
@@ -73,6 +76,10 @@ check_call(const struct vmmd_msg *m)
 		    json_object_object_get(m->request, "hostname"))) ||
 		    b64 == NULL || glink_b64_exact(b64, strlen(b64), ent,
 		    sizeof(ent)) != 0)
+			abort();
+		/* A net member goes only as guestd decodes it. */
+		if (json_object_object_get_ex(m->request, "net", &net) &&
+		    glink_net_decode(net, &gn, gerr, sizeof(gerr)) != 0)
 			abort();
 	}
 	(void)json_object_to_json_string(m->request);

@@ -6,6 +6,7 @@
 # netns and reaches netd by its socket; QEMU gets the TAP netd made.
 # Everything is driven through the tools, as a client would.  TAP on
 # stdout; needs root and what test_vmmd.py needs.
+import base64
 import json
 import os
 import shutil
@@ -84,6 +85,164 @@ def check_egress(w, a, vm, tag):
             bad.append((addr, out))
     ok(not bad, "%s: private, CGNAT, metadata, blocked and host addresses "
        "are unreachable" % tag, bad)
+
+
+COUNTER = r"""
+import os, time
+token = os.urandom(8).hex()      # held in this process's memory only
+n = 0
+while True:
+    n += 1
+    with open("/workspace/counter.tmp", "w") as f:
+        f.write("%s %d" % (token, n))
+    os.rename("/workspace/counter.tmp", "/workspace/counter")
+    time.sleep(0.2)
+"""
+
+
+def counter(a, vm, rid):
+    code, out, err = guest(a, vm, "cat /workspace/counter", rid)
+    v = out.split()
+    return (v[0], int(v[1])) if code == 0 and len(v) == 2 else (None, -1)
+
+
+def wait_objects(w, n, timeout=15):
+    """netd's objects for n slots: one netns and one host veth each."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        links, ns = netd_objects(w)
+        if len(links) == n and len(ns) == n:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def nic(a, vm, rid):
+    """eth0's MAC, the address the guest sends from, and its ARP table."""
+    code, out, err = guest(a, vm, "cat /sys/class/net/eth0/address", rid)
+    mac = out
+    addr = guest_addr(a, vm, rid + "-a")
+    code, out, err = guest(a, vm, "cat /proc/net/arp", rid + "-n")
+    arp = [line.split()[0] for line in out.splitlines()[1:] if line.split()]
+    return mac, addr, arp
+
+
+def slot_nic(mac, addr):
+    """The MAC and address netd gives one slot (netd.8): 02:6d:76:00:N and
+    10.232.N.2, with N < 256 here."""
+    parts = addr.split(".")
+    return (len(parts) == 4 and parts[:2] == ["10", "232"] and
+            parts[3] == "2" and
+            mac == "02:6d:76:00:00:%02x" % int(parts[2]))
+
+
+def check_clone(w, a, vm, src_nic, token, tag):
+    """A clone of the networked source: its own slot's MAC and address,
+    no neighbour entry of the source's gateway, egress of its own, and
+    the source's process running on with the memory it had."""
+    mac, addr, arp = nic(a, vm, tag + "-nic")
+    ok(slot_nic(mac, addr) and mac != src_nic[0] and addr != src_nic[1],
+       "%s: eth0 has its own slot's MAC and address" % tag,
+       (mac, addr, src_nic))
+    old_gw = src_nic[1].rsplit(".", 1)[0] + ".1"
+    ok(old_gw not in arp, "%s: no neighbour entry of the source's gateway "
+       "%s survived" % (tag, old_gw), arp)
+    code, out, err = guest(a, vm, "cat /etc/resolv.conf", tag + "-res")
+    ok("nameserver 203.0.113.53" in out, "%s: resolv.conf has the "
+       "resolver" % tag, out)
+    check_egress(w, a, vm, tag)
+    tok, n = counter(a, vm, tag + "-cnt")
+    ok(tok == token, "%s: the source's process runs on with its memory "
+       "(token %s)" % (tag, tok), (tok, token))
+    return mac, addr
+
+
+def case_clones(h, w, a, vm):
+    """Memory snapshots and forks of a VM with network: each clone in a
+    slot of its own, the source keeping its own."""
+    okk, r = a("vm_write_file", vm_id=vm, path="counter.py",
+               data_base64=base64.b64encode(COUNTER.encode()).decode())
+    ok(okk, "clones: the counter script is written", r)
+    okk, r = a("vm_exec", vm_id=vm, request_id="counter",
+               command="python3 /workspace/counter.py",
+               timeout_seconds=3600)
+    ok(okk, "clones: the counter runs as a job in the source", r)
+    tv.wait_for(lambda: counter(a, vm, "cw-%d" % time.monotonic_ns())[1] >
+                3, 60, "the counter")
+    token, _ = counter(a, vm, "c-tok")
+    src_nic = nic(a, vm, "src-nic")
+    ok(slot_nic(src_nic[0], src_nic[1]), "clones: the source has its "
+       "slot's MAC and address", src_nic)
+
+    okk, s = a("vm_snapshot", vm_id=vm, request_id="s-net", memory=True)
+    ok(okk and s["memory"] is True and s["network"] == "on",
+       "clones: a memory snapshot of a VM with network on, network on", s)
+    sid = s["snapshot_id"]
+    m = json.load(open(os.path.join(h.mnt, "snapshots", sid,
+                                    "manifest.json")))
+    ok(m.get("network") is True, "clones: its manifest records the NIC", m)
+    okk, r = a("vm_snapshot_list")
+    ok(okk and [x["network"] for x in r["snapshots"]] == ["on"],
+       "clones: vm_snapshot_list says network on", r)
+    okk, r = a("vm_create", request_id="n-off", snapshot=sid,
+               network="off")
+    ok(not okk and r["code"] == "invalid_argument" and
+       r["message"].startswith("network"), "clones: an explicit network "
+       "off with a networked memory snapshot is invalid_argument naming "
+       "it", r)
+    h.authctl("policy", "set", "--workspace", "netws", "--deny-network")
+    okk, r = a("vm_create", request_id="n-deny", snapshot=sid)
+    ok(not okk and r["code"] == "forbidden", "clones: a workspace denied "
+       "network is forbidden to restore a networked snapshot", r)
+    okk, r = a("vm_fork", vm_id=vm, request_id="f-deny", count=1)
+    ok(not okk and r["code"] == "forbidden", "clones: and to fork a "
+       "networked VM", r)
+    # The source and two clones at once: more than a workspace's default.
+    h.authctl("policy", "set", "--workspace", "netws", "--allow-network",
+              "--max-vms", "3")
+
+    kids = []
+    for i in range(2):
+        okk, r = a("vm_create", request_id="n-c%d" % i, snapshot=sid,
+                   idle_seconds=3600)
+        ok(okk and r.get("network") == "on" and r.get("state") ==
+           "running", "clones: VM %d restored from it, network on" % i, r)
+        kids.append(r["vm_id"])
+    ok(wait_objects(w, 3), "clones: netd holds three slots' objects",
+       netd_objects(w))
+    nics = [check_clone(w, a, kid, src_nic, token, "clone%d" % i)
+            for i, kid in enumerate(kids)]
+    ok(len({n[0] for n in nics} | {src_nic[0]}) == 3 and
+       len({n[1] for n in nics} | {src_nic[1]}) == 3,
+       "clones: three MACs and three addresses", (nics, src_nic))
+    check_egress(w, a, vm, "source-with-clones")
+    for kid in kids:
+        okk, r = a("vm_destroy", vm_id=kid)
+        ok(okk, "clones: destroyed", r)
+    ok(wait_objects(w, 1), "clones: destroying them removed their slots' "
+       "objects", netd_objects(w))
+    check_egress(w, a, vm, "source-after-clones")
+    ok(nic(a, vm, "src-nic2")[:2] == src_nic[:2], "clones: the source "
+       "kept its MAC and address", src_nic)
+    okk, r = a("vm_snapshot_delete", snapshot_id=sid)
+    ok(okk, "clones: the snapshot is deleted", r)
+
+    okk, f = a("vm_fork", vm_id=vm, request_id="f-net", count=1)
+    ok(okk and len(f.get("vm_ids", [])) == 1, "fork: one child of the "
+       "networked source", f)
+    child = f["vm_ids"][0]
+    okk, st = a("vm_status", vm_id=child)
+    ok(okk and st["network"] == "on" and st["origin"] == "fork",
+       "fork: the child has network on", st)
+    ok(wait_objects(w, 2), "fork: netd holds two slots' objects",
+       netd_objects(w))
+    check_clone(w, a, child, src_nic, token, "fork")
+    check_egress(w, a, vm, "source-with-fork")
+    okk, r = a("vm_destroy", vm_id=child)
+    ok(okk and wait_objects(w, 1), "fork: destroying the child removed "
+       "its slot's objects", (r, netd_objects(w)))
+    check_egress(w, a, vm, "source-after-fork")
+    guest(a, vm, "pkill -f counter.py; true", "c-kill")
 
 
 def main():
@@ -191,6 +350,8 @@ def main():
         ok(okk, "resumed from pause", r)
         code, out, err = tcp(a, vm, "203.0.113.10", 80, "p-tcp")
         ok(code == 0, "egress after pause", (out, err))
+
+        case_clones(h, w, a, vm)
 
         # vmmd dies with the VM running: the next vmmd kills the VM and
         # its first sync has netd remove the orphaned network.

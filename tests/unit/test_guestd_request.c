@@ -2,6 +2,7 @@
  * Unit tests for guestd/request: what a host request must look like before
  * any handler runs, and which mistakes end the link versus get a reply.
  */
+#include <arpa/inet.h>
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +244,144 @@ START_TEST(identity_refused)
 }
 END_TEST
 
+/* An identity request with a "net" member of the given text. */
+static int
+decode_net(const char *net, struct req *r, char *err)
+{
+	char json[1536];
+
+	snprintf(json, sizeof(json), "{\"id\":9,\"op\":\"identity\","
+	    "\"machine_id\":\"" MID "\",\"boot_id\":\"" BID "\","
+	    "\"hostname\":\"h\",\"entropy_b64\":\"" ENT64 "\",\"net\":%s}",
+	    net);
+	return decode(json, NULL, r, err);
+}
+
+#define NET(mac, addr, prefix, gw, dns) \
+	"{\"mac\":\"" mac "\",\"address\":\"" addr "\",\"prefix\":" prefix \
+	",\"gateway\":\"" gw "\",\"dns\":" dns "}"
+#define NET_OK	NET("02:6d:76:00:00:07", "10.232.7.2", "30", "10.232.7.1", \
+	"[\"203.0.113.53\",\"8.8.8.8\"]")
+
+START_TEST(identity_net_decoded)
+{
+	static const uint8_t mac[6] = { 0x02, 0x6d, 0x76, 0x00, 0x00, 0x07 };
+	struct req r;
+	char err[256];
+
+	ck_assert_int_eq(decode_net(NET_OK, &r, err), 0);
+	ck_assert_int_eq(r.has_net, 1);
+	ck_assert_mem_eq(r.net.mac, mac, 6);
+	ck_assert_uint_eq(r.net.address, htonl(0x0ae80702));
+	ck_assert_uint_eq(r.net.gateway, htonl(0x0ae80701));
+	ck_assert_int_eq(r.net.prefix, 30);
+	ck_assert_int_eq(r.net.ndns, 2);
+	ck_assert_uint_eq(r.net.dns[0], htonl(0xcb007135));
+	ck_assert_uint_eq(r.net.dns[1], htonl(0x08080808));
+	req_free(&r);
+	/* Without it, nothing about the network is asked. */
+	ck_assert_int_eq(decode_identity(MID, BID, "h", ENT64, &r, err), 0);
+	ck_assert_int_eq(r.has_net, 0);
+	req_free(&r);
+	/* The edges: /8 and no resolver, three resolvers. */
+	ck_assert_int_eq(decode_net(NET("02:00:00:00:00:01", "10.0.0.2", "8",
+	    "10.255.255.254", "[]"), &r, err), 0);
+	ck_assert_int_eq(r.net.ndns, 0);
+	req_free(&r);
+	ck_assert_int_eq(decode_net(NET("02:6d:76:00:00:07", "10.232.7.2",
+	    "30", "10.232.7.1", "[\"1.1.1.1\",\"1.0.0.1\",\"9.9.9.9\"]"), &r,
+	    err), 0);
+	ck_assert_int_eq(r.net.ndns, 3);
+	req_free(&r);
+}
+END_TEST
+
+START_TEST(identity_net_refused)
+{
+	static const struct {
+		const char *net, *says;
+	} bad[] = {
+		{ "[]", "net" },
+		{ "\"x\"", "net" },
+		/* mac: length, case, separators, multicast, zero, type */
+		{ NET("02:6d:76:00:00:7", "10.232.7.2", "30", "10.232.7.1",
+		    "[]"), "mac" },
+		{ NET("02:6D:76:00:00:07", "10.232.7.2", "30", "10.232.7.1",
+		    "[]"), "mac" },
+		{ NET("02-6d-76-00-00-07", "10.232.7.2", "30", "10.232.7.1",
+		    "[]"), "mac" },
+		{ NET("02:6d:76:00:00:07:", "10.232.7.2", "30", "10.232.7.1",
+		    "[]"), "mac" },
+		{ NET("03:6d:76:00:00:07", "10.232.7.2", "30", "10.232.7.1",
+		    "[]"), "mac" },
+		{ NET("00:00:00:00:00:00", "10.232.7.2", "30", "10.232.7.1",
+		    "[]"), "mac" },
+		{ "{\"mac\":7,\"address\":\"10.232.7.2\",\"prefix\":30,"
+		    "\"gateway\":\"10.232.7.1\",\"dns\":[]}", "mac" },
+		/* prefix: the range, the type */
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "31", "10.232.7.1",
+		    "[]"), "prefix" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "7", "10.232.7.1",
+		    "[]"), "prefix" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "\"30\"",
+		    "10.232.7.1", "[]"), "prefix" },
+		/* address: form, leading zero, loopback, multicast, the
+		 * subnet's first and last */
+		{ NET("02:6d:76:00:00:07", "10.232.7", "30", "10.232.7.1",
+		    "[]"), "address" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.02", "30", "10.232.7.1",
+		    "[]"), "address" },
+		{ NET("02:6d:76:00:00:07", "127.0.0.2", "30", "127.0.0.1",
+		    "[]"), "address" },
+		{ NET("02:6d:76:00:00:07", "224.0.0.2", "30", "224.0.0.1",
+		    "[]"), "address" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.0", "30", "10.232.7.1",
+		    "[]"), "address" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.3", "30", "10.232.7.1",
+		    "[]"), "address" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.2 ", "30", "10.232.7.1",
+		    "[]"), "address" },
+		/* gateway: another subnet, the address itself, broadcast */
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "30", "10.232.8.1",
+		    "[]"), "gateway" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "30", "10.232.7.2",
+		    "[]"), "gateway" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "30", "10.232.7.3",
+		    "[]"), "gateway" },
+		/* dns: too many, not addresses, not an array */
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "30", "10.232.7.1",
+		    "[\"1.1.1.1\",\"1.0.0.1\",\"9.9.9.9\",\"8.8.8.8\"]"),
+		    "dns" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "30", "10.232.7.1",
+		    "[\"dns.example\"]"), "dns[0]" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "30", "10.232.7.1",
+		    "[\"1.1.1.1\",7]"), "dns[1]" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "30", "10.232.7.1",
+		    "[\"0.0.0.0\"]"), "dns[0]" },
+		{ NET("02:6d:76:00:00:07", "10.232.7.2", "30", "10.232.7.1",
+		    "\"1.1.1.1\""), "dns" },
+		/* a member missing, or one more */
+		{ "{\"mac\":\"02:6d:76:00:00:07\",\"address\":\"10.232.7.2\","
+		    "\"prefix\":30,\"dns\":[]}", "gateway" },
+		{ "{\"mac\":\"02:6d:76:00:00:07\",\"address\":\"10.232.7.2\","
+		    "\"prefix\":30,\"gateway\":\"10.232.7.1\",\"dns\":[],"
+		    "\"mtu\":1500}", "unknown member \"mtu\"" },
+	};
+	struct req r;
+	char err[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(decode_net(bad[i].net, &r, err) == 1,
+		    "accepted #%zu", i);
+		ck_assert_uint_eq(r.id, 9);
+		ck_assert_msg(strstr(err, bad[i].says) != NULL, "#%zu: %s", i,
+		    err);
+		req_free(&r);
+	}
+}
+END_TEST
+
 int
 main(void)
 {
@@ -255,6 +394,8 @@ main(void)
 	tcase_add_test(tc, file_write_body_limit);
 	tcase_add_test(tc, identity_decoded);
 	tcase_add_test(tc, identity_refused);
+	tcase_add_test(tc, identity_net_decoded);
+	tcase_add_test(tc, identity_net_refused);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

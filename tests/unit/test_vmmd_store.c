@@ -473,6 +473,37 @@ START_TEST(vmgenid_kept_and_empty_for_old_rows)
 }
 END_TEST
 
+/*
+ * A memory snapshot of a networked VM says so across reopening; a row
+ * written without the column (an older vmmd's) reads as no NIC.
+ */
+START_TEST(snapshot_network_kept_and_off_for_old_rows)
+{
+	struct store *s = open_store();
+	struct snap_record r, got;
+	sqlite3 *db;
+
+	make_snap(&r, "n1", "ws-a", 1000);
+	r.memory = 1;
+	r.network = 1;
+	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	store_close(s);
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "INSERT INTO snapshots (id, "
+	    "workspace, name, state, source_vm, image, memory, vcpus, "
+	    "memory_mib, disk_bytes, memory_bytes, memory_sha256, paused_ms, "
+	    "created_at) VALUES ('o1', 'ws-a', '', 'ready', 'vm-o', 'test', 1, "
+	    "1, 256, 0, 0, '', 0, 1)", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	s = open_store();
+	ck_assert_int_eq(store_snap_get(s, "n1", &got), 0);
+	ck_assert_int_eq(got.network, 1);
+	ck_assert_int_eq(store_snap_get(s, "o1", &got), 0);
+	ck_assert_int_eq(got.network, 0);
+	store_close(s);
+}
+END_TEST
+
 START_TEST(digest_is_canonical)
 {
 	struct json_object *a = json_tokener_parse(
@@ -563,6 +594,7 @@ main(void)
 	tcase_add_test(tc, digest_is_canonical);
 	tcase_add_test(tc, image_digests_by_identity);
 	tcase_add_test(tc, vmgenid_kept_and_empty_for_old_rows);
+	tcase_add_test(tc, snapshot_network_kept_and_off_for_old_rows);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

@@ -446,6 +446,54 @@ START_TEST(identity_checked)
 }
 END_TEST
 
+#define NET_OK	"{\"mac\":\"02:6d:76:00:00:07\",\"address\":\"10.232.7.2\"," \
+	"\"prefix\":30,\"gateway\":\"10.232.7.1\",\"dns\":[\"203.0.113.53\"]}"
+
+static enum decode_verdict
+identity_net(const char *net)
+{
+	char text[1024];
+
+	snprintf(text, sizeof(text), "{\"op\":\"identity\",\"machine_id\":"
+	    "\"" MID "\",\"boot_id\":\"" BID "\",\"hostname\":\"h\","
+	    "\"entropy_b64\":\"" ENT64 "\",\"net\":%s}", net);
+	return call(text);
+}
+
+START_TEST(identity_net_forwarded)
+{
+	struct json_object *net;
+
+	ck_assert_int_eq(identity_net(NET_OK), DECODE_OK);
+	net = req("net");
+	ck_assert_ptr_nonnull(net);
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(net,
+	    "address")), "10.232.7.2");
+	ck_assert_int_eq(json_object_object_length(m.request), 6);
+}
+END_TEST
+
+START_TEST(identity_net_checked)
+{
+	/* glink_net_decode's checks, refused before the guest sees them. */
+	ck_assert_int_eq(identity_net("{\"mac\":\"02:6d:76:00:00:07\","
+	    "\"address\":\"10.232.7.2\",\"prefix\":30,\"gateway\":"
+	    "\"10.232.8.1\",\"dns\":[]}"), DECODE_REFUSE);
+	ck_assert_str_eq(de.code, "invalid_argument");
+	ck_assert_ptr_nonnull(strstr(de.msg, "identity: net: gateway"));
+	ck_assert_int_eq(identity_net("{\"mac\":\"01:6d:76:00:00:07\","
+	    "\"address\":\"10.232.7.2\",\"prefix\":30,\"gateway\":"
+	    "\"10.232.7.1\",\"dns\":[]}"), DECODE_REFUSE);
+	ck_assert_ptr_nonnull(strstr(de.msg, "net: mac"));
+	ck_assert_int_eq(identity_net("{\"mac\":\"02:6d:76:00:00:07\","
+	    "\"address\":\"10.232.7.2\",\"prefix\":30,\"gateway\":"
+	    "\"10.232.7.1\",\"dns\":[],\"x\":1}"), DECODE_REFUSE);
+	ck_assert_ptr_nonnull(strstr(de.msg, "unknown member"));
+	/* Not an object at all: a wrong shape. */
+	ck_assert_int_eq(identity_net("[1]"), DECODE_BAD);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -462,6 +510,8 @@ suite(void)
 	tcase_add_test(tc, qmp_operation);
 	tcase_add_test(tc, identity_forwarded);
 	tcase_add_test(tc, identity_checked);
+	tcase_add_test(tc, identity_net_forwarded);
+	tcase_add_test(tc, identity_net_checked);
 	suite_add_tcase(s, tc);
 	return s;
 }
