@@ -46,22 +46,25 @@ warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
 	struct warm_ctx *w = arg;
 	struct request *req = w->req;
 	char err[512];
+	int fallback = code != NULL && vm != NULL &&
+	    vm->rec.state != VM_DESTROYING;
 
+	/* The caller first: the delete is a rename and a store write, and
+	 * a crash before it leaves the 'fork' row to snap_init. */
+	if (!fallback)
+		create_done(vm, code, msg, req);
 	if (snap_delete(&w->snap, err, sizeof(err)) == -1)
 		log_warnx("warm pool: snapshot %s: %s", w->snap.id, err);
 	warmpool_used(w->im);
-	if (code != NULL && vm != NULL && vm->rec.state != VM_DESTROYING) {
+	if (fallback) {
 		/* The pool is vmmd's business: its failure is not the
 		 * caller's, who gets the VM booted instead. */
 		log_warnx("vm %s: not restored from the warm pool (%s); "
 		    "booting a VM instead", vm->rec.id, msg);
 		vm_create(req, w->im, w->vcpus, w->memory, 0, w->idle_seconds,
 		    w->idle_pause, create_done, req);
-		free(w);
-		return;
 	}
 	free(w);
-	create_done(vm, code, msg, req);
 }
 
 static void
