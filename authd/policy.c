@@ -1,6 +1,6 @@
 /*
- * Workspace policy helpers: identifier validation, comparison and the JSON
- * shape of a policy.  Linked into authd and authctl.
+ * Workspace policy helpers: image ids, comparison and the JSON shape of a
+ * policy (workspace names: common/wsname.c).  Linked into authd and authctl.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -11,30 +11,6 @@
 
 #include "jsonx.h"
 #include "policy.h"
-
-int
-workspace_id_valid(const char *id, char *why, size_t whylen)
-{
-	size_t n = strlen(id);
-
-	if (n == 0 || n > AUTH_WORKSPACE_MAX) {
-		snprintf(why, whylen, "workspace id must be 1 to %d "
-		    "characters long", AUTH_WORKSPACE_MAX);
-		return 0;
-	}
-	for (size_t i = 0; i < n; i++) {
-		char c = id[i];
-
-		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-		    c == '-')
-			continue;
-		snprintf(why, whylen, "workspace id may contain only "
-		    "lowercase letters, digits and '-' (character %zu is "
-		    "not one)", i + 1);
-		return 0;
-	}
-	return 1;
-}
 
 int
 image_id_valid(const char *id, char *why, size_t whylen)

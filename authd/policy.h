@@ -10,7 +10,9 @@
 
 struct json_object;
 
-#define AUTH_WORKSPACE_MAX	63	/* [a-z0-9-]{1,63} */
+#include "wsname.h"
+
+#define AUTH_WORKSPACE_MAX	WSNAME_MAX	/* [a-z0-9-]{1,63} */
 #define AUTH_IMAGE_MAX		64	/* [a-z0-9][a-z0-9._-]{0,63} */
 #define AUTH_MAX_IMAGES		32
 
@@ -44,10 +46,9 @@ struct auth_policy_patch {
 };
 
 /*
- * Validation of identifiers.  Each returns 1 when valid, else 0 with a
- * sentence a person can act on in why.
+ * Validation of identifiers (workspace names: wsname.h).  Returns 1 when
+ * valid, else 0 with a sentence a person can act on in why.
  */
-int	workspace_id_valid(const char *id, char *why, size_t whylen);
 int	image_id_valid(const char *id, char *why, size_t whylen);
 
 /* Applies the set fields of patch to p. */

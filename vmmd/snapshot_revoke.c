@@ -28,6 +28,7 @@
 #include "store.h"
 #include "vmmd.h"
 #include "warmpool.h"
+#include "wsname.h"
 
 #define REVOKE_ACTOR	"authd:revoke-workspace"
 
@@ -42,21 +43,6 @@ struct revoked_ws {
 };
 static TAILQ_HEAD(, revoked_ws) making_revoked =
     TAILQ_HEAD_INITIALIZER(making_revoked);
-
-/* authd's rule for a workspace name: [a-z0-9-]{1,63}. */
-static int
-ws_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > WORKSPACE_MAX)
-		return 0;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') ||
-		    (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return 0;
-	return 1;
-}
 
 /* Its snapshots still being made; -1 when the store fails. */
 static int
@@ -204,6 +190,7 @@ snap_revoke_subscribed(void *arg)
 {
 	struct snap_record *recs;
 	const char **names;
+	char why[128];
 	size_t n, k = 0;
 
 	if (store_snap_list(env->store, NULL, &recs, &n) == -1) {
@@ -219,7 +206,7 @@ snap_revoke_subscribed(void *arg)
 		fatal("calloc");
 	for (size_t i = 0; i < n; i++)
 		if (!warmpool_is_pool(recs[i].workspace) &&
-		    ws_name_ok(recs[i].workspace))
+		    workspace_id_valid(recs[i].workspace, why, sizeof(why)))
 			names[k++] = recs[i].workspace;
 	qsort(names, k, sizeof(*names), name_cmp);
 	n = 0;
