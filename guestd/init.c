@@ -153,6 +153,26 @@ write_resolv(char *const *dns, int ndns)
 		log_warn("/etc/resolv.conf");
 }
 
+/* Adds (SIOCADDRT) or deletes (SIOCDELRT) eth0's default route. */
+static int
+route_default(int s, unsigned long req, in_addr_t gw)
+{
+	struct rtentry rt;
+	struct sockaddr_in *sin;
+
+	memset(&rt, 0, sizeof(rt));
+	sin = (struct sockaddr_in *)&rt.rt_dst;
+	sin->sin_family = AF_INET;
+	sin = (struct sockaddr_in *)&rt.rt_genmask;
+	sin->sin_family = AF_INET;
+	sin = (struct sockaddr_in *)&rt.rt_gateway;
+	sin->sin_family = AF_INET;
+	sin->sin_addr.s_addr = gw;
+	rt.rt_flags = RTF_UP | (req == SIOCADDRT ? RTF_GATEWAY : 0);
+	rt.rt_dev = (char *)"eth0";
+	return ioctl(s, req, &rt);
+}
+
 /*
  * mcpvm.net=10.232.N.2/30,gw=10.232.N.1[,dns=IP]... (at most three dns)
  * on the kernel command line: configures eth0, which the VM has only when
@@ -165,8 +185,6 @@ init_eth0(const char *spec)
 	char *save;
 	int ndns = 0;
 	struct in_addr a, g;
-	struct rtentry rt;
-	struct sockaddr_in *sin;
 	in_addr_t mask;
 	long plen;
 	int s, i;
@@ -206,17 +224,8 @@ init_eth0(const char *spec)
 		return;
 	}
 	if (gw != NULL) {
-		memset(&rt, 0, sizeof(rt));
-		sin = (struct sockaddr_in *)&rt.rt_dst;
-		sin->sin_family = AF_INET;
-		sin = (struct sockaddr_in *)&rt.rt_genmask;
-		sin->sin_family = AF_INET;
-		sin = (struct sockaddr_in *)&rt.rt_gateway;
-		sin->sin_family = AF_INET;
-		sin->sin_addr = g;
-		rt.rt_flags = RTF_UP | RTF_GATEWAY;
-		rt.rt_dev = (char *)"eth0";
-		if (ioctl(s, SIOCADDRT, &rt) == -1 && errno != EEXIST)
+		if (route_default(s, SIOCADDRT, g.s_addr) == -1 &&
+		    errno != EEXIST)
 			log_warn("eth0: default route via %s", gw);
 	}
 	close(s);
@@ -280,25 +289,6 @@ arp_flush_eth0(int s, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
-}
-
-static int
-route_default(int s, unsigned long req, in_addr_t gw)
-{
-	struct rtentry rt;
-	struct sockaddr_in *sin;
-
-	memset(&rt, 0, sizeof(rt));
-	sin = (struct sockaddr_in *)&rt.rt_dst;
-	sin->sin_family = AF_INET;
-	sin = (struct sockaddr_in *)&rt.rt_genmask;
-	sin->sin_family = AF_INET;
-	sin = (struct sockaddr_in *)&rt.rt_gateway;
-	sin->sin_family = AF_INET;
-	sin->sin_addr.s_addr = gw;
-	rt.rt_flags = RTF_UP | (req == SIOCADDRT ? RTF_GATEWAY : 0);
-	rt.rt_dev = (char *)"eth0";
-	return ioctl(s, req, &rt);
 }
 
 int
