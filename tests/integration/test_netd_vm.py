@@ -18,6 +18,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_netd as tn  # noqa: E402
 import test_vmmd as tv  # noqa: E402
+from test_vmmd_snapshot import COUNTER  # noqa: E402
 
 ok, note = tv.ok, tv.note
 IMAGE_OUT = os.path.join(tv.CACHE, "netd-test")
@@ -85,19 +86,6 @@ def check_egress(w, a, vm, tag):
             bad.append((addr, out))
     ok(not bad, "%s: private, CGNAT, metadata, blocked and host addresses "
        "are unreachable" % tag, bad)
-
-
-COUNTER = r"""
-import os, time
-token = os.urandom(8).hex()      # held in this process's memory only
-n = 0
-while True:
-    n += 1
-    with open("/workspace/counter.tmp", "w") as f:
-        f.write("%s %d" % (token, n))
-    os.rename("/workspace/counter.tmp", "/workspace/counter")
-    time.sleep(0.2)
-"""
 
 
 def counter(a, vm, rid):

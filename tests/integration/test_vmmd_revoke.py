@@ -20,23 +20,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_vmmd as base  # noqa: E402
 from test_vmmd import ok, wait_for  # noqa: E402
+from test_vmmd_snapshot import snap, snapdir  # noqa: E402
 
 MEM = base.MEM
 ACTOR = "authd:revoke-workspace"
-
-
-def snap(c, **args):
-    """vm_snapshot: its "name" argument is the Client call's own."""
-    t, body, fd = c.c.call(base.ipc.VM_TOOL, {
-        "credential": c.tok, "tool": "vm_snapshot", "arguments": args})
-    if fd is not None:
-        os.close(fd)
-    return (False, body["error"]) if t == base.ipc.ERROR else \
-        (True, body["result"])
-
-
-def snapdir(h, sid=""):
-    return os.path.join(h.mnt, "snapshots", sid)
 
 
 def create(c, rid, **kw):
