@@ -93,7 +93,7 @@ def main():
         print("needs root")
         sys.exit(77)
     bm.SECONDS = args.seconds
-    b = args.build
+    b = os.path.abspath(args.build)  # vmmd runs vmproxy from elsewhere
     os.environ.update({
         "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
         "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmproxy/vmproxy",

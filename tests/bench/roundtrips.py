@@ -142,7 +142,7 @@ def main():
     if os.geteuid() != 0:
         print("needs root")
         sys.exit(77)
-    b = args.build
+    b = os.path.abspath(args.build)  # vmmd runs vmproxy from elsewhere
     os.environ.update({
         "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
         "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmproxy/vmproxy",

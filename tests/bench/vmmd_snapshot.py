@@ -83,7 +83,7 @@ def main():
     ap.add_argument("--big-mib", type=int, default=1024)
     ap.add_argument("--many", type=int, default=10)
     args = ap.parse_args()
-    b = args.build
+    b = os.path.abspath(args.build)  # vmmd runs vmproxy from elsewhere
     os.environ.update({
         "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
         "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmproxy/vmproxy",

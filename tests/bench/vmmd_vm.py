@@ -109,7 +109,7 @@ def main():
     ap.add_argument("--cycles", type=int, default=4,
                     help="hibernate/resume cycles per created VM")
     args = ap.parse_args()
-    b = args.build
+    b = os.path.abspath(args.build)  # vmmd runs vmproxy from elsewhere
     os.environ.update({
         "AUTHD": b + "/authd/authd", "AUTHCTL": b + "/authd/authctl",
         "VMMD": b + "/vmmd/vmmd", "VMPROXY": b + "/vmproxy/vmproxy",
