@@ -112,12 +112,31 @@ parent_ok(const char *parent)
 	return strcmp(parent, ".") != 0 && strcmp(parent, "..") != 0;
 }
 
+#define V2_ALL	((1u << CG_MEMORY) | (1u << CG_CPU) | (1u << CG_PIDS))
+
+/* The controllers of memory, cpu and pids that a v2 cgroup offers. */
+static unsigned
+v2_ctrls_of(const char *dir)
+{
+	char path[PATH_MAX + 32], ctrls[1024];
+	unsigned m = 0;
+	int c;
+
+	snprintf(path, sizeof(path), "%s/cgroup.controllers", dir);
+	if (read_file_str(path, ctrls, sizeof(ctrls)) < 0)
+		return 0;
+	for (c = CG_MEMORY; c <= CG_PIDS; c++)
+		if (has_word(ctrls, ctrl_names[c]))
+			m |= 1u << c;
+	return m;
+}
+
 int
 cg_detect_from(FILE *mounts, struct cg_host *h, const char *parent,
     char *err, size_t errlen)
 {
 	char line[4096], dev[256], dir[PATH_MAX], type[64], opts[1024];
-	char ctrls[1024], path[PATH_MAX + 32], missing[128];
+	char missing[128];
 	int c;
 
 	memset(h, 0, sizeof(*h));
@@ -140,11 +159,9 @@ cg_detect_from(FILE *mounts, struct cg_host *h, const char *parent,
 					    "%s", dir);
 	}
 	if (h->v2[0] != '\0') {
-		snprintf(path, sizeof(path), "%s/cgroup.controllers", h->v2);
-		if (read_file_str(path, ctrls, sizeof(ctrls)) >= 0 &&
-		    has_word(ctrls, "memory") && has_word(ctrls, "cpu") &&
-		    has_word(ctrls, "pids"))
-			h->v2_has_ctrls = 1;
+		snprintf(h->v2_base, sizeof(h->v2_base), "%s", h->v2);
+		h->v2_ctrls = v2_ctrls_of(h->v2);
+		h->v2_has_ctrls = h->v2_ctrls == V2_ALL;
 	}
 	if (h->v2_has_ctrls) {
 		h->layout = CG_LAYOUT_V2;
@@ -169,6 +186,71 @@ cg_detect_from(FILE *mounts, struct cg_host *h, const char *parent,
 }
 
 int
+cg_delegate_from(struct cg_host *h, FILE *self, char *err, size_t errlen)
+{
+	char line[PATH_MAX + 64], own[PATH_MAX], base[PATH_MAX * 2];
+	size_t n;
+	unsigned m;
+	int c;
+
+	if (h->layout != CG_LAYOUT_V2)
+		return 0;
+	own[0] = '\0';
+	while (fgets(line, sizeof(line), self) != NULL)
+		if (strncmp(line, "0::", 3) == 0) {
+			n = strcspn(line + 3, "\n");
+			if (n >= sizeof(own))
+				return errf(err, errlen, "own cgroup path too "
+				    "long");
+			memcpy(own, line + 3, n);
+			own[n] = '\0';
+			break;
+		}
+	if (own[0] != '/')
+		return errf(err, errlen, "delegated cgroup: no cgroup2 entry "
+		    "(0::) in /proc/self/cgroup");
+	if (strcmp(own, "/") == 0 || strstr(own, "/..") != NULL)
+		return errf(err, errlen, "delegated cgroup: vmmd runs in the "
+		    "root cgroup, which nothing delegated to it (-D is for a "
+		    "unit with Delegate=yes)");
+	if (strcmp(h->parent, CG_DAEMON_LEAF) == 0)
+		return errf(err, errlen, "cgroup_parent \"%s\" is the name of "
+		    "vmmd's own leaf in its delegated cgroup", h->parent);
+	snprintf(base, sizeof(base), "%s%s", h->v2, own);
+	if (strlen(base) >= sizeof(h->v2_base))
+		return errf(err, errlen, "delegated cgroup path too long");
+	if ((m = v2_ctrls_of(base)) != V2_ALL) {
+		char missing[64] = "";
+
+		for (c = CG_MEMORY; c <= CG_PIDS; c++)
+			if (!(m & (1u << c))) {
+				strcat(missing, " ");
+				strcat(missing, ctrl_names[c]);
+			}
+		return errf(err, errlen, "delegated cgroup %s lacks%s "
+		    "(Delegate=yes hands them over)", base, missing);
+	}
+	snprintf(h->v2_base, sizeof(h->v2_base), "%s", base);
+	h->v2_ctrls = m;
+	h->delegated = 1;
+	return 0;
+}
+
+int
+cg_delegate(struct cg_host *h, char *err, size_t errlen)
+{
+	FILE *f;
+	int rc;
+
+	if ((f = fopen("/proc/self/cgroup", "re")) == NULL)
+		return errf(err, errlen, "/proc/self/cgroup: %s",
+		    strerror(errno));
+	rc = cg_delegate_from(h, f, err, errlen);
+	fclose(f);
+	return rc;
+}
+
+int
 cg_detect(struct cg_host *h, const char *parent, char *err, size_t errlen)
 {
 	FILE *f;
@@ -189,10 +271,11 @@ ctrl_count(const struct cg_host *h)
 	return h->layout == CG_LAYOUT_V1 ? CG_NCTRL : 1;
 }
 
+/* Where hierarchy c's parent is made: a v1 mount, or v2's base. */
 static const char *
 mount_of(const struct cg_host *h, int c)
 {
-	return h->layout == CG_LAYOUT_V1 ? h->v1[c] : h->v2;
+	return h->layout == CG_LAYOUT_V1 ? h->v1[c] : h->v2_base;
 }
 
 int
@@ -228,20 +311,50 @@ mkdir_ok(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
-/* v2: the parent must delegate the controllers to its children. */
+/* v2: "+memory +cpu +pids", or the part of it v2_base has. */
+static void
+v2_enable_word(const struct cg_host *h, char *buf, size_t len)
+{
+	int c;
+
+	buf[0] = '\0';
+	for (c = CG_MEMORY; c <= CG_PIDS; c++)
+		if (h->v2_ctrls & (1u << c))
+			snprintf(buf + strlen(buf), len - strlen(buf), "%s+%s",
+			    buf[0] != '\0' ? " " : "", ctrl_names[c]);
+}
+
+/* v2: the base and the parent must delegate the controllers down. */
 static int
 v2_enable(const struct cg_host *h, char *err, size_t errlen)
 {
-	char path[PATH_MAX + 64];
+	char path[PATH_MAX + 64], word[64];
 
-	if (set_knob(h->v2, "cgroup.subtree_control", "+memory +cpu +pids",
-	    err, errlen) == -1)
+	v2_enable_word(h, word, sizeof(word));
+	if (word[0] != '\0' && set_knob(h->v2_base, "cgroup.subtree_control",
+	    word, err, errlen) == -1)
 		return -1;
-	snprintf(path, sizeof(path), "%s/%s", h->v2, h->parent);
+	snprintf(path, sizeof(path), "%s/%s", h->v2_base, h->parent);
 	if (mkdir_ok(path, err, errlen) == -1)
 		return -1;
-	return set_knob(path, "cgroup.subtree_control", "+memory +cpu +pids",
-	    err, errlen);
+	if (word[0] == '\0')
+		return 0;
+	return set_knob(path, "cgroup.subtree_control", word, err, errlen);
+}
+
+/*
+ * Delegated v2: vmmd leaves its own cgroup for a leaf inside it, so that
+ * the cgroup may hand controllers to the VMs' parent beside that leaf.
+ */
+static int
+v2_enter_leaf(const struct cg_host *h, char *err, size_t errlen)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/%s", h->v2_base, CG_DAEMON_LEAF);
+	if (mkdir_ok(path, err, errlen) == -1)
+		return -1;
+	return set_knob(path, "cgroup.procs", "0", err, errlen);
 }
 
 int
@@ -252,12 +365,24 @@ cg_prepare(const struct cg_host *h, char *err, size_t errlen)
 
 	if (h->layout == CG_LAYOUT_NONE)
 		return errf(err, errlen, "no usable cgroup layout");
-	if (h->layout == CG_LAYOUT_V2)
+	if (h->layout == CG_LAYOUT_V2) {
+		if (h->delegated && v2_enter_leaf(h, err, errlen) == -1)
+			return -1;
 		return v2_enable(h, err, errlen);
+	}
 	for (c = 0; c < CG_NCTRL; c++) {
 		snprintf(path, sizeof(path), "%s/%s", h->v1[c], h->parent);
-		if (mkdir_ok(path, err, errlen) == -1)
-			return -1;
+		if (mkdir(path, 0755) == -1 && errno != EEXIST) {
+			if (errno != EACCES && errno != EPERM)
+				return errf(err, errlen, "mkdir %s: %s", path,
+				    strerror(errno));
+			return errf(err, errlen, "mkdir %s: %s: a v1 "
+			    "hierarchy's root is writable only with "
+			    "CAP_DAC_OVERRIDE, so `vmmd -P` makes the parent "
+			    "with full privileges before vmmd starts (the "
+			    "unit's ExecStartPre=+ runs it)", path,
+			    strerror(errno));
+		}
 	}
 	return 0;
 }
@@ -283,20 +408,25 @@ cg_create(const struct cg_host *h, unsigned slot, const struct cg_limits *l,
 			snprintf(val, sizeof(val), "%" PRIu64, l->memory_bytes);
 		else
 			strcpy(val, "max");
-		if (set_knob(path, "memory.max", val, err, errlen) == -1)
+		if ((h->v2_ctrls & (1u << CG_MEMORY)) &&
+		    set_knob(path, "memory.max", val, err, errlen) == -1)
 			return -1;
 		if (l->cpu_quota_us != 0)
 			snprintf(val, sizeof(val), "%" PRIu64 " %" PRIu64,
 			    l->cpu_quota_us, period);
 		else
 			snprintf(val, sizeof(val), "max %" PRIu64, period);
-		if (set_knob(path, "cpu.max", val, err, errlen) == -1)
+		if ((h->v2_ctrls & (1u << CG_CPU)) &&
+		    set_knob(path, "cpu.max", val, err, errlen) == -1)
 			return -1;
 		if (l->pids_max != 0)
 			snprintf(val, sizeof(val), "%" PRIu64, l->pids_max);
 		else
 			strcpy(val, "max");
-		return set_knob(path, "pids.max", val, err, errlen);
+		if ((h->v2_ctrls & (1u << CG_PIDS)) &&
+		    set_knob(path, "pids.max", val, err, errlen) == -1)
+			return -1;
+		return 0;
 	}
 	for (c = 0; c < CG_NCTRL; c++) {
 		snprintf(path, sizeof(path), "%s/%s", h->v1[c], h->parent);

@@ -34,9 +34,23 @@ struct cg_host {
 	enum cg_layout	 layout;
 	char		 v2[PATH_MAX];		/* cgroup2 mount, "" if none */
 	int		 v2_has_ctrls;		/* memory, cpu, pids all there */
+	/*
+	 * v2: the cgroup the parent is made in: the mount itself, or vmmd's
+	 * own cgroup when it was delegated (cg_delegate).  v2_ctrls has a bit
+	 * (1 << CG_MEMORY, CG_CPU, CG_PIDS) for each controller v2_base has:
+	 * cg_detect and cg_delegate insist on all three; only a test that
+	 * builds a cg_host by hand, on a host whose controllers are bound to
+	 * v1, has fewer, and then no limit of a missing one is written.
+	 */
+	char		 v2_base[PATH_MAX];
+	unsigned	 v2_ctrls;
+	int		 delegated;
 	char		 v1[CG_NCTRL][PATH_MAX]; /* v1 mounts, "" if missing */
 	char		 parent[CG_PARENT_MAX];	/* e.g. "mcpvm" */
 };
+
+/* On a delegated v2 cgroup, vmmd (and its spawner) live in this leaf. */
+#define CG_DAEMON_LEAF	"vmmd"
 
 /* 0 in a field means no limit. */
 struct cg_limits {
@@ -67,10 +81,27 @@ int	cg_detect(struct cg_host *h, const char *parent, char *err,
 	    size_t errlen);
 
 /*
+ * vmmd's own cgroup was delegated to it (systemd's Delegate=yes, vmmd -D):
+ * on v2 the parent is made inside that cgroup, never outside it.  Reads
+ * the process's cgroup from self (/proc/self/cgroup's format) and checks
+ * that it has the memory, cpu and pids controllers.  On v1 it changes
+ * nothing (systemd delegates no freezer there): the parents are made at
+ * the hierarchies' roots by cg_prepare with full privileges (vmmd -P).
+ */
+int	cg_delegate_from(struct cg_host *h, FILE *self, char *err,
+	    size_t errlen);
+int	cg_delegate(struct cg_host *h, char *err, size_t errlen);
+
+/*
  * Makes the parent cgroup (and, on v2, delegates the controllers to it).
- * vmmd calls it at startup, before it drops CAP_DAC_OVERRIDE: a v1
- * hierarchy's root is mode 0555, even for root.  cg_create makes it too
- * when it is missing.
+ * Idempotent.  On v1 a hierarchy's root is mode 0555, so only a root with
+ * CAP_DAC_OVERRIDE can make the parent there: `vmmd -P` does it before
+ * vmmd starts without that capability (the unit's ExecStartPre=+ and
+ * packaging/dev/up both run it), and vmmd calls it again at startup,
+ * which then finds everything made.  On a delegated v2 cgroup it first
+ * moves the calling process into <own cgroup>/CG_DAEMON_LEAF, since a
+ * cgroup that hands controllers to its children may hold no process: call
+ * it before any thread or child is made.
  */
 int	cg_prepare(const struct cg_host *, char *err, size_t errlen);
 /* Creates (or reuses) <parent>/vm-<slot> everywhere and sets the limits. */

@@ -774,7 +774,7 @@ make_dir(const char *path, mode_t mode)
 static __attribute__((noreturn)) void
 usage(void)
 {
-	fprintf(stderr, "usage: vmmd [-dnv] [-f config]\n");
+	fprintf(stderr, "usage: vmmd [-DdnPv] [-f config]\n");
 	exit(2);
 }
 
@@ -787,12 +787,18 @@ main(int argc, char *argv[])
 	struct passwd *pw;
 	struct group *gr;
 	char err[1024];
-	int ch, check_only = 0;
+	int ch, check_only = 0, prepare_only = 0, delegated = 0;
 
 	env = &vmmd_env;
 	env->conf_path = MCPVM_CONF_PATH;
-	while ((ch = getopt(argc, argv, "df:nv")) != -1) {
+	while ((ch = getopt(argc, argv, "Ddf:nPv")) != -1) {
 		switch (ch) {
+		case 'D':
+			delegated = 1;
+			break;
+		case 'P':
+			prepare_only = 1;
+			break;
 		case 'd':
 			env->foreground = 1;
 			break;
@@ -811,7 +817,8 @@ main(int argc, char *argv[])
 	}
 	if (argc != optind)
 		usage();
-	log_init("vmmd", env->foreground || check_only, env->verbose);
+	log_init("vmmd", env->foreground || check_only || prepare_only,
+	    env->verbose);
 	if (conf_load(env->conf_path, &env->conf, err, sizeof(err)) == -1)
 		fatalx("%s", err);
 	if (check_only) {
@@ -820,6 +827,28 @@ main(int argc, char *argv[])
 	}
 	if (geteuid() != 0)
 		fatalx("vmmd must start as root");
+	/*
+	 * The VMs' cgroups: where they go (a delegated v2 cgroup with -D),
+	 * and their parent, made by -P with full privileges before vmmd
+	 * starts without CAP_DAC_OVERRIDE, then found made at startup.
+	 */
+	if (cg_detect(&env->cg, env->conf.vmmd.cgroup_parent, err,
+	    sizeof(err)) == -1 || (delegated && cg_delegate(&env->cg, err,
+	    sizeof(err)) == -1))
+		fatalx("cgroups: %s", err);
+	if (prepare_only) {
+		if (env->cg.delegated) {
+			log_info("cgroups: v2, delegated to vmmd at %s: vmmd "
+			    "makes %s inside it as it starts", env->cg.v2_base,
+			    env->cg.parent);
+			return 0;
+		}
+		if (cg_prepare(&env->cg, err, sizeof(err)) == -1)
+			fatalx("cgroups: %s", err);
+		log_info("cgroups: %s, parent %s made", cg_layout_name(
+		    env->cg.layout), env->cg.parent);
+		return 0;
+	}
 	/*
 	 * The VM directories vmmd makes must be traversable by each VM's uid
 	 * (0711), and their modes are asked of mkdir against this umask; a
@@ -871,9 +900,14 @@ main(int argc, char *argv[])
 		if (!r.ok)
 			fatalx("%s", r.msg);
 	}
-	if (cg_detect(&env->cg, env->conf.vmmd.cgroup_parent, err,
-	    sizeof(err)) == -1 || cg_prepare(&env->cg, err, sizeof(err)) == -1)
+	if (cg_prepare(&env->cg, err, sizeof(err)) == -1)
 		fatalx("cgroups: %s", err);
+	if (env->cg.layout == CG_LAYOUT_V2)
+		log_info("cgroups: v2, VMs under %s/%s%s", env->cg.v2_base,
+		    env->cg.parent, env->cg.delegated ? " (delegated)" : "");
+	else
+		log_info("cgroups: v1, VMs under %s/%s and the other "
+		    "hierarchies", env->cg.v1[CG_MEMORY], env->cg.parent);
 
 	/*
 	 * The spawner, forked before anything below: it alone starts QEMU

@@ -1,14 +1,19 @@
 /*
  * Integration tests of vmmd's per-VM cgroups on this real host (root):
  * limits land in the controller files, a process tree including a setsid
- * double-fork is killed as a whole, the pids limit stops a fork bomb, and
- * leftovers are found for crash recovery.
+ * double-fork is killed as a whole, the pids limit stops a fork bomb,
+ * leftovers are found for crash recovery, a root without
+ * CAP_DAC_OVERRIDE (vmmd under its unit) works once `vmmd -P` made the
+ * parent, and a delegated v2 cgroup (vmmd -D) holds all of it.
  */
+#include <sys/capability.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -334,6 +339,7 @@ START_TEST(v2_kill_path_on_real_cgroup2)
 	memset(&h, 0, sizeof(h));
 	h.layout = CG_LAYOUT_V2;
 	snprintf(h.v2, sizeof(h.v2), "%s", cg.v2);
+	snprintf(h.v2_base, sizeof(h.v2_base), "%s", cg.v2);
 	snprintf(h.parent, sizeof(h.parent), "%s", parent_name);
 	snprintf(dir, sizeof(dir), "%s/%s", h.v2, parent_name);
 	ck_assert(mkdir(dir, 0755) == 0 || errno == EEXIST);
@@ -378,6 +384,241 @@ START_TEST(v2_kill_path_on_real_cgroup2)
 }
 END_TEST
 
+/* Drops CAP_DAC_OVERRIDE (and _READ_SEARCH) as vmmd's unit does. */
+static void
+drop_dac_override(void)
+{
+	cap_value_t v[2] = { CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH };
+	cap_t c = cap_get_proc();
+
+	if (c == NULL ||
+	    cap_set_flag(c, CAP_EFFECTIVE, 2, v, CAP_CLEAR) == -1 ||
+	    cap_set_flag(c, CAP_PERMITTED, 2, v, CAP_CLEAR) == -1 ||
+	    cap_set_proc(c) == -1)
+		_exit(90);
+	cap_free(c);
+}
+
+/*
+ * What failed on a fresh host (issue 24): vmmd, root without
+ * CAP_DAC_OVERRIDE as its unit starts it, cannot make its parent under a
+ * v1 root of mode 0555, and says that `vmmd -P` is the way.  Once
+ * cg_prepare ran with full privileges (vmmd -P), the same restricted
+ * process finds the parent and makes, joins and removes a VM's cgroup.
+ */
+START_TEST(restricted_root_needs_the_parent_prepared)
+{
+	struct cg_limits l = { 64 << 20, 0, 0, 16 };
+	struct stat st;
+	char err[512], path[4200];
+	int p[2], c, ro = 0, status;
+	pid_t child;
+
+	if (cg.layout != CG_LAYOUT_V1) {
+		fprintf(stderr, "cgroups are v2 here: the v1 roots' mode "
+		    "does not apply\n");
+		return;
+	}
+	for (c = 0; c < CG_NCTRL; c++) {
+		ck_assert_int_eq(stat(cg.v1[c], &st), 0);
+		ro |= !(st.st_mode & S_IWUSR);
+		fprintf(stderr, "%s: mode %o\n", cg.v1[c],
+		    (unsigned)(st.st_mode & 07777));
+	}
+	cg_remove_parent(&cg);
+	ck_assert_int_eq(pipe(p), 0);
+	if ((child = fork()) == 0) {
+		close(p[0]);
+		drop_dac_override();
+		c = cg_prepare(&cg, err, sizeof(err));
+		(void)!write(p[1], err, c == -1 ? strlen(err) + 1 : 1);
+		_exit(c == -1 ? 1 : 0);
+	}
+	close(p[1]);
+	memset(err, 0, sizeof(err));
+	(void)!read(p[0], err, sizeof(err) - 1);
+	close(p[0]);
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	if (ro) {
+		/* The fresh host's case: refused, naming the fix. */
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 1,
+		    "status %d", status);
+		ck_assert_msg(strstr(err, "vmmd -P") != NULL &&
+		    strstr(err, "Permission denied") != NULL, "%s", err);
+	} else
+		ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		    "the v1 roots are writable here, yet: %s", err);
+
+	/* vmmd -P, with full privileges. */
+	ck_assert_msg(cg_prepare(&cg, err, sizeof(err)) == 0, "%s", err);
+	for (c = 0; c < CG_NCTRL; c++) {
+		snprintf(path, sizeof(path), "%s/%s", cg.v1[c], cg.parent);
+		ck_assert_msg(stat(path, &st) == 0 && S_ISDIR(st.st_mode),
+		    "%s", path);
+	}
+	if ((child = fork()) == 0) {
+		drop_dac_override();
+		if (cg_prepare(&cg, err, sizeof(err)) == -1)
+			_exit(2);
+		if (cg_create(&cg, SLOT, &l, err, sizeof(err)) == -1)
+			_exit(3);
+		if (cg_attach_pid(&cg, SLOT, getpid(), err, sizeof(err)) == -1)
+			_exit(4);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "restricted vmmd after -P: status %d", status);
+	ck_assert_msg(cg_remove(&cg, SLOT, err, sizeof(err)) == 0, "%s", err);
+}
+END_TEST
+
+/*
+ * A unit with Delegate=yes on a cgroup v2 host (vmmd -D).  This machine's
+ * cgroup2 has no controllers (memory, cpu and pids are bound to its v1
+ * hierarchies), so on a cgroup2 mount of the test's own it checks what
+ * delegation changes: where things go, and that nothing is written
+ * outside the delegated cgroup; the limits are checked on v1 above and
+ * cg_delegate's refusals (no controllers, the root cgroup) in
+ * tests/unit/test_cgroup.c.  The delegated cgroup is made here as systemd
+ * makes a unit's.
+ */
+/* Has the file this line (a /proc/PID/cgroup's v2 line, say)? */
+static int
+has_line(const char *path, const char *want)
+{
+	char line[4300];
+	int found = 0;
+	FILE *f;
+
+	if ((f = fopen(path, "re")) == NULL)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f) != NULL)
+		found = strcmp(line, want) == 0;
+	fclose(f);
+	return found;
+}
+
+/* rmdir of a cgroup tree, deepest first; EBUSY while tasks leave. */
+static void
+rmdir_tree(const char *dir)
+{
+	char sub[4300];
+	struct dirent *de;
+	DIR *d;
+	int i;
+
+	if ((d = opendir(dir)) != NULL) {
+		while ((de = readdir(d)) != NULL)
+			if (de->d_type == DT_DIR && de->d_name[0] != '.') {
+				snprintf(sub, sizeof(sub), "%s/%s", dir,
+				    de->d_name);
+				rmdir_tree(sub);
+			}
+		closedir(d);
+	}
+	for (i = 0; rmdir(dir) == -1 && errno == EBUSY && i < 200; i++)
+		usleep(5000);
+}
+
+START_TEST(v2_delegated_cgroup_holds_everything)
+{
+	char mnt[] = "/tmp/cg2.XXXXXX", unit[1024], path[4300], err[512];
+	char self[256], line[4300];
+	struct cg_host h;
+	struct cg_limits l = { 0, 0, 0, 0 };
+	pid_t child, vm, pids[4];
+	int status, found;
+	FILE *f;
+	DIR *d;
+	struct dirent *de;
+	unsigned before = 0, after = 0;
+
+	ck_assert_ptr_nonnull(mkdtemp(mnt));
+	if (mount("none", mnt, "cgroup2", 0, NULL) == -1) {
+		rmdir(mnt);
+		ck_abort_msg("mount cgroup2 on %s: %s", mnt, strerror(errno));
+	}
+	snprintf(unit, sizeof(unit), "%s/mcpvm-test-unit-%d.service", mnt,
+	    (int)getpid());
+	ck_assert_int_eq(mkdir(unit, 0755), 0);
+	ck_assert_ptr_nonnull(d = opendir(mnt));
+	while ((de = readdir(d)) != NULL)
+		before++;
+	closedir(d);
+
+	/* vmmd, started in its unit's cgroup. */
+	if ((child = fork()) == 0) {
+		snprintf(path, sizeof(path), "%s/cgroup.procs", unit);
+		if (write_file_str(path, "0") == -1)
+			_exit(10);
+		memset(&h, 0, sizeof(h));
+		h.layout = CG_LAYOUT_V2;
+		snprintf(h.v2, sizeof(h.v2), "%s", mnt);
+		snprintf(h.parent, sizeof(h.parent), "mcpvm");
+		/* Its own cgroup as /proc/self/cgroup names it. */
+		snprintf(self, sizeof(self), "0::/%s\n", unit + strlen(mnt) + 1);
+		f = fmemopen(self, strlen(self), "r");
+		/* Refused as a real host would refuse it: no controllers. */
+		if (cg_delegate_from(&h, f, err, sizeof(err)) != -1 ||
+		    strstr(err, "lacks memory cpu pids") == NULL)
+			_exit(11);
+		fclose(f);
+		/* So the fields cg_delegate sets, by hand (no controllers). */
+		snprintf(h.v2_base, sizeof(h.v2_base), "%s", unit);
+		h.delegated = 1;
+		if (cg_prepare(&h, err, sizeof(err)) == -1)
+			_exit(12);
+		if (cg_create(&h, SLOT, &l, err, sizeof(err)) == -1)
+			_exit(13);
+		if ((vm = fork()) == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			for (;;)
+				pause();
+		}
+		if (cg_attach_pid(&h, SLOT, vm, err, sizeof(err)) == -1)
+			_exit(14);
+		/* vmmd sits in its leaf, the VM in parent/vm-N, both inside. */
+		snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)vm);
+		snprintf(line, sizeof(line), "0::/%s/mcpvm/vm-%d\n",
+		    unit + strlen(mnt) + 1, SLOT);
+		if (!has_line(path, line))
+			_exit(16);
+		snprintf(line, sizeof(line), "0::/%s/" CG_DAEMON_LEAF "\n",
+		    unit + strlen(mnt) + 1);
+		if (!has_line("/proc/self/cgroup", line))
+			_exit(17);
+		if (cg_procs(&h, SLOT, pids, 4) != 1 || pids[0] != vm)
+			_exit(18);
+		if (cg_kill(&h, SLOT, err, sizeof(err)) == -1)
+			_exit(19);
+		waitpid(vm, NULL, 0);
+		if (cg_remove(&h, SLOT, err, sizeof(err)) == -1)
+			_exit(20);
+		cg_remove_parent(&h);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_ptr_nonnull(d = opendir(mnt));
+	while ((de = readdir(d)) != NULL)
+		after++;
+	closedir(d);
+	/* What the unit's cgroup still holds; then it goes, as systemd
+	 * removes it when the unit stops. */
+	snprintf(path, sizeof(path), "%s/mcpvm", unit);
+	found = access(path, F_OK) == 0;
+	rmdir_tree(unit);
+	umount2(mnt, MNT_DETACH);
+	rmdir(mnt);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "the delegated vmmd failed at step %d", WEXITSTATUS(status));
+	ck_assert_msg(!found, "the VMs' parent was left behind");
+	ck_assert_msg(before == after, "%u entries at the cgroup2 root "
+	    "before, %u after: something was made outside the unit's cgroup",
+	    before, after);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -392,6 +633,8 @@ suite(void)
 	tcase_add_test(tc, lists_leftovers_and_attaches_pid);
 	tcase_add_test(tc, destroy_async_kills_and_removes_off_loop);
 	tcase_add_test(tc, v2_kill_path_on_real_cgroup2);
+	tcase_add_test(tc, restricted_root_needs_the_parent_prepared);
+	tcase_add_test(tc, v2_delegated_cgroup_holds_everything);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,7 +1,7 @@
 /*
  * Unit tests for vmmd/cgroup's layout detection, fed made-up mount tables:
  * v2 with controllers, the hybrid v1 layout, and what is missing when
- * neither works.  (The real host is exercised by the integration test.)
+ * neither works; and where a delegated v2 cgroup (vmmd -D) puts things.  (The real host is exercised by the integration test.)
  */
 #include <sys/stat.h>
 
@@ -65,6 +65,121 @@ START_TEST(v2_with_controllers)
 	ck_assert_int_eq(h.layout, CG_LAYOUT_V2);
 	ck_assert_int_eq(cg_path(&h, 3, CG_PIDS, path, sizeof(path)), 0);
 	ck_assert_str_eq(path + strlen(dir), "/mcpvm/vm-3");
+}
+END_TEST
+
+/* cg_delegate_from with /proc/self/cgroup's content self. */
+static int
+delegate(struct cg_host *h, const char *self, char *err)
+{
+	FILE *f = fmemopen((void *)self, strlen(self), "r");
+	int rc;
+
+	ck_assert_ptr_nonnull(f);
+	rc = cg_delegate_from(h, f, err, 512);
+	fclose(f);
+	return rc;
+}
+
+/* A unit's cgroup under the made-up cgroup2 mount, with controllers. */
+static void
+unit_cgroup(const char *unit_ctrls, char *path, size_t len)
+{
+	char p[4200];
+	FILE *f;
+
+	snprintf(path, len, "%s/system.slice", dir);
+	mkdir(path, 0755);
+	snprintf(path, len, "%s/system.slice/mcpvm-vmmd.service", dir);
+	mkdir(path, 0755);
+	snprintf(p, sizeof(p), "%s/cgroup.controllers", path);
+	ck_assert_ptr_nonnull(f = fopen(p, "w"));
+	fputs(unit_ctrls, f);
+	fclose(f);
+}
+
+static void
+unit_cgroup_remove(void)
+{
+	char p[4200];
+
+	snprintf(p, sizeof(p), "%s/system.slice/mcpvm-vmmd.service/"
+	    "cgroup.controllers", dir);
+	unlink(p);
+	snprintf(p, sizeof(p), "%s/system.slice/mcpvm-vmmd.service", dir);
+	rmdir(p);
+	snprintf(p, sizeof(p), "%s/system.slice", dir);
+	rmdir(p);
+}
+
+/* vmmd -D under systemd (Delegate=yes): everything inside its unit. */
+START_TEST(v2_delegated_goes_inside_its_own_cgroup)
+{
+	struct cg_host h;
+	char table[1024], err[512], path[4096], unit[4096];
+	/* /proc/self/cgroup on a v2 host, and on a hybrid one. */
+	const char *self = "0::/system.slice/mcpvm-vmmd.service\n";
+	const char *hybrid = "12:memory:/system.slice/mcpvm-vmmd.service\n"
+	    "1:name=systemd:/system.slice/mcpvm-vmmd.service\n"
+	    "0::/system.slice/mcpvm-vmmd.service\n";
+
+	write_ctrls("cpu io memory pids\n");
+	snprintf(table, sizeof(table), "cgroup2 %s cgroup2 rw 0 0\n", dir);
+
+	unit_cgroup("cpu memory pids\n", unit, sizeof(unit));
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_msg(delegate(&h, hybrid, err) == 0, "%s", err);
+	ck_assert_int_eq(h.delegated, 1);
+	ck_assert_str_eq(h.v2_base, unit);
+	ck_assert_int_eq(cg_path(&h, 3, CG_MEMORY, path, sizeof(path)), 0);
+	ck_assert_str_eq(path + strlen(dir),
+	    "/system.slice/mcpvm-vmmd.service/mcpvm/vm-3");
+
+	/* A unit cgroup lacking a controller: named. */
+	unit_cgroup_remove();
+	unit_cgroup("memory\n", unit, sizeof(unit));
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_int_eq(delegate(&h, self, err), -1);
+	ck_assert_msg(strstr(err, "lacks cpu pids") != NULL, "%s", err);
+	ck_assert_int_eq(h.delegated, 0);
+	unit_cgroup_remove();
+
+	/* The root cgroup is nothing delegated. */
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_int_eq(delegate(&h, "0::/\n", err), -1);
+	ck_assert_msg(strstr(err, "root cgroup") != NULL, "%s", err);
+	/* No v2 line at all. */
+	ck_assert_int_eq(delegate(&h, "3:pids:/x\n", err), -1);
+	ck_assert_msg(strstr(err, "no cgroup2 entry") != NULL, "%s", err);
+	/* The parent may not take the name of vmmd's own leaf. */
+	ck_assert_int_eq(detect(table, &h, CG_DAEMON_LEAF, err), 0);
+	unit_cgroup("cpu memory pids\n", unit, sizeof(unit));
+	ck_assert_int_eq(delegate(&h, self, err), -1);
+	ck_assert_msg(strstr(err, "vmmd's own leaf") != NULL, "%s", err);
+	unit_cgroup_remove();
+}
+END_TEST
+
+/* On v1 (a hybrid host) -D changes nothing: the parents stay at roots. */
+START_TEST(v1_ignores_delegation)
+{
+	struct cg_host h;
+	char table[2048], err[512], path[4096];
+
+	write_ctrls("\n");
+	snprintf(table, sizeof(table),
+	    "cgroup2 %s cgroup2 rw 0 0\n"
+	    "cgroup /sys/fs/cgroup/cpu cgroup rw,cpu,cpuacct 0 0\n"
+	    "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
+	    "cgroup /sys/fs/cgroup/pids cgroup rw,pids 0 0\n"
+	    "cgroup /sys/fs/cgroup/freezer cgroup rw,freezer 0 0\n", dir);
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_int_eq(h.layout, CG_LAYOUT_V1);
+	ck_assert_int_eq(delegate(&h, "0::/system.slice/x.service\n", err),
+	    0);
+	ck_assert_int_eq(h.delegated, 0);
+	ck_assert_int_eq(cg_path(&h, 1, CG_MEMORY, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "/sys/fs/cgroup/memory/mcpvm/vm-1");
 }
 END_TEST
 
@@ -147,6 +262,8 @@ suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, v2_with_controllers);
 	tcase_add_test(tc, hybrid_falls_back_to_v1);
+	tcase_add_test(tc, v2_delegated_goes_inside_its_own_cgroup);
+	tcase_add_test(tc, v1_ignores_delegation);
 	tcase_add_test(tc, cpuset_alone_is_not_cpu);
 	tcase_add_test(tc, nothing_usable_names_what_is_missing);
 	tcase_add_test(tc, parent_name_is_one_plain_component);
