@@ -62,7 +62,7 @@
  * the connection is made while it still may), so root is in [authd]
  * peers for both.  The role a peer names in its HELLO is its own claim.
  * So every peer may ask.  What that gives a compromised mcpd, which by
- * design never learns workspace names (proto/ipc.h, 300-399): for names
+ * design never learns workspace names (proto/ipcmsg.h, 300-399): for names
  * it already has, whether a workspace of that name exists and is revoked.
  * Never whether one is active (active and unknown answer the same), never
  * a credential, a policy or a name it did not bring, at most

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "cred.h"
-#include "../proto/ipc.h"
+#include "../proto/ipcmsg.h"
 #include "policy.h"
 
 struct json_object;

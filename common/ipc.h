@@ -2,7 +2,7 @@
  * Internal IPC between mcpvm processes: framed JSON messages on Unix stream
  * sockets, driven by libevent, with at most one descriptor per frame
  * (SCM_RIGHTS).  Every daemon and CLI uses this; the frame layout and the
- * message catalogue are in proto/ipc.h.
+ * message catalogue are in proto/ipcmsg.h.
  *
  * Each connection has a policy: the table of message types its peer may
  * send, and which of them may carry a descriptor.  A frame that breaks the
@@ -20,8 +20,8 @@
 
 #include "jsonx.h"
 
-/* proto/ipc.h: both files are "ipc.h", so name the catalogue by path. */
-#include "../proto/ipc.h"
+/* The message catalogue every peer's table is built from. */
+#include "../proto/ipcmsg.h"
 
 struct event_base;
 struct ipc_conn;

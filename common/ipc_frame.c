@@ -1,6 +1,6 @@
 /*
  * Internal IPC, the part free of I/O: the frame reader, the check of a
- * frame against its peer's policy (proto/ipc.h's catalogue), HELLO, and
+ * frame against its peer's policy (proto/ipcmsg.h's catalogue), HELLO, and
  * the encoder.  Every daemon and CLI runs it on each frame a peer sends;
  * the ipc fuzzer drives it directly.  See ipc.h.
  */

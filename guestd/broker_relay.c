@@ -1,6 +1,6 @@
 /*
  * guestd --broker-relay <job_id>: the job broker pipe's relay, started by
- * guestd/broker.c in the job's mount namespace and in a cgroup beside the
+ * guestd/guestd_broker.c in the job's mount namespace and in a cgroup beside the
  * job's.  It drops to BROKER_RELAY_UID, reads the route secret from a pipe,
  * and for each connection to the listener whose peer is in the job's cgroup
  * sends guestd the preamble and the socket.  It copies no payload.

@@ -461,7 +461,7 @@ main(int argc, char **argv)
 	sigset_t mask;
 	int ch, sigfd, verbose = 0, noinit = 0;
 
-	/* Re-executed by broker.c as a job's broker relay. */
+	/* Re-executed by guestd_broker.c as a job's broker relay. */
 	if (argc >= 2 && strcmp(argv[1], "--broker-relay") == 0)
 		broker_relay_main(argc, argv);
 	opts.init = getpid() == 1;

@@ -135,7 +135,7 @@ int	 streams_adopt(uint32_t, int, const void *);
 int	 streams_count_owner(const void *);
 void	 streams_close_owner(const void *);
 
-/* The job broker pipe (broker.c): listener and relay for one job. */
+/* The job broker pipe (guestd_broker.c): listener and relay for one job. */
 struct broker;
 struct broker *broker_start(const char *job_id, const char *jobcg,
 	    const char *secret, char *err, size_t errlen);

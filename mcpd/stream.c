@@ -4,7 +4,7 @@
  * relays bytes both ways with backpressure and half-close.  An empty binary
  * message is EOF for the guest; the guest closing ends with code 1000.
  * A job broker pipe (GET /v1/vms/{vm_id}/jobs/{job_id}/broker) is the same
- * relay with its frames checked on the way (broker.c) and no EOF.
+ * relay with its frames checked on the way (mcpd_broker.c) and no EOF.
  */
 #include <sys/socket.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
-#include "broker.h"
+#include "mcpd_broker.h"
 #include "log.h"
 #include "mcpd.h"
 #include "ws.h"

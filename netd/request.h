@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../proto/ipc.h"
+#include "../proto/ipcmsg.h"
 #include "nft.h"
 
 struct json_object;

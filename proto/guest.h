@@ -51,7 +51,7 @@
  *   WINDOW (9) Payload: u32 credit increment (>= 1).  The receiver of data
  *              grants more credit as it consumes bytes.
  *   ACCEPT (10) guest -> host, empty: a connection made inside the guest
- *              (the job broker pipe, guestd/broker.c).  Its channel id has
+ *              (the job broker pipe, guestd/guestd_broker.c).  Its channel id has
  *              GLINK_GUEST_CHAN set, so the two sides never pick the same
  *              id; at most GLINK_MAX_ACCEPTED such channels are open at
  *              once.  The channel is open at once, with the initial credit

@@ -11,7 +11,7 @@
  * Every field travels as one of the fixed names below or as a short
  * string of printable ASCII, and both ends check it.
  *
- * On the wire (proto/ipc.h): IPC_PROXY_QMP {"op":NAME,"timeout_ms":n}
+ * On the wire (proto/ipcmsg.h): IPC_PROXY_QMP {"op":NAME,"timeout_ms":n}
  * with the checkpoint's descriptor for "getfd"; IPC_PROXY_QMP_RESULT
  * {"ok":bool,"error":CLASS?,"message":"…"?,"status":RUNSTATE?,
  * "running":bool?,"migration":MIGSTATE?}; IPC_PROXY_QMP_EVENT

@@ -52,7 +52,7 @@ enum decode_verdict decode_vmctl(uint32_t type, struct json_object *body,
 	    struct vmctl_msg *, struct decode_err *);
 
 /*
- * What vmproxy sends unasked, one message type per event (proto/ipc.h,
+ * What vmproxy sends unasked, one message type per event (proto/ipcmsg.h,
  * 612-617).  vmproxy speaks for the guest.
  */
 struct vmproxy_msg {

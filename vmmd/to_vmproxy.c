@@ -28,7 +28,7 @@
 #include <event2/event.h>
 
 #include "backend.h"
-#include "broker.h"
+#include "vmmd_broker.h"
 #include "decode.h"
 #include "ipc.h"
 #include "log.h"

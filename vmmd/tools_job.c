@@ -15,7 +15,7 @@
 
 #include <openssl/rand.h>
 
-#include "broker.h"
+#include "vmmd_broker.h"
 #include "guest.h"
 #include "jsonx.h"
 #include "log.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "audit.h"
-#include "broker.h"
+#include "vmmd_broker.h"
 #include "guest.h"
 #include "log.h"
 #include "netclient.h"

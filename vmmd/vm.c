@@ -33,7 +33,7 @@
 #include "vmmd.h"
 #include "vm_local.h"
 #include "warmpool.h"
-#include "broker.h"
+#include "vmmd_broker.h"
 #include "worker.h"
 
 /*

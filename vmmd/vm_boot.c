@@ -32,7 +32,7 @@
 #include "vmmd.h"
 #include "vm_local.h"
 #include "guest.h"
-#include "broker.h"
+#include "vmmd_broker.h"
 
 #define QEMU_OVERHEAD_MIB	768	/* QEMU's own memory beside the guest */
 #define CONSOLE_PIPE_BYTES	(1024 * 1024)	/* the default pipe-max-size */

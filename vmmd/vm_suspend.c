@@ -22,7 +22,7 @@
 #include "log.h"
 #include "vmmd.h"
 #include "vm_local.h"
-#include "broker.h"
+#include "vmmd_broker.h"
 
 #define IDLE_TICK_SECONDS	1
 

@@ -81,7 +81,7 @@
 #include "store.h"
 #include "netclient.h"
 #include "vmmd.h"
-#include "broker.h"
+#include "vmmd_broker.h"
 #include "worker.h"
 
 
@@ -101,7 +101,7 @@ static const struct mcpd_msg_def {
 } mcpd_msgs[] = {
 	{ IPC_VM_TOOL, 1, tools_dispatch },		/* tools.c */
 	{ IPC_VM_STREAM_OPEN, 1, stream_open },		/* stream.c */
-	{ IPC_VM_BROKER_OPEN, 1, broker_open },		/* broker.c */
+	{ IPC_VM_BROKER_OPEN, 1, broker_open },		/* vmmd_broker.c */
 	{ IPC_VM_STATS, 0, vmmd_stats },
 	/* No request of its own: marks the one it names (mcpd_cancel). */
 	{ IPC_VM_CANCEL, 0, NULL },

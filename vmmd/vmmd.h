@@ -282,7 +282,7 @@ typedef void (*proxy_cb)(struct vm *, struct json_object *result,
 int	proxy_call(struct vm *, struct json_object *call, int timeout_ms,
 	    proxy_cb, void *);
 int	proxy_stream_open(struct vm *, int port, proxy_cb, void *);
-/* The job broker pipe (broker.c): a route (no reply), an attachment. */
+/* The job broker pipe (vmmd_broker.c): a route (no reply), an attachment. */
 void	proxy_broker_route(struct vm *, struct json_object *);
 void	proxy_broker_limits(struct vm *, struct json_object *);
 int	proxy_broker_attach(struct vm *, const char *job_id, proxy_cb, void *);

@@ -13,7 +13,7 @@
  * Peers, each with what it may send and where that is handled; every one
  * is treated as compromised:
  *
- *   vmmd    the socketpair on --ipc-fd (proto/ipc.h, 600-699).  In:
+ *   vmmd    the socketpair on --ipc-fd (proto/ipcmsg.h, 600-699).  In:
  *           vmmd_msgs[] below, each type with its decoder
  *           (vmproxy_decode.c) and handler, dispatched by
  *           vmproxy_dispatch_vmmd; anything else closes the connection,

@@ -1,13 +1,13 @@
 /*
  * mcpd: checks the job broker pipe's frames on their way through (see
- * broker.h).  The bytes are forwarded unchanged; only their framing and
+ * mcpd_broker.h).  The bytes are forwarded unchanged; only their framing and
  * conn_ids are looked at, never the payload.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "broker.h"
+#include "mcpd_broker.h"
 
 struct broker_mux *
 broker_mux_new(void)

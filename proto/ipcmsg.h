@@ -25,8 +25,8 @@
  * Types are grouped in ranges by peer pair so a policy table reads plainly.
  * Each component adds its own types inside its range.
  */
-#ifndef MCPVM_PROTO_IPC_H
-#define MCPVM_PROTO_IPC_H
+#ifndef MCPVM_PROTO_IPCMSG_H
+#define MCPVM_PROTO_IPCMSG_H
 
 #define IPC_VERSION		1
 #define IPC_HDR_LEN		16

@@ -20,7 +20,7 @@
 
 #include <event2/event.h>
 
-#include "broker.h"
+#include "vmmd_broker.h"
 #include "guest.h"
 #include "ipc.h"
 #include "log.h"

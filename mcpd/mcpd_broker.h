@@ -1,5 +1,5 @@
 /*
- * mcpd: the job broker pipe's frames as they pass through (broker.c).  The
+ * mcpd: the job broker pipe's frames as they pass through (mcpd_broker.c).  The
  * attachment is a stream (stream.c) whose bytes are checked both ways: the
  * service's frames tell which conn_ids exist, and a controller frame for
  * any other closes the pipe with 1002.

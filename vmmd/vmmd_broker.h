@@ -1,5 +1,5 @@
 /*
- * vmmd: job broker pipes (broker.c).  What vmmd keeps of a pipe lives in
+ * vmmd: job broker pipes (vmmd_broker.c).  What vmmd keeps of a pipe lives in
  * memory only: the SHA-256 of the controller's token and the route secret
  * that vmproxy and the job's relay in the guest share.
  */
