@@ -79,6 +79,14 @@ guestd_dispatch_host(const uint8_t *buf, size_t len, const uint8_t *body,
 		req_free(&q);
 		return 0;
 	}
+	/* A write to a frozen file system would block this loop. */
+	if (fsfreeze_active() && (q.op == OP_FILE_WRITE ||
+	    q.op == OP_IDENTITY || q.op == OP_EXEC)) {
+		link_reply(reply_error(q.id, "frozen", "the guest's file "
+		    "systems are frozen for a snapshot; thaw first"), NULL, 0);
+		req_free(&q);
+		return 0;
+	}
 	switch (q.op) {
 	case OP_PING:
 		r = reply_new(q.id);
@@ -109,8 +117,24 @@ guestd_dispatch_host(const uint8_t *buf, size_t len, const uint8_t *body,
 		r = reply_new(q.id);
 		json_object_object_add(r, "frozen",
 		    json_object_new_boolean(jobs_freeze() == 0));
+		if (q.filesystems) {
+			char why[512];
+			int n;
+
+			if ((n = fsfreeze_all(q.thaw_after_ms, why,
+			    sizeof(why))) == -1) {
+				json_object_put(r);
+				r = reply_error(q.id, "io_error", "freezing the "
+				    "file systems: %s", why);
+				break;
+			}
+			json_object_object_add(r, "filesystems",
+			    json_object_new_int(n));
+		}
 		break;
 	case OP_THAW:
+		/* The file systems first: the clock's setting may log. */
+		fsfreeze_thaw();
 		/* Wall time first, so jobs never see the stale clock. */
 		if (q.has_time && (r = set_clock(q.id, q.realtime_ns)) != NULL)
 			break;

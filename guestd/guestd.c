@@ -547,6 +547,7 @@ main(int argc, char **argv)
 		jobs_poll();
 		streams_poll();
 		broker_poll();
+		fsfreeze_poll();
 		jobs_check_timeouts();
 		n = poll(pfds, (nfds_t)npfds, (int)(loop_wait_ms > INT_MAX ?
 		    INT_MAX : loop_wait_ms));

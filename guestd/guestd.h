@@ -79,6 +79,8 @@ struct req {
 	int		 create_parents;
 	int64_t		 realtime_ns;
 	int		 has_time;
+	int		 filesystems;	/* freeze: the file systems too */
+	int64_t		 thaw_after_ms;	/* freeze: their bound */
 	const uint8_t	*body;
 	size_t		 body_len;
 	int		 has_body;
@@ -96,6 +98,12 @@ int	 req_decode(const void *, size_t, const void *, size_t, int,
 	    struct req *, char *, size_t);
 void	 req_free(struct req *);
 int	 valid_job_id(const char *);
+
+/* File systems frozen for a disk snapshot (fsfreeze.c) */
+int	 fsfreeze_all(int64_t thaw_after_ms, char *, size_t);
+void	 fsfreeze_thaw(void);
+int	 fsfreeze_active(void);
+void	 fsfreeze_poll(void);
 
 /* Control dispatch (ctrl.c) */
 int	 guestd_dispatch_host(const uint8_t *, size_t, const uint8_t *,

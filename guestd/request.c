@@ -141,8 +141,17 @@ decode_args(struct req *r, char *err, size_t errlen)
 	int rc = 0;
 
 	switch (r->op) {
-	case OP_PING:
 	case OP_FREEZE:
+		if ((rc = glink_json_bool(r->root, "filesystems", 0,
+		    &r->filesystems, err, errlen)) == -1)
+			return -1;
+		r->thaw_after_ms = GUEST_THAW_AFTER_MS_DEFAULT;
+		if (glink_json_int(r->root, "thaw_after_ms", 0,
+		    GUEST_THAW_AFTER_MS_MIN, GUEST_THAW_AFTER_MS_MAX,
+		    &r->thaw_after_ms, err, errlen) == -1)
+			return -1;
+		return 0;
+	case OP_PING:
 	case OP_ACTIVITY:
 	case OP_SHUTDOWN:
 	case OP_HELLO:

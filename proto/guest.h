@@ -134,10 +134,21 @@
  *               Paths are relative to /workspace, resolved with openat2
  *               RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS: ".." components,
  *               absolute paths and symlinks are refused (forbidden_path).
- *   freeze      {} -> {"frozen": bool}  freezes every job cgroup and stops
- *               timeout accounting.
- *   thaw        {"realtime_ns"?: int} -> {}  sets CLOCK_REALTIME first, then
- *               restarts timeout accounting, then thaws the jobs.
+ *   freeze      {"filesystems"?: bool, "thaw_after_ms"?: int
+ *                GUEST_THAW_AFTER_MS_MIN..MAX (default _DEFAULT)}
+ *               -> {"frozen": bool, "filesystems"?: n}  freezes every job
+ *               cgroup and stops timeout accounting.  With filesystems
+ *               (vmmd asks it before a disk-only snapshot) guestd then
+ *               syncs and freezes (FIFREEZE) every read-write file system
+ *               on a block device and answers how many; one that cannot be
+ *               frozen is io_error naming it, with none left frozen.  Until
+ *               the thaw, file_write, identity and exec are refused as
+ *               "frozen"; if no thaw comes within thaw_after_ms of the
+ *               guest's running time, guestd thaws the file systems and
+ *               the jobs by itself and logs it.
+ *   thaw        {"realtime_ns"?: int} -> {}  thaws the file systems, sets
+ *               CLOCK_REALTIME, restarts timeout accounting, then thaws
+ *               the jobs.
  *   activity    {} -> {"active": bool, "jobs_running": n, "streams": n}
  *               active: some job cgroup still holds a process (detached
  *               descendants count, guest daemons do not).
@@ -219,6 +230,9 @@ enum glink_type {
 #define GUEST_OUTPUT_MAX	(256u * 1024)	/* kept, both streams */
 #define GUEST_OUTPUT_READ_MAX	16384u	/* per stream per call */
 #define GUEST_MAX_FILE		(128u * 1024)
+#define GUEST_THAW_AFTER_MS_MIN		1000
+#define GUEST_THAW_AFTER_MS_MAX		600000
+#define GUEST_THAW_AFTER_MS_DEFAULT	60000
 #define GUEST_JOB_ID_MAX	64
 #define GUEST_MAX_ENV		128
 #define GUEST_VSOCK_PORT	1024

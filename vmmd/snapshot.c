@@ -38,6 +38,14 @@
 #include "vm_local.h"
 #include "worker.h"
 
+/*
+ * A disk-only snapshot's freeze of the guest's file systems: the guest
+ * thaws them by itself after this much of its own running time if no
+ * thaw comes (vmmd died in between); QEMU's stop for the clone does not
+ * count, so it bounds only the few round trips around it.
+ */
+#define SNAP_THAW_AFTER_MS	60000
+
 /* Snapshots whose files are being finished on the worker pool: vmmd's
  * exit waits for them (vm_work_pending). */
 static int finishing;
@@ -126,12 +134,28 @@ make_thawed(struct vm *vm, struct json_object *res, const char *code,
 		vm_op_done(vm, NULL, NULL);
 }
 
+/* The guest thaws its file systems and jobs, with the time. */
+static void
+make_thaw(struct vm *vm)
+{
+	struct json_object *call;
+
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string("thaw"));
+	json_object_object_add(call, "realtime_ns",
+	    json_object_new_int64(wall_ms() * 1000000LL));
+	if (!vm->guest_up || proxy_call(vm, call, GUEST_CTL_CALL_MS,
+	    make_thawed, op_token(vm)) == -1)
+		make_thawed(vm, NULL, "unavailable", "the guest is not up", -1,
+		    op_token(vm));
+	json_object_put(call);
+}
+
 static void
 make_resumed(struct vmm *vmm, int ok, const char *err, void *arg)
 {
 	struct vm *vm = arg;
 	struct snap_make *mk = make_of(vm);
-	struct json_object *call;
 
 	mk->rec.paused_ms = mono_ms() - mk->t_stop;
 	mk->cont_wall_ms = wall_ms();
@@ -143,15 +167,7 @@ make_resumed(struct vmm *vmm, int ok, const char *err, void *arg)
 		vm_fail(vm, why);	/* ends the operation, and the snapshot */
 		return;
 	}
-	call = json_object_new_object();
-	json_object_object_add(call, "op", json_object_new_string("thaw"));
-	json_object_object_add(call, "realtime_ns",
-	    json_object_new_int64(wall_ms() * 1000000LL));
-	if (!vm->guest_up || proxy_call(vm, call, GUEST_CTL_CALL_MS,
-	    make_thawed, op_token(vm)) == -1)
-		make_thawed(vm, NULL, "unavailable", "the guest is not up", -1,
-		    op_token(vm));
-	json_object_put(call);
+	make_thaw(vm);
 }
 
 /* Puts the VM back as it was: QEMU continued and the jobs thawed. */
@@ -325,7 +341,28 @@ make_frozen(struct vm *vm, struct json_object *res, const char *code,
 	if (!op_current(vm, arg))
 		return;
 	mk = make_of(vm);
-	if (code != NULL)
+	if (!mk->rec.memory) {
+		/*
+		 * A disk-only snapshot holds only what is on the disk: unless
+		 * the guest synced and froze its file systems, it fails,
+		 * never silently missing what was just written.  Whatever
+		 * froze (late, or in part) is thawed by the thaw sent now.
+		 */
+		if (code != NULL)
+			make_err(mk, "freezing the guest's file systems", msg);
+		else if (res == NULL ||
+		    !json_object_object_get_ex(res, "filesystems", NULL))
+			make_err(mk, "freezing the guest's file systems", "the "
+			    "image's guestd predates the file systems' freeze");
+		if (mk->err[0] != '\0') {
+			log_warnx("vm %s: snapshot %s: %s", vm->rec.id,
+			    mk->rec.id, mk->err);
+			mk->rec.paused_ms = 0;
+			mk->cont_wall_ms = wall_ms();
+			make_thaw(vm);
+			return;
+		}
+	} else if (code != NULL)
 		log_warnx("vm %s: freeze before snapshot: %s", vm->rec.id, msg);
 	if (vm->vmm == NULL) {
 		vm_op_done(vm, "unavailable", "VM %s has no running VMM",
@@ -602,6 +639,13 @@ snap_make_begin(struct request *req, struct vm *vm, const char *name,
 
 		json_object_object_add(call, "op",
 		    json_object_new_string("freeze"));
+		/* Disk-only: what the guest wrote must be on the disk. */
+		if (!memory) {
+			json_object_object_add(call, "filesystems",
+			    json_object_new_boolean(1));
+			json_object_object_add(call, "thaw_after_ms",
+			    json_object_new_int(SNAP_THAW_AFTER_MS));
+		}
 		if (!vm->guest_up || proxy_call(vm, call, GUEST_CTL_CALL_MS,
 		    make_frozen, op_token(vm)) == -1)
 			make_frozen(vm, NULL, "unavailable", "guest not up", -1,

@@ -378,6 +378,24 @@ activity_from_guest(struct json_object *r, char *err, size_t errlen)
 	return res;
 }
 
+/* freeze: how many file systems the guest froze, when it was asked to. */
+static struct json_object *
+freeze_from_guest(struct json_object *r, char *err, size_t errlen)
+{
+	struct json_object *res;
+	int64_t n;
+	int rc;
+
+	if ((rc = glink_json_int(r, "filesystems", 0, 0, 64, &n, err,
+	    errlen)) == -1)
+		return NULL;
+	res = json_object_new_object();
+	if (rc == 1)
+		json_object_object_add(res, "filesystems",
+		    json_object_new_int64(n));
+	return res;
+}
+
 /* The guest took the identity it was given: its boot id, and only it. */
 static struct json_object *
 identity_from_guest(const struct guest_call *c, struct json_object *r,
@@ -449,8 +467,11 @@ guestreply_translate(const struct guest_call *c, struct json_object *r,
 	case GOP_IDENTITY:
 		res = identity_from_guest(c, r, why, whylen);
 		break;
+	case GOP_FREEZE:
+		res = freeze_from_guest(r, why, whylen);
+		break;
 	default:
-		/* ping, freeze, thaw, clock_set, shutdown: nothing to pass. */
+		/* ping, thaw, clock_set, shutdown: nothing to pass. */
 		res = json_object_new_object();
 		break;
 	}

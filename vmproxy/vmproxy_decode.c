@@ -78,7 +78,11 @@ static const struct member ops_members[GOP_COUNT][8] = {
 		{ "mode", MK_STR, 1, 8, MF_HOST },
 		{ "create_parents", MK_BOOL, 0, 0, 0 },
 	},
-	[GOP_FREEZE] = { { NULL } },
+	[GOP_FREEZE] = {
+		{ "filesystems", MK_BOOL, 0, 0, 0 },
+		{ "thaw_after_ms", MK_INT, GUEST_THAW_AFTER_MS_MIN,
+		    GUEST_THAW_AFTER_MS_MAX, 0 },
+	},
 	[GOP_THAW] = { { "realtime_ns", MK_INT, 0, INT64_MAX, 0 } },
 	[GOP_ACTIVITY] = { { NULL } },
 	[GOP_PING] = { { NULL } },

@@ -15,6 +15,10 @@ does, up to the guest's hello, and then misbehaves as MODE says:
               terminal escapes and far longer than the 200 bytes allowed
   qmpevent    after the guest's hello, reports a QEMU event of no known
               name
+  nofreeze    never answers a freeze of the guest's file systems (a guest
+              whose guestd hangs in it), answering all else
+  oldfreeze   answers that freeze as a guestd older than it does: frozen
+              jobs, no count of file systems
 
 vmmd asks vmproxy for QEMU operations too (IPC_PROXY_QMP): outside the
 qmp* modes they are answered as a real vmproxy would, without ever
@@ -111,6 +115,13 @@ def main():
                        flags=ipc.FLAG_REPLY, fd=r)
                 os.close(r)
                 os.close(w)
+                continue
+            if body.get("op") == "freeze" and body.get("filesystems"):
+                if mode == "nofreeze":
+                    continue
+                c.send(PROXY_RESULT, {"result": {} if mode == "oldfreeze"
+                                      else {"filesystems": 1}}, id=rid,
+                       flags=ipc.FLAG_REPLY)
                 continue
             c.send(PROXY_RESULT, {"result": {}}, id=rid,
                    flags=ipc.FLAG_REPLY)

@@ -392,6 +392,31 @@ def suite(h):
         ok("vmproxy sent a malformed event" in log, "qmpevent: and vmmd "
            "says why", log[-1500:])
     run_mode(h, a, b, "qmpevent", qmpevent)
+
+    def freeze_refused(mode, what):
+        def check(res):
+            okk, r = res
+            if not ok(okk, "%s: the create went through" % mode, r):
+                return
+            t0 = time.monotonic()
+            okk, s = a("vm_snapshot", vm_id=r["vm_id"],
+                       request_id="s-" + mode)
+            ok(not okk and s.get("code") == "unavailable" and
+               "freezing the guest's file systems" in s.get("message", ""),
+               "%s: a disk-only snapshot of a guest that %s fails, "
+               "unavailable, naming the freeze (%.1f s)" % (
+                   mode, what, time.monotonic() - t0), s)
+            okk, st = a("vm_status", vm_id=r["vm_id"])
+            ok(okk and st["state"] == "running", "%s: and the VM runs on"
+               % mode, st)
+            okk, sl = a("vm_snapshot_list")
+            ok(okk and sl["snapshots"] == [], "%s: no snapshot is left of "
+               "it" % mode, sl)
+        return check
+    run_mode(h, a, b, "nofreeze", freeze_refused(
+        "nofreeze", "never answers the freeze"))
+    run_mode(h, a, b, "oldfreeze", freeze_refused(
+        "oldfreeze", "cannot freeze its file systems"))
     case_log_fifo(h, a, b)
     case_fake_qemu(h, a, b)
     okk, r = a("vm_create", request_id="h-real", memory_mib=MEM,

@@ -39,6 +39,26 @@ START_TEST(exec_decoded)
 }
 END_TEST
 
+/* freeze: jobs alone, or the file systems too, with their bound. */
+START_TEST(freeze_decoded)
+{
+	struct req r;
+	char err[256];
+
+	ck_assert_int_eq(decode("{\"id\":2,\"op\":\"freeze\"}", NULL, &r,
+	    err), 0);
+	ck_assert_int_eq(r.filesystems, 0);
+	ck_assert_int_eq(r.thaw_after_ms, GUEST_THAW_AFTER_MS_DEFAULT);
+	req_free(&r);
+	ck_assert_int_eq(decode("{\"id\":2,\"op\":\"freeze\","
+	    "\"filesystems\":true,\"thaw_after_ms\":1000}", NULL, &r, err),
+	    0);
+	ck_assert_int_eq(r.filesystems, 1);
+	ck_assert_int_eq(r.thaw_after_ms, 1000);
+	req_free(&r);
+}
+END_TEST
+
 START_TEST(envelope_errors_end_the_link)
 {
 	struct req r;
@@ -79,6 +99,10 @@ START_TEST(argument_errors_get_replies)
 		"{\"id\":1,\"op\":\"file_write\",\"path\":\"a\",\"mode\":4095}",
 		"{\"id\":1,\"op\":\"file_write\",\"path\":\"a\"}",
 		"{\"id\":1,\"op\":\"clock_set\"}",
+		"{\"id\":1,\"op\":\"freeze\",\"filesystems\":\"yes\"}",
+		"{\"id\":1,\"op\":\"freeze\",\"filesystems\":true,"
+		    "\"thaw_after_ms\":999}",
+		"{\"id\":1,\"op\":\"freeze\",\"thaw_after_ms\":600001}",
 	};
 	struct req r;
 	char err[256];
@@ -389,6 +413,7 @@ main(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, exec_decoded);
+	tcase_add_test(tc, freeze_decoded);
 	tcase_add_test(tc, envelope_errors_end_the_link);
 	tcase_add_test(tc, argument_errors_get_replies);
 	tcase_add_test(tc, file_write_body_limit);

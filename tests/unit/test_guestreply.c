@@ -621,6 +621,22 @@ START_TEST(file_write_and_activity)
 }
 END_TEST
 
+/* freeze: the count of frozen file systems reaches vmmd, bounded. */
+START_TEST(freeze_counts_filesystems)
+{
+	ck_assert_int_eq(run_op(GOP_FREEZE, "{\"id\":1,\"ok\":true,"
+	    "\"frozen\":true,\"filesystems\":2}"), GUESTREPLY_RESULT);
+	ck_assert_int_eq(res_int("filesystems"), 2);
+	ck_assert_int_eq(run_op(GOP_FREEZE, "{\"id\":1,\"ok\":true,"
+	    "\"frozen\":true}"), GUESTREPLY_RESULT);
+	ck_assert(!json_object_object_get_ex(gr.result, "filesystems", NULL));
+	ck_assert_int_eq(run_op(GOP_FREEZE, "{\"id\":1,\"ok\":true,"
+	    "\"filesystems\":65}"), GUESTREPLY_BROKEN);
+	ck_assert_int_eq(run_op(GOP_FREEZE, "{\"id\":1,\"ok\":true,"
+	    "\"filesystems\":\"2\"}"), GUESTREPLY_BROKEN);
+}
+END_TEST
+
 START_TEST(plain_ops_and_bodies)
 {
 	static const enum guest_op plain[] = { GOP_PING, GOP_FREEZE, GOP_THAW,
@@ -809,6 +825,7 @@ suite(void)
 	tcase_add_test(tc, file_read_slices);
 	tcase_add_test(tc, file_read_bounds);
 	tcase_add_test(tc, file_write_and_activity);
+	tcase_add_test(tc, freeze_counts_filesystems);
 	tcase_add_test(tc, plain_ops_and_bodies);
 	tcase_add_test(tc, error_codes_map);
 	tcase_add_test(tc, hello_reply);

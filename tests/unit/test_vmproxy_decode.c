@@ -125,6 +125,15 @@ START_TEST(each_operation)
 	ck_assert_int_eq(json_object_get_int64(req("realtime_ns")), 1);
 	ck_assert_int_eq(call("{\"op\":\"clock_set\",\"realtime_ns\":"
 	    "9223372036854775807}"), DECODE_OK);
+	ck_assert_int_eq(call("{\"op\":\"freeze\",\"filesystems\":true,"
+	    "\"thaw_after_ms\":120000}"), DECODE_OK);
+	ck_assert_int_eq(json_object_get_boolean(req("filesystems")), 1);
+	ck_assert_int_eq(json_object_get_int64(req("thaw_after_ms")), 120000);
+	/* The guest's own bound on a freeze: refused outside its range. */
+	ck_assert_int_eq(call("{\"op\":\"freeze\",\"thaw_after_ms\":999}"),
+	    DECODE_REFUSE);
+	ck_assert_int_eq(call("{\"op\":\"freeze\",\"thaw_after_ms\":"
+	    "600001}"), DECODE_REFUSE);
 	ck_assert_int_eq(call("{\"op\":\"freeze\"}"), DECODE_OK);
 	ck_assert_int_eq(call("{\"op\":\"activity\"}"), DECODE_OK);
 	ck_assert_int_eq(call("{\"op\":\"ping\"}"), DECODE_OK);
@@ -173,6 +182,7 @@ START_TEST(wrong_shapes_are_bad)
 		"{\"op\":\"file_write\",\"path\":\"a\",\"mode\":644}",
 		"{\"op\":\"thaw\",\"realtime_ns\":false}",
 		"{\"op\":\"freeze\",\"realtime_ns\":1}",
+		"{\"op\":\"freeze\",\"filesystems\":1}",
 		"{\"op\":\"job_status\"}",
 		NULL
 	};
