@@ -57,6 +57,21 @@ class Freeze(GuestdCase):
         st = self.g.exec_wait("fz", "echo ok")
         self.assertEqual(st["exit_code"], 0)
 
+    def test_filesystems_frozen_only_as_the_guests_init(self):
+        # Here guestd is not PID 1 of a guest: the mounts it sees are this
+        # host's, and it must freeze none of them.  (Inside a VM the
+        # freeze is shown by the vmmd-snapshot suite.)
+        with self.assertRaises(glink.GuestError) as cm:
+            self.call("freeze", filesystems=True, thaw_after_ms=1000)
+        self.assertEqual(cm.exception.code, "io_error")
+        self.assertIn("not the guest's init", cm.exception.message)
+        with self.assertRaises(glink.GuestError) as cm:
+            self.call("freeze", filesystems=True, thaw_after_ms=999)
+        self.assertEqual(cm.exception.code, "invalid_argument")
+        self.call("thaw")
+        st = self.g.exec_wait("fsz", "echo ok")
+        self.assertEqual(st["exit_code"], 0)
+
     def test_clock_set(self):
         # The harness shares the host clock: set it to what it already is.
         now = time.time_ns()
