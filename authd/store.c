@@ -53,18 +53,9 @@ static const char *const migrations[] = {
 	"  ON credentials(expires_at) WHERE expires_at IS NOT NULL;",
 };
 
-/*
- * authd is the database's only user: exclusive locking, and a short wait,
- * since nobody else should hold a lock.  Nobody else may read it either.
- */
-static const struct sqldb_opts store_opts = {
-	.daemon = "authd",
-	SQLDB_MIGRATIONS(migrations),
-	.busy_ms = 1000,
-	.exclusive = 1,
-	.serialized = 0,
-	.forbidden_mode = 077,
-};
+/* authd is the database's only user, and nobody else may read it. */
+static const struct sqldb_opts store_opts = SQLDB_PRIVATE("authd",
+    migrations);
 
 /* The hot path's query: one object, so that the cache finds it. */
 static const char verify_sql[] = "SELECT c.hash, c.id, c.workspace, "
