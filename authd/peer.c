@@ -280,7 +280,7 @@ revoked_one(const char *ws, void *arg)
 /*
  * Which of a list of workspaces are revoked: vmmd asks after each
  * subscription for the owners of its snapshots, for the events it may
- * have missed.  Only root's policy admits it (authd.c).
+ * have missed.  Every peer may ask: authd.c says why.
  */
 static void
 peer_revoked(struct peer *p, struct ipc_msg *msg)

@@ -52,11 +52,12 @@ enum ipc_type {
 	IPC_AUTH_EVENT = 105,		/* pushed, id 0: {workspace,
 					   [credential_id], reason} */
 	/*
-	 * vmmd only (authd admits it from root alone; mcpd never names a
-	 * workspace): {workspaces:[name,…]}, at most IPC_AUTH_REVOKED_MAX
-	 * distinct names -> {revoked:[name,…]}, those of the list that
-	 * authd knows and that are revoked.  For the revocations vmmd may
-	 * have missed while it was away from authd.
+	 * vmmd's (mcpd never names a workspace, though authd admits it
+	 * from every peer: it cannot tell the two apart by uid, see
+	 * authd/authd.c): {workspaces:[name,…]}, at most
+	 * IPC_AUTH_REVOKED_MAX distinct names -> {revoked:[name,…]}, those
+	 * of the list that authd knows and that are revoked.  For the
+	 * revocations vmmd may have missed while it was away from authd.
 	 */
 	IPC_AUTH_REVOKED = 106,
 	IPC_AUTH_REVOKED_RESULT = 107,
