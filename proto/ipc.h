@@ -155,7 +155,7 @@ enum ipc_type {
 	IPC_PROXY_BASE = 600,
 	/* {"op":"exec"|"job_status"|"jobs"|"job_output"|"job_cancel"|
 	 *  "file_read"|"file_write"|"freeze"|"thaw"|"activity"|"ping"|
-	 *  "shutdown", args…} */
+	 *  "shutdown"|"clock_set"|"identity", args…} */
 	IPC_PROXY_CALL = 601,
 	IPC_PROXY_RESULT = 602,		/* {"result":{…}} or IPC_ERROR */
 	IPC_PROXY_STREAM_OPEN = 603,	/* {"port":n} */
