@@ -439,8 +439,7 @@ expiry_cb(int fd, short ev, void *arg)
 	if (now <= expiry_last)
 		return;
 	if (store_expired(authd->store, expiry_last, now, expired_one, NULL,
-	    err, sizeof(err))
-	    != STORE_OK) {
+	    err, sizeof(err)) != STORE_OK) {
 		/* Try the same window again next time. */
 		log_warnx("expiry scan: %s", err);
 		return;
