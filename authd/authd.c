@@ -307,7 +307,7 @@ main(int argc, char **argv)
 		    a.set.user[0] != '\0' ? a.set.user : "this user");
 
 	/* Opened as authd's user, so a new file belongs to it. */
-	if ((a.store = store_open(a.set.database, err)) == NULL)
+	if ((a.store = store_open(a.set.database, err, sizeof(err))) == NULL)
 		fatalx("%s", err);
 	if (peer_init(&a) == -1)
 		fatalx("peer_init failed");

@@ -22,10 +22,9 @@
 
 /* Replies with the public code for a store failure. */
 static void
-ctl_store_error(struct ipc_conn *c, uint32_t id, enum store_rc rc)
+ctl_store_error(struct ipc_conn *c, uint32_t id, enum store_rc rc,
+    const char *msg)
 {
-	const char *msg = store_errmsg(authd->store);
-
 	switch (rc) {
 	case STORE_NOT_FOUND:
 		ipc_reply_error(c, id, "not_found", "%s", msg);
@@ -81,6 +80,7 @@ ctl_issue(struct ipc_conn *c, struct ipc_msg *msg, struct authd_request *req)
 	char tok[CRED_LEN + 1], id[CRED_ID_LEN + 1];
 	int64_t now = time(NULL), exp = expiry_of(req, now);
 	int created = 0;
+	char err[STORE_ERR_MAX];
 	enum store_rc rc;
 
 	if (cred_generate(tok) == -1 || cred_hash(tok, CRED_LEN, hash) == -1) {
@@ -94,15 +94,16 @@ ctl_issue(struct ipc_conn *c, struct ipc_msg *msg, struct authd_request *req)
 	if (msg->type == IPC_AUTHCTL_ISSUE)
 		rc = store_issue(authd->store, req->workspace,
 		    req->patch.fields != 0 ? &req->patch : NULL,
-		    &authd->set.defaults, hash, now, exp, &created, &policy);
+		    &authd->set.defaults, hash, now, exp, &created, &policy,
+		    err, sizeof(err));
 	else
 		rc = store_rotate(authd->store, req->workspace,
 		    req->cred_id[0] != '\0' ? req->cred_id : NULL, hash, now,
-		    exp, &policy, &revoked);
+		    exp, &policy, &revoked, err, sizeof(err));
 	explicit_bzero(hash, sizeof(hash));
 	if (rc != STORE_OK) {
 		explicit_bzero(tok, sizeof(tok));
-		ctl_store_error(c, msg->id, rc);
+		ctl_store_error(c, msg->id, rc, err);
 		return;
 	}
 	log_info("%s: workspace %s%s credential %s by uid %u%s",
@@ -154,12 +155,13 @@ ctl_revoke_token(struct ipc_conn *c, struct ipc_msg *msg,
 	struct json_object *body;
 	char ws[AUTH_WORKSPACE_MAX + 1];
 	int already;
+	char err[STORE_ERR_MAX];
 	enum store_rc rc;
 
 	rc = store_revoke_cred(authd->store, req->cred_id, time(NULL), ws,
-	    &already);
+	    &already, err, sizeof(err));
 	if (rc != STORE_OK) {
-		ctl_store_error(c, msg->id, rc);
+		ctl_store_error(c, msg->id, rc, err);
 		return;
 	}
 	if (!already) {
@@ -185,12 +187,13 @@ ctl_revoke_workspace(struct ipc_conn *c, struct ipc_msg *msg,
 	struct json_object *body, *arr;
 	struct store_ids revoked;
 	int already;
+	char err[STORE_ERR_MAX];
 	enum store_rc rc;
 
 	rc = store_revoke_workspace(authd->store, req->workspace, time(NULL),
-	    &already, &revoked);
+	    &already, &revoked, err, sizeof(err));
 	if (rc != STORE_OK) {
-		ctl_store_error(c, msg->id, rc);
+		ctl_store_error(c, msg->id, rc, err);
 		return;
 	}
 	if (!already) {
@@ -220,12 +223,13 @@ ctl_policy_set(struct ipc_conn *c, struct ipc_msg *msg,
 {
 	struct json_object *body;
 	struct auth_policy policy;
+	char err[STORE_ERR_MAX];
 	enum store_rc rc;
 
 	rc = store_policy_set(authd->store, req->workspace, &req->patch,
-	    &policy);
+	    &policy, err, sizeof(err));
 	if (rc != STORE_OK) {
-		ctl_store_error(c, msg->id, rc);
+		ctl_store_error(c, msg->id, rc, err);
 		return;
 	}
 	log_info("policy set: workspace %s by uid %u", req->workspace,
@@ -265,12 +269,13 @@ ctl_list(struct ipc_conn *c, struct ipc_msg *msg)
 	struct store_workspace *ws;
 	size_t n;
 	int trunc;
+	char err[STORE_ERR_MAX];
 	enum store_rc rc;
 
 	rc = store_list(authd->store, time(NULL), AUTHD_LIST_MAX, &ws, &n,
-	    &trunc);
+	    &trunc, err, sizeof(err));
 	if (rc != STORE_OK) {
-		ctl_store_error(c, msg->id, rc);
+		ctl_store_error(c, msg->id, rc, err);
 		return;
 	}
 	body = json_object_new_object();
@@ -294,12 +299,13 @@ ctl_show(struct ipc_conn *c, struct ipc_msg *msg, struct authd_request *req)
 	int64_t now = time(NULL);
 	size_t n;
 	int trunc;
+	char err[STORE_ERR_MAX];
 	enum store_rc rc;
 
 	rc = store_show(authd->store, req->workspace, now, AUTHD_SHOW_MAX, &w,
-	    &cs, &n, &trunc);
+	    &cs, &n, &trunc, err, sizeof(err));
 	if (rc != STORE_OK) {
-		ctl_store_error(c, msg->id, rc);
+		ctl_store_error(c, msg->id, rc, err);
 		return;
 	}
 	body = workspace_json(&w);

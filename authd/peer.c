@@ -205,7 +205,7 @@ peer_verify(struct peer *p, struct ipc_msg *msg)
 	struct json_object *body;
 	struct cache_slot *slot = NULL;
 	uint8_t hash[CRED_HASH_LEN];
-	char why[256];
+	char why[256], err[STORE_ERR_MAX] = "cannot hash the credential";
 	enum store_rc rc;
 	int64_t now;
 
@@ -233,7 +233,8 @@ peer_verify(struct peer *p, struct ipc_msg *msg)
 			    slot->reply, -1);
 			return;
 		}
-		rc = store_verify(authd->store, hash, now, &v);
+		rc = store_verify(authd->store, hash, now, &v, err,
+		    sizeof(err));
 	}
 	switch (rc) {
 	case STORE_OK:
@@ -249,7 +250,7 @@ peer_verify(struct peer *p, struct ipc_msg *msg)
 		return;
 	default:
 		explicit_bzero(hash, sizeof(hash));
-		log_warnx("verify: %s", store_errmsg(authd->store));
+		log_warnx("verify: %s", err);
 		ipc_reply_error(p->conn, msg->id, "internal", "credential "
 		    "store error");
 		return;
@@ -280,14 +281,14 @@ revoked_one(const char *ws, void *arg)
 /*
  * Which of a list of workspaces are revoked: vmmd asks after each
  * subscription for the owners of its snapshots, for the events it may
- * have missed.  Only root's policy admits it (authd.c).
+ * have missed.  Every peer may ask: authd.c says why.
  */
 static void
 peer_revoked(struct peer *p, struct ipc_msg *msg)
 {
 	struct authd_request req;
 	struct json_object *body, *arr;
-	char why[256];
+	char why[256], err[STORE_ERR_MAX];
 	enum store_rc rc;
 
 	if (authd_request_decode(msg->type, msg->body, &req, why,
@@ -298,14 +299,14 @@ peer_revoked(struct peer *p, struct ipc_msg *msg)
 	}
 	arr = json_object_new_array();
 	rc = store_revoked(authd->store, req.workspaces, req.nworkspaces,
-	    revoked_one, arr);
+	    revoked_one, arr, err, sizeof(err));
 	if (rc != STORE_OK) {
 		json_object_put(arr);
 		if (rc == STORE_BUSY)
 			ipc_reply_error(p->conn, msg->id, "busy", "credential "
 			    "store is busy; retry");
 		else {
-			log_warnx("revoked: %s", store_errmsg(authd->store));
+			log_warnx("revoked: %s", err);
 			ipc_reply_error(p->conn, msg->id, "internal",
 			    "credential store error");
 		}
@@ -433,13 +434,14 @@ static void
 expiry_cb(int fd, short ev, void *arg)
 {
 	int64_t now = time(NULL);
+	char err[STORE_ERR_MAX];
 
 	if (now <= expiry_last)
 		return;
-	if (store_expired(authd->store, expiry_last, now, expired_one, NULL)
-	    != STORE_OK) {
+	if (store_expired(authd->store, expiry_last, now, expired_one, NULL,
+	    err, sizeof(err)) != STORE_OK) {
 		/* Try the same window again next time. */
-		log_warnx("expiry scan: %s", store_errmsg(authd->store));
+		log_warnx("expiry scan: %s", err);
 		return;
 	}
 	expiry_last = now;

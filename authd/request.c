@@ -181,16 +181,11 @@ decode_key(void *r, unsigned int bit, struct json_object *body,
 		}
 		return 0;
 	}
-	snprintf(why, whylen, "internal: unknown key bit");
-	return -1;
+	return reqshape_bad_bit(why, whylen);
 }
 
-static const struct reqshape_table table = {
-	shapes, sizeof(shapes) / sizeof(shapes[0]),
-	keys, sizeof(keys) / sizeof(keys[0]),
-	"$: has a key this request type does not take",
-	decode_key,
-};
+static const struct reqshape_table table = REQSHAPE_TABLE(shapes, keys,
+    "$: has a key this request type does not take", decode_key);
 
 int
 authd_request_decode(uint32_t type, struct json_object *body,

@@ -19,7 +19,6 @@
 
 struct store {
 	struct sqldb	*db;
-	char		 err[STORE_ERR_MAX];
 };
 
 /*
@@ -53,18 +52,9 @@ static const char *const migrations[] = {
 	"  ON credentials(expires_at) WHERE expires_at IS NOT NULL;",
 };
 
-/*
- * authd is the database's only user: exclusive locking, and a short wait,
- * since nobody else should hold a lock.  Nobody else may read it either.
- */
-static const struct sqldb_opts store_opts = {
-	.daemon = "authd",
-	SQLDB_MIGRATIONS(migrations),
-	.busy_ms = 1000,
-	.exclusive = 1,
-	.serialized = 0,
-	.forbidden_mode = 077,
-};
+/* authd is the database's only user, and nobody else may read it. */
+static const struct sqldb_opts store_opts = SQLDB_PRIVATE("authd",
+    migrations);
 
 /* The hot path's query: one object, so that the cache finds it. */
 static const char verify_sql[] = "SELECT c.hash, c.id, c.workspace, "
@@ -72,24 +62,24 @@ static const char verify_sql[] = "SELECT c.hash, c.id, c.workspace, "
     "ON w.id = c.workspace WHERE c.hash = ?1 "
     "AND c.revoked_at IS NULL AND w.revoked_at IS NULL";
 
-static void __attribute__((format(printf, 2, 3)))
-store_seterr(struct store *s, const char *fmt, ...)
+static void __attribute__((format(printf, 3, 4)))
+seterr(char *err, size_t errlen, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(s->err, sizeof(s->err), fmt, ap);
+	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 }
 
-/* Maps a failed sqlite3_step to a store code and records why. */
+/* Maps a failed sqlite3_step to a store code, and says why in err. */
 static enum store_rc
-db_fail(struct store *s, const char *what)
+db_fail(struct store *s, const char *what, char *err, size_t errlen)
 {
 	sqlite3 *db = sqldb_handle(s->db);
 	int rc = sqlite3_errcode(db);
 
-	store_seterr(s, "%s: %s", what, sqlite3_errmsg(db));
+	seterr(err, errlen, "%s: %s", what, sqlite3_errmsg(db));
 	if ((rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED)
 		return STORE_BUSY;
 	return STORE_ERROR;
@@ -97,31 +87,25 @@ db_fail(struct store *s, const char *what)
 
 /* The same for a failed sqldb call, which kept its reason. */
 static enum store_rc
-sqldb_fail(struct store *s, const char *what)
+sqldb_fail(struct store *s, const char *what, char *err, size_t errlen)
 {
-	store_seterr(s, "%s: %s", what, sqldb_errmsg(s->db));
+	seterr(err, errlen, "%s: %s", what, sqldb_errmsg(s->db));
 	return sqldb_busy(s->db) ? STORE_BUSY : STORE_ERROR;
 }
 
-const char *
-store_errmsg(const struct store *s)
-{
-	return s->err;
-}
-
 static enum store_rc
-begin(struct store *s)
+begin(struct store *s, char *err, size_t errlen)
 {
 	if (sqldb_begin(s->db) == -1)
-		return sqldb_fail(s, "begin transaction");
+		return sqldb_fail(s, "begin transaction", err, errlen);
 	return STORE_OK;
 }
 
 static enum store_rc
-commit(struct store *s)
+commit(struct store *s, char *err, size_t errlen)
 {
 	if (sqldb_commit(s->db) == -1)
-		return sqldb_fail(s, "commit");
+		return sqldb_fail(s, "commit", err, errlen);
 	return STORE_OK;
 }
 
@@ -133,12 +117,12 @@ rollback(struct store *s)
 
 /* A cached statement for sql (a literal); back with sqldb_release. */
 static sqlite3_stmt *
-prep(struct store *s, const char *sql)
+prep(struct store *s, const char *sql, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = sqldb_prepare(s->db, sql);
 
 	if (st == NULL)
-		sqldb_fail(s, "prepare");
+		sqldb_fail(s, "prepare", err, errlen);
 	return st;
 }
 
@@ -180,22 +164,21 @@ bind_time(sqlite3_stmt *st, int idx, int64_t t)
 }
 
 struct store *
-store_open(const char *path, char err[STORE_ERR_MAX])
+store_open(const char *path, char *err, size_t errlen)
 {
 	struct store *s;
 	sqlite3_stmt *st;
+	char why[STORE_ERR_MAX];
 
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
-		snprintf(err, STORE_ERR_MAX, "out of memory");
+		snprintf(err, errlen, "out of memory");
 		return NULL;
 	}
-	if ((s->db = sqldb_open(path, &store_opts, err, STORE_ERR_MAX)) ==
-	    NULL)
+	if ((s->db = sqldb_open(path, &store_opts, err, errlen)) == NULL)
 		goto fail;
 	/* Prepared now, so that a schema it does not fit fails here. */
-	if ((st = prep(s, verify_sql)) == NULL) {
-		snprintf(err, STORE_ERR_MAX, "database %s: %.160s", path,
-		    s->err);
+	if ((st = prep(s, verify_sql, why, sizeof(why))) == NULL) {
+		snprintf(err, errlen, "database %s: %.160s", path, why);
 		goto fail;
 	}
 	sqldb_release(s->db, st);
@@ -254,13 +237,13 @@ ids_add(struct store_ids *ids, const char *id)
  */
 static enum store_rc
 ws_get(struct store *s, const char *ws, struct auth_policy *p,
-    int64_t *revoked_at)
+    int64_t *revoked_at, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	enum store_rc rc;
 
 	st = prep(s, "SELECT w.revoked_at, " WS_COLS
-	    " FROM workspaces w WHERE w.id = ?1");
+	    " FROM workspaces w WHERE w.id = ?1", err, errlen);
 	if (st == NULL)
 		return STORE_ERROR;
 	sqlite3_bind_text(st, 1, ws, -1, SQLITE_STATIC);
@@ -268,18 +251,18 @@ ws_get(struct store *s, const char *ws, struct auth_policy *p,
 	case SQLITE_ROW:
 		*revoked_at = col_time(st, 0);
 		if (col_policy(st, 1, p) == -1) {
-			store_seterr(s, "workspace %s: stored images are "
+			seterr(err, errlen, "workspace %s: stored images are "
 			    "malformed", ws);
 			rc = STORE_ERROR;
 		} else
 			rc = STORE_OK;
 		break;
 	case SQLITE_DONE:
-		store_seterr(s, "no workspace %s", ws);
+		seterr(err, errlen, "no workspace %s", ws);
 		rc = STORE_NOT_FOUND;
 		break;
 	default:
-		rc = db_fail(s, "read workspace");
+		rc = db_fail(s, "read workspace", err, errlen);
 		break;
 	}
 	sqldb_release(s->db, st);
@@ -288,7 +271,7 @@ ws_get(struct store *s, const char *ws, struct auth_policy *p,
 
 static enum store_rc
 cred_insert(struct store *s, const char *ws, const uint8_t hash[CRED_HASH_LEN],
-    int64_t now, int64_t expires_at)
+    int64_t now, int64_t expires_at, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	char id[CRED_ID_LEN + 1];
@@ -296,7 +279,7 @@ cred_insert(struct store *s, const char *ws, const uint8_t hash[CRED_HASH_LEN],
 
 	cred_id(hash, id);
 	st = prep(s, "INSERT INTO credentials (hash, id, workspace, "
-	    "created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)");
+	    "created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)", err, errlen);
 	if (st == NULL)
 		return STORE_ERROR;
 	sqlite3_bind_blob(st, 1, hash, CRED_HASH_LEN, SQLITE_STATIC);
@@ -305,7 +288,7 @@ cred_insert(struct store *s, const char *ws, const uint8_t hash[CRED_HASH_LEN],
 	sqlite3_bind_int64(st, 4, now);
 	bind_time(st, 5, expires_at);
 	if (sqlite3_step(st) != SQLITE_DONE)
-		rc = db_fail(s, "insert credential");
+		rc = db_fail(s, "insert credential", err, errlen);
 	sqldb_release(s->db, st);
 	return rc;
 }
@@ -314,7 +297,7 @@ enum store_rc
 store_issue(struct store *s, const char *ws,
     const struct auth_policy_patch *patch, const struct auth_policy *defaults,
     const uint8_t hash[CRED_HASH_LEN], int64_t now, int64_t expires_at,
-    int *created, struct auth_policy *policy)
+    int *created, struct auth_policy *policy, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t revoked_at = 0;
@@ -322,15 +305,15 @@ store_issue(struct store *s, const char *ws,
 	enum store_rc rc;
 
 	*created = 0;
-	if ((rc = begin(s)) != STORE_OK)
+	if ((rc = begin(s, err, errlen)) != STORE_OK)
 		return rc;
-	rc = ws_get(s, ws, policy, &revoked_at);
+	rc = ws_get(s, ws, policy, &revoked_at, err, errlen);
 	if (rc == STORE_OK) {
 		struct auth_policy want = *policy;
 
 		if (revoked_at != 0) {
-			store_seterr(s, "workspace %s is revoked; it cannot "
-			    "get new credentials", ws);
+			seterr(err, errlen, "workspace %s is revoked; it "
+			    "cannot get new credentials", ws);
 			rc = STORE_CONFLICT;
 			goto out;
 		}
@@ -338,7 +321,7 @@ store_issue(struct store *s, const char *ws,
 		if (patch != NULL)
 			policy_apply(&want, patch);
 		if (!policy_equal(&want, policy)) {
-			store_seterr(s, "workspace %s exists with another "
+			seterr(err, errlen, "workspace %s exists with another "
 			    "policy; reissuing keeps it (change it with "
 			    "'authctl policy set')", ws);
 			rc = STORE_CONFLICT;
@@ -351,7 +334,8 @@ store_issue(struct store *s, const char *ws,
 		policy_images_join(policy, imgs, sizeof(imgs));
 		st = prep(s, "INSERT INTO workspaces (id, created_at, "
 		    "network, images, max_vms, memory_mib, storage_gib, "
-		    "max_streams) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+		    "max_streams) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", err,
+		    errlen);
 		if (st == NULL) {
 			rc = STORE_ERROR;
 			goto out;
@@ -365,15 +349,16 @@ store_issue(struct store *s, const char *ws,
 		sqlite3_bind_int64(st, 7, policy->storage_gib);
 		sqlite3_bind_int64(st, 8, policy->max_streams);
 		if (sqlite3_step(st) != SQLITE_DONE) {
-			rc = db_fail(s, "insert workspace");
+			rc = db_fail(s, "insert workspace", err, errlen);
 			goto out;
 		}
 		*created = 1;
 	} else
 		goto out;
-	if ((rc = cred_insert(s, ws, hash, now, expires_at)) != STORE_OK)
+	if ((rc = cred_insert(s, ws, hash, now, expires_at, err,
+	    errlen)) != STORE_OK)
 		goto out;
-	rc = commit(s);
+	rc = commit(s, err, errlen);
 out:
 	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
@@ -386,7 +371,7 @@ out:
 /* Revokes the matching unrevoked credentials, noting the active ones. */
 static enum store_rc
 revoke_creds(struct store *s, const char *ws, const char *only_id,
-    int64_t now, struct store_ids *revoked)
+    int64_t now, struct store_ids *revoked, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	enum store_rc rc = STORE_OK;
@@ -395,7 +380,7 @@ revoke_creds(struct store *s, const char *ws, const char *only_id,
 	st = prep(s, "UPDATE credentials SET revoked_at = ?1 "
 	    "WHERE workspace = ?2 AND revoked_at IS NULL "
 	    "AND (?3 IS NULL OR id = ?3) "
-	    "RETURNING id, expires_at");
+	    "RETURNING id, expires_at", err, errlen);
 	if (st == NULL)
 		return STORE_ERROR;
 	sqlite3_bind_int64(st, 1, now);
@@ -412,13 +397,13 @@ revoke_creds(struct store *s, const char *ws, const char *only_id,
 			continue;
 		if (ids_add(revoked,
 		    (const char *)sqlite3_column_text(st, 0)) == -1) {
-			store_seterr(s, "out of memory");
+			seterr(err, errlen, "out of memory");
 			rc = STORE_ERROR;
 			break;
 		}
 	}
 	if (rc == STORE_OK && r != SQLITE_DONE)
-		rc = db_fail(s, "revoke credentials");
+		rc = db_fail(s, "revoke credentials", err, errlen);
 	sqldb_release(s->db, st);
 	return rc;
 }
@@ -426,7 +411,8 @@ revoke_creds(struct store *s, const char *ws, const char *only_id,
 enum store_rc
 store_rotate(struct store *s, const char *ws, const char *old_id,
     const uint8_t hash[CRED_HASH_LEN], int64_t now, int64_t expires_at,
-    struct auth_policy *policy, struct store_ids *revoked)
+    struct auth_policy *policy, struct store_ids *revoked, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t revoked_at = 0;
@@ -434,19 +420,19 @@ store_rotate(struct store *s, const char *ws, const char *old_id,
 
 	revoked->n = 0;
 	revoked->ids = NULL;
-	if ((rc = begin(s)) != STORE_OK)
+	if ((rc = begin(s, err, errlen)) != STORE_OK)
 		return rc;
-	if ((rc = ws_get(s, ws, policy, &revoked_at)) != STORE_OK)
+	if ((rc = ws_get(s, ws, policy, &revoked_at, err, errlen)) != STORE_OK)
 		goto out;
 	if (revoked_at != 0) {
-		store_seterr(s, "workspace %s is revoked; it cannot get new "
-		    "credentials", ws);
+		seterr(err, errlen, "workspace %s is revoked; it cannot get "
+		    "new credentials", ws);
 		rc = STORE_CONFLICT;
 		goto out;
 	}
 	if (old_id != NULL) {
 		st = prep(s, "SELECT 1 FROM credentials "
-		    "WHERE id = ?1 AND workspace = ?2");
+		    "WHERE id = ?1 AND workspace = ?2", err, errlen);
 		if (st == NULL) {
 			rc = STORE_ERROR;
 			goto out;
@@ -457,20 +443,22 @@ store_rotate(struct store *s, const char *ws, const char *old_id,
 		case SQLITE_ROW:
 			break;
 		case SQLITE_DONE:
-			store_seterr(s, "workspace %s has no credential %s",
+			seterr(err, errlen, "workspace %s has no credential %s",
 			    ws, old_id);
 			rc = STORE_NOT_FOUND;
 			goto out;
 		default:
-			rc = db_fail(s, "read credential");
+			rc = db_fail(s, "read credential", err, errlen);
 			goto out;
 		}
 	}
-	if ((rc = revoke_creds(s, ws, old_id, now, revoked)) != STORE_OK)
+	if ((rc = revoke_creds(s, ws, old_id, now, revoked, err,
+	    errlen)) != STORE_OK)
 		goto out;
-	if ((rc = cred_insert(s, ws, hash, now, expires_at)) != STORE_OK)
+	if ((rc = cred_insert(s, ws, hash, now, expires_at, err,
+	    errlen)) != STORE_OK)
 		goto out;
-	rc = commit(s);
+	rc = commit(s, err, errlen);
 out:
 	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
@@ -482,16 +470,16 @@ out:
 
 enum store_rc
 store_revoke_cred(struct store *s, const char *id, int64_t now,
-    char ws[AUTH_WORKSPACE_MAX + 1], int *already)
+    char ws[AUTH_WORKSPACE_MAX + 1], int *already, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	enum store_rc rc;
 
 	*already = 0;
-	if ((rc = begin(s)) != STORE_OK)
+	if ((rc = begin(s, err, errlen)) != STORE_OK)
 		return rc;
 	st = prep(s, "SELECT workspace, revoked_at FROM credentials "
-	    "WHERE id = ?1");
+	    "WHERE id = ?1", err, errlen);
 	if (st == NULL) {
 		rc = STORE_ERROR;
 		goto out;
@@ -503,18 +491,18 @@ store_revoke_cred(struct store *s, const char *id, int64_t now,
 		*already = col_time(st, 1) != 0;
 		break;
 	case SQLITE_DONE:
-		store_seterr(s, "no credential %s", id);
+		seterr(err, errlen, "no credential %s", id);
 		rc = STORE_NOT_FOUND;
 		goto out;
 	default:
-		rc = db_fail(s, "read credential");
+		rc = db_fail(s, "read credential", err, errlen);
 		goto out;
 	}
 	sqldb_release(s->db, st);
 	st = NULL;
 	if (!*already) {
 		st = prep(s, "UPDATE credentials SET revoked_at = ?1 "
-		    "WHERE id = ?2");
+		    "WHERE id = ?2", err, errlen);
 		if (st == NULL) {
 			rc = STORE_ERROR;
 			goto out;
@@ -522,11 +510,11 @@ store_revoke_cred(struct store *s, const char *id, int64_t now,
 		sqlite3_bind_int64(st, 1, now);
 		sqlite3_bind_text(st, 2, id, -1, SQLITE_STATIC);
 		if (sqlite3_step(st) != SQLITE_DONE) {
-			rc = db_fail(s, "revoke credential");
+			rc = db_fail(s, "revoke credential", err, errlen);
 			goto out;
 		}
 	}
-	rc = commit(s);
+	rc = commit(s, err, errlen);
 out:
 	sqldb_release(s->db, st);
 	if (rc != STORE_OK)
@@ -536,7 +524,7 @@ out:
 
 enum store_rc
 store_revoke_workspace(struct store *s, const char *ws, int64_t now,
-    int *already, struct store_ids *revoked)
+    int *already, struct store_ids *revoked, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	struct auth_policy p;
@@ -546,16 +534,17 @@ store_revoke_workspace(struct store *s, const char *ws, int64_t now,
 	*already = 0;
 	revoked->n = 0;
 	revoked->ids = NULL;
-	if ((rc = begin(s)) != STORE_OK)
+	if ((rc = begin(s, err, errlen)) != STORE_OK)
 		return rc;
-	if ((rc = ws_get(s, ws, &p, &revoked_at)) != STORE_OK)
+	if ((rc = ws_get(s, ws, &p, &revoked_at, err, errlen)) != STORE_OK)
 		goto out;
 	if (revoked_at != 0) {
 		*already = 1;
-		rc = commit(s);
+		rc = commit(s, err, errlen);
 		goto out;
 	}
-	st = prep(s, "UPDATE workspaces SET revoked_at = ?1 WHERE id = ?2");
+	st = prep(s, "UPDATE workspaces SET revoked_at = ?1 WHERE id = ?2", err,
+	    errlen);
 	if (st == NULL) {
 		rc = STORE_ERROR;
 		goto out;
@@ -563,13 +552,14 @@ store_revoke_workspace(struct store *s, const char *ws, int64_t now,
 	sqlite3_bind_int64(st, 1, now);
 	sqlite3_bind_text(st, 2, ws, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_DONE) {
-		rc = db_fail(s, "revoke workspace");
+		rc = db_fail(s, "revoke workspace", err, errlen);
 		goto out;
 	}
 	/* Marked one by one too, so show tells the same story. */
-	if ((rc = revoke_creds(s, ws, NULL, now, revoked)) != STORE_OK)
+	if ((rc = revoke_creds(s, ws, NULL, now, revoked, err,
+	    errlen)) != STORE_OK)
 		goto out;
-	rc = commit(s);
+	rc = commit(s, err, errlen);
 out:
 	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
@@ -581,19 +571,20 @@ out:
 
 enum store_rc
 store_policy_set(struct store *s, const char *ws,
-    const struct auth_policy_patch *patch, struct auth_policy *out)
+    const struct auth_policy_patch *patch, struct auth_policy *out, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = NULL;
 	int64_t revoked_at = 0;
 	char imgs[IMAGES_TEXT_MAX];
 	enum store_rc rc;
 
-	if ((rc = begin(s)) != STORE_OK)
+	if ((rc = begin(s, err, errlen)) != STORE_OK)
 		return rc;
-	if ((rc = ws_get(s, ws, out, &revoked_at)) != STORE_OK)
+	if ((rc = ws_get(s, ws, out, &revoked_at, err, errlen)) != STORE_OK)
 		goto out;
 	if (revoked_at != 0) {
-		store_seterr(s, "workspace %s is revoked", ws);
+		seterr(err, errlen, "workspace %s is revoked", ws);
 		rc = STORE_CONFLICT;
 		goto out;
 	}
@@ -601,7 +592,7 @@ store_policy_set(struct store *s, const char *ws,
 	policy_images_join(out, imgs, sizeof(imgs));
 	st = prep(s, "UPDATE workspaces SET network = ?2, images = ?3, "
 	    "max_vms = ?4, memory_mib = ?5, storage_gib = ?6, "
-	    "max_streams = ?7 WHERE id = ?1");
+	    "max_streams = ?7 WHERE id = ?1", err, errlen);
 	if (st == NULL) {
 		rc = STORE_ERROR;
 		goto out;
@@ -614,10 +605,10 @@ store_policy_set(struct store *s, const char *ws,
 	sqlite3_bind_int64(st, 6, out->storage_gib);
 	sqlite3_bind_int64(st, 7, out->max_streams);
 	if (sqlite3_step(st) != SQLITE_DONE) {
-		rc = db_fail(s, "update policy");
+		rc = db_fail(s, "update policy", err, errlen);
 		goto out;
 	}
-	rc = commit(s);
+	rc = commit(s, err, errlen);
 out:
 	sqldb_release(s->db, st);
 	if (rc != STORE_OK)
@@ -627,9 +618,9 @@ out:
 
 enum store_rc
 store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
-    struct store_verdict *v)
+    struct store_verdict *v, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = prep(s, verify_sql);
+	sqlite3_stmt *st = prep(s, verify_sql, err, errlen);
 	enum store_rc rc = STORE_UNAUTHORIZED;
 	int64_t exp;
 
@@ -650,7 +641,7 @@ store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
 		sqldb_column_text(st, 2, v->workspace, sizeof(v->workspace));
 		v->expires_at = exp;
 		if (col_policy(st, 4, &v->policy) == -1) {
-			store_seterr(s, "workspace %s: stored images are "
+			seterr(err, errlen, "workspace %s: stored images are "
 			    "malformed", v->workspace);
 			rc = STORE_ERROR;
 			break;
@@ -660,7 +651,7 @@ store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
 	case SQLITE_DONE:
 		break;
 	default:
-		rc = db_fail(s, "verify");
+		rc = db_fail(s, "verify", err, errlen);
 		break;
 	}
 	sqldb_release(s->db, st);
@@ -687,7 +678,8 @@ row_workspace(sqlite3_stmt *st, struct store_workspace *w)
 
 enum store_rc
 store_list(struct store *s, int64_t now, size_t max,
-    struct store_workspace **out, size_t *n, int *truncated)
+    struct store_workspace **out, size_t *n, int *truncated, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st;
 	struct store_workspace *ws = NULL;
@@ -698,7 +690,8 @@ store_list(struct store *s, int64_t now, size_t max,
 	*out = NULL;
 	*n = 0;
 	*truncated = 0;
-	if ((st = prep(s, WS_SELECT "ORDER BY w.id LIMIT ?2")) == NULL)
+	if ((st = prep(s, WS_SELECT "ORDER BY w.id LIMIT ?2", err,
+	    errlen)) == NULL)
 		return STORE_ERROR;
 	sqlite3_bind_int64(st, 1, now);
 	sqlite3_bind_int64(st, 2, (int64_t)max + 1);
@@ -710,14 +703,14 @@ store_list(struct store *s, int64_t now, size_t max,
 			break;
 		}
 		if ((p = reallocarray(ws, cnt + 1, sizeof(*ws))) == NULL) {
-			store_seterr(s, "out of memory");
+			seterr(err, errlen, "out of memory");
 			rc = STORE_ERROR;
 			goto out;
 		}
 		ws = p;
 		row_workspace(st, &ws[cnt]);
 		if (col_policy(st, 5, &ws[cnt].policy) == -1) {
-			store_seterr(s, "workspace %s: stored images are "
+			seterr(err, errlen, "workspace %s: stored images are "
 			    "malformed", ws[cnt].id);
 			rc = STORE_ERROR;
 			goto out;
@@ -725,7 +718,7 @@ store_list(struct store *s, int64_t now, size_t max,
 		cnt++;
 	}
 	if (r != SQLITE_ROW && r != SQLITE_DONE) {
-		rc = db_fail(s, "list workspaces");
+		rc = db_fail(s, "list workspaces", err, errlen);
 		goto out;
 	}
 	*out = ws;
@@ -740,7 +733,7 @@ out:
 enum store_rc
 store_show(struct store *s, const char *ws, int64_t now, size_t max,
     struct store_workspace *w, struct store_cred **creds, size_t *n,
-    int *truncated)
+    int *truncated, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	struct store_cred *cs = NULL;
@@ -751,23 +744,23 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 	*creds = NULL;
 	*n = 0;
 	*truncated = 0;
-	if ((st = prep(s, WS_SELECT "WHERE w.id = ?2")) == NULL)
+	if ((st = prep(s, WS_SELECT "WHERE w.id = ?2", err, errlen)) == NULL)
 		return STORE_ERROR;
 	sqlite3_bind_int64(st, 1, now);
 	sqlite3_bind_text(st, 2, ws, -1, SQLITE_STATIC);
 	r = sqlite3_step(st);
 	if (r == SQLITE_DONE) {
-		store_seterr(s, "no workspace %s", ws);
+		seterr(err, errlen, "no workspace %s", ws);
 		rc = STORE_NOT_FOUND;
 		goto out;
 	}
 	if (r != SQLITE_ROW) {
-		rc = db_fail(s, "show workspace");
+		rc = db_fail(s, "show workspace", err, errlen);
 		goto out;
 	}
 	row_workspace(st, w);
 	if (col_policy(st, 5, &w->policy) == -1) {
-		store_seterr(s, "workspace %s: stored images are malformed",
+		seterr(err, errlen, "workspace %s: stored images are malformed",
 		    ws);
 		rc = STORE_ERROR;
 		goto out;
@@ -775,7 +768,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 	sqldb_release(s->db, st);
 	st = prep(s, "SELECT id, created_at, expires_at, revoked_at "
 	    "FROM credentials WHERE workspace = ?1 "
-	    "ORDER BY created_at DESC, id LIMIT ?2");
+	    "ORDER BY created_at DESC, id LIMIT ?2", err, errlen);
 	if (st == NULL) {
 		rc = STORE_ERROR;
 		goto out;
@@ -790,7 +783,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 			break;
 		}
 		if ((p = reallocarray(cs, cnt + 1, sizeof(*cs))) == NULL) {
-			store_seterr(s, "out of memory");
+			seterr(err, errlen, "out of memory");
 			rc = STORE_ERROR;
 			goto out;
 		}
@@ -805,7 +798,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 		cnt++;
 	}
 	if (r != SQLITE_ROW && r != SQLITE_DONE) {
-		rc = db_fail(s, "list credentials");
+		rc = db_fail(s, "list credentials", err, errlen);
 		goto out;
 	}
 	*creds = cs;
@@ -819,7 +812,8 @@ out:
 
 enum store_rc
 store_expired(struct store *s, int64_t after, int64_t upto,
-    void (*cb)(const char *, const char *, void *), void *arg)
+    void (*cb)(const char *, const char *, void *), void *arg, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st;
 	enum store_rc rc = STORE_OK;
@@ -828,7 +822,7 @@ store_expired(struct store *s, int64_t after, int64_t upto,
 	st = prep(s, "SELECT c.workspace, c.id FROM credentials c "
 	    "JOIN workspaces w ON w.id = c.workspace "
 	    "WHERE c.expires_at > ?1 AND c.expires_at <= ?2 "
-	    "AND c.revoked_at IS NULL AND w.revoked_at IS NULL");
+	    "AND c.revoked_at IS NULL AND w.revoked_at IS NULL", err, errlen);
 	if (st == NULL)
 		return STORE_ERROR;
 	sqlite3_bind_int64(st, 1, after);
@@ -837,21 +831,22 @@ store_expired(struct store *s, int64_t after, int64_t upto,
 		cb((const char *)sqlite3_column_text(st, 0),
 		    (const char *)sqlite3_column_text(st, 1), arg);
 	if (r != SQLITE_DONE)
-		rc = db_fail(s, "find expired credentials");
+		rc = db_fail(s, "find expired credentials", err, errlen);
 	sqldb_release(s->db, st);
 	return rc;
 }
 
 enum store_rc
 store_revoked(struct store *s, const char *const *ws, size_t n,
-    void (*cb)(const char *ws, void *), void *arg)
+    void (*cb)(const char *ws, void *), void *arg, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	enum store_rc rc = STORE_OK;
 	int r;
 
 	for (size_t i = 0; i < n && rc == STORE_OK; i++) {
-		st = prep(s, "SELECT revoked_at FROM workspaces WHERE id = ?1");
+		st = prep(s, "SELECT revoked_at FROM workspaces WHERE id = ?1",
+		    err, errlen);
 		if (st == NULL)
 			return STORE_ERROR;
 		sqlite3_bind_text(st, 1, ws[i], -1, SQLITE_STATIC);
@@ -859,7 +854,7 @@ store_revoked(struct store *s, const char *const *ws, size_t n,
 		if (r == SQLITE_ROW && col_time(st, 0) != 0)
 			cb(ws[i], arg);
 		else if (r != SQLITE_ROW && r != SQLITE_DONE)
-			rc = db_fail(s, "read workspace");
+			rc = db_fail(s, "read workspace", err, errlen);
 		sqldb_release(s->db, st);
 	}
 	return rc;

@@ -15,6 +15,11 @@
 #define STORE_SCHEMA_VERSION	1
 #define STORE_ERR_MAX		256
 
+/*
+ * What a call came to.  Every call but store_verify's STORE_UNAUTHORIZED
+ * (whose reason the caller must not tell) fills its err argument with a
+ * line for a person when it returns anything but STORE_OK.
+ */
 enum store_rc {
 	STORE_OK = 0,
 	STORE_NOT_FOUND,	/* no such workspace or credential */
@@ -65,11 +70,8 @@ void	store_ids_free(struct store_ids *);
  * STORE_SCHEMA_VERSION.  Never deletes or recreates an existing file.
  * NULL with err filled on failure.
  */
-struct store *store_open(const char *path, char err[STORE_ERR_MAX]);
+struct store *store_open(const char *path, char *err, size_t errlen);
 void	store_close(struct store *);
-
-/* The last error message of a call that returned STORE_ERROR/BUSY. */
-const char *store_errmsg(const struct store *);
 
 /*
  * Issues a credential (given by its hash) for workspace ws, creating the
@@ -83,7 +85,7 @@ enum store_rc store_issue(struct store *, const char *ws,
 	    const struct auth_policy_patch *patch,
 	    const struct auth_policy *defaults,
 	    const uint8_t hash[CRED_HASH_LEN], int64_t now, int64_t expires_at,
-	    int *created, struct auth_policy *policy);
+	    int *created, struct auth_policy *policy, char *err, size_t errlen);
 
 /*
  * Issues a new credential for an existing, unrevoked workspace and, in the
@@ -93,11 +95,13 @@ enum store_rc store_issue(struct store *, const char *ws,
  */
 enum store_rc store_rotate(struct store *, const char *ws, const char *old_id,
 	    const uint8_t hash[CRED_HASH_LEN], int64_t now, int64_t expires_at,
-	    struct auth_policy *policy, struct store_ids *revoked);
+	    struct auth_policy *policy, struct store_ids *revoked, char *err,
+	    size_t errlen);
 
 /* Revokes one credential by id.  *already = 1 if it was revoked before. */
 enum store_rc store_revoke_cred(struct store *, const char *id, int64_t now,
-	    char ws[AUTH_WORKSPACE_MAX + 1], int *already);
+	    char ws[AUTH_WORKSPACE_MAX + 1], int *already, char *err,
+	    size_t errlen);
 
 /*
  * Revokes a workspace: no credential of it verifies any more.  *already = 1
@@ -105,7 +109,8 @@ enum store_rc store_revoke_cred(struct store *, const char *id, int64_t now,
  * to *revoked.
  */
 enum store_rc store_revoke_workspace(struct store *, const char *ws,
-	    int64_t now, int *already, struct store_ids *revoked);
+	    int64_t now, int *already, struct store_ids *revoked, char *err,
+	    size_t errlen);
 
 /*
  * Calls cb for each of the n workspaces that exists and is revoked; an
@@ -113,11 +118,13 @@ enum store_rc store_revoke_workspace(struct store *, const char *ws,
  * make vmmd delete its snapshots).
  */
 enum store_rc store_revoked(struct store *, const char *const *ws, size_t n,
-	    void (*cb)(const char *ws, void *), void *arg);
+	    void (*cb)(const char *ws, void *), void *arg, char *err,
+	    size_t errlen);
 
 /* Changes the policy of an existing, unrevoked workspace. */
 enum store_rc store_policy_set(struct store *, const char *ws,
-	    const struct auth_policy_patch *, struct auth_policy *out);
+	    const struct auth_policy_patch *, struct auth_policy *out,
+	    char *err, size_t errlen);
 
 /*
  * The hot path: looks a credential up by its hash.  STORE_OK with *v, or
@@ -125,23 +132,25 @@ enum store_rc store_policy_set(struct store *, const char *ws,
  * revoked workspace (the caller must not tell which).
  */
 enum store_rc store_verify(struct store *, const uint8_t hash[CRED_HASH_LEN],
-	    int64_t now, struct store_verdict *v);
+	    int64_t now, struct store_verdict *v, char *err, size_t errlen);
 
 /* Every workspace, by id, at most max of them (*truncated = 1 if more). */
 enum store_rc store_list(struct store *, int64_t now, size_t max,
-	    struct store_workspace **out, size_t *n, int *truncated);
+	    struct store_workspace **out, size_t *n, int *truncated, char *err,
+	    size_t errlen);
 
 /* One workspace and its most recent credentials (at most max). */
 enum store_rc store_show(struct store *, const char *ws, int64_t now,
 	    size_t max, struct store_workspace *w, struct store_cred **creds,
-	    size_t *n, int *truncated);
+	    size_t *n, int *truncated, char *err, size_t errlen);
 
 /*
  * Calls cb for every credential that expired in (after, upto] and is not
  * revoked (nor is its workspace).  Used by authd's expiry timer.
  */
 enum store_rc store_expired(struct store *, int64_t after, int64_t upto,
-	    void (*cb)(const char *ws, const char *id, void *), void *arg);
+	    void (*cb)(const char *ws, const char *id, void *), void *arg,
+	    char *err, size_t errlen);
 
 /*
  * durable 1 (the default): every commit is synced (PRAGMA synchronous =

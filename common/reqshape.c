@@ -29,6 +29,13 @@ key_bit(const struct reqshape_table *t, const char *name)
 }
 
 int
+reqshape_bad_bit(char *why, size_t whylen)
+{
+	snprintf(why, whylen, "internal: unknown key bit");
+	return -1;
+}
+
+int
 reqshape_decode(const struct reqshape_table *t, uint32_t type,
     struct json_object *body, void *req, const void *arg, char *why,
     size_t whylen)

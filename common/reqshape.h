@@ -38,6 +38,19 @@ struct reqshape_table {
 		    const void *arg, char *why, size_t whylen);
 };
 
+/* A table's initializer, counting its shapes and keys. */
+#define REQSHAPE_TABLE(shapes, keys, unknown_key, decode) {		\
+	(shapes), sizeof(shapes) / sizeof((shapes)[0]),			\
+	(keys), sizeof(keys) / sizeof((keys)[0]),			\
+	(unknown_key), (decode),					\
+}
+
+/*
+ * The end of a decode(): a bit of the keys table that it has no case
+ * for, which is the daemon's bug, not the peer's.  -1 with why filled.
+ */
+int	reqshape_bad_bit(char *why, size_t whylen);
+
 /*
  * Decodes body as a request of message type into req, through t's
  * decode(req, bit, body, arg, ...) for each key.  0, or -1 with why (a

@@ -42,6 +42,22 @@ struct sqldb_opts {
 };
 
 /*
+ * The two ways a daemon keeps its database, as initializers of its
+ * sqldb_opts.  SQLDB_PRIVATE: the daemon is the file's only user, from
+ * one thread, so exclusive locking and a short wait (nobody else should
+ * hold a lock), and nobody else may read it (authd's credentials).
+ * SQLDB_SHARED: threads share the handle, and an operator's read-only
+ * sqlite3 (mode=ro) may hold a lock for a moment, hence the longer wait;
+ * nobody else may write it (vmmd's state).
+ */
+#define SQLDB_PRIVATE(who, m) { .daemon = (who), SQLDB_MIGRATIONS(m), \
+	.busy_ms = 1000, .exclusive = 1, .serialized = 0,		\
+	.forbidden_mode = 077 }
+#define SQLDB_SHARED(who, m) { .daemon = (who), SQLDB_MIGRATIONS(m), \
+	.busy_ms = 5000, .exclusive = 0, .serialized = 1,		\
+	.forbidden_mode = 022 }
+
+/*
  * Opens or creates the database at path.  A missing file is created
  * mode 0600 with O_EXCL; an existing one must be a regular file (not a
  * symbolic link) owned by the effective uid, readable and writable by

@@ -27,6 +27,61 @@
 #include "log.h"
 
 /*
+ * The contract: whom guestd serves, what each may send, what it keeps.
+ *
+ *   peer       channel                        admitted
+ *   the host   the link: virtio-serial port   whoever holds the port
+ *   (vmproxy)  GUEST_VIRTIO_PORT, or vsock    (QEMU's chardev); on vsock
+ *              GUEST_VSOCK_PORT; a test's     only a connection from
+ *              --link-fd, --link-unix or      VMADDR_CID_HOST to the link
+ *              --link-dev                     port (vsockpeer.c), the
+ *                                             newest one winning
+ *   jobs       each job's stdin, stdout and   the children guestd forked
+ *              stderr pipes (jobs.c)
+ *   a guest    127.0.0.1:<port>, connected    any program listening there
+ *   program    to on the host's OPEN
+ *              (streams.c)
+ *   a broker   a SEQPACKET socketpair to      its own child; it passes on
+ *   relay      guestd (broker.c)              only peers in its job's
+ *                                             cgroup (broker_relay.c)
+ *
+ * The host's frames (proto/guest.h) are parsed by common/glink.c and
+ * handed out by frame_cb below: CTRL requests to guestd_dispatch_host
+ * (ctrl.c), which decodes each one with req_decode (request.c, every
+ * field checked, fuzzed) and switches on its op: ping, hello, clock_set,
+ * thaw, freeze, activity and shutdown in ctrl.c; exec, job_status,
+ * job_output, job_cancel in jobs.c; file_read, file_write in files.c;
+ * identity in identity.c.  OPEN goes to streams_open, every other stream
+ * frame to streams_frame (streams.c).  A frame out of protocol, or a
+ * request without a usable id or op, drops the link, which is opened
+ * again; a bad argument gets an invalid_argument reply.  guestd sends
+ * the host replies in request order, the "hello" event after each
+ * (re)connect, stream frames, and ACCEPT for each broker connection it
+ * takes.  A broker relay sends guestd a preamble and one descriptor a
+ * message (broker_ctl_io, broker.c); anything else is dropped.
+ *
+ * What it keeps: the jobs (at most GUEST_MAX_JOBS, with their output,
+ * jobs.c) and their broker relays, which outlive a link drop; the open
+ * streams, which do not; the boot id that hello reports.  On disk only
+ * what the identity op writes (/etc/machine-id, /etc/hostname, a boot id
+ * under /run) and the files file_write writes beneath the workspace.
+ *
+ * Capabilities: all of root's, as PID 1 of the guest must have to mount
+ * the API filesystems, set the clock and eth0, reseed the RNG, run the
+ * job cgroups and power off (init.c, identity.c, jobs.c).  What runs
+ * for others drops them: a job does setgroups, setresgid and setresuid
+ * to the workspace user, then NoNewPrivs, and checks that uid 0 cannot
+ * come back (jobs.c); file_read and file_write act with that user's
+ * filesystem uid and gid (files.c); a broker relay runs as
+ * BROKER_RELAY_UID, NoNewPrivs and not dumpable (broker_relay.c).
+ *
+ * Seccomp: none.  guestd is PID 1 in a VM its tenant owns, and nothing
+ * on the host trusts it (vmproxy alone parses its bytes); and a filter
+ * installed here would be inherited by every job it forks, which runs
+ * whatever its command runs.
+ */
+
+/*
  * A port that is closed, or has no host on it, is tried again after
  * LINK_RETRY_FIRST_MS, doubling up to LINK_RETRY_MS.  After a restore the
  * host side is new and connects within milliseconds; a guest that waited

@@ -80,18 +80,13 @@ decode_key(void *r, unsigned int bit, struct json_object *body,
 		}
 		return 0;
 	}
-	snprintf(why, whylen, "internal: unknown key bit");
-	return -1;
+	return reqshape_bad_bit(why, whylen);
 }
 
-static const struct reqshape_table table = {
-	shapes, sizeof(shapes) / sizeof(shapes[0]),
-	keys, sizeof(keys) / sizeof(keys[0]),
-	/* Not echoed: it is peer data (a name, say). */
-	"$: has a key this request type does not take (netd takes slot "
-	    "numbers only)",
-	decode_key,
-};
+/* The refusal does not echo the key: it is peer data (a name, say). */
+static const struct reqshape_table table = REQSHAPE_TABLE(shapes, keys,
+    "$: has a key this request type does not take (netd takes slot "
+    "numbers only)", decode_key);
 
 int
 netd_request_decode(uint32_t type, struct json_object *body,

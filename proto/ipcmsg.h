@@ -52,11 +52,12 @@ enum ipc_type {
 	IPC_AUTH_EVENT = 105,		/* pushed, id 0: {workspace,
 					   [credential_id], reason} */
 	/*
-	 * vmmd only (authd admits it from root alone; mcpd never names a
-	 * workspace): {workspaces:[name,…]}, at most IPC_AUTH_REVOKED_MAX
-	 * distinct names -> {revoked:[name,…]}, those of the list that
-	 * authd knows and that are revoked.  For the revocations vmmd may
-	 * have missed while it was away from authd.
+	 * vmmd's (mcpd never names a workspace, though authd admits it
+	 * from every peer: it cannot tell the two apart by uid, see
+	 * authd/authd.c): {workspaces:[name,…]}, at most
+	 * IPC_AUTH_REVOKED_MAX distinct names -> {revoked:[name,…]}, those
+	 * of the list that authd knows and that are revoked.  For the
+	 * revocations vmmd may have missed while it was away from authd.
 	 */
 	IPC_AUTH_REVOKED = 106,
 	IPC_AUTH_REVOKED_RESULT = 107,
@@ -154,7 +155,7 @@ enum ipc_type {
 	IPC_PROXY_BASE = 600,
 	/* {"op":"exec"|"job_status"|"jobs"|"job_output"|"job_cancel"|
 	 *  "file_read"|"file_write"|"freeze"|"thaw"|"activity"|"ping"|
-	 *  "shutdown", args…} */
+	 *  "shutdown"|"clock_set"|"identity", args…} */
 	IPC_PROXY_CALL = 601,
 	IPC_PROXY_RESULT = 602,		/* {"result":{…}} or IPC_ERROR */
 	IPC_PROXY_STREAM_OPEN = 603,	/* {"port":n} */

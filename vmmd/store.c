@@ -128,19 +128,12 @@ static const char *const migrations[] = {
 };
 
 /*
- * The handle is serialized, as vmmd has threads.  Not exclusive: a
- * reader (an operator's sqlite3 with mode=ro) may hold a lock for a
- * moment, hence the longer wait.  An existing file may not be writable
- * by group or others; vmmd creates it 0600.
+ * Shared: vmmd has threads, and an operator may read the file.  An
+ * existing file may not be writable by group or others; vmmd creates it
+ * 0600.
  */
-static const struct sqldb_opts store_opts = {
-	.daemon = "vmmd",
-	SQLDB_MIGRATIONS(migrations),
-	.busy_ms = 5000,
-	.exclusive = 0,
-	.serialized = 1,
-	.forbidden_mode = 022,
-};
+static const struct sqldb_opts store_opts = SQLDB_SHARED("vmmd",
+    migrations);
 
 /* A sqldb call's result, with its failure logged: what failed, and why. */
 static int

@@ -319,7 +319,8 @@ int
 main(int argc, char **argv)
 {
 	char dir[] = "/tmp/bench-authd.XXXXXX";
-	char path[256], conf[256], sock[256], echo_sock[256], err[STORE_ERR_MAX];
+	char path[256], conf[256], sock[256], echo_sock[256],
+	    err[STORE_ERR_MAX];
 	struct auth_policy defaults = { .max_vms = 2, .memory_mib = 1024,
 	    .storage_gib = 10, .max_streams = 8 };
 	struct sockaddr_un sun = { .sun_family = AF_UNIX };
@@ -351,7 +352,7 @@ main(int argc, char **argv)
 
 	/* 10,000 credentials over 100 workspaces, through the store API. */
 	t0 = now();
-	if ((st = store_open(path, err)) == NULL) {
+	if ((st = store_open(path, err, sizeof(err))) == NULL) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
@@ -367,8 +368,8 @@ main(int argc, char **argv)
 		if (cred_generate(tokens[i]) == -1 ||
 		    cred_hash(tokens[i], CRED_LEN, hash) == -1 ||
 		    store_issue(st, ws, NULL, &defaults, hash, 1, 0, &created,
-		    &p) != STORE_OK) {
-			fprintf(stderr, "populate: %s\n", store_errmsg(st));
+		    &p, err, sizeof(err)) != STORE_OK) {
+			fprintf(stderr, "populate: %s\n", err);
 			return 1;
 		}
 	}
@@ -383,7 +384,8 @@ main(int argc, char **argv)
 		int k = (int)((unsigned int)i * 2654435761u % NCRED);
 
 		cred_hash(tokens[k], CRED_LEN, hash);
-		if (store_verify(st, hash, 2, &v) != STORE_OK) {
+		if (store_verify(st, hash, 2, &v, err,
+		    sizeof(err)) != STORE_OK) {
 			fprintf(stderr, "store_verify failed\n");
 			return 1;
 		}

@@ -18,6 +18,8 @@
 static char dir[64];
 static char path[128];
 static struct store *st;
+/* What the last store call that failed said. */
+static char serr[STORE_ERR_MAX];
 static const struct auth_policy defaults = {
 	.network = 0, .max_vms = 2, .memory_mib = 2048, .storage_gib = 20,
 	.max_streams = 8,
@@ -31,7 +33,7 @@ setup(void)
 	snprintf(dir, sizeof(dir), "/tmp/test_store.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/authd.db", dir);
-	st = store_open(path, err);
+	st = store_open(path, err, sizeof(err));
 	ck_assert_msg(st != NULL, "store_open: %s", err);
 }
 
@@ -70,7 +72,7 @@ issue(const char *ws, const struct auth_policy_patch *pt, struct tok *t,
 
 	tok_new(t);
 	ck_assert_int_eq(store_issue(st, ws, pt, &defaults, t->hash, now, exp,
-	    &created, &p), STORE_OK);
+	    &created, &p, serr, sizeof(serr)), STORE_OK);
 }
 
 static int
@@ -78,7 +80,8 @@ verify(const struct tok *t, int64_t now, struct store_verdict *v)
 {
 	struct store_verdict scratch;
 
-	return store_verify(st, t->hash, now, v != NULL ? v : &scratch);
+	return store_verify(st, t->hash, now, v != NULL ? v : &scratch, serr,
+	    sizeof(serr));
 }
 
 /* 1 if needle occurs anywhere in the file at p. */
@@ -157,37 +160,42 @@ START_TEST(revoked_credential_and_workspace)
 
 	issue("w", NULL, &a, 100, 0);
 	issue("w", NULL, &b, 100, 0);
-	ck_assert_int_eq(store_revoke_cred(st, a.id, 150, ws, &already),
+	ck_assert_int_eq(store_revoke_cred(st, a.id, 150, ws, &already, serr,
+	    sizeof(serr)),
 	    STORE_OK);
 	ck_assert_str_eq(ws, "w");
 	ck_assert_int_eq(already, 0);
 	ck_assert_int_eq(verify(&a, 200, NULL), STORE_UNAUTHORIZED);
 	ck_assert_int_eq(verify(&b, 200, NULL), STORE_OK);
-	ck_assert_int_eq(store_revoke_cred(st, a.id, 160, ws, &already),
+	ck_assert_int_eq(store_revoke_cred(st, a.id, 160, ws, &already, serr,
+	    sizeof(serr)),
 	    STORE_OK);
 	ck_assert_int_eq(already, 1);
 	ck_assert_int_eq(store_revoke_cred(st, "0000000000000000", 160, ws,
-	    &already), STORE_NOT_FOUND);
+	    &already, serr, sizeof(serr)), STORE_NOT_FOUND);
+	ck_assert_str_eq(serr, "no credential 0000000000000000");
 
-	ck_assert_int_eq(store_revoke_workspace(st, "w", 170, &already, &ids),
+	ck_assert_int_eq(store_revoke_workspace(st, "w", 170, &already, &ids,
+	    serr, sizeof(serr)),
 	    STORE_OK);
 	ck_assert_int_eq(already, 0);
 	ck_assert_uint_eq(ids.n, 1);	/* only b was still active */
 	ck_assert_str_eq(ids.ids[0], b.id);
 	store_ids_free(&ids);
 	ck_assert_int_eq(verify(&b, 200, NULL), STORE_UNAUTHORIZED);
-	ck_assert_int_eq(store_revoke_workspace(st, "w", 180, &already, &ids),
+	ck_assert_int_eq(store_revoke_workspace(st, "w", 180, &already, &ids,
+	    serr, sizeof(serr)),
 	    STORE_OK);
 	ck_assert_int_eq(already, 1);
 	ck_assert_uint_eq(ids.n, 0);
 	ck_assert_int_eq(store_revoke_workspace(st, "nope", 180, &already,
-	    &ids), STORE_NOT_FOUND);
+	    &ids, serr, sizeof(serr)), STORE_NOT_FOUND);
 
 	/* A revoked workspace gets no new credential. */
 	tok_new(&c);
 	ck_assert_int_eq(store_issue(st, "w", NULL, &defaults, c.hash, 200, 0,
-	    &created, &p), STORE_CONFLICT);
-	ck_assert_ptr_nonnull(strstr(store_errmsg(st), "revoked"));
+	    &created, &p, serr, sizeof(serr)), STORE_CONFLICT);
+	ck_assert_ptr_nonnull(strstr(serr, "revoked"));
 	ck_assert_int_eq(verify(&c, 200, NULL), STORE_UNAUTHORIZED);
 }
 END_TEST
@@ -206,17 +214,17 @@ START_TEST(reissue_keeps_policy_and_never_widens)
 	issue("w", &narrow, &a, 100, 0);
 	tok_new(&b);
 	ck_assert_int_eq(store_issue(st, "w", &net, &defaults, b.hash, 110, 0,
-	    &created, &p), STORE_CONFLICT);
-	ck_assert_ptr_nonnull(strstr(store_errmsg(st), "policy set"));
+	    &created, &p, serr, sizeof(serr)), STORE_CONFLICT);
+	ck_assert_ptr_nonnull(strstr(serr, "policy set"));
 	ck_assert_int_eq(verify(&b, 200, NULL), STORE_UNAUTHORIZED);
 	/* No patch, or the same values: another credential, same policy. */
 	ck_assert_int_eq(store_issue(st, "w", NULL, &defaults, b.hash, 110, 0,
-	    &created, &p), STORE_OK);
+	    &created, &p, serr, sizeof(serr)), STORE_OK);
 	ck_assert_int_eq(created, 0);
 	ck_assert_uint_eq(p.max_vms, 1);
 	tok_new(&c);
 	ck_assert_int_eq(store_issue(st, "w", &narrow, &defaults, c.hash, 120,
-	    0, &created, &p), STORE_OK);
+	    0, &created, &p, serr, sizeof(serr)), STORE_OK);
 	ck_assert_int_eq(verify(&a, 200, &v), STORE_OK);
 	ck_assert_int_eq(verify(&b, 200, &v), STORE_OK);
 	ck_assert_uint_eq(v.policy.max_vms, 1);
@@ -238,7 +246,7 @@ START_TEST(rotate_keeps_policy_and_revokes_old)
 	issue("w", NULL, &b, 100, 0);
 	tok_new(&n1);
 	ck_assert_int_eq(store_rotate(st, "w", a.id, n1.hash, 110, 0, &p,
-	    &ids), STORE_OK);
+	    &ids, serr, sizeof(serr)), STORE_OK);
 	ck_assert_uint_eq(ids.n, 1);
 	ck_assert_str_eq(ids.ids[0], a.id);
 	store_ids_free(&ids);
@@ -252,7 +260,7 @@ START_TEST(rotate_keeps_policy_and_revokes_old)
 	/* Without an id every other credential goes. */
 	tok_new(&n2);
 	ck_assert_int_eq(store_rotate(st, "w", NULL, n2.hash, 130, 500, &p,
-	    &ids), STORE_OK);
+	    &ids, serr, sizeof(serr)), STORE_OK);
 	ck_assert_uint_eq(ids.n, 2);
 	store_ids_free(&ids);
 	ck_assert_int_eq(verify(&b, 140, NULL), STORE_UNAUTHORIZED);
@@ -263,9 +271,9 @@ START_TEST(rotate_keeps_policy_and_revokes_old)
 
 	tok_new(&n1);
 	ck_assert_int_eq(store_rotate(st, "none", NULL, n1.hash, 130, 0, &p,
-	    &ids), STORE_NOT_FOUND);
+	    &ids, serr, sizeof(serr)), STORE_NOT_FOUND);
 	ck_assert_int_eq(store_rotate(st, "w", "0000000000000000", n1.hash,
-	    130, 0, &p, &ids), STORE_NOT_FOUND);
+	    130, 0, &p, &ids, serr, sizeof(serr)), STORE_NOT_FOUND);
 	ck_assert_int_eq(verify(&n1, 140, NULL), STORE_UNAUTHORIZED);
 }
 END_TEST
@@ -279,13 +287,15 @@ START_TEST(policy_set_changes_policy)
 	struct tok a;
 
 	issue("w", NULL, &a, 100, 0);
-	ck_assert_int_eq(store_policy_set(st, "w", &pt, &p), STORE_OK);
+	ck_assert_int_eq(store_policy_set(st, "w", &pt, &p, serr, sizeof(serr)),
+	    STORE_OK);
 	ck_assert_int_eq(p.network, 1);
 	ck_assert_int_eq(verify(&a, 120, &v), STORE_OK);
 	ck_assert_int_eq(v.policy.network, 1);
 	ck_assert_uint_eq(v.policy.storage_gib, 99);
 	ck_assert_uint_eq(v.policy.max_vms, defaults.max_vms);
-	ck_assert_int_eq(store_policy_set(st, "x", &pt, &p), STORE_NOT_FOUND);
+	ck_assert_int_eq(store_policy_set(st, "x", &pt, &p, serr, sizeof(serr)),
+	    STORE_NOT_FOUND);
 }
 END_TEST
 
@@ -300,24 +310,28 @@ START_TEST(list_and_show)
 	issue("b-ws", NULL, &a, 100, 0);
 	issue("a-ws", NULL, &b, 100, 150);
 	issue("a-ws", NULL, &c, 110, 0);
-	ck_assert_int_eq(store_list(st, 200, 10, &ws, &n, &trunc), STORE_OK);
+	ck_assert_int_eq(store_list(st, 200, 10, &ws, &n, &trunc, serr,
+	    sizeof(serr)), STORE_OK);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_int_eq(trunc, 0);
 	ck_assert_str_eq(ws[0].id, "a-ws");
 	ck_assert_uint_eq(ws[0].total, 2);
 	ck_assert_uint_eq(ws[0].active, 1);	/* b expired */
 	free(ws);
-	ck_assert_int_eq(store_list(st, 200, 1, &ws, &n, &trunc), STORE_OK);
+	ck_assert_int_eq(store_list(st, 200, 1, &ws, &n, &trunc, serr,
+	    sizeof(serr)), STORE_OK);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_int_eq(trunc, 1);
 	free(ws);
-	ck_assert_int_eq(store_show(st, "a-ws", 200, 10, &w, &cs, &n, &trunc),
+	ck_assert_int_eq(store_show(st, "a-ws", 200, 10, &w, &cs, &n, &trunc,
+	    serr, sizeof(serr)),
 	    STORE_OK);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(cs[0].id, c.id);	/* newest first */
 	ck_assert_int_eq(cs[1].expires_at, 150);
 	free(cs);
-	ck_assert_int_eq(store_show(st, "zz", 200, 10, &w, &cs, &n, &trunc),
+	ck_assert_int_eq(store_show(st, "zz", 200, 10, &w, &cs, &n, &trunc,
+	    serr, sizeof(serr)),
 	    STORE_NOT_FOUND);
 }
 END_TEST
@@ -340,13 +354,16 @@ START_TEST(expired_window)
 	issue("w", NULL, &a, 100, 150);
 	issue("w", NULL, &b, 100, 160);
 	issue("w", NULL, &c, 100, 155);
-	ck_assert_int_eq(store_revoke_cred(st, c.id, 120, ws, &already),
+	ck_assert_int_eq(store_revoke_cred(st, c.id, 120, ws, &already, serr,
+	    sizeof(serr)),
 	    STORE_OK);
-	ck_assert_int_eq(store_expired(st, 149, 155, count_expired, &n),
+	ck_assert_int_eq(store_expired(st, 149, 155, count_expired, &n, serr,
+	    sizeof(serr)),
 	    STORE_OK);
 	ck_assert_int_eq(n, 1);		/* a; c is revoked */
 	n = 0;
-	ck_assert_int_eq(store_expired(st, 150, 160, count_expired, &n),
+	ck_assert_int_eq(store_expired(st, 150, 160, count_expired, &n, serr,
+	    sizeof(serr)),
 	    STORE_OK);
 	ck_assert_int_eq(n, 1);		/* b */
 }
@@ -376,7 +393,7 @@ START_TEST(only_hashes_are_stored)
 	{
 		char err[STORE_ERR_MAX];
 
-		st = store_open(path, err);
+		st = store_open(path, err, sizeof(err));
 		ck_assert_msg(st != NULL, "%s", err);
 		for (int i = 0; i < 20; i++)
 			ck_assert_int_eq(verify(&t[i], 200, NULL), STORE_OK);
@@ -394,7 +411,7 @@ START_TEST(refuses_group_readable_file)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(fchmod(fd, 0640), 0);
 	close(fd);
-	ck_assert_ptr_null(store_open(p2, err));
+	ck_assert_ptr_null(store_open(p2, err, sizeof(err)));
 	ck_assert_ptr_nonnull(strstr(err, "mode 0640"));
 	ck_assert_ptr_nonnull(strstr(err, "0600"));
 }
@@ -406,7 +423,7 @@ START_TEST(refuses_symlink)
 
 	snprintf(p2, sizeof(p2), "%s/link.db", dir);
 	ck_assert_int_eq(symlink(path, p2), 0);
-	ck_assert_ptr_null(store_open(p2, err));
+	ck_assert_ptr_null(store_open(p2, err, sizeof(err)));
 	ck_assert_ptr_nonnull(strstr(err, "not a regular file"));
 }
 END_TEST
@@ -424,7 +441,7 @@ START_TEST(corrupt_file_is_refused_and_left_alone)
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(write(fd, buf, sizeof(buf)), (ssize_t)sizeof(buf));
 	close(fd);
-	ck_assert_ptr_null(store_open(p2, err));
+	ck_assert_ptr_null(store_open(p2, err, sizeof(err)));
 	ck_assert_msg(strstr(err, "not a database") != NULL, "%s", err);
 	f = fopen(p2, "rb");
 	ck_assert_ptr_nonnull(f);
@@ -445,7 +462,7 @@ START_TEST(newer_schema_is_refused)
 	ck_assert_int_eq(sqlite3_exec(db, "PRAGMA user_version = 99", NULL,
 	    NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
-	ck_assert_ptr_null(store_open(path, err));
+	ck_assert_ptr_null(store_open(path, err, sizeof(err)));
 	ck_assert_msg(strstr(err, "schema version 99") != NULL, "%s", err);
 }
 END_TEST
