@@ -5,8 +5,9 @@
  * job's and re-executes guestd as --broker-relay under BROKER_RELAY_UID.
  * The relay accepts only peers in the job's cgroup and hands each one back
  * to guestd with its preamble (job id and route secret); guestd carries it
- * to the host on its own ACCEPT channel.  The secret lives in the relay,
- * which jobs (uid 1000) cannot read or trace.
+ * to the host on its own ACCEPT channel, up to BROKER_MAX_GUEST_CONNS at
+ * once; one more is closed unread.  The secret lives in the relay, which
+ * jobs (uid 1000) cannot read or trace.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -335,6 +336,11 @@ broker_ctl_io(int fd, short revents, void *arg)
 	explicit_bzero(pre, sizeof(pre));
 	return;
 drop:
+	/*
+	 * Refused: closed now, before any byte of it is read, not kept until
+	 * a slot frees.  The job's connect() had succeeded; its read sees
+	 * end-of-file (ECONNRESET had it written) and a write then EPIPE.
+	 */
 	explicit_bzero(pre, sizeof(pre));
 	if (cfd != -1)
 		close(cfd);

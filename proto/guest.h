@@ -259,6 +259,7 @@ enum glink_type {
 #define BROKER_RELAY_UID	65534
 #define BROKER_SECRET_HEX	64
 #define BROKER_PREAMBLE_MAX	(GUEST_JOB_ID_MAX + 1 + BROKER_SECRET_HEX + 1)
-#define BROKER_MAX_GUEST_CONNS	32	/* per job, in the guest */
+/* Per job, in the guest; guestd closes one more unread (end-of-file). */
+#define BROKER_MAX_GUEST_CONNS	32
 
 #endif

@@ -12,15 +12,17 @@
 # end, cancel, revocation, expiry and destroy, the token again after
 # resume, a retry that keeps its first token, nothing left after a vmmd
 # restart, and a grep of the state and runtime directories and the logs
-# for the tokens and for the route secret read from the guest's memory.
+# for the tokens and for a job's route secret, which strace(1) reads from
+# what vmmd sends vmproxy.
 #
 # Environment: as test_vmmd.py, plus MCPD and ATTACH.  TAP on stdout.
-# Needs root.
+# Needs root and strace.
 import base64
 import http.server
 import os
 import re
 import secrets
+import signal
 import socket
 import struct
 import subprocess
@@ -215,44 +217,68 @@ def output(a, vm, job):
     return r if okk else {}
 
 
-def route_secret(h, job):
-    """The job's route secret, read as root from the guest's memory in
-    QEMU (the relay keeps its preamble there): what the grep looks for."""
-    pat = re.compile(re.escape(job.encode()) + rb" ([0-9a-f]{64})\n")
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % pid, "rb") as f:
-                if b"qemu-system" not in f.read():
-                    continue
-            with open("/proc/%s/maps" % pid) as f:
-                maps = f.read().splitlines()
-            mem = open("/proc/%s/mem" % pid, "rb")
-        except OSError:
-            continue
-        with mem:
-            for line in maps:
-                parts = line.split()
-                if "rw" not in parts[1] or len(parts) > 5:
-                    continue
-                lo, hi = (int(x, 16) for x in parts[0].split("-"))
-                off = lo
-                while off < hi:
-                    # 4 MiB at a time: a range that cannot be read (a
-                    # hole, a guard page) costs only that much.
-                    n = min(hi - off, 4 << 20)
-                    try:
-                        mem.seek(off)
-                        chunk = mem.read(min(n + 200, hi - off))
-                    except OSError:
-                        off += n
-                        continue
-                    m = pat.search(chunk)
-                    if m:
-                        return m.group(1).decode()
-                    off += n
-    return None
+def pid_written(a, vm, path):
+    okk, r = a("vm_read_file", vm_id=vm, path=path)
+    return okk and base64.b64decode(r["data_base64"]).isdigit()
+
+
+class SentSecrets:
+    """What vmmd sends while the block runs, seen with strace(1) as root:
+    afterwards secret(job) is the route secret vmmd gave vmproxy (and the
+    guest) for that job.  Nothing depends on where a page of it lies."""
+
+    def __init__(self, h):
+        self.h = h
+        self.path = os.path.join(h.dir, "vmmd.strace")
+        self.lines = []
+        self.err = ""
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(
+            ["strace", "-f", "-p", str(self.h.vmmd.pid), "-e",
+             "trace=sendmsg,write,writev", "-s", "65536", "-xx", "-o",
+             self.path], stderr=subprocess.PIPE)
+        # Once it says so, every later system call of vmmd is traced.
+        line = self.proc.stderr.readline().decode()
+        self.err = line
+        if "attached" not in line:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError("strace -p vmmd: %r" % line)
+        return self
+
+    def __exit__(self, *exc):
+        self.proc.send_signal(signal.SIGINT)
+        self.err += self.proc.communicate(timeout=60)[1].decode()
+        with open(self.path, "rb") as f:
+            self.lines = f.read().splitlines()
+        os.unlink(self.path)
+        return False
+
+    def objects(self, job):
+        """The flat JSON objects vmmd sent that name job."""
+        objs = []
+        for line in self.lines:
+            sent = b"".join(bytes.fromhex(x.decode().replace("\\x", ""))
+                            for x in re.findall(rb'"((?:\\x[0-9a-f]{2})+)"',
+                                                line))
+            objs += [o for o in re.findall(rb"\{[^{}]*\}", sent)
+                     if b'"%s"' % job.encode() in o]
+        return objs
+
+    def secret(self, job):
+        """The one secret vmmd sent with job's id, or None."""
+        found = set()
+        for o in self.objects(job):
+            found.update(re.findall(
+                rb'"(?:broker_)?secret" *: *"([0-9a-f]{64})"', o))
+        return found.pop().decode() if len(found) == 1 else None
+
+    def saw(self, job):
+        """For a failure's message: what was seen."""
+        return "strace said %r; %d lines traced; with the job's id: %r" % (
+            self.err, len(self.lines),
+            [o[:400] for o in self.objects(job)][:8])
 
 
 def grep_tree(needles, paths):
@@ -420,9 +446,8 @@ def run(h):
                   broker_pipe_token=tok_retry)
     ok(r1 == r, "a retried request_id with another token: the first "
        "result", (r, r1))
-    wait_for(lambda: output(a, vm, job).get("state") == "running", 30,
-             "the client runs")
-    time.sleep(1)      # it connects; the connection waits for us
+    # Its pid is written (then it connects; the connection waits for us).
+    wait_for(lambda: pid_written(a, vm, "http.pid"), 60, "the client's pid")
     r2 = exec_job(a, vm, "python3 intruder.py", wait_seconds=60)
     other = r2["job_id"]
     ok("broker_pipe" not in r2, "vm_exec without a token: no broker_pipe",
@@ -544,8 +569,10 @@ def run(h):
 
     tok3 = token()
     tokens.append(tok3)
-    job3 = exec_job(a, vm, "python3 client.py sleep",
-                    broker_pipe_token=tok3)["job_id"]
+    # The route secret the grep after the restart looks for.
+    with SentSecrets(h) as sent3:
+        job3 = exec_job(a, vm, "python3 client.py sleep",
+                        broker_pipe_token=tok3)["job_id"]
     # Hibernation: a new vmproxy learns the route again from vmmd.
     p = Pipe(vm, job3, tok3, cred_a)
     ok(p.status == 101, "attached to the third job's pipe", p.status)
@@ -595,9 +622,8 @@ def run(h):
     p.close()
 
     # ---- neither secret survives a vmmd restart --------------------------
-    # The secret is read while its job's relay certainly holds it; the
-    # grep for it runs after the restart, over what the hibernations left.
-    sec3 = route_secret(h, job3)
+    # The grep for job3's secret runs after the restart, over what the
+    # hibernations left.
     rc, _ = h.stop_vmmd()
     ok(rc == 0, "vmmd stops, hibernating the VM", rc)
     h.start_vmmd()
@@ -605,7 +631,7 @@ def run(h):
     okk, r = a("vm_resume", vm_id=vm)
     ok(okk, "the VM resumes under the new vmmd", r)
     # After two hibernations: the secret is in no checkpoint left behind.
-    run_secret_check(h, a, vm, job3, tok3, sec3)
+    run_secret_check(h, job3, tok3, sent3)
     st = 503
     for _ in range(30):         # mcpd reconnects to vmmd every second
         q = Pipe(vm, job3, tok3, cred_a)
@@ -642,13 +668,12 @@ def run(h):
        bad)
 
 
-def run_secret_check(h, a, vm, job, tok, sec=None):
-    """The route secret, read from the running guest (before the restart,
-    or now), is nowhere on disk and in no log."""
-    if sec is None:
-        sec = route_secret(h, job)
-    if not ok(sec is not None, "the relay's preamble is in the guest's "
-              "memory (and so can be looked for)"):
+def run_secret_check(h, job, tok, sent):
+    """The route secret vmmd sent for the job is nowhere on disk and in no
+    log."""
+    sec = sent.secret(job)
+    if not ok(sec is not None, "vmmd sent the job's route secret (and so "
+              "it can be looked for)", sent.saw(job)):
         return
     hits = grep_tree([sec.encode(), tok.encode()], [h.mnt, h.run])
     hits += [(p, 1) for p in (h.vmmd_log, h.mcpd_log, h.authd_log)

@@ -2,9 +2,11 @@
 Only that job reaches the listener (the other is refused through the path
 and through /proc/<pid>/root), each connection comes to the host on its
 own ACCEPT channel behind its preamble, a client that shuts down its write
-side still reads the answer, the relay's secret is unreadable to jobs, and
-the relay goes when the job ends."""
+side still reads the answer, a 33rd connection is closed unread (end-of-file,
+then EPIPE) while the 32 before it stay open, the relay's secret is
+unreadable to jobs, and the relay goes when the job ends."""
 
+import json
 import os
 import secrets
 import time
@@ -79,27 +81,42 @@ print("snooped")
 """
 
 
-# 33 connections, held open; reports which the far side closed at once.
+# 33 connections, none written to.  guestd carries 32; the 33rd is closed
+# before a byte of it is read: a read sees end-of-file, a write after that
+# fails with EPIPE.  Then each of the 32 has nothing to read and takes a
+# write (its number), which the host reads behind the preamble.
 MANY = r"""
-import os, select, socket, time
+import json, os, select, socket
 socks = []
 for i in range(33):
     s = socket.socket(socket.AF_UNIX)
     s.connect(os.environ["MCPVM_BROKER_SOCKET"])
-    s.sendall(b"x")
     socks.append(s)
-    time.sleep(0.05)
-time.sleep(1)
-out = []
-for s in socks:
+res = {}
+last = socks.pop()
+last.settimeout(60)
+try:
+    res["read"] = repr(last.recv(1))
+except OSError as e:
+    res["read"] = repr(e)
+try:
+    last.send(b"x")
+    res["write"] = "sent"
+except OSError as e:
+    res["write"] = e.__class__.__name__
+res["others"] = []
+for i, s in enumerate(socks):
     r, _, _ = select.select([s], [], [], 0)
     try:
-        if r and s.recv(1) == b"":
-            out.append("closed")
-    except ConnectionResetError:
-        out.append("closed")
-open("many.out", "w").write(" ".join(out) + " ")
-time.sleep(60)
+        s.sendall(b"%02d" % i)
+        res["others"].append("readable" if r else "open")
+    except OSError as e:
+        res["others"].append(repr(e))
+with open("many.tmp", "w") as f:
+    json.dump(res, f)
+os.rename("many.tmp", "many.out")
+while not os.path.exists("many.done"):
+    select.select([], [], [], 1)
 """
 
 
@@ -235,26 +252,43 @@ class BrokerTest(GuestdCase):
         self.wait_gone(self.relay_cgroup("jk"))
 
     def test_at_most_32_connections(self):
-        # The job holds 33 connections; the host sees 32 of them.
+        # The job makes 33 connections; the host sees 32 of them, and the
+        # 33rd is closed at once, not when one of the 32 ends.
         secret = secrets.token_hex(32)
         self.write_ws("many.py", MANY)
         self.call("exec", job_id="jm", command="python3 many.py",
                   broker_secret=secret)
-        chans = []
-        while True:
-            c = self.link.wait_accept(timeout=5)
-            if c is None:
-                break
-            chans.append(c)
-        self.assertEqual(len(chans), 32)
         try:
-            self.wait_file("many.out")
+            self.wait_file("many.out", timeout=90)
         except TimeoutError:
             st, _ = self.call("job_status", job_id="jm")
             self.fail("%r %r" % (st, self.g.output("jm", "stderr")))
         with open(os.path.join(self.g.workspace, "many.out")) as f:
-            self.assertEqual(f.read().split(), ["closed"])
-        self.call("job_cancel", job_id="jm")
+            res = json.load(f)
+        self.assertEqual(res, {"read": "b''", "write": "BrokenPipeError",
+                               "others": ["open"] * 32}, res)
+        preamble = f"jm {secret}\n".encode()
+        got = []
+        for i in range(32):
+            ch = self.link.wait_accept(timeout=20)
+            self.assertIsNotNone(ch, f"{i} ACCEPTs, not 32")
+            data = b""
+            while len(data) < len(preamble) + 2:
+                d = ch.recv(timeout=20)
+                if not d:
+                    break
+                data += d
+            self.assertEqual(data[:len(preamble)], preamble)
+            got.append(data[len(preamble):])
+        self.assertEqual(sorted(got), [b"%02d" % i for i in range(32)])
+        # The job wrote those bytes after the 33rd was closed, and the
+        # link is in order: an ACCEPT for the 33rd would be here by now.
+        self.assertIsNone(self.link.wait_accept(timeout=0),
+                          "a 33rd connection reached the host")
+        self.write_ws("many.done", "1")
+        st = self.wait_done("jm")
+        self.assertEqual(st.get("exit_code"), 0,
+                         self.g.output("jm", "stderr"))
         self.wait_gone(self.relay_cgroup("jm"))
 
     def test_bad_secret_refused(self):
