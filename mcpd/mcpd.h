@@ -13,8 +13,8 @@
 
 #include "auth.h"
 #include "backend.h"
-#include "config.h"
 #include "httputil.h"
+#include "mcpd_conf.h"
 #include "metrics.h"
 #include "session.h"
 
