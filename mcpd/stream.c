@@ -17,6 +17,7 @@
 #include <event2/bufferevent.h>
 
 #include "broker.h"
+#include "http_reply.h"
 #include "log.h"
 #include "mcpd.h"
 #include "ws.h"
