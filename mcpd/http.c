@@ -1,9 +1,10 @@
 /*
- * mcpd's HTTP front end on libevent's evhttp: listeners, the limits evhttp
- * lacks (connections in total and per client address, a deadline for each
- * whole request so slow clients cannot pin connections, requests per
- * connection), the Host/Origin/bearer checks every route goes through, and
- * dispatch to MCP, JSON HTTP and streams.  Runs in mcpd.
+ * mcpd's HTTP front end on libevent's evhttp: the listeners, and each
+ * client connection (http_conn.h) from its accept to its close, with the
+ * request it is reading or answering and its count of requests
+ * (max_requests_per_connection).  The limits on a connection are
+ * http_limits.c's, the checks and dispatch of a request http_route.c's,
+ * its answer http_reply.c's.  Runs in mcpd.
  *
  * evhttp 2.1 has no accept hook.  Its bevcb lets us create each
  * connection's bufferevent; right after, once evhttp has installed its
@@ -11,23 +12,16 @@
  * connection, count it and set a close callback that tells us when evhttp
  * lets it go, whatever the reason.
  */
-#include <sys/socket.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/keyvalq_struct.h>
 
 #include "http_conn.h"
 #include "http_limits.h"
 #include "http_reply.h"
+#include "http_route.h"
 #include "log.h"
 #include "mcpd.h"
 
@@ -188,74 +182,6 @@ req_complete(struct evhttp_request *req, void *arg)
 	conn_arm_deadline(c);
 }
 
-/* The request path. */
-
-static void
-auth_done(enum auth_status st, const struct auth_identity *id, void *arg)
-{
-	struct hreq *hr = arg;
-
-	switch (st) {
-	case AUTH_OK:
-		hr->id = *id;
-		break;
-	case AUTH_UNAUTHORIZED:
-		evhttp_add_header(http_out_headers(hr), "WWW-Authenticate",
-		    "Bearer realm=\"mcpvm\", error=\"invalid_token\"");
-		http_reply_error(hr, "unauthorized", "the credential is "
-		    "unknown, expired or revoked");
-		return;
-	case AUTH_UNAVAILABLE:
-	default:
-		http_reply_error(hr, "unavailable", "credentials cannot be "
-		    "verified right now (authd unavailable); retry later");
-		return;
-	}
-	switch (hr->route.kind) {
-	case ROUTE_MCP:
-		mcp_http_handle(hr);
-		break;
-	case ROUTE_TOOL:
-		rest_handle(hr);
-		break;
-	case ROUTE_STREAM:
-		stream_handle(hr);
-		break;
-	case ROUTE_BROKER:
-		broker_handle(hr);
-		break;
-	default:
-		http_reply_error(hr, "internal", "unroutable request");
-		break;
-	}
-}
-
-static int
-method_allowed(struct hreq *hr, const char **allow)
-{
-	enum evhttp_cmd_type t = evhttp_request_get_command(hr->req);
-
-	switch (hr->route.kind) {
-	case ROUTE_MCP:
-		*allow = "GET, POST, DELETE";
-		return t == EVHTTP_REQ_GET || t == EVHTTP_REQ_POST ||
-		    t == EVHTTP_REQ_DELETE;
-	case ROUTE_TOOL:
-		*allow = "POST";
-		return t == EVHTTP_REQ_POST;
-	case ROUTE_STREAM:
-	case ROUTE_BROKER:
-	case ROUTE_HEALTHZ:
-	case ROUTE_METRICS:
-		*allow = "GET";
-		return t == EVHTTP_REQ_GET;
-	case ROUTE_NONE:
-		break;
-	}
-	*allow = "";
-	return 0;
-}
-
 static void
 http_request_cb(struct evhttp_request *req, void *arg)
 {
@@ -263,7 +189,6 @@ http_request_cb(struct evhttp_request *req, void *arg)
 	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
 	struct hconn *c;
 	struct hreq *hr;
-	const char *host, *origin, *allow, *authz;
 
 	if ((hr = hreq_new(m, req)) == NULL) {
 		evhttp_send_error(req, 503, NULL);
@@ -284,86 +209,7 @@ http_request_cb(struct evhttp_request *req, void *arg)
 	evhttp_request_set_on_complete_cb(req, req_complete, c);
 	if (c->nrequests >= m->cfg->max_requests_per_connection)
 		evhttp_add_header(http_out_headers(hr), "Connection", "close");
-
-	if ((host = http_in_header(hr, "Host")) == NULL) {
-		http_reply_error(hr, "invalid_argument", "the Host header is "
-		    "required");
-		return;
-	}
-	if (!host_allowed(m->cfg, host)) {
-		http_reply_error(hr, "forbidden", "Host \"%.100s\" is not in "
-		    "allowed_hosts", host);
-		return;
-	}
-	origin = http_in_header(hr, "Origin");
-	if (!origin_allowed(m->cfg, origin)) {
-		http_reply_error(hr, "forbidden", "Origin \"%.100s\" is not in "
-		    "allowed_origins", origin);
-		return;
-	}
-	if (hr->route.kind == ROUTE_NONE || hr->route.kind == ROUTE_METRICS) {
-		http_reply_error(hr, "not_found", "no such resource");
-		return;
-	}
-	if (!method_allowed(hr, &allow)) {
-		evhttp_add_header(http_out_headers(hr), "Allow", allow);
-		http_reply_error(hr, "method_not_allowed", "use %s", allow);
-		return;
-	}
-	if (hr->route.kind == ROUTE_HEALTHZ) {
-		static const char ok[] = "{\"status\":\"ok\"}";
-
-		http_reply(hr, 200, "application/json", ok, sizeof(ok) - 1);
-		return;
-	}
-	authz = http_in_header(hr, "Authorization");
-	if (bearer_parse(authz, hr->token, sizeof(hr->token)) == -1) {
-		http_reply_error(hr, "unauthorized", authz == NULL ?
-		    "Authorization: Bearer <credential> is required" :
-		    "the Authorization header is not a bearer credential");
-		return;
-	}
-	m->auth->verify(m->auth_ctx, hr->token, auth_done, hr);
-}
-
-static void
-metrics_request_cb(struct evhttp_request *req, void *arg)
-{
-	struct mcpd *m = arg;
-	struct hreq *hr;
-	struct evbuffer *b;
-	const char *allow;
-
-	if ((hr = hreq_new(m, req)) == NULL) {
-		evhttp_send_error(req, 503, NULL);
-		return;
-	}
-	/* A browser must not read metrics either. */
-	if (http_in_header(hr, "Origin") != NULL) {
-		http_reply_error(hr, "forbidden", "requests with an Origin "
-		    "are refused");
-		return;
-	}
-	if (hr->route.kind != ROUTE_METRICS) {
-		http_reply_error(hr, "not_found", "this listener serves "
-		    "/metrics only");
-		return;
-	}
-	if (!method_allowed(hr, &allow)) {
-		evhttp_add_header(http_out_headers(hr), "Allow", allow);
-		http_reply_error(hr, "method_not_allowed", "use %s", allow);
-		return;
-	}
-	/* Count this scrape before rendering so it shows in itself. */
-	http_record(hr, 200);
-	http_common_headers(hr);
-	evhttp_add_header(http_out_headers(hr), "Content-Type",
-	    "text/plain; version=0.0.4; charset=utf-8");
-	b = evhttp_request_get_output_buffer(req);
-	m->metrics.open_sessions = m->sessions.count;
-	metrics_render(&m->metrics, b);
-	evhttp_send_reply(req, 200, NULL, NULL);
-	hreq_free(hr);
+	http_route(hr);
 }
 
 int
@@ -393,7 +239,7 @@ http_init(struct mcpd *m)
 		if ((m->mhttp = evhttp_new(m->base)) == NULL)
 			return -1;
 		http_limits(m, m->mhttp);
-		evhttp_set_gencb(m->mhttp, metrics_request_cb, m);
+		evhttp_set_gencb(m->mhttp, http_route_metrics, m);
 		if (evhttp_bind_socket_with_handle(m->mhttp, l->host,
 		    l->port) == NULL) {
 			log_warn("metrics_listen %s port %u", l->host, l->port);
