@@ -1,6 +1,7 @@
 /*
- * mcpd, the network-facing front end: shared state and the entry points
- * between its parts (HTTP front end, MCP, JSON HTTP, streams).
+ * mcpd, the network-facing front end: the state its parts share (struct
+ * mcpd, made by mcpd_main.c) and the entry points between them (HTTP
+ * front end, MCP, JSON HTTP, streams).
  */
 #ifndef MCPD_MCPD_H
 #define MCPD_MCPD_H
@@ -71,7 +72,7 @@ void	stream_expire(time_t now);
 extern const struct auth_ops authd_auth_ops;
 extern const struct backend_ops vmmd_backend_ops;
 
-/* mcpd.c; a test daemon may allow a few more syscalls (threads). */
+/* mcpd_main.c; a test daemon may allow a few more syscalls (threads). */
 extern const char *const *mcpd_extra_syscalls;
 extern size_t mcpd_nextra_syscalls;
 int	mcpd_main(int argc, char **argv, const struct auth_ops *,
