@@ -1,7 +1,7 @@
 /*
- * The answers of mcpd's HTTP requests (http_reply.h): the JSON, error and
- * SSE replies, their headers and metrics, and the watch for a client that
- * leaves while its request waits.  Runs in mcpd.
+ * mcpd's HTTP requests from their arrival to their answer (http_reply.h):
+ * the JSON, error and SSE replies, their headers and metrics, and the
+ * watch for a client that leaves while its request waits.  Runs in mcpd.
  */
 #include <sys/socket.h>
 #include <errno.h>
@@ -29,7 +29,6 @@ elapsed(const struct timespec *t0)
 	return (double)(t1.tv_sec - t0->tv_sec) +
 	    (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
-
 
 struct hreq *
 hreq_new(struct mcpd *m, struct evhttp_request *req)
