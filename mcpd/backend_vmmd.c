@@ -23,7 +23,7 @@
  * Unasked, vmmd sends IPC_VM_PROGRESS (vmmd_progress) and
  * IPC_VM_STREAM_CLOSE (vmmd_stream_close), both through
  * mcpd_dispatch_vmmd.  mcpd keeps no capability; its privilege drop and
- * seccomp list are mcpd.c's.
+ * seccomp list are mcpd_main.c's.
  */
 #include <errno.h>
 #include <stdio.h>

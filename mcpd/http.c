@@ -1,9 +1,10 @@
 /*
- * mcpd's HTTP front end on libevent's evhttp: listeners, the limits evhttp
- * lacks (connections in total and per client address, a deadline for each
- * whole request so slow clients cannot pin connections, requests per
- * connection), the Host/Origin/bearer checks every route goes through, and
- * dispatch to MCP, JSON HTTP and streams.  Runs in mcpd.
+ * mcpd's HTTP front end on libevent's evhttp: the listeners, and each
+ * client connection (http_conn.h) from its accept to its close, with the
+ * request it is reading or answering and its count of requests
+ * (max_requests_per_connection).  The limits on a connection are
+ * http_limits.c's, the checks and dispatch of a request http_route.c's,
+ * its answer http_reply.c's.  Runs in mcpd.
  *
  * evhttp 2.1 has no accept hook.  Its bevcb lets us create each
  * connection's bufferevent; right after, once evhttp has installed its
@@ -11,267 +12,20 @@
  * connection, count it and set a close callback that tells us when evhttp
  * lets it go, whatever the reason.
  */
-#include <sys/socket.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
-#include <event2/keyvalq_struct.h>
 
+#include "http_conn.h"
+#include "http_limits.h"
+#include "http_reply.h"
+#include "http_route.h"
 #include "log.h"
-#include "mcp.h"
 #include "mcpd.h"
 
-struct hconn {
-	TAILQ_ENTRY(hconn)	 entry;
-	struct mcpd		*m;
-	struct bufferevent	*bev;		/* evhttp owns it */
-	struct evhttp_connection *evcon;	/* known once admitted */
-	struct event		*admit_ev;
-	struct event		*deadline;
-	struct sockaddr_storage	 peer;
-	char			 peerstr[INET6_ADDRSTRLEN + 8];
-	int			 admitted;
-	int			 rejected;
-	unsigned int		 nrequests;
-	struct hreq		*active;
-	/* Our own count of request-head bytes, for a 413 (evhttp says 400). */
-	struct evbuffer_cb_entry *incb;
-	int			 hphase;	/* HEAD, BODY or RAW */
-	int			 heol;		/* end-of-head matcher state */
-	size_t			 hbytes;
-};
-
-#define HPHASE_HEAD	0	/* request line and headers arriving */
-#define HPHASE_BODY	1	/* head complete; evhttp checks the body */
-#define HPHASE_RAW	2	/* taken over (WebSocket): not HTTP now */
-
 static void	hreq_gone_cb(evutil_socket_t, short, void *);
-
-static double
-elapsed(const struct timespec *t0)
-{
-	struct timespec t1;
-
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return (double)(t1.tv_sec - t0->tv_sec) +
-	    (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
-}
-
-int
-http_status_for_code(const char *code)
-{
-	static const struct {
-		const char *code;
-		int status;
-	} map[] = {
-		{ "invalid_argument", 400 },
-		{ "unauthorized", 401 },
-		{ "forbidden", 403 },
-		{ "not_found", 404 },
-		{ "method_not_allowed", 405 },
-		{ "not_acceptable", 406 },
-		{ "request_timeout", 408 },
-		{ "conflict", 409 },
-		{ "upgrade_required", 426 },
-		{ "busy", 409 },
-		{ "payload_too_large", 413 },
-		{ "unsupported_media_type", 415 },
-		{ "quota_exceeded", 429 },
-		{ "rate_limited", 429 },
-		{ "internal", 500 },
-		{ "unavailable", 503 },
-		{ "timeout", 504 },
-	};
-	size_t i;
-
-	for (i = 0; code != NULL && i < sizeof(map) / sizeof(map[0]); i++)
-		if (strcmp(map[i].code, code) == 0)
-			return map[i].status;
-	return 500;
-}
-
-struct evkeyvalq *
-http_out_headers(struct hreq *hr)
-{
-	return evhttp_request_get_output_headers(hr->req);
-}
-
-const char *
-http_in_header(struct hreq *hr, const char *name)
-{
-	return evhttp_find_header(evhttp_request_get_input_headers(hr->req),
-	    name);
-}
-
-void
-http_takeover(struct hreq *hr)
-{
-	if (hr->conn != NULL)
-		hr->conn->hphase = HPHASE_RAW;
-}
-
-void
-hreq_free(struct hreq *hr)
-{
-	if (hr->conn != NULL && hr->conn->active == hr)
-		hr->conn->active = NULL;
-	if (hr->gone_ev != NULL)
-		event_free(hr->gone_ev);
-	if (hr->watch_ev != NULL)
-		event_free(hr->watch_ev);
-	explicit_bzero(hr->token, sizeof(hr->token));
-	free(hr);
-}
-
-void
-http_record(struct hreq *hr, int status)
-{
-	hr->status = status;
-	metrics_request(&hr->m->metrics, hr->route.kind, status,
-	    elapsed(&hr->start));
-}
-
-static void
-common_headers(struct hreq *hr)
-{
-	struct evkeyvalq *h = http_out_headers(hr);
-
-	evhttp_add_header(h, "Cache-Control", "no-store");
-	evhttp_add_header(h, "X-Content-Type-Options", "nosniff");
-}
-
-void
-http_reply(struct hreq *hr, int status, const char *ctype, const char *body,
-    size_t len)
-{
-	struct evbuffer *b = evhttp_request_get_output_buffer(hr->req);
-
-	common_headers(hr);
-	if (ctype != NULL)
-		evhttp_add_header(http_out_headers(hr), "Content-Type", ctype);
-	if (body != NULL && len > 0)
-		evbuffer_add(b, body, len);
-	http_record(hr, status);
-	evhttp_send_reply(hr->req, status, NULL, NULL);
-	hreq_free(hr);
-}
-
-void
-http_reply_json(struct hreq *hr, int status, struct json_object *o)
-{
-	size_t len;
-	const char *s;
-
-	s = json_object_to_json_string_length(o, JSON_C_TO_STRING_PLAIN |
-	    JSON_C_TO_STRING_NOSLASHESCAPE, &len);
-	http_reply(hr, status, "application/json", s, len);
-}
-
-void
-http_reply_error(struct hreq *hr, const char *code, const char *fmt, ...)
-{
-	struct json_object *o, *e;
-	char msg[512];
-	va_list ap;
-	int status = http_status_for_code(code);
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (hr->route.kind == ROUTE_MCP) {
-		/* MCP clients expect a JSON-RPC error without an id. */
-		o = jsonrpc_error(NULL, -32000, "%s: %s", code, msg);
-	} else {
-		o = json_object_new_object();
-		e = json_object_new_object();
-		json_object_object_add(e, "code", json_object_new_string(code));
-		json_object_object_add(e, "message",
-		    json_object_new_string(msg));
-		json_object_object_add(o, "error", e);
-	}
-	/* One challenge: auth_done may have given a more precise one. */
-	if (status == 401 && evhttp_find_header(http_out_headers(hr),
-	    "WWW-Authenticate") == NULL)
-		evhttp_add_header(http_out_headers(hr), "WWW-Authenticate",
-		    "Bearer realm=\"mcpvm\"");
-	http_reply_json(hr, status, o);
-	json_object_put(o);
-}
-
-void
-http_stream_start(struct hreq *hr, int status)
-{
-	struct evkeyvalq *h = http_out_headers(hr);
-
-	common_headers(hr);
-	evhttp_add_header(h, "Content-Type", "text/event-stream");
-	/* Proxies (nginx) must pass each event on as it is written. */
-	evhttp_add_header(h, "X-Accel-Buffering", "no");
-	http_record(hr, status);
-	evhttp_send_reply_start(hr->req, status, NULL);
-}
-
-void
-http_stream_write(struct hreq *hr, const char *data, size_t len)
-{
-	struct evbuffer *b = evbuffer_new();
-
-	if (b == NULL)
-		return;
-	evbuffer_add(b, data, len);
-	evhttp_send_reply_chunk(hr->req, b);
-	evbuffer_free(b);
-}
-
-void
-http_stream_end(struct hreq *hr)
-{
-	evhttp_send_reply_end(hr->req);
-	hreq_free(hr);
-}
-
-/* The client's socket became readable: EOF (or an error) means it left. */
-static void
-hreq_watch_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	struct hreq *hr = arg;
-	char b;
-	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-
-	if (n > 0)
-		return;	/* a next request: evhttp's to read; stop watching */
-	if (n == -1 && (errno == EAGAIN || errno == EINTR)) {
-		event_add(hr->watch_ev, NULL);
-		return;
-	}
-	log_debug("%s: the client closed its connection", __func__);
-	if (hr->on_gone != NULL)
-		hr->on_gone(hr);	/* answers, and so frees, hr */
-}
-
-void
-http_watch_gone(struct hreq *hr)
-{
-	struct bufferevent *bev;
-	evutil_socket_t fd;
-
-	if (hr->conn == NULL || hr->conn->evcon == NULL ||
-	    hr->watch_ev != NULL ||
-	    (bev = evhttp_connection_get_bufferevent(hr->conn->evcon)) ==
-	    NULL || (fd = bufferevent_getfd(bev)) < 0)
-		return;
-	if ((hr->watch_ev = event_new(hr->m->base, fd, EV_READ,
-	    hreq_watch_cb, hr)) != NULL)
-		event_add(hr->watch_ev, NULL);
-}
 
 /* Connection accounting. */
 
@@ -284,49 +38,6 @@ conn_lookup(struct mcpd *m, struct evhttp_connection *evcon)
 		if (c->evcon == evcon)
 			return c;
 	return NULL;
-}
-
-static int
-same_address(const struct sockaddr_storage *a,
-    const struct sockaddr_storage *b)
-{
-	if (a->ss_family != b->ss_family)
-		return 0;
-	if (a->ss_family == AF_INET)
-		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
-		    ((const struct sockaddr_in *)b)->sin_addr.s_addr;
-	if (a->ss_family == AF_INET6)
-		return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
-		    &((const struct sockaddr_in6 *)b)->sin6_addr,
-		    sizeof(struct in6_addr)) == 0;
-	return 0;
-}
-
-/*
- * Answers on the raw socket and shuts it down; evhttp then reads EOF and
- * frees the connection itself.  Only used while evhttp is still reading a
- * request, so nothing of evhttp's own is interleaved.
- */
-static void
-conn_abort(struct hconn *c, int status, const char *reason, const char *code,
-    const char *msg)
-{
-	char buf[768];
-	char body[512];
-	int blen, n;
-	evutil_socket_t fd = bufferevent_getfd(c->bev);
-
-	blen = snprintf(body, sizeof(body),
-	    "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, msg);
-	n = snprintf(buf, sizeof(buf), "HTTP/1.1 %d %s\r\n"
-	    "Content-Type: application/json\r\nContent-Length: %d\r\n"
-	    "Connection: close\r\n\r\n%s", status, reason, blen, body);
-	if (fd >= 0) {
-		if (send(fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
-			log_debug("%s: %s: send: %s", __func__, c->peerstr,
-			    strerror(errno));
-		shutdown(fd, SHUT_RDWR);
-	}
 }
 
 static void	conn_closed(struct evhttp_connection *, void *);
@@ -354,70 +65,15 @@ conn_free(struct hconn *c)
 }
 
 /*
- * Counts the bytes of each request head as they arrive and refuses one
- * longer than max_header_bytes with 413, naming the limit.  The head ends
- * at an empty line (CRLF or bare LF, as evhttp accepts).
- */
-static void
-conn_input_cb(struct evbuffer *buf, const struct evbuffer_cb_info *info,
-    void *arg)
-{
-	struct hconn *c = arg;
-	struct evbuffer_iovec v[8];
-	struct evbuffer_ptr p;
-	size_t len, start;
-	int n, i;
-
-	if (info->n_added == 0 || c->hphase != HPHASE_HEAD || c->rejected)
-		return;
-	len = evbuffer_get_length(buf);
-	start = len >= info->n_added ? len - info->n_added : 0;
-	if (evbuffer_ptr_set(buf, &p, start, EVBUFFER_PTR_SET) == -1)
-		return;
-	n = evbuffer_peek(buf, (ev_ssize_t)(len - start), &p, v, 8);
-	for (i = 0; i < n && i < 8; i++) {
-		const unsigned char *b = v[i].iov_base;
-		size_t j;
-
-		for (j = 0; j < v[i].iov_len; j++) {
-			if (++c->hbytes > c->m->cfg->max_header_bytes)
-				goto toolong;
-			if (b[j] == '\n') {
-				if (c->heol == 1 || c->heol == 2) {
-					c->hphase = HPHASE_BODY;
-					return;
-				}
-				c->heol = 1;
-			} else if (b[j] == '\r' && c->heol == 1)
-				c->heol = 2;
-			else
-				c->heol = 0;
-		}
-	}
-	return;
-toolong:
-	c->rejected = 1;
-	log_debug("%s: request head longer than max_header_bytes (%zu)",
-	    c->peerstr, c->m->cfg->max_header_bytes);
-	conn_abort(c, 413, "Payload Too Large", "payload_too_large",
-	    "request line and headers exceed max_header_bytes");
-}
-
-/*
  * Runs once, right after evhttp took the new connection: binds c to its
  * evhttp_connection and applies the connection limits.
  */
 static void
 conn_admit(struct hconn *c)
 {
-	struct mcpd *m = c->m;
 	struct bufferevent *bev = c->bev;
-	struct hconn *o;
-	socklen_t len = sizeof(c->peer);
-	unsigned int same = 0;
 	bufferevent_data_cb readcb;
 	void *cbarg = NULL;
-	evutil_socket_t fd;
 
 	bufferevent_getcb(bev, &readcb, NULL, NULL, &cbarg);
 	if (readcb == NULL || cbarg == NULL ||
@@ -432,75 +88,13 @@ conn_admit(struct hconn *c)
 	/* From now on the close callback tells us when it goes. */
 	bufferevent_decref(bev);
 
-	fd = bufferevent_getfd(bev);
-	if (fd < 0 || getpeername(fd, (struct sockaddr *)&c->peer, &len) == -1) {
-		c->rejected = 1;
-		if (fd >= 0)
-			shutdown(fd, SHUT_RDWR);
-		return;
-	}
-	if (c->peer.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&c->peer)->sin_addr,
-		    c->peerstr, sizeof(c->peerstr));
-	else if (c->peer.ss_family == AF_INET6)
-		inet_ntop(AF_INET6,
-		    &((struct sockaddr_in6 *)&c->peer)->sin6_addr,
-		    c->peerstr, sizeof(c->peerstr));
-
-	TAILQ_FOREACH(o, &m->conns, entry)
-		if (o != c && o->admitted && same_address(&o->peer, &c->peer))
-			same++;
-	if (m->nconns >= m->cfg->max_connections) {
-		c->rejected = 1;
-		m->metrics.rejected_connections++;
-		log_info("%s: refused: max_connections (%u) reached",
-		    c->peerstr, m->cfg->max_connections);
-		conn_abort(c, 503, "Service Unavailable", "unavailable",
-		    "too many connections to this server (max_connections)");
-		return;
-	}
-	if (same >= m->cfg->max_connections_per_client) {
-		c->rejected = 1;
-		m->metrics.rejected_connections++;
-		log_info("%s: refused: max_connections_per_client (%u) reached",
-		    c->peerstr, m->cfg->max_connections_per_client);
-		conn_abort(c, 429, "Too Many Requests", "rate_limited",
-		    "too many connections from your address "
-		    "(max_connections_per_client)");
-		return;
-	}
-	c->admitted = 1;
-	m->nconns++;
-	m->metrics.open_connections++;
+	conn_limit_admit(c);
 }
 
 static void
 conn_admit_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	conn_admit(arg);
-}
-
-static void
-conn_deadline_cb(evutil_socket_t fd, short ev, void *arg)
-{
-	struct hconn *c = arg;
-
-	if (c->active != NULL || c->rejected)
-		return;
-	c->m->metrics.timed_out_requests++;
-	log_debug("%s: no complete request within request_timeout (%us)",
-	    c->peerstr, c->m->cfg->request_timeout);
-	conn_abort(c, 408, "Request Timeout", "request_timeout",
-	    "the request did not arrive completely within request_timeout");
-	c->rejected = 1;
-}
-
-static void
-conn_arm_deadline(struct hconn *c)
-{
-	struct timeval tv = { c->m->cfg->request_timeout, 0 };
-
-	evtimer_add(c->deadline, &tv);
 }
 
 /* evhttp's close callback: the client is gone, maybe mid-request. */
@@ -588,74 +182,6 @@ req_complete(struct evhttp_request *req, void *arg)
 	conn_arm_deadline(c);
 }
 
-/* The request path. */
-
-static void
-auth_done(enum auth_status st, const struct auth_identity *id, void *arg)
-{
-	struct hreq *hr = arg;
-
-	switch (st) {
-	case AUTH_OK:
-		hr->id = *id;
-		break;
-	case AUTH_UNAUTHORIZED:
-		evhttp_add_header(http_out_headers(hr), "WWW-Authenticate",
-		    "Bearer realm=\"mcpvm\", error=\"invalid_token\"");
-		http_reply_error(hr, "unauthorized", "the credential is "
-		    "unknown, expired or revoked");
-		return;
-	case AUTH_UNAVAILABLE:
-	default:
-		http_reply_error(hr, "unavailable", "credentials cannot be "
-		    "verified right now (authd unavailable); retry later");
-		return;
-	}
-	switch (hr->route.kind) {
-	case ROUTE_MCP:
-		mcp_http_handle(hr);
-		break;
-	case ROUTE_TOOL:
-		rest_handle(hr);
-		break;
-	case ROUTE_STREAM:
-		stream_handle(hr);
-		break;
-	case ROUTE_BROKER:
-		broker_handle(hr);
-		break;
-	default:
-		http_reply_error(hr, "internal", "unroutable request");
-		break;
-	}
-}
-
-static int
-method_allowed(struct hreq *hr, const char **allow)
-{
-	enum evhttp_cmd_type t = evhttp_request_get_command(hr->req);
-
-	switch (hr->route.kind) {
-	case ROUTE_MCP:
-		*allow = "GET, POST, DELETE";
-		return t == EVHTTP_REQ_GET || t == EVHTTP_REQ_POST ||
-		    t == EVHTTP_REQ_DELETE;
-	case ROUTE_TOOL:
-		*allow = "POST";
-		return t == EVHTTP_REQ_POST;
-	case ROUTE_STREAM:
-	case ROUTE_BROKER:
-	case ROUTE_HEALTHZ:
-	case ROUTE_METRICS:
-		*allow = "GET";
-		return t == EVHTTP_REQ_GET;
-	case ROUTE_NONE:
-		break;
-	}
-	*allow = "";
-	return 0;
-}
-
 static void
 http_request_cb(struct evhttp_request *req, void *arg)
 {
@@ -663,16 +189,11 @@ http_request_cb(struct evhttp_request *req, void *arg)
 	struct evhttp_connection *evcon = evhttp_request_get_connection(req);
 	struct hconn *c;
 	struct hreq *hr;
-	const char *host, *origin, *allow, *authz;
 
-	if ((hr = calloc(1, sizeof(*hr))) == NULL) {
+	if ((hr = hreq_new(m, req)) == NULL) {
 		evhttp_send_error(req, 503, NULL);
 		return;
 	}
-	hr->m = m;
-	hr->req = req;
-	clock_gettime(CLOCK_MONOTONIC, &hr->start);
-	route_parse(evhttp_request_get_uri(req), &hr->route);
 
 	c = conn_lookup(m, evcon);
 	if (c == NULL || c->rejected) {
@@ -688,108 +209,7 @@ http_request_cb(struct evhttp_request *req, void *arg)
 	evhttp_request_set_on_complete_cb(req, req_complete, c);
 	if (c->nrequests >= m->cfg->max_requests_per_connection)
 		evhttp_add_header(http_out_headers(hr), "Connection", "close");
-
-	if ((host = http_in_header(hr, "Host")) == NULL) {
-		http_reply_error(hr, "invalid_argument", "the Host header is "
-		    "required");
-		return;
-	}
-	if (!host_allowed(m->cfg, host)) {
-		http_reply_error(hr, "forbidden", "Host \"%.100s\" is not in "
-		    "allowed_hosts", host);
-		return;
-	}
-	origin = http_in_header(hr, "Origin");
-	if (!origin_allowed(m->cfg, origin)) {
-		http_reply_error(hr, "forbidden", "Origin \"%.100s\" is not in "
-		    "allowed_origins", origin);
-		return;
-	}
-	if (hr->route.kind == ROUTE_NONE || hr->route.kind == ROUTE_METRICS) {
-		http_reply_error(hr, "not_found", "no such resource");
-		return;
-	}
-	if (!method_allowed(hr, &allow)) {
-		evhttp_add_header(http_out_headers(hr), "Allow", allow);
-		http_reply_error(hr, "method_not_allowed", "use %s", allow);
-		return;
-	}
-	if (hr->route.kind == ROUTE_HEALTHZ) {
-		static const char ok[] = "{\"status\":\"ok\"}";
-
-		http_reply(hr, 200, "application/json", ok, sizeof(ok) - 1);
-		return;
-	}
-	authz = http_in_header(hr, "Authorization");
-	if (bearer_parse(authz, hr->token, sizeof(hr->token)) == -1) {
-		http_reply_error(hr, "unauthorized", authz == NULL ?
-		    "Authorization: Bearer <credential> is required" :
-		    "the Authorization header is not a bearer credential");
-		return;
-	}
-	m->auth->verify(m->auth_ctx, hr->token, auth_done, hr);
-}
-
-static void
-metrics_request_cb(struct evhttp_request *req, void *arg)
-{
-	struct mcpd *m = arg;
-	struct hreq *hr;
-	struct evbuffer *b;
-	const char *allow;
-
-	if ((hr = calloc(1, sizeof(*hr))) == NULL) {
-		evhttp_send_error(req, 503, NULL);
-		return;
-	}
-	hr->m = m;
-	hr->req = req;
-	clock_gettime(CLOCK_MONOTONIC, &hr->start);
-	route_parse(evhttp_request_get_uri(req), &hr->route);
-	/* A browser must not read metrics either. */
-	if (http_in_header(hr, "Origin") != NULL) {
-		http_reply_error(hr, "forbidden", "requests with an Origin "
-		    "are refused");
-		return;
-	}
-	if (hr->route.kind != ROUTE_METRICS) {
-		http_reply_error(hr, "not_found", "this listener serves "
-		    "/metrics only");
-		return;
-	}
-	if (!method_allowed(hr, &allow)) {
-		evhttp_add_header(http_out_headers(hr), "Allow", allow);
-		http_reply_error(hr, "method_not_allowed", "use %s", allow);
-		return;
-	}
-	/* Count this scrape before rendering so it shows in itself. */
-	metrics_request(&m->metrics, ROUTE_METRICS, 200, elapsed(&hr->start));
-	common_headers(hr);
-	evhttp_add_header(http_out_headers(hr), "Content-Type",
-	    "text/plain; version=0.0.4; charset=utf-8");
-	b = evhttp_request_get_output_buffer(req);
-	m->metrics.open_sessions = m->sessions.count;
-	metrics_render(&m->metrics, b);
-	evhttp_send_reply(req, 200, NULL, NULL);
-	hreq_free(hr);
-}
-
-static void
-http_limits(struct mcpd *m, struct evhttp *h)
-{
-	struct timeval tv = { m->cfg->idle_timeout, 0 };
-
-	/* A backstop: our own count answers 413 first (conn_input_cb). */
-	evhttp_set_max_headers_size(h, (ev_ssize_t)m->cfg->max_header_bytes +
-	    4096);
-	evhttp_set_max_body_size(h, (ev_ssize_t)m->cfg->max_body_bytes);
-	evhttp_set_timeout_tv(h, &tv);
-	evhttp_set_allowed_methods(h, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
-	    EVHTTP_REQ_DELETE | EVHTTP_REQ_HEAD | EVHTTP_REQ_PUT |
-	    EVHTTP_REQ_OPTIONS | EVHTTP_REQ_PATCH);
-	/* Read an oversized body out before answering 413, so the client
-	 * sees the status instead of a reset. */
-	evhttp_set_flags(h, EVHTTP_SERVER_LINGERING_CLOSE);
+	http_route(hr);
 }
 
 int
@@ -819,7 +239,7 @@ http_init(struct mcpd *m)
 		if ((m->mhttp = evhttp_new(m->base)) == NULL)
 			return -1;
 		http_limits(m, m->mhttp);
-		evhttp_set_gencb(m->mhttp, metrics_request_cb, m);
+		evhttp_set_gencb(m->mhttp, http_route_metrics, m);
 		if (evhttp_bind_socket_with_handle(m->mhttp, l->host,
 		    l->port) == NULL) {
 			log_warn("metrics_listen %s port %u", l->host, l->port);

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h"
+#include "mcpd_conf.h"
 
 enum route_kind {
 	ROUTE_NONE,		/* no such resource */

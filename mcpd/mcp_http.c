@@ -11,6 +11,7 @@
 
 #include <event2/buffer.h>
 
+#include "http_reply.h"
 #include "log.h"
 #include "mcp.h"
 #include "mcpd.h"

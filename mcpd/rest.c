@@ -8,6 +8,7 @@
 
 #include <event2/buffer.h>
 
+#include "http_reply.h"
 #include "log.h"
 #include "mcp.h"
 #include "mcpd.h"

@@ -16,6 +16,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "http_reply.h"
 #include "mcpd_broker.h"
 #include "log.h"
 #include "mcpd.h"

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
 #include "httputil.h"
+#include "mcpd_conf.h"
 #include "ws.h"
 
 int	LLVMFuzzerTestOneInput(const uint8_t *, size_t);

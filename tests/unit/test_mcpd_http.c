@@ -1,6 +1,6 @@
 /*
  * Unit tests for mcpd's request-header parsers (mcpd/httputil.c) and its
- * configuration (mcpd/config.c).
+ * configuration (mcpd/mcpd_conf.c).
  */
 #include <check.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "httputil.h"
+#include "mcpd_conf.h"
 #include "../check_run.h"
 
 static struct mcpd_config cfg;

@@ -3,6 +3,78 @@
  * (main.c, verifying with authd and forwarding to vmmd) and the test
  * daemon (tests/integration), which differ only in those two interfaces.
  */
+
+/*
+ * The contract: whom mcpd serves and asks, what each may send, what mcpd
+ * keeps.
+ *
+ * Peers, each with what it may send and where that is handled:
+ *
+ *   clients   HTTP on the [mcpd] listen addresses.  http_limits.c admits
+ *             and bounds each connection (max_connections,
+ *             max_connections_per_client, max_header_bytes,
+ *             request_timeout); http.c takes its requests
+ *             (max_requests_per_connection); http_route.c checks each
+ *             one's Host, Origin, route and method, has its bearer
+ *             credential verified by authd, and hands it to its handler:
+ *               POST, GET, DELETE /mcp        mcp_http_handle (mcp_http.c;
+ *                                             JSON-RPC by mcp.c)
+ *               POST /v1/tools/{name}         rest_handle (rest.c)
+ *               GET /v1/vms/{vm_id}/streams/{port}
+ *                                             stream_handle (stream.c; a
+ *                                             WebSocket, ws.c)
+ *               GET /v1/vms/{vm_id}/jobs/{job_id}/broker
+ *                                             broker_handle (stream.c)
+ *             GET /healthz is answered by http_route.c with no
+ *             credential; anything else with an error.  A POST /mcp
+ *             carries one JSON-RPC message for mcp_process (mcp.c): in a
+ *             session, initialize (which opens it), ping, tools/list,
+ *             tools/call and notifications (do_initialize, do_request,
+ *             do_notification); in the stateless revision,
+ *             server/discover, tools/list, tools/call and
+ *             subscriptions/listen (do_stateless).  A request for
+ *             another method is answered "method not found"; another
+ *             notification is ignored.
+ *   scrapers  HTTP on metrics_listen, if set: GET /metrics alone, no
+ *             Origin, no credential (http_route_metrics).
+ *   authd     authd.sock, which mcpd connects to (auth_authd.c through
+ *             common/authclient.c).  mcpd sends IPC_AUTH_SUBSCRIBE first
+ *             on each connection, then IPC_AUTH_VERIFY for a credential
+ *             whose answer it has not kept; never IPC_AUTH_REVOKED.  What
+ *             authd may send is authd_rules (common/authclient.c): the
+ *             answers, IPC_ERROR, and unasked IPC_AUTH_EVENT, read by
+ *             authc_dispatch_authd, then authd_event (auth_authd.c),
+ *             which closes the streams of the credential or workspace
+ *             named unless the event is a policy change (stream_revoke).
+ *   vmmd      vmmd.sock, which mcpd connects to (backend_vmmd.c, whose
+ *             contract lists what each side sends: vmmd_rules, read by
+ *             mcpd_dispatch_vmmd and each call's reply callback).
+ *   streams   the socket vmmd passes with IPC_VM_STREAM_OPEN_RESULT:
+ *             stream.c relays its bytes to and from the client's
+ *             WebSocket unread, but for a broker pipe, whose frames
+ *             mcpd_broker.c checks (common/brokermux.c).
+ *
+ * Kept, in memory alone (mcpd writes no file): the connections and the
+ * request each is answering, with its bearer credential until hreq_free
+ * wipes it and the identity authd gave for it (workspace, credential id,
+ * expiry); the MCP sessions (session.c; expired by sweep_cb below); the
+ * tool calls and event streams in flight (mcp_http.c, rest.c); the open
+ * streams with their workspace, credential id and expiry (stream.c;
+ * closed at expiry by sweep_cb); authd's answers while subscribed, keyed
+ * by a SHA-256 of the credential (common/authcache.c); the tools of
+ * tools.json; the metrics.
+ *
+ * Privileges: the unit (mcpvm-mcpd.service) starts mcpd as root with
+ * CAP_SETUID, CAP_SETGID and CAP_SETPCAP alone in its bounding set.
+ * mcpd_main reads the configuration and tools.json, binds its listeners,
+ * starts the verifier and the backend (their first connections), and then
+ * privdrop() makes it [mcpd] user with no capability and NoNewPrivs;
+ * started as another user, it keeps that uid, and privdrop() still
+ * leaves it no capability and sets NoNewPrivs.  Seccomp:
+ * common/privdrop.c's base allowlist and mcpd_syscalls below (a test
+ * daemon adds mcpd_extra_syscalls), installed before the event loop.
+ * The base has no open: what mcpd reads from files is read before.
+ */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>

@@ -2,8 +2,8 @@
  * mcpd's configuration: the [mcpd] section of the shared mcpvm.conf, in
  * fixed-size form.  Read once by mcpd at start, before the privilege drop.
  */
-#ifndef MCPD_CONFIG_H
-#define MCPD_CONFIG_H
+#ifndef MCPD_MCPD_CONF_H
+#define MCPD_MCPD_CONF_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "conf.h"
-#include "config.h"
+#include "mcpd_conf.h"
 
 int
 config_parse_listen(const char *s, struct mcpd_listen *out)
