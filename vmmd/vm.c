@@ -1,11 +1,11 @@
 /*
- * vmmd's VMs: the state machine's bookkeeping (records, lookups, the
- * summary vm_list shows), the one-operation-at-a-time machinery, streams,
- * admission, failure, destroy and crash recovery at startup.  Booting and
- * creating are in vm_boot.c, pausing, hibernating, resuming and idle
- * suspension in vm_suspend.c; vm_local.h is what the three share.  Each
- * transition is written to the store before its side effect and again
- * after it.  Nothing here blocks the loop: disk work runs on the worker
+ * vmmd's VMs: the bookkeeping of the state machine's VMs (records,
+ * lookups, the summary vm_list shows), streams, admission, failure,
+ * destroy, crash recovery at startup, and the hooks by which the machine
+ * (vm_fsm.c) records states and acts.  Booting and creating are in
+ * vm_boot.c, pausing, hibernating, resuming and idle suspension in
+ * vm_suspend.c; vm_local.h is what the three share.  Each transition is
+ * written to the store before its side effect and again after it.  Nothing here blocks the loop: disk work runs on the worker
  * pool, QEMU is driven through the backend's callbacks.  It trusts vmmd's
  * own state and the store; what vmproxy, the guest and mcpd say reaches
  * it already decoded.
@@ -47,19 +47,19 @@ static struct event *reap_ev;
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
-void
-vm_set_state(struct vm *vm, enum vm_state s, const char *failure)
+/* The machine's record hook: the state vm_fsm_fire set, in the store. */
+static void
+vm_record_state(struct vm *vm)
 {
+	enum vm_state s = vm->rec.state;
+
 	/* Its record is already deleted; nothing may write it back. */
 	if (vm->discarded)
 		return;
-	vm->rec.state = s;
-	snprintf(vm->rec.failure, sizeof(vm->rec.failure), "%s",
-	    s == VM_FAILED && failure != NULL ? failure : "");
-	if (store_vm_set_state(env->store, vm->rec.id, s, failure) == -1)
+	if (store_vm_set_state(env->store, vm->rec.id, s, s == VM_FAILED ?
+	    vm->rec.failure : NULL) == -1)
 		log_warnx("vm %s: state %s not recorded", vm->rec.id,
 		    vm_state_name(s));
-	log_debug("vm %s: %s", vm->rec.id, vm_state_name(s));
 }
 
 struct vm *
@@ -81,8 +81,7 @@ vm_alloc(const struct vm_record *rec)
 	vm->console_rd = -1;
 	vm->qemulog_rd = -1;
 	proxy_mon_init(vm);
-	TAILQ_INIT(&vm->ready_waiters);
-	TAILQ_INIT(&vm->destroy_waiters);
+	TAILQ_INIT(&vm->waits);
 	TAILQ_INIT(&vm->streams);
 	TAILQ_INSERT_TAIL(&env->vms, vm, entry);
 	return vm;
@@ -158,23 +157,10 @@ vm_streams_forget_conn(struct ipc_conn *conn)
 				s->conn = NULL;
 }
 
-void
-vm_console_close(struct vm *vm)
-{
-	if (vm->console_rd != -1) {
-		close(vm->console_rd);
-		vm->console_rd = -1;
-	}
-	if (vm->qemulog_rd != -1) {
-		close(vm->qemulog_rd);
-		vm->qemulog_rd = -1;
-	}
-}
-
 static void
 vm_free(struct vm *vm)
 {
-	vm_console_close(vm);
+	proxy_console_close(vm);
 	broker_vm_free(vm);
 	vm_streams_count(vm, 0);
 	if (vm->boot_timer != NULL)
@@ -209,9 +195,9 @@ vm_discard(struct vm *vm)
 
 	if (vm->discarded)
 		return;
-	vm->rec.state = VM_GONE;
 	vm->discarded = 1;
 	vm->busy = 0;
+	vm_fsm_fire(vm, VM_EV_TORN_DOWN, NULL);
 	if (vm->boot_timer != NULL)
 		event_del(vm->boot_timer);
 	TAILQ_REMOVE(&env->vms, vm, entry);
@@ -338,78 +324,6 @@ vm_path(const struct vm *vm, const char *name, char *buf, size_t len)
 }
 
 /*
- * Operations.  One at a time per VM (busy); op_seq tells its callbacks
- * apart from those of an operation that was cancelled, which may still
- * arrive (a guest reply, a failed call when vmproxy stops).  A callback
- * that got op_token() as its argument checks op_current() first.
- */
-void
-vm_op_begin(struct vm *vm, vm_done_cb cb, void *arg)
-{
-	vm->busy = 1;
-	vm->op_cb = cb;
-	vm->op_arg = arg;
-	vm->op_step = VM_STEP_NONE;
-	vm->op_seq++;
-}
-
-void *
-op_token(const struct vm *vm)
-{
-	return (void *)(uintptr_t)vm->op_seq;
-}
-
-int
-op_current(const struct vm *vm, void *token)
-{
-	return vm->busy && !vm->discarded &&
-	    (uintptr_t)token == (uintptr_t)vm->op_seq;
-}
-
-/* Ends the operation in progress and tells whoever started it. */
-void
-vm_op_done(struct vm *vm, const char *code, const char *fmt, ...)
-{
-	vm_done_cb cb = vm->op_cb;
-	void *arg = vm->op_arg;
-	char msg[512] = "";
-
-	if (fmt != NULL) {
-		va_list ap;
-
-		va_start(ap, fmt);
-		vsnprintf(msg, sizeof(msg), fmt, ap);
-		va_end(ap);
-	}
-	vm->busy = 0;
-	vm->op_cb = NULL;
-	vm->op_arg = NULL;
-	vm->op_step = VM_STEP_NONE;
-	vm->op_seq++;
-	vm->io_then = NULL;	/* a step of this operation, now over */
-	if (vm->boot_timer != NULL)
-		event_del(vm->boot_timer);
-	if (cb != NULL)
-		cb(vm, code, code != NULL ? msg : NULL, arg);
-	/* The callback may have ended the VM (a failed create). */
-	if (!vm->discarded)
-		vm_wake_waiters(vm);
-	vmmd_maybe_exit();
-}
-
-/*
- * Ends the operation in flight, if any, without waiting for it: whoever
- * started it hears code and msg now, and its callbacks still to come find
- * it stale.  Processes are the caller's to stop.
- */
-static void
-vm_cancel_op(struct vm *vm, const char *code, const char *msg)
-{
-	if (vm->busy)
-		vm_op_done(vm, code, "%s", msg);
-}
-
-/*
  * A job on the worker pool is back: the last one lets a teardown finish
  * or a waiting resume go on.
  */
@@ -495,7 +409,7 @@ vm_kill_processes(struct vm *vm)
 		vmm_free(vm->vmm);
 		vm->vmm = NULL;
 	}
-	vm_console_close(vm);
+	proxy_console_close(vm);
 	vm->guest_up = 0;
 	vm_cg_clean(vm);
 	/* No VMM, no network: failed, destroyed and never-booted VMs. */
@@ -511,20 +425,34 @@ vm_kill_processes(struct vm *vm)
 void
 vm_fail(struct vm *vm, const char *why)
 {
+	if (!vm->discarded)
+		vm_fsm_fire(vm, VM_EV_FAIL, why);
+}
+
+/* The machine's fail action: the state is failed already, so that nothing
+ * the cancel wakes may start the VM again. */
+static void
+act_fail(struct vm *vm, const char *why)
+{
 	char msg[512];
 
-	if (vm->discarded)
-		return;
 	log_warnx("vm %s: failed: %s", vm->rec.id, why);
-	/* First: nothing that the cancel wakes may start the VM again. */
-	vm_set_state(vm, VM_FAILED, why);
 	snprintf(msg, sizeof(msg), "VM %s failed: %s", vm->rec.id, why);
-	vm_cancel_op(vm, "unavailable", msg);
+	vm_op_cancel(vm, "unavailable", msg);
 	if (vm->discarded)
 		return;
 	vm_streams_close(vm, "failed");
 	vm_kill_processes(vm);
 	vm_wake_waiters(vm);
+}
+
+/* QEMU exited under a VM that was not stopping it. */
+static void
+act_qemu_gone(struct vm *vm, const char *why)
+{
+	vmm_free(vm->vmm);
+	vm->vmm = NULL;
+	act_fail(vm, why);
 }
 
 /* ---- admission --------------------------------------------------------- */
@@ -725,9 +653,6 @@ vm_remove_files(struct vm *vm)
 void
 vm_teardown(struct vm *vm)
 {
-	TAILQ_HEAD(, vm_waiter) list;
-	struct vm_waiter *w;
-
 	if (!vm->doomed) {
 		vm->doomed = 1;
 		vm_kill_processes(vm);
@@ -739,14 +664,8 @@ vm_teardown(struct vm *vm)
 	vm_remove_files(vm);
 	if (store_vm_delete(env->store, vm->rec.id) == -1)
 		log_warnx("vm %s: not marked gone", vm->rec.id);
-	TAILQ_INIT(&list);
-	TAILQ_CONCAT(&list, &vm->destroy_waiters, entry);
 	vm_discard(vm);
-	while ((w = TAILQ_FIRST(&list)) != NULL) {
-		TAILQ_REMOVE(&list, w, entry);
-		w->cb(vm, NULL, NULL, w->arg);
-		free(w);
-	}
+	vm_waits_gone(vm);
 	vmmd_maybe_exit();
 }
 
@@ -761,21 +680,62 @@ vm_teardown(struct vm *vm)
 void
 vm_destroy(struct vm *vm, vm_done_cb cb, void *arg)
 {
-	struct vm_waiter *w;
+	vm_wait_gone(vm, cb, arg);
+	vm_fsm_fire(vm, VM_EV_DESTROY, NULL);	/* a second one joins */
+}
 
-	if ((w = calloc(1, sizeof(*w))) == NULL)
-		fatal("calloc");
-	w->cb = cb;
-	w->arg = arg;
-	TAILQ_INSERT_TAIL(&vm->destroy_waiters, w, entry);
-	if (vm->rec.state == VM_DESTROYING)
-		return;
-	/* First: nothing that the cancel wakes may start the VM again. */
-	vm_set_state(vm, VM_DESTROYING, NULL);
+/* The machine's destroy action: the state is destroying already, so that
+ * nothing the cancel wakes may start the VM again. */
+static void
+act_destroy(struct vm *vm, const char *why)
+{
 	vm_streams_close(vm, "destroyed");
-	vm_cancel_op(vm, "not_found", "the VM was destroyed");
+	vm_op_cancel(vm, "not_found", "the VM was destroyed");
 	vm_wake_waiters(vm);	/* each hears it is being destroyed */
 	vm_teardown(vm);	/* kills its processes first */
+}
+
+/* ---- the machine's hooks ----------------------------------------------- */
+
+/* vmmd stops: a VM that sleeps stays asleep. */
+static int
+vm_resume_hook(struct vm *vm, char *why, size_t len)
+{
+	if (env->shutting_down) {
+		snprintf(why, len, "vmmd is shutting down");
+		return -1;
+	}
+	return vm_resume(vm, why, len);
+}
+
+/* vmproxy's events (to_vmproxy.c), into the machine. */
+static void
+proxy_report(struct vm *vm, enum vm_event ev, const char *why)
+{
+	if (ev == VM_EV_FAIL)
+		vm_fail(vm, why);
+	else
+		vm_fsm_fire(vm, ev, why);
+}
+
+static void
+vm_fsm_start(void)
+{
+	struct proxy_reports pr = { proxy_report, vm_streams_count };
+	struct vm_fsm_hooks h;
+
+	memset(&h, 0, sizeof(h));
+	h.record = vm_record_state;
+	h.resume = vm_resume_hook;
+	h.settled = vmmd_maybe_exit;
+	h.act[VM_ACT_BOOT_HELLO] = vm_boot_hello;
+	h.act[VM_ACT_BOOT_THAW] = vm_boot_thaw;
+	h.act[VM_ACT_BOOT_EXPIRED] = vm_boot_expired;
+	h.act[VM_ACT_FAIL] = act_fail;
+	h.act[VM_ACT_QEMU_GONE] = act_qemu_gone;
+	h.act[VM_ACT_DESTROY] = act_destroy;
+	vm_fsm_init(&h);
+	proxy_set_reports(&pr);
 }
 
 /* ---- startup ----------------------------------------------------------- */
@@ -789,6 +749,7 @@ vm_init_all(void)
 	ssize_t nslots;
 	size_t n;
 
+	vm_fsm_start();
 	/* Whatever a previous life left running dies through its cgroup. */
 	nslots = cg_list(&env->cg, slots, sizeof(slots) / sizeof(slots[0]));
 	for (ssize_t i = 0; i < nslots; i++) {
@@ -813,7 +774,7 @@ vm_init_all(void)
 		case VM_HIBERNATED:
 			vm_path(vm, CHECKPOINT, cp, sizeof(cp));
 			if (stat(cp, &st) == -1)
-				vm_set_state(vm, VM_FAILED, "its checkpoint "
+				vm_fsm_fire(vm, VM_EV_RESTART, "its checkpoint "
 				    "is missing");
 			break;
 		case VM_FAILED:
@@ -825,7 +786,7 @@ vm_init_all(void)
 			 * died with us: its outcome is unknown. */
 			snprintf(why, sizeof(why), "vmmd stopped while the VM "
 			    "was %s", vm_state_name(vm->rec.state));
-			vm_set_state(vm, VM_FAILED, why);
+			vm_fsm_fire(vm, VM_EV_RESTART, why);
 			log_warnx("vm %s: %s", vm->rec.id, why);
 		}
 		}

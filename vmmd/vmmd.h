@@ -1,7 +1,7 @@
 /*
  * vmmd: the root VM manager.  Shared declarations of the daemon's parts:
- * vmmd.c (startup, sockets, authd), vm.c with vm_boot.c and vm_suspend.c
- * (the state machine and lifecycle), to_vmproxy.c (each VM's vmproxy),
+ * vmmd.c (startup, sockets, authd), vm_fsm.c (the VM state machine), vm.c
+ * with vm_boot.c and vm_suspend.c (the lifecycle's work), to_vmproxy.c (each VM's vmproxy),
  * tools.c with tools_vm.c and tools_job.c (the tools), snapshot.c and
  * fork.c (snapshots and vm_fork), control.c (vmctl).
  */
@@ -24,6 +24,7 @@
 #include "decode.h"
 #include "store.h"
 #include "util.h"
+#include "vm_fsm.h"
 
 /* glibc's sys/queue.h lacks the BSD _SAFE iterators. */
 #ifndef TAILQ_FOREACH_SAFE
@@ -115,15 +116,6 @@ struct request {
 	void			*hold;
 };
 
-typedef void (*vm_done_cb)(struct vm *, const char *code, const char *msg,
-	    void *arg);
-
-struct vm_waiter {
-	TAILQ_ENTRY(vm_waiter)	 entry;
-	vm_done_cb		 cb;
-	void			*arg;
-};
-
 struct proxy;
 struct broker_vm;
 
@@ -134,17 +126,9 @@ struct vm_stream {
 	struct ipc_conn		*conn;	/* NULL once mcpd's connection ended */
 };
 
-/* Where a VM's boot, resume or idle probe stands (vm_*.c). */
-enum vm_op_step {
-	VM_STEP_NONE = 0,
-	VM_STEP_HELLO,		/* QEMU runs: waiting for the guest's hello */
-	VM_STEP_IDENTITY,	/* hello from a clone: renewing its identity */
-	VM_STEP_CLOCK,		/* hello seen: setting its clock, or thawing */
-	VM_STEP_PROBE,		/* idle: an activity probe is out */
-};
-
 struct vm {
 	TAILQ_ENTRY(vm)		 entry;
+	/* rec.state is written by vm_fsm_fire alone. */
 	struct vm_record	 rec;
 	uid_t			 uid;
 	gid_t			 gid;
@@ -167,6 +151,7 @@ struct vm {
 	/* Its network as netd gave it at this boot (net.mac "": none): a
 	 * clone's identity op carries it. */
 	struct net_lease	 net;
+	/* The operation, its step and op_seq are vm_fsm.c's to write. */
 	int			 busy;		/* a lifecycle op runs */
 	/*
 	 * Disk jobs on the worker pool that will call back with this VM.  A
@@ -192,8 +177,7 @@ struct vm {
 	struct broker_vm	*broker;	/* job broker pipes, or NULL */
 	struct event		*idle_timer;
 	struct event		*boot_timer;
-	TAILQ_HEAD(, vm_waiter)	 ready_waiters;	/* want it running */
-	TAILQ_HEAD(, vm_waiter)	 destroy_waiters; /* want it gone */
+	TAILQ_HEAD(, vm_waiter)	 waits;		/* want it running, or gone */
 	/* The lifecycle operation in progress. */
 	vm_done_cb		 op_cb;
 	void			*op_arg;
@@ -246,15 +230,10 @@ void	vm_create(struct request *, const struct conf_image *, int vcpus,
 void	vm_create_snap(struct request *, const struct conf_image *,
 	    const struct snap_record *, int vcpus, int memory_mib,
 	    int network, int idle_seconds, int idle_pause, vm_done_cb, void *);
-/* Calls back once the VM runs with its guest up, waking it if need be. */
-void	vm_ready(struct vm *, vm_done_cb, void *);
 void	vm_suspend(struct vm *, int pause, vm_done_cb, void *);
 void	vm_destroy(struct vm *, vm_done_cb, void *);
 void	vm_touch(struct vm *);
 void	vm_fail(struct vm *, const char *why);
-/* Closes vmmd's read ends of the console and QEMU log pipes, once vmproxy
- * has them. */
-void	vm_console_close(struct vm *);
 void	vm_hibernate_all(void);
 int	vm_work_pending(void);
 struct json_object *vm_summary(const struct vm *);
@@ -265,15 +244,23 @@ struct json_object *vm_summary(const struct vm *);
  * is cleared when it could not be checked and is the plain object.
  */
 struct json_object *vm_list_entry(struct vm *, int *checked);
-void	vm_guest_event(struct vm *, const char *event, struct json_object *);
-void	vm_proxy_gone(struct vm *, int guest_fault);
 void	vm_stream_add(struct vm *, const char *id, struct ipc_conn *);
 void	vm_streams_close(struct vm *, const char *reason);
 void	vm_streams_count(struct vm *, int open);
 void	vm_streams_forget_conn(struct ipc_conn *);
 
 /* to_vmproxy.c */
+/* What vmproxy reports, and to whom: its events into the VM state
+ * machine, its count of open streams (vm.c registers both). */
+struct proxy_reports {
+	void	(*event)(struct vm *, enum vm_event, const char *why);
+	void	(*streams)(struct vm *, int open);
+};
+void	proxy_set_reports(const struct proxy_reports *);
 int	proxy_spawn(struct vm *, char *err, size_t errlen);
+/* Closes vmmd's read ends of the console and QEMU log pipes, once vmproxy
+ * has them. */
+void	proxy_console_close(struct vm *);
 void	proxy_stop(struct vm *);
 /* Makes vm->mon reach QEMU's QMP through the VM's vmproxy. */
 void	proxy_mon_init(struct vm *);
