@@ -223,6 +223,15 @@ vm_work_pending(void)
 	return snap_work_pending();
 }
 
+/* Exits once shutting down and no VM has a VMM or an operation left. */
+void
+vmmd_maybe_exit(void)
+{
+	if (!env->shutting_down || vm_work_pending())
+		return;
+	event_base_loopexit(env->base, NULL);
+}
+
 struct vm *
 vm_find(const char *id)
 {

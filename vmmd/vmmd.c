@@ -84,8 +84,6 @@
 #include "worker.h"
 
 
-struct vmmd *env;
-
 /*
  * mcpd's messages: the only types vmmd.sock admits (mcpd_rules is made
  * from this table), and what answers each once decode_mcpd has read it.
@@ -548,15 +546,6 @@ signal_cb(int sig, short ev, void *arg)
 	run_shutdown();		/* vm_run's VMs go, never to a checkpoint */
 	vm_hibernate_all();
 	vmmd_maybe_exit();
-}
-
-/* Exits once shutting down and no VM has a VMM or an operation left. */
-void
-vmmd_maybe_exit(void)
-{
-	if (!env->shutting_down || vm_work_pending())
-		return;
-	event_base_loopexit(env->base, NULL);
 }
 
 /*

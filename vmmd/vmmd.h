@@ -21,6 +21,7 @@
 #include "ipc.h"
 #include "netclient.h"
 #include "conf.h"
+#include "env.h"
 #include "request.h"
 #include "decode.h"
 #include "store.h"
@@ -126,32 +127,12 @@ struct vm {
 	const char		*op_code;
 };
 
-struct vmmd {
-	struct mcpvm_conf	 conf;
-	const char		*conf_path;
-	struct event_base	*base;
-	struct store		*store;
-	struct audit		*audit;
-	struct worker_pool	*workers;
-	struct qemu_backend	*qemu;
-	struct cg_host		 cg;
-	struct ipc_server	*srv_mcpd, *srv_ctl;
-	struct authclient	*authd;
-	uid_t			 mcpd_uid;
-	gid_t			 admin_gid;
-	int			 foreground, verbose;
-	int			 shutting_down;
-	TAILQ_HEAD(, vm)	 vms;
-	TAILQ_HEAD(, request)	 requests;
-};
 
-extern struct vmmd *env;
-
-/* vmmd.c */
-void	vmmd_maybe_exit(void);
 
 /* vm.c, vm_boot.c, vm_suspend.c */
 void	vm_init_all(void);
+/* Once vmmd stops and no VM has work left, the loop ends. */
+void	vmmd_maybe_exit(void);
 struct vm *vm_find(const char *id);
 struct vm *vm_find_owned(const char *id, const char *workspace);
 int	vm_admit(const struct request *, const struct conf_image *,

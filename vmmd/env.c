@@ -1,0 +1,6 @@
+/*
+ * vmmd's one process-wide state (env.h).
+ */
+#include "env.h"
+
+struct vmmd *env;
