@@ -19,7 +19,7 @@
 #include "log.h"
 #include "schema.h"
 #include "store.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 
 struct request *
 request_new(struct ipc_conn *conn, uint32_t id)

@@ -28,12 +28,11 @@
 #include <event2/event.h>
 
 #include "backend.h"
-#include "broker.h"
 #include "decode.h"
 #include "ipc.h"
 #include "log.h"
 #include "spawn.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 
 /* Where vmproxy's events go: the VM state machine's, registered by vm.c. */
 static struct proxy_reports reports;
@@ -330,8 +329,7 @@ on_streams(struct proxy *p, const struct vmproxy_msg *m)
 {
 	if (p->vm == NULL)
 		return;
-	broker_pipes_count(p->vm, m->pipes);
-	reports.streams(p->vm, m->open);
+	reports.streams(p->vm, m->open, m->pipes);
 }
 
 static void

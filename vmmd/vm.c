@@ -30,7 +30,7 @@
 #include "schema.h"
 #include "snapshot.h"
 #include "netclient.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "vm_local.h"
 #include "warmpool.h"
 #include "broker.h"
@@ -727,10 +727,19 @@ proxy_report(struct vm *vm, enum vm_event ev, const char *why)
 		vm_fsm_fire(vm, ev, why);
 }
 
+/* vmproxy's counts: the broker's pipes, then the streams (which keep
+ * their names while a pipe is attached). */
+static void
+proxy_streams(struct vm *vm, int open, int pipes)
+{
+	broker_pipes_count(vm, pipes);
+	vm_streams_count(vm, open);
+}
+
 static void
 vm_fsm_start(void)
 {
-	struct proxy_reports pr = { proxy_report, vm_streams_count };
+	struct proxy_reports pr = { proxy_report, proxy_streams };
 	struct vm_fsm_hooks h;
 
 	memset(&h, 0, sizeof(h));

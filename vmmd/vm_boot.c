@@ -29,7 +29,7 @@
 #include "netclient.h"
 #include "snapshot.h"
 #include "warmpool.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "vm_local.h"
 #include "guest.h"
 #include "broker.h"

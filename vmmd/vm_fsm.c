@@ -18,7 +18,7 @@
 #include <event2/event.h>
 
 #include "log.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "vm_fsm.h"
 
 #define R(from, ev, guard, to, act)					\

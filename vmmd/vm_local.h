@@ -1,6 +1,6 @@
 /*
  * What vm.c, vm_boot.c and vm_suspend.c share: the lifecycle's own
- * helpers, which the rest of vmmd reaches only through vmmd.h.  The state
+ * helpers, which the rest of vmmd reaches only through vmmd_shared.h.  The state
  * machine is vm_fsm.c; the three files do its work, cut by concern:
  * bookkeeping, failure and destroy, and the machine's hooks (vm.c); boot
  * and create (vm_boot.c); pause, hibernate, resume and idle
@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "vmmd.h"
+#include "vmmd_shared.h"
 
 /* A VM's files in its directory, by name. */
 #define CHECKPOINT	"checkpoint.bin"

@@ -22,7 +22,7 @@
 
 #include "backend.h"
 #include "log.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "vm_local.h"
 #include "broker.h"
 

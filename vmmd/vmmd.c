@@ -79,7 +79,7 @@
 #include "spawn.h"
 #include "store.h"
 #include "netclient.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "broker.h"
 #include "worker.h"
 

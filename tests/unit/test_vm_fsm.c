@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "vm_fsm.h"
 #include "../check_run.h"
 

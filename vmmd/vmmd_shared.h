@@ -1,12 +1,14 @@
 /*
- * vmmd: the root VM manager.  Shared declarations of the daemon's parts:
- * vmmd.c (startup, sockets, authd), vm_fsm.c (the VM state machine), vm.c
- * with vm_boot.c and vm_suspend.c (the lifecycle's work), to_vmproxy.c (each VM's vmproxy),
- * tools.c with tools_vm.c and tools_job.c (the tools), snapshot.c and
- * fork.c (snapshots and vm_fork), control.c (vmctl).
+ * vmmd: the root VM manager.  What the daemon's parts share: struct vm and
+ * the declarations of vm.c with vm_boot.c and vm_suspend.c (the
+ * lifecycle's work, under the state machine of vm_fsm.h), to_vmproxy.c
+ * (each VM's vmproxy), tools.c with tools_vm.c and tools_job.c (the
+ * tools), stream.c, run.c and control.c (vmctl); with env.h (what the
+ * process holds) and request.h (a request and its answer).  vmmd.c is
+ * main: startup, sockets, authd.
  */
-#ifndef MCPVM_VMMD_VMMD_H
-#define MCPVM_VMMD_VMMD_H
+#ifndef MCPVM_VMMD_VMMD_SHARED_H
+#define MCPVM_VMMD_VMMD_SHARED_H
 
 #include <sys/queue.h>
 #include <sys/types.h>
@@ -165,10 +167,11 @@ void	vm_streams_forget_conn(struct ipc_conn *);
 
 /* to_vmproxy.c */
 /* What vmproxy reports, and to whom: its events into the VM state
- * machine, its count of open streams (vm.c registers both). */
+ * machine, its counts of open streams and broker pipes (vm.c registers
+ * both). */
 struct proxy_reports {
 	void	(*event)(struct vm *, enum vm_event, const char *why);
-	void	(*streams)(struct vm *, int open);
+	void	(*streams)(struct vm *, int open, int pipes);
 };
 void	proxy_set_reports(const struct proxy_reports *);
 int	proxy_spawn(struct vm *, char *err, size_t errlen);
