@@ -45,4 +45,12 @@ struct vmmd {
 
 extern struct vmmd *env;
 
+/*
+ * Once shutting_down, vmmd exits when no part has work left that it must
+ * wait for: each part registers what tells it (1: some is left), and
+ * calls vmmd_maybe_exit when some of its own ends.
+ */
+void	vmmd_pending_register(int (*pending)(void));
+void	vmmd_maybe_exit(void);
+
 #endif

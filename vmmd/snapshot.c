@@ -39,7 +39,7 @@
 #include "worker.h"
 
 /* Snapshots whose files are being finished on the worker pool: vmmd's
- * exit waits for them (vm_work_pending). */
+ * exit waits for them (snap_work_pending, env.h). */
 static int finishing;
 
 /* ---- making one -------------------------------------------------------- */

@@ -1,21 +1,21 @@
 /*
  * vmmd's VMs: the bookkeeping of the state machine's VMs (records,
- * lookups, the summary vm_list shows), streams, admission, failure,
- * destroy, crash recovery at startup, and the hooks by which the machine
- * (vm_fsm.c) records states and acts.  Booting and creating are in
- * vm_boot.c, pausing, hibernating, resuming and idle suspension in
- * vm_suspend.c; vm_local.h is what the three share.  Each transition is
- * written to the store before its side effect and again after it.  Nothing here blocks the loop: disk work runs on the worker
- * pool, QEMU is driven through the backend's callbacks.  It trusts vmmd's
- * own state and the store; what vmproxy, the guest and mcpd say reaches
- * it already decoded.
+ * lookups, the summary vm_list shows), streams, failure, destroy, crash
+ * recovery at startup, and the hooks by which the machine (vm_fsm.c)
+ * records states and acts.  Booting and creating are in vm_boot.c,
+ * pausing, hibernating, resuming and idle suspension in vm_suspend.c;
+ * vm_local.h is what the three share, admit.c counts what a new VM may
+ * take.  Each transition is written to the store before its side effect
+ * and again after it.  Nothing here blocks the loop: disk work runs on the
+ * worker pool, QEMU is driven through the backend's callbacks.  It trusts
+ * vmmd's own state and the store; what vmproxy, the guest and mcpd say
+ * reaches it already decoded.
  */
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,15 +24,12 @@
 #include <event2/event.h>
 
 #include "backend.h"
-#include "disk.h"
 #include "jsonx.h"
 #include "log.h"
 #include "schema.h"
-#include "snapshot.h"
 #include "netclient.h"
 #include "vmmd_shared.h"
 #include "vm_local.h"
-#include "warmpool.h"
 #include "broker.h"
 #include "worker.h"
 
@@ -220,16 +217,7 @@ vm_work_pending(void)
 	TAILQ_FOREACH(vm, &dead_vms, entry)
 		if (vm->io_pending > 0)
 			return 1;
-	return snap_work_pending();
-}
-
-/* Exits once shutting down and no VM has a VMM or an operation left. */
-void
-vmmd_maybe_exit(void)
-{
-	if (!env->shutting_down || vm_work_pending())
-		return;
-	event_base_loopexit(env->base, NULL);
+	return 0;
 }
 
 struct vm *
@@ -464,162 +452,13 @@ act_qemu_gone(struct vm *vm, const char *why)
 	act_fail(vm, why);
 }
 
-/* ---- admission --------------------------------------------------------- */
-
+/* An image's disk as admission counts it (admit.c). */
 long long
 image_disk_bytes(const struct conf_image *im)
 {
 	struct stat st;
 
 	return stat(im->rootfs, &st) == 0 ? (long long)st.st_size : 0;
-}
-
-int
-vm_admit(const struct request *req, const struct conf_image *im,
-    int memory_mib, char *code, size_t codelen, char *msg, size_t msglen)
-{
-	return vm_admit_n(req, im, memory_mib, 1, code, codelen, msg,
-	    msglen);
-}
-
-/*
- * What is held now, on the host and by req's workspace: VMs, their memory,
- * and the storage of VMs and snapshots.  For a tenant the warm pool's VMs
- * and snapshots are left out: the pool builds only within what is free,
- * and a tenant is never refused for what it holds (warmpool.c).
- */
-struct admit_usage {
-	long long	 host_vms, host_mem, host_disk;
-	long long	 ws_vms, ws_mem, ws_disk, ws_snaps;
-};
-
-static void
-admit_usage(const struct request *req, struct admit_usage *u)
-{
-	int tenant = !warmpool_is_pool(req->workspace);
-	struct vm *vm;
-
-	memset(u, 0, sizeof(*u));
-	snap_usage(req->workspace, &u->host_disk, &u->ws_disk, &u->ws_snaps);
-	if (tenant)
-		u->host_disk -= warmpool_bytes();
-	TAILQ_FOREACH(vm, &env->vms, entry) {
-		if (vm->rec.state == VM_GONE ||
-		    (tenant && warmpool_is_pool(vm->rec.workspace)))
-			continue;
-		u->host_vms++;
-		u->host_mem += vm->rec.memory_mib;
-		u->host_disk += vm->rec.disk_bytes;
-		if (strcmp(vm->rec.workspace, req->workspace) == 0) {
-			u->ws_vms++;
-			u->ws_mem += vm->rec.memory_mib;
-			u->ws_disk += vm->rec.disk_bytes;
-		}
-	}
-}
-
-/* The state volume has room for need bytes more and min_free_mib. */
-static int
-admit_free_disk(unsigned long long need, const char *what, char *msg,
-    size_t msglen)
-{
-	uint64_t avail = 0, total = 0;
-	char err[256];
-
-	need += (unsigned long long)env->conf.vmmd.min_free_mib << 20;
-	if (disk_space(env->conf.vmmd.vm_dir, &avail, &total, err,
-	    sizeof(err)) == 0 && avail < need) {
-		snprintf(msg, msglen, "free disk: %s has %llu MiB free, %s "
-		    "needs %llu MiB", env->conf.vmmd.vm_dir,
-		    (unsigned long long)(avail >> 20), what, need >> 20);
-		return -1;
-	}
-	return 0;
-}
-
-/* n VMs of memory_mib and im's disk at once (vm_fork's children). */
-int
-vm_admit_n(const struct request *req, const struct conf_image *im,
-    int memory_mib, int n, char *code, size_t codelen, char *msg,
-    size_t msglen)
-{
-	long long disk = image_disk_bytes(im) * n;
-	long long mem = (long long)memory_mib * n;
-	struct admit_usage u;
-
-	snprintf(code, codelen, "quota_exceeded");
-	admit_usage(req, &u);
-	if (u.host_vms + n > env->conf.vmmd.max_vms) {
-		snprintf(msg, msglen, "max_vms: the host already keeps %lld "
-		    "VMs, its limit", u.host_vms);
-		return -1;
-	}
-	if (u.host_mem + mem > env->conf.vmmd.max_memory_mib) {
-		snprintf(msg, msglen, "max_memory_mib: %lld MiB are reserved "
-		    "of %lld; %lld more do not fit", u.host_mem,
-		    env->conf.vmmd.max_memory_mib, mem);
-		return -1;
-	}
-	if ((u.host_disk + disk) > env->conf.vmmd.max_storage_gib << 30) {
-		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
-		    "are reserved", env->conf.vmmd.max_storage_gib);
-		return -1;
-	}
-	if (req->policy.max_vms > 0 && u.ws_vms + n > req->policy.max_vms) {
-		snprintf(msg, msglen, "workspace max_vms: it already has %lld "
-		    "VMs, its limit", u.ws_vms);
-		return -1;
-	}
-	if (req->policy.memory_mib > 0 &&
-	    u.ws_mem + mem > req->policy.memory_mib) {
-		snprintf(msg, msglen, "workspace memory_mib: %lld of its %lld "
-		    "MiB are in use; %lld more do not fit", u.ws_mem,
-		    req->policy.memory_mib, mem);
-		return -1;
-	}
-	if (req->policy.storage_gib > 0 &&
-	    u.ws_disk + disk > req->policy.storage_gib << 30) {
-		snprintf(msg, msglen, "workspace storage_gib: its %lld GiB "
-		    "are reserved", req->policy.storage_gib);
-		return -1;
-	}
-	/* A VM's whole disk and two checkpoint generations must fit. */
-	return admit_free_disk((unsigned long long)disk +
-	    2ULL * ((unsigned long long)mem << 20), "a new VM", msg, msglen);
-}
-
-/*
- * A snapshot of bytes more (its disk as a VM's counts, and its memory):
- * the workspace's count, then the same storage limits as vm_admit's.
- */
-int
-snap_admit(const struct request *req, long long bytes, int counted,
-    char *code, size_t codelen, char *msg, size_t msglen)
-{
-	struct admit_usage u;
-
-	snprintf(code, codelen, "quota_exceeded");
-	admit_usage(req, &u);
-	if (counted &&
-	    u.ws_snaps + 1 > env->conf.vmmd.max_snapshots_per_workspace) {
-		snprintf(msg, msglen, "max_snapshots_per_workspace: the "
-		    "workspace already keeps %lld snapshots, its limit",
-		    u.ws_snaps);
-		return -1;
-	}
-	if (u.host_disk + bytes > env->conf.vmmd.max_storage_gib << 30) {
-		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
-		    "are reserved", env->conf.vmmd.max_storage_gib);
-		return -1;
-	}
-	if (req->policy.storage_gib > 0 &&
-	    u.ws_disk + bytes > req->policy.storage_gib << 30) {
-		snprintf(msg, msglen, "workspace storage_gib: its %lld GiB "
-		    "are reserved", req->policy.storage_gib);
-		return -1;
-	}
-	return admit_free_disk((unsigned long long)bytes, "the snapshot", msg,
-	    msglen);
 }
 
 /* ---- destroy ----------------------------------------------------------- */
@@ -754,6 +593,7 @@ vm_fsm_start(void)
 	h.act[VM_ACT_DESTROY] = act_destroy;
 	vm_fsm_init(&h);
 	proxy_set_reports(&pr);
+	vmmd_pending_register(vm_work_pending);
 }
 
 /* ---- startup ----------------------------------------------------------- */

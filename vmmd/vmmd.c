@@ -783,6 +783,7 @@ main(int argc, char *argv[])
 	/* Before serving: what a crash left behind is settled first. */
 	store_receipts_mark_uncertain(env->store);
 	snap_init();
+	vmmd_pending_register(snap_work_pending);	/* exit waits for them */
 	vm_init_all();
 	warmpool_init();
 	broker_init();

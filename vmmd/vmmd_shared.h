@@ -133,8 +133,6 @@ struct vm {
 
 /* vm.c, vm_boot.c, vm_suspend.c */
 void	vm_init_all(void);
-/* Once vmmd stops and no VM has work left, the loop ends. */
-void	vmmd_maybe_exit(void);
 struct vm *vm_find(const char *id);
 struct vm *vm_find_owned(const char *id, const char *workspace);
 int	vm_admit(const struct request *, const struct conf_image *,
