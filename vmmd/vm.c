@@ -1,11 +1,11 @@
 /*
  * vmmd's VMs: the bookkeeping of the state machine's VMs (records,
- * lookups, the summary vm_list shows), streams, failure, destroy, crash
- * recovery at startup, and the hooks by which the machine (vm_fsm.c)
- * records states and acts.  Booting and creating are in vm_boot.c,
- * pausing, hibernating, resuming and idle suspension in vm_suspend.c;
- * vm_local.h is what the three share, admit.c counts what a new VM may
- * take.  Each transition is written to the store before its side effect
+ * lookups, the summary vm_list shows), streams, and the machine's record
+ * hook and its fail and destroy actions (vm_fsm.c).  Booting and creating
+ * are in vm_boot.c, pausing, hibernating, resuming and idle suspension in
+ * vm_suspend.c; vm_local.h is what the three share, vm_init.c puts them
+ * together and recovers the VMs at startup, admit.c counts what a new VM
+ * may take.  Each transition is written to the store before its side effect
  * and again after it.  Nothing here blocks the loop: disk work runs on the
  * worker pool, QEMU is driven through the backend's callbacks.  It trusts
  * vmmd's own state and the store; what vmproxy, the guest and mcpd say
@@ -45,7 +45,7 @@ static struct event *reap_ev;
 /* ---- bookkeeping ------------------------------------------------------- */
 
 /* The machine's record hook: the state vm_fsm_fire set, in the store. */
-static void
+void
 vm_record_state(struct vm *vm)
 {
 	enum vm_state s = vm->rec.state;
@@ -428,8 +428,8 @@ vm_fail(struct vm *vm, const char *why)
 
 /* The machine's fail action: the state is failed already, so that nothing
  * the cancel wakes may start the VM again. */
-static void
-act_fail(struct vm *vm, const char *why)
+void
+vm_act_fail(struct vm *vm, const char *why)
 {
 	char msg[512];
 
@@ -444,12 +444,12 @@ act_fail(struct vm *vm, const char *why)
 }
 
 /* QEMU exited under a VM that was not stopping it. */
-static void
-act_qemu_gone(struct vm *vm, const char *why)
+void
+vm_act_qemu_gone(struct vm *vm, const char *why)
 {
 	vmm_free(vm->vmm);
 	vm->vmm = NULL;
-	act_fail(vm, why);
+	vm_act_fail(vm, why);
 }
 
 /* An image's disk as admission counts it (admit.c). */
@@ -534,122 +534,11 @@ vm_destroy(struct vm *vm, vm_done_cb cb, void *arg)
 
 /* The machine's destroy action: the state is destroying already, so that
  * nothing the cancel wakes may start the VM again. */
-static void
-act_destroy(struct vm *vm, const char *why)
+void
+vm_act_destroy(struct vm *vm, const char *why)
 {
 	vm_streams_close(vm, "destroyed");
 	vm_op_cancel(vm, "not_found", "the VM was destroyed");
 	vm_wake_waiters(vm);	/* each hears it is being destroyed */
 	vm_teardown(vm);	/* kills its processes first */
 }
-
-/* ---- the machine's hooks ----------------------------------------------- */
-
-/* vmmd stops: a VM that sleeps stays asleep. */
-static int
-vm_resume_hook(struct vm *vm, char *why, size_t len)
-{
-	if (env->shutting_down) {
-		snprintf(why, len, "vmmd is shutting down");
-		return -1;
-	}
-	return vm_resume(vm, why, len);
-}
-
-/* vmproxy's events (to_vmproxy.c), into the machine. */
-static void
-proxy_report(struct vm *vm, enum vm_event ev, const char *why)
-{
-	if (ev == VM_EV_FAIL)
-		vm_fail(vm, why);
-	else
-		vm_fsm_fire(vm, ev, why);
-}
-
-/* vmproxy's counts: the broker's pipes, then the streams (which keep
- * their names while a pipe is attached). */
-static void
-proxy_streams(struct vm *vm, int open, int pipes)
-{
-	broker_pipes_count(vm, pipes);
-	vm_streams_count(vm, open);
-}
-
-static void
-vm_fsm_start(void)
-{
-	struct proxy_reports pr = { proxy_report, proxy_streams };
-	struct vm_fsm_hooks h;
-
-	memset(&h, 0, sizeof(h));
-	h.record = vm_record_state;
-	h.resume = vm_resume_hook;
-	h.settled = vmmd_maybe_exit;
-	h.act[VM_ACT_BOOT_HELLO] = vm_boot_hello;
-	h.act[VM_ACT_BOOT_THAW] = vm_boot_thaw;
-	h.act[VM_ACT_BOOT_EXPIRED] = vm_boot_expired;
-	h.act[VM_ACT_FAIL] = act_fail;
-	h.act[VM_ACT_QEMU_GONE] = act_qemu_gone;
-	h.act[VM_ACT_DESTROY] = act_destroy;
-	vm_fsm_init(&h);
-	proxy_set_reports(&pr);
-	vmmd_pending_register(vm_work_pending);
-}
-
-/* ---- startup ----------------------------------------------------------- */
-
-void
-vm_init_all(void)
-{
-	struct vm_record *recs;
-	unsigned slots[4096];
-	char err[256];
-	ssize_t nslots;
-	size_t n;
-
-	vm_fsm_start();
-	/* Whatever a previous life left running dies through its cgroup. */
-	nslots = cg_list(&env->cg, slots, sizeof(slots) / sizeof(slots[0]));
-	for (ssize_t i = 0; i < nslots; i++) {
-		if (cg_kill(&env->cg, slots[i], err, sizeof(err)) == -1)
-			log_warnx("leftover cgroup vm-%u: %s", slots[i], err);
-		else
-			log_info("killed what was left in cgroup vm-%u",
-			    slots[i]);
-		cg_remove(&env->cg, slots[i], err, sizeof(err));
-	}
-	if (store_vm_list(env->store, NULL, &recs, &n) == -1)
-		fatalx("cannot read VMs from the store");
-	for (size_t i = 0; i < n; i++) {
-		struct vm *vm = vm_alloc(&recs[i]);
-		char cp[PATH_MAX];
-		struct stat st;
-
-		if (vm->image == NULL)
-			log_info("vm %s: image %s is no longer configured; the "
-			    "VM keeps its own copy", vm->rec.id, vm->rec.image);
-		switch (vm->rec.state) {
-		case VM_HIBERNATED:
-			vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-			if (stat(cp, &st) == -1)
-				vm_fsm_fire(vm, VM_EV_RESTART, "its checkpoint "
-				    "is missing");
-			break;
-		case VM_FAILED:
-			break;
-		default: {
-			char why[128];
-
-			/* An interrupted transition, or a VM whose VMM
-			 * died with us: its outcome is unknown. */
-			snprintf(why, sizeof(why), "vmmd stopped while the VM "
-			    "was %s", vm_state_name(vm->rec.state));
-			vm_fsm_fire(vm, VM_EV_RESTART, why);
-			log_warnx("vm %s: %s", vm->rec.id, why);
-		}
-		}
-	}
-	free(recs);
-	vm_idle_start();
-}
-

@@ -2,9 +2,9 @@
  * What vm.c, vm_boot.c and vm_suspend.c share: the lifecycle's own
  * helpers, which the rest of vmmd reaches only through vmmd_shared.h.  The state
  * machine is vm_fsm.c; the three files do its work, cut by concern:
- * bookkeeping, failure and destroy, and the machine's hooks (vm.c); boot
- * and create (vm_boot.c); pause, hibernate, resume and idle
- * (vm_suspend.c).
+ * bookkeeping, failure and destroy (vm.c); boot and create (vm_boot.c);
+ * pause, hibernate, resume and idle (vm_suspend.c).  vm_init.c gives the
+ * machine their hooks.
  */
 #ifndef MCPVM_VMMD_VM_LOCAL_H
 #define MCPVM_VMMD_VM_LOCAL_H
@@ -21,6 +21,12 @@
 
 /* vm.c */
 struct vm *vm_alloc(const struct vm_record *);
+/* The machine's record hook, and its fail, qemu_gone and destroy
+ * actions (vm_init.c registers them). */
+void	vm_record_state(struct vm *);
+void	vm_act_fail(struct vm *, const char *why);
+void	vm_act_qemu_gone(struct vm *, const char *why);
+void	vm_act_destroy(struct vm *, const char *why);
 void	vm_path(const struct vm *, const char *name, char *buf, size_t len);
 long long image_disk_bytes(const struct conf_image *);
 void	vm_io_done(struct vm *);
