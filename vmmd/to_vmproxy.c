@@ -34,7 +34,8 @@
 #include "spawn.h"
 #include "vmmd_shared.h"
 
-/* Where vmproxy's events go: the VM state machine's, registered by vm.c. */
+/* Where vmproxy's events go: into the VM state machine, as vm_init.c
+ * registered. */
 static struct proxy_reports reports;
 
 void

@@ -2,8 +2,8 @@
  * vmmd's VM lifecycle as one state machine (vm_fsm.h): the table, the one
  * function that takes a VM from one state to the next, the operation a VM
  * runs and the requests that wait for it.  Everything vmmd does around a
- * transition (the store, QEMU, vmproxy, the streams) is a hook that vm.c
- * registers, so that the machine can be driven alone, as
+ * transition (the store, QEMU, vmproxy, the streams) is a hook that
+ * vm_init.c registers, so that the machine can be driven alone, as
  * tests/unit/test_vm_fsm.c does.
  */
 #include <sys/queue.h>

@@ -11,7 +11,7 @@
  * callbacks of a cancelled operation that they are stale) and the
  * requests that wait for the VM, each with a deadline.  It calls nothing
  * of vmmd's above it: what an action does, and where a state is written,
- * are hooks that vm.c registers (vm_fsm_init).  vmproxy, QEMU and the
+ * are hooks that vm_init.c registers (vm_fsm_init).  vmproxy, QEMU and the
  * timers report their events with vm_fsm_fire.
  */
 #ifndef MCPVM_VMMD_VM_FSM_H

@@ -165,8 +165,8 @@ void	vm_streams_forget_conn(struct ipc_conn *);
 
 /* to_vmproxy.c */
 /* What vmproxy reports, and to whom: its events into the VM state
- * machine, its counts of open streams and broker pipes (vm.c registers
- * both). */
+ * machine, its counts of open streams and broker pipes (vm_init.c
+ * registers both). */
 struct proxy_reports {
 	void	(*event)(struct vm *, enum vm_event, const char *why);
 	void	(*streams)(struct vm *, int open, int pipes);
