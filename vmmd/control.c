@@ -15,7 +15,7 @@
 #include "netclient.h"
 #include "preflight.h"
 #include "snapshot.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "worker.h"
 
 struct request *control_request_new(struct ipc_conn *, uint32_t);

@@ -17,7 +17,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "netclient.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 
 #define NETD_TIMEOUT_MS		15000
 #define NETD_RETRY_SECONDS	2

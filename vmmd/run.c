@@ -20,7 +20,7 @@
 
 #include "jsonx.h"
 #include "log.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 
 /* The guest kills the command at timeout_seconds; if it has not said so
  * this much later, the run ends without it. */

@@ -47,7 +47,7 @@
 #define SNAP_THAW_AFTER_MS	60000
 
 /* Snapshots whose files are being finished on the worker pool: vmmd's
- * exit waits for them (vm_work_pending). */
+ * exit waits for them (snap_work_pending, env.h). */
 static int finishing;
 
 /* ---- making one -------------------------------------------------------- */

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "vmmd.h"
+#include "vmmd_shared.h"
 
 /* At startup, once the store is open and before any VM: see snapshot.c. */
 void	snap_init(void);

@@ -26,7 +26,7 @@
 #include "log.h"
 #include "snapshot.h"
 #include "store.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "warmpool.h"
 #include "wsname.h"
 

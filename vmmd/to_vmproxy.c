@@ -28,12 +28,34 @@
 #include <event2/event.h>
 
 #include "backend.h"
-#include "vmmd_broker.h"
 #include "decode.h"
 #include "ipc.h"
 #include "log.h"
 #include "spawn.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
+
+/* Where vmproxy's events go: into the VM state machine, as vm_init.c
+ * registered. */
+static struct proxy_reports reports;
+
+void
+proxy_set_reports(const struct proxy_reports *r)
+{
+	reports = *r;
+}
+
+void
+proxy_console_close(struct vm *vm)
+{
+	if (vm->console_rd != -1) {
+		close(vm->console_rd);
+		vm->console_rd = -1;
+	}
+	if (vm->qemulog_rd != -1) {
+		close(vm->qemulog_rd);
+		vm->qemulog_rd = -1;
+	}
+}
 
 struct proxy {
 	struct vm	*vm;
@@ -102,7 +124,8 @@ qcall_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		snprintf(res.msg, sizeof(res.msg), "vmproxy broke the "
 		    "protocol");
 		if (p->vm != NULL)
-			vm_fail(p->vm, "vmproxy broke the protocol");
+			reports.event(p->vm, VM_EV_FAIL,
+			    "vmproxy broke the protocol");
 		else
 			ipc_conn_free(conn);
 	}
@@ -292,14 +315,14 @@ static void
 on_guest_hello(struct proxy *p, const struct vmproxy_msg *m)
 {
 	if (p->vm != NULL)
-		vm_guest_event(p->vm, "hello", m->guest);
+		reports.event(p->vm, VM_EV_HELLO, NULL);
 }
 
 static void
 on_link_down(struct proxy *p, const struct vmproxy_msg *m)
 {
 	if (p->vm != NULL)
-		vm_guest_event(p->vm, "link_down", NULL);
+		reports.event(p->vm, VM_EV_LINK_DOWN, NULL);
 }
 
 static void
@@ -307,8 +330,7 @@ on_streams(struct proxy *p, const struct vmproxy_msg *m)
 {
 	if (p->vm == NULL)
 		return;
-	broker_pipes_count(p->vm, m->pipes);
-	vm_streams_count(p->vm, m->open);
+	reports.streams(p->vm, m->open, m->pipes);
 }
 
 static void
@@ -365,7 +387,8 @@ vmmd_dispatch_vmproxy(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 		log_warnx("vm %s: vmproxy sent a malformed event: %s",
 		    p->vm != NULL ? p->vm->rec.id : "?", de.msg);
 		if (p->vm != NULL)
-			vm_fail(p->vm, "vmproxy broke the protocol");
+			reports.event(p->vm, VM_EV_FAIL,
+			    "vmproxy broke the protocol");
 		else
 			ipc_conn_free(conn);
 		return;
@@ -434,7 +457,9 @@ proxy_exit_cb(int fd, short ev, void *arg)
 		vm->proxy = NULL;
 		proxy_free(p);
 		proxy_mon_lost(vm, "vmproxy exited");
-		vm_proxy_gone(vm, fault);
+		/* A guest that broke the protocol fails its VM. */
+		reports.event(vm, fault ? VM_EV_FAIL : VM_EV_PROXY_EXIT, fault ?
+		    "the guest broke the link protocol" : "vmproxy exited");
 		return;
 	}
 	proxy_free(p);
@@ -538,7 +563,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	}
 	close(sp[1]);
 	/* vmproxy has the console and log pipes now. */
-	vm_console_close(vm);
+	proxy_console_close(vm);
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		fatal("calloc");
 	p->vm = vm;

@@ -5,7 +5,7 @@
 #ifndef VMMD_TOOLS_H
 #define VMMD_TOOLS_H
 
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "snapshot.h"
 
 /* What vmmd does around a tool's handler (tool_def.flags). */

@@ -1,21 +1,21 @@
 /*
- * vmmd's VMs: the state machine's bookkeeping (records, lookups, the
- * summary vm_list shows), the one-operation-at-a-time machinery, streams,
- * admission, failure, destroy and crash recovery at startup.  Booting and
- * creating are in vm_boot.c, pausing, hibernating, resuming and idle
- * suspension in vm_suspend.c; vm_local.h is what the three share.  Each
- * transition is written to the store before its side effect and again
- * after it.  Nothing here blocks the loop: disk work runs on the worker
- * pool, QEMU is driven through the backend's callbacks.  It trusts vmmd's
- * own state and the store; what vmproxy, the guest and mcpd say reaches
- * it already decoded.
+ * vmmd's VMs: the bookkeeping of the state machine's VMs (records,
+ * lookups, the summary vm_list shows), streams, and the machine's record
+ * hook and its fail and destroy actions (vm_fsm.c).  Booting and creating
+ * are in vm_boot.c, pausing, hibernating, resuming and idle suspension in
+ * vm_suspend.c; vm_local.h is what the three share, vm_init.c puts them
+ * together and recovers the VMs at startup, admit.c counts what a new VM
+ * may take.  Each transition is written to the store before its side effect
+ * and again after it.  Nothing here blocks the loop: disk work runs on the
+ * worker pool, QEMU is driven through the backend's callbacks.  It trusts
+ * vmmd's own state and the store; what vmproxy, the guest and mcpd say
+ * reaches it already decoded.
  */
 #include <sys/stat.h>
 #include <sys/types.h>
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,15 +24,12 @@
 #include <event2/event.h>
 
 #include "backend.h"
-#include "disk.h"
 #include "jsonx.h"
 #include "log.h"
 #include "schema.h"
-#include "snapshot.h"
 #include "netclient.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "vm_local.h"
-#include "warmpool.h"
 #include "vmmd_broker.h"
 #include "worker.h"
 
@@ -47,19 +44,19 @@ static struct event *reap_ev;
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
+/* The machine's record hook: the state vm_fsm_fire set, in the store. */
 void
-vm_set_state(struct vm *vm, enum vm_state s, const char *failure)
+vm_record_state(struct vm *vm)
 {
+	enum vm_state s = vm->rec.state;
+
 	/* Its record is already deleted; nothing may write it back. */
 	if (vm->discarded)
 		return;
-	vm->rec.state = s;
-	snprintf(vm->rec.failure, sizeof(vm->rec.failure), "%s",
-	    s == VM_FAILED && failure != NULL ? failure : "");
-	if (store_vm_set_state(env->store, vm->rec.id, s, failure) == -1)
+	if (store_vm_set_state(env->store, vm->rec.id, s, s == VM_FAILED ?
+	    vm->rec.failure : NULL) == -1)
 		log_warnx("vm %s: state %s not recorded", vm->rec.id,
 		    vm_state_name(s));
-	log_debug("vm %s: %s", vm->rec.id, vm_state_name(s));
 }
 
 struct vm *
@@ -81,8 +78,7 @@ vm_alloc(const struct vm_record *rec)
 	vm->console_rd = -1;
 	vm->qemulog_rd = -1;
 	proxy_mon_init(vm);
-	TAILQ_INIT(&vm->ready_waiters);
-	TAILQ_INIT(&vm->destroy_waiters);
+	TAILQ_INIT(&vm->waits);
 	TAILQ_INIT(&vm->streams);
 	TAILQ_INSERT_TAIL(&env->vms, vm, entry);
 	return vm;
@@ -158,23 +154,10 @@ vm_streams_forget_conn(struct ipc_conn *conn)
 				s->conn = NULL;
 }
 
-void
-vm_console_close(struct vm *vm)
-{
-	if (vm->console_rd != -1) {
-		close(vm->console_rd);
-		vm->console_rd = -1;
-	}
-	if (vm->qemulog_rd != -1) {
-		close(vm->qemulog_rd);
-		vm->qemulog_rd = -1;
-	}
-}
-
 static void
 vm_free(struct vm *vm)
 {
-	vm_console_close(vm);
+	proxy_console_close(vm);
 	broker_vm_free(vm);
 	vm_streams_count(vm, 0);
 	if (vm->boot_timer != NULL)
@@ -209,9 +192,9 @@ vm_discard(struct vm *vm)
 
 	if (vm->discarded)
 		return;
-	vm->rec.state = VM_GONE;
 	vm->discarded = 1;
 	vm->busy = 0;
+	vm_fsm_fire(vm, VM_EV_TORN_DOWN, NULL);
 	if (vm->boot_timer != NULL)
 		event_del(vm->boot_timer);
 	TAILQ_REMOVE(&env->vms, vm, entry);
@@ -234,7 +217,7 @@ vm_work_pending(void)
 	TAILQ_FOREACH(vm, &dead_vms, entry)
 		if (vm->io_pending > 0)
 			return 1;
-	return snap_work_pending();
+	return 0;
 }
 
 struct vm *
@@ -338,78 +321,6 @@ vm_path(const struct vm *vm, const char *name, char *buf, size_t len)
 }
 
 /*
- * Operations.  One at a time per VM (busy); op_seq tells its callbacks
- * apart from those of an operation that was cancelled, which may still
- * arrive (a guest reply, a failed call when vmproxy stops).  A callback
- * that got op_token() as its argument checks op_current() first.
- */
-void
-vm_op_begin(struct vm *vm, vm_done_cb cb, void *arg)
-{
-	vm->busy = 1;
-	vm->op_cb = cb;
-	vm->op_arg = arg;
-	vm->op_step = VM_STEP_NONE;
-	vm->op_seq++;
-}
-
-void *
-op_token(const struct vm *vm)
-{
-	return (void *)(uintptr_t)vm->op_seq;
-}
-
-int
-op_current(const struct vm *vm, void *token)
-{
-	return vm->busy && !vm->discarded &&
-	    (uintptr_t)token == (uintptr_t)vm->op_seq;
-}
-
-/* Ends the operation in progress and tells whoever started it. */
-void
-vm_op_done(struct vm *vm, const char *code, const char *fmt, ...)
-{
-	vm_done_cb cb = vm->op_cb;
-	void *arg = vm->op_arg;
-	char msg[512] = "";
-
-	if (fmt != NULL) {
-		va_list ap;
-
-		va_start(ap, fmt);
-		vsnprintf(msg, sizeof(msg), fmt, ap);
-		va_end(ap);
-	}
-	vm->busy = 0;
-	vm->op_cb = NULL;
-	vm->op_arg = NULL;
-	vm->op_step = VM_STEP_NONE;
-	vm->op_seq++;
-	vm->io_then = NULL;	/* a step of this operation, now over */
-	if (vm->boot_timer != NULL)
-		event_del(vm->boot_timer);
-	if (cb != NULL)
-		cb(vm, code, code != NULL ? msg : NULL, arg);
-	/* The callback may have ended the VM (a failed create). */
-	if (!vm->discarded)
-		vm_wake_waiters(vm);
-	vmmd_maybe_exit();
-}
-
-/*
- * Ends the operation in flight, if any, without waiting for it: whoever
- * started it hears code and msg now, and its callbacks still to come find
- * it stale.  Processes are the caller's to stop.
- */
-static void
-vm_cancel_op(struct vm *vm, const char *code, const char *msg)
-{
-	if (vm->busy)
-		vm_op_done(vm, code, "%s", msg);
-}
-
-/*
  * A job on the worker pool is back: the last one lets a teardown finish
  * or a waiting resume go on.
  */
@@ -495,7 +406,7 @@ vm_kill_processes(struct vm *vm)
 		vmm_free(vm->vmm);
 		vm->vmm = NULL;
 	}
-	vm_console_close(vm);
+	proxy_console_close(vm);
 	vm->guest_up = 0;
 	vm_cg_clean(vm);
 	/* No VMM, no network: failed, destroyed and never-booted VMs. */
@@ -511,15 +422,20 @@ vm_kill_processes(struct vm *vm)
 void
 vm_fail(struct vm *vm, const char *why)
 {
+	if (!vm->discarded)
+		vm_fsm_fire(vm, VM_EV_FAIL, why);
+}
+
+/* The machine's fail action: the state is failed already, so that nothing
+ * the cancel wakes may start the VM again. */
+void
+vm_act_fail(struct vm *vm, const char *why)
+{
 	char msg[512];
 
-	if (vm->discarded)
-		return;
 	log_warnx("vm %s: failed: %s", vm->rec.id, why);
-	/* First: nothing that the cancel wakes may start the VM again. */
-	vm_set_state(vm, VM_FAILED, why);
 	snprintf(msg, sizeof(msg), "VM %s failed: %s", vm->rec.id, why);
-	vm_cancel_op(vm, "unavailable", msg);
+	vm_op_cancel(vm, "unavailable", msg);
 	if (vm->discarded)
 		return;
 	vm_streams_close(vm, "failed");
@@ -527,162 +443,22 @@ vm_fail(struct vm *vm, const char *why)
 	vm_wake_waiters(vm);
 }
 
-/* ---- admission --------------------------------------------------------- */
+/* QEMU exited under a VM that was not stopping it. */
+void
+vm_act_qemu_gone(struct vm *vm, const char *why)
+{
+	vmm_free(vm->vmm);
+	vm->vmm = NULL;
+	vm_act_fail(vm, why);
+}
 
+/* An image's disk as admission counts it (admit.c). */
 long long
 image_disk_bytes(const struct conf_image *im)
 {
 	struct stat st;
 
 	return stat(im->rootfs, &st) == 0 ? (long long)st.st_size : 0;
-}
-
-int
-vm_admit(const struct request *req, const struct conf_image *im,
-    int memory_mib, char *code, size_t codelen, char *msg, size_t msglen)
-{
-	return vm_admit_n(req, im, memory_mib, 1, code, codelen, msg,
-	    msglen);
-}
-
-/*
- * What is held now, on the host and by req's workspace: VMs, their memory,
- * and the storage of VMs and snapshots.  For a tenant the warm pool's VMs
- * and snapshots are left out: the pool builds only within what is free,
- * and a tenant is never refused for what it holds (warmpool.c).
- */
-struct admit_usage {
-	long long	 host_vms, host_mem, host_disk;
-	long long	 ws_vms, ws_mem, ws_disk, ws_snaps;
-};
-
-static void
-admit_usage(const struct request *req, struct admit_usage *u)
-{
-	int tenant = !warmpool_is_pool(req->workspace);
-	struct vm *vm;
-
-	memset(u, 0, sizeof(*u));
-	snap_usage(req->workspace, &u->host_disk, &u->ws_disk, &u->ws_snaps);
-	if (tenant)
-		u->host_disk -= warmpool_bytes();
-	TAILQ_FOREACH(vm, &env->vms, entry) {
-		if (vm->rec.state == VM_GONE ||
-		    (tenant && warmpool_is_pool(vm->rec.workspace)))
-			continue;
-		u->host_vms++;
-		u->host_mem += vm->rec.memory_mib;
-		u->host_disk += vm->rec.disk_bytes;
-		if (strcmp(vm->rec.workspace, req->workspace) == 0) {
-			u->ws_vms++;
-			u->ws_mem += vm->rec.memory_mib;
-			u->ws_disk += vm->rec.disk_bytes;
-		}
-	}
-}
-
-/* The state volume has room for need bytes more and min_free_mib. */
-static int
-admit_free_disk(unsigned long long need, const char *what, char *msg,
-    size_t msglen)
-{
-	uint64_t avail = 0, total = 0;
-	char err[256];
-
-	need += (unsigned long long)env->conf.vmmd.min_free_mib << 20;
-	if (disk_space(env->conf.vmmd.vm_dir, &avail, &total, err,
-	    sizeof(err)) == 0 && avail < need) {
-		snprintf(msg, msglen, "free disk: %s has %llu MiB free, %s "
-		    "needs %llu MiB", env->conf.vmmd.vm_dir,
-		    (unsigned long long)(avail >> 20), what, need >> 20);
-		return -1;
-	}
-	return 0;
-}
-
-/* n VMs of memory_mib and im's disk at once (vm_fork's children). */
-int
-vm_admit_n(const struct request *req, const struct conf_image *im,
-    int memory_mib, int n, char *code, size_t codelen, char *msg,
-    size_t msglen)
-{
-	long long disk = image_disk_bytes(im) * n;
-	long long mem = (long long)memory_mib * n;
-	struct admit_usage u;
-
-	snprintf(code, codelen, "quota_exceeded");
-	admit_usage(req, &u);
-	if (u.host_vms + n > env->conf.vmmd.max_vms) {
-		snprintf(msg, msglen, "max_vms: the host already keeps %lld "
-		    "VMs, its limit", u.host_vms);
-		return -1;
-	}
-	if (u.host_mem + mem > env->conf.vmmd.max_memory_mib) {
-		snprintf(msg, msglen, "max_memory_mib: %lld MiB are reserved "
-		    "of %lld; %lld more do not fit", u.host_mem,
-		    env->conf.vmmd.max_memory_mib, mem);
-		return -1;
-	}
-	if ((u.host_disk + disk) > env->conf.vmmd.max_storage_gib << 30) {
-		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
-		    "are reserved", env->conf.vmmd.max_storage_gib);
-		return -1;
-	}
-	if (req->policy.max_vms > 0 && u.ws_vms + n > req->policy.max_vms) {
-		snprintf(msg, msglen, "workspace max_vms: it already has %lld "
-		    "VMs, its limit", u.ws_vms);
-		return -1;
-	}
-	if (req->policy.memory_mib > 0 &&
-	    u.ws_mem + mem > req->policy.memory_mib) {
-		snprintf(msg, msglen, "workspace memory_mib: %lld of its %lld "
-		    "MiB are in use; %lld more do not fit", u.ws_mem,
-		    req->policy.memory_mib, mem);
-		return -1;
-	}
-	if (req->policy.storage_gib > 0 &&
-	    u.ws_disk + disk > req->policy.storage_gib << 30) {
-		snprintf(msg, msglen, "workspace storage_gib: its %lld GiB "
-		    "are reserved", req->policy.storage_gib);
-		return -1;
-	}
-	/* A VM's whole disk and two checkpoint generations must fit. */
-	return admit_free_disk((unsigned long long)disk +
-	    2ULL * ((unsigned long long)mem << 20), "a new VM", msg, msglen);
-}
-
-/*
- * A snapshot of bytes more (its disk as a VM's counts, and its memory):
- * the workspace's count, then the same storage limits as vm_admit's.
- */
-int
-snap_admit(const struct request *req, long long bytes, int counted,
-    char *code, size_t codelen, char *msg, size_t msglen)
-{
-	struct admit_usage u;
-
-	snprintf(code, codelen, "quota_exceeded");
-	admit_usage(req, &u);
-	if (counted &&
-	    u.ws_snaps + 1 > env->conf.vmmd.max_snapshots_per_workspace) {
-		snprintf(msg, msglen, "max_snapshots_per_workspace: the "
-		    "workspace already keeps %lld snapshots, its limit",
-		    u.ws_snaps);
-		return -1;
-	}
-	if (u.host_disk + bytes > env->conf.vmmd.max_storage_gib << 30) {
-		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
-		    "are reserved", env->conf.vmmd.max_storage_gib);
-		return -1;
-	}
-	if (req->policy.storage_gib > 0 &&
-	    u.ws_disk + bytes > req->policy.storage_gib << 30) {
-		snprintf(msg, msglen, "workspace storage_gib: its %lld GiB "
-		    "are reserved", req->policy.storage_gib);
-		return -1;
-	}
-	return admit_free_disk((unsigned long long)bytes, "the snapshot", msg,
-	    msglen);
 }
 
 /* ---- destroy ----------------------------------------------------------- */
@@ -725,9 +501,6 @@ vm_remove_files(struct vm *vm)
 void
 vm_teardown(struct vm *vm)
 {
-	TAILQ_HEAD(, vm_waiter) list;
-	struct vm_waiter *w;
-
 	if (!vm->doomed) {
 		vm->doomed = 1;
 		vm_kill_processes(vm);
@@ -739,14 +512,8 @@ vm_teardown(struct vm *vm)
 	vm_remove_files(vm);
 	if (store_vm_delete(env->store, vm->rec.id) == -1)
 		log_warnx("vm %s: not marked gone", vm->rec.id);
-	TAILQ_INIT(&list);
-	TAILQ_CONCAT(&list, &vm->destroy_waiters, entry);
 	vm_discard(vm);
-	while ((w = TAILQ_FIRST(&list)) != NULL) {
-		TAILQ_REMOVE(&list, w, entry);
-		w->cb(vm, NULL, NULL, w->arg);
-		free(w);
-	}
+	vm_waits_gone(vm);
 	vmmd_maybe_exit();
 }
 
@@ -761,76 +528,17 @@ vm_teardown(struct vm *vm)
 void
 vm_destroy(struct vm *vm, vm_done_cb cb, void *arg)
 {
-	struct vm_waiter *w;
+	vm_wait_gone(vm, cb, arg);
+	vm_fsm_fire(vm, VM_EV_DESTROY, NULL);	/* a second one joins */
+}
 
-	if ((w = calloc(1, sizeof(*w))) == NULL)
-		fatal("calloc");
-	w->cb = cb;
-	w->arg = arg;
-	TAILQ_INSERT_TAIL(&vm->destroy_waiters, w, entry);
-	if (vm->rec.state == VM_DESTROYING)
-		return;
-	/* First: nothing that the cancel wakes may start the VM again. */
-	vm_set_state(vm, VM_DESTROYING, NULL);
+/* The machine's destroy action: the state is destroying already, so that
+ * nothing the cancel wakes may start the VM again. */
+void
+vm_act_destroy(struct vm *vm, const char *why)
+{
 	vm_streams_close(vm, "destroyed");
-	vm_cancel_op(vm, "not_found", "the VM was destroyed");
+	vm_op_cancel(vm, "not_found", "the VM was destroyed");
 	vm_wake_waiters(vm);	/* each hears it is being destroyed */
 	vm_teardown(vm);	/* kills its processes first */
 }
-
-/* ---- startup ----------------------------------------------------------- */
-
-void
-vm_init_all(void)
-{
-	struct vm_record *recs;
-	unsigned slots[4096];
-	char err[256];
-	ssize_t nslots;
-	size_t n;
-
-	/* Whatever a previous life left running dies through its cgroup. */
-	nslots = cg_list(&env->cg, slots, sizeof(slots) / sizeof(slots[0]));
-	for (ssize_t i = 0; i < nslots; i++) {
-		if (cg_kill(&env->cg, slots[i], err, sizeof(err)) == -1)
-			log_warnx("leftover cgroup vm-%u: %s", slots[i], err);
-		else
-			log_info("killed what was left in cgroup vm-%u",
-			    slots[i]);
-		cg_remove(&env->cg, slots[i], err, sizeof(err));
-	}
-	if (store_vm_list(env->store, NULL, &recs, &n) == -1)
-		fatalx("cannot read VMs from the store");
-	for (size_t i = 0; i < n; i++) {
-		struct vm *vm = vm_alloc(&recs[i]);
-		char cp[PATH_MAX];
-		struct stat st;
-
-		if (vm->image == NULL)
-			log_info("vm %s: image %s is no longer configured; the "
-			    "VM keeps its own copy", vm->rec.id, vm->rec.image);
-		switch (vm->rec.state) {
-		case VM_HIBERNATED:
-			vm_path(vm, CHECKPOINT, cp, sizeof(cp));
-			if (stat(cp, &st) == -1)
-				vm_set_state(vm, VM_FAILED, "its checkpoint "
-				    "is missing");
-			break;
-		case VM_FAILED:
-			break;
-		default: {
-			char why[128];
-
-			/* An interrupted transition, or a VM whose VMM
-			 * died with us: its outcome is unknown. */
-			snprintf(why, sizeof(why), "vmmd stopped while the VM "
-			    "was %s", vm_state_name(vm->rec.state));
-			vm_set_state(vm, VM_FAILED, why);
-			log_warnx("vm %s: %s", vm->rec.id, why);
-		}
-		}
-	}
-	free(recs);
-	vm_idle_start();
-}
-

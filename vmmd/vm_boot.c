@@ -3,10 +3,10 @@
  * QEMU (fresh or from a checkpoint) through the backend, and waits for the
  * guest's hello to set its clock; a VM with network first gets its TAP
  * from netd.  A create copies the image's disk, kernel and initrd on the
- * worker pool, then boots.  The guest's events arrive here already
- * decoded by decode.c; the guest itself is trusted for nothing but its
- * hello, and a boot that does not hear it in time fails.  Part of the
- * state machine in vm.c (vm_local.h).
+ * worker pool, then boots.  The guest's hello reaches the boot through the
+ * state machine (vm_fsm.c), whose boot actions are here; the guest itself
+ * is trusted for nothing but its hello, and a boot that does not hear it
+ * in time fails.  Shares vm_local.h with vm.c and vm_suspend.c.
  */
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -29,7 +29,7 @@
 #include "netclient.h"
 #include "snapshot.h"
 #include "warmpool.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "vm_local.h"
 #include "guest.h"
 #include "vmmd_broker.h"
@@ -49,13 +49,8 @@ vm_exited(struct vmm *vmm, int wstatus, void *arg)
 	if (vm->vmm != vmm)
 		return;
 	/* Hibernation and destroy stop QEMU themselves; anything else is a
-	 * VM that died under us. */
-	if (!vm->busy && (vm->rec.state == VM_RUNNING ||
-	    vm->rec.state == VM_PAUSED)) {
-		vmm_free(vm->vmm);
-		vm->vmm = NULL;
-		vm_fail(vm, "QEMU exited unexpectedly");
-	}
+	 * VM that died under us (the table says which). */
+	vm_fsm_fire(vm, VM_EV_QEMU_EXIT, "QEMU exited unexpectedly");
 }
 
 static void
@@ -110,7 +105,7 @@ boot_clock_done(struct vm *vm, struct json_object *res, const char *code,
 		    "not be set (%s)", vm->rec.id, msg);
 		return;
 	}
-	vm_set_state(vm, VM_RUNNING, NULL);
+	vm_fsm_fire(vm, VM_EV_BOOTED, NULL);
 	vm_touch(vm);
 	vm_op_done(vm, NULL, NULL);
 }
@@ -121,7 +116,7 @@ boot_clock(struct vm *vm)
 {
 	struct json_object *call = json_object_new_object();
 
-	vm->op_step = VM_STEP_CLOCK;
+	vm_op_step(vm, VM_STEP_CLOCK);
 	json_object_object_add(call, "op", json_object_new_string(
 	    vm->rec.state == VM_RESUMING || vm->restored ? "thaw" :
 	    "clock_set"));
@@ -210,7 +205,7 @@ boot_identity(struct vm *vm)
 	struct json_object *call;
 	size_t len;
 
-	vm->op_step = VM_STEP_IDENTITY;
+	vm_op_step(vm, VM_STEP_IDENTITY);
 	random_hex(machine_id, 0);
 	random_hex(boot_id, 1);
 	snprintf(host, sizeof(host), "mcpvm-%.12s", vm->rec.id);
@@ -242,37 +237,24 @@ boot_identity(struct vm *vm)
 	json_object_put(call);
 }
 
-/* vmproxy reports the guest; during a boot this completes it. */
+/* The machine's boot_hello: the hello a create waited for.  A clone is
+ * made a machine of its own first. */
 void
-vm_guest_event(struct vm *vm, const char *event, struct json_object *info)
+vm_boot_hello(struct vm *vm, const char *why)
 {
-	if (strcmp(event, "hello") == 0) {
-		vm->guest_up = 1;
-		if (vm->busy && (vm->rec.state == VM_CREATING ||
-		    vm->rec.state == VM_RESUMING) && vm->op_step == VM_STEP_HELLO) {
-			/* A clone is made a machine of its own first. */
-			if (vm->restored && vm->rec.state == VM_CREATING)
-				boot_identity(vm);
-			else
-				boot_clock(vm);
-		} else
-			vm_wake_waiters(vm);
-	} else if (strcmp(event, "link_down") == 0)
-		vm->guest_up = 0;
+	vm->guest_up = 1;
+	if (vm->restored)
+		boot_identity(vm);
+	else
+		boot_clock(vm);
 }
 
-/* vmproxy exited.  A guest that broke the protocol fails its VM. */
+/* The machine's boot_thaw: the hello a restore waited for. */
 void
-vm_proxy_gone(struct vm *vm, int guest_fault)
+vm_boot_thaw(struct vm *vm, const char *why)
 {
-	vm->guest_up = 0;
-	if (guest_fault) {
-		vm_fail(vm, "the guest broke the link protocol");
-		if (vm->busy)
-			vm_op_done(vm, "unavailable", "VM %s failed: the guest "
-			    "broke the link protocol", vm->rec.id);
-	} else if (!vm->busy && vm->rec.state == VM_RUNNING)
-		vm_fail(vm, "vmproxy exited");
+	vm->guest_up = 1;
+	boot_clock(vm);
 }
 
 static void
@@ -286,22 +268,25 @@ boot_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 		vm_op_done(vm, "unavailable", "QEMU did not start: %s", err);
 		return;
 	}
-	vm->op_step = VM_STEP_HELLO;
+	vm_op_step(vm, VM_STEP_HELLO);
 	if (vm->boot_timer == NULL)
 		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
 	evtimer_add(vm->boot_timer, &tv);
 	/* vmproxy ran before QEMU: a quick guest may have said it already. */
 	if (vm->guest_up)
-		vm_guest_event(vm, "hello", NULL);
+		vm_fsm_fire(vm, VM_EV_HELLO, NULL);
 }
 
 static void
 boot_timeout_cb(int fd, short ev, void *arg)
 {
-	struct vm *vm = arg;
+	vm_fsm_fire(arg, VM_EV_BOOT_TIMEOUT, NULL);
+}
 
-	if (!vm->busy || vm->op_step != VM_STEP_HELLO)
-		return;
+/* The machine's boot_expired: the boot waited for the hello in vain. */
+void
+vm_boot_expired(struct vm *vm, const char *why)
+{
 	vm_kill_processes(vm);
 	vm_op_done(vm, "unavailable", "the guest did not come up within %lld "
 	    "seconds", env->conf.vmmd.boot_timeout_seconds);
@@ -358,7 +343,7 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 	 * file (console_log_kib); until vmproxy runs the pipe holds what
 	 * the boot prints, so it is made large enough for all of that.
 	 */
-	vm_console_close(vm);
+	proxy_console_close(vm);
 	if (pipe2(con, O_CLOEXEC) == -1) {
 		snprintf(err, errlen, "console pipe: %s", strerror(errno));
 		return -1;
@@ -390,7 +375,7 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 	 * and takes the pipes' read ends.
 	 */
 	if (proxy_spawn(vm, err, errlen) == -1) {
-		vm_console_close(vm);
+		proxy_console_close(vm);
 		close(con[1]);
 		close(qlog[1]);
 		return -1;
@@ -404,7 +389,7 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 		    strlen(append), " %s", netarg);
 	}
 	spec.hold = checkpoint != NULL && vm->hold_restore;
-	vm->op_step = VM_STEP_NONE;
+	vm_op_step(vm, VM_STEP_NONE);
 	if (checkpoint == NULL)
 		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_cbs, vm,
 		    boot_vmm_done, vm, &vm->vmm);
@@ -479,7 +464,7 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 		    checkpoint);
 		bn->has_checkpoint = 1;
 	}
-	vm->op_step = VM_STEP_NONE;
+	vm_op_step(vm, VM_STEP_NONE);
 	bn->op = op_token(vm);
 	netclient_setup(vm, boot_net_done, bn);
 	return 0;

@@ -1,16 +1,17 @@
 /*
  * What vm.c, vm_boot.c and vm_suspend.c share: the lifecycle's own
- * helpers, which the rest of vmmd reaches only through vmmd.h.  The three
- * files are one state machine cut by concern: bookkeeping, operations,
- * failure and destroy (vm.c); boot and create (vm_boot.c); pause,
- * hibernate, resume and idle (vm_suspend.c).
+ * helpers, which the rest of vmmd reaches only through vmmd_shared.h.  The state
+ * machine is vm_fsm.c; the three files do its work, cut by concern:
+ * bookkeeping, failure and destroy (vm.c); boot and create (vm_boot.c);
+ * pause, hibernate, resume and idle (vm_suspend.c).  vm_init.c gives the
+ * machine their hooks.
  */
 #ifndef MCPVM_VMMD_VM_LOCAL_H
 #define MCPVM_VMMD_VM_LOCAL_H
 
 #include <stddef.h>
 
-#include "vmmd.h"
+#include "vmmd_shared.h"
 
 /* A VM's files in its directory, by name. */
 #define CHECKPOINT	"checkpoint.bin"
@@ -19,16 +20,15 @@
 #define INITRD		"initrd.img"
 
 /* vm.c */
-void	vm_set_state(struct vm *, enum vm_state, const char *failure);
 struct vm *vm_alloc(const struct vm_record *);
+/* The machine's record hook, and its fail, qemu_gone and destroy
+ * actions (vm_init.c registers them). */
+void	vm_record_state(struct vm *);
+void	vm_act_fail(struct vm *, const char *why);
+void	vm_act_qemu_gone(struct vm *, const char *why);
+void	vm_act_destroy(struct vm *, const char *why);
 void	vm_path(const struct vm *, const char *name, char *buf, size_t len);
 long long image_disk_bytes(const struct conf_image *);
-/* Operations, one at a time per VM: see vm_op_begin. */
-void	vm_op_begin(struct vm *, vm_done_cb, void *);
-void	*op_token(const struct vm *);
-int	op_current(const struct vm *, void *token);
-void	vm_op_done(struct vm *, const char *code, const char *fmt, ...)
-	    __attribute__((format(printf, 3, 4)));
 void	vm_io_done(struct vm *);
 void	vm_kill_processes(struct vm *);
 void	vm_teardown(struct vm *);
@@ -36,9 +36,14 @@ void	vm_teardown(struct vm *);
 /* vm_boot.c */
 int	vm_boot(struct vm *, const char *checkpoint, char *err,
 	    size_t errlen);
+/* The machine's boot actions (vm_fsm.h): the hello a create or a restore
+ * waited for, and none in time. */
+void	vm_boot_hello(struct vm *, const char *why);
+void	vm_boot_thaw(struct vm *, const char *why);
+void	vm_boot_expired(struct vm *, const char *why);
 
 /* vm_suspend.c */
-void	vm_wake_waiters(struct vm *);
+int	vm_resume(struct vm *, char *why, size_t);
 void	vm_idle_start(void);
 
 #endif

@@ -6,7 +6,9 @@
  * from the checkpoint (vm_boot.c), then thaws the guest with the time.
  * The guest's answers count only as what they are: one that cannot
  * freeze is stopped anyway, one whose clock cannot be set fails its VM.
- * Part of the state machine in vm.c (vm_local.h).
+ * The states change through the machine (vm_fsm.c), which keeps the
+ * waiters; it resumes a VM for them with vm_resume.  Shares vm_local.h
+ * with vm.c and vm_boot.c.
  */
 #include <sys/types.h>
 
@@ -20,7 +22,7 @@
 
 #include "backend.h"
 #include "log.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "vm_local.h"
 #include "vmmd_broker.h"
 
@@ -41,7 +43,7 @@ suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 			vm_op_done(vm, "unavailable", "pause failed: %s", err);
 			return;
 		}
-		vm_set_state(vm, VM_PAUSED, NULL);
+		vm_fsm_fire(vm, VM_EV_PAUSED, NULL);
 		vm_op_done(vm, NULL, NULL);
 		return;
 	}
@@ -56,7 +58,7 @@ suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 		    json_object_new_int64(wall_ms() * 1000000LL));
 		proxy_call(vm, call, GUEST_CTL_CALL_MS, NULL, NULL);
 		json_object_put(call);
-		vm_set_state(vm, VM_RUNNING, NULL);
+		vm_fsm_fire(vm, VM_EV_RUNS_ON, err);
 		vm_op_done(vm, "unavailable", "hibernation failed, the VM "
 		    "runs on: %s", err);
 		return;
@@ -66,7 +68,7 @@ suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 	vm_kill_processes(vm);	/* the network too: resume makes it again */
 	store_vm_set_generation(env->store, vm->rec.id, vm->rec.generation + 1);
 	vm->rec.generation++;
-	vm_set_state(vm, VM_HIBERNATED, NULL);
+	vm_fsm_fire(vm, VM_EV_CHECKPOINTED, NULL);
 	vm_op_done(vm, NULL, NULL);
 }
 
@@ -92,10 +94,10 @@ suspend_frozen(struct vm *vm, struct json_object *res, const char *code,
 			vm_op_done(vm, "busy", "QEMU is busy");
 		return;
 	}
-	vm_set_state(vm, VM_HIBERNATING, NULL);
+	vm_fsm_fire(vm, VM_EV_CHECKPOINT, NULL);
 	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
 	if (vmm_snapshot(vm->vmm, cp, suspend_vmm_done, vm) == -1) {
-		vm_set_state(vm, VM_RUNNING, NULL);
+		vm_fsm_fire(vm, VM_EV_RUNS_ON, "QEMU is busy");
 		vm_op_done(vm, "busy", "QEMU is busy");
 	}
 }
@@ -120,14 +122,15 @@ vm_suspend(struct vm *vm, int pause, vm_done_cb cb, void *arg)
 		 * (the jobs stay frozen). */
 		vm_op_begin(vm, cb, arg);
 		vm->op_pause = 0;
-		vm_set_state(vm, VM_HIBERNATING, NULL);
+		vm_fsm_fire(vm, VM_EV_CHECKPOINT, NULL);
 		{
 			char cp[PATH_MAX];
 
 			vm_path(vm, CHECKPOINT, cp, sizeof(cp));
 			if (vmm_snapshot(vm->vmm, cp, suspend_vmm_done, vm) ==
 			    -1) {
-				vm_set_state(vm, VM_PAUSED, NULL);
+				vm_fsm_fire(vm, VM_EV_STAYS_PAUSED,
+				    "QEMU is busy");
 				vm_op_done(vm, "busy", "QEMU is busy");
 			}
 		}
@@ -165,7 +168,7 @@ resume_thawed(struct vm *vm, struct json_object *res, const char *code,
 		    "not be set after resume (%s)", vm->rec.id, msg);
 		return;
 	}
-	vm_set_state(vm, VM_RUNNING, NULL);
+	vm_fsm_fire(vm, VM_EV_THAWED, NULL);
 	vm_touch(vm);
 	vm_op_done(vm, NULL, NULL);
 }
@@ -220,80 +223,27 @@ vm_restore(struct vm *vm)
 		vm_op_done(vm, "unavailable", "restore failed: %s", err);
 }
 
-/* Resumes a paused or hibernated VM; cb when it runs again. */
-static void
-vm_resume(struct vm *vm)
+/* Resumes a paused or hibernated VM for its waiters (the machine's resume
+ * hook): they hear when it runs again. */
+int
+vm_resume(struct vm *vm, char *why, size_t len)
 {
 
 	if (vm->rec.state == VM_PAUSED) {
 		vm_op_begin(vm, NULL, NULL);
 		if (vmm_resume(vm->vmm, resume_vmm_done, vm) == -1)
 			vm_op_done(vm, "busy", "QEMU is busy");
-		return;
+		return 0;
 	}
 	vm_op_begin(vm, restore_done, NULL);
-	vm_set_state(vm, VM_RESUMING, NULL);
+	vm_fsm_fire(vm, VM_EV_RESTORE, NULL);
 	/* The cgroup of its last run may still be on its way out. */
 	if (vm->io_pending > 0) {
 		vm->io_then = vm_restore;
-		return;
+		return 0;
 	}
 	vm_restore(vm);
-}
-
-void
-vm_wake_waiters(struct vm *vm)
-{
-	TAILQ_HEAD(, vm_waiter) list;
-	struct vm_waiter *w;
-
-	if (vm->busy)
-		return;
-	if (vm->rec.state == VM_RUNNING && !vm->guest_up)
-		return;	/* the link is coming back: hello wakes them */
-	TAILQ_INIT(&list);
-	TAILQ_CONCAT(&list, &vm->ready_waiters, entry);
-	while ((w = TAILQ_FIRST(&list)) != NULL) {
-		TAILQ_REMOVE(&list, w, entry);
-		vm_ready(vm, w->cb, w->arg);
-		free(w);
-	}
-}
-
-void
-vm_ready(struct vm *vm, vm_done_cb cb, void *arg)
-{
-	struct vm_waiter *w;
-
-	vm_touch(vm);
-	if (!vm->busy && vm->rec.state == VM_RUNNING && vm->guest_up) {
-		cb(vm, NULL, NULL, arg);
-		return;
-	}
-	if (vm->rec.state == VM_FAILED) {
-		cb(vm, "unavailable", vm->rec.failure[0] != '\0' ?
-		    vm->rec.failure : "the VM failed", arg);
-		return;
-	}
-	if (vm->rec.state == VM_DESTROYING || vm->rec.state == VM_GONE) {
-		cb(vm, "not_found", "the VM is being destroyed", arg);
-		return;
-	}
-	if ((w = calloc(1, sizeof(*w))) == NULL)
-		fatal("calloc");
-	w->cb = cb;
-	w->arg = arg;
-	TAILQ_INSERT_TAIL(&vm->ready_waiters, w, entry);
-	if (!vm->busy && (vm->rec.state == VM_PAUSED ||
-	    vm->rec.state == VM_HIBERNATED)) {
-		if (env->shutting_down) {
-			TAILQ_REMOVE(&vm->ready_waiters, w, entry);
-			free(w);
-			cb(vm, "unavailable", "vmmd is shutting down", arg);
-			return;
-		}
-		vm_resume(vm);
-	}
+	return 0;
 }
 
 /* ---- idle and shutdown ------------------------------------------------- */
@@ -314,7 +264,7 @@ idle_activity(struct vm *vm, struct json_object *res, const char *code,
 {
 	struct json_object *v;
 
-	vm->op_step = VM_STEP_NONE;
+	vm_op_step(vm, VM_STEP_NONE);
 	if (code != NULL || vm->busy || vm->rec.state != VM_RUNNING)
 		return;
 	/* Running jobs, detached descendants included, are activity. */
@@ -345,10 +295,10 @@ idle_tick_cb(int fd, short ev, void *arg)
 		call = json_object_new_object();
 		json_object_object_add(call, "op",
 		    json_object_new_string("activity"));
-		vm->op_step = VM_STEP_PROBE;
+		vm_op_step(vm, VM_STEP_PROBE);
 		if (proxy_call(vm, call, GUEST_CTL_CALL_MS, idle_activity, NULL) ==
 		    -1)
-			vm->op_step = VM_STEP_NONE;
+			vm_op_step(vm, VM_STEP_NONE);
 		json_object_put(call);
 	}
 	if (!env->shutting_down)

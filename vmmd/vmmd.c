@@ -1,7 +1,7 @@
 /*
  * vmmd: the root VM manager.  This file starts it (configuration, state,
  * preflight, sockets), asks authd whose credential each request carries,
- * and answers mcpd.  It never trusts mcpd: the workspace comes from authd,
+ * and hands mcpd's requests to their handlers (request.c answers them).  It never trusts mcpd: the workspace comes from authd,
  * arguments are validated again, and every VM is checked for ownership.
  */
 
@@ -54,7 +54,6 @@
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,12 +79,10 @@
 #include "spawn.h"
 #include "store.h"
 #include "netclient.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 #include "vmmd_broker.h"
 #include "worker.h"
 
-
-struct vmmd *env;
 
 /*
  * mcpd's messages: the only types vmmd.sock admits (mcpd_rules is made
@@ -186,120 +183,6 @@ vmmd_privdrop(void)
 	privdrop(&pd);
 }
 
-
-/* ---- requests ---------------------------------------------------------- */
-
-static void
-request_free(struct request *req)
-{
-	TAILQ_REMOVE(&env->requests, req, entry);
-	json_object_put(req->args);
-	json_object_put(req->body);
-	free(req);
-}
-
-/* Records the outcome in the receipt and the audit log. */
-static void
-request_finish(struct request *req, struct json_object *stored,
-    const char *outcome)
-{
-	if (req->request_id[0] != '\0') {
-		const char *js = json_object_to_json_string_ext(stored,
-		    JSON_C_TO_STRING_PLAIN);
-
-		if (store_receipt_finish(env->store, req->workspace,
-		    req->request_id, js) == -1)
-			log_warnx("%s: receipt %s not stored", req->tool,
-			    req->request_id);
-	}
-	if (req->mutation && env->audit != NULL)
-		audit_append(env->audit, req->workspace, req->tool,
-		    req->vm_id, outcome);
-}
-
-void
-request_reply(struct request *req, struct json_object *result)
-{
-	struct json_object *body;
-	char err[256];
-
-	/* vmmd checks what it answers, as mcpd checks what it asked. */
-	if (req->schema != NULL && !req->admin && !req->checked &&
-	    tool_validate_output(req->schema, result, err,
-	    sizeof(err)) == -1) {
-		log_warnx("%s: result does not match its schema: %s",
-		    req->tool, err);
-		json_object_put(result);
-		request_error(req, "internal", "the result failed its own "
-		    "schema check; this is a bug in mcpvm");
-		return;
-	}
-	body = json_object_new_object();
-	json_object_object_add(body, "result", result);
-	request_finish(req, body, "ok");
-	if (req->conn != NULL)
-		ipc_reply(req->conn, req->admin ? IPC_VMCTL_RESULT :
-		    IPC_VM_TOOL_RESULT, req->id, body, -1);
-	json_object_put(body);
-	request_free(req);
-}
-
-/* The request was answered some other way (a stream, the stats). */
-void
-request_drop(struct request *req)
-{
-	request_free(req);
-}
-
-void
-request_error(struct request *req, const char *code, const char *fmt, ...)
-{
-	struct json_object *body;
-	char msg[512];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	body = ipc_error_body(code, msg);
-	if (req->request_id[0] != '\0' && req->uncertain) {
-		/* It may have run: a retry is refused, never run again. */
-		if (store_receipt_uncertain(env->store, req->workspace,
-		    req->request_id) == -1)
-			log_warnx("%s: receipt %s not marked uncertain",
-			    req->tool, req->request_id);
-		req->request_id[0] = '\0';
-	} else if (req->request_id[0] != '\0' &&
-	    (strcmp(code, "unavailable") == 0 ||
-	    strcmp(code, "unauthorized") == 0)) {
-		/* A refusal that changed nothing leaves no receipt: a retry
-		 * may go. */
-		store_receipt_forget(env->store, req->workspace,
-		    req->request_id);
-		req->request_id[0] = '\0';
-	}
-	request_finish(req, body, code);
-	if (req->conn != NULL)
-		ipc_reply(req->conn, IPC_ERROR, req->id, body, -1);
-	json_object_put(body);
-	request_free(req);
-}
-
-void
-request_progress(struct request *req, int progress, int total,
-    const char *message)
-{
-	struct json_object *body;
-
-	if (req->conn == NULL || !req->progress || req->admin)
-		return;
-	body = json_object_new_object();
-	json_object_object_add(body, "progress", json_object_new_int(progress));
-	json_object_object_add(body, "total", json_object_new_int(total));
-	json_object_object_add(body, "message", json_object_new_string(message));
-	ipc_send(req->conn, IPC_VM_PROGRESS, req->id, body, -1);
-	json_object_put(body);
-}
 
 /* ---- authd ------------------------------------------------------------- */
 
@@ -414,19 +297,6 @@ request_verify(struct request *req, const char *credential)
 }
 
 /* ---- mcpd -------------------------------------------------------------- */
-
-static struct request *
-request_new(struct ipc_conn *conn, uint32_t id)
-{
-	struct request *req;
-
-	if ((req = calloc(1, sizeof(*req))) == NULL)
-		fatal("calloc");
-	req->conn = conn;
-	req->id = id;
-	TAILQ_INSERT_TAIL(&env->requests, req, entry);
-	return req;
-}
 
 /* Requests of conn not yet answered. */
 static long long
@@ -676,15 +546,6 @@ signal_cb(int sig, short ev, void *arg)
 	run_shutdown();		/* vm_run's VMs go, never to a checkpoint */
 	vm_hibernate_all();
 	vmmd_maybe_exit();
-}
-
-/* Exits once shutting down and no VM has a VMM or an operation left. */
-void
-vmmd_maybe_exit(void)
-{
-	if (!env->shutting_down || vm_work_pending())
-		return;
-	event_base_loopexit(env->base, NULL);
 }
 
 /*
@@ -956,6 +817,7 @@ main(int argc, char *argv[])
 	/* Before serving: what a crash left behind is settled first. */
 	store_receipts_mark_uncertain(env->store);
 	snap_init();
+	vmmd_pending_register(snap_work_pending);	/* exit waits for them */
 	vm_init_all();
 	warmpool_init();
 	broker_init();

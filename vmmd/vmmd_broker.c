@@ -24,7 +24,7 @@
 #include "guest.h"
 #include "ipc.h"
 #include "log.h"
-#include "vmmd.h"
+#include "vmmd_shared.h"
 
 struct broker_pipe {
 	TAILQ_ENTRY(broker_pipe) entry;

@@ -6,7 +6,7 @@
 #ifndef VMMD_WARMPOOL_H
 #define VMMD_WARMPOOL_H
 
-#include "vmmd.h"
+#include "vmmd_shared.h"
 
 /*
  * The pool's VMs and snapshots belong to this workspace, which no

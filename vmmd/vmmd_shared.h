@@ -1,12 +1,14 @@
 /*
- * vmmd: the root VM manager.  Shared declarations of the daemon's parts:
- * vmmd.c (startup, sockets, authd), vm.c with vm_boot.c and vm_suspend.c
- * (the state machine and lifecycle), to_vmproxy.c (each VM's vmproxy),
- * tools.c with tools_vm.c and tools_job.c (the tools), snapshot.c and
- * fork.c (snapshots and vm_fork), control.c (vmctl).
+ * vmmd: the root VM manager.  What the daemon's parts share: struct vm and
+ * the declarations of vm.c with vm_boot.c and vm_suspend.c (the
+ * lifecycle's work, under the state machine of vm_fsm.h), to_vmproxy.c
+ * (each VM's vmproxy), tools.c with tools_vm.c and tools_job.c (the
+ * tools), stream.c, run.c and control.c (vmctl); with env.h (what the
+ * process holds) and request.h (a request and its answer).  vmmd.c is
+ * main: startup, sockets, authd.
  */
-#ifndef MCPVM_VMMD_VMMD_H
-#define MCPVM_VMMD_VMMD_H
+#ifndef MCPVM_VMMD_VMMD_SHARED_H
+#define MCPVM_VMMD_VMMD_SHARED_H
 
 #include <sys/queue.h>
 #include <sys/types.h>
@@ -21,9 +23,12 @@
 #include "ipc.h"
 #include "netclient.h"
 #include "conf.h"
+#include "env.h"
+#include "request.h"
 #include "decode.h"
 #include "store.h"
 #include "util.h"
+#include "vm_fsm.h"
 
 /* glibc's sys/queue.h lacks the BSD _SAFE iterators. */
 #ifndef TAILQ_FOREACH_SAFE
@@ -53,77 +58,6 @@ struct vmm;
 struct worker_pool;
 struct vm;
 
-/* What authd says a credential may do. */
-struct policy {
-	int		network;
-	size_t		nimages;	/* 0: every configured image */
-	char		images[32][65];
-	long long	max_vms;	/* 0: no limit of its own */
-	long long	memory_mib;
-	long long	storage_gib;
-	long long	max_streams;
-};
-
-struct tool;
-struct tool_def;
-
-/*
- * One request of mcpd's (a tool call, a stream or broker pipe open, the
- * stats) or of vmctl's, from its arrival until its reply.  The connection
- * it came on may end first: conn is then NULL and the reply goes nowhere,
- * but the work and its receipt still finish.
- */
-struct request {
-	TAILQ_ENTRY(request)	 entry;
-	struct ipc_conn		*conn;
-	uint32_t		 id;
-	/* mcpd's message as decode_mcpd read it; its strings point into
-	 * body, which the request holds until it is freed. */
-	struct mcpd_msg		 msg;
-	struct json_object	*body;
-	/* What answers it, once authd has named the workspace (vmmd.c's
-	 * table of mcpd's messages). */
-	void			(*handler)(struct request *);
-	/* IPC_VM_TOOL: the tool, its entry in the tool table (tools.h) and
-	 * its schemas; vmctl's audited commands name a "vmctl:" tool. */
-	char			 tool[32];
-	const struct tool_def	*def;
-	const struct tool	*schema;
-	struct json_object	*args;
-	char			 workspace[64];
-	struct policy		 policy;
-	int			 admin;		/* from vmctl: any workspace */
-	char			 request_id[129];	/* receipt, or "" */
-	char			 vm_id[VM_ID_LEN + 1];	/* for the audit */
-	int			 mutation;	/* audited */
-	int			 progress;	/* client wants progress */
-	int			 checked;	/* result checked in parts */
-	/* It reached the guest and may have run there: a failure now
-	 * leaves its receipt uncertain, never forgotten. */
-	int			 uncertain;
-	/*
-	 * Set while a tool holds the request across a wait (vm_exec's
-	 * wait_seconds, vm_run): on_cancel when mcpd cancels it or its
-	 * connection ends (it never answers from inside), on_join when a
-	 * retry of the same request_id arrives meanwhile (0: it will be
-	 * answered with this request's answer).
-	 */
-	int			 cancelled;	/* mcpd cancelled it, or left */
-	void			(*on_cancel)(struct request *);
-	int			(*on_join)(struct request *,
-				    struct request *retry);
-	void			*hold;
-};
-
-typedef void (*vm_done_cb)(struct vm *, const char *code, const char *msg,
-	    void *arg);
-
-struct vm_waiter {
-	TAILQ_ENTRY(vm_waiter)	 entry;
-	vm_done_cb		 cb;
-	void			*arg;
-};
-
 struct proxy;
 struct broker_vm;
 
@@ -134,17 +68,9 @@ struct vm_stream {
 	struct ipc_conn		*conn;	/* NULL once mcpd's connection ended */
 };
 
-/* Where a VM's boot, resume or idle probe stands (vm_*.c). */
-enum vm_op_step {
-	VM_STEP_NONE = 0,
-	VM_STEP_HELLO,		/* QEMU runs: waiting for the guest's hello */
-	VM_STEP_IDENTITY,	/* hello from a clone: renewing its identity */
-	VM_STEP_CLOCK,		/* hello seen: setting its clock, or thawing */
-	VM_STEP_PROBE,		/* idle: an activity probe is out */
-};
-
 struct vm {
 	TAILQ_ENTRY(vm)		 entry;
+	/* rec.state is written by vm_fsm_fire alone. */
 	struct vm_record	 rec;
 	uid_t			 uid;
 	gid_t			 gid;
@@ -167,6 +93,7 @@ struct vm {
 	/* Its network as netd gave it at this boot (net.mac "": none): a
 	 * clone's identity op carries it. */
 	struct net_lease	 net;
+	/* The operation, its step and op_seq are vm_fsm.c's to write. */
 	int			 busy;		/* a lifecycle op runs */
 	/*
 	 * Disk jobs on the worker pool that will call back with this VM.  A
@@ -192,8 +119,7 @@ struct vm {
 	struct broker_vm	*broker;	/* job broker pipes, or NULL */
 	struct event		*idle_timer;
 	struct event		*boot_timer;
-	TAILQ_HEAD(, vm_waiter)	 ready_waiters;	/* want it running */
-	TAILQ_HEAD(, vm_waiter)	 destroy_waiters; /* want it gone */
+	TAILQ_HEAD(, vm_waiter)	 waits;		/* want it running, or gone */
 	/* The lifecycle operation in progress. */
 	vm_done_cb		 op_cb;
 	void			*op_arg;
@@ -203,35 +129,7 @@ struct vm {
 	const char		*op_code;
 };
 
-struct vmmd {
-	struct mcpvm_conf	 conf;
-	const char		*conf_path;
-	struct event_base	*base;
-	struct store		*store;
-	struct audit		*audit;
-	struct worker_pool	*workers;
-	struct qemu_backend	*qemu;
-	struct cg_host		 cg;
-	struct ipc_server	*srv_mcpd, *srv_ctl;
-	struct authclient	*authd;
-	uid_t			 mcpd_uid;
-	gid_t			 admin_gid;
-	int			 foreground, verbose;
-	int			 shutting_down;
-	TAILQ_HEAD(, vm)	 vms;
-	TAILQ_HEAD(, request)	 requests;
-};
 
-extern struct vmmd *env;
-
-/* vmmd.c */
-void	request_reply(struct request *, struct json_object *result);
-void	request_error(struct request *, const char *code, const char *fmt, ...)
-	    __attribute__((format(printf, 3, 4)));
-void	request_drop(struct request *);
-void	request_progress(struct request *, int progress, int total,
-	    const char *message);
-void	vmmd_maybe_exit(void);
 
 /* vm.c, vm_boot.c, vm_suspend.c */
 void	vm_init_all(void);
@@ -246,15 +144,10 @@ void	vm_create(struct request *, const struct conf_image *, int vcpus,
 void	vm_create_snap(struct request *, const struct conf_image *,
 	    const struct snap_record *, int vcpus, int memory_mib,
 	    int network, int idle_seconds, int idle_pause, vm_done_cb, void *);
-/* Calls back once the VM runs with its guest up, waking it if need be. */
-void	vm_ready(struct vm *, vm_done_cb, void *);
 void	vm_suspend(struct vm *, int pause, vm_done_cb, void *);
 void	vm_destroy(struct vm *, vm_done_cb, void *);
 void	vm_touch(struct vm *);
 void	vm_fail(struct vm *, const char *why);
-/* Closes vmmd's read ends of the console and QEMU log pipes, once vmproxy
- * has them. */
-void	vm_console_close(struct vm *);
 void	vm_hibernate_all(void);
 int	vm_work_pending(void);
 struct json_object *vm_summary(const struct vm *);
@@ -265,15 +158,24 @@ struct json_object *vm_summary(const struct vm *);
  * is cleared when it could not be checked and is the plain object.
  */
 struct json_object *vm_list_entry(struct vm *, int *checked);
-void	vm_guest_event(struct vm *, const char *event, struct json_object *);
-void	vm_proxy_gone(struct vm *, int guest_fault);
 void	vm_stream_add(struct vm *, const char *id, struct ipc_conn *);
 void	vm_streams_close(struct vm *, const char *reason);
 void	vm_streams_count(struct vm *, int open);
 void	vm_streams_forget_conn(struct ipc_conn *);
 
 /* to_vmproxy.c */
+/* What vmproxy reports, and to whom: its events into the VM state
+ * machine, its counts of open streams and broker pipes (vm_init.c
+ * registers both). */
+struct proxy_reports {
+	void	(*event)(struct vm *, enum vm_event, const char *why);
+	void	(*streams)(struct vm *, int open, int pipes);
+};
+void	proxy_set_reports(const struct proxy_reports *);
 int	proxy_spawn(struct vm *, char *err, size_t errlen);
+/* Closes vmmd's read ends of the console and QEMU log pipes, once vmproxy
+ * has them. */
+void	proxy_console_close(struct vm *);
 void	proxy_stop(struct vm *);
 /* Makes vm->mon reach QEMU's QMP through the VM's vmproxy. */
 void	proxy_mon_init(struct vm *);

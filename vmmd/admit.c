@@ -1,0 +1,166 @@
+/*
+ * vmmd's admission: whether a new VM, or n at once, or a snapshot fits
+ * the host's limits and its workspace's (authd's policy), counted from
+ * the VMs and snapshots held now and the state volume's free space.  A
+ * refusal is quota_exceeded, naming the limit.
+ */
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "disk.h"
+#include "snapshot.h"
+#include "vmmd_shared.h"
+#include "vm_local.h"
+#include "warmpool.h"
+
+int
+vm_admit(const struct request *req, const struct conf_image *im,
+    int memory_mib, char *code, size_t codelen, char *msg, size_t msglen)
+{
+	return vm_admit_n(req, im, memory_mib, 1, code, codelen, msg,
+	    msglen);
+}
+
+/*
+ * What is held now, on the host and by req's workspace: VMs, their memory,
+ * and the storage of VMs and snapshots.  For a tenant the warm pool's VMs
+ * and snapshots are left out: the pool builds only within what is free,
+ * and a tenant is never refused for what it holds (warmpool.c).
+ */
+struct admit_usage {
+	long long	 host_vms, host_mem, host_disk;
+	long long	 ws_vms, ws_mem, ws_disk, ws_snaps;
+};
+
+static void
+admit_usage(const struct request *req, struct admit_usage *u)
+{
+	int tenant = !warmpool_is_pool(req->workspace);
+	struct vm *vm;
+
+	memset(u, 0, sizeof(*u));
+	snap_usage(req->workspace, &u->host_disk, &u->ws_disk, &u->ws_snaps);
+	if (tenant)
+		u->host_disk -= warmpool_bytes();
+	TAILQ_FOREACH(vm, &env->vms, entry) {
+		if (vm->rec.state == VM_GONE ||
+		    (tenant && warmpool_is_pool(vm->rec.workspace)))
+			continue;
+		u->host_vms++;
+		u->host_mem += vm->rec.memory_mib;
+		u->host_disk += vm->rec.disk_bytes;
+		if (strcmp(vm->rec.workspace, req->workspace) == 0) {
+			u->ws_vms++;
+			u->ws_mem += vm->rec.memory_mib;
+			u->ws_disk += vm->rec.disk_bytes;
+		}
+	}
+}
+
+/* The state volume has room for need bytes more and min_free_mib. */
+static int
+admit_free_disk(unsigned long long need, const char *what, char *msg,
+    size_t msglen)
+{
+	uint64_t avail = 0, total = 0;
+	char err[256];
+
+	need += (unsigned long long)env->conf.vmmd.min_free_mib << 20;
+	if (disk_space(env->conf.vmmd.vm_dir, &avail, &total, err,
+	    sizeof(err)) == 0 && avail < need) {
+		snprintf(msg, msglen, "free disk: %s has %llu MiB free, %s "
+		    "needs %llu MiB", env->conf.vmmd.vm_dir,
+		    (unsigned long long)(avail >> 20), what, need >> 20);
+		return -1;
+	}
+	return 0;
+}
+
+/* n VMs of memory_mib and im's disk at once (vm_fork's children). */
+int
+vm_admit_n(const struct request *req, const struct conf_image *im,
+    int memory_mib, int n, char *code, size_t codelen, char *msg,
+    size_t msglen)
+{
+	long long disk = image_disk_bytes(im) * n;
+	long long mem = (long long)memory_mib * n;
+	struct admit_usage u;
+
+	snprintf(code, codelen, "quota_exceeded");
+	admit_usage(req, &u);
+	if (u.host_vms + n > env->conf.vmmd.max_vms) {
+		snprintf(msg, msglen, "max_vms: the host already keeps %lld "
+		    "VMs, its limit", u.host_vms);
+		return -1;
+	}
+	if (u.host_mem + mem > env->conf.vmmd.max_memory_mib) {
+		snprintf(msg, msglen, "max_memory_mib: %lld MiB are reserved "
+		    "of %lld; %lld more do not fit", u.host_mem,
+		    env->conf.vmmd.max_memory_mib, mem);
+		return -1;
+	}
+	if ((u.host_disk + disk) > env->conf.vmmd.max_storage_gib << 30) {
+		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
+		    "are reserved", env->conf.vmmd.max_storage_gib);
+		return -1;
+	}
+	if (req->policy.max_vms > 0 && u.ws_vms + n > req->policy.max_vms) {
+		snprintf(msg, msglen, "workspace max_vms: it already has %lld "
+		    "VMs, its limit", u.ws_vms);
+		return -1;
+	}
+	if (req->policy.memory_mib > 0 &&
+	    u.ws_mem + mem > req->policy.memory_mib) {
+		snprintf(msg, msglen, "workspace memory_mib: %lld of its %lld "
+		    "MiB are in use; %lld more do not fit", u.ws_mem,
+		    req->policy.memory_mib, mem);
+		return -1;
+	}
+	if (req->policy.storage_gib > 0 &&
+	    u.ws_disk + disk > req->policy.storage_gib << 30) {
+		snprintf(msg, msglen, "workspace storage_gib: its %lld GiB "
+		    "are reserved", req->policy.storage_gib);
+		return -1;
+	}
+	/* A VM's whole disk and two checkpoint generations must fit. */
+	return admit_free_disk((unsigned long long)disk +
+	    2ULL * ((unsigned long long)mem << 20), "a new VM", msg, msglen);
+}
+
+/*
+ * A snapshot of bytes more (its disk as a VM's counts, and its memory):
+ * the workspace's count, then the same storage limits as vm_admit's.
+ */
+int
+snap_admit(const struct request *req, long long bytes, int counted,
+    char *code, size_t codelen, char *msg, size_t msglen)
+{
+	struct admit_usage u;
+
+	snprintf(code, codelen, "quota_exceeded");
+	admit_usage(req, &u);
+	if (counted &&
+	    u.ws_snaps + 1 > env->conf.vmmd.max_snapshots_per_workspace) {
+		snprintf(msg, msglen, "max_snapshots_per_workspace: the "
+		    "workspace already keeps %lld snapshots, its limit",
+		    u.ws_snaps);
+		return -1;
+	}
+	if (u.host_disk + bytes > env->conf.vmmd.max_storage_gib << 30) {
+		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
+		    "are reserved", env->conf.vmmd.max_storage_gib);
+		return -1;
+	}
+	if (req->policy.storage_gib > 0 &&
+	    u.ws_disk + bytes > req->policy.storage_gib << 30) {
+		snprintf(msg, msglen, "workspace storage_gib: its %lld GiB "
+		    "are reserved", req->policy.storage_gib);
+		return -1;
+	}
+	return admit_free_disk((unsigned long long)bytes, "the snapshot", msg,
+	    msglen);
+}

@@ -1,0 +1,94 @@
+/*
+ * One request to vmmd, from mcpd or vmctl, and its answer: the reply
+ * (checked against the tool's output schema first), the error, the
+ * progress notices, and what every answer leaves behind, the retry
+ * receipt and the audit line (request.c).
+ */
+#ifndef MCPVM_VMMD_REQUEST_H
+#define MCPVM_VMMD_REQUEST_H
+
+#include <sys/queue.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <json-c/json.h>
+
+#include "decode.h"
+#include "store.h"
+
+struct ipc_conn;
+
+/* What authd says a credential may do. */
+struct policy {
+	int		network;
+	size_t		nimages;	/* 0: every configured image */
+	char		images[32][65];
+	long long	max_vms;	/* 0: no limit of its own */
+	long long	memory_mib;
+	long long	storage_gib;
+	long long	max_streams;
+};
+
+struct tool;
+struct tool_def;
+
+/*
+ * One request of mcpd's (a tool call, a stream or broker pipe open, the
+ * stats) or of vmctl's, from its arrival until its reply.  The connection
+ * it came on may end first: conn is then NULL and the reply goes nowhere,
+ * but the work and its receipt still finish.
+ */
+struct request {
+	TAILQ_ENTRY(request)	 entry;
+	struct ipc_conn		*conn;
+	uint32_t		 id;
+	/* mcpd's message as decode_mcpd read it; its strings point into
+	 * body, which the request holds until it is freed. */
+	struct mcpd_msg		 msg;
+	struct json_object	*body;
+	/* What answers it, once authd has named the workspace (vmmd.c's
+	 * table of mcpd's messages). */
+	void			(*handler)(struct request *);
+	/* IPC_VM_TOOL: the tool, its entry in the tool table (tools.h) and
+	 * its schemas; vmctl's audited commands name a "vmctl:" tool. */
+	char			 tool[32];
+	const struct tool_def	*def;
+	const struct tool	*schema;
+	struct json_object	*args;
+	char			 workspace[64];
+	struct policy		 policy;
+	int			 admin;		/* from vmctl: any workspace */
+	char			 request_id[129];	/* receipt, or "" */
+	char			 vm_id[VM_ID_LEN + 1];	/* for the audit */
+	int			 mutation;	/* audited */
+	int			 progress;	/* client wants progress */
+	int			 checked;	/* result checked in parts */
+	/* It reached the guest and may have run there: a failure now
+	 * leaves its receipt uncertain, never forgotten. */
+	int			 uncertain;
+	/*
+	 * Set while a tool holds the request across a wait (vm_exec's
+	 * wait_seconds, vm_run): on_cancel when mcpd cancels it or its
+	 * connection ends (it never answers from inside), on_join when a
+	 * retry of the same request_id arrives meanwhile (0: it will be
+	 * answered with this request's answer).
+	 */
+	int			 cancelled;	/* mcpd cancelled it, or left */
+	void			(*on_cancel)(struct request *);
+	int			(*on_join)(struct request *,
+				    struct request *retry);
+	void			*hold;
+};
+
+/* A new request on conn (NULL: none), among vmmd's requests. */
+struct request *request_new(struct ipc_conn *, uint32_t id);
+void	request_reply(struct request *, struct json_object *result);
+void	request_error(struct request *, const char *code, const char *fmt, ...)
+	    __attribute__((format(printf, 3, 4)));
+/* The request was answered some other way (a stream, the stats). */
+void	request_drop(struct request *);
+void	request_progress(struct request *, int progress, int total,
+	    const char *message);
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * vmmd's VM lifecycle put together: the state machine (vm_fsm.c) gets its
+ * hooks (vm.c records states and fails or destroys VMs, vm_boot.c goes on
+ * with a boot, vm_suspend.c resumes), vmproxy's reports go into the
+ * machine, and at startup every VM of the store is taken up again.
+ * Nothing below calls up into this file.
+ */
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vmmd_broker.h"
+#include "log.h"
+#include "vmmd_shared.h"
+#include "vm_local.h"
+
+/* ---- the machine's hooks ----------------------------------------------- */
+
+/* vmmd stops: a VM that sleeps stays asleep. */
+static int
+vm_resume_hook(struct vm *vm, char *why, size_t len)
+{
+	if (env->shutting_down) {
+		snprintf(why, len, "vmmd is shutting down");
+		return -1;
+	}
+	return vm_resume(vm, why, len);
+}
+
+/* vmproxy's events (to_vmproxy.c), into the machine. */
+static void
+proxy_report(struct vm *vm, enum vm_event ev, const char *why)
+{
+	if (ev == VM_EV_FAIL)
+		vm_fail(vm, why);
+	else
+		vm_fsm_fire(vm, ev, why);
+}
+
+/* vmproxy's counts: the broker's pipes, then the streams (which keep
+ * their names while a pipe is attached). */
+static void
+proxy_streams(struct vm *vm, int open, int pipes)
+{
+	broker_pipes_count(vm, pipes);
+	vm_streams_count(vm, open);
+}
+
+static void
+vm_fsm_start(void)
+{
+	struct proxy_reports pr = { proxy_report, proxy_streams };
+	struct vm_fsm_hooks h;
+
+	memset(&h, 0, sizeof(h));
+	h.record = vm_record_state;
+	h.resume = vm_resume_hook;
+	h.settled = vmmd_maybe_exit;
+	h.act[VM_ACT_BOOT_HELLO] = vm_boot_hello;
+	h.act[VM_ACT_BOOT_THAW] = vm_boot_thaw;
+	h.act[VM_ACT_BOOT_EXPIRED] = vm_boot_expired;
+	h.act[VM_ACT_FAIL] = vm_act_fail;
+	h.act[VM_ACT_QEMU_GONE] = vm_act_qemu_gone;
+	h.act[VM_ACT_DESTROY] = vm_act_destroy;
+	vm_fsm_init(&h);
+	proxy_set_reports(&pr);
+	vmmd_pending_register(vm_work_pending);
+}
+
+/* ---- startup ----------------------------------------------------------- */
+
+void
+vm_init_all(void)
+{
+	struct vm_record *recs;
+	unsigned slots[4096];
+	char err[256];
+	ssize_t nslots;
+	size_t n;
+
+	vm_fsm_start();
+	/* Whatever a previous life left running dies through its cgroup. */
+	nslots = cg_list(&env->cg, slots, sizeof(slots) / sizeof(slots[0]));
+	for (ssize_t i = 0; i < nslots; i++) {
+		if (cg_kill(&env->cg, slots[i], err, sizeof(err)) == -1)
+			log_warnx("leftover cgroup vm-%u: %s", slots[i], err);
+		else
+			log_info("killed what was left in cgroup vm-%u",
+			    slots[i]);
+		cg_remove(&env->cg, slots[i], err, sizeof(err));
+	}
+	if (store_vm_list(env->store, NULL, &recs, &n) == -1)
+		fatalx("cannot read VMs from the store");
+	for (size_t i = 0; i < n; i++) {
+		struct vm *vm = vm_alloc(&recs[i]);
+		char cp[PATH_MAX];
+		struct stat st;
+
+		if (vm->image == NULL)
+			log_info("vm %s: image %s is no longer configured; the "
+			    "VM keeps its own copy", vm->rec.id, vm->rec.image);
+		switch (vm->rec.state) {
+		case VM_HIBERNATED:
+			vm_path(vm, CHECKPOINT, cp, sizeof(cp));
+			if (stat(cp, &st) == -1)
+				vm_fsm_fire(vm, VM_EV_RESTART, "its checkpoint "
+				    "is missing");
+			break;
+		case VM_FAILED:
+			break;
+		default: {
+			char why[128];
+
+			/* An interrupted transition, or a VM whose VMM
+			 * died with us: its outcome is unknown. */
+			snprintf(why, sizeof(why), "vmmd stopped while the VM "
+			    "was %s", vm_state_name(vm->rec.state));
+			vm_fsm_fire(vm, VM_EV_RESTART, why);
+			log_warnx("vm %s: %s", vm->rec.id, why);
+		}
+		}
+	}
+	free(recs);
+	vm_idle_start();
+}
+
