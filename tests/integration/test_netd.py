@@ -16,7 +16,8 @@ The test world is made of throwaway network namespaces:
 This test acts as vmmd on netd.sock.  The machine's own netns and its
 nftables ruleset are only read (before and after, byte-identical).
 
-Needs root; exits 77 without it or without ip(8), nsenter(1) or nft(8).
+Needs root; skipped without it or without ip(8), nsenter(1) or nft(8).
+TAP on stdout: one line per test.
 """
 import json
 import os
@@ -33,6 +34,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mcpvm_ipc as ipc  # noqa: E402
+import taplib  # noqa: E402
 from netdlib import (NETD, WORLD, PY, PFX, NS_H, NS_I, DNS_ADDR,  # noqa: E402
                      UPLINK_ADDR, MAX_VMS, NET_SYNC, NET_SYNC_RESULT,
                      NET_SETUP, NET_SETUP_RESULT, NET_TEARDOWN,
@@ -470,12 +472,10 @@ class NetdTest(unittest.TestCase):
 
 if __name__ == "__main__":
     if os.geteuid() != 0:
-        print("netd integration tests need root; skipping")
-        sys.exit(77)
+        taplib.skip_all("netd integration tests need root")
     for tool in ("ip", "nsenter", "nft"):
         if shutil.which(tool) is None:
-            print("%s(8) is missing; skipping" % tool)
-            sys.exit(77)
+            taplib.skip_all("%s(8) is missing" % tool)
     if not NETD:
         sys.exit("NETD= must name the netd binary")
-    unittest.main(verbosity=2)
+    taplib.run_unittest()
