@@ -1,4 +1,4 @@
-"""netd benchmarks, in the namespace test world of test_netd.py, each
+"""netd benchmarks, in the namespace test world of netdlib.py, each
 printed next to a reference measured in the same run:
   - setup+teardown of one VM's network (netns, veth, TAP, routes, both
     rulesets), the median of 50, with 100 other networks present against
@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "integration"))
-import test_netd as tn  # noqa: E402
+import netdlib as tn  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "50"))
 OTHERS = int(os.environ.get("BENCH_OTHERS", "100"))

@@ -35,7 +35,7 @@ TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
 sys.path.insert(0, HERE)
 os.environ.setdefault("MCPVM_QEMU_ACCEL", "tcg")
-import test_vmmd as tv  # noqa: E402
+import vmmdlib as tv  # noqa: E402
 import test_e2e  # noqa: E402
 import bench_mcpd as bm  # noqa: E402
 from mcpdlib import MCP  # noqa: E402

@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
 sys.path.insert(0, HERE)
 from mcpdlib import MCP, free_port  # noqa: E402
 os.environ.setdefault("E2E_PORT", str(free_port()))
-import test_vmmd as tv  # noqa: E402
+import vmmdlib as tv  # noqa: E402
 import test_e2e  # noqa: E402
 import bench_mcpd as bm  # noqa: E402
 

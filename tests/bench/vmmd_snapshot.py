@@ -34,7 +34,7 @@ TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
 sys.path.insert(0, HERE)
 os.environ.setdefault("MCPVM_QEMU_ACCEL", "tcg")
-import test_vmmd as tv  # noqa: E402
+import vmmdlib as tv  # noqa: E402
 import vmmd_vm  # noqa: E402
 
 

@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOP = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
 os.environ.setdefault("MCPVM_QEMU_ACCEL", "tcg")
-import test_vmmd as tv  # noqa: E402
+import vmmdlib as tv  # noqa: E402
 from glink import GuestLink  # noqa: E402
 from qemu_boot import QemuVM  # noqa: E402
 

@@ -1,16 +1,17 @@
 """Shared unittest base for the guestd integration tests: one real guestd
-per test class, in its own namespaces (see glink.Guestd)."""
+per test class, in its own namespaces (see glink.Guestd).  main() runs a
+suite's cases as TAP, one line each (taplib)."""
 
 import os
 import shutil
-import sys
 import unittest
 
 import glink
+import taplib
 
 
 def require_host():
-    """Exit 77 (meson: skipped) when this machine cannot run guestd."""
+    """Skips the whole suite when this machine cannot run guestd."""
     why = None
     if os.geteuid() != 0:
         why = "needs root for namespaces and cgroups"
@@ -21,8 +22,7 @@ def require_host():
     elif not os.environ.get("GUESTD"):
         why = "GUESTD= is not set"
     if why:
-        print(f"SKIP: {why}")
-        sys.exit(77)
+        taplib.skip_all(why)
 
 
 class GuestdCase(unittest.TestCase):
@@ -34,7 +34,7 @@ class GuestdCase(unittest.TestCase):
     def tearDownClass(cls):
         cls.g.stop()
         if os.environ.get("GUESTD_LOG"):
-            print(cls.g.logtext)
+            taplib.note(cls.g.logtext)
         # guestd must have left cleanly, without a sanitizer report.
         bad = [w for w in ("AddressSanitizer", "LeakSanitizer",
                            "runtime error:") if w in cls.g.logtext]
@@ -53,4 +53,4 @@ class GuestdCase(unittest.TestCase):
 
 def main():
     require_host()
-    unittest.main(verbosity=2)
+    taplib.run_unittest()

@@ -1,6 +1,6 @@
 """Helpers for mcpd's integration tests: start mcpd-testd on free ports
-with a throwaway configuration, speak HTTP and WebSocket to it, and report
-results as TAP.  Python standard library only."""
+with a throwaway configuration, and speak HTTP and WebSocket to it.
+Python standard library only."""
 
 import base64
 import hashlib
@@ -11,10 +11,8 @@ import shutil
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import time
-import traceback
 
 TOKEN_A = "mcpvm_testtokenAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 TOKEN_B = "mcpvm_testtokenBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB"
@@ -331,20 +329,3 @@ def _xor(data, m):
     key = (m * (n // 4 + 1))[:n]
     return (int.from_bytes(data, "big") ^
             int.from_bytes(key, "big")).to_bytes(n, "big")
-
-
-def run(tests):
-    """Runs test functions, printing TAP; exits non-zero on a failure."""
-    print("1..%d" % len(tests))
-    failed = 0
-    for i, t in enumerate(tests, 1):
-        try:
-            t()
-            print("ok %d - %s" % (i, t.__name__))
-        except Exception:
-            failed += 1
-            print("not ok %d - %s" % (i, t.__name__))
-            for line in traceback.format_exc().splitlines():
-                print("# " + line)
-        sys.stdout.flush()
-    sys.exit(1 if failed else 0)

@@ -24,6 +24,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mcpvm_ipc as ipc  # noqa: E402
+import taplib  # noqa: E402
 
 AUTHD = os.environ.get("AUTHD", "")
 AUTHCTL = os.environ.get("AUTHCTL", "")
@@ -767,16 +768,13 @@ class Cli(AuthdTest):
 
 if __name__ == "__main__":
     if os.geteuid() != 0:
-        print("1..0 # SKIP needs root: authd drops to mcpvm-auth and the "
-              "wrong-uid tests run clients as nobody")
-        sys.exit(77)
+        taplib.skip_all("needs root: authd drops to mcpvm-auth and the "
+                        "wrong-uid tests run clients as nobody")
     for user in ("mcpvm-auth", "nobody"):
         try:
             pwd.getpwnam(user)
         except KeyError:
-            print("SKIP: no user %s (tests/run creates it)" % user)
-            sys.exit(77)
+            taplib.skip_all("no user %s (tests/run creates it)" % user)
     if not AUTHD or not AUTHCTL:
-        print("AUTHD= and AUTHCTL= must name the built binaries")
-        sys.exit(1)
-    unittest.main(verbosity=2)
+        sys.exit("AUTHD= and AUTHCTL= must name the built binaries")
+    taplib.run_unittest()

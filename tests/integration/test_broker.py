@@ -31,8 +31,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_vmmd as base  # noqa: E402
-from test_vmmd import ok, note, read, wait_for  # noqa: E402
+import vmmdlib as base  # noqa: E402
+from vmmdlib import ok, note, read, wait_for  # noqa: E402
 from mcpdlib import WS  # noqa: E402
 
 PORT = int(os.environ.get("BROKER_PORT", "18190"))

@@ -28,8 +28,9 @@ import glink  # noqa: E402
 from qemu_boot import QemuVM, qemu_binary  # noqa: E402
 from qmpclient import Qmp  # noqa: E402
 
-import test_vmmd as base  # noqa: E402
-from test_vmmd import ok, note, skip_all  # noqa: E402
+import taplib  # noqa: E402
+import vmmdlib as base  # noqa: E402
+from vmmdlib import ok, note, skip_all  # noqa: E402
 
 # The image the vmmd suites build (test_vmmd.build_image): the same
 # recipe, profile, size and guestd, so one build serves both.
@@ -340,9 +341,8 @@ def main():
         m = base.build_image()
         manifest = os.path.join(m["dir"], "manifest.json")
     except RuntimeError as e:
-        note(str(e))
-        print(f"1..{base.n}")
-        sys.exit(1)
+        ok(False, "the guest image is there", str(e))
+        taplib.done()
     tmp = tempfile.mkdtemp(prefix="mcpvm-clone-", dir="/var/tmp")
     try:
         test_clones(manifest, tmp)
@@ -351,8 +351,7 @@ def main():
         ok(False, f"clone test ran to its end: {e}", traceback.format_exc())
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"1..{base.n}")
-    sys.exit(1 if base.failed else 0)
+    taplib.done()
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 # The end-to-end suite's harness: builds or reuses the `dev` guest image (it
 # has gcc), puts a real authd, vmmd and mcpd on real sockets over a
-# loop-mounted XFS volume (test_vmmd.py's Host), issues three workspaces'
+# loop-mounted XFS volume (vmmdlib.py's Host), issues three workspaces'
 # credentials, and runs tests/mcp/e2e.mjs -- the official MCP TypeScript SDK
 # client driving real VMs -- then tests/mcp/streams.mjs -- WebSocket streams
 # with the `ws` client -- then tests/mcp/waits.mjs -- vm_exec's waits and
 # vm_run over MCP and JSON HTTP -- with node's test runner.
 #
-# Environment: as test_vmmd.py, plus MCPD, ATTACH and NODE; E2E_PORT (default
+# Environment: as vmmdlib.py, plus MCPD, ATTACH and NODE; E2E_PORT (default
 # 18090) for mcpd; E2E_SCRIPTS to run only some of the scripts (default
 # "e2e.mjs streams.mjs waits.mjs", for quicker runs while working on one).
 import json
@@ -18,7 +18,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_vmmd as base  # noqa: E402
+import vmmdlib as base  # noqa: E402
 
 # The tools every client must see: proto/tools.json's, not a count kept here.
 with open(os.path.join(base.SRCDIR, "proto", "tools.json")) as _f:

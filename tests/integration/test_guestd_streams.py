@@ -9,6 +9,7 @@ import time
 
 import glink
 from guestd_case import GuestdCase, main
+from taplib import note
 
 MIB = 1 << 20
 SIZE = 100 * MIB
@@ -123,10 +124,10 @@ class Streams(GuestdCase):
                          [str(SIZE), up.hexdigest()])
         rtts.sort()
         p99 = rtts[int(len(rtts) * 0.99) - 1] * 1000
-        print(f"\n  100 MiB up {SIZE / MIB / t_up:.0f} MiB/s, "
-              f"up+down {2 * SIZE / MIB / t_all:.0f} MiB/s; "
-              f"{len(rtts)} pings during the transfer: "
-              f"p50 {rtts[len(rtts) // 2] * 1000:.1f} ms, p99 {p99:.1f} ms")
+        note(f"100 MiB up {SIZE / MIB / t_up:.0f} MiB/s, "
+             f"up+down {2 * SIZE / MIB / t_all:.0f} MiB/s; "
+             f"{len(rtts)} pings during the transfer: "
+             f"p50 {rtts[len(rtts) // 2] * 1000:.1f} ms, p99 {p99:.1f} ms")
         self.assertGreater(len(rtts), 20)
         self.assertLess(p99, 500)
         # The channel is released on both sides once each closed.

@@ -33,26 +33,8 @@ KEEP_OUTPUTS = 6
 BOOT_TIMEOUT = 120
 sys.path.insert(0, os.path.join(SRCDIR, "packaging", "image"))
 import imagetool  # noqa: E402
-
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=""):
-    global n, failed
-    n += 1
-    print(f"{'ok' if cond else 'not ok'} {n} - {what}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(diag).splitlines()[-40:]:
-            print(f"# {line}")
-    return cond
-
-
-def skip_all(why):
-    print(f"1..0 # SKIP {why}")
-    sys.exit(77)
-
+import taplib  # noqa: E402
+from taplib import ok, skip_all  # noqa: E402
 
 def sha256(path):
     h = hashlib.sha256()
@@ -362,8 +344,7 @@ def main():
     print(f"# stage two: {STAGE2[1]}"
           + (f" ({STAGE2[2]})" if STAGE2[2] else ""), flush=True)
     if not test_build():
-        print(f"1..{n}")
-        sys.exit(1)
+        taplib.done()
     test_contents()
     tmp = tempfile.mkdtemp(prefix="mcpvm-boot-")
     try:
@@ -374,8 +355,7 @@ def main():
         test_stage1_errors(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"1..{n}")
-    sys.exit(1 if failed else 0)
+    taplib.done()
 
 
 if __name__ == "__main__":

@@ -18,20 +18,8 @@ SRCDIR = os.environ.get("SRCDIR", os.path.join(
 TOOL = os.path.join(SRCDIR, "packaging", "image", "imagetool.py")
 sys.path.insert(0, os.path.dirname(TOOL))
 import imagetool  # noqa: E402
-
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=""):
-    global n, failed
-    n += 1
-    print(f"{'ok' if cond else 'not ok'} {n} - {what}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(diag).splitlines()[-30:]:
-            print(f"# {line}")
-
+import taplib  # noqa: E402
+from taplib import ok  # noqa: E402
 
 def raises_exit(fn, *a):
     """Runs fn; returns True when it called fail() (SystemExit 1)."""
@@ -224,8 +212,7 @@ def main():
         test_static()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"1..{n}")
-    sys.exit(1 if failed else 0)
+    taplib.done()
 
 
 if __name__ == "__main__":

@@ -13,7 +13,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mcpdlib import (MCP, TOKEN_A, TOKEN_B, WS, Daemon, raw, request,
-                     run, sse_events)
+                     sse_events)
+from taplib import run_tests
 
 D = None
 
@@ -1179,4 +1180,5 @@ def test_daemon_survived():
 
 
 if __name__ == "__main__":
-    run([v for k, v in list(globals().items()) if k.startswith("test_")])
+    run_tests([v for k, v in list(globals().items())
+               if k.startswith("test_")])

@@ -18,7 +18,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mcpdlib import MCP, WS, free_port, request, run, sse_events
+from mcpdlib import MCP, WS, free_port, request, sse_events
+from taplib import run_tests
 
 MCPD = os.environ["MCPD"]
 AUTHD = os.environ["AUTHD"]
@@ -446,4 +447,5 @@ def test_clean_exit():
 
 
 if __name__ == "__main__":
-    run([v for k, v in list(globals().items()) if k.startswith("test_")])
+    run_tests([v for k, v in list(globals().items())
+               if k.startswith("test_")])

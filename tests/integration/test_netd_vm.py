@@ -1,27 +1,26 @@
 #!/usr/bin/env python3
 # Guest networking end to end: real authd, vmmd, vmproxy and QEMU TCG VMs
 # booting the `test` image with this tree's guestd, and the real netd in
-# the namespace test world of test_netd.py (its "host" netns, uplink to
+# the namespace test world of netdlib.py (its "host" netns, uplink to
 # an "internet" netns, a "private LAN").  vmmd runs in the machine's own
 # netns and reaches netd by its socket; QEMU gets the TAP netd made.
 # Everything is driven through the tools, as a client would.  TAP on
-# stdout; needs root and what test_vmmd.py needs.
+# stdout; needs root and what the vmmd suites need (vmmdlib.py).
 import base64
 import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_netd as tn  # noqa: E402
-import test_vmmd as tv  # noqa: E402
-from test_vmmd_snapshot import COUNTER  # noqa: E402
+import netdlib  # noqa: E402
+import taplib  # noqa: E402
+import vmmdlib as base  # noqa: E402
+from vmmdlib import COUNTER, ok, note  # noqa: E402
 
-ok, note = tv.ok, tv.note
-IMAGE_OUT = os.path.join(tv.CACHE, "netd-test")
+IMAGE_OUT = os.path.join(base.CACHE, "netd-test")
 
 
 def guest(a, vm, cmd, rid):
@@ -36,14 +35,14 @@ def tcp(a, vm, addr, port, rid):
 
 
 def netd_objects(w):
-    return (tn.mcpvm_links(tn.NS_H), sorted(os.listdir(w.netns_dir)))
+    return (netdlib.mcpvm_links(netdlib.NS_H), sorted(os.listdir(w.netns_dir)))
 
 
 def all_gone(w, h_before, timeout=10):
     """vmmd releases a network without waiting for netd: give it time."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if netd_objects(w) == ([], []) and tn.h_ruleset() == h_before:
+        if netd_objects(w) == ([], []) and netdlib.h_ruleset() == h_before:
             return True
         time.sleep(0.1)
     return False
@@ -66,11 +65,11 @@ def check_policy(h, a, nonet):
 
 def check_egress(w, a, vm, tag):
     code, out, err = tcp(a, vm, "203.0.113.10", 80, tag + "-tcp")
-    ok(code == 0 and out == "tcp 203.0.113.10 " + tn.UPLINK_ADDR,
+    ok(code == 0 and out == "tcp 203.0.113.10 " + netdlib.UPLINK_ADDR,
        "%s: the guest reaches the internet through NAT" % tag, (out, err))
-    code, out, err = guest(a, vm, "getent hosts " + tn.DNS_NAME,
+    code, out, err = guest(a, vm, "getent hosts " + netdlib.DNS_NAME,
                            tag + "-dns")
-    ok(code == 0 and out.split()[:1] == [tn.DNS_ADDR],
+    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
        "%s: the test name resolves through the configured resolver" % tag,
        (code, out, err))
     code, out, err = guest(a, vm, "timeout 3 bash -c 'echo hi >"
@@ -78,7 +77,7 @@ def check_egress(w, a, vm, tag):
     ok(code == 0, "%s: UDP leaves" % tag, (out, err))
     blocked = [("10.77.0.2", 80), ("192.168.77.2", 80), ("100.64.7.2", 80),
                ("169.254.169.254", 80), ("198.18.5.2", 80),
-               (tn.UPLINK_ADDR, 8081)]
+               (netdlib.UPLINK_ADDR, 8081)]
     bad = []
     for i, (addr, port) in enumerate(blocked):
         code, out, err = tcp(a, vm, addr, port, "%s-b%d" % (tag, i))
@@ -155,8 +154,8 @@ def case_clones(h, w, a, vm):
                command="python3 /workspace/counter.py",
                timeout_seconds=3600)
     ok(okk, "clones: the counter runs as a job in the source", r)
-    tv.wait_for(lambda: counter(a, vm, "cw-%d" % time.monotonic_ns())[1] >
-                3, 60, "the counter")
+    base.wait_for(lambda: counter(a, vm, "cw-%d" % time.monotonic_ns())[1]
+                  > 3, 60, "the counter")
     token, _ = counter(a, vm, "c-tok")
     src_nic = nic(a, vm, "src-nic")
     ok(slot_nic(src_nic[0], src_nic[1]), "clones: the source has its "
@@ -235,27 +234,27 @@ def case_clones(h, w, a, vm):
 
 def main():
     if os.geteuid() != 0:
-        tv.skip_all("needs root")
+        base.skip_all("needs root")
     for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup", "nsenter",
                  "nft", "ip"):
         if shutil.which(tool) is None:
-            tv.skip_all("%s is not installed" % tool)
-    tv.become_subreaper()
-    tv.exit_cleanly_on_sigterm()
-    real_ruleset = tn.host_ruleset()
-    manifest = tv.build_image(out=IMAGE_OUT)
-    w = tn.World()
-    h = tv.Host(manifest)
+            base.skip_all("%s is not installed" % tool)
+    base.become_subreaper()
+    base.exit_cleanly_on_sigterm()
+    real_ruleset = netdlib.host_ruleset()
+    manifest = base.build_image(out=IMAGE_OUT)
+    w = netdlib.World()
+    h = base.Host(manifest)
     try:
         w.build()
-        h_before = tn.h_ruleset()
+        h_before = netdlib.h_ruleset()
         w.start_netd()
         h.setup()
         h.write_conf(netd_socket=w.sock)
         h.start_authd()
         h.start_vmmd()
-        tv.wait_for(lambda: "netd: in step" in tv.read(h.vmmd_log), 10,
-                    "vmmd's sync with netd")
+        base.wait_for(lambda: "netd: in step" in base.read(h.vmmd_log),
+                      10, "vmmd's sync with netd")
         for _ in range(50):
             p = h.vmctl("--json", "preflight")
             try:
@@ -272,8 +271,8 @@ def main():
            "drops by policy" in net["message"],
            "vmctl preflight reports netd's uplink, forwarding and the "
            "dropping forward chain", p.stdout + p.stderr)
-        a = tv.Client(h, h.issue("netws", "--allow-network"))
-        nonet = tv.Client(h, h.issue("nonet"))
+        a = base.Client(h, h.issue("netws", "--allow-network"))
+        nonet = base.Client(h, h.issue("nonet"))
         check_policy(h, a, nonet)
 
         t = time.monotonic()
@@ -303,7 +302,7 @@ def main():
         ok(okk and a.state(vm) == "hibernated", "hibernated", r)
         ok(all_gone(w, h_before),
            "hibernation leaves no network object and the ruleset as it was",
-           (netd_objects(w), tn.h_ruleset()))
+           (netd_objects(w), netdlib.h_ruleset()))
         code, out, err = guest(a, vm, "cat /sys/class/net/eth0/address; "
                                "cat /proc/net/route | wc -l", "g-2")
         ok(code == 0 and a.state(vm) == "running", "a job resumes it", out)
@@ -369,8 +368,8 @@ def main():
                 if "qemu-system" in cmd]
         ok(len(qemu) == 1, "one QEMU", h.jail_processes())
         os.kill(qemu[0], signal.SIGKILL)
-        tv.wait_for(lambda: nonet.state(vm2) == "failed", 20,
-                    "the VM to be failed")
+        base.wait_for(lambda: nonet.state(vm2) == "failed", 20,
+                      "the VM to be failed")
         ok(all_gone(w, h_before), "a failed VM's network is released",
            netd_objects(w))
         okk, r = nonet("vm_create", request_id="c-3", network="on",
@@ -390,15 +389,14 @@ def main():
     except Exception:
         import traceback
         ok(False, "the run went through", traceback.format_exc())
-        note(tv.read(h.vmmd_log)[-3000:])
+        note(base.read(h.vmmd_log)[-3000:])
         note(w.log()[-2000:])
     finally:
         h.cleanup()
         w.cleanup()
-    ok(tn.host_ruleset() == real_ruleset, "the machine's ruleset is "
+    ok(netdlib.host_ruleset() == real_ruleset, "the machine's ruleset is "
        "unchanged")
-    print("1..%d" % tv.n)
-    sys.exit(1 if tv.failed else 0)
+    taplib.done()
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ import tempfile
 import time
 import unittest
 
+import taplib
+
 AUTHD = os.environ.get("AUTHD", "")
 AUTHCTL = os.environ.get("AUTHCTL", "")
 MCPD = os.environ.get("MCPD", "")
@@ -132,4 +134,4 @@ if __name__ == "__main__":
     if not (AUTHD and AUTHCTL and MCPD):
         print("AUTHD, AUTHCTL and MCPD must be set", file=sys.stderr)
         sys.exit(2)
-    unittest.main()
+    taplib.run_unittest()

@@ -11,516 +11,21 @@
 import base64
 import json
 import os
-import shutil
-import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmmd_ipc as ipc  # noqa: E402
+from vmmdlib import ok, read, wait_for, settle  # noqa: E402
+from vmmdlib import Client, Garbage, err_code, states, vm_uid  # noqa: E402
+from vmmdlib import MEM, UID_BASE, MAX_VMS  # noqa: E402
+import vmmdlib  # noqa: E402
 
-SRCDIR = os.environ.get("SRCDIR", os.path.join(
-    os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-CACHE = os.environ.get("MCPVM_IMAGE_CACHE", "/var/cache/mcpvm-test-images")
-# Not the image boot test's output: its stage two is a test init, ours is
-# guestd, and sharing one directory would rebuild it on every alternation.
-IMAGE_OUT = os.path.join(CACHE, "vmmd-test")
-MEM = 256                       # MiB per test VM: quick checkpoints
-TAG = "vmmd-it-%d" % os.getpid()
-UID_BASE = 930000 + (os.getpid() % 500) * 16
-MAX_VMS = 3
 PROXY_GUEST_ERROR = 615          # proto/ipc.h: the guest broke the link
-
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=""):
-    global n, failed
-    n += 1
-    print(f"{'ok' if cond else 'not ok'} {n} - {what}", flush=True)
-    if not cond:
-        failed += 1
-        for line in str(diag).splitlines()[-40:]:
-            print(f"# {line}", flush=True)
-    return cond
-
-
-def note(msg):
-    print(f"# {msg}", flush=True)
-
-
-def skip_all(why):
-    print(f"1..0 # SKIP {why}")
-    sys.exit(77)
-
-
-def run(*cmd, check=True, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                       **kw)
-    if check and p.returncode != 0:
-        raise RuntimeError("%s: exit %d\n%s%s" % (" ".join(cmd),
-                           p.returncode, p.stdout, p.stderr))
-    return p
-
-
-# ---- the guest image ---------------------------------------------------
-
-def guest_binaries():
-    """guestd and stage one without sanitizers: they run inside the guest,
-    static.  From this build, or from the gcc build beside an ASan one."""
-    build = os.environ["BUILD_DIR"]
-    if os.environ.get("SANITIZED") == "1":
-        build = os.path.join(os.path.dirname(os.path.abspath(build)),
-                             "test")
-    g = os.path.join(build, "guestd", "guestd")
-    s = os.path.join(build, "guestd", "mcpvm-stage1")
-    for f in (g, s):
-        if not os.access(f, os.X_OK):
-            raise RuntimeError("%s is missing: the unsanitized gcc build "
-                               "(build/test) must be built first" % f)
-    return g, s
-
-
-def build_image(profile="test", out=None, mem=MEM):
-    """Builds or reuses an image with this tree's guestd; returns its
-    manifest, with "dir" added: where the files are."""
-    global IMAGE_OUT
-    if profile == "test" and os.environ.get("VMMD_TEST_IMAGE"):
-        # A prebuilt image with guestd, for quick runs by hand.
-        IMAGE_OUT = os.environ["VMMD_TEST_IMAGE"]
-        out = IMAGE_OUT
-    else:
-        out = out or IMAGE_OUT
-        guestd, stage1 = guest_binaries()
-        t = time.monotonic()
-        p = subprocess.run([os.path.join(SRCDIR, "packaging/image/build"),
-                            "--profile", profile, "--out", out,
-                            "--cache", CACHE, "--guestd", guestd,
-                            "--stage1", stage1, "--memory-mib", str(mem)],
-                           capture_output=True, text=True, timeout=1200)
-        ok(p.returncode == 0, "%s image with guestd built or reused "
-           "(%.1f s)" % (profile, time.monotonic() - t),
-           p.stdout + p.stderr)
-        if p.returncode != 0:
-            raise RuntimeError("no image")
-    return built_image(out)
-
-
-def built_image(out=None):
-    """The manifest of an image already built into out (IMAGE_OUT), with
-    "dir" added, or None when there is none."""
-    out = out or IMAGE_OUT
-    path = os.path.join(out, "manifest.json")
-    if not os.path.exists(path):
-        return None
-    m = json.load(open(path))
-    m["dir"] = out
-    return m
-
-
-# ---- the host side: XFS, authd, vmmd -----------------------------------
-
-GARBAGE = b"\xee\x00\x00\x00" + b"this is not a link frame " * 40
-
-
-class Garbage(threading.Thread):
-    """A fake guest link: whoever connects gets bytes that are no frame."""
-
-    def __init__(self, path):
-        super().__init__(daemon=True)
-        self.path = path
-        self.srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.srv.bind(path)
-        os.chmod(path, 0o777)
-        self.srv.listen(4)
-        self.accepted = 0
-        self.start()
-
-    def run(self):
-        while True:
-            try:
-                c, _ = self.srv.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            try:
-                c.settimeout(5)
-                c.sendall(GARBAGE)
-                c.recv(4096)
-                time.sleep(2)
-            except OSError:
-                pass
-            c.close()
-
-    def close(self):
-        self.srv.close()
-
-
-class Host:
-    # The sparse XFS volume made for the run; vmmd admits a VM only with
-    # room for its whole disk and two checkpoints, reflinks or not.
-    volume_gib = 16
-
-    def __init__(self, manifest):
-        self.dir = tempfile.mkdtemp(prefix="vmmd-it.")
-        os.chmod(self.dir, 0o755)   # the VM uids reach vmproxy's wrapper
-        self.loop = None
-        self.mnt = os.path.join(self.dir, "state")
-        self.run = os.path.join(self.dir, "run")
-        self.cg_parent = TAG
-        self.authd = self.vmmd = None
-        self.vmmd_log = os.path.join(self.dir, "vmmd.log")
-        self.authd_log = os.path.join(self.dir, "authd.log")
-        self.conf = os.path.join(self.dir, "mcpvm.conf")
-        self.manifest = manifest
-        self.garbage = None
-        self.authd_peers = "root"     # who may ask authd: vmmd, and mcpd
-        self.vmmd_flags = ["-d", "-v"]  # foreground, debug log
-
-    def setup(self):
-        img = os.path.join(self.dir, "xfs.img")
-        with open(img, "wb") as f:
-            f.truncate(self.volume_gib << 30)
-        run("mkfs.xfs", "-q", "-m", "reflink=1", img)
-        self.loop = run("losetup", "--find", "--show", img).stdout.strip()
-        os.mkdir(self.mnt)
-        run("mount", self.loop, self.mnt)
-        os.chmod(self.mnt, 0o755)
-        os.mkdir(self.run)
-        os.chmod(self.run, 0o755)
-        imgdir = os.path.join(self.mnt, "images")
-        os.mkdir(imgdir)
-        os.chmod(imgdir, 0o755)
-        files = self.manifest["files"]
-        self.image = {}
-        for role in ("rootfs", "kernel", "initrd"):
-            src = os.path.join(self.manifest["dir"], files[role]["path"])
-            dst = os.path.join(imgdir, os.path.basename(src))
-            run("cp", "--sparse=always", src, dst)
-            self.image[role] = (dst, files[role]["sha256"])
-        self.wrapper = os.path.join(self.dir, "vmproxy-wrapper")
-        self.garbage_sock = os.path.join(self.dir, "garbage.sock")
-        # vmmd's configured vmproxy: the real one, except that a VM named
-        # in a garbage-<id> file gets the fake guest instead of QEMU's
-        # link.  vmproxy itself is unchanged and does all the parsing.
-        with open(self.wrapper, "w") as f:
-            f.write("""#!/bin/sh
-vm= prev=
-for a in "$@"; do [ "$prev" = --vm ] && vm=$a; prev=$a; done
-if [ -n "$vm" ] && [ -e "%(dir)s/garbage-$vm" ]; then
-	n=$# prev=
-	for a in "$@"; do
-		o=$a
-		[ "$prev" = --link ] && a=%(sock)s
-		set -- "$@" "$a"
-		prev=$o
-	done
-	shift $n
-fi
-exec %(real)s "$@"
-""" % {"dir": self.dir, "sock": self.garbage_sock,
-                    "real": os.environ["VMPROXY"]})
-        os.chmod(self.wrapper, 0o755)
-        self.garbage = Garbage(self.garbage_sock)
-
-    def write_conf(self, **vmmd):
-        keys = {"vmproxy": self.wrapper, "accel": "tcg",
-                "cgroup_parent": self.cg_parent, "uid_base": UID_BASE,
-                "max_vms": MAX_VMS, "max_memory_mib": 1024,
-                "max_storage_gib": 100, "min_free_mib": 64,
-                "boot_timeout_seconds": 120, "mcpd_user": "root"}
-        keys.update(vmmd)
-        with open(self.conf, "w") as f:
-            f.write("[paths]\nruntime_dir = %s\nstate_dir = %s\n"
-                    % (self.run, self.mnt))
-            f.write("[authd]\npeers = %s\ndefault_ttl = 0\n" %
-                    self.authd_peers)
-            f.write("[vmmd]\n")
-            for k, v in keys.items():
-                f.write("%s = %s\n" % (k, v))
-            f.write("[image %s]\n" % self.manifest["id"])
-            for role, (path, digest) in self.image.items():
-                f.write("%s = %s\n%s_sha256 = %s\n" % (role, path, role,
-                                                       digest))
-            f.write("default = yes\nmemory_mib = %d\n" % MEM)
-            self.write_more_conf(f)
-
-    def write_more_conf(self, f):
-        """Sections a subclass adds (mcpd's, for the end-to-end suite)."""
-
-    def start_authd(self):
-        mark = len(read(self.authd_log))
-        log = open(self.authd_log, "ab")
-        self.authd = subprocess.Popen([os.environ["AUTHD"], "-d", "-f",
-                                       self.conf], stdout=log, stderr=log)
-        log.close()
-        wait_for(lambda: "ready" in read(self.authd_log)[mark:], 10,
-                 "authd ready")
-
-    def start_vmmd(self):
-        mark = len(read(self.vmmd_log))
-        log = open(self.vmmd_log, "ab")
-        self.vmmd = subprocess.Popen([os.environ["VMMD"]] + self.vmmd_flags +
-                                     ["-f", self.conf], stdout=log, stderr=log)
-        log.close()
-        wait_for(lambda: "ready:" in read(self.vmmd_log)[mark:] or
-                 self.vmmd.poll() is not None, 30, "vmmd ready")
-        if self.vmmd.poll() is not None:
-            raise RuntimeError("vmmd exited %d:\n%s" % (
-                self.vmmd.returncode, read(self.vmmd_log)[mark:]))
-        # vmmd connects to authd after it says ready.
-        time.sleep(0.3)
-
-    def kill_vmmd(self):
-        self.vmmd.kill()
-        self.vmmd.wait()
-        self.vmmd = None
-
-    def stop_vmmd(self, timeout=120):
-        """SIGTERM; returns (exit status, seconds)."""
-        t = time.monotonic()
-        self.vmmd.send_signal(signal.SIGTERM)
-        try:
-            rc = self.vmmd.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.vmmd.kill()
-            rc = self.vmmd.wait()
-        self.vmmd = None
-        return rc, time.monotonic() - t
-
-    def issue(self, ws, *flags):
-        out = os.path.join(self.dir, "tok-%s-%d" % (ws, time.monotonic_ns()))
-        self.authctl("issue", "--workspace", ws, "--output", out, *flags)
-        with open(out) as f:
-            return f.read().strip()
-
-    def authctl(self, *args):
-        return run(os.environ["AUTHCTL"], "--socket",
-                   os.path.join(self.run, "authctl.sock"), *args)
-
-    def vmctl(self, *args):
-        return run(os.environ["VMCTL"], "--socket",
-                   os.path.join(self.run, "vmctl.sock"), *args, check=False)
-
-    def conn(self):
-        return ipc.Conn(os.path.join(self.run, "vmmd.sock"), "mcpd",
-                        timeout=300)
-
-    def vm_uids(self):
-        return range(UID_BASE, UID_BASE + MAX_VMS + 1)
-
-    def jail_processes(self):
-        """Every process running as one of this test's VM uids.  Orphans
-        come to this process (a child subreaper) and are reaped here, so
-        a zombie that remains is one a live vmmd did not reap."""
-        mine = {p.pid for p in (self.vmmd, self.authd) if p is not None}
-        found = []
-        for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                with open("/proc/%s/status" % pid) as f:
-                    for line in f:
-                        if line.startswith("Uid:"):
-                            uid = int(line.split()[1])
-                            break
-                    else:
-                        continue
-                if uid in self.vm_uids():
-                    if reap_orphan(int(pid), mine):
-                        continue
-                    with open("/proc/%s/cmdline" % pid, "rb") as f:
-                        cmd = f.read().replace(b"\0", b" ")[:80]
-                    found.append((int(pid), uid, cmd.decode(
-                        errors="replace")))
-            except (OSError, ValueError):
-                pass
-        return found
-
-    def cgroups(self):
-        """Every VM cgroup under this test's parent, any controller."""
-        out = []
-        for ctl in os.listdir("/sys/fs/cgroup"):
-            p = os.path.join("/sys/fs/cgroup", ctl, self.cg_parent)
-            if os.path.isdir(p):
-                out += [os.path.join(p, d) for d in os.listdir(p)
-                        if d.startswith("vm-")]
-        return out
-
-    def cleanup(self):
-        for p in (self.vmmd, self.authd):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
-        for pid, _, _ in self.jail_processes():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        time.sleep(0.2)
-        for ctl in os.listdir("/sys/fs/cgroup"):
-            p = os.path.join("/sys/fs/cgroup", ctl, self.cg_parent)
-            if not os.path.isdir(p):
-                continue
-            for d in os.listdir(p):
-                sub = os.path.join(p, d)
-                if os.path.isdir(sub):
-                    try:
-                        os.rmdir(sub)
-                    except OSError:
-                        pass
-            try:
-                os.rmdir(p)
-            except OSError:
-                pass
-        if self.garbage is not None:
-            self.garbage.close()
-        if self.loop is not None:
-            subprocess.run(["umount", "-l", self.mnt], capture_output=True)
-            subprocess.run(["losetup", "-d", self.loop], capture_output=True)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def reap_orphan(pid, mine):
-    """Reaps pid if it is a zombie child of this process (an orphan of a
-    killed vmmd); True if it was."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return True
-    if fields[0] != "Z" or int(fields[1]) != os.getpid() or pid in mine:
-        return False
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass
-    return True
-
-
-def exit_cleanly_on_sigterm():
-    """meson's timeout sends SIGTERM: unwind through the finally blocks,
-    so the daemons, VMs, cgroups, mount and loop device go too."""
-    def term(signum, frame):
-        raise SystemExit("killed by signal %d (a timeout?); cleaning up"
-                         % signum)
-    signal.signal(signal.SIGTERM, term)
-
-
-def become_subreaper():
-    import ctypes
-    PR_SET_CHILD_SUBREAPER = 36
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1)
-
-
-def read(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode(errors="replace")
-    except FileNotFoundError:
-        return ""
-
-
-def wait_for(cond, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise RuntimeError("timed out waiting for " + what)
-
-
-def settle(cond, timeout=10):
-    """Waits for cond, quietly: a failed VM's processes are killed at
-    once, but its cgroup is emptied on vmmd's worker pool, so the last
-    of them may still be on its way out when vmmd answers.  The check
-    that follows says whether they went."""
-    try:
-        wait_for(cond, timeout, "processes to go")
-    except RuntimeError:
-        pass
-
-
-# ---- tool helpers ------------------------------------------------------
-
-class Client:
-    def __init__(self, host, tok):
-        self.host = host
-        self.tok = tok
-        self.c = host.conn()
-
-    def reconnect(self):
-        self.c.close()
-        self.c = self.host.conn()
-
-    def __call__(self, name, **args):
-        return ipc.tool(self.c, self.tok, name, **args)
-
-    def state(self, vm):
-        okk, r = self("vm_status", vm_id=vm)
-        return r["state"] if okk else "error:" + r["code"]
-
-    def wait_job(self, vm, job, timeout=60):
-        """Polls vm_job_output until the job ends; returns all output."""
-        out, err, cur = "", "", {"stdout": 0, "stderr": 0}
-        deadline = time.monotonic() + timeout
-        while True:
-            okk, r = self("vm_job_output", vm_id=vm, job_id=job,
-                          cursor=cur)
-            if not okk:
-                raise RuntimeError("job_output: %r" % r)
-            out += r["stdout"]
-            err += r["stderr"]
-            cur = r["next_cursor"]
-            if r["state"] != "running":
-                return r["state"], r.get("exit_code"), out, err
-            if time.monotonic() > deadline:
-                raise RuntimeError("job %s still running" % job)
-            time.sleep(0.2)
-
-    def sh(self, vm, cmd, rid, **kw):
-        okk, r = self("vm_exec", vm_id=vm, request_id=rid, command=cmd,
-                      **kw)
-        if not okk:
-            raise RuntimeError("exec %r: %r" % (cmd, r))
-        return self.wait_job(vm, r["job_id"])
-
-
-class Call(threading.Thread):
-    """One tool call on a connection of its own, answered in the
-    background; .res is (ok, result) once it is back."""
-
-    def __init__(self, h, tok, name, **args):
-        super().__init__(daemon=True)
-        self.h, self.tok, self.name, self.args = h, tok, name, args
-        self.res = None
-        self.start()
-
-    def run(self):
-        c = Client(self.h, self.tok)
-        try:
-            self.res = c(self.name, **self.args)
-        except (OSError, EOFError) as e:
-            self.res = (False, {"code": "eof", "message": str(e)})
-        finally:
-            c.c.close()
-
-    def wait(self, timeout=120):
-        self.join(timeout)
-        return self.res if self.res is not None else \
-            (False, {"code": "no answer", "message": "still waiting"})
-
-
-def err_code(res):
-    okk, r = res
-    return None if okk else r.get("code")
 
 
 # ---- the checks ----------------------------------------------------------
@@ -1202,17 +707,6 @@ def check_kill9(h, a, b, vm1, vm2):
     return cvm
 
 
-def states(db):
-    try:
-        c = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=1)
-        try:
-            return dict(c.execute("SELECT id, state FROM vms").fetchall())
-        finally:
-            c.close()
-    except sqlite3.Error:
-        return {}
-
-
 def check_garbage(h, a, vm2, vmgood):
     """The guest link of vm2 speaks garbage when it comes back."""
     open(os.path.join(h.dir, "garbage-" + vm2), "w").close()
@@ -1299,17 +793,6 @@ def vmgenid_of(h, vm):
         guids += [a[len(b"vmgenid,guid="):].decode() for a in argv
                   if a.startswith(b"vmgenid,guid=")]
     return (row[0] if row else None), guids
-
-
-def vm_uid(h, vm):
-    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(h.mnt, "vmmd.db"),
-                         uri=True)
-    try:
-        row = db.execute("SELECT slot FROM vms WHERE id = ?",
-                         (vm,)).fetchone()
-    finally:
-        db.close()
-    return UID_BASE + row[0] if row else -1
 
 
 def check_auth_cache(h):
@@ -1487,148 +970,51 @@ def check_stop_workspace(h, vm):
        h.jail_processes())
 
 
-# ---- for the other vmmd suites (test_vmmd_destroy, _hostile, _peer) ----
-
-def vmmd_fds(h, settle_to=None):
-    """vmmd's open descriptors; with settle_to, waits up to 3 s for the
-    count to come down to it (a client's close reaches vmmd a moment
-    after the client returns)."""
-    deadline = time.monotonic() + 3
-    while True:
-        n = len(os.listdir("/proc/%d/fd" % h.vmmd.pid))
-        if settle_to is None or n <= settle_to or \
-                time.monotonic() > deadline:
-            return n
-        time.sleep(0.05)
-
-
-def vmmd_rss_kib(h):
-    with open("/proc/%d/status" % h.vmmd.pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
-def rss_bound_kib(kib):
-    """How much vmmd's resident memory may grow in a check that allows
-    kib.  Under ASan freed memory is held back in a quarantine of up to
-    256 MiB (ASan's default) rather than returned, so there the bound
-    says only that nothing ran away; leaks are LeakSanitizer's to find
-    when vmmd exits, and each suite checks that exit is 0."""
-    if os.environ.get("SANITIZED") == "1":
-        return kib + 256 * 1024
-    return kib
-
-
-def run_suite(name, body, host_class=None):
-    """The frame of a vmmd suite: skips without root or QEMU, a subreaper
-    for orphans, the image, a Host set up, body(h), and whatever happens
-    the cleanup, vmmd's log kept for a person when a check failed, and
-    the TAP plan."""
-    if os.geteuid() != 0:
-        skip_all("needs root (loop devices, mounts, cgroups, VM uids)")
-    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup"):
-        if shutil.which(tool) is None:
-            skip_all("%s is not installed" % tool)
-    become_subreaper()
-    exit_cleanly_on_sigterm()
-    manifest = build_image()
-    h = (host_class or Host)(manifest)
-    try:
-        h.setup()
-        body(h)
-    except Exception:
-        import traceback
-        ok(False, "the run went through", traceback.format_exc())
-        note(read(h.vmmd_log)[-4000:])
-    finally:
-        if failed:
-            keep = "/tmp/%s-%d.log" % (name, os.getpid())
-            with open(keep, "w") as f:
-                f.write(read(h.vmmd_log))
-            note("vmmd's log kept in " + keep)
-        h.cleanup()
-    print("1..%d" % n)
-    sys.exit(1 if failed else 0)
+def suite(h):
+    h.write_conf()
+    h.start_authd()
+    check_database_refused(h)
+    h.start_vmmd()
+    a = Client(h, h.issue("alpha"))
+    b = Client(h, h.issue("beta"))
+    q = Client(h, h.issue("quota", "--memory-mib", "128",
+                          "--storage-gib", "2"))
+    check_vmproxy_direct(h)
+    check_auth_cache(h)
+    vm1 = check_lifecycle(h, a)
+    check_exec_wait(h, a, vm1)
+    check_privileges(h)
+    check_suspend(h, a, vm1)
+    vm2 = check_idle(h, a)
+    check_cross_workspace(h, a, b, vm1)
+    check_admission(h, a, b, q)
+    check_vmctl(h, [vm1, vm2])
+    check_preflight_off_loop(h, b)
+    check_audit(h)
+    # vm2 idles back into hibernation before the shutdown.
+    wait_for(lambda: a.state(vm2) == "hibernated", 30, "idle again")
+    check_sigterm(h, a, vm1, vm2)
+    cvm = check_kill9(h, a, b, vm1, vm2)
+    okk, r = b("vm_destroy", vm_id=cvm)
+    ok(okk and r["destroyed"], "the VM failed by the crash is "
+       "destroyed", r)
+    t = time.monotonic()
+    okk, r = a("vm_create", request_id="c-a3", memory_mib=MEM,
+               idle_seconds=3600)
+    ok(okk and r["state"] == "running", "a third VM (%.1f s)" % (
+        time.monotonic() - t), r)
+    vm3 = r["vm_id"]
+    check_garbage(h, a, vm2, vm3)
+    check_kill9_resuming(h, a, vm3)
+    check_stop_workspace(h, vm2)
+    check_destroy(h, a, b, [vm1, vm2, vm3])
+    rc, secs = h.stop_vmmd()
+    ok(rc == 0, "vmmd exits 0 with no VM left (%.1f s)" % secs, rc)
+    check_changed_image(h)
 
 
 def main():
-    if os.geteuid() != 0:
-        skip_all("needs root (loop devices, mounts, cgroups, VM uids)")
-    for tool in ("qemu-system-x86_64", "mkfs.xfs", "losetup"):
-        if shutil.which(tool) is None:
-            skip_all("%s is not installed" % tool)
-    for uid in range(UID_BASE, UID_BASE + MAX_VMS + 1):
-        try:
-            import pwd
-            pwd.getpwuid(uid)
-            skip_all("uid %d exists; the test's VM uids must be free" % uid)
-        except KeyError:
-            pass
-    # Orphans of a killed vmmd come here, not to a PID 1 that may never
-    # reap them (as in some containers).
-    become_subreaper()
-    exit_cleanly_on_sigterm()
-    manifest = build_image()
-    h = Host(manifest)
-    try:
-        h.setup()
-        h.write_conf()
-        h.start_authd()
-        check_database_refused(h)
-        h.start_vmmd()
-        a = Client(h, h.issue("alpha"))
-        b = Client(h, h.issue("beta"))
-        q = Client(h, h.issue("quota", "--memory-mib", "128",
-                              "--storage-gib", "2"))
-        check_vmproxy_direct(h)
-        check_auth_cache(h)
-        vm1 = check_lifecycle(h, a)
-        check_exec_wait(h, a, vm1)
-        check_privileges(h)
-        check_suspend(h, a, vm1)
-        vm2 = check_idle(h, a)
-        check_cross_workspace(h, a, b, vm1)
-        check_admission(h, a, b, q)
-        check_vmctl(h, [vm1, vm2])
-        check_preflight_off_loop(h, b)
-        check_audit(h)
-        # vm2 idles back into hibernation before the shutdown.
-        wait_for(lambda: a.state(vm2) == "hibernated", 30, "idle again")
-        check_sigterm(h, a, vm1, vm2)
-        cvm = check_kill9(h, a, b, vm1, vm2)
-        okk, r = b("vm_destroy", vm_id=cvm)
-        ok(okk and r["destroyed"], "the VM failed by the crash is "
-           "destroyed", r)
-        t = time.monotonic()
-        okk, r = a("vm_create", request_id="c-a3", memory_mib=MEM,
-                   idle_seconds=3600)
-        ok(okk and r["state"] == "running", "a third VM (%.1f s)" % (
-            time.monotonic() - t), r)
-        vm3 = r["vm_id"]
-        check_garbage(h, a, vm2, vm3)
-        check_kill9_resuming(h, a, vm3)
-        check_stop_workspace(h, vm2)
-        check_destroy(h, a, b, [vm1, vm2, vm3])
-        rc, secs = h.stop_vmmd()
-        ok(rc == 0, "vmmd exits 0 with no VM left (%.1f s)" % secs, rc)
-        check_changed_image(h)
-    except Exception as e:  # reported, then cleaned up
-        import traceback
-        ok(False, "the run went through", traceback.format_exc())
-        note(read(h.vmmd_log)[-4000:])
-        del e
-    finally:
-        if failed:
-            # The temporary directory goes; the logs stay for a person.
-            keep = "/tmp/vmmd-it-%d.log" % os.getpid()
-            with open(keep, "w") as f:
-                f.write(read(h.authd_log) + "\n----\n" + read(h.vmmd_log))
-            note("authd and vmmd logs kept in " + keep)
-        h.cleanup()
-    print("1..%d" % n)
-    sys.exit(1 if failed else 0)
+    vmmdlib.run_suite("vmmd-it", suite)
 
 
 if __name__ == "__main__":

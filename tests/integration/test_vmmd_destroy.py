@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # vm_destroy in every state a VM can be in while something else is under
 # way, against a real vmmd with real QEMU TCG VMs (the set-up of
-# test_vmmd.py): during the disk clone of a create, while QEMU starts,
+# vmmdlib.py): during the disk clone of a create, while QEMU starts,
 # while the guest boots, while hibernating, while resuming, while pausing
 # with the guest not answering, and with guest calls in flight.  Each case
 # checks that the destroy answers, that whoever waited for the cancelled
@@ -13,7 +13,7 @@
 # the first case starts vmmd with MCPVM_TEST_DISK_DELAY_MS, a failpoint
 # that holds each disk job on vmmd's worker thread (vmmd/disk.c).
 #
-# Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+# Environment: as vmmdlib.py.  TAP on stdout.  Needs root.
 import json
 import os
 import signal
@@ -22,9 +22,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_vmmd as base  # noqa: E402
-from test_vmmd import ok, note, read, wait_for, err_code  # noqa: E402
-from test_vmmd import vmmd_fds  # noqa: E402
+import vmmdlib as base  # noqa: E402
+from vmmdlib import ok, note, read, wait_for, err_code  # noqa: E402
+from vmmdlib import vmmd_fds  # noqa: E402
 
 MEM = base.MEM
 

@@ -15,7 +15,7 @@
 # real VM running, that QEMU's QMP socket and qemu.log are vmproxy's and
 # never root vmmd's (#14, finding 7: root reads no byte QEMU writes).
 #
-# Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+# Environment: as vmmdlib.py.  TAP on stdout.  Needs root.
 import os
 import re
 import signal
@@ -25,9 +25,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_vmmd as base  # noqa: E402
-from test_vmmd import ok, note, read, err_code  # noqa: E402
-from test_vmmd import vmmd_fds, vmmd_rss_kib  # noqa: E402
+import vmmdlib as base  # noqa: E402
+from vmmdlib import ok, note, read, err_code  # noqa: E402
+from vmmdlib import vmmd_fds, vmmd_rss_kib  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEM = base.MEM

@@ -10,7 +10,7 @@
 #
 # MCPVM_PEER_SEED picks the loop's seed (printed either way), and
 # MCPVM_PEER_ROUNDS its length (default 3000).
-# Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+# Environment: as vmmdlib.py.  TAP on stdout.  Needs root.
 import array
 import json
 import os
@@ -22,10 +22,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_vmmd as base  # noqa: E402
+import vmmdlib as base  # noqa: E402
 import vmmd_ipc as ipc  # noqa: E402
-from test_vmmd import ok, note, read, err_code  # noqa: E402
-from test_vmmd import vmmd_fds, vmmd_rss_kib  # noqa: E402
+from vmmdlib import ok, note, read  # noqa: E402
+from vmmdlib import vmmd_fds, vmmd_rss_kib  # noqa: E402
 
 MEM = base.MEM
 MAX_CONNS = 8

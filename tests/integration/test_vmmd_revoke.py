@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # A workspace's snapshots go with it (vmmd/snapshot_revoke.c), against a
 # real authd and a real vmmd with real QEMU TCG VMs on the XFS volume
-# (test_vmmd.py's frame):
+# (vmmdlib.py's frame):
 #   - authctl revoke-workspace deletes the workspace's snapshots, disk-only
 #     and with memory, each audited, and leaves another workspace's whole
 #     and usable, and the VMs of the revoked one alone; a credential
@@ -12,15 +12,15 @@
 #   - a snapshot being made when its workspace is revoked is deleted as it
 #     becomes ready, and its caller hears unauthorized.
 #
-# Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+# Environment: as vmmdlib.py.  TAP on stdout.  Needs root.
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_vmmd as base  # noqa: E402
-from test_vmmd import ok, wait_for  # noqa: E402
-from test_vmmd_snapshot import snap, snapdir  # noqa: E402
+import vmmdlib as base  # noqa: E402
+from vmmdlib import ok, wait_for  # noqa: E402
+from vmmdlib import snap, snapdir  # noqa: E402
 
 MEM = base.MEM
 ACTOR = "authd:revoke-workspace"

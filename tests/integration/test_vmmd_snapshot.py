@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # Snapshots against a real vmmd with real QEMU TCG VMs on the XFS volume
-# (test_vmmd.py's frame): a disk-only snapshot that later VMs boot on and
+# (vmmdlib.py's frame): a disk-only snapshot that later VMs boot on and
 # that several share without changing it; a memory snapshot whose process
 # goes on running, with its memory, in the VM restored from it, and
 # independently of the source; vm_fork into two children, the process
@@ -12,7 +12,7 @@
 # vmmd/snapshot.c) holds each disk job on the worker pool, the snapshot's
 # clone included, so that the kill lands while the snapshot is made.
 #
-# Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+# Environment: as vmmdlib.py.  TAP on stdout.  Needs root.
 import base64
 import hashlib
 import json
@@ -21,33 +21,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_vmmd as base  # noqa: E402
-from test_vmmd import ok, note, wait_for  # noqa: E402
+import vmmdlib as base  # noqa: E402
+from vmmdlib import ok, wait_for  # noqa: E402
+from vmmdlib import COUNTER, snap, snapdir, out, counter  # noqa: E402
 
 MEM = base.MEM
-
-COUNTER = r"""
-import os, time
-token = os.urandom(8).hex()      # held in this process's memory only
-n = 0
-while True:
-    n += 1
-    with open("/workspace/counter.tmp", "w") as f:
-        f.write("%s %d" % (token, n))
-    os.rename("/workspace/counter.tmp", "/workspace/counter")
-    time.sleep(0.2)
-"""
-
-
-def snap(c, **args):
-    """vm_snapshot: its "name" argument is the Client call's own."""
-    t, body, fd = c.c.call(base.ipc.VM_TOOL, {
-        "credential": c.tok, "tool": "vm_snapshot", "arguments": args})
-    if fd is not None:
-        os.close(fd)
-    return (False, body["error"]) if t == base.ipc.ERROR else \
-        (True, body["result"])
-
 
 def sha256(path):
     d = hashlib.sha256()
@@ -55,15 +33,6 @@ def sha256(path):
         for b in iter(lambda: f.read(1 << 20), b""):
             d.update(b)
     return d.hexdigest()
-
-
-def snapdir(h, sid=""):
-    return os.path.join(h.mnt, "snapshots", sid)
-
-
-def out(c, vm, cmd, rid):
-    st, code, o, e = c.sh(vm, cmd, rid)
-    return o.strip() if code == 0 else "exit %s: %s" % (code, e.strip())
 
 
 def create(c, rid, **kw):
@@ -194,11 +163,6 @@ def case_consistent(h, a, src):
     ok(held == 5, "consistency: 200 files written without sync just before "
        "each of 5 disk-only snapshots are all in the VMs made from them, "
        "byte for byte (%d of 5)" % held)
-
-
-def counter(c, vm, rid):
-    v = out(c, vm, "cat /workspace/counter", rid).split()
-    return (v[0], int(v[1])) if len(v) == 2 else (None, -1)
 
 
 def case_memory(h, a, src):

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # The warm pool against a real vmmd with real QEMU TCG VMs on the XFS
-# volume (test_vmmd.py's frame), with [vmmd] warm_pool = 1: the pool
+# volume (vmmdlib.py's frame), with [vmmd] warm_pool = 1: the pool
 # builds a ready memory snapshot in the background; a plain vm_create
 # restores from it (origin "warm") and the pool refills; no workspace
 # ever lists the pool's VM or snapshot; vm_list answers within 100 ms
@@ -15,7 +15,7 @@
 # snapshot's clone included, so that its making lasts long enough to be
 # measured against and killed in.
 #
-# Environment: as test_vmmd.py.  TAP on stdout.  Needs root.
+# Environment: as vmmdlib.py.  TAP on stdout.  Needs root.
 import hashlib
 import json
 import os
@@ -23,16 +23,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import test_vmmd as base  # noqa: E402
-from test_vmmd import ok, note, wait_for  # noqa: E402
+import vmmdlib as base  # noqa: E402
+from vmmdlib import ok, wait_for, snapdir, out  # noqa: E402
 
 MEM = base.MEM
 POOL = "@warm-pool"
 BUILD_S = 600       # a TCG boot and a memory snapshot on a shared host
-
-
-def snapdir(h, sid=""):
-    return os.path.join(h.mnt, "snapshots", sid)
 
 
 def pool_snaps(h):
@@ -72,11 +68,6 @@ def leftovers(h):
 
 def making(h):
     return any(d.endswith(".part") for d in os.listdir(snapdir(h)))
-
-
-def out(c, vm, cmd, rid):
-    st, code, o, e = c.sh(vm, cmd, rid)
-    return o.strip() if code == 0 else "exit %s: %s" % (code, e.strip())
 
 
 def lists_nothing(c):

@@ -22,7 +22,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import taplib  # noqa: E402
 import vmmd_ipc as ipc  # noqa: E402
+from taplib import ok, note  # noqa: E402
 
 HDR = struct.Struct("<BBHII")
 CTRL, BODY, OPEN, OPEN_OK, OPEN_FAIL, DATA, EOF, CLOSE, WINDOW, ACCEPT = \
@@ -30,20 +32,6 @@ CTRL, BODY, OPEN, OPEN_OK, OPEN_FAIL, DATA, EOF, CLOSE, WINDOW, ACCEPT = \
 GUEST = 0x80000000
 ROUTE, ATTACH, ATTACH_RESULT, LIMITS = 608, 609, 610, 611
 UID = 939990
-
-n = 0
-failed = 0
-
-
-def ok(cond, what, diag=""):
-    global n, failed
-    n += 1
-    print("%s %d - %s" % ("ok" if cond else "not ok", n, what), flush=True)
-    if not cond:
-        failed += 1
-        for line in str(diag).splitlines()[-30:]:
-            print("# " + line, flush=True)
-    return cond
 
 
 class FakeGuest:
@@ -123,8 +111,7 @@ class FakeGuest:
 
 def main():
     if os.geteuid() != 0:
-        print("1..0 # SKIP needs root")
-        sys.exit(77)
+        taplib.skip_all("needs root")
     d = tempfile.mkdtemp(prefix="vmproxy-broker.")
     os.chmod(d, 0o755)
     link = os.path.join(d, "link.sock")
@@ -154,13 +141,11 @@ def main():
     finally:
         p.kill()
         out = p.communicate()[0].decode(errors="replace")
-        if failed:
-            for line in out.splitlines()[-40:]:
-                print("# " + line)
+        if taplib.failed:
+            note("\n".join(out.splitlines()[-40:]))
         bad = [w for w in ("AddressSanitizer", "runtime error:") if w in out]
         ok(not bad, "no sanitizer report from vmproxy", out[-3000:])
-    print("1..%d" % n)
-    sys.exit(1 if failed else 0)
+    taplib.done()
 
 
 def run(c, g):

@@ -14,8 +14,10 @@ import os
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
+
+import taplib
+from taplib import ok
 
 VMPROXY = os.environ["VMPROXY"]
 
@@ -23,23 +25,6 @@ HDR = struct.Struct("=IIII")
 HELLO, ERROR, REPLY = 1, 2, 0x2
 PROXY_CALL, PROXY_RESULT, PROXY_STREAM_OPEN = 601, 602, 603
 NOBODY = 65534
-
-n = 0
-failed = 0
-
-
-def ok(cond, name, detail=None):
-    global n, failed
-    n += 1
-    if cond:
-        print("ok %d - %s" % (n, name))
-    else:
-        failed += 1
-        print("not ok %d - %s" % (n, name))
-        if detail is not None:
-            for line in str(detail).splitlines() or [""]:
-                print("# " + line)
-    sys.stdout.flush()
 
 
 class Proxy:
@@ -258,9 +243,8 @@ def main():
         p.stop()
 
     subprocess.run(["rm", "-rf", tmp])
-    print("1..%d" % n)
-    return 1 if failed else 0
+    taplib.done()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -18,6 +18,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import taplib  # noqa: E402
 from mcpdlib import TOKEN_A, Daemon, free_port  # noqa: E402
 
 NODE = shutil.which("node")
@@ -31,8 +32,7 @@ REVISIONS = ("2025-11-25", "2026-07-28")
 
 def main():
     if NODE is None:
-        print("1..0 # SKIP node is not installed")
-        sys.exit(77)
+        taplib.skip_all("node is not installed")
     if not os.path.exists(CONF) or not os.path.exists(NODE22):
         print("Bail out! tests/mcp/node_modules missing: run "
               "'npm ci' in tests/mcp (tests/run does)")
@@ -86,21 +86,12 @@ def main():
             proxy.terminate()
             proxy.wait(10)
         d.stop()
-    checks = [x for x in results if x[1] is not None]
-    print("1..%d" % len(checks))
-    n = 0
-    failed = 0
     for name, good, out in results:
         if good is None:
-            print("# " + name)
-            continue
-        n += 1
-        print("%s %d - %s" % ("ok" if good else "not ok", n, name))
-        if not good:
-            failed += 1
-            for line in out.splitlines()[-60:]:
-                print("# " + line)
-    sys.exit(1 if failed else 0)
+            taplib.note(name)
+        else:
+            taplib.ok(good, name, out)
+    taplib.done()
 
 
 main()
