@@ -41,7 +41,7 @@ PROXY_RESULT = 602
 PROXY_STREAM_OPEN_RESULT = 604
 PROXY_QMP = 606
 PROXY_QMP_RESULT = 607
-# vmproxy's unasked messages, one type per event (proto/ipc.h).
+# vmproxy's unasked messages, one type per event (proto/ipcmsg.h).
 PROXY_GUEST_HELLO = 612
 PROXY_LINK_DOWN = 613
 PROXY_STREAMS = 614

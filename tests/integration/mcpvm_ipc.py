@@ -2,7 +2,7 @@
 
 A frame is a 16-byte header {u32 type, u32 len, u32 id, u32 flags} in host
 byte order followed by `len` bytes of one JSON object; the first frame each
-way is HELLO {"version":1,"role":...}.  See proto/ipc.h.
+way is HELLO {"version":1,"role":...}.  See proto/ipcmsg.h.
 """
 import json
 import socket

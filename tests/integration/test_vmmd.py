@@ -25,7 +25,7 @@ from vmmdlib import Client, Garbage, err_code, states, vm_uid  # noqa: E402
 from vmmdlib import MEM, UID_BASE, MAX_VMS  # noqa: E402
 import vmmdlib  # noqa: E402
 
-PROXY_GUEST_ERROR = 615          # proto/ipc.h: the guest broke the link
+PROXY_GUEST_ERROR = 615          # proto/ipcmsg.h: the guest broke the link
 
 
 # ---- the checks ----------------------------------------------------------
