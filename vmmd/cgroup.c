@@ -114,6 +114,19 @@ parent_ok(const char *parent)
 
 #define V2_ALL	((1u << CG_MEMORY) | (1u << CG_CPU) | (1u << CG_PIDS))
 
+/* " memory pids": the controllers of want that have lacks, for errors. */
+static void
+ctrl_names_in(unsigned want, unsigned have, char *buf, size_t len)
+{
+	int c;
+
+	buf[0] = '\0';
+	for (c = 0; c < CG_NCTRL; c++)
+		if ((want & (1u << c)) && !(have & (1u << c)))
+			snprintf(buf + strlen(buf), len - strlen(buf), " %s",
+			    ctrl_names[c]);
+}
+
 /* The controllers of memory, cpu and pids that a v2 cgroup offers. */
 static unsigned
 v2_ctrls_of(const char *dir)
@@ -137,6 +150,7 @@ cg_detect_from(FILE *mounts, struct cg_host *h, const char *parent,
 {
 	char line[4096], dev[256], dir[PATH_MAX], type[64], opts[1024];
 	char missing[128];
+	unsigned m;
 	int c;
 
 	memset(h, 0, sizeof(*h));
@@ -167,12 +181,10 @@ cg_detect_from(FILE *mounts, struct cg_host *h, const char *parent,
 		h->layout = CG_LAYOUT_V2;
 		return 0;
 	}
-	missing[0] = '\0';
-	for (c = 0; c < CG_NCTRL; c++)
-		if (h->v1[c][0] == '\0') {
-			strcat(missing, " ");
-			strcat(missing, ctrl_names[c]);
-		}
+	for (m = 0, c = 0; c < CG_NCTRL; c++)
+		if (h->v1[c][0] != '\0')
+			m |= 1u << c;
+	ctrl_names_in((1u << CG_NCTRL) - 1, m, missing, sizeof(missing));
 	if (missing[0] == '\0') {
 		h->layout = CG_LAYOUT_V1;
 		return 0;
@@ -191,7 +203,6 @@ cg_delegate_from(struct cg_host *h, FILE *self, char *err, size_t errlen)
 	char line[PATH_MAX + 64], own[PATH_MAX], base[PATH_MAX * 2];
 	size_t n;
 	unsigned m;
-	int c;
 
 	if (h->layout != CG_LAYOUT_V2)
 		return 0;
@@ -220,13 +231,9 @@ cg_delegate_from(struct cg_host *h, FILE *self, char *err, size_t errlen)
 	if (strlen(base) >= sizeof(h->v2_base))
 		return errf(err, errlen, "delegated cgroup path too long");
 	if ((m = v2_ctrls_of(base)) != V2_ALL) {
-		char missing[64] = "";
+		char missing[64];
 
-		for (c = CG_MEMORY; c <= CG_PIDS; c++)
-			if (!(m & (1u << c))) {
-				strcat(missing, " ");
-				strcat(missing, ctrl_names[c]);
-			}
+		ctrl_names_in(V2_ALL, m, missing, sizeof(missing));
 		return errf(err, errlen, "delegated cgroup %s lacks%s "
 		    "(Delegate=yes hands them over)", base, missing);
 	}
