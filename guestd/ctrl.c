@@ -133,7 +133,8 @@ guestd_dispatch_host(const uint8_t *buf, size_t len, const uint8_t *body,
 		}
 		break;
 	case OP_THAW:
-		/* The file systems first: the clock's setting may log. */
+		/* The file systems first: a clock refused below answers
+		 * before the jobs thaw, and must still leave them writable. */
 		fsfreeze_thaw();
 		/* Wall time first, so jobs never see the stale clock. */
 		if (q.has_time && (r = set_clock(q.id, q.realtime_ns)) != NULL)
