@@ -78,12 +78,16 @@ def check_egress(w, a, vm, tag):
     blocked = [("10.77.0.2", 80), ("192.168.77.2", 80), ("100.64.7.2", 80),
                ("169.254.169.254", 80), ("198.18.5.2", 80),
                (netdlib.UPLINK_ADDR, 8081)]
-    bad = []
-    for i, (addr, port) in enumerate(blocked):
-        code, out, err = tcp(a, vm, addr, port, "%s-b%d" % (tag, i))
-        if code == 0:
-            bad.append((addr, out))
-    ok(not bad, "%s: private, CGNAT, metadata, blocked and host addresses "
+    # All six at once, in one job: a dropped connect takes its whole 3 s,
+    # and six in a row took 18 s of every check.
+    cmd = " ".join("(timeout 3 bash -c 'exec 3<>/dev/tcp/%s/%d && cat <&3' "
+                   ">/dev/null 2>&1; echo %d $?) &" % (addr, port, i)
+                   for i, (addr, port) in enumerate(blocked)) + " wait"
+    code, out, err = guest(a, vm, cmd, tag + "-blocked")
+    codes = dict(line.split() for line in out.splitlines() if line.strip())
+    bad = [(addr, codes.get(str(i))) for i, (addr, port) in
+           enumerate(blocked) if codes.get(str(i)) in (None, "0")]
+    ok(code == 0 and len(codes) == len(blocked) and not bad, "%s: private, CGNAT, metadata, blocked and host addresses "
        "are unreachable" % tag, bad)
 
 
