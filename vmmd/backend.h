@@ -119,6 +119,14 @@ struct backend_ops {
 	int	(*restore)(void *be, const struct vm_spec *, const char *path,
 		    const struct vmm_cbs *, void *cbarg, vmm_done_cb done,
 		    void *arg, struct vmm **out);
+	/*
+	 * Takes up the VMM process pid, which an earlier vmmd started and
+	 * which still runs (the caller checked that it is this VM's); done
+	 * runs once its monitor answers.  Nothing is started.
+	 */
+	int	(*adopt)(void *be, const struct vm_spec *, pid_t pid,
+		    const struct vmm_cbs *, void *cbarg, vmm_done_cb done,
+		    void *arg, struct vmm **out);
 	/* A restore started with spec.hold goes on and reads its file. */
 	void	(*release)(struct vmm *);
 	int	(*pause)(struct vmm *, vmm_done_cb, void *);

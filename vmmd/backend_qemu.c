@@ -308,6 +308,80 @@ qvm_restore(void *be, const struct vm_spec *s, const char *path,
 	return qvm_launch(be, s, path, cbs, cbarg, done, arg, out);
 }
 
+/*
+ * Takes up a QEMU that an earlier vmmd started and that still runs: pid
+ * was checked by the caller (its uid and cgroup are the VM's).  Its
+ * monitor is a new vmproxy's, which connects to the QMP socket QEMU still
+ * serves; done runs once it answers.  QEMU is not our child: its exit is
+ * seen on a pidfd, and it is signalled only through that pidfd.
+ */
+static int
+qvm_adopt(void *bep, const struct vm_spec *s, pid_t pid,
+    const struct vmm_cbs *cbs, void *cbarg, vmm_done_cb done, void *arg,
+    struct vmm **out)
+{
+	struct qemu_backend *be = bep;
+	struct qvm *v;
+
+	*out = NULL;
+	if (strlen(s->rundir) >= sizeof(v->rundir) || pid <= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	if (s->mon == NULL || s->mon->owner != NULL) {
+		errno = EINVAL;
+		return -1;
+	}
+	if ((v = calloc(1, sizeof(*v))) == NULL)
+		return -1;
+	v->vmm.ops = &qemu_backend_ops;
+	v->be = be;
+	v->slot = s->slot;
+	v->uid = s->uid;
+	v->gid = s->gid;
+	strcpy(v->rundir, s->rundir);
+	if (cbs != NULL)
+		v->cbs = *cbs;
+	v->cbarg = cbarg;
+	v->ckpt_fd = -1;
+	v->pid = pid;
+	v->adopted = 1;
+	v->mon = s->mon;
+	LIST_INIT(&v->cmds);
+	v->timer = evtimer_new(be->base, mig_poll, v);
+	v->deadline = evtimer_new(be->base, qvm_deadline_cb, v);
+	v->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (v->timer == NULL || v->deadline == NULL || v->pidfd == -1 ||
+	    (v->pidev = event_new(be->base, v->pidfd, EV_READ | EV_PERSIST,
+	    qvm_pidfd_cb, v)) == NULL || event_add(v->pidev, NULL) == -1)
+		goto fail;
+	v->mon->owner = v;
+	v->mon->event = qvm_mon_event;
+	v->mon->lost = qvm_mon_lost;
+	if (qvm_send(v, VMQ_CONNECT, -1, be->conf.connect_ms, qvm_connected,
+	    NULL) == -1) {
+		qvm_mon_release(v);
+		goto fail;
+	}
+	qvm_begin(v, OP_START, done, arg, be->conf.connect_ms +
+	    be->conf.command_ms);
+	log_info("vm %u: QEMU pid %ld taken up from an earlier vmmd",
+	    s->slot, (long)pid);
+	*out = &v->vmm;
+	return 0;
+fail:
+	if (v->pidev != NULL)
+		event_free(v->pidev);
+	if (v->pidfd != -1)
+		close(v->pidfd);
+	if (v->timer != NULL)
+		event_free(v->timer);
+	if (v->deadline != NULL)
+		event_free(v->deadline);
+	free(v);
+	return -1;
+}
+
 static int
 qvm_pause(struct vmm *vm, vmm_done_cb cb, void *arg)
 {
@@ -357,9 +431,7 @@ qvm_kill(struct vmm *vm)
 {
 	struct qvm *v = (struct qvm *)vm;
 
-	if (v->exited)
-		return 0;
-	return kill(v->pid, SIGKILL);
+	return qvm_signal(v, SIGKILL);
 }
 
 static int
@@ -420,8 +492,9 @@ qvm_reap_later(struct qvm *v)
 
 	if (v->exited || v->pid <= 0)
 		return;
-	kill(v->pid, SIGKILL);
-	if (waitpid(v->pid, NULL, WNOHANG) != 0 || v->pidfd == -1)
+	qvm_signal(v, SIGKILL);
+	/* init reaps an adopted QEMU. */
+	if (v->adopted || waitpid(v->pid, NULL, WNOHANG) != 0 || v->pidfd == -1)
 		return;
 	if ((r = calloc(1, sizeof(*r))) == NULL)
 		return;
@@ -476,6 +549,7 @@ const struct backend_ops qemu_backend_ops = {
 	.name = "qemu",
 	.start = qvm_start,
 	.restore = qvm_restore,
+	.adopt = qvm_adopt,
 	.release = qvm_release,
 	.pause = qvm_pause,
 	.resume = qvm_resume,

@@ -363,6 +363,13 @@ netclient_setup(struct vm *vm, net_setup_cb cb, void *arg)
 }
 
 void
+netclient_keep(struct vm *vm)
+{
+	if (vm->rec.slot >= 0 && vm->rec.slot < NET_SLOTS)
+		up[vm->rec.slot] = 1;
+}
+
+void
 netclient_release(struct vm *vm)
 {
 	struct json_object *b;

@@ -47,6 +47,9 @@ int	netclient_available(char *why, size_t whylen);
  * last said (refreshed every 10 s). */
 struct json_object;
 void	netclient_preflight(struct json_object *checks);
+/* A VM taken up after a restart keeps the network netd still has for
+ * its slot: the first sync lists it (call before netclient_init). */
+void	netclient_keep(struct vm *);
 /* Asks for the VM's network; cb runs exactly once, later. */
 void	netclient_setup(struct vm *, net_setup_cb cb, void *arg);
 /* Removes the VM's network if it has one; nothing to wait for. */

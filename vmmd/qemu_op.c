@@ -7,6 +7,7 @@
  * each fail the operation with what is known.
  */
 #include <sys/queue.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -137,9 +138,10 @@ void
 qvm_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct qvm *v = arg;
-	int st, notify = 1;
+	int st = 0, notify = 1;
 
-	if (waitpid(v->pid, &st, WNOHANG) <= 0)
+	/* An adopted QEMU is init's child: readable means it is gone. */
+	if (!v->adopted && waitpid(v->pid, &st, WNOHANG) <= 0)
 		return;
 	v->exited = 1;
 	v->wstatus = st;
@@ -230,7 +232,10 @@ qvm_exit_fail(struct qvm *v, const char *words)
 	int st = v->wstatus;
 
 	v->dying = 0;
-	if (WIFSIGNALED(st))
+	if (v->adopted)
+		qvm_op_fail(v, "QEMU exited (an earlier vmmd started it, so "
+		    "its exit status is not known)%s", words);
+	else if (WIFSIGNALED(st))
 		qvm_op_fail(v, "QEMU died (signal %d)%s", WTERMSIG(st), words);
 	else
 		qvm_op_fail(v, "QEMU exited with status %d%s", WEXITSTATUS(st),
@@ -371,7 +376,7 @@ stop_timeout_cb(evutil_socket_t fd, short what, void *arg)
 
 	log_warnx("vm %u: QEMU did not exit %d ms after quit; killing it",
 	    v->slot, v->be->conf.stop_ms);
-	kill(v->pid, SIGKILL);
+	qvm_signal(v, SIGKILL);
 }
 
 static void
@@ -398,5 +403,20 @@ qvm_quit(struct qvm *v)
 	}
 	if (!v->mon_up || qvm_send(v, VMQ_QUIT, -1, v->be->conf.command_ms,
 	    quit_reply, NULL) == -1)
-		kill(v->pid, SIGKILL);
+		qvm_signal(v, SIGKILL);
+}
+
+/*
+ * Signals QEMU through its pidfd: the pid of an adopted QEMU, which init
+ * reaps, could be another process's by the time a plain kill arrived.
+ */
+int
+qvm_signal(struct qvm *v, int sig)
+{
+	if (v->exited)
+		return 0;
+	if (v->pidfd != -1)
+		return (int)syscall(SYS_pidfd_send_signal, v->pidfd, sig, NULL,
+		    0);
+	return kill(v->pid, sig);
 }

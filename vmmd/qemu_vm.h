@@ -58,6 +58,12 @@ struct qvm {
 	struct event		*pidev;
 	int			 exited;
 	int			 wstatus;
+	/*
+	 * Started by an earlier vmmd and taken up (qvm_adopt): not our
+	 * child, so its exit is seen on the pidfd but never reaped, and its
+	 * status is not known.
+	 */
+	int			 adopted;
 	struct vmm_monitor	*mon;
 	int			 mon_up;	/* connected, not lost since */
 	int			 held;		/* a restore waits for release */
@@ -114,6 +120,7 @@ void	qvm_mon_release(struct qvm *);
 int	qvm_cmd(struct qvm *, enum vmq_op, int fd, qcmd_cb);
 void	reply_finish(struct qvm *, const struct vmq_result *);
 void	qvm_quit(struct qvm *);
+int	qvm_signal(struct qvm *, int sig);
 
 /* qemu_migrate.c */
 void	mig_poll(evutil_socket_t, short, void *);

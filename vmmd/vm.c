@@ -467,7 +467,8 @@ static void
 vm_remove_files(struct vm *vm)
 {
 	static const char *const names[] = { DISK, KERNEL, INITRD, CHECKPOINT,
-	    CHECKPOINT ".part" };	/* the backend's unfinished one */
+	    CHECKPOINT ".part",		/* the backend's unfinished one */
+	    VMM_PID, VMM_PID ".new" };
 	char path[PATH_MAX];
 	DIR *d;
 	struct dirent *de;

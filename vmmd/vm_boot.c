@@ -59,7 +59,7 @@ vm_vmm_event(struct vmm *vmm, const char *name, void *arg)
 	log_debug("vm %s: QEMU event %s", ((struct vm *)arg)->rec.id, name);
 }
 
-static const struct vmm_cbs vm_cbs = { vm_exited, vm_vmm_event };
+const struct vmm_cbs vm_vmm_cbs = { vm_exited, vm_vmm_event };
 
 static void
 vm_spec(struct vm *vm, struct vm_spec *spec, char *append, size_t applen,
@@ -257,11 +257,21 @@ vm_boot_thaw(struct vm *vm, const char *why)
 	boot_clock(vm);
 }
 
+/* The guest has boot_timeout_seconds to say hello. */
+void
+vm_boot_timer_start(struct vm *vm)
+{
+	struct timeval tv = { env->conf.vmmd.boot_timeout_seconds, 0 };
+
+	if (vm->boot_timer == NULL)
+		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
+	evtimer_add(vm->boot_timer, &tv);
+}
+
 static void
 boot_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 {
 	struct vm *vm = arg;
-	struct timeval tv = { env->conf.vmmd.boot_timeout_seconds, 0 };
 
 	if (!ok) {
 		vm_kill_processes(vm);
@@ -269,9 +279,7 @@ boot_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 		return;
 	}
 	vm_op_step(vm, VM_STEP_HELLO);
-	if (vm->boot_timer == NULL)
-		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
-	evtimer_add(vm->boot_timer, &tv);
+	vm_boot_timer_start(vm);
 	/* vmproxy ran before QEMU: a quick guest may have said it already. */
 	if (vm->guest_up)
 		vm_fsm_fire(vm, VM_EV_HELLO, NULL);
@@ -391,11 +399,11 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 	spec.hold = checkpoint != NULL && vm->hold_restore;
 	vm_op_step(vm, VM_STEP_NONE);
 	if (checkpoint == NULL)
-		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_cbs, vm,
+		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_vmm_cbs, vm,
 		    boot_vmm_done, vm, &vm->vmm);
 	else
 		rc = qemu_backend_ops.restore(env->qemu, &spec, checkpoint,
-		    &vm_cbs, vm, boot_vmm_done, vm, &vm->vmm);
+		    &vm_vmm_cbs, vm, boot_vmm_done, vm, &vm->vmm);
 	close(con[1]);		/* QEMU has its copies */
 	close(qlog[1]);
 	if (rc == -1) {
@@ -403,7 +411,30 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 		proxy_stop(vm);
 		return -1;
 	}
+	vm_pid_record(vm, vmm_pid(vm->vmm));
 	return 0;
+}
+
+/*
+ * Writes QEMU's pid into the VM's own directory (root's), whole or not at
+ * all, for a restarted vmmd to take QEMU up (vm_adopt.c).  Without it the
+ * VM still runs; it just would not outlive a vmmd crash.
+ */
+void
+vm_pid_record(struct vm *vm, pid_t pid)
+{
+	char path[PATH_MAX], tmp[PATH_MAX + 8], buf[32];
+	int fd, n;
+
+	vm_path(vm, VMM_PID, path, sizeof(path));
+	snprintf(tmp, sizeof(tmp), "%s.new", path);
+	n = snprintf(buf, sizeof(buf), "%ld\n", (long)pid);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) == -1 || write(fd, buf, (size_t)n) != n ||
+	    close(fd) == -1 || rename(tmp, path) == -1) {
+		log_warn("vm %s: %s", vm->rec.id, path);
+		(void)unlink(tmp);
+	}
 }
 
 /* A VM with network asks netd first; its TAP then goes to QEMU. */

@@ -28,8 +28,10 @@
  * The table.  Rows of one (state, event) pair stand together, the most
  * particular guard first and VM_G_ANY last.  A VM in a transient state
  * (creating, hibernating, resuming, destroying) has an operation running
- * that ends with its own event; vmmd's restart finds every state but
- * hibernated and failed with its outcome unknown.
+ * that ends with its own event.  When vmmd starts again, a VM whose QEMU
+ * still runs is taken up (vm_adopt.c) and found running or paused; any
+ * other VM but a hibernated or failed one had its outcome lost with its
+ * processes (restart).
  */
 static const struct vm_fsm_row table[] = {
 	R(CREATING,	BOOTED,		ANY,	RUNNING,	NONE),
@@ -49,6 +51,9 @@ static const struct vm_fsm_row table[] = {
 	R(RUNNING,	FAIL,		ANY,	FAILED,		FAIL),
 	R(RUNNING,	DESTROY,	ANY,	DESTROYING,	DESTROY),
 	R(RUNNING,	RESTART,	ANY,	FAILED,		NONE),
+	R(RUNNING,	FOUND_RUNNING,	ANY,	RUNNING,	NONE),
+	/* vmmd died between the guest's freeze and recording the pause. */
+	R(RUNNING,	FOUND_PAUSED,	ANY,	PAUSED,		NONE),
 	R(RUNNING,	HELLO,		ANY,	RUNNING,	GUEST_UP),
 	R(RUNNING,	LINK_DOWN,	ANY,	RUNNING,	GUEST_DOWN),
 	R(RUNNING,	PROXY_EXIT,	IDLE,	FAILED,		FAIL),
@@ -61,11 +66,16 @@ static const struct vm_fsm_row table[] = {
 	R(PAUSED,	FAIL,		ANY,	FAILED,		FAIL),
 	R(PAUSED,	DESTROY,	ANY,	DESTROYING,	DESTROY),
 	R(PAUSED,	RESTART,	ANY,	FAILED,		NONE),
+	/* A paused VM's QEMU found running is stopped first (vm_adopt.c). */
+	R(PAUSED,	FOUND_PAUSED,	ANY,	PAUSED,		NONE),
+	R(PAUSED,	HELLO,		HELLO,	PAUSED,		RESUME_THAW),
 	R(PAUSED,	HELLO,		ANY,	PAUSED,		GUEST_UP),
 	R(PAUSED,	LINK_DOWN,	ANY,	PAUSED,		GUEST_DOWN),
 	R(PAUSED,	PROXY_EXIT,	ANY,	PAUSED,		GUEST_DOWN),
 	R(PAUSED,	QEMU_EXIT,	IDLE,	FAILED,		QEMU_GONE),
 	R(PAUSED,	QEMU_EXIT,	ANY,	PAUSED,		NONE),
+	R(PAUSED,	BOOT_TIMEOUT,	HELLO,	PAUSED,		BOOT_EXPIRED),
+	R(PAUSED,	BOOT_TIMEOUT,	ANY,	PAUSED,		NONE),
 
 	R(HIBERNATING,	CHECKPOINTED,	ANY,	HIBERNATED,	NONE),
 	R(HIBERNATING,	RUNS_ON,	ANY,	RUNNING,	NONE),
@@ -73,6 +83,9 @@ static const struct vm_fsm_row table[] = {
 	R(HIBERNATING,	FAIL,		ANY,	FAILED,		FAIL),
 	R(HIBERNATING,	DESTROY,	ANY,	DESTROYING,	DESTROY),
 	R(HIBERNATING,	RESTART,	ANY,	FAILED,		NONE),
+	/* QEMU outlived the hibernation vmmd died in: it is given up. */
+	R(HIBERNATING,	FOUND_RUNNING,	ANY,	RUNNING,	NONE),
+	R(HIBERNATING,	FOUND_PAUSED,	ANY,	PAUSED,		NONE),
 	R(HIBERNATING,	HELLO,		ANY,	HIBERNATING,	GUEST_UP),
 	R(HIBERNATING,	LINK_DOWN,	ANY,	HIBERNATING,	GUEST_DOWN),
 	R(HIBERNATING,	PROXY_EXIT,	ANY,	HIBERNATING,	GUEST_DOWN),
@@ -110,7 +123,7 @@ static const struct vm_fsm_row table[] = {
 static const char *const event_names[VM_NEVENTS] = {
 	"booted", "thawed", "paused", "checkpoint", "checkpointed",
 	"runs_on", "stays_paused", "restore", "fail", "destroy", "torn_down",
-	"restart", "hello", "link_down", "proxy_exit", "qemu_exit",
+	"restart", "found_running", "found_paused", "hello", "link_down", "proxy_exit", "qemu_exit",
 	"boot_timeout",
 };
 
@@ -120,6 +133,7 @@ static const char *const guard_names[VM_NGUARDS] = {
 
 static const char *const action_names[VM_NACTIONS] = {
 	"none", "guest_up", "guest_down", "boot_hello", "boot_thaw",
+	"resume_thaw",
 	"boot_expired", "fail", "qemu_gone", "destroy",
 };
 

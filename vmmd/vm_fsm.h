@@ -40,7 +40,10 @@ enum vm_event {
 	VM_EV_FAIL,		/* the VM is broken, or stopped by the operator */
 	VM_EV_DESTROY,		/* destroy asked */
 	VM_EV_TORN_DOWN,	/* files, record and processes are gone */
-	VM_EV_RESTART,		/* vmmd restarted and found it so */
+	VM_EV_RESTART,		/* vmmd restarted, and the VM's QEMU is gone */
+	VM_EV_FOUND_RUNNING,	/* vmmd restarted and took up its QEMU, which
+				 * runs the guest */
+	VM_EV_FOUND_PAUSED,	/* ... which has the guest stopped */
 	VM_EV_HELLO,		/* the guest said hello */
 	VM_EV_LINK_DOWN,	/* vmproxy lost the guest's link */
 	VM_EV_PROXY_EXIT,	/* vmproxy exited, not for a guest's fault */
@@ -66,6 +69,8 @@ enum vm_action {
 	VM_ACT_BOOT_HELLO,	/* a create goes on: identity for a clone, or
 				 * the clock */
 	VM_ACT_BOOT_THAW,	/* a restore goes on: the clock and a thaw */
+	VM_ACT_RESUME_THAW,	/* a resume goes on: the thaw waited for the
+				 * hello of a VM taken up while paused */
 	VM_ACT_BOOT_EXPIRED,	/* no hello in time: processes killed, the
 				 * boot fails */
 	VM_ACT_FAIL,		/* the operation ends, streams close,

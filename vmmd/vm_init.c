@@ -62,6 +62,7 @@ vm_fsm_start(void)
 	h.settled = vmmd_maybe_exit;
 	h.act[VM_ACT_BOOT_HELLO] = vm_boot_hello;
 	h.act[VM_ACT_BOOT_THAW] = vm_boot_thaw;
+	h.act[VM_ACT_RESUME_THAW] = vm_resume_thaw;
 	h.act[VM_ACT_BOOT_EXPIRED] = vm_boot_expired;
 	h.act[VM_ACT_FAIL] = vm_act_fail;
 	h.act[VM_ACT_QEMU_GONE] = vm_act_qemu_gone;
@@ -77,15 +78,47 @@ void
 vm_init_all(void)
 {
 	struct vm_record *recs;
+	struct vm *vm;
 	unsigned slots[4096];
 	char err[256];
 	ssize_t nslots;
 	size_t n;
 
 	vm_fsm_start();
-	/* Whatever a previous life left running dies through its cgroup. */
+	if (store_vm_list(env->store, NULL, &recs, &n) == -1)
+		fatalx("cannot read VMs from the store");
+	/*
+	 * A VM whose QEMU outlived the last vmmd is taken up (vm_adopt.c)
+	 * and keeps its cgroup; whatever else a previous life left running
+	 * dies through its cgroup.
+	 */
+	for (size_t i = 0; i < n; i++) {
+		char why[256];
+
+		vm = vm_alloc(&recs[i]);
+		switch (vm->rec.state) {
+		case VM_RUNNING:
+		case VM_PAUSED:
+		case VM_HIBERNATING:
+			if (vm_adopt(vm, why, sizeof(why)) == 0)
+				vm->adopted = 1;
+			else
+				log_info("vm %s: not taken up: %s",
+				    vm->rec.id, why);
+			break;
+		default:
+			break;
+		}
+	}
 	nslots = cg_list(&env->cg, slots, sizeof(slots) / sizeof(slots[0]));
 	for (ssize_t i = 0; i < nslots; i++) {
+		int kept = 0;
+
+		TAILQ_FOREACH(vm, &env->vms, entry)
+			if (vm->adopted && vm->rec.slot == (int)slots[i])
+				kept = 1;
+		if (kept)
+			continue;
 		if (cg_kill(&env->cg, slots[i], err, sizeof(err)) == -1)
 			log_warnx("leftover cgroup vm-%u: %s", slots[i], err);
 		else
@@ -93,16 +126,15 @@ vm_init_all(void)
 			    slots[i]);
 		cg_remove(&env->cg, slots[i], err, sizeof(err));
 	}
-	if (store_vm_list(env->store, NULL, &recs, &n) == -1)
-		fatalx("cannot read VMs from the store");
-	for (size_t i = 0; i < n; i++) {
-		struct vm *vm = vm_alloc(&recs[i]);
+	TAILQ_FOREACH(vm, &env->vms, entry) {
 		char cp[PATH_MAX];
 		struct stat st;
 
 		if (vm->image == NULL)
 			log_info("vm %s: image %s is no longer configured; the "
 			    "VM keeps its own copy", vm->rec.id, vm->rec.image);
+		if (vm->adopted)
+			continue;
 		switch (vm->rec.state) {
 		case VM_HIBERNATED:
 			vm_path(vm, CHECKPOINT, cp, sizeof(cp));
@@ -113,12 +145,13 @@ vm_init_all(void)
 		case VM_FAILED:
 			break;
 		default: {
-			char why[128];
+			char why[160];
 
-			/* An interrupted transition, or a VM whose VMM
-			 * died with us: its outcome is unknown. */
+			/* An interrupted boot, resume or destroy, or a VM
+			 * whose QEMU is gone: its outcome is unknown. */
 			snprintf(why, sizeof(why), "vmmd stopped while the VM "
-			    "was %s", vm_state_name(vm->rec.state));
+			    "was %s, and its QEMU did not survive",
+			    vm_state_name(vm->rec.state));
 			vm_fsm_fire(vm, VM_EV_RESTART, why);
 			log_warnx("vm %s: %s", vm->rec.id, why);
 		}

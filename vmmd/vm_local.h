@@ -18,6 +18,9 @@
 #define DISK		"disk.raw"
 #define KERNEL		"vmlinuz"
 #define INITRD		"initrd.img"
+/* QEMU's pid as vmmd wrote it (the rundir's qemu.pid is QEMU's own, which
+ * the VM's uid could rewrite): a restarted vmmd takes it up by this. */
+#define VMM_PID		"vmm.pid"
 
 /* vm.c */
 struct vm *vm_alloc(const struct vm_record *);
@@ -42,8 +45,22 @@ void	vm_boot_hello(struct vm *, const char *why);
 void	vm_boot_thaw(struct vm *, const char *why);
 void	vm_boot_expired(struct vm *, const char *why);
 
+/* The backend's callbacks for a VM's QEMU (exit, events). */
+struct vmm_cbs;
+extern const struct vmm_cbs vm_vmm_cbs;
+/* Records QEMU's pid in the VM's directory (VMM_PID). */
+void	vm_pid_record(struct vm *, pid_t);
+/* Starts the wait for the guest's hello (boot_timeout_seconds). */
+void	vm_boot_timer_start(struct vm *);
+
+/* vm_adopt.c: takes up the VM's QEMU, which outlived the last vmmd; -1
+ * with why when there is none to take up (nothing was started). */
+int	vm_adopt(struct vm *, char *why, size_t);
+
 /* vm_suspend.c */
 int	vm_resume(struct vm *, char *why, size_t);
+/* The machine's resume_thaw: a resumed guest's jobs are thawed. */
+void	vm_resume_thaw(struct vm *, const char *why);
 void	vm_idle_start(void);
 
 #endif

@@ -173,16 +173,14 @@ resume_thawed(struct vm *vm, struct json_object *res, const char *code,
 	vm_op_done(vm, NULL, NULL);
 }
 
-static void
-resume_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
+/* The machine's resume_thaw, and a resume's own end: QEMU runs again, so
+ * the guest's jobs are thawed with the time. */
+void
+vm_resume_thaw(struct vm *vm, const char *why)
 {
-	struct vm *vm = arg;
 	struct json_object *call;
 
-	if (!ok) {
-		vm_op_done(vm, "unavailable", "resume failed: %s", err);
-		return;
-	}
+	vm->guest_up = 1;
 	call = json_object_new_object();
 	json_object_object_add(call, "op", json_object_new_string("thaw"));
 	json_object_object_add(call, "realtime_ns",
@@ -192,6 +190,28 @@ resume_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 		resume_thawed(vm, NULL, "unavailable", "vmproxy is gone", -1,
 		    op_token(vm));
 	json_object_put(call);
+}
+
+static void
+resume_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
+{
+	struct vm *vm = arg;
+
+	if (!ok) {
+		vm_op_done(vm, "unavailable", "resume failed: %s", err);
+		return;
+	}
+	if (vm->guest_up) {
+		vm_resume_thaw(vm, NULL);
+		return;
+	}
+	/*
+	 * A VM taken up while paused (vm_adopt.c) has a new vmproxy whose
+	 * hello a stopped guest could not answer: the thaw waits for it,
+	 * as long as a boot would.
+	 */
+	vm_op_step(vm, VM_STEP_HELLO);
+	vm_boot_timer_start(vm);
 }
 
 static void

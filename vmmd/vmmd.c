@@ -162,7 +162,7 @@ static const char *const vmmd_syscalls[] = {
 	"chmod",
 	"fsync", "fdatasync", "ftruncate", "statfs", "fstatfs", "access",
 	"faccessat", "faccessat2", "readlink", "getcwd", "wait4", "waitid",
-	"pidfd_open",
+	"pidfd_open", "pidfd_send_signal",
 };
 
 /*

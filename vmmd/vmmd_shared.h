@@ -95,6 +95,8 @@ struct vm {
 	struct net_lease	 net;
 	/* The operation, its step and op_seq are vm_fsm.c's to write. */
 	int			 busy;		/* a lifecycle op runs */
+	int			 adopted;	/* its QEMU outlived the last
+						 * vmmd and was taken up */
 	/*
 	 * Disk jobs on the worker pool that will call back with this VM.  A
 	 * VM is freed only once none is out (vm.c, vm_discard), so a worker

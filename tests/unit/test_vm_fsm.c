@@ -59,6 +59,7 @@ h_##name(struct vm *vm, const char *why)				\
 }
 ACT(boot_hello, VM_ACT_BOOT_HELLO)
 ACT(boot_thaw, VM_ACT_BOOT_THAW)
+ACT(resume_thaw, VM_ACT_RESUME_THAW)
 ACT(boot_expired, VM_ACT_BOOT_EXPIRED)
 ACT(fail, VM_ACT_FAIL)
 ACT(qemu_gone, VM_ACT_QEMU_GONE)
@@ -87,6 +88,7 @@ setup(void)
 	h.settled = h_settled;
 	h.act[VM_ACT_BOOT_HELLO] = h_boot_hello;
 	h.act[VM_ACT_BOOT_THAW] = h_boot_thaw;
+	h.act[VM_ACT_RESUME_THAW] = h_resume_thaw;
 	h.act[VM_ACT_BOOT_EXPIRED] = h_boot_expired;
 	h.act[VM_ACT_FAIL] = h_fail;
 	h.act[VM_ACT_QEMU_GONE] = h_qemu_gone;
