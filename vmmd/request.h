@@ -69,10 +69,13 @@ struct request {
 	int			 uncertain;
 	/*
 	 * Set while a tool holds the request across a wait (vm_exec's
-	 * wait_seconds, vm_run): on_cancel when mcpd cancels it or its
-	 * connection ends (it never answers from inside), on_join when a
-	 * retry of the same request_id arrives meanwhile (0: it will be
-	 * answered with this request's answer).
+	 * wait_seconds, vm_run): on_cancel when mcpd cancels it (it never
+	 * answers from inside), on_join when a retry of the same
+	 * request_id arrives meanwhile (0: it will be answered with this
+	 * request's answer).  When mcpd's connection ends instead (mcpd
+	 * restarts), a request of a TOOL_OUTLIVES tool goes on unheard: its
+	 * job or run is not its caller's to lose, the receipt keeps the
+	 * answer, and a retry joins it meanwhile.  Any other is cancelled.
 	 */
 	int			 cancelled;	/* mcpd cancelled it, or left */
 	void			(*on_cancel)(struct request *);

@@ -12,6 +12,9 @@
 #define TOOL_MUTATES	0x1u	/* changes something: goes to the audit log */
 #define TOOL_RECEIPT	0x2u	/* request_id receipts: a retry never reruns */
 #define TOOL_WAKES	0x4u	/* needs the guest: wakes a suspended VM */
+/* Its job or run goes on when mcpd's connection ends (an mcpd restart is
+ * not a cancel); the receipt keeps the answer for the retry. */
+#define TOOL_OUTLIVES	0x8u
 
 /*
  * One tool of proto/tools.json as vmmd serves it: tools.c's table is the

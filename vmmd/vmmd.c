@@ -79,6 +79,7 @@
 #include "spawn.h"
 #include "store.h"
 #include "netclient.h"
+#include "tools.h"
 #include "vmmd_shared.h"
 #include "vmmd_broker.h"
 #include "worker.h"
@@ -434,7 +435,11 @@ conn_admit(long long *n, const char *sock, const struct ucred *cred)
 	return 1;
 }
 
-/* A connection is gone: its requests finish unheard. */
+/*
+ * A connection is gone: its requests finish unheard.  A tool whose job or
+ * run outlives its caller (TOOL_OUTLIVES: vm_exec, vm_run) goes on to its
+ * own end (request.h): a gone mcpd is a restart, not a cancel.
+ */
 static void
 conn_forget(struct ipc_conn *conn)
 {
@@ -443,6 +448,14 @@ conn_forget(struct ipc_conn *conn)
 	TAILQ_FOREACH(req, &env->requests, entry)
 		if (req->conn == conn) {
 			req->conn = NULL;
+			if (req->def != NULL &&
+			    (req->def->flags & TOOL_OUTLIVES)) {
+				log_info("%s%s%s goes on without its caller, "
+				    "whose connection ended", req->tool,
+				    req->request_id[0] != '\0' ? " " : "",
+				    req->request_id);
+				continue;
+			}
 			/* Its client is as gone as if it had cancelled. */
 			req->cancelled = 1;
 			if (req->on_cancel != NULL)

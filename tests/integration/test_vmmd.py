@@ -619,6 +619,61 @@ def check_sigterm(h, a, vm1, vm2):
        "on after the restart", out)
 
 
+def check_peer_gone(h, a, vm):
+    """mcpd's connection ends (an mcpd restart, as vmmd sees it) during a
+    vm_exec with wait_seconds and during a vm_run: neither is cancelled,
+    and a retry with the same request_id returns each result."""
+    mark = len(read(h.vmmd_log))
+
+    def send_and_leave(name, **args):
+        c = h.conn()
+        c.send(ipc.VM_TOOL, {"credential": a.tok, "tool": name,
+                             "arguments": args})
+        return c
+    nvms = len(a("vm_list")[1]["vms"])
+    exec_args = dict(vm_id=vm, request_id="pg-exec", wait_seconds=60,
+                     command="sleep 4; echo slept")
+    run_args = dict(request_id="pg-run", command="sleep 2; echo ran",
+                    memory_mib=MEM)
+    ce = send_and_leave("vm_exec", **exec_args)
+    cr = send_and_leave("vm_run", **run_args)
+
+    def exec_listed():
+        okk, r = a("vm_status", vm_id=vm)
+        return okk and any(j["request_id"] == "pg-exec" for j in r["jobs"])
+    wait_for(exec_listed, 30, "the exec's job")
+    wait_for(lambda: len(a("vm_list")[1]["vms"]) > nvms, 60,
+             "the run's VM")
+    ce.close()
+    cr.close()
+    t = time.monotonic()
+
+    def retry(name, args):
+        """As the conflict says: a request still starting is asked
+        again; one already waiting is joined."""
+        for _ in range(120):
+            okk, r = a(name, **args)
+            if okk or r.get("code") != "conflict" or \
+                    "still in progress" not in r.get("message", ""):
+                return okk, r
+            time.sleep(0.5)
+        return okk, r
+    okk, r = retry("vm_exec", exec_args)
+    ok(okk and r.get("state") == "completed" and
+       r.get("output", {}).get("stdout") == "slept\n",
+       "vm_exec's caller left: the job ran on, and the retry returns its "
+       "result (%.1f s later)" % (time.monotonic() - t), r)
+    okk, r = retry("vm_run", run_args)
+    ok(okk and r.get("exit_code") == 0 and r.get("stdout") == "ran\n",
+       "vm_run's caller left: the run went on, and the retry returns its "
+       "result", r)
+    log = read(h.vmmd_log)[mark:]
+    ok(log.count("goes on without its caller") == 2, "vmmd says both went "
+       "on without their caller", log[-2000:])
+    wait_for(lambda: len(a("vm_list")[1]["vms"]) == nvms, 30,
+             "the run's VM gone")
+
+
 def crash_state(h, a, vm):
     okk, r = a("vm_status", vm_id=vm)
     return r if okk else {"state": "error", "failure": r}
@@ -1079,6 +1134,7 @@ def suite(h):
     check_audit(h)
     # vm2 idles back into hibernation before the shutdown.
     wait_for(lambda: a.state(vm2) == "hibernated", 30, "idle again")
+    check_peer_gone(h, a, vm1)
     check_sigterm(h, a, vm1, vm2)
     cvm = check_kill9(h, a, b, vm1, vm2)
     okk, r = b("vm_destroy", vm_id=cvm)
