@@ -237,6 +237,17 @@ static const struct cfg_key mcpd_keys[] = {
 	{ "max_sessions_per_workspace", CFG_INT,
 	    MK(max_sessions_per_workspace), 0, "64", 1, 1000000, NULL,
 	    "MCP sessions one workspace may have open" },
+	{ "max_connections_per_workspace", CFG_INT,
+	    MK(max_connections_per_workspace), 0, "128", 1, 65536, NULL,
+	    "client connections busy with one workspace's requests or "
+	    "streams at once (429 beyond)" },
+	{ "max_calls_per_workspace", CFG_INT, MK(max_calls_per_workspace), 0,
+	    "64", 1, 65536, NULL, "tool calls of one workspace in flight at "
+	    "once (429 beyond)" },
+	{ "max_listens_per_workspace", CFG_INT,
+	    MK(max_listens_per_workspace), 0, "16", 1, 65536, NULL,
+	    "stateless subscriptions/listen streams one workspace may have "
+	    "open (429 beyond)" },
 	{ "session_idle_timeout", CFG_INT, MK(session_idle_timeout), 0,
 	    "3600", 10, 2592000, NULL, "seconds an unused MCP session lives" },
 	{ "tool_timeout", CFG_INT, MK(tool_timeout), 0, "900", 1, 86400,

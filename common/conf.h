@@ -111,6 +111,9 @@ struct conf_mcpd {
 	long long	 idle_timeout;
 	long long	 max_sessions;
 	long long	 max_sessions_per_workspace;
+	long long	 max_connections_per_workspace;
+	long long	 max_calls_per_workspace;
+	long long	 max_listens_per_workspace;
 	long long	 session_idle_timeout;
 	long long	 tool_timeout;
 	long long	 stream_rate_bytes;	/* per direction; 0 = unlimited */
