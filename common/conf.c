@@ -75,8 +75,15 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "max_peer_connections", CFG_INT, V(max_peer_connections), 0, "64",
 	    1, 4096, NULL, "connections at once on each of vmmd.sock and "
 	    "vmctl.sock" },
-	{ "max_peer_requests", CFG_INT, V(max_peer_requests), 0, "256", 1,
+	{ "max_peer_requests", CFG_INT, V(max_peer_requests), 0, "1024", 1,
 	    65536, NULL, "requests one connection may have unanswered" },
+	{ "max_requests", CFG_INT, V(max_requests), 0, "1024", 1, 65536,
+	    NULL, "mcpd's requests unanswered at once host-wide, over every "
+	    "connection and workspace" },
+	{ "max_requests_per_workspace", CFG_INT,
+	    V(max_requests_per_workspace), 0, "64", 1, 65536, NULL,
+	    "requests of one workspace unanswered at once, running or "
+	    "waiting" },
 	{ "max_joined_retries", CFG_INT, V(max_joined_retries), 0, "8", 0,
 	    256, NULL, "retries of one waiting call that wait for its "
 	    "answer" },

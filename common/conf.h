@@ -44,6 +44,8 @@ struct conf_vmmd {
 	long long	 max_streams_per_vm;
 	long long	 max_peer_connections;
 	long long	 max_peer_requests;
+	long long	 max_requests;		/* mcpd's, host-wide */
+	long long	 max_requests_per_workspace;
 	long long	 max_joined_retries;
 	long long	 console_log_kib;
 	long long	 qemu_log_kib;
