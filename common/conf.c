@@ -75,8 +75,15 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "max_peer_connections", CFG_INT, V(max_peer_connections), 0, "64",
 	    1, 4096, NULL, "connections at once on each of vmmd.sock and "
 	    "vmctl.sock" },
-	{ "max_peer_requests", CFG_INT, V(max_peer_requests), 0, "256", 1,
+	{ "max_peer_requests", CFG_INT, V(max_peer_requests), 0, "1024", 1,
 	    65536, NULL, "requests one connection may have unanswered" },
+	{ "max_requests", CFG_INT, V(max_requests), 0, "1024", 1, 65536,
+	    NULL, "mcpd's requests unanswered at once host-wide, over every "
+	    "connection and workspace" },
+	{ "max_requests_per_workspace", CFG_INT,
+	    V(max_requests_per_workspace), 0, "64", 1, 65536, NULL,
+	    "requests of one workspace unanswered at once, running or "
+	    "waiting" },
 	{ "max_joined_retries", CFG_INT, V(max_joined_retries), 0, "8", 0,
 	    256, NULL, "retries of one waiting call that wait for its "
 	    "answer" },
@@ -237,6 +244,17 @@ static const struct cfg_key mcpd_keys[] = {
 	{ "max_sessions_per_workspace", CFG_INT,
 	    MK(max_sessions_per_workspace), 0, "64", 1, 1000000, NULL,
 	    "MCP sessions one workspace may have open" },
+	{ "max_connections_per_workspace", CFG_INT,
+	    MK(max_connections_per_workspace), 0, "128", 1, 65536, NULL,
+	    "client connections busy with one workspace's requests or "
+	    "streams at once (429 beyond)" },
+	{ "max_calls_per_workspace", CFG_INT, MK(max_calls_per_workspace), 0,
+	    "64", 1, 65536, NULL, "tool calls of one workspace in flight at "
+	    "once (429 beyond)" },
+	{ "max_listens_per_workspace", CFG_INT,
+	    MK(max_listens_per_workspace), 0, "16", 1, 65536, NULL,
+	    "stateless subscriptions/listen streams one workspace may have "
+	    "open (429 beyond)" },
 	{ "session_idle_timeout", CFG_INT, MK(session_idle_timeout), 0,
 	    "3600", 10, 2592000, NULL, "seconds an unused MCP session lives" },
 	{ "tool_timeout", CFG_INT, MK(tool_timeout), 0, "900", 1, 86400,

@@ -44,6 +44,8 @@ struct conf_vmmd {
 	long long	 max_streams_per_vm;
 	long long	 max_peer_connections;
 	long long	 max_peer_requests;
+	long long	 max_requests;		/* mcpd's, host-wide */
+	long long	 max_requests_per_workspace;
 	long long	 max_joined_retries;
 	long long	 console_log_kib;
 	long long	 qemu_log_kib;
@@ -111,6 +113,9 @@ struct conf_mcpd {
 	long long	 idle_timeout;
 	long long	 max_sessions;
 	long long	 max_sessions_per_workspace;
+	long long	 max_connections_per_workspace;
+	long long	 max_calls_per_workspace;
+	long long	 max_listens_per_workspace;
 	long long	 session_idle_timeout;
 	long long	 tool_timeout;
 	long long	 stream_rate_bytes;	/* per direction; 0 = unlimited */

@@ -55,6 +55,7 @@ conn_free(struct hconn *c)
 		m->nconns--;
 		m->metrics.open_connections--;
 	}
+	conn_limit_release(c);
 	if (c->incb != NULL)
 		evbuffer_remove_cb_entry(bufferevent_get_input(c->bev),
 		    c->incb);
@@ -176,6 +177,9 @@ req_complete(struct evhttp_request *req, void *arg)
 	if (c->active != NULL)
 		c->active->conn = NULL;
 	c->active = NULL;
+	/* Answered: idle now, unless a WebSocket stream holds it. */
+	if (c->hphase != HPHASE_RAW)
+		conn_limit_release(c);
 	c->hphase = HPHASE_HEAD;
 	c->hbytes = 0;
 	c->heol = 0;

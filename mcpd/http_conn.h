@@ -15,6 +15,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+struct budget;
 struct bufferevent;
 struct evhttp_connection;
 struct hreq;
@@ -33,6 +34,8 @@ struct hconn {
 	int			 rejected;
 	unsigned int		 nrequests;
 	struct hreq		*active;
+	/* The workspace it is busy with (http_limits.c), or NULL. */
+	struct budget		*budget;
 	/* Our own count of request-head bytes, for a 413 (evhttp says 400). */
 	struct evbuffer_cb_entry *incb;
 	int			 hphase;	/* HEAD, BODY or RAW */

@@ -1,9 +1,11 @@
 /*
  * The limits mcpd's HTTP front end puts on its clients (http_limits.h):
- * connections in total and per client address, the bytes of a request
- * head, a deadline for each whole request so that slow clients cannot pin
- * connections, and evhttp's own limits on each listener.  A connection
- * over a limit is answered on its raw socket and shut down.  Runs in mcpd.
+ * connections in total, per client address and, once a credential is
+ * verified, per workspace; the bytes of a request head, a deadline for
+ * each whole request so that slow clients cannot pin connections, and
+ * evhttp's own limits on each listener.  A connection over a limit of
+ * its address or the host's is answered on its raw socket and shut down.
+ * Runs in mcpd.
  */
 #include <sys/socket.h>
 #include <arpa/inet.h>
@@ -18,6 +20,7 @@
 
 #include "http_conn.h"
 #include "http_limits.h"
+#include "http_reply.h"
 #include "log.h"
 #include "mcpd.h"
 
@@ -114,6 +117,45 @@ conn_limit_admit(struct hconn *c)
 	c->admitted = 1;
 	m->nconns++;
 	m->metrics.open_connections++;
+}
+
+/*
+ * Behind a TLS proxy every client has the proxy's address, so a
+ * connection also counts against the workspace whose request it carries,
+ * from the verified credential until the answer (conn_limit_release from
+ * http.c), or for as long as the connection lives once a WebSocket stream
+ * has taken it over.  An idle keep-alive connection counts only against
+ * its address: behind a proxy it may carry any workspace's next request.
+ */
+int
+conn_limit_workspace(struct hreq *hr)
+{
+	struct hconn *c = hr->conn;
+	struct mcpd *m = hr->m;
+	const char *key = budget_key(BUDGET_CONNECTIONS);
+
+	if (c == NULL)		/* the client left; nothing more is sent */
+		return 0;
+	conn_limit_release(c);
+	if (budget_take(&m->budgets, hr->id.workspace, BUDGET_CONNECTIONS,
+	    &c->budget) == 0)
+		return 0;
+	log_debug("%s: workspace %s: refused: %s (%u) reached", c->peerstr,
+	    hr->id.workspace, key, m->cfg->max_connections_per_workspace);
+	http_reply_error(hr, "rate_limited", "%s (%u): this workspace already "
+	    "has %u connections busy with its requests and streams; retry "
+	    "once one has ended", key, m->cfg->max_connections_per_workspace,
+	    budget_held(&m->budgets, hr->id.workspace, BUDGET_CONNECTIONS));
+	return -1;
+}
+
+void
+conn_limit_release(struct hconn *c)
+{
+	if (c->budget == NULL)
+		return;
+	budget_put(&c->m->budgets, c->budget, BUDGET_CONNECTIONS);
+	c->budget = NULL;
 }
 
 /*

@@ -10,6 +10,7 @@
 #include <event2/http.h>
 
 struct hconn;
+struct hreq;
 struct mcpd;
 
 /* evhttp's own limits, set on each listener. */
@@ -20,6 +21,14 @@ void	http_limits(struct mcpd *, struct evhttp *);
  * (max_connections_per_client).
  */
 void	conn_limit_admit(struct hconn *);
+/*
+ * Once hr's credential is verified: its connection is busy with hr's
+ * workspace until conn_limit_release, or hr is refused with 429
+ * (max_connections_per_workspace) and -1 is returned.
+ */
+int	conn_limit_workspace(struct hreq *);
+/* The connection is no longer busy with a workspace. */
+void	conn_limit_release(struct hconn *);
 /* The input callback on c's bufferevent: 413 past max_header_bytes. */
 void	conn_input_cb(struct evbuffer *, const struct evbuffer_cb_info *,
 	    void *c);

@@ -1,13 +1,14 @@
 /*
  * What every request to mcpd goes through once its connection has taken
  * it (http.c): the Host and Origin checks, the route and its method, the
- * bearer credential and its verification, then dispatch to MCP, JSON HTTP
- * or streams.  The metrics listener's requests have checks of their own.
+ * bearer credential and its verification, the workspace's connection
+ * limit, then dispatch to MCP, JSON HTTP or streams.  The metrics listener's requests have checks of their own.
  * Runs in mcpd.
  */
 #include <event2/buffer.h>
 #include <event2/http.h>
 
+#include "http_limits.h"
 #include "http_reply.h"
 #include "http_route.h"
 #include "mcpd.h"
@@ -33,6 +34,8 @@ auth_done(enum auth_status st, const struct auth_identity *id, void *arg)
 		    "verified right now (authd unavailable); retry later");
 		return;
 	}
+	if (conn_limit_workspace(hr) == -1)
+		return;
 	switch (hr->route.kind) {
 	case ROUTE_MCP:
 		mcp_http_handle(hr);

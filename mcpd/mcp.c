@@ -357,14 +357,19 @@ do_initialize(const struct mcp_env *env, struct json_object *id,
 		break;
 	case SESSION_TOO_MANY_WORKSPACE:
 		reply(out, 429, jsonrpc_error(id, MCP_ERR_LIMIT,
-		    "too many open MCP sessions for this workspace (%u); "
-		    "end one with DELETE /mcp", env->sessions->max_per_workspace));
+		    "max_sessions_per_workspace (%u): too many open MCP "
+		    "sessions for this workspace; end one with DELETE /mcp",
+		    env->sessions->max_per_workspace));
 		return;
 	case SESSION_TOO_MANY:
+		reply(out, 503, jsonrpc_error(id, MCP_ERR_LIMIT,
+		    "max_sessions (%u): the server has too many open MCP "
+		    "sessions; retry later", env->sessions->max));
+		return;
 	case SESSION_NO_RANDOM:
 	default:
 		reply(out, 503, jsonrpc_error(id, MCP_ERR_LIMIT,
-		    "the server has too many open MCP sessions; retry later"));
+		    "the server cannot open an MCP session now; retry later"));
 		return;
 	}
 	out->session = sess;
@@ -624,6 +629,7 @@ do_listen(struct json_object *id, struct json_object *params,
 	    "notifications/subscriptions/acknowledged"));
 	json_object_object_add(n, "params", p);
 	out->listen = 1;
+	out->call_id = json_object_get(id);
 	reply(out, 200, n);
 }
 

@@ -60,7 +60,7 @@ struct mcp_out {
 						   is its acknowledgement */
 
 	int			 call;		/* forward a tools/call */
-	struct json_object	*call_id;
+	struct json_object	*call_id;	/* its id, or listen's */
 	char			 tool[64];
 	struct json_object	*args;
 	struct json_object	*progress_token;	/* or NULL */

@@ -25,6 +25,7 @@ struct mcp_call {
 	struct hreq		*hr;
 	struct session		*sess;
 	struct backend_call	*bc;
+	struct budget		*budget;	/* its workspace's calls */
 	int			 stateless;	/* no session; 2026-07-28 */
 	struct json_object	*id;
 	struct json_object	*progress_token;
@@ -38,8 +39,30 @@ struct sse_stream {
 	struct mcpd		*m;
 	struct hreq		*hr;
 	struct session		*sess;		/* NULL: subscriptions/listen */
+	struct budget		*budget;	/* listen: its workspace's */
 	struct event		*keepalive;
 };
+
+/*
+ * A workspace's limit on calls or listens is hit: 429 with a JSON-RPC
+ * error naming the limit, as for the sessions' (mcp.c).
+ */
+static void
+refuse_limit(struct hreq *hr, struct json_object *id, enum budget_kind k,
+    const char *what)
+{
+	struct mcpd *m = hr->m;
+	struct json_object *r;
+
+	log_debug("workspace %s: refused: %s (%u) reached", hr->id.workspace,
+	    budget_key(k), m->budgets.limit[k]);
+	r = jsonrpc_error(id, MCP_ERR_LIMIT, "%s (%u): this workspace already "
+	    "has %u %s; retry once one has ended", budget_key(k),
+	    m->budgets.limit[k], budget_held(&m->budgets, hr->id.workspace, k),
+	    what);
+	http_reply_json(hr, 429, r);
+	json_object_put(r);
+}
 
 static void
 sse_event(struct hreq *hr, struct json_object *msg)
@@ -66,6 +89,7 @@ call_free(struct mcp_call *call)
 		TAILQ_REMOVE(&call->sess->calls, call, entry);
 	else
 		TAILQ_REMOVE(&call->m->stateless_calls, call, entry);
+	budget_put(&call->m->budgets, call->budget, BUDGET_CALLS);
 	call->m->metrics.inflight_calls--;
 	if (call->timer != NULL)
 		event_free(call->timer);
@@ -181,6 +205,7 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 {
 	struct mcpd *m = hr->m;
 	struct mcp_call *call;
+	struct budget *b;
 	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
 	char msg[512];
 
@@ -200,13 +225,21 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 		json_object_put(r);
 		return;
 	}
+	if (budget_take(&m->budgets, hr->id.workspace, BUDGET_CALLS, &b) ==
+	    -1) {
+		refuse_limit(hr, out->call_id, BUDGET_CALLS,
+		    "tool calls in flight");
+		return;
+	}
 	if ((call = calloc(1, sizeof(*call))) == NULL ||
 	    (call->timer = evtimer_new(m->base, call_timer_cb, call)) == NULL) {
 		free(call);
+		budget_put(&m->budgets, b, BUDGET_CALLS);
 		http_reply_error(hr, "unavailable", "out of memory");
 		return;
 	}
 	call->m = m;
+	call->budget = b;
 	call->hr = hr;
 	call->sess = out->session;
 	call->stateless = out->stateless;
@@ -251,7 +284,8 @@ call_cancel(struct session *sess, struct json_object *id)
 	/* Unknown or finished: ignoring it is what the spec asks. */
 }
 
-static struct sse_stream *sse_stream_open(struct hreq *, struct session *);
+static struct sse_stream *sse_stream_open(struct hreq *, struct session *,
+    struct budget *);
 
 /*
  * subscriptions/listen: the acknowledgement, then keep-alives until the
@@ -259,9 +293,12 @@ static struct sse_stream *sse_stream_open(struct hreq *, struct session *);
  * list is fixed), so the acknowledgement names none.
  */
 static void
-listen_start(struct hreq *hr, struct json_object *ack, unsigned int acc)
+listen_start(struct hreq *hr, struct json_object *id, struct json_object *ack,
+    unsigned int acc)
 {
+	struct mcpd *m = hr->m;
 	struct sse_stream *st;
+	struct budget *b;
 	struct timeval tv = { SSE_KEEPALIVE_SECONDS, 0 };
 
 	if (!(acc & ACCEPT_SSE)) {
@@ -269,8 +306,16 @@ listen_start(struct hreq *hr, struct json_object *ack, unsigned int acc)
 		    "answers with text/event-stream; Accept must allow it");
 		return;
 	}
-	if ((st = sse_stream_open(hr, NULL)) == NULL)
+	if (budget_take(&m->budgets, hr->id.workspace, BUDGET_LISTENS, &b) ==
+	    -1) {
+		refuse_limit(hr, id, BUDGET_LISTENS,
+		    "subscriptions/listen streams open");
 		return;
+	}
+	if ((st = sse_stream_open(hr, NULL, b)) == NULL) {
+		budget_put(&m->budgets, b, BUDGET_LISTENS);
+		return;
+	}
 	sse_event(hr, ack);
 	evtimer_add(st->keepalive, &tv);
 }
@@ -319,7 +364,7 @@ mcp_post(struct hreq *hr)
 	if (out.call) {
 		call_start(hr, &out, acc);
 	} else if (out.listen) {
-		listen_start(hr, out.body, acc);
+		listen_start(hr, out.call_id, out.body, acc);
 	} else if (out.body == NULL) {
 		http_reply(hr, out.status, NULL, NULL, 0);
 	} else if (out.status != 200 || (acc & ACCEPT_JSON)) {
@@ -374,6 +419,7 @@ sse_stream_end(struct sse_stream *st)
 		st->sess->get_stream = NULL;
 	else
 		TAILQ_REMOVE(&st->m->listen_streams, st, entry);
+	budget_put(&st->m->budgets, st->budget, BUDGET_LISTENS);
 	st->m->metrics.open_streams--;
 	event_free(st->keepalive);
 	http_stream_end(st->hr);
@@ -399,11 +445,12 @@ sse_keepalive_cb(evutil_socket_t fd, short ev, void *arg)
 /*
  * Opens an SSE stream on hr, with its keep-alive timer made but not yet
  * armed: a session's GET stream (sess), or a stateless listen stream
- * (NULL).  sse_stream_end undoes it.  NULL, answered, when memory runs
- * out.
+ * (NULL) holding b of its workspace's listens.  sse_stream_end undoes it,
+ * b included.  NULL, answered, when memory runs out; b is then still the
+ * caller's.
  */
 static struct sse_stream *
-sse_stream_open(struct hreq *hr, struct session *sess)
+sse_stream_open(struct hreq *hr, struct session *sess, struct budget *b)
 {
 	struct sse_stream *st;
 
@@ -417,6 +464,7 @@ sse_stream_open(struct hreq *hr, struct session *sess)
 	st->m = hr->m;
 	st->hr = hr;
 	st->sess = sess;
+	st->budget = b;
 	if (sess != NULL)
 		sess->get_stream = st;
 	else
@@ -447,7 +495,7 @@ mcp_get(struct hreq *hr)
 		    "open GET stream");
 		return;
 	}
-	if ((st = sse_stream_open(hr, sess)) == NULL)
+	if ((st = sse_stream_open(hr, sess, NULL)) == NULL)
 		return;
 	/* Headers go out now, so the client knows the stream is open. */
 	http_stream_write(hr, ": stream open\n\n", 15);

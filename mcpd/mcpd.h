@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "backend.h"
+#include "budget.h"
 #include "httputil.h"
 #include "mcpd_conf.h"
 #include "metrics.h"
@@ -30,6 +31,7 @@ struct mcpd {
 	TAILQ_HEAD(, hconn)	 conns;
 	unsigned int		 nconns;	/* admitted connections */
 	struct sessions		 sessions;
+	struct budgets		 budgets;	/* per workspace (budget.h) */
 	/* 2026-07-28 requests belong to no session: what is open of them. */
 	TAILQ_HEAD(, mcp_call)	 stateless_calls;
 	TAILQ_HEAD(, sse_stream) listen_streams;

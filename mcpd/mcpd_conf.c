@@ -148,6 +148,11 @@ config_from(struct mcpd_config *cfg, const struct mcpvm_conf *conf,
 	cfg->max_sessions = (unsigned int)c->max_sessions;
 	cfg->max_sessions_per_workspace =
 	    (unsigned int)c->max_sessions_per_workspace;
+	cfg->max_connections_per_workspace =
+	    (unsigned int)c->max_connections_per_workspace;
+	cfg->max_calls_per_workspace = (unsigned int)c->max_calls_per_workspace;
+	cfg->max_listens_per_workspace =
+	    (unsigned int)c->max_listens_per_workspace;
 	cfg->session_idle_timeout = (unsigned int)c->session_idle_timeout;
 	cfg->tool_timeout = (unsigned int)c->tool_timeout;
 	cfg->stream_rate_bytes = (size_t)c->stream_rate_bytes;
@@ -205,6 +210,8 @@ config_finish(struct mcpd_config *cfg, char *err, size_t errlen)
 	}
 	if (cfg->max_connections_per_client > cfg->max_connections)
 		cfg->max_connections_per_client = cfg->max_connections;
+	if (cfg->max_connections_per_workspace > cfg->max_connections)
+		cfg->max_connections_per_workspace = cfg->max_connections;
 	if (cfg->nallowed_hosts > 0)
 		return 0;
 	/*

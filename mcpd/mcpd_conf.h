@@ -41,6 +41,10 @@ struct mcpd_config {
 
 	unsigned int	max_sessions;
 	unsigned int	max_sessions_per_workspace;
+	/* Counted once a request's credential is verified (budget.h). */
+	unsigned int	max_connections_per_workspace;
+	unsigned int	max_calls_per_workspace;
+	unsigned int	max_listens_per_workspace;
 	unsigned int	session_idle_timeout;	/* s */
 	unsigned int	tool_timeout;		/* s a backend call may take */
 	size_t		stream_rate_bytes;	/* per direction; 0 = no limit */

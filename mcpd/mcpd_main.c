@@ -198,6 +198,8 @@ mcpd_main(int argc, char **argv, const struct auth_ops *auth, void *auth_ctx,
 		fatalx("event_base_priority_init failed");
 	sessions_init(&m.sessions, cfg.max_sessions,
 	    cfg.max_sessions_per_workspace, cfg.session_idle_timeout);
+	budgets_init(&m.budgets, cfg.max_connections_per_workspace,
+	    cfg.max_calls_per_workspace, cfg.max_listens_per_workspace);
 	mcp_http_init(&m);
 	if (stream_init(&cfg) == -1)
 		fatalx("stream_rate_bytes: cannot set up the rate limit");

@@ -18,12 +18,14 @@ struct rest_call {
 	struct mcpd		*m;
 	struct hreq		*hr;
 	struct backend_call	*bc;
+	struct budget		*budget;	/* its workspace's calls */
 	struct event		*timer;
 };
 
 static void
 rest_free(struct rest_call *rc)
 {
+	budget_put(&rc->m->budgets, rc->budget, BUDGET_CALLS);
 	rc->m->metrics.inflight_calls--;
 	event_free(rc->timer);
 	free(rc);
@@ -85,6 +87,7 @@ rest_handle(struct hreq *hr)
 	struct evbuffer *in = evhttp_request_get_input_buffer(hr->req);
 	struct json_object *args;
 	struct rest_call *rc;
+	struct budget *b;
 	struct timeval tv = { m->cfg->tool_timeout, 0 };
 	const char *body;
 	struct jsonx_err jerr;
@@ -121,14 +124,26 @@ rest_handle(struct hreq *hr)
 		json_object_put(args);
 		return;
 	}
+	if (budget_take(&m->budgets, hr->id.workspace, BUDGET_CALLS, &b) ==
+	    -1) {
+		json_object_put(args);
+		http_reply_error(hr, "rate_limited", "%s (%u): this workspace "
+		    "already has %u tool calls in flight; retry once one has "
+		    "finished", budget_key(BUDGET_CALLS),
+		    m->cfg->max_calls_per_workspace, budget_held(&m->budgets,
+		    hr->id.workspace, BUDGET_CALLS));
+		return;
+	}
 	if ((rc = calloc(1, sizeof(*rc))) == NULL ||
 	    (rc->timer = evtimer_new(m->base, rest_timeout, rc)) == NULL) {
 		free(rc);
+		budget_put(&m->budgets, b, BUDGET_CALLS);
 		json_object_put(args);
 		http_reply_error(hr, "unavailable", "out of memory");
 		return;
 	}
 	rc->m = m;
+	rc->budget = b;
 	rc->hr = hr;
 	m->metrics.inflight_calls++;
 	hr->owner = rc;

@@ -40,7 +40,7 @@ sessions_create(struct sessions *s, const char *workspace,
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		return SESSION_NO_RANDOM;
 	if ((sess = calloc(1, sizeof(*sess))) == NULL)
-		return SESSION_TOO_MANY;
+		return SESSION_NO_RANDOM;
 	for (i = 0; i < sizeof(rnd); i++) {
 		sess->id[2 * i] = hex[rnd[i] >> 4];
 		sess->id[2 * i + 1] = hex[rnd[i] & 0xf];

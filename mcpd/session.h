@@ -41,7 +41,7 @@ enum session_err {
 	SESSION_OK,
 	SESSION_TOO_MANY,		/* host-wide limit */
 	SESSION_TOO_MANY_WORKSPACE,	/* per-workspace limit */
-	SESSION_NO_RANDOM,
+	SESSION_NO_RANDOM,		/* no random bytes, or no memory */
 };
 
 void	sessions_init(struct sessions *, unsigned int max,

@@ -250,6 +250,33 @@ request_identify(struct request *req, struct json_object *result)
 	return 0;
 }
 
+/*
+ * mcpd's one connection carries every workspace's requests, so besides
+ * its connection's limit (max_peer_requests) and the host's (max_requests)
+ * a request counts against its workspace's, once authd has named it:
+ * every request of the workspace not yet answered, running or waiting on
+ * a VM or a guest, whichever connection it came on (or none, once mcpd
+ * left).  One over is busy, naming the limit; other workspaces' requests
+ * go on.  -1 when req was refused so.
+ */
+static int
+workspace_admit(struct request *req)
+{
+	const struct request *o;
+	long long n = 0;
+
+	TAILQ_FOREACH(o, &env->requests, entry)
+		if (o != req && !o->admin &&
+		    strcmp(o->workspace, req->workspace) == 0)
+			n++;
+	if (n < env->conf.vmmd.max_requests_per_workspace)
+		return 0;
+	request_error(req, "busy", "max_requests_per_workspace (%lld): this "
+	    "workspace already has %lld requests unanswered; retry once some "
+	    "are answered", env->conf.vmmd.max_requests_per_workspace, n);
+	return -1;
+}
+
 /* Answers req by its handler, unless vmmd is on its way out. */
 static void
 request_run(struct request *req)
@@ -276,6 +303,8 @@ authd_verified(enum authc_status st, json_object *result, void *arg)
 			    "not understood");
 			return;
 		}
+		if (workspace_admit(req) == -1)
+			return;
 		request_run(req);
 		return;
 	case AUTHC_UNAUTHORIZED:
@@ -308,6 +337,20 @@ conn_requests(const struct ipc_conn *conn)
 
 	TAILQ_FOREACH(req, &env->requests, entry)
 		if (req->conn == conn)
+			n++;
+	return n;
+}
+
+/* mcpd's requests not yet answered, on any connection or none (vmctl's
+ * are not counted: an operator is heard when tenants fill the host). */
+static long long
+host_requests(void)
+{
+	const struct request *req;
+	long long n = 0;
+
+	TAILQ_FOREACH(req, &env->requests, entry)
+		if (!req->admin)
 			n++;
 	return n;
 }
@@ -371,7 +414,7 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	struct request *req;
 	struct mcpd_msg mm;
 	struct decode_err de;
-	long long pending = conn_requests(conn);
+	long long pending = conn_requests(conn), host = host_requests();
 
 	/* Decoded and bounded first: no handler sees the raw body. */
 	switch (decode_mcpd(m->type, m->body, &mm, &de)) {
@@ -402,8 +445,15 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	req->msg = mm;
 	req->handler = d->handler;
 	if (pending >= env->conf.vmmd.max_peer_requests) {
-		request_error(req, "busy", "max_peer_requests: this connection "
-		    "already has %lld requests unanswered", pending);
+		request_error(req, "busy", "max_peer_requests (%lld): this "
+		    "connection already has %lld requests unanswered",
+		    env->conf.vmmd.max_peer_requests, pending);
+		return;
+	}
+	if (host >= env->conf.vmmd.max_requests) {
+		request_error(req, "busy", "max_requests (%lld): the host "
+		    "already has %lld requests unanswered; retry shortly",
+		    env->conf.vmmd.max_requests, host);
 		return;
 	}
 	if (mm.type == IPC_VM_TOOL) {

@@ -2,6 +2,7 @@
 """mcpd integration: the real HTTP, MCP and WebSocket layers of mcpd on a
 real socket (mcpd-testd: test verifier, fake backend).  TAP output."""
 
+import http.client
 import json
 import os
 import socket
@@ -734,9 +735,8 @@ def test_mcp_stateless_errors():
     assert c.call("tools/list").status == 200
 
 
-def sl_stream(d, method, params, name=None):
-    """Opens a stateless request on a raw socket; returns it and reads the
-    response head."""
+def sl_stream(d, method, params, name=None, auth=TOKEN_A):
+    """Opens a stateless request on a raw socket and returns it."""
     p = dict(params)
     p.setdefault("_meta", SL_META)
     body = json.dumps({"jsonrpc": "2.0", "id": 99, "method": method,
@@ -745,7 +745,7 @@ def sl_stream(d, method, params, name=None):
             "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
             "MCP-Protocol-Version: %s\r\nMcp-Method: %s\r\n%s"
             "Content-Length: %d\r\n\r\n" % (
-                d.host, TOKEN_A, SL, method,
+                d.host, auth, SL, method,
                 "Mcp-Name: %s\r\n" % name if name else "", len(body)))
     s = socket.create_connection(("127.0.0.1", d.port), 5)
     s.sendall(head.encode() + body)
@@ -802,6 +802,117 @@ def test_mcp_stateless_listen_and_disconnect_cancels():
         time.sleep(0.05)
     assert sl_metric(d, "mcpd_inflight_tool_calls") == base
     assert d.alive()
+
+
+def wait_metric(d, name, value):
+    deadline = time.time() + 5
+    while sl_metric(d, name) != value and time.time() < deadline:
+        time.sleep(0.05)
+    return sl_metric(d, name)
+
+
+def held_call(d, auth):
+    """A JSON HTTP vm_suspend (the fake backend takes 30 s) left waiting
+    on its own connection."""
+    body = json.dumps({"vm_id": "v1"}).encode()
+    s = socket.create_connection(("127.0.0.1", d.port), 5)
+    s.sendall(("POST /v1/tools/vm_suspend HTTP/1.1\r\nHost: %s\r\n"
+               "Authorization: Bearer %s\r\nContent-Type: application/json"
+               "\r\nContent-Length: %d\r\n\r\n" % (d.host, auth, len(body))
+               ).encode() + body)
+    return s
+
+
+def test_workspace_limits_behind_one_address():
+    """Every client here has one address, as behind the TLS proxy: the
+    limits per workspace keep workspace A's load from reaching B."""
+    d = Daemon({"max_calls_per_workspace": "2",
+                "max_listens_per_workspace": "2",
+                "max_connections_per_workspace": "5"})
+    held = []
+    try:
+        d.wait_idle()
+        calls = sl_metric(d, "mcpd_inflight_tool_calls")
+        # A keep-alive connection of A's, answered and then idle.
+        idle = http.client.HTTPConnection("127.0.0.1", d.port, timeout=5)
+
+        def idle_call():
+            idle.request("POST", "/v1/tools/vm_status",
+                         body=json.dumps({"vm_id": "v1"}),
+                         headers={"Authorization": "Bearer " + TOKEN_A,
+                                  "Content-Type": "application/json"})
+            r = idle.getresponse()
+            return r.status, r.read()
+        assert idle_call()[0] == 200
+        # A's two calls in flight: its limit.
+        held += [held_call(d, TOKEN_A) for _ in range(2)]
+        assert wait_metric(d, "mcpd_inflight_tool_calls", calls + 2) == \
+            calls + 2
+        r = request(d, "POST", "/v1/tools/vm_status", body={"vm_id": "v1"})
+        assert r.status == 429, (r.status, r.body)
+        e = r.json()["error"]
+        assert e["code"] == "rate_limited" and \
+            e["message"].startswith("max_calls_per_workspace (2):"), e
+        r = sl_post(d, "tools/call", {"name": "vm_status",
+                                      "arguments": {"vm_id": "v1"}},
+                    name="vm_status", rid=5, accept="application/json")
+        assert r.status == 429, (r.status, r.body)
+        e = r.json()
+        assert e["id"] == 5 and e["error"]["code"] == -32002 and \
+            "max_calls_per_workspace (2)" in e["error"]["message"], e
+        c = MCP(d)
+        assert c.initialize().status == 200
+        r = c.call("tools/call", {"name": "vm_status",
+                                  "arguments": {"vm_id": "v1"}},
+                   accept="application/json")
+        assert r.status == 429 and r.json()["error"]["code"] == -32002 and \
+            "max_calls_per_workspace" in r.json()["error"]["message"], r.body
+        # B is answered meanwhile, through the same address.
+        r = request(d, "POST", "/v1/tools/vm_status", body={"vm_id": "v1"},
+                    auth=TOKEN_B)
+        assert r.status == 200 and r.json()["workspace"] == "ws-b", r.body
+        # A's two listens: its limit; the third is refused, B's is not.
+        for _ in range(2):
+            s = sl_stream(d, "subscriptions/listen", {"notifications": {}})
+            held.append(s)
+            assert b"acknowledged" in read_until(s, b"acknowledged")
+        s = sl_stream(d, "subscriptions/listen", {"notifications": {}})
+        out = read_until(s, b"}}")
+        s.close()
+        assert out.startswith(b"HTTP/1.1 429"), out
+        assert b"-32002" in out and b"max_listens_per_workspace (2)" in out, \
+            out
+        s = sl_stream(d, "subscriptions/listen", {"notifications": {}},
+                      auth=TOKEN_B)
+        assert b"acknowledged" in read_until(s, b"acknowledged")
+        s.close()
+        # The idle keep-alive connection counts only against the address:
+        # the WebSocket stream is A's fifth busy connection.
+        w = WS(d, "/v1/vms/vm1/streams/5001")
+        assert w.status == 101, w.status
+        r = request(d, "POST", "/v1/tools/vm_status", body={"vm_id": "v1"})
+        assert r.status == 429, (r.status, r.body)
+        e = r.json()["error"]
+        assert e["code"] == "rate_limited" and e["message"].startswith(
+            "max_connections_per_workspace (5):"), e
+        w2 = WS(d, "/v1/vms/vm1/streams/5001", auth=TOKEN_B)
+        assert w2.status == 101, w2.status
+        w2.close()
+        assert request(d, "POST", "/v1/tools/vm_status", body={"vm_id": "v1"},
+                       auth=TOKEN_B).status == 200
+        # What A gives back is A's again.
+        w.close()
+        for s in held:
+            s.close()
+        held = []
+        assert wait_metric(d, "mcpd_inflight_tool_calls", calls) == calls
+        st, body = idle_call()
+        assert st == 200 and json.loads(body)["workspace"] == "ws-a", body
+        idle.close()
+    finally:
+        for s in held:
+            s.close()
+        d.stop()
 
 
 def test_ws_echo():

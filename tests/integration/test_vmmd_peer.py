@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # A compromised mcpd against the real vmmd (#14, the hostile-peer harness):
-# vmmd's limits per peer (max_peer_connections, max_peer_requests), exact
-# checks of stream_open's and vmctl's arguments, the answers to mcpd's
+# vmmd's limits per peer (max_peer_connections, max_peer_requests), per
+# workspace and for the host (max_requests_per_workspace, max_requests),
+# exact checks of stream_open's and vmctl's arguments, the answers to mcpd's
 # stats, stream and broker pipe opens, a peer of the wrong uid,
 # and then a long seeded loop of valid-looking and malformed frames on
 # vmmd.sock.  Throughout, vmmd must stay up and keep answering another
@@ -30,6 +31,11 @@ from vmmdlib import vmmd_fds, vmmd_rss_kib  # noqa: E402
 MEM = base.MEM
 MAX_CONNS = 8
 MAX_REQS = 16
+# A workspace may have as many requests as one connection; the host more
+# than one workspace's.
+MAX_WS_REQS = MAX_REQS
+MAX_HOST_REQS = 40
+VMCTL_LIST = 401
 VMCTL_SUSPEND = 404
 VM_STATS_RESULT = 309
 # Not vm_create nor vm_destroy: the loop keeps the one VM it aims at
@@ -153,9 +159,74 @@ def check_messages(h, a, b, vm):
     c.close()
 
 
-def check_requests(h, a, vm):
+def busy_now(c, body):
+    """One request on c; the error code and message of its answer."""
+    t, r, _ = c.call(ipc.VM_TOOL, body)
+    e = r.get("error", {}) if t == ipc.ERROR else {}
+    return e.get("code"), e.get("message", "")
+
+
+def check_workspace_requests(h, a, b, fresh):
+    """With a's MAX_WS_REQS requests parked on its stopped VM: a's next
+    one is busy whatever connection it comes on, b's is answered; then
+    the host's total fills, with b's requests held at a stopped authd,
+    and only then is b refused."""
+    c = ipc.Conn(sock_path(h), "mcpd")
+    code, msg = busy_now(c, {"credential": a.tok, "tool": "vm_list",
+                             "arguments": {}})
+    ok(code == "busy" and msg.startswith("max_requests_per_workspace "
+                                         "(%d):" % MAX_WS_REQS),
+       "max_requests_per_workspace: a's next request on another "
+       "connection is busy, naming the limit and its value", (code, msg))
+    t, r, _ = c.call(ipc.VM_TOOL, {"credential": b.tok, "tool": "vm_list",
+                                   "arguments": {}})
+    ok(t == ipc.VM_TOOL_RESULT, "while a is at its limit, b is answered on "
+       "the same connection", r)
+    # b's requests wait at authd, counted against the host alone.
+    room = MAX_HOST_REQS - MAX_WS_REQS
+    held = [ipc.Conn(sock_path(h), "mcpd") for _ in range(2)]
+    os.kill(h.authd.pid, signal.SIGSTOP)
+    try:
+        for i in range(room):
+            held[i % 2].send(ipc.VM_TOOL, {"credential": fresh,
+                                           "tool": "vm_list",
+                                           "arguments": {}})
+        code, msg = busy_now(c, {"credential": b.tok, "tool": "vm_list",
+                                 "arguments": {}})
+        ok(code == "busy" and msg.startswith("max_requests (%d):" %
+                                             MAX_HOST_REQS),
+           "max_requests: with the host's %d requests unanswered, the next "
+           "is busy, naming the limit and its value" % MAX_HOST_REQS,
+           (code, msg))
+        v = ipc.Conn(sock_path(h, "vmctl.sock"), "vmctl")
+        t, r, _ = v.call(VMCTL_LIST, {})
+        ok(t == ipc.VMCTL_RESULT, "and vmctl is still answered", r)
+        v.close()
+    finally:
+        os.kill(h.authd.pid, signal.SIGCONT)
+    # The held ones are answered once authd is back (or time out there).
+    answered = 0
+    for conn in held:
+        conn.sock.settimeout(30)
+        try:
+            for _ in range(room // 2):
+                conn.recv()
+                answered += 1
+        except (OSError, EOFError):
+            pass
+        conn.close()
+    ok(answered == room, "the %d requests held at authd are answered" %
+       room, answered)
+    t, r, _ = c.call(ipc.VM_TOOL, {"credential": b.tok, "tool": "vm_list",
+                                   "arguments": {}})
+    ok(t == ipc.VM_TOOL_RESULT, "then b is answered again", r)
+    c.close()
+
+
+def check_requests(h, a, b, vm):
     """MAX_REQS + 8 guest calls on one connection to a guest that does not
     answer (its QEMU is stopped): the ones past the limit are busy."""
+    fresh = h.issue("beta")     # never used: vmmd asks authd about it
     uid = base.vm_uid(h, vm)
     qemu = [p for p, u, cmd in h.jail_processes() if u == uid and
             "qemu" in cmd]
@@ -182,8 +253,7 @@ def check_requests(h, a, vm):
            all("max_peer_requests" in m for _, m in busy),
            "max_peer_requests: the %d requests past %d are busy at once, "
            "naming the limit" % (8, MAX_REQS), busy)
-        okk, r = base.Client(h, a.tok)("vm_list")
-        ok(okk, "requests: another connection is served meanwhile", r)
+        check_workspace_requests(h, a, b, fresh)
     finally:
         os.kill(qemu[0], signal.SIGCONT)
     c.close()
@@ -313,8 +383,13 @@ def seeded_loop(h, a, b, vm, seed, rounds):
 
 
 def suite(h, seed, rounds):
-    h.write_conf(max_peer_connections=MAX_CONNS,
-                 max_peer_requests=MAX_REQS)
+    # authd answers bad credentials at once: the loop's would otherwise
+    # wait there, and fill the host's total of requests.
+    h.write_conf(authd={"fail_rate": 1000000, "fail_burst": 1000000},
+                 max_peer_connections=MAX_CONNS,
+                 max_peer_requests=MAX_REQS,
+                 max_requests_per_workspace=MAX_WS_REQS,
+                 max_requests=MAX_HOST_REQS)
     h.start_authd()
     h.start_vmmd()
     a = base.Client(h, h.issue("alpha"))
@@ -332,7 +407,7 @@ def suite(h, seed, rounds):
     check_wrong_uid(h)
     check_arguments(h, a, vm)
     check_messages(h, a, b, vm)
-    check_requests(h, a, vm)
+    check_requests(h, a, b, vm)
     seeded_loop(h, a, b, vm, seed, rounds)
     now = vmmd_fds(h, fds)
     ok(now <= fds, "vmmd holds no more descriptors than before (%d, "

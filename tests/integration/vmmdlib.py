@@ -207,7 +207,8 @@ exec %(real)s "$@"
         os.chmod(self.wrapper, 0o755)
         self.garbage = Garbage(self.garbage_sock)
 
-    def write_conf(self, **vmmd):
+    def write_conf(self, authd=None, **vmmd):
+        """[vmmd] keys as arguments; authd, a dict of [authd] keys."""
         keys = {"vmproxy": self.wrapper, "accel": "tcg",
                 "cgroup_parent": self.cg_parent, "uid_base": UID_BASE,
                 "max_vms": MAX_VMS, "max_memory_mib": 1024,
@@ -219,6 +220,8 @@ exec %(real)s "$@"
                     % (self.run, self.mnt))
             f.write("[authd]\npeers = %s\ndefault_ttl = 0\n" %
                     self.authd_peers)
+            for k, v in (authd or {}).items():
+                f.write("%s = %s\n" % (k, v))
             f.write("[vmmd]\n")
             for k, v in keys.items():
                 f.write("%s = %s\n" % (k, v))

@@ -1,6 +1,7 @@
 /*
- * Unit tests for mcpd's request-header parsers (mcpd/httputil.c) and its
- * configuration (mcpd/mcpd_conf.c).
+ * Unit tests for mcpd's request-header parsers (mcpd/httputil.c), its
+ * configuration (mcpd/mcpd_conf.c) and its counts per workspace
+ * (mcpd/budget.c).
  */
 #include <check.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "httputil.h"
 #include "mcpd_conf.h"
 #include "../check_run.h"
@@ -257,6 +259,27 @@ START_TEST(config_file)
 	ck_assert_uint_eq(c.listen[0].port, 8090);
 	ck_assert_int_eq(c.metrics_enabled, 0);
 	ck_assert_uint_eq(c.request_timeout, 15);
+	ck_assert_uint_eq(c.max_connections_per_workspace, 128);
+	ck_assert_uint_eq(c.max_calls_per_workspace, 64);
+	ck_assert_uint_eq(c.max_listens_per_workspace, 16);
+
+	/* The limits per workspace, read; connections within the host's. */
+	write_file(path, "[mcpd]\nmax_connections = 10\n"
+	    "max_connections_per_workspace = 20\nmax_calls_per_workspace = 3\n"
+	    "max_listens_per_workspace = 2\n");
+	config_defaults(&c);
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), 0);
+	ck_assert_uint_eq(c.max_connections_per_workspace, 10);
+	ck_assert_uint_eq(c.max_calls_per_workspace, 3);
+	ck_assert_uint_eq(c.max_listens_per_workspace, 2);
+	write_file(path, "[mcpd]\nmax_calls_per_workspace = 0\n");
+	config_defaults(&c);
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "max_calls_per_workspace"));
+	write_file(path, "[mcpd]\nmax_listens_per_workspace = 65537\n");
+	config_defaults(&c);
+	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), -1);
+	ck_assert_ptr_nonnull(strstr(err, "out of range"));
 
 	write_file(path, "[mcpd]\nmax_body_bytes = 12x\n");
 	config_defaults(&c);
@@ -273,6 +296,47 @@ START_TEST(config_file)
 	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), -1);
 	unlink(path);
 	ck_assert_int_eq(config_load(&c, path, err, sizeof(err)), -1);
+}
+END_TEST
+
+/* A workspace at its limit is refused; another is not; all is given back. */
+START_TEST(budgets)
+{
+	struct budgets bs;
+	struct budget *a[3], *b, *x;
+
+	budgets_init(&bs, 5, 3, 1);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(budget_take(&bs, "ws-a", BUDGET_CALLS, &a[i]),
+		    0);
+	ck_assert_ptr_eq(a[0], a[2]);
+	ck_assert_int_eq(budget_take(&bs, "ws-a", BUDGET_CALLS, &x), -1);
+	ck_assert_ptr_null(x);
+	ck_assert_uint_eq(budget_held(&bs, "ws-a", BUDGET_CALLS), 3);
+	/* Another kind of the same workspace, and another workspace. */
+	ck_assert_int_eq(budget_take(&bs, "ws-a", BUDGET_LISTENS, &x), 0);
+	ck_assert_int_eq(budget_take(&bs, "ws-a", BUDGET_LISTENS, &b), -1);
+	ck_assert_int_eq(budget_take(&bs, "ws-b", BUDGET_CALLS, &b), 0);
+	ck_assert_ptr_ne(b, a[0]);
+	ck_assert_uint_eq(budget_held(&bs, "ws-b", BUDGET_CALLS), 1);
+	/* One given back makes room for one more. */
+	budget_put(&bs, a[1], BUDGET_CALLS);
+	ck_assert_int_eq(budget_take(&bs, "ws-a", BUDGET_CALLS, &a[1]), 0);
+	/* NULL is nothing to give back. */
+	budget_put(&bs, NULL, BUDGET_CALLS);
+	for (int i = 0; i < 3; i++)
+		budget_put(&bs, a[i], BUDGET_CALLS);
+	ck_assert_uint_eq(budget_held(&bs, "ws-a", BUDGET_CALLS), 0);
+	ck_assert_uint_eq(budget_held(&bs, "ws-a", BUDGET_LISTENS), 1);
+	budget_put(&bs, x, BUDGET_LISTENS);
+	budget_put(&bs, b, BUDGET_CALLS);
+	/* A workspace holding nothing has no entry left. */
+	ck_assert(TAILQ_EMPTY(&bs.list));
+	ck_assert_str_eq(budget_key(BUDGET_CONNECTIONS),
+	    "max_connections_per_workspace");
+	ck_assert_str_eq(budget_key(BUDGET_CALLS), "max_calls_per_workspace");
+	ck_assert_str_eq(budget_key(BUDGET_LISTENS),
+	    "max_listens_per_workspace");
 }
 END_TEST
 
@@ -308,6 +372,7 @@ main(void)
 	tcase_add_test(tc, content_type);
 	tcase_add_test(tc, config_file);
 	tcase_add_test(tc, listen_syntax);
+	tcase_add_test(tc, budgets);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
