@@ -4,7 +4,10 @@
  * workspace's, the port open to streams on this host, and the host's,
  * the VM's and the workspace's stream limits not reached; then the VM
  * is woken if need be, vmproxy opens the channel, and its descriptor goes
- * to mcpd.
+ * to mcpd.  An open holds its place in the limits (opening_streams) from
+ * the check to its answer, the wait for a paused or hibernated VM
+ * included: a burst of opens on a sleeping VM cannot take vmproxy past
+ * max_streams_per_vm, which vmmd would take for a broken vmproxy.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -85,14 +88,21 @@ stream_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 	struct request *req = arg;
 
 	if (code != NULL) {
+		vm->opening_streams--;
 		tools_reply_error(req, code, msg);
 		return;
 	}
+	/*
+	 * No second check: its place in every limit was held since
+	 * stream_open's, so the opens in flight never outnumber them.  (A
+	 * second count here could see a stream both in vmproxy's report
+	 * and still opening, and refuse what fits.)
+	 */
 	if (proxy_stream_open(vm, req->msg.port, stream_opened, req) == -1) {
+		vm->opening_streams--;
 		request_error(req, "unavailable", "the guest link is down");
 		return;
 	}
-	vm->opening_streams++;
 }
 
 /* Which stream limit one more stream would pass, or NULL. */
@@ -138,5 +148,6 @@ stream_open(struct request *req)
 		request_error(req, "quota_exceeded", "%s", limit);
 		return;
 	}
+	vm->opening_streams++;		/* until stream_opened, or refused */
 	vm_ready(vm, stream_ready, req);
 }

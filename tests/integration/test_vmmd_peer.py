@@ -13,6 +13,7 @@
 # MCPVM_PEER_ROUNDS its length (default 3000).
 # Environment: as vmmdlib.py.  TAP on stdout.  Needs root.
 import array
+import base64
 import json
 import os
 import random
@@ -157,6 +158,71 @@ def check_messages(h, a, b, vm):
        "stats with a member is malformed: the connection is closed, "
        "and the log says why")
     c.close()
+
+
+LISTENER = r"""
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8080))
+s.listen(32)
+open("/workspace/listening", "w").close()
+held = []
+while True:
+    held.append(s.accept()[0])
+"""
+
+
+def check_stream_burst(h, a, vm):
+    """Ten stream opens at once on the tenant's own paused VM: the VM's
+    limit (max_streams_per_vm, 4) open, the rest are refused naming it,
+    and the VM runs on.  (Each open used to pass its check before the
+    wait for the VM; vmproxy then opened five, and vmmd failed the VM for
+    reporting more than the limit.)"""
+    a.reconnect()
+    okk, r = a("vm_write_file", vm_id=vm, path="listener.py",
+               data_base64=base64.b64encode(LISTENER.encode()).decode())
+    ok(okk, "the listener is written", r)
+    st, _, out, err = a.sh(vm, "rm -f /workspace/listening; nohup python3 "
+                           "/workspace/listener.py >/dev/null 2>&1 & "
+                           "for i in $(seq 100); do [ -e /workspace/"
+                           "listening ] && break; sleep 0.1; done; "
+                           "ls /workspace/listening", "burst-listen")
+    ok(st == "completed", "a guest listener on port 8080", (st, out, err))
+    okk, r = a("vm_suspend", vm_id=vm, mode="pause", force=True)
+    ok(okk and r["state"] == "paused", "the VM is paused", r)
+    mark = len(read(h.vmmd_log))
+    c = ipc.Conn(sock_path(h), "mcpd")
+    ids = [c.send(ipc.VM_STREAM_OPEN, {"credential": a.tok, "vm_id": vm,
+                                       "port": 8080}) for _ in range(10)]
+    opened, refused, other = [], [], []
+    for _ in ids:
+        t, rid, body, fd = c.recv()
+        if fd is not None:
+            opened.append(fd)
+        elif t == ipc.ERROR and body["error"]["code"] == "quota_exceeded" \
+                and "max_streams_per_vm" in body["error"]["message"]:
+            refused.append(rid)
+        else:
+            other.append((t, body))
+    ok(len(opened) == 4 and len(refused) == 6 and not other,
+       "10 opens at once on a paused VM: 4 open, 6 refused naming "
+       "max_streams_per_vm", (len(opened), len(refused), other))
+    ok(a.state(vm) == "running" and "malformed" not in
+       read(h.vmmd_log)[mark:], "the VM was resumed and runs on; vmproxy "
+       "reported no more streams than the limit", a.state(vm))
+    for fd in opened:
+        os.close(fd)
+    c.close()
+    # The listener holds what it accepted: its exit closes the guest ends.
+    a.sh(vm, "pkill -f listener.py; true", "burst-stop")
+
+    def closed():
+        s = ipc.Conn(sock_path(h), "mcpd")
+        t, r, _ = s.call(ipc.VM_STATS, {})
+        s.close()
+        return r.get("open_streams") == 0
+    base.wait_for(closed, 20, "the streams to close")
 
 
 def busy_now(c, body):
@@ -407,6 +473,7 @@ def suite(h, seed, rounds):
     check_wrong_uid(h)
     check_arguments(h, a, vm)
     check_messages(h, a, b, vm)
+    check_stream_burst(h, a, vm)
     check_requests(h, a, b, vm)
     seeded_loop(h, a, b, vm, seed, rounds)
     now = vmmd_fds(h, fds)
