@@ -17,6 +17,7 @@
 
 struct store {
 	struct sqldb	*db;
+	long long	 jobs_kept;	/* finished jobs per VM; 0: all */
 };
 
 static const char *const state_names[VM_NSTATES] = {
@@ -125,6 +126,9 @@ static const char *const migrations[] = {
 	/* 5: whether a memory snapshot's machine has a NIC, which its
 	 * restores must have too; older rows had none. */
 	"ALTER TABLE snapshots ADD COLUMN network INTEGER NOT NULL DEFAULT 0;",
+	/* 6: a VM's finished jobs, newest first, for the history cap. */
+	"CREATE INDEX jobs_finished ON jobs(vm_id, finished_at) "
+	"WHERE state <> 'running';",
 };
 
 /*
@@ -135,32 +139,47 @@ static const char *const migrations[] = {
 static const struct sqldb_opts store_opts = SQLDB_SHARED("vmmd",
     migrations);
 
-/* A sqldb call's result, with its failure logged: what failed, and why. */
+/* A sqldb call that failed (and kept why): -1, with err saying so. */
 static int
-logged(struct store *s, int rc, const char *what)
+sqldb_fail(struct store *s, const char *what, char *err, size_t errlen)
 {
-	if (rc == -1)
-		log_warnx("store %s: %s%s", sqldb_path(s->db), what,
-		    sqldb_errmsg(s->db));
-	return rc;
+	snprintf(err, errlen, "database %s: %s: %s", sqldb_path(s->db), what,
+	    sqldb_errmsg(s->db));
+	return -1;
+}
+
+/* A statement whose step failed: -1, with err saying why. */
+static int
+step_fail(struct store *s, const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "database %s: %s: %s", sqldb_path(s->db), what,
+	    sqlite3_errmsg(sqldb_handle(s->db)));
+	return -1;
 }
 
 static int
-store_exec(struct store *s, const char *sql)
+store_exec(struct store *s, const char *sql, const char *what, char *err,
+    size_t errlen)
 {
-	return logged(s, sqldb_exec(s->db, sql), "");
+	if (sqldb_exec(s->db, sql) == -1)
+		return sqldb_fail(s, what, err, errlen);
+	return 0;
 }
 
 static int
-store_begin(struct store *s)
+store_begin(struct store *s, char *err, size_t errlen)
 {
-	return logged(s, sqldb_begin(s->db), "begin: ");
+	if (sqldb_begin(s->db) == -1)
+		return sqldb_fail(s, "begin", err, errlen);
+	return 0;
 }
 
 static int
-store_commit(struct store *s)
+store_commit(struct store *s, char *err, size_t errlen)
 {
-	return logged(s, sqldb_commit(s->db), "commit: ");
+	if (sqldb_commit(s->db) == -1)
+		return sqldb_fail(s, "commit", err, errlen);
+	return 0;
 }
 
 struct store *
@@ -188,32 +207,82 @@ store_close(struct store *s)
 	free(s);
 }
 
-/* A cached statement for sql (a literal); back with sqldb_release. */
+/*
+ * A cached statement for sql (a literal); back with sqldb_release.  NULL
+ * with err naming what it is for.
+ */
 static sqlite3_stmt *
-store_prepare(struct store *s, const char *sql)
+store_prepare(struct store *s, const char *sql, const char *what, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = sqldb_prepare(s->db, sql);
 
 	if (st == NULL)
-		log_warnx("store %s: %s: %s", sqldb_path(s->db), sql,
-		    sqldb_errmsg(s->db));
+		sqldb_fail(s, what, err, errlen);
 	return st;
 }
 
-
-/* Steps a statement that returns no rows, and finalizes it. */
+/* Steps a statement that returns no rows, and releases it; -1 with err. */
 static int
-store_done(struct store *s, sqlite3_stmt *st)
+store_done(struct store *s, sqlite3_stmt *st, const char *what, char *err,
+    size_t errlen)
 {
 	int rc = sqlite3_step(st);
 
-	if (rc != SQLITE_DONE) {
-		log_warnx("store %s: %s", sqldb_path(s->db),
-		    sqlite3_errmsg(sqldb_handle(s->db)));
-		sqldb_release(s->db, st);
+	if (rc != SQLITE_DONE)
+		step_fail(s, what, err, errlen);
+	sqldb_release(s->db, st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/*
+ * What the groups not yet given err and errlen use: the same, with the
+ * failure logged here.
+ */
+static sqlite3_stmt *
+store_prepare_logged(struct store *s, const char *sql)
+{
+	char err[256];
+	sqlite3_stmt *st;
+
+	if ((st = store_prepare(s, sql, "prepare", err, sizeof(err))) == NULL)
+		log_warnx("store %s: %s", sql, err);
+	return st;
+}
+
+static int
+store_done_logged(struct store *s, sqlite3_stmt *st)
+{
+	char err[256];
+
+	if (store_done(s, st, "step", err, sizeof(err)) == -1) {
+		log_warnx("store: %s", err);
 		return -1;
 	}
-	sqldb_release(s->db, st);
+	return 0;
+}
+
+static int
+store_begin_logged(struct store *s)
+{
+	char err[256];
+
+	if (store_begin(s, err, sizeof(err)) == -1) {
+		log_warnx("store: %s", err);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+store_commit_logged(struct store *s)
+{
+	char err[256];
+
+	if (store_commit(s, err, sizeof(err)) == -1) {
+		log_warnx("store: %s", err);
+		return -1;
+	}
 	return 0;
 }
 
@@ -224,7 +293,8 @@ now_seconds(void)
 }
 
 int
-store_vm_insert(struct store *s, const struct vm_record *v)
+store_vm_insert(struct store *s, const struct vm_record *v, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
 	    "INSERT INTO vms (id, workspace, slot, state, image, vcpus, "
@@ -232,7 +302,7 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	    "created_at, updated_at, generation, failure, vmgenid, snapshot_id, "
 	    "origin) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, "
-	    "?13, ?14, ?15, ?16, ?17)");
+	    "?13, ?14, ?15, ?16, ?17)", "vms", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -255,16 +325,16 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	sqlite3_bind_text(st, 16, v->snapshot_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 17, v->origin[0] != '\0' ? v->origin : "booted",
 	    -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done(s, st, "vms", err, errlen);
 }
 
 int
 store_vm_set_state(struct store *s, const char *id, enum vm_state state,
-    const char *failure)
+    const char *failure, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
 	    "UPDATE vms SET state = ?2, failure = ?3, updated_at = ?4 "
-	    "WHERE id = ?1");
+	    "WHERE id = ?1", "vms", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -273,37 +343,40 @@ store_vm_set_state(struct store *s, const char *id, enum vm_state state,
 	sqlite3_bind_text(st, 3, state == VM_FAILED && failure != NULL ?
 	    failure : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, now_seconds());
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "vms", err, errlen) == -1)
 		return -1;
 	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
-		errno = ENOENT;
+		snprintf(err, errlen, "vm %s: not found", id);
 		return -1;
 	}
 	return 0;
 }
 
 int
-store_vm_set_generation(struct store *s, const char *id, int gen)
+store_vm_set_generation(struct store *s, const char *id, int gen, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "UPDATE vms SET generation = ?2, updated_at = ?3 WHERE id = ?1");
+	    "UPDATE vms SET generation = ?2, updated_at = ?3 WHERE id = ?1",
+	    "vms", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 2, gen);
 	sqlite3_bind_int64(st, 3, now_seconds());
-	return store_done(s, st);
+	return store_done(s, st, "vms", err, errlen);
 }
 
 /*
  * Steps st to its end, each row filled into a new element of size bytes
  * at the end of a growing array, and releases st.  0 with *out (the
- * caller's to free) and *n; -1 with nothing.
+ * caller's to free) and *n; -1 with nothing, and err.
  */
 static int
 store_collect(struct store *s, sqlite3_stmt *st, size_t size,
-    void (*fill)(sqlite3_stmt *, void *), void **out, size_t *n)
+    void (*fill)(sqlite3_stmt *, void *), void **out, size_t *n,
+    const char *what, char *err, size_t errlen)
 {
 	char *v = NULL, *nv;
 	size_t cap = 0;
@@ -322,6 +395,11 @@ store_collect(struct store *s, sqlite3_stmt *st, size_t size,
 		}
 		fill(st, v + (*n)++ * size);
 	}
+	if (rc == SQLITE_NOMEM)
+		snprintf(err, errlen, "database %s: %s: out of memory",
+		    sqldb_path(s->db), what);
+	else if (rc != SQLITE_DONE)
+		step_fail(s, what, err, errlen);
 	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE) {
 		free(v);
@@ -333,23 +411,24 @@ store_collect(struct store *s, sqlite3_stmt *st, size_t size,
 }
 
 /*
- * Steps st once: 0 with the row filled into out, or -1 with errno ENOENT
- * (no row) or EIO.  Releases st.
+ * Steps st once: 0 with the row filled into out, or -1 with err (what
+ * "not found" when there is no row).  Releases st.
  */
 static int
 store_one(struct store *s, sqlite3_stmt *st,
-    void (*fill)(sqlite3_stmt *, void *), void *out)
+    void (*fill)(sqlite3_stmt *, void *), void *out, const char *what,
+    char *err, size_t errlen)
 {
 	int rc = sqlite3_step(st);
 
 	if (rc == SQLITE_ROW)
 		fill(st, out);
+	else if (rc == SQLITE_DONE)
+		snprintf(err, errlen, "%s: not found", what);
+	else
+		step_fail(s, what, err, errlen);
 	sqldb_release(s->db, st);
-	if (rc != SQLITE_ROW) {
-		errno = rc == SQLITE_DONE ? ENOENT : EIO;
-		return -1;
-	}
-	return 0;
+	return rc == SQLITE_ROW ? 0 : -1;
 }
 
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
@@ -395,20 +474,22 @@ fill_vm(sqlite3_stmt *st, void *v)
 }
 
 int
-store_vm_get(struct store *s, const char *id, struct vm_record *v)
+store_vm_get(struct store *s, const char *id, struct vm_record *v, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "SELECT " VM_COLUMNS " FROM vms WHERE id = ?1 AND state <> 'gone'");
+	    "SELECT " VM_COLUMNS " FROM vms WHERE id = ?1 AND state <> 'gone'",
+	    "vms", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	return store_one(s, st, fill_vm, v);
+	return store_one(s, st, fill_vm, v, "vm", err, errlen);
 }
 
 int
 store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
-    size_t *n)
+    size_t *n, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 
@@ -418,62 +499,69 @@ store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
 	    "SELECT " VM_COLUMNS " FROM vms WHERE state <> 'gone' AND "
 	    "workspace = ?1 ORDER BY created_at, id" :
 	    "SELECT " VM_COLUMNS " FROM vms WHERE state <> 'gone' "
-	    "ORDER BY created_at, id");
+	    "ORDER BY created_at, id", "vms", err, errlen);
 	if (st == NULL)
 		return -1;
 	if (workspace != NULL)
 		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
-	return store_collect(s, st, sizeof(**out), fill_vm, (void **)out, n);
+	return store_collect(s, st, sizeof(**out), fill_vm, (void **)out, n,
+	    "vms", err, errlen);
 }
 
 int
-store_vm_delete(struct store *s, const char *id)
+store_vm_delete(struct store *s, const char *id, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 
-	if (store_begin(s) == -1)
+	if (store_begin(s, err, errlen) == -1)
 		return -1;
-	if ((st = store_prepare(s, "DELETE FROM jobs WHERE vm_id = ?1")) ==
-	    NULL)
+	if ((st = store_prepare(s, "DELETE FROM jobs WHERE vm_id = ?1",
+	    "jobs", err, errlen)) == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "jobs", err, errlen) == -1)
 		goto fail;
 	/* The row stays, gone, so that destroying it again is harmless. */
 	if ((st = store_prepare(s, "UPDATE vms SET state = 'gone', "
-	    "updated_at = ?2 WHERE id = ?1")) == NULL)
+	    "updated_at = ?2 WHERE id = ?1", "vms", err, errlen)) == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, now_seconds());
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "vms", err, errlen) == -1)
 		goto fail;
-	return store_commit(s);
+	return store_commit(s, err, errlen);
  fail:
 	sqldb_rollback(s->db);
 	return -1;
 }
 
 int
-store_vm_was_destroyed(struct store *s, const char *id, const char *workspace)
+store_vm_was_destroyed(struct store *s, const char *id, const char *workspace,
+    char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "SELECT 1 FROM vms WHERE id = ?1 "
-	    "AND workspace = ?2 AND state = 'gone'");
+	    "AND workspace = ?2 AND state = 'gone'", "vms", err, errlen);
 	int rc;
 
 	if (st == NULL)
-		return 0;
+		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		step_fail(s, "vms", err, errlen);
 	sqldb_release(s->db, st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return -1;
 	return rc == SQLITE_ROW;
 }
 
 int
-store_free_slot(struct store *s, int max)
+store_free_slot(struct store *s, int max, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "SELECT slot FROM vms WHERE state <> 'gone' ORDER BY slot");
+	    "SELECT slot FROM vms WHERE state <> 'gone' ORDER BY slot", "vms",
+	    err, errlen);
 	int want = 0, rc;
 
 	if (st == NULL)
@@ -486,10 +574,16 @@ store_free_slot(struct store *s, int max)
 		if (slot == want)
 			want++;
 	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		step_fail(s, "vms", err, errlen);
 	sqldb_release(s->db, st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return -1;
-	return want < max ? want : -1;
+	if (want >= max) {
+		snprintf(err, errlen, "every slot below %d is taken", max);
+		return -1;
+	}
+	return want;
 }
 
 int
@@ -501,9 +595,9 @@ store_receipt_begin(struct store *s, const char *workspace,
 	int rc;
 
 	*result = NULL;
-	if (store_begin(s) == -1)
+	if (store_begin_logged(s) == -1)
 		return -1;
-	st = store_prepare(s, "SELECT tool, digest, status, result FROM "
+	st = store_prepare_logged(s, "SELECT tool, digest, status, result FROM "
 	    "receipts WHERE workspace = ?1 AND request_id = ?2");
 	if (st == NULL)
 		goto fail;
@@ -529,13 +623,13 @@ store_receipt_begin(struct store *s, const char *workspace,
 		else
 			*status = RECEIPT_PENDING;
 		sqldb_release(s->db, st);
-		return store_commit(s);
+		return store_commit_logged(s);
 	}
 	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE)
 		goto fail;
 
-	st = store_prepare(s, "INSERT INTO receipts (workspace, request_id, "
+	st = store_prepare_logged(s, "INSERT INTO receipts (workspace, request_id, "
 	    "tool, digest, status, seq) VALUES (?1, ?2, ?3, ?4, 'pending', "
 	    "(SELECT COALESCE(MAX(seq), 0) + 1 FROM receipts "
 	    "WHERE workspace = ?1))");
@@ -545,19 +639,19 @@ store_receipt_begin(struct store *s, const char *workspace,
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, tool, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 4, digest, -1, SQLITE_STATIC);
-	if (store_done(s, st) == -1)
+	if (store_done_logged(s, st) == -1)
 		goto fail;
 	/* History is capped per workspace: the oldest go first. */
-	st = store_prepare(s, "DELETE FROM receipts WHERE workspace = ?1 AND "
+	st = store_prepare_logged(s, "DELETE FROM receipts WHERE workspace = ?1 AND "
 	    "seq <= (SELECT MAX(seq) FROM receipts WHERE workspace = ?1) - ?2");
 	if (st == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 2, RECEIPTS_PER_WORKSPACE);
-	if (store_done(s, st) == -1)
+	if (store_done_logged(s, st) == -1)
 		goto fail;
 	*status = RECEIPT_NEW;
-	return store_commit(s);
+	return store_commit_logged(s);
  fail:
 	sqldb_rollback(s->db);
 	free(*result);
@@ -569,7 +663,7 @@ int
 store_receipt_finish(struct store *s, const char *workspace,
     const char *request_id, const char *result)
 {
-	sqlite3_stmt *st = store_prepare(s, "UPDATE receipts SET "
+	sqlite3_stmt *st = store_prepare_logged(s, "UPDATE receipts SET "
 	    "status = 'done', result = ?3 WHERE workspace = ?1 AND "
 	    "request_id = ?2");
 
@@ -578,49 +672,55 @@ store_receipt_finish(struct store *s, const char *workspace,
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, result, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done_logged(s, st);
 }
 
 int
 store_receipt_forget(struct store *s, const char *workspace,
     const char *request_id)
 {
-	sqlite3_stmt *st = store_prepare(s, "DELETE FROM receipts WHERE "
+	sqlite3_stmt *st = store_prepare_logged(s, "DELETE FROM receipts WHERE "
 	    "workspace = ?1 AND request_id = ?2");
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done_logged(s, st);
 }
 
 int
 store_receipt_uncertain(struct store *s, const char *workspace,
     const char *request_id)
 {
-	sqlite3_stmt *st = store_prepare(s, "UPDATE receipts SET "
+	sqlite3_stmt *st = store_prepare_logged(s, "UPDATE receipts SET "
 	    "status = 'uncertain' WHERE workspace = ?1 AND request_id = ?2");
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done_logged(s, st);
 }
 
 int
 store_receipts_mark_uncertain(struct store *s)
 {
-	return store_exec(s, "UPDATE receipts SET status = 'uncertain' "
-	    "WHERE status = 'pending'");
+	char err[256];
+
+	if (store_exec(s, "UPDATE receipts SET status = 'uncertain' "
+	    "WHERE status = 'pending'", "receipts", err, sizeof(err)) == -1) {
+		log_warnx("store: %s", err);
+		return -1;
+	}
+	return 0;
 }
 
 int
 store_job_add(struct store *s, const char *vm_id, const char *job_id,
     const char *request_id, long long started_ms)
 {
-	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO jobs "
+	sqlite3_stmt *st = store_prepare_logged(s, "INSERT OR REPLACE INTO jobs "
 	    "(vm_id, job_id, request_id, state, started_at) "
 	    "VALUES (?1, ?2, ?3, 'running', ?4)");
 
@@ -630,7 +730,7 @@ store_job_add(struct store *s, const char *vm_id, const char *job_id,
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, request_id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, started_ms);
-	return store_done(s, st);
+	return store_done_logged(s, st);
 }
 
 int
@@ -638,7 +738,7 @@ store_job_update(struct store *s, const char *vm_id, const char *job_id,
     const char *state, int exit_code, long long finished_ms)
 {
 	/* The first time a job is seen finished is when it finished. */
-	sqlite3_stmt *st = store_prepare(s, "UPDATE jobs SET state = ?3, "
+	sqlite3_stmt *st = store_prepare_logged(s, "UPDATE jobs SET state = ?3, "
 	    "exit_code = ?4, finished_at = COALESCE(finished_at, ?5) "
 	    "WHERE vm_id = ?1 AND job_id = ?2");
 
@@ -655,7 +755,7 @@ store_job_update(struct store *s, const char *vm_id, const char *job_id,
 		sqlite3_bind_int64(st, 5, finished_ms);
 	else
 		sqlite3_bind_null(st, 5);
-	return store_done(s, st);
+	return store_done_logged(s, st);
 }
 
 static void
@@ -685,21 +785,23 @@ int
 store_job_get(struct store *s, const char *vm_id, const char *job_id,
     struct job_record *j)
 {
-	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
+	char err[256];	/* transitional: not yet passed up */
+	sqlite3_stmt *st = store_prepare_logged(s, "SELECT " JOB_COLUMNS " FROM jobs "
 	    "WHERE vm_id = ?1 AND job_id = ?2");
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
-	return store_one(s, st, fill_job, j);
+	return store_one(s, st, fill_job, j, "job", err, sizeof(err));
 }
 
 int
 store_job_list(struct store *s, const char *vm_id, struct job_record **out,
     size_t *n)
 {
-	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
+	char err[256];	/* transitional: not yet passed up */
+	sqlite3_stmt *st = store_prepare_logged(s, "SELECT " JOB_COLUMNS " FROM jobs "
 	    "WHERE vm_id = ?1 ORDER BY started_at, rowid");
 
 	*out = NULL;
@@ -707,14 +809,15 @@ store_job_list(struct store *s, const char *vm_id, struct job_record **out,
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
-	return store_collect(s, st, sizeof(**out), fill_job, (void **)out, n);
+	return store_collect(s, st, sizeof(**out), fill_job, (void **)out, n,
+	    "jobs", err, sizeof(err));
 }
 
 int
 store_audit_anchor_get(struct store *s, long long *seq, char *hash,
     size_t hashlen)
 {
-	sqlite3_stmt *st = store_prepare(s,
+	sqlite3_stmt *st = store_prepare_logged(s,
 	    "SELECT seq, hash FROM audit_anchor WHERE one = 1");
 	int rc;
 
@@ -735,14 +838,14 @@ store_audit_anchor_get(struct store *s, long long *seq, char *hash,
 int
 store_audit_anchor_set(struct store *s, long long seq, const char *hash)
 {
-	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO "
+	sqlite3_stmt *st = store_prepare_logged(s, "INSERT OR REPLACE INTO "
 	    "audit_anchor (one, seq, hash) VALUES (1, ?1, ?2)");
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_int64(st, 1, seq);
 	sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done_logged(s, st);
 }
 
 /* ?1 to ?6: the path and its identity, as both statements name them. */
@@ -762,7 +865,7 @@ int
 store_digest_get(struct store *s, const char *path,
     const struct file_identity *id, char hex[65])
 {
-	sqlite3_stmt *st = store_prepare(s, "SELECT sha256 FROM image_digests "
+	sqlite3_stmt *st = store_prepare_logged(s, "SELECT sha256 FROM image_digests "
 	    "WHERE path = ?1 AND dev = ?2 AND ino = ?3 AND size = ?4 AND "
 	    "mtime_ns = ?5 AND ctime_ns = ?6");
 	int rc;
@@ -783,7 +886,7 @@ int
 store_digest_put(struct store *s, const char *path,
     const struct file_identity *id, const char *hex)
 {
-	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO "
+	sqlite3_stmt *st = store_prepare_logged(s, "INSERT OR REPLACE INTO "
 	    "image_digests (path, dev, ino, size, mtime_ns, ctime_ns, sha256) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
 
@@ -791,7 +894,7 @@ store_digest_put(struct store *s, const char *path,
 		return -1;
 	bind_identity(st, path, id);
 	sqlite3_bind_text(st, 7, hex, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done_logged(s, st);
 }
 
 /* ---- snapshots --------------------------------------------------------- */
@@ -799,7 +902,7 @@ store_digest_put(struct store *s, const char *path,
 int
 store_snap_insert(struct store *s, const struct snap_record *r)
 {
-	sqlite3_stmt *st = store_prepare(s,
+	sqlite3_stmt *st = store_prepare_logged(s,
 	    "INSERT INTO snapshots (id, workspace, name, state, source_vm, "
 	    "image, memory, vcpus, memory_mib, disk_bytes, memory_bytes, "
 	    "memory_sha256, paused_ms, created_at, network) VALUES (?1, ?2, "
@@ -821,13 +924,13 @@ store_snap_insert(struct store *s, const struct snap_record *r)
 	sqlite3_bind_int64(st, 12, r->paused_ms);
 	sqlite3_bind_int64(st, 13, r->created_at);
 	sqlite3_bind_int(st, 14, r->network);
-	return store_done(s, st);
+	return store_done_logged(s, st);
 }
 
 int
 store_snap_ready(struct store *s, const struct snap_record *r)
 {
-	sqlite3_stmt *st = store_prepare(s,
+	sqlite3_stmt *st = store_prepare_logged(s,
 	    "UPDATE snapshots SET state = ?6, disk_bytes = ?2, "
 	    "memory_bytes = ?3, memory_sha256 = ?4, paused_ms = ?5 "
 	    "WHERE id = ?1 AND state = 'making'");
@@ -841,7 +944,7 @@ store_snap_ready(struct store *s, const struct snap_record *r)
 	sqlite3_bind_int64(st, 5, r->paused_ms);
 	sqlite3_bind_text(st, 6, strcmp(r->state, "fork") == 0 ? "fork" :
 	    "ready", -1, SQLITE_STATIC);
-	if (store_done(s, st) == -1)
+	if (store_done_logged(s, st) == -1)
 		return -1;
 	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
 		errno = ENOENT;
@@ -884,24 +987,27 @@ fill_snap(sqlite3_stmt *st, void *r)
 int
 store_snap_get(struct store *s, const char *id, struct snap_record *r)
 {
-	sqlite3_stmt *st = store_prepare(s,
+	char err[256];	/* transitional: not yet passed up */
+	sqlite3_stmt *st = store_prepare_logged(s,
 	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE id = ?1");
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	return store_one(s, st, fill_snap, r);
+	return store_one(s, st, fill_snap, r, "snapshot", err,
+	    sizeof(err));
 }
 
 int
 store_snap_list(struct store *s, const char *workspace,
     struct snap_record **out, size_t *n)
 {
+	char err[256];	/* transitional: not yet passed up */
 	sqlite3_stmt *st;
 
 	*out = NULL;
 	*n = 0;
-	st = store_prepare(s, workspace != NULL ?
+	st = store_prepare_logged(s, workspace != NULL ?
 	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE workspace = ?1 "
 	    "ORDER BY created_at, id" :
 	    "SELECT " SNAP_COLUMNS " FROM snapshots ORDER BY created_at, id");
@@ -909,33 +1015,34 @@ store_snap_list(struct store *s, const char *workspace,
 		return -1;
 	if (workspace != NULL)
 		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
-	return store_collect(s, st, sizeof(**out), fill_snap, (void **)out, n);
+	return store_collect(s, st, sizeof(**out), fill_snap, (void **)out,
+	    n, "snapshots", err, sizeof(err));
 }
 
 int
 store_snap_delete(struct store *s, const char *id)
 {
-	sqlite3_stmt *st = store_prepare(s,
+	sqlite3_stmt *st = store_prepare_logged(s,
 	    "DELETE FROM snapshots WHERE id = ?1");
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done_logged(s, st);
 }
 
 /* The warm pool's: a ready snapshot taken for one use (never listed). */
 int
 store_snap_take(struct store *s, const char *id)
 {
-	sqlite3_stmt *st = store_prepare(s,
+	sqlite3_stmt *st = store_prepare_logged(s,
 	    "UPDATE snapshots SET state = 'fork' WHERE id = ?1 AND "
 	    "state = 'ready'");
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (store_done(s, st) == -1)
+	if (store_done_logged(s, st) == -1)
 		return -1;
 	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
 		errno = ENOENT;

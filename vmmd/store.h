@@ -59,23 +59,31 @@ int		 vm_state_transient(enum vm_state);
 struct store	*store_open(const char *path, char *err, size_t errlen);
 void		 store_close(struct store *);
 
-int	store_vm_insert(struct store *, const struct vm_record *);
+/*
+ * Every call below that can fail returns -1 (NULL for a pointer) with err
+ * saying why, and logs nothing: the caller does.
+ */
+int	store_vm_insert(struct store *, const struct vm_record *, char *err,
+	    size_t errlen);
 /* Sets state (and failure text for VM_FAILED, else clears it). */
 int	store_vm_set_state(struct store *, const char *id, enum vm_state,
-	    const char *failure);
-int	store_vm_set_generation(struct store *, const char *id, int gen);
-int	store_vm_get(struct store *, const char *id, struct vm_record *);
+	    const char *failure, char *err, size_t errlen);
+int	store_vm_set_generation(struct store *, const char *id, int gen,
+	    char *err, size_t errlen);
+int	store_vm_get(struct store *, const char *id, struct vm_record *,
+	    char *err, size_t errlen);
 /* Every VM not gone, ordered by creation; caller frees *out. */
 int	store_vm_list(struct store *, const char *workspace_or_null,
-	    struct vm_record **out, size_t *n);
+	    struct vm_record **out, size_t *n, char *err, size_t errlen);
 /* Marks a VM gone (its id stays known to its workspace) and forgets its
  * jobs. */
-int	store_vm_delete(struct store *, const char *id);
-/* 1 when id was a VM of workspace that has been destroyed. */
+int	store_vm_delete(struct store *, const char *id, char *err,
+	    size_t errlen);
+/* 1 when id was a VM of workspace that has been destroyed, else 0. */
 int	store_vm_was_destroyed(struct store *, const char *id,
-	    const char *workspace);
+	    const char *workspace, char *err, size_t errlen);
 /* The lowest slot no retained VM uses, below max; -1 when all are. */
-int	store_free_slot(struct store *, int max);
+int	store_free_slot(struct store *, int max, char *err, size_t errlen);
 
 /*
  * Retry receipts.  begin() records a pending request or tells what was

@@ -430,6 +430,7 @@ tool_vm_destroy(struct request *req)
 {
 	const char *id = req_arg_str(req, "vm_id", "");
 	struct vm *vm = vm_find_owned(id, req->workspace);
+	char err[256];
 
 	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, id);
 	if (vm == NULL) {
@@ -437,7 +438,8 @@ tool_vm_destroy(struct request *req)
 
 		/* Destroying twice is fine; destroying what was never ours
 		 * is not_found, as for every other tool. */
-		if (!store_vm_was_destroyed(env->store, id, req->workspace)) {
+		if (store_vm_was_destroyed(env->store, id, req->workspace,
+		    err, sizeof(err)) != 1) {
 			request_error(req, "not_found", "there is no VM "
 			    "'%.64s' in this workspace", id);
 			return;

@@ -93,8 +93,9 @@ vm_init_all(void)
 			    slots[i]);
 		cg_remove(&env->cg, slots[i], err, sizeof(err));
 	}
-	if (store_vm_list(env->store, NULL, &recs, &n) == -1)
-		fatalx("cannot read VMs from the store");
+	if (store_vm_list(env->store, NULL, &recs, &n, err, sizeof(err)) ==
+	    -1)
+		fatalx("cannot read VMs from the store: %s", err);
 	for (size_t i = 0; i < n; i++) {
 		struct vm *vm = vm_alloc(&recs[i]);
 		char cp[PATH_MAX];
