@@ -126,9 +126,12 @@ static const char *const migrations[] = {
 	/* 5: whether a memory snapshot's machine has a NIC, which its
 	 * restores must have too; older rows had none. */
 	"ALTER TABLE snapshots ADD COLUMN network INTEGER NOT NULL DEFAULT 0;",
-	/* 6: a VM's finished jobs, newest first, for the history cap. */
+	/* 6: a VM's finished jobs by when they finished, for the history
+	 * cap, and its running ones, so that neither needs a scan of the
+	 * VM's whole history. */
 	"CREATE INDEX jobs_finished ON jobs(vm_id, finished_at) "
-	"WHERE state <> 'running';",
+	"WHERE state <> 'running';"
+	"CREATE INDEX jobs_running ON jobs(vm_id) WHERE state = 'running';",
 };
 
 /*
@@ -716,13 +719,28 @@ store_receipts_mark_uncertain(struct store *s)
 	return 0;
 }
 
+/*
+ * A VM's finished jobs beyond the newest jobs_kept, oldest first (by
+ * when they finished; those with no time first of all): deleted.  Running
+ * jobs stay, whatever their number.
+ */
+static const char prune_sql[] = "DELETE FROM jobs WHERE rowid IN ("
+    "SELECT rowid FROM jobs WHERE vm_id = ?1 AND state <> 'running' "
+    "ORDER BY finished_at DESC, rowid DESC LIMIT -1 OFFSET ?2)";
+
+void
+store_jobs_keep(struct store *s, long long max)
+{
+	s->jobs_kept = max > 0 ? max : 0;
+}
+
 int
 store_job_add(struct store *s, const char *vm_id, const char *job_id,
-    const char *request_id, long long started_ms)
+    const char *request_id, long long started_ms, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s, "INSERT OR REPLACE INTO jobs "
+	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO jobs "
 	    "(vm_id, job_id, request_id, state, started_at) "
-	    "VALUES (?1, ?2, ?3, 'running', ?4)");
+	    "VALUES (?1, ?2, ?3, 'running', ?4)", "jobs", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -730,20 +748,41 @@ store_job_add(struct store *s, const char *vm_id, const char *job_id,
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, request_id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, started_ms);
-	return store_done_logged(s, st);
+	return store_done(s, st, "jobs", err, errlen);
+}
+
+/* The history cap of one VM, inside the caller's transaction. */
+static int
+store_job_prune(struct store *s, const char *vm_id, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (s->jobs_kept == 0)
+		return 0;
+	if ((st = store_prepare(s, prune_sql, "jobs", err, errlen)) == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, s->jobs_kept);
+	return store_done(s, st, "jobs", err, errlen);
 }
 
 int
 store_job_update(struct store *s, const char *vm_id, const char *job_id,
-    const char *state, int exit_code, long long finished_ms)
+    const char *state, int exit_code, long long finished_ms, char *err,
+    size_t errlen)
 {
-	/* The first time a job is seen finished is when it finished. */
-	sqlite3_stmt *st = store_prepare_logged(s, "UPDATE jobs SET state = ?3, "
-	    "exit_code = ?4, finished_at = COALESCE(finished_at, ?5) "
-	    "WHERE vm_id = ?1 AND job_id = ?2");
+	sqlite3_stmt *st;
+	int finished = strcmp(state, "running") != 0;
 
-	if (st == NULL)
+	/* A finished job may push the oldest out: both, or neither. */
+	if (finished && store_begin(s, err, errlen) == -1)
 		return -1;
+	/* The first time a job is seen finished is when it finished. */
+	st = store_prepare(s, "UPDATE jobs SET state = ?3, "
+	    "exit_code = ?4, finished_at = COALESCE(finished_at, ?5) "
+	    "WHERE vm_id = ?1 AND job_id = ?2", "jobs", err, errlen);
+	if (st == NULL)
+		goto fail;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, state, -1, SQLITE_STATIC);
@@ -755,7 +794,86 @@ store_job_update(struct store *s, const char *vm_id, const char *job_id,
 		sqlite3_bind_int64(st, 5, finished_ms);
 	else
 		sqlite3_bind_null(st, 5);
-	return store_done_logged(s, st);
+	if (store_done(s, st, "jobs", err, errlen) == -1)
+		goto fail;
+	if (!finished)
+		return 0;
+	if (store_job_prune(s, vm_id, err, errlen) == -1)
+		goto fail;
+	return store_commit(s, err, errlen);
+ fail:
+	sqldb_rollback(s->db);
+	return -1;
+}
+
+int
+store_job_forget(struct store *s, const char *vm_id, const char *job_id,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "DELETE FROM jobs WHERE "
+	    "vm_id = ?1 AND job_id = ?2", "jobs", err, errlen);
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
+	return store_done(s, st, "jobs", err, errlen);
+}
+
+int
+store_jobs_prune(struct store *s, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (s->jobs_kept == 0)
+		return 0;
+	st = store_prepare(s, "DELETE FROM jobs WHERE rowid IN ("
+	    "SELECT rowid FROM (SELECT rowid, row_number() OVER ("
+	    "PARTITION BY vm_id ORDER BY finished_at DESC, rowid DESC) AS n "
+	    "FROM jobs WHERE state <> 'running') WHERE n > ?1)", "jobs", err,
+	    errlen);
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, s->jobs_kept);
+	return store_done(s, st, "jobs", err, errlen);
+}
+
+int
+store_job_copy(struct store *s, const char *from, const char *to,
+    long long upto_ms, char *err, size_t errlen)
+{
+	struct store c;
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	memset(&c, 0, sizeof(c));
+	c.jobs_kept = s->jobs_kept;
+	if ((c.db = sqldb_open_more(s->db, err, errlen)) == NULL)
+		return -1;
+	/*
+	 * One statement, so one transaction: the running jobs and the newest
+	 * finished ones the cap keeps, each found by its index, and nothing
+	 * when the VM went meanwhile (its destruction forgot its jobs).
+	 */
+	st = store_prepare(&c, "INSERT OR REPLACE INTO jobs (vm_id, job_id, "
+	    "request_id, state, exit_code, started_at, finished_at) "
+	    "SELECT ?2, job_id, request_id, state, exit_code, started_at, "
+	    "finished_at FROM jobs WHERE rowid IN ("
+	    "SELECT rowid FROM jobs WHERE vm_id = ?1 AND state = 'running' AND "
+	    "started_at <= ?3 UNION ALL SELECT * FROM (SELECT rowid FROM jobs "
+	    "WHERE vm_id = ?1 AND state <> 'running' AND started_at <= ?3 "
+	    "ORDER BY finished_at DESC, rowid DESC LIMIT ?4)) AND "
+	    "EXISTS (SELECT 1 FROM vms WHERE id = ?2 AND state <> 'gone')",
+	    "jobs", err, errlen);
+	if (st != NULL) {
+		sqlite3_bind_text(st, 1, from, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, to, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, upto_ms);
+		sqlite3_bind_int64(st, 4, c.jobs_kept > 0 ? c.jobs_kept : -1);
+		rc = store_done(&c, st, "jobs", err, errlen);
+	}
+	sqldb_close(c.db);
+	return rc;
 }
 
 static void
@@ -783,26 +901,25 @@ fill_job(sqlite3_stmt *st, void *j)
 
 int
 store_job_get(struct store *s, const char *vm_id, const char *job_id,
-    struct job_record *j)
+    struct job_record *j, char *err, size_t errlen)
 {
-	char err[256];	/* transitional: not yet passed up */
-	sqlite3_stmt *st = store_prepare_logged(s, "SELECT " JOB_COLUMNS " FROM jobs "
-	    "WHERE vm_id = ?1 AND job_id = ?2");
+	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
+	    "WHERE vm_id = ?1 AND job_id = ?2", "jobs", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
-	return store_one(s, st, fill_job, j, "job", err, sizeof(err));
+	return store_one(s, st, fill_job, j, "job", err, errlen);
 }
 
 int
 store_job_list(struct store *s, const char *vm_id, struct job_record **out,
-    size_t *n)
+    size_t *n, char *err, size_t errlen)
 {
-	char err[256];	/* transitional: not yet passed up */
-	sqlite3_stmt *st = store_prepare_logged(s, "SELECT " JOB_COLUMNS " FROM jobs "
-	    "WHERE vm_id = ?1 ORDER BY started_at, rowid");
+	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
+	    "WHERE vm_id = ?1 ORDER BY started_at, rowid", "jobs", err,
+	    errlen);
 
 	*out = NULL;
 	*n = 0;
@@ -810,7 +927,7 @@ store_job_list(struct store *s, const char *vm_id, struct job_record **out,
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
 	return store_collect(s, st, sizeof(**out), fill_job, (void **)out, n,
-	    "jobs", err, sizeof(err));
+	    "jobs", err, errlen);
 }
 
 int

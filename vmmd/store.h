@@ -3,7 +3,8 @@
  * receipts, and the jobs each VM has run.  Every transition is written
  * before its side effect (the in-between state) and after it (the final
  * state), so that a restart knows which side effects may be half done.
- * Runs in vmmd's loop thread only; every call is a short transaction.
+ * Runs in vmmd's loop thread, every call a short transaction, except
+ * store_job_copy, which a worker thread runs on a connection of its own.
  */
 #ifndef MCPVM_VMMD_STORE_H
 #define MCPVM_VMMD_STORE_H
@@ -126,14 +127,36 @@ struct job_record {
 	long long	 finished_at;	/* 0 while running */
 };
 
+/*
+ * At most max finished jobs per VM (0: all).  A job that finishes past
+ * it pushes that VM's oldest finished one out, in the same transaction;
+ * running jobs are never pushed out.  Set it once, before the first use.
+ */
+void	store_jobs_keep(struct store *, long long max);
 int	store_job_add(struct store *, const char *vm_id, const char *job_id,
-	    const char *request_id, long long started_ms);
+	    const char *request_id, long long started_ms, char *err,
+	    size_t errlen);
 int	store_job_update(struct store *, const char *vm_id, const char *job_id,
-	    const char *state, int exit_code, long long finished_ms);
+	    const char *state, int exit_code, long long finished_ms, char *err,
+	    size_t errlen);
+/* Forgets a job that never started (its guest refused it). */
+int	store_job_forget(struct store *, const char *vm_id, const char *job_id,
+	    char *err, size_t errlen);
+/* Every VM's finished jobs cut to the cap (at startup: it may be lower). */
+int	store_jobs_prune(struct store *, char *err, size_t errlen);
 int	store_job_get(struct store *, const char *vm_id, const char *job_id,
-	    struct job_record *);
+	    struct job_record *, char *err, size_t errlen);
 int	store_job_list(struct store *, const char *vm_id,
-	    struct job_record **out, size_t *n);
+	    struct job_record **out, size_t *n, char *err, size_t errlen);
+/*
+ * vm_fork's: the jobs of from that started by upto_ms (its running ones,
+ * and the newest finished ones the cap keeps) copied under to, with
+ * their ids and last known state, in one transaction; nothing when to is
+ * gone.  It opens a connection of its own for the copy, so a worker thread
+ * may call it while the loop goes on using the store.
+ */
+int	store_job_copy(struct store *, const char *from, const char *to,
+	    long long upto_ms, char *err, size_t errlen);
 
 /* The audit chain's anchor: the last sequence number and hash. */
 int	store_audit_anchor_get(struct store *, long long *seq, char *hash,

@@ -816,8 +816,14 @@ main(int argc, char *argv[])
 	TAILQ_INIT(&env->requests);
 	/* Before serving: what a crash left behind is settled first. */
 	store_receipts_mark_uncertain(env->store);
+	/* A lower cap than the last run's applies at once. */
+	store_jobs_keep(env->store, env->conf.vmmd.max_finished_jobs_per_vm);
+	if (store_jobs_prune(env->store, err, sizeof(err)) == -1)
+		log_warnx("jobs past max_finished_jobs_per_vm not pruned: %s",
+		    err);
 	snap_init();
 	vmmd_pending_register(snap_work_pending);	/* exit waits for them */
+	vmmd_pending_register(fork_work_pending);
 	vm_init_all();
 	warmpool_init();
 	broker_init();

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,28 +227,195 @@ START_TEST(jobs_remember_their_last_state)
 	struct job_record j, *list;
 	size_t n;
 
-	ck_assert_int_eq(store_job_add(s, "vm1", "j1", "req-1", 1000), 0);
-	ck_assert_int_eq(store_job_add(s, "vm1", "j2", "req-2", 2000), 0);
-	ck_assert_int_eq(store_job_add(s, "vm2", "j3", "req-3", 3000), 0);
-	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j), 0);
+	ck_assert_int_eq(store_job_add(s, "vm1", "j1", "req-1", 1000, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_job_add(s, "vm1", "j2", "req-2", 2000, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_job_add(s, "vm2", "j3", "req-3", 3000, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j, err, sizeof(err)),
+	    0);
 	ck_assert_str_eq(j.state, "running");
 	ck_assert_int_eq(j.exit_code, -1);
 	ck_assert_int_eq(j.finished_at, 0);
 	ck_assert_int_eq(store_job_update(s, "vm1", "j1", "completed", 3,
-	    5000), 0);
+	    5000, err, sizeof(err)), 0);
 	/* Seen finished again later: the first time stands. */
 	ck_assert_int_eq(store_job_update(s, "vm1", "j1", "completed", 3,
-	    9000), 0);
-	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j), 0);
+	    9000, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j, err, sizeof(err)),
+	    0);
 	ck_assert_str_eq(j.state, "completed");
 	ck_assert_int_eq(j.exit_code, 3);
 	ck_assert_int_eq(j.finished_at, 5000);
-	ck_assert_int_eq(store_job_list(s, "vm1", &list, &n), 0);
+	ck_assert_int_eq(store_job_list(s, "vm1", &list, &n, err, sizeof(err)),
+	    0);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(list[0].job_id, "j1");
 	ck_assert_str_eq(list[1].request_id, "req-2");
 	free(list);
-	ck_assert_int_eq(store_job_get(s, "vm2", "j1", &j), -1);
+	ck_assert_int_eq(store_job_get(s, "vm2", "j1", &j, err, sizeof(err)),
+	    -1);
+	store_close(s);
+}
+END_TEST
+
+/* How many finished and running jobs vm has. */
+static void
+count_jobs(struct store *s, const char *vm, size_t *finished,
+    size_t *running)
+{
+	struct job_record *list;
+	size_t n;
+
+	ck_assert_int_eq(store_job_list(s, vm, &list, &n, err, sizeof(err)),
+	    0);
+	*finished = *running = 0;
+	for (size_t i = 0; i < n; i++)
+		(*(strcmp(list[i].state, "running") == 0 ? running :
+		    finished))++;
+	free(list);
+}
+
+START_TEST(jobs_history_is_capped)
+{
+	struct store *s = open_store();
+	struct job_record j;
+	char id[16];
+	size_t fin, run;
+
+	store_jobs_keep(s, 3);
+	for (int i = 1; i <= 6; i++) {
+		snprintf(id, sizeof(id), "j%d", i);
+		ck_assert_int_eq(store_job_add(s, "vm1", id, "r", i * 1000,
+		    err, sizeof(err)), 0);
+	}
+	ck_assert_int_eq(store_job_add(s, "vm2", "k1", "r", 1000, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_job_update(s, "vm2", "k1", "completed", 0,
+	    1500, err, sizeof(err)), 0);
+	/* Finished in the order j2, j1, j3, j5, j4; j6 runs on. */
+	ck_assert_int_eq(store_job_update(s, "vm1", "j2", "completed", 0,
+	    10000, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_job_update(s, "vm1", "j1", "failed", 1,
+	    11000, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_job_update(s, "vm1", "j3", "completed", 0,
+	    12000, err, sizeof(err)), 0);
+	count_jobs(s, "vm1", &fin, &run);
+	ck_assert_uint_eq(fin, 3);
+	ck_assert_uint_eq(run, 3);
+	ck_assert_int_eq(store_job_update(s, "vm1", "j5", "completed", 0,
+	    13000, err, sizeof(err)), 0);
+	/* The first to finish went, though it did not start first. */
+	ck_assert_int_eq(store_job_get(s, "vm1", "j2", &j, err, sizeof(err)),
+	    -1);
+	ck_assert_str_eq(err, "job: not found");
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j, err, sizeof(err)),
+	    0);
+	/* A running status is no finish: nothing goes. */
+	ck_assert_int_eq(store_job_update(s, "vm1", "j6", "running", -1, 0,
+	    err, sizeof(err)), 0);
+	ck_assert_int_eq(store_job_update(s, "vm1", "j4", "timed_out", -1,
+	    14000, err, sizeof(err)), 0);
+	count_jobs(s, "vm1", &fin, &run);
+	ck_assert_uint_eq(fin, 3);
+	ck_assert_uint_eq(run, 1);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j, err, sizeof(err)),
+	    -1);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j6", &j, err, sizeof(err)),
+	    0);
+	/* Another VM's history is its own. */
+	count_jobs(s, "vm2", &fin, &run);
+	ck_assert_uint_eq(fin, 1);
+	/* A lower cap at the next start: every VM is cut at once. */
+	store_close(s);
+	s = open_store();
+	store_jobs_keep(s, 1);
+	ck_assert_int_eq(store_jobs_prune(s, err, sizeof(err)), 0);
+	count_jobs(s, "vm1", &fin, &run);
+	ck_assert_uint_eq(fin, 1);
+	ck_assert_uint_eq(run, 1);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j4", &j, err, sizeof(err)),
+	    0);
+	count_jobs(s, "vm2", &fin, &run);
+	ck_assert_uint_eq(fin, 1);
+	/* A job its guest refused is forgotten. */
+	ck_assert_int_eq(store_job_forget(s, "vm1", "j6", err, sizeof(err)),
+	    0);
+	count_jobs(s, "vm1", &fin, &run);
+	ck_assert_uint_eq(run, 0);
+	store_close(s);
+}
+END_TEST
+
+struct copy_arg {
+	struct store	*s;
+	const char	*to;
+	int		 rc;
+	char		 err[256];
+};
+
+static void *
+copy_thread(void *arg)
+{
+	struct copy_arg *c = arg;
+
+	c->rc = store_job_copy(c->s, "src", c->to, 50000, c->err,
+	    sizeof(c->err));
+	return NULL;
+}
+
+/* vm_fork's copy, from another thread as vmmd's worker pool runs it. */
+START_TEST(jobs_copy_in_one_transaction)
+{
+	struct store *s = open_store();
+	struct copy_arg c = { .s = s, .to = "kid" };
+	struct vm_record v;
+	struct job_record j;
+	pthread_t t;
+	sqlite3 *db;
+	size_t fin, run;
+
+	store_jobs_keep(s, 100);
+	make_vm(&v, "kid", "ws", 1);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
+	/* 5000 finished jobs and 2 running, written as one would by hand. */
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "BEGIN;"
+	    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+	    "WHERE i < 5000) INSERT INTO jobs (vm_id, job_id, request_id, "
+	    "state, exit_code, started_at, finished_at) SELECT 'src', "
+	    "'j' || i, 'r', 'completed', 0, i, 100000 + i FROM n;"
+	    "INSERT INTO jobs (vm_id, job_id, request_id, state, started_at) "
+	    "VALUES ('src', 'run1', 'r', 'running', 10), "
+	    "('src', 'late', 'r', 'running', 60000);"
+	    "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	ck_assert_int_eq(pthread_create(&t, NULL, copy_thread, &c), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(c.rc == 0, "%s", c.err);
+	/* The newest 100 finished ones and the running one that started by
+	 * then; the source keeps its own. */
+	count_jobs(s, "kid", &fin, &run);
+	ck_assert_uint_eq(fin, 100);
+	ck_assert_uint_eq(run, 1);
+	ck_assert_int_eq(store_job_get(s, "kid", "j5000", &j, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(j.finished_at, 105000);
+	ck_assert_int_eq(store_job_get(s, "kid", "j4900", &j, err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(store_job_get(s, "kid", "late", &j, err,
+	    sizeof(err)), -1);
+	count_jobs(s, "src", &fin, &run);
+	ck_assert_uint_eq(fin, 5000);
+	/* A child destroyed meanwhile gets nothing. */
+	ck_assert_int_eq(store_vm_delete(s, "kid", err, sizeof(err)), 0);
+	c.rc = -1;
+	ck_assert_int_eq(pthread_create(&t, NULL, copy_thread, &c), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(c.rc == 0, "%s", c.err);
+	count_jobs(s, "kid", &fin, &run);
+	ck_assert_uint_eq(fin + run, 0);
 	store_close(s);
 }
 END_TEST
@@ -599,6 +767,8 @@ main(void)
 	tcase_add_test(tc, image_digests_by_identity);
 	tcase_add_test(tc, vmgenid_kept_and_empty_for_old_rows);
 	tcase_add_test(tc, snapshot_network_kept_and_off_for_old_rows);
+	tcase_add_test(tc, jobs_history_is_capped);
+	tcase_add_test(tc, jobs_copy_in_one_transaction);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
