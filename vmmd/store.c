@@ -265,30 +265,6 @@ store_done_logged(struct store *s, sqlite3_stmt *st)
 	return 0;
 }
 
-static int
-store_begin_logged(struct store *s)
-{
-	char err[256];
-
-	if (store_begin(s, err, sizeof(err)) == -1) {
-		log_warnx("store: %s", err);
-		return -1;
-	}
-	return 0;
-}
-
-static int
-store_commit_logged(struct store *s)
-{
-	char err[256];
-
-	if (store_commit(s, err, sizeof(err)) == -1) {
-		log_warnx("store: %s", err);
-		return -1;
-	}
-	return 0;
-}
-
 static long long
 now_seconds(void)
 {
@@ -592,16 +568,17 @@ store_free_slot(struct store *s, int max, char *err, size_t errlen)
 int
 store_receipt_begin(struct store *s, const char *workspace,
     const char *request_id, const char *tool, const char *digest,
-    enum receipt_status *status, char **result)
+    enum receipt_status *status, char **result, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	*result = NULL;
-	if (store_begin_logged(s) == -1)
+	if (store_begin(s, err, errlen) == -1)
 		return -1;
-	st = store_prepare_logged(s, "SELECT tool, digest, status, result FROM "
-	    "receipts WHERE workspace = ?1 AND request_id = ?2");
+	st = store_prepare(s, "SELECT tool, digest, status, result FROM "
+	    "receipts WHERE workspace = ?1 AND request_id = ?2", "receipts",
+	    err, errlen);
 	if (st == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
@@ -618,6 +595,8 @@ store_receipt_begin(struct store *s, const char *workspace,
 		else if (strcmp(state, "done") == 0) {
 			*status = RECEIPT_DONE;
 			if (r != NULL && (*result = strdup(r)) == NULL) {
+				snprintf(err, errlen, "receipt %s: out of "
+				    "memory", request_id);
 				sqldb_release(s->db, st);
 				goto fail;
 			}
@@ -626,35 +605,38 @@ store_receipt_begin(struct store *s, const char *workspace,
 		else
 			*status = RECEIPT_PENDING;
 		sqldb_release(s->db, st);
-		return store_commit_logged(s);
+		return store_commit(s, err, errlen);
 	}
+	if (rc != SQLITE_DONE)
+		step_fail(s, "receipts", err, errlen);
 	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE)
 		goto fail;
 
-	st = store_prepare_logged(s, "INSERT INTO receipts (workspace, request_id, "
+	st = store_prepare(s, "INSERT INTO receipts (workspace, request_id, "
 	    "tool, digest, status, seq) VALUES (?1, ?2, ?3, ?4, 'pending', "
 	    "(SELECT COALESCE(MAX(seq), 0) + 1 FROM receipts "
-	    "WHERE workspace = ?1))");
+	    "WHERE workspace = ?1))", "receipts", err, errlen);
 	if (st == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, tool, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 4, digest, -1, SQLITE_STATIC);
-	if (store_done_logged(s, st) == -1)
+	if (store_done(s, st, "receipts", err, errlen) == -1)
 		goto fail;
 	/* History is capped per workspace: the oldest go first. */
-	st = store_prepare_logged(s, "DELETE FROM receipts WHERE workspace = ?1 AND "
-	    "seq <= (SELECT MAX(seq) FROM receipts WHERE workspace = ?1) - ?2");
+	st = store_prepare(s, "DELETE FROM receipts WHERE workspace = ?1 AND "
+	    "seq <= (SELECT MAX(seq) FROM receipts WHERE workspace = ?1) - ?2",
+	    "receipts", err, errlen);
 	if (st == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 2, RECEIPTS_PER_WORKSPACE);
-	if (store_done_logged(s, st) == -1)
+	if (store_done(s, st, "receipts", err, errlen) == -1)
 		goto fail;
 	*status = RECEIPT_NEW;
-	return store_commit_logged(s);
+	return store_commit(s, err, errlen);
  fail:
 	sqldb_rollback(s->db);
 	free(*result);
@@ -664,59 +646,54 @@ store_receipt_begin(struct store *s, const char *workspace,
 
 int
 store_receipt_finish(struct store *s, const char *workspace,
-    const char *request_id, const char *result)
+    const char *request_id, const char *result, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s, "UPDATE receipts SET "
+	sqlite3_stmt *st = store_prepare(s, "UPDATE receipts SET "
 	    "status = 'done', result = ?3 WHERE workspace = ?1 AND "
-	    "request_id = ?2");
+	    "request_id = ?2", "receipts", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, result, -1, SQLITE_STATIC);
-	return store_done_logged(s, st);
+	return store_done(s, st, "receipts", err, errlen);
 }
 
 int
 store_receipt_forget(struct store *s, const char *workspace,
-    const char *request_id)
+    const char *request_id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s, "DELETE FROM receipts WHERE "
-	    "workspace = ?1 AND request_id = ?2");
+	sqlite3_stmt *st = store_prepare(s, "DELETE FROM receipts WHERE "
+	    "workspace = ?1 AND request_id = ?2", "receipts", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
-	return store_done_logged(s, st);
+	return store_done(s, st, "receipts", err, errlen);
 }
 
 int
 store_receipt_uncertain(struct store *s, const char *workspace,
-    const char *request_id)
+    const char *request_id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s, "UPDATE receipts SET "
-	    "status = 'uncertain' WHERE workspace = ?1 AND request_id = ?2");
+	sqlite3_stmt *st = store_prepare(s, "UPDATE receipts SET "
+	    "status = 'uncertain' WHERE workspace = ?1 AND request_id = ?2",
+	    "receipts", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
-	return store_done_logged(s, st);
+	return store_done(s, st, "receipts", err, errlen);
 }
 
 int
-store_receipts_mark_uncertain(struct store *s)
+store_receipts_mark_uncertain(struct store *s, char *err, size_t errlen)
 {
-	char err[256];
-
-	if (store_exec(s, "UPDATE receipts SET status = 'uncertain' "
-	    "WHERE status = 'pending'", "receipts", err, sizeof(err)) == -1) {
-		log_warnx("store: %s", err);
-		return -1;
-	}
-	return 0;
+	return store_exec(s, "UPDATE receipts SET status = 'uncertain' "
+	    "WHERE status = 'pending'", "receipts", err, errlen);
 }
 
 /*

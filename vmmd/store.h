@@ -102,17 +102,19 @@ enum receipt_status {
 
 int	store_receipt_begin(struct store *, const char *workspace,
 	    const char *request_id, const char *tool, const char *digest,
-	    enum receipt_status *, char **result);
+	    enum receipt_status *, char **result, char *err, size_t errlen);
 int	store_receipt_finish(struct store *, const char *workspace,
-	    const char *request_id, const char *result);
+	    const char *request_id, const char *result, char *err,
+	    size_t errlen);
 /* Forgets a receipt whose request had no effect (e.g. refused). */
 int	store_receipt_forget(struct store *, const char *workspace,
-	    const char *request_id);
+	    const char *request_id, char *err, size_t errlen);
 /* A request that may have run but whose result was lost. */
 int	store_receipt_uncertain(struct store *, const char *workspace,
-	    const char *request_id);
+	    const char *request_id, char *err, size_t errlen);
 /* At startup: every pending receipt's outcome is now unknown. */
-int	store_receipts_mark_uncertain(struct store *);
+int	store_receipts_mark_uncertain(struct store *, char *err,
+	    size_t errlen);
 
 /*
  * Jobs a VM has run: vm_status's reconciliation list, and the last state

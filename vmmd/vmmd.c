@@ -815,7 +815,8 @@ main(int argc, char *argv[])
 	TAILQ_INIT(&env->vms);
 	TAILQ_INIT(&env->requests);
 	/* Before serving: what a crash left behind is settled first. */
-	store_receipts_mark_uncertain(env->store);
+	if (store_receipts_mark_uncertain(env->store, err, sizeof(err)) == -1)
+		log_warnx("pending receipts not marked uncertain: %s", err);
 	/* A lower cap than the last run's applies at once. */
 	store_jobs_keep(env->store, env->conf.vmmd.max_finished_jobs_per_vm);
 	if (store_jobs_prune(env->store, err, sizeof(err)) == -1)

@@ -150,47 +150,48 @@ START_TEST(receipts_lifecycle)
 	char *res;
 
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_NEW);
 	/* Still running: a retry must not run it again. */
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_PENDING);
 	ck_assert_int_eq(store_receipt_finish(s, "ws", "r1",
-	    "{\"job_id\":\"j\"}"), 0);
+	    "{\"job_id\":\"j\"}", err, sizeof(err)), 0);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_DONE);
 	ck_assert_str_eq(res, "{\"job_id\":\"j\"}");
 	free(res);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d2",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_MISMATCH);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_create", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_MISMATCH);
 	/* Another workspace's id space is its own. */
 	ck_assert_int_eq(store_receipt_begin(s, "other", "r1", "vm_exec", "d9",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_NEW);
 
 	/* A crash while r2 runs leaves its outcome unknown. */
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	store_close(s);
 	s = open_store();
-	ck_assert_int_eq(store_receipts_mark_uncertain(s), 0);
+	ck_assert_int_eq(store_receipts_mark_uncertain(s, err, sizeof(err)), 0);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_UNCERTAIN);
 	/* A finished one stays finished. */
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_DONE);
 	free(res);
-	ck_assert_int_eq(store_receipt_forget(s, "ws", "r2"), 0);
+	ck_assert_int_eq(store_receipt_forget(s, "ws", "r2", err, sizeof(err)),
+	    0);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_NEW);
 	store_close(s);
 }
@@ -205,16 +206,16 @@ START_TEST(receipts_capped_per_workspace)
 	for (int i = 0; i < RECEIPTS_PER_WORKSPACE + 5; i++) {
 		snprintf(id, sizeof(id), "r%d", i);
 		ck_assert_int_eq(store_receipt_begin(s, "ws", id, "vm_exec",
-		    "d", &st, &res), 0);
+		    "d", &st, &res, err, sizeof(err)), 0);
 		ck_assert_int_eq(st, RECEIPT_NEW);
-		store_receipt_finish(s, "ws", id, "{}");
+		store_receipt_finish(s, "ws", id, "{}", err, sizeof(err));
 	}
 	/* The five oldest are gone; the newest 4096 remain. */
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r4", "vm_exec", "x",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_NEW);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r6", "vm_exec", "d",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_DONE);
 	free(res);
 	store_close(s);
