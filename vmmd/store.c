@@ -994,13 +994,15 @@ store_digest_put(struct store *s, const char *path,
 /* ---- snapshots --------------------------------------------------------- */
 
 int
-store_snap_insert(struct store *s, const struct snap_record *r)
+store_snap_insert(struct store *s, const struct snap_record *r, char *err,
+    size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s,
+	sqlite3_stmt *st = store_prepare(s,
 	    "INSERT INTO snapshots (id, workspace, name, state, source_vm, "
 	    "image, memory, vcpus, memory_mib, disk_bytes, memory_bytes, "
 	    "memory_sha256, paused_ms, created_at, network) VALUES (?1, ?2, "
-	    "?3, 'making', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+	    "?3, 'making', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+	    "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -1018,16 +1020,17 @@ store_snap_insert(struct store *s, const struct snap_record *r)
 	sqlite3_bind_int64(st, 12, r->paused_ms);
 	sqlite3_bind_int64(st, 13, r->created_at);
 	sqlite3_bind_int(st, 14, r->network);
-	return store_done_logged(s, st);
+	return store_done(s, st, "snapshots", err, errlen);
 }
 
 int
-store_snap_ready(struct store *s, const struct snap_record *r)
+store_snap_ready(struct store *s, const struct snap_record *r, char *err,
+    size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s,
+	sqlite3_stmt *st = store_prepare(s,
 	    "UPDATE snapshots SET state = ?6, disk_bytes = ?2, "
 	    "memory_bytes = ?3, memory_sha256 = ?4, paused_ms = ?5 "
-	    "WHERE id = ?1 AND state = 'making'");
+	    "WHERE id = ?1 AND state = 'making'", "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -1038,10 +1041,10 @@ store_snap_ready(struct store *s, const struct snap_record *r)
 	sqlite3_bind_int64(st, 5, r->paused_ms);
 	sqlite3_bind_text(st, 6, strcmp(r->state, "fork") == 0 ? "fork" :
 	    "ready", -1, SQLITE_STATIC);
-	if (store_done_logged(s, st) == -1)
+	if (store_done(s, st, "snapshots", err, errlen) == -1)
 		return -1;
 	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
-		errno = ENOENT;
+		snprintf(err, errlen, "snapshot %s: not being made", r->id);
 		return -1;
 	}
 	return 0;
@@ -1079,67 +1082,68 @@ fill_snap(sqlite3_stmt *st, void *r)
 }
 
 int
-store_snap_get(struct store *s, const char *id, struct snap_record *r)
+store_snap_get(struct store *s, const char *id, struct snap_record *r,
+    char *err, size_t errlen)
 {
-	char err[256];	/* transitional: not yet passed up */
-	sqlite3_stmt *st = store_prepare_logged(s,
-	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE id = ?1");
+	sqlite3_stmt *st = store_prepare(s,
+	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE id = ?1",
+	    "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	return store_one(s, st, fill_snap, r, "snapshot", err,
-	    sizeof(err));
+	return store_one(s, st, fill_snap, r, "snapshot", err, errlen);
 }
 
 int
 store_snap_list(struct store *s, const char *workspace,
-    struct snap_record **out, size_t *n)
+    struct snap_record **out, size_t *n, char *err, size_t errlen)
 {
-	char err[256];	/* transitional: not yet passed up */
 	sqlite3_stmt *st;
 
 	*out = NULL;
 	*n = 0;
-	st = store_prepare_logged(s, workspace != NULL ?
+	st = store_prepare(s, workspace != NULL ?
 	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE workspace = ?1 "
 	    "ORDER BY created_at, id" :
-	    "SELECT " SNAP_COLUMNS " FROM snapshots ORDER BY created_at, id");
+	    "SELECT " SNAP_COLUMNS " FROM snapshots ORDER BY created_at, id",
+	    "snapshots", err, errlen);
 	if (st == NULL)
 		return -1;
 	if (workspace != NULL)
 		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	return store_collect(s, st, sizeof(**out), fill_snap, (void **)out,
-	    n, "snapshots", err, sizeof(err));
+	    n, "snapshots", err, errlen);
 }
 
 int
-store_snap_delete(struct store *s, const char *id)
+store_snap_delete(struct store *s, const char *id, char *err,
+    size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s,
-	    "DELETE FROM snapshots WHERE id = ?1");
+	sqlite3_stmt *st = store_prepare(s,
+	    "DELETE FROM snapshots WHERE id = ?1", "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	return store_done_logged(s, st);
+	return store_done(s, st, "snapshots", err, errlen);
 }
 
 /* The warm pool's: a ready snapshot taken for one use (never listed). */
 int
-store_snap_take(struct store *s, const char *id)
+store_snap_take(struct store *s, const char *id, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s,
+	sqlite3_stmt *st = store_prepare(s,
 	    "UPDATE snapshots SET state = 'fork' WHERE id = ?1 AND "
-	    "state = 'ready'");
+	    "state = 'ready'", "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (store_done_logged(s, st) == -1)
+	if (store_done(s, st, "snapshots", err, errlen) == -1)
 		return -1;
 	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
-		errno = ENOENT;
+		snprintf(err, errlen, "snapshot %s: not ready", id);
 		return -1;
 	}
 	return 0;

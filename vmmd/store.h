@@ -205,17 +205,21 @@ struct snap_record {
 	int		 network;		/* memory: its machine has a NIC */
 };
 
-int	store_snap_insert(struct store *, const struct snap_record *);
+int	store_snap_insert(struct store *, const struct snap_record *,
+	    char *err, size_t errlen);
 /* Marks it ready (or, when r->state says so, "fork": vm_fork's own,
  * never listed) with its final sizes, digest and pause. */
-int	store_snap_ready(struct store *, const struct snap_record *);
-/* 0 and *out, or -1 (errno ENOENT when there is none). */
-int	store_snap_get(struct store *, const char *id, struct snap_record *);
+int	store_snap_ready(struct store *, const struct snap_record *,
+	    char *err, size_t errlen);
+int	store_snap_get(struct store *, const char *id, struct snap_record *,
+	    char *err, size_t errlen);
 /* Snapshots (of one workspace, or all), oldest first; caller frees. */
 int	store_snap_list(struct store *, const char *workspace_or_null,
-	    struct snap_record **out, size_t *n);
-int	store_snap_delete(struct store *, const char *id);
+	    struct snap_record **out, size_t *n, char *err, size_t errlen);
+int	store_snap_delete(struct store *, const char *id, char *err,
+	    size_t errlen);
 /* A ready one taken for one use: state 'fork', never listed. */
-int	store_snap_take(struct store *, const char *id);
+int	store_snap_take(struct store *, const char *id, char *err,
+	    size_t errlen);
 
 #endif

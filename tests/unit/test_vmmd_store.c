@@ -448,10 +448,10 @@ START_TEST(snapshots_lifecycle)
 	size_t n;
 
 	make_snap(&r, "s1", "ws-a", 1000);
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	/* The same id twice is refused. */
-	ck_assert_int_eq(store_snap_insert(s, &r), -1);
-	ck_assert_int_eq(store_snap_get(s, "s1", &got), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), -1);
+	ck_assert_int_eq(store_snap_get(s, "s1", &got, err, sizeof(err)), 0);
 	ck_assert_str_eq(got.state, "making");
 	ck_assert_str_eq(got.name, "stage-s1");
 	ck_assert_int_eq(got.memory_bytes, 0);
@@ -461,30 +461,30 @@ START_TEST(snapshots_lifecycle)
 	r.memory_bytes = 268435456;
 	r.paused_ms = 77;
 	snprintf(r.memory_sha256, sizeof(r.memory_sha256), "%064d", 7);
-	ck_assert_int_eq(store_snap_ready(s, &r), 0);
+	ck_assert_int_eq(store_snap_ready(s, &r, err, sizeof(err)), 0);
 	/* Only a 'making' row becomes ready. */
-	ck_assert_int_eq(store_snap_ready(s, &r), -1);
-	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(store_snap_ready(s, &r, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "snapshot s1: not being made");
 	make_snap(&r, "s2", "ws-b", 2000);
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	make_snap(&r, "s3", "ws-a", 3000);
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	make_vm(&v, "v1", "ws-a", 0);
 	snprintf(v.snapshot_id, sizeof(v.snapshot_id), "s1");
 	snprintf(v.origin, sizeof(v.origin), "snapshot");
 	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
 	/* vm_fork's own is 'fork' once complete, not 'ready'. */
 	make_snap(&r, "f1", "ws-a", 4000);
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	snprintf(r.state, sizeof(r.state), "fork");
-	ck_assert_int_eq(store_snap_ready(s, &r), 0);
-	ck_assert_int_eq(store_snap_get(s, "f1", &got), 0);
+	ck_assert_int_eq(store_snap_ready(s, &r, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_snap_get(s, "f1", &got, err, sizeof(err)), 0);
 	ck_assert_str_eq(got.state, "fork");
-	ck_assert_int_eq(store_snap_delete(s, "f1"), 0);
+	ck_assert_int_eq(store_snap_delete(s, "f1", err, sizeof(err)), 0);
 	store_close(s);
 
 	s = open_store();
-	ck_assert_int_eq(store_snap_get(s, "s1", &got), 0);
+	ck_assert_int_eq(store_snap_get(s, "s1", &got, err, sizeof(err)), 0);
 	ck_assert_str_eq(got.state, "ready");
 	ck_assert_int_eq(got.memory, 0);
 	ck_assert_int_eq(got.disk_bytes, 12345);
@@ -503,24 +503,29 @@ START_TEST(snapshots_lifecycle)
 	ck_assert_int_eq(store_vm_get(s, "v2", &v, err, sizeof(err)), 0);
 	ck_assert_str_eq(v.origin, "booted");
 
-	ck_assert_int_eq(store_snap_list(s, "ws-a", &list, &n), 0);
+	ck_assert_int_eq(store_snap_list(s, "ws-a", &list, &n, err,
+	    sizeof(err)), 0);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(list[0].id, "s1");	/* oldest first */
 	ck_assert_str_eq(list[1].id, "s3");
 	ck_assert_str_eq(list[1].state, "making");
 	free(list);
-	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n), 0);
+	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n, err, sizeof(err)),
+	    0);
 	ck_assert_uint_eq(n, 3);
 	free(list);
-	ck_assert_int_eq(store_snap_list(s, "ws-none", &list, &n), 0);
+	ck_assert_int_eq(store_snap_list(s, "ws-none", &list, &n, err,
+	    sizeof(err)), 0);
 	ck_assert_uint_eq(n, 0);
 	free(list);
 
-	ck_assert_int_eq(store_snap_delete(s, "s1"), 0);
-	ck_assert_int_eq(store_snap_get(s, "s1", &got), -1);
+	ck_assert_int_eq(store_snap_delete(s, "s1", err, sizeof(err)), 0);
+	ck_assert_int_eq(store_snap_get(s, "s1", &got, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "snapshot: not found");
 	/* Deleting what is not there changes nothing, and is no error. */
-	ck_assert_int_eq(store_snap_delete(s, "s1"), 0);
-	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n), 0);
+	ck_assert_int_eq(store_snap_delete(s, "s1", err, sizeof(err)), 0);
+	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n, err, sizeof(err)),
+	    0);
 	ck_assert_uint_eq(n, 2);
 	free(list);
 	/* The VM still names the snapshot it came from. */
@@ -659,7 +664,7 @@ START_TEST(snapshot_network_kept_and_off_for_old_rows)
 	make_snap(&r, "n1", "ws-a", 1000);
 	r.memory = 1;
 	r.network = 1;
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	store_close(s);
 	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db, "INSERT INTO snapshots (id, "
@@ -669,9 +674,9 @@ START_TEST(snapshot_network_kept_and_off_for_old_rows)
 	    "1, 256, 0, 0, '', 0, 1)", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	s = open_store();
-	ck_assert_int_eq(store_snap_get(s, "n1", &got), 0);
+	ck_assert_int_eq(store_snap_get(s, "n1", &got, err, sizeof(err)), 0);
 	ck_assert_int_eq(got.network, 1);
-	ck_assert_int_eq(store_snap_get(s, "o1", &got), 0);
+	ck_assert_int_eq(store_snap_get(s, "o1", &got, err, sizeof(err)), 0);
 	ck_assert_int_eq(got.network, 0);
 	store_close(s);
 }
