@@ -3,7 +3,6 @@
  * See store.h.  Opening, the user_version migrations (each in its own
  * transaction), the statement cache and transactions are common/sqldb.c's.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,33 +235,6 @@ store_done(struct store *s, sqlite3_stmt *st, const char *what, char *err,
 		step_fail(s, what, err, errlen);
 	sqldb_release(s->db, st);
 	return rc == SQLITE_DONE ? 0 : -1;
-}
-
-/*
- * What the groups not yet given err and errlen use: the same, with the
- * failure logged here.
- */
-static sqlite3_stmt *
-store_prepare_logged(struct store *s, const char *sql)
-{
-	char err[256];
-	sqlite3_stmt *st;
-
-	if ((st = store_prepare(s, sql, "prepare", err, sizeof(err))) == NULL)
-		log_warnx("store %s: %s", sql, err);
-	return st;
-}
-
-static int
-store_done_logged(struct store *s, sqlite3_stmt *st)
-{
-	char err[256];
-
-	if (store_done(s, st, "step", err, sizeof(err)) == -1) {
-		log_warnx("store: %s", err);
-		return -1;
-	}
-	return 0;
 }
 
 static long long
@@ -909,10 +881,11 @@ store_job_list(struct store *s, const char *vm_id, struct job_record **out,
 
 int
 store_audit_anchor_get(struct store *s, long long *seq, char *hash,
-    size_t hashlen)
+    size_t hashlen, char *err, size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s,
-	    "SELECT seq, hash FROM audit_anchor WHERE one = 1");
+	sqlite3_stmt *st = store_prepare(s,
+	    "SELECT seq, hash FROM audit_anchor WHERE one = 1", "audit_anchor",
+	    err, errlen);
 	int rc;
 
 	if (st == NULL)
@@ -924,22 +897,26 @@ store_audit_anchor_get(struct store *s, long long *seq, char *hash,
 	} else {
 		*seq = 0;
 		hash[0] = '\0';
+		if (rc != SQLITE_DONE)
+			step_fail(s, "audit_anchor", err, errlen);
 	}
 	sqldb_release(s->db, st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
 int
-store_audit_anchor_set(struct store *s, long long seq, const char *hash)
+store_audit_anchor_set(struct store *s, long long seq, const char *hash,
+    char *err, size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s, "INSERT OR REPLACE INTO "
-	    "audit_anchor (one, seq, hash) VALUES (1, ?1, ?2)");
+	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO "
+	    "audit_anchor (one, seq, hash) VALUES (1, ?1, ?2)", "audit_anchor",
+	    err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_int64(st, 1, seq);
 	sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
-	return store_done_logged(s, st);
+	return store_done(s, st, "audit_anchor", err, errlen);
 }
 
 /* ?1 to ?6: the path and its identity, as both statements name them. */
@@ -957,11 +934,12 @@ bind_identity(sqlite3_stmt *st, const char *path,
 
 int
 store_digest_get(struct store *s, const char *path,
-    const struct file_identity *id, char hex[65])
+    const struct file_identity *id, char hex[65], char *err, size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s, "SELECT sha256 FROM image_digests "
-	    "WHERE path = ?1 AND dev = ?2 AND ino = ?3 AND size = ?4 AND "
-	    "mtime_ns = ?5 AND ctime_ns = ?6");
+	sqlite3_stmt *st = store_prepare(s, "SELECT sha256 FROM "
+	    "image_digests WHERE path = ?1 AND dev = ?2 AND ino = ?3 AND "
+	    "size = ?4 AND mtime_ns = ?5 AND ctime_ns = ?6", "image_digests",
+	    err, errlen);
 	int rc;
 
 	if (st == NULL)
@@ -970,6 +948,8 @@ store_digest_get(struct store *s, const char *path,
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		sqldb_column_text(st, 0, hex, 65);
+	else if (rc != SQLITE_DONE)
+		step_fail(s, "image_digests", err, errlen);
 	sqldb_release(s->db, st);
 	if (rc == SQLITE_ROW)
 		return strlen(hex) == 64 ? 1 : 0;
@@ -978,17 +958,19 @@ store_digest_get(struct store *s, const char *path,
 
 int
 store_digest_put(struct store *s, const char *path,
-    const struct file_identity *id, const char *hex)
+    const struct file_identity *id, const char *hex, char *err,
+    size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare_logged(s, "INSERT OR REPLACE INTO "
+	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO "
 	    "image_digests (path, dev, ino, size, mtime_ns, ctime_ns, sha256) "
-	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", "image_digests", err,
+	    errlen);
 
 	if (st == NULL)
 		return -1;
 	bind_identity(st, path, id);
 	sqlite3_bind_text(st, 7, hex, -1, SQLITE_STATIC);
-	return store_done_logged(s, st);
+	return store_done(s, st, "image_digests", err, errlen);
 }
 
 /* ---- snapshots --------------------------------------------------------- */

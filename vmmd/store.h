@@ -162,9 +162,9 @@ int	store_job_copy(struct store *, const char *from, const char *to,
 
 /* The audit chain's anchor: the last sequence number and hash. */
 int	store_audit_anchor_get(struct store *, long long *seq, char *hash,
-	    size_t hashlen);
+	    size_t hashlen, char *err, size_t errlen);
 int	store_audit_anchor_set(struct store *, long long seq,
-	    const char *hash);
+	    const char *hash, char *err, size_t errlen);
 
 /*
  * The SHA-256 last computed for an image file, remembered with what
@@ -178,9 +178,11 @@ struct file_identity {
 };
 /* 1 and hex set when path is remembered with exactly this identity. */
 int	store_digest_get(struct store *, const char *path,
-	    const struct file_identity *, char hex[65]);
+	    const struct file_identity *, char hex[65], char *err,
+	    size_t errlen);
 int	store_digest_put(struct store *, const char *path,
-	    const struct file_identity *, const char *hex);
+	    const struct file_identity *, const char *hex, char *err,
+	    size_t errlen);
 
 /*
  * Snapshots (snapshot.c): a row goes in as 'making' before any file is

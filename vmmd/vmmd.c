@@ -559,7 +559,7 @@ check_image_file(const char *image, const struct pf_file *f)
 	struct pf_result r;
 	struct file_identity id;
 	struct stat sb;
-	char hex[65];
+	char hex[65], err[256];
 	int known = 0;
 
 	memset(&r, 0, sizeof(r));
@@ -572,7 +572,8 @@ check_image_file(const char *image, const struct pf_file *f)
 		id.ctime_ns = (long long)sb.st_ctim.tv_sec * 1000000000LL +
 		    sb.st_ctim.tv_nsec;
 		known = 1;
-		if (store_digest_get(env->store, f->path, &id, hex) == 1 &&
+		if (store_digest_get(env->store, f->path, &id, hex, err,
+		    sizeof(err)) == 1 &&
 		    strcasecmp(hex, f->sha256) == 0) {
 			log_info("image %s: %s %s: unchanged since its digest "
 			    "matched; not read again", image, f->label,
@@ -588,9 +589,10 @@ check_image_file(const char *image, const struct pf_file *f)
 		for (int k = 0; k < 64; k++)
 			hex[k] = (char)tolower((unsigned char)f->sha256[k]);
 		hex[64] = '\0';
-		if (store_digest_put(env->store, f->path, &id, hex) == -1)
-			log_warnx("image %s: cannot remember the digest of %s",
-			    image, f->path);
+		if (store_digest_put(env->store, f->path, &id, hex, err,
+		    sizeof(err)) == -1)
+			log_warnx("image %s: cannot remember the digest of "
+			    "%s: %s", image, f->path, err);
 	}
 }
 

@@ -722,29 +722,39 @@ START_TEST(image_digests_by_identity)
 	    "0123456789abcdef0123456789abcdef";
 	char got[65];
 
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got), 0);
-	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &id, hex), 0);
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got), 1);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &id, hex, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got, err,
+	    sizeof(err)), 1);
 	ck_assert_str_eq(got, hex);
 	/* Any part of the identity changed: not remembered. */
 	other = id;
 	other.ctime_ns++;
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got, err,
+	    sizeof(err)), 0);
 	other = id;
 	other.ino++;
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got, err,
+	    sizeof(err)), 0);
 	other = id;
 	other.size--;
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 0);
-	ck_assert_int_eq(store_digest_get(s, "/img/kernel", &id, got), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/kernel", &id, got, err,
+	    sizeof(err)), 0);
 	/* A new identity replaces the old one; it survives a reopen. */
 	other = id;
 	other.mtime_ns += 1000;
-	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &other, hex), 0);
+	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &other, hex, err,
+	    sizeof(err)), 0);
 	store_close(s);
 	s = open_store();
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got), 0);
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 1);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got, err,
+	    sizeof(err)), 1);
 	store_close(s);
 }
 END_TEST
