@@ -347,6 +347,18 @@ exec_wait_start(struct request *req, struct json_object *reply,
 	return 0;
 }
 
+/* A recorded job that never reached the guest's job table. */
+static void
+exec_forget(struct vm *vm, const char *job_id)
+{
+	char err[256];
+
+	if (store_job_forget(env->store, vm->rec.id, job_id, err,
+	    sizeof(err)) == -1)
+		log_warnx("vm %s: job %s, which never ran, not forgotten: %s",
+		    vm->rec.id, job_id, err);
+}
+
 static void
 exec_started(struct vm *vm, struct json_object *res, const char *code,
     const char *msg, int fd, void *arg)
@@ -358,14 +370,13 @@ exec_started(struct vm *vm, struct json_object *res, const char *code,
 
 	if (code != NULL) {
 		/* Lost on the way back (the guest stopped answering, the link
-		 * or the VM went): the guest may have started it.  Any other
-		 * answer refused it: it never ran, and is not listed. */
+		 * or the VM went): the guest may have started it.  Refused
+		 * for the guest's limits (its kept or running jobs), it never
+		 * ran, and is not listed: refusals never add up to rows. */
 		if (strcmp(code, "unavailable") == 0)
 			req->uncertain = 1;
-		else if (store_job_forget(env->store, vm->rec.id,
-		    req->job_id, err, sizeof(err)) == -1)
-			log_warnx("vm %s: refused job %s not forgotten: %s",
-			    vm->rec.id, req->job_id, err);
+		else if (strcmp(code, "quota_exceeded") == 0)
+			exec_forget(vm, req->job_id);
 		broker_exec_result(vm, req, NULL, NULL);
 		tools_reply_error(req, code, msg);
 		return;
@@ -452,6 +463,8 @@ exec_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 	    req_arg_int(req, "timeout_seconds", 600) * 1000);
 	broker_exec_prepare(vm, req, job_id, call);
 	if (proxy_call(vm, call, GUEST_TOOL_CALL_MS, exec_started, req) == -1) {
+		/* Never sent. */
+		exec_forget(vm, job_id);
 		broker_exec_result(vm, req, NULL, NULL);
 		request_error(req, "unavailable", "the guest link is down");
 	}

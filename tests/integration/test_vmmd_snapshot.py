@@ -373,6 +373,21 @@ def case_fork(h, a, src):
     ok(k0b == k0 and k1b > k1 and s0b > s0, "fork: stopped in one child, "
        "it counts on in the other and in the source: independent",
        (k0, k0b, k1, k1b, s0, s0b))
+    # The guest runs 4 jobs at once (its counter is one): the exec past
+    # them is refused, and leaves no row, so refusals never add up.
+    refused, before = None, None
+    for i in range(5):
+        before = job_counts(h, kids[1])
+        okk, r = a("vm_exec", vm_id=kids[1], request_id="busy-%d" % i,
+                   command="sleep 120")
+        if not okk:
+            refused = r
+            break
+    after = job_counts(h, kids[1])
+    ok(refused is not None and refused["code"] == "quota_exceeded" and
+       after == before, "jobs: an exec the guest refuses for the jobs it "
+       "runs leaves no row (%s rows before and after)" % (after,),
+       (refused, before, after))
     destroy(a, *kids)
     out(a, src, "pkill -f counter.py; true", "kill-src-2")
 
