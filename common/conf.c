@@ -116,6 +116,9 @@ static const struct cfg_key vmmd_keys[] = {
 	    "snapshots one workspace may keep at once" },
 	{ "max_fork_count", CFG_INT, V(max_fork_count), 0, "4", 1, 64, NULL,
 	    "VMs one vm_fork may make" },
+	{ "max_finished_jobs_per_vm", CFG_INT, V(max_finished_jobs_per_vm),
+	    0, "1024", 256, 1000000, NULL, "finished jobs vmmd remembers per "
+	    "VM; the oldest go first" },
 	{ "warm_pool", CFG_INT, V(warm_pool), 0, "0", 0, 8, NULL,
 	    "ready memory snapshots vmmd keeps per image at the default size "
 	    "for vm_create to restore instead of booting; 0 turns the pool "

@@ -60,6 +60,8 @@ struct conf_vmmd {
 	/* Snapshots (vmmd/snapshot.c). */
 	long long	 max_snapshots_per_workspace;
 	long long	 max_fork_count;		/* VMs per vm_fork */
+	/* Jobs (vmmd/store.c). */
+	long long	 max_finished_jobs_per_vm;
 	long long	 warm_pool;	/* ready snapshots per image (warmpool.c) */
 };
 

@@ -35,6 +35,10 @@ struct sqldb {
 	size_t			 nstmts;
 	char			 err[SQLDB_ERR_MAX];
 	int			 errcode;
+	/* As opened: what sqldb_open_more sets another connection up by. */
+	int			 flags;
+	int			 busy_ms;
+	int			 exclusive;
 };
 
 static void __attribute__((format(printf, 3, 4)))
@@ -373,12 +377,28 @@ configure(struct sqldb *d, const struct sqldb_opts *o, char *err,
 	return 0;
 }
 
+/* Opens d->path with d's flags and busy wait. */
+static int
+db_connect(struct sqldb *d, char *err, size_t errlen)
+{
+	int rc;
+
+	rc = sqlite3_open_v2(d->path, &d->db, d->flags, NULL);
+	if (rc != SQLITE_OK) {
+		seterr(err, errlen, "database %s: %s", d->path, d->db != NULL ?
+		    sqlite3_errmsg(d->db) : sqlite3_errstr(rc));
+		return -1;
+	}
+	sqlite3_extended_result_codes(d->db, 1);
+	sqlite3_busy_timeout(d->db, d->busy_ms);
+	return 0;
+}
+
 struct sqldb *
 sqldb_open(const char *path, const struct sqldb_opts *o, char *err,
     size_t errlen)
 {
 	struct sqldb *d;
-	int rc;
 
 	if ((d = calloc(1, sizeof(*d))) == NULL ||
 	    (d->path = strdup(path)) == NULL) {
@@ -386,25 +406,49 @@ sqldb_open(const char *path, const struct sqldb_opts *o, char *err,
 		seterr(err, errlen, "database %s: out of memory", path);
 		return NULL;
 	}
-	if (check_file(path, o, err, errlen) == -1)
-		goto fail;
-	rc = sqlite3_open_v2(path, &d->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_NOFOLLOW | (o->serialized ? SQLITE_OPEN_FULLMUTEX :
-	    SQLITE_OPEN_NOMUTEX), NULL);
-	if (rc != SQLITE_OK) {
-		seterr(err, errlen, "database %s: %s", path, d->db != NULL ?
-		    sqlite3_errmsg(d->db) : sqlite3_errstr(rc));
-		goto fail;
-	}
-	sqlite3_extended_result_codes(d->db, 1);
-	sqlite3_busy_timeout(d->db, o->busy_ms);
-	if (configure(d, o, err, errlen) == -1 ||
+	d->flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW |
+	    (o->serialized ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX);
+	d->busy_ms = o->busy_ms;
+	d->exclusive = o->exclusive;
+	if (check_file(path, o, err, errlen) == -1 ||
+	    db_connect(d, err, errlen) == -1 ||
+	    configure(d, o, err, errlen) == -1 ||
 	    migrate(d, o, err, errlen) == -1)
 		goto fail;
 	return d;
 fail:
 	sqldb_close(d);
 	return NULL;
+}
+
+struct sqldb *
+sqldb_open_more(const struct sqldb *first, char *err, size_t errlen)
+{
+	struct sqldb *d;
+
+	if (first->exclusive) {
+		seterr(err, errlen, "database %s: locked for its one "
+		    "connection", first->path);
+		return NULL;
+	}
+	if ((d = calloc(1, sizeof(*d))) == NULL ||
+	    (d->path = strdup(first->path)) == NULL) {
+		free(d);
+		seterr(err, errlen, "database %s: out of memory", first->path);
+		return NULL;
+	}
+	d->flags = first->flags;
+	d->busy_ms = first->busy_ms;
+	/* The journal mode is the file's; these two are each connection's. */
+	if (db_connect(d, err, errlen) == -1 ||
+	    sqldb_exec(d, "PRAGMA synchronous = FULL") == -1 ||
+	    sqldb_exec(d, "PRAGMA foreign_keys = ON") == -1) {
+		if (d->db != NULL && d->err[0] != '\0')
+			seterr(err, errlen, "database %s: %s", d->path, d->err);
+		sqldb_close(d);
+		return NULL;
+	}
+	return d;
 }
 
 void

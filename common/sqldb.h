@@ -68,6 +68,15 @@ struct sqldb_opts {
  */
 struct sqldb	*sqldb_open(const char *path, const struct sqldb_opts *,
 		    char *err, size_t errlen);
+/*
+ * Another connection to the file first has open, for another thread:
+ * first's busy wait and the same pragmas, without the file checks,
+ * quick check and migrations first's open did.  Refused for an
+ * exclusive one.  Its statement cache and last failure are its own;
+ * close it with sqldb_close.  NULL with err.
+ */
+struct sqldb	*sqldb_open_more(const struct sqldb *first, char *err,
+		    size_t errlen);
 void		 sqldb_close(struct sqldb *);
 
 sqlite3		*sqldb_handle(struct sqldb *);

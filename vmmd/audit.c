@@ -158,8 +158,9 @@ audit_open(const char *path, struct store *store, char *err, size_t errlen)
 	long long anchor_seq = 0, n;
 
 	if (store_audit_anchor_get(store, &anchor_seq, anchor_hash,
-	    sizeof(anchor_hash)) == -1) {
-		snprintf(err, errlen, "%s: cannot read the audit anchor", path);
+	    sizeof(anchor_hash), msg, sizeof(msg)) == -1) {
+		snprintf(err, errlen, "%s: cannot read the audit anchor: %s",
+		    path, msg);
 		return NULL;
 	}
 	/* Never append to a chain that is already broken. */
@@ -203,6 +204,7 @@ audit_append(struct audit *a, const char *workspace, const char *tool,
 {
 	struct json_object *o;
 	char line[AUDIT_LINE_MAX], hash[AUDIT_HASH_HEX + 1], when[32];
+	char err[256];
 	const char *js;
 	struct timespec ts;
 	struct tm tm;
@@ -242,8 +244,9 @@ audit_append(struct audit *a, const char *workspace, const char *tool,
 	}
 	a->seq++;
 	memcpy(a->hash, hash, sizeof(a->hash));
-	if (store_audit_anchor_set(a->store, a->seq, a->hash) == -1) {
-		log_warnx("audit: anchor not updated");
+	if (store_audit_anchor_set(a->store, a->seq, a->hash, err,
+	    sizeof(err)) == -1) {
+		log_warnx("audit: anchor not updated: %s", err);
 		return -1;
 	}
 	return 0;

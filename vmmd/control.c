@@ -205,8 +205,9 @@ ctl_audit_verify(struct request *req)
 	long long seq, n;
 	struct json_object *res;
 
-	if (store_audit_anchor_get(env->store, &seq, hash, sizeof(hash)) ==
-	    -1) {
+	if (store_audit_anchor_get(env->store, &seq, hash, sizeof(hash), err,
+	    sizeof(err)) == -1) {
+		log_warnx("vmctl audit verify: %s", err);
 		request_error(req, "internal", "cannot read the audit anchor");
 		return;
 	}

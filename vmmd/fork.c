@@ -6,8 +6,10 @@
  * admitted as a new VM (with network, in a network slot of its own:
  * vm_boot.c); then the snapshot goes.  Each child gets the
  * source's jobs table as it was at the snapshot, under its own vm_id with
- * the same job ids.  All or nothing: a child that fails takes the others
- * with it.  Runs on the loop.
+ * the same job ids, copied in one transaction on the worker pool: a
+ * source with a long history never holds the loop.  All or nothing: a
+ * child that fails takes the others with it.  Runs on the loop, but for
+ * that copy.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +19,7 @@
 #include "netclient.h"
 #include "snapshot.h"
 #include "tools.h"
+#include "worker.h"
 
 #define FORK_MAX	64	/* max_fork_count's maximum */
 
@@ -85,28 +88,68 @@ fork_fail(struct fork_ctx *fk, const char *code, const char *msg)
 	}
 }
 
+/* One child's copy of the source's jobs, on the worker pool. */
+struct fork_copy {
+	struct fork_ctx	*fk;	/* the loop's: the worker never reads it */
+	char		 source[VM_ID_LEN + 1];
+	char		 child[VM_ID_LEN + 1];
+	long long	 upto_ms;
+	int		 rc;
+	char		 err[256];
+};
+
+static int copying;	/* copies queued or running: exit waits for them */
+
+int
+fork_work_pending(void)
+{
+	return copying > 0;
+}
+
+static void
+fork_copy_run(void *arg)
+{
+	struct fork_copy *c = arg;
+
+	c->rc = store_job_copy(env->store, c->source, c->child, c->upto_ms,
+	    c->err, sizeof(c->err));
+}
+
+static void
+fork_copy_done(void *arg)
+{
+	struct fork_copy *c = arg;
+	struct fork_ctx *fk = c->fk;
+
+	if (c->rc == -1)
+		log_warnx("vm %s: the jobs of its source %s not copied: %s",
+		    c->child, c->source, c->err);
+	free(c);
+	copying--;
+	if (--fk->pending == 0 && !fk->launching)
+		fork_finish(fk);
+	vmmd_maybe_exit();
+}
+
 /* The source's jobs as they were at the snapshot, under the child. */
 static void
 fork_jobs(struct fork_ctx *fk, const char *child)
 {
-	struct job_record *jobs;
-	size_t n;
+	struct fork_copy *c;
 
-	if (store_job_list(env->store, fk->source, &jobs, &n) == -1)
-		return;
-	for (size_t i = 0; i < n; i++) {
-		if (jobs[i].started_at > fk->cont_wall_ms)
-			continue;
-		if (store_job_add(env->store, child, jobs[i].job_id,
-		    jobs[i].request_id, jobs[i].started_at) == -1 ||
-		    (strcmp(jobs[i].state, "running") != 0 &&
-		    store_job_update(env->store, child, jobs[i].job_id,
-		    jobs[i].state, jobs[i].exit_code, jobs[i].finished_at) ==
-		    -1))
-			log_warnx("vm %s: job %s of its source not copied",
-			    child, jobs[i].job_id);
+	if ((c = calloc(1, sizeof(*c))) == NULL)
+		fatal("calloc");
+	c->fk = fk;
+	snprintf(c->source, sizeof(c->source), "%s", fk->source);
+	snprintf(c->child, sizeof(c->child), "%s", child);
+	c->upto_ms = fk->cont_wall_ms;
+	copying++;
+	/* A pool that stopped taking jobs (vmmd stops): here, then. */
+	if (worker_submit(env->workers, fork_copy_run, fork_copy_done, c) ==
+	    -1) {
+		fork_copy_run(c);
+		fork_copy_done(c);
 	}
-	free(jobs);
 }
 
 static void
@@ -119,7 +162,9 @@ fork_child_done(struct vm *vm, const char *code, const char *msg, void *arg)
 	else if (fk->nids < FORK_MAX) {
 		snprintf(fk->ids[fk->nids++], sizeof(fk->ids[0]), "%s",
 		    vm->rec.id);
+		/* Its copy ends this child's part. */
 		fork_jobs(fk, vm->rec.id);
+		return;
 	}
 	if (--fk->pending == 0 && !fk->launching)
 		fork_finish(fk);

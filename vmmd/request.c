@@ -48,14 +48,16 @@ static void
 request_finish(struct request *req, struct json_object *stored,
     const char *outcome)
 {
+	char err[256];
+
 	if (req->request_id[0] != '\0') {
 		const char *js = json_object_to_json_string_ext(stored,
 		    JSON_C_TO_STRING_PLAIN);
 
 		if (store_receipt_finish(env->store, req->workspace,
-		    req->request_id, js) == -1)
-			log_warnx("%s: receipt %s not stored", req->tool,
-			    req->request_id);
+		    req->request_id, js, err, sizeof(err)) == -1)
+			log_warnx("%s: receipt %s not stored: %s", req->tool,
+			    req->request_id, err);
 	}
 	if (req->mutation && env->audit != NULL)
 		audit_append(env->audit, req->workspace, req->tool,
@@ -99,7 +101,7 @@ void
 request_error(struct request *req, const char *code, const char *fmt, ...)
 {
 	struct json_object *body;
-	char msg[512];
+	char msg[512], err[256];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -109,17 +111,19 @@ request_error(struct request *req, const char *code, const char *fmt, ...)
 	if (req->request_id[0] != '\0' && req->uncertain) {
 		/* It may have run: a retry is refused, never run again. */
 		if (store_receipt_uncertain(env->store, req->workspace,
-		    req->request_id) == -1)
-			log_warnx("%s: receipt %s not marked uncertain",
-			    req->tool, req->request_id);
+		    req->request_id, err, sizeof(err)) == -1)
+			log_warnx("%s: receipt %s not marked uncertain: %s",
+			    req->tool, req->request_id, err);
 		req->request_id[0] = '\0';
 	} else if (req->request_id[0] != '\0' &&
 	    (strcmp(code, "unavailable") == 0 ||
 	    strcmp(code, "unauthorized") == 0)) {
 		/* A refusal that changed nothing leaves no receipt: a retry
 		 * may go. */
-		store_receipt_forget(env->store, req->workspace,
-		    req->request_id);
+		if (store_receipt_forget(env->store, req->workspace,
+		    req->request_id, err, sizeof(err)) == -1)
+			log_warnx("%s: receipt %s not forgotten: %s",
+			    req->tool, req->request_id, err);
 		req->request_id[0] = '\0';
 	}
 	request_finish(req, body, code);

@@ -61,6 +61,7 @@ struct request {
 	int			 admin;		/* from vmctl: any workspace */
 	char			 request_id[129];	/* receipt, or "" */
 	char			 vm_id[VM_ID_LEN + 1];	/* for the audit */
+	char			 job_id[32];	/* vm_exec's, once recorded */
 	int			 mutation;	/* audited */
 	int			 progress;	/* client wants progress */
 	int			 checked;	/* result checked in parts */

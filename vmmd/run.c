@@ -403,6 +403,7 @@ run_created(struct vm *vm, const char *code, const char *msg, void *arg)
 	struct request *req = run->req;
 	struct json_object *call;
 	unsigned char rnd[12];
+	char err[256];
 
 	if (code != NULL) {
 		if (run->phase == RUN_DESTROYING)
@@ -424,7 +425,8 @@ run_created(struct vm *vm, const char *code, const char *msg, void *arg)
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(run->job_id + 1 + i * 2, 3, "%02x", rnd[i]);
 	if (store_job_add(env->store, vm->rec.id, run->job_id,
-	    req->request_id, wall_ms()) == -1) {
+	    req->request_id, wall_ms(), err, sizeof(err)) == -1) {
+		log_warnx("vm %s: job %s: %s", vm->rec.id, run->job_id, err);
 		run_error(run, "unavailable", "the job could not be recorded");
 		run_destroy(run);
 		return;

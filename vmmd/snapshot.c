@@ -89,7 +89,11 @@ static void make_resume(struct vm *);
 static void
 make_fail(struct snap_make *mk, const char *code, const char *msg)
 {
-	store_snap_delete(env->store, mk->rec.id);
+	char dberr[256];
+
+	if (store_snap_delete(env->store, mk->rec.id, dberr, sizeof(dberr)) ==
+	    -1)
+		log_warnx("snapshot %s: %s", mk->rec.id, dberr);
 	remove_dir_async(mk->part);
 	if (mk->req != NULL)
 		request_error(mk->req, code, "%s", msg);
@@ -462,13 +466,16 @@ snap_work_pending(void)
 static void
 snap_finished(struct snap_make *mk, struct request *req)
 {
+	char dberr[256];
 
 	if (mk->rc == -1) {
 		log_warnx("snapshot %s: %s", mk->rec.id, mk->werr);
 		make_fail(mk, "unavailable", mk->werr);
 		return;
 	}
-	if (store_snap_ready(env->store, &mk->rec) == -1) {
+	if (store_snap_ready(env->store, &mk->rec, dberr, sizeof(dberr)) ==
+	    -1) {
+		log_warnx("snapshot %s: %s", mk->rec.id, dberr);
 		/* Startup would drop it: removed now, and said so. */
 		snprintf(mk->part, sizeof(mk->part), "%s", mk->final);
 		make_fail(mk, "unavailable", "the snapshot could not be "
@@ -584,7 +591,7 @@ snap_make_begin(struct request *req, struct vm *vm, const char *name,
 {
 	struct snap_make *mk;
 	unsigned char rnd[16];
-	char msg[256];
+	char msg[256], dberr[256];
 
 	if ((mk = calloc(1, sizeof(*mk))) == NULL)
 		fatal("calloc");
@@ -620,7 +627,9 @@ snap_make_begin(struct request *req, struct vm *vm, const char *name,
 	vm_path(vm, DISK, mk->vmdisk, sizeof(mk->vmdisk));
 	/* The row first: a crash from here on leaves 'making', removed at
 	 * startup with whatever .part holds. */
-	if (store_snap_insert(env->store, &mk->rec) == -1) {
+	if (store_snap_insert(env->store, &mk->rec, dberr, sizeof(dberr)) ==
+	    -1) {
+		log_warnx("snapshot %s: %s", mk->rec.id, dberr);
 		free(mk);
 		request_error(req, "unavailable", "the snapshot could not be "
 		    "recorded");
@@ -695,9 +704,13 @@ tool_vm_snapshot_list(struct request *req)
 	struct json_object *res = json_object_new_object();
 	struct json_object *arr = json_object_new_array();
 	struct snap_record *recs;
+	char dberr[256];
 	size_t n;
 
-	if (store_snap_list(env->store, req->workspace, &recs, &n) == 0) {
+	if (store_snap_list(env->store, req->workspace, &recs, &n, dberr,
+	    sizeof(dberr)) == -1)
+		log_warnx("vm_snapshot_list: %s", dberr);
+	else {
 		for (size_t i = 0; i < n; i++)
 			if (strcmp(recs[i].state, "ready") == 0)
 				json_object_array_add(arr,
@@ -716,15 +729,18 @@ tool_vm_snapshot_list(struct request *req)
 int
 snap_delete(const struct snap_record *r, char *err, size_t errlen)
 {
-	char dir[PATH_MAX], del[PATH_MAX];
+	char dir[PATH_MAX], del[PATH_MAX], dberr[256];
 
 	snap_path(r->id, "", NULL, dir, sizeof(dir));
 	snap_path(r->id, ".del", NULL, del, sizeof(del));
 	if (rename(dir, del) == -1 && errno != ENOENT)
 		return errf(err, errlen, "%s: %s", dir, strerror(errno));
 	fsync_path(snap_root, 1);
-	if (store_snap_delete(env->store, r->id) == -1)
+	if (store_snap_delete(env->store, r->id, dberr, sizeof(dberr)) == -1) {
+		/* Its peer hears that it failed, the log where. */
+		log_warnx("snapshot %s: %s", r->id, dberr);
 		return errf(err, errlen, "the store failed");
+	}
 	remove_dir_async(del);
 	log_info("snapshot %s (workspace %s) deleted", r->id, r->workspace);
 	return 0;
@@ -767,9 +783,13 @@ snap_ctl_list(struct request *req, const char *workspace)
 	struct json_object *res = json_object_new_object();
 	struct json_object *arr = json_object_new_array();
 	struct snap_record *recs;
+	char dberr[256];
 	size_t n;
 
-	if (store_snap_list(env->store, workspace, &recs, &n) == 0) {
+	if (store_snap_list(env->store, workspace, &recs, &n, dberr,
+	    sizeof(dberr)) == -1)
+		log_warnx("vmctl snapshots: %s", dberr);
+	else {
 		for (size_t i = 0; i < n; i++) {
 			struct json_object *o;
 
@@ -792,7 +812,7 @@ snap_ctl_delete(struct request *req, const char *id)
 	struct snap_record r;
 	char err[512];
 
-	if (store_snap_get(env->store, id, &r) == -1 ||
+	if (store_snap_get(env->store, id, &r, err, sizeof(err)) == -1 ||
 	    strcmp(r.state, "ready") != 0) {
 		request_error(req, "not_found", "there is no snapshot '%.64s'",
 		    id);
@@ -831,8 +851,12 @@ snap_make_pool(struct request *req, struct vm *vm, const char *key,
 int
 snap_take(struct snap_record *r)
 {
-	if (store_snap_take(env->store, r->id) == -1)
+	char dberr[256];
+
+	if (store_snap_take(env->store, r->id, dberr, sizeof(dberr)) == -1) {
+		log_warnx("snapshot %s not taken: %s", r->id, dberr);
 		return -1;
+	}
 	snprintf(r->state, sizeof(r->state), "fork");
 	return 0;
 }

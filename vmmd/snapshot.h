@@ -76,6 +76,8 @@ int	snap_revoke_made(const struct snap_record *r);
 
 /* fork.c: vm_fork (tools.c's table). */
 void	tool_vm_fork(struct request *);
+/* Job copies of forks still on the worker pool (vmmd_pending_register). */
+int	fork_work_pending(void);
 
 /*
  * vm.c: a snapshot of bytes more, against the same limits as a VM's (and,

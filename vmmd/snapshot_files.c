@@ -291,8 +291,9 @@ snap_init(void)
 		fatal("mkdir %s", snap_root);
 	if (chmod(snap_root, 0700) == -1)
 		fatal("chmod %s", snap_root);
-	if (store_snap_list(env->store, NULL, &recs, &n) == -1)
-		fatalx("cannot read snapshots from the store");
+	if (store_snap_list(env->store, NULL, &recs, &n, err, sizeof(err)) ==
+	    -1)
+		fatalx("cannot read snapshots from the store: %s", err);
 	for (size_t i = 0; i < n; i++) {
 		struct snap_record *r = &recs[i];
 
@@ -300,7 +301,9 @@ snap_init(void)
 		if (strcmp(r->state, "ready") != 0) {
 			log_info("snapshot %s: vmmd stopped while making it "
 			    "(or forking from it); removed", r->id);
-			store_snap_delete(env->store, r->id);
+			if (store_snap_delete(env->store, r->id, err,
+			    sizeof(err)) == -1)
+				log_warnx("snapshot %s: %s", r->id, err);
 			continue;
 		}
 		if (manifest_check(dir, r, NULL, err, sizeof(err)) == -1 ||
@@ -310,7 +313,9 @@ snap_init(void)
 		    r->memory_bytes, err, sizeof(err)) == -1)) {
 			log_warnx("snapshot %s (workspace %s) dropped: %s",
 			    r->id, r->workspace, err);
-			store_snap_delete(env->store, r->id);
+			if (store_snap_delete(env->store, r->id, err,
+			    sizeof(err)) == -1)
+				log_warnx("snapshot %s: %s", r->id, err);
 			remove_dir(dir);
 		}
 	}
@@ -336,7 +341,8 @@ snap_init(void)
 			continue;
 		}
 		if (is_snap_id(de->d_name, len) &&
-		    store_snap_get(env->store, de->d_name, &r) == 0)
+		    store_snap_get(env->store, de->d_name, &r, err,
+		    sizeof(err)) == 0)
 			continue;
 		log_warnx("snapshot directory %s: no snapshot of that id; "
 		    "removed", de->d_name);
@@ -353,11 +359,15 @@ snap_usage(const char *workspace, long long *host_bytes, long long *ws_bytes,
     long long *ws_count)
 {
 	struct snap_record *recs;
+	char dberr[256];
 	size_t n;
 
 	*host_bytes = *ws_bytes = *ws_count = 0;
-	if (store_snap_list(env->store, NULL, &recs, &n) == -1)
+	if (store_snap_list(env->store, NULL, &recs, &n, dberr,
+	    sizeof(dberr)) == -1) {
+		log_warnx("snapshot usage: %s", dberr);
 		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		long long b = recs[i].disk_bytes + recs[i].memory_bytes;
 
@@ -377,7 +387,9 @@ int
 snap_find_owned(const char *id, const char *workspace,
     struct snap_record *r)
 {
-	if (store_snap_get(env->store, id, r) == -1 ||
+	char dberr[256];
+
+	if (store_snap_get(env->store, id, r, dberr, sizeof(dberr)) == -1 ||
 	    strcmp(r->workspace, workspace) != 0 ||
 	    strcmp(r->state, "ready") != 0)
 		return -1;

@@ -49,11 +49,15 @@ static int
 making_count(const char *ws)
 {
 	struct snap_record *recs;
+	char dberr[256];
 	size_t n;
 	int c = 0;
 
-	if (store_snap_list(env->store, ws, &recs, &n) == -1)
+	if (store_snap_list(env->store, ws, &recs, &n, dberr,
+	    sizeof(dberr)) == -1) {
+		log_warnx("workspace %s: %s", ws, dberr);
 		return -1;
+	}
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(recs[i].state, "making") == 0)
 			c++;
@@ -100,14 +104,15 @@ snap_revoke_workspace(const char *ws, const char *how)
 	struct revoked_ws *rw;
 	size_t n;
 	int deleted = 0, failed = 0, making = 0;
-	char more[128] = "";
+	char more[128] = "", dberr[256];
 
 	if (warmpool_is_pool(ws))
 		return;
-	if (store_snap_list(env->store, ws, &recs, &n) == -1) {
+	if (store_snap_list(env->store, ws, &recs, &n, dberr,
+	    sizeof(dberr)) == -1) {
 		log_warnx("workspace %s revoked (%s): its snapshots cannot be "
-		    "listed; the next subscription to authd tries again", ws,
-		    how);
+		    "listed (%s); the next subscription to authd tries again",
+		    ws, how, dberr);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -190,12 +195,13 @@ snap_revoke_subscribed(void *arg)
 {
 	struct snap_record *recs;
 	const char **names;
-	char why[128];
+	char why[128], dberr[256];
 	size_t n, k = 0;
 
-	if (store_snap_list(env->store, NULL, &recs, &n) == -1) {
-		log_warnx("snapshots cannot be listed: revocations missed "
-		    "are looked for at the next subscription");
+	if (store_snap_list(env->store, NULL, &recs, &n, dberr,
+	    sizeof(dberr)) == -1) {
+		log_warnx("snapshots cannot be listed (%s): revocations "
+		    "missed are looked for at the next subscription", dberr);
 		return;
 	}
 	if (n == 0) {

@@ -3,7 +3,6 @@
  * See store.h.  Opening, the user_version migrations (each in its own
  * transaction), the statement cache and transactions are common/sqldb.c's.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 
 struct store {
 	struct sqldb	*db;
+	long long	 jobs_kept;	/* finished jobs per VM; 0: all */
 };
 
 static const char *const state_names[VM_NSTATES] = {
@@ -125,6 +125,12 @@ static const char *const migrations[] = {
 	/* 5: whether a memory snapshot's machine has a NIC, which its
 	 * restores must have too; older rows had none. */
 	"ALTER TABLE snapshots ADD COLUMN network INTEGER NOT NULL DEFAULT 0;",
+	/* 6: a VM's finished jobs by when they finished, for the history
+	 * cap, and its running ones, so that neither needs a scan of the
+	 * VM's whole history. */
+	"CREATE INDEX jobs_finished ON jobs(vm_id, finished_at) "
+	"WHERE state <> 'running';"
+	"CREATE INDEX jobs_running ON jobs(vm_id) WHERE state = 'running';",
 };
 
 /*
@@ -135,32 +141,47 @@ static const char *const migrations[] = {
 static const struct sqldb_opts store_opts = SQLDB_SHARED("vmmd",
     migrations);
 
-/* A sqldb call's result, with its failure logged: what failed, and why. */
+/* A sqldb call that failed (and kept why): -1, with err saying so. */
 static int
-logged(struct store *s, int rc, const char *what)
+sqldb_fail(struct store *s, const char *what, char *err, size_t errlen)
 {
-	if (rc == -1)
-		log_warnx("store %s: %s%s", sqldb_path(s->db), what,
-		    sqldb_errmsg(s->db));
-	return rc;
+	snprintf(err, errlen, "database %s: %s: %s", sqldb_path(s->db), what,
+	    sqldb_errmsg(s->db));
+	return -1;
+}
+
+/* A statement whose step failed: -1, with err saying why. */
+static int
+step_fail(struct store *s, const char *what, char *err, size_t errlen)
+{
+	snprintf(err, errlen, "database %s: %s: %s", sqldb_path(s->db), what,
+	    sqlite3_errmsg(sqldb_handle(s->db)));
+	return -1;
 }
 
 static int
-store_exec(struct store *s, const char *sql)
+store_exec(struct store *s, const char *sql, const char *what, char *err,
+    size_t errlen)
 {
-	return logged(s, sqldb_exec(s->db, sql), "");
+	if (sqldb_exec(s->db, sql) == -1)
+		return sqldb_fail(s, what, err, errlen);
+	return 0;
 }
 
 static int
-store_begin(struct store *s)
+store_begin(struct store *s, char *err, size_t errlen)
 {
-	return logged(s, sqldb_begin(s->db), "begin: ");
+	if (sqldb_begin(s->db) == -1)
+		return sqldb_fail(s, "begin", err, errlen);
+	return 0;
 }
 
 static int
-store_commit(struct store *s)
+store_commit(struct store *s, char *err, size_t errlen)
 {
-	return logged(s, sqldb_commit(s->db), "commit: ");
+	if (sqldb_commit(s->db) == -1)
+		return sqldb_fail(s, "commit", err, errlen);
+	return 0;
 }
 
 struct store *
@@ -188,33 +209,32 @@ store_close(struct store *s)
 	free(s);
 }
 
-/* A cached statement for sql (a literal); back with sqldb_release. */
+/*
+ * A cached statement for sql (a literal); back with sqldb_release.  NULL
+ * with err naming what it is for.
+ */
 static sqlite3_stmt *
-store_prepare(struct store *s, const char *sql)
+store_prepare(struct store *s, const char *sql, const char *what, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = sqldb_prepare(s->db, sql);
 
 	if (st == NULL)
-		log_warnx("store %s: %s: %s", sqldb_path(s->db), sql,
-		    sqldb_errmsg(s->db));
+		sqldb_fail(s, what, err, errlen);
 	return st;
 }
 
-
-/* Steps a statement that returns no rows, and finalizes it. */
+/* Steps a statement that returns no rows, and releases it; -1 with err. */
 static int
-store_done(struct store *s, sqlite3_stmt *st)
+store_done(struct store *s, sqlite3_stmt *st, const char *what, char *err,
+    size_t errlen)
 {
 	int rc = sqlite3_step(st);
 
-	if (rc != SQLITE_DONE) {
-		log_warnx("store %s: %s", sqldb_path(s->db),
-		    sqlite3_errmsg(sqldb_handle(s->db)));
-		sqldb_release(s->db, st);
-		return -1;
-	}
+	if (rc != SQLITE_DONE)
+		step_fail(s, what, err, errlen);
 	sqldb_release(s->db, st);
-	return 0;
+	return rc == SQLITE_DONE ? 0 : -1;
 }
 
 static long long
@@ -224,7 +244,8 @@ now_seconds(void)
 }
 
 int
-store_vm_insert(struct store *s, const struct vm_record *v)
+store_vm_insert(struct store *s, const struct vm_record *v, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
 	    "INSERT INTO vms (id, workspace, slot, state, image, vcpus, "
@@ -232,7 +253,7 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	    "created_at, updated_at, generation, failure, vmgenid, snapshot_id, "
 	    "origin) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, "
-	    "?13, ?14, ?15, ?16, ?17)");
+	    "?13, ?14, ?15, ?16, ?17)", "vms", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -255,16 +276,16 @@ store_vm_insert(struct store *s, const struct vm_record *v)
 	sqlite3_bind_text(st, 16, v->snapshot_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 17, v->origin[0] != '\0' ? v->origin : "booted",
 	    -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done(s, st, "vms", err, errlen);
 }
 
 int
 store_vm_set_state(struct store *s, const char *id, enum vm_state state,
-    const char *failure)
+    const char *failure, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
 	    "UPDATE vms SET state = ?2, failure = ?3, updated_at = ?4 "
-	    "WHERE id = ?1");
+	    "WHERE id = ?1", "vms", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -273,37 +294,40 @@ store_vm_set_state(struct store *s, const char *id, enum vm_state state,
 	sqlite3_bind_text(st, 3, state == VM_FAILED && failure != NULL ?
 	    failure : "", -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, now_seconds());
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "vms", err, errlen) == -1)
 		return -1;
 	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
-		errno = ENOENT;
+		snprintf(err, errlen, "vm %s: not found", id);
 		return -1;
 	}
 	return 0;
 }
 
 int
-store_vm_set_generation(struct store *s, const char *id, int gen)
+store_vm_set_generation(struct store *s, const char *id, int gen, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "UPDATE vms SET generation = ?2, updated_at = ?3 WHERE id = ?1");
+	    "UPDATE vms SET generation = ?2, updated_at = ?3 WHERE id = ?1",
+	    "vms", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 2, gen);
 	sqlite3_bind_int64(st, 3, now_seconds());
-	return store_done(s, st);
+	return store_done(s, st, "vms", err, errlen);
 }
 
 /*
  * Steps st to its end, each row filled into a new element of size bytes
  * at the end of a growing array, and releases st.  0 with *out (the
- * caller's to free) and *n; -1 with nothing.
+ * caller's to free) and *n; -1 with nothing, and err.
  */
 static int
 store_collect(struct store *s, sqlite3_stmt *st, size_t size,
-    void (*fill)(sqlite3_stmt *, void *), void **out, size_t *n)
+    void (*fill)(sqlite3_stmt *, void *), void **out, size_t *n,
+    const char *what, char *err, size_t errlen)
 {
 	char *v = NULL, *nv;
 	size_t cap = 0;
@@ -322,6 +346,11 @@ store_collect(struct store *s, sqlite3_stmt *st, size_t size,
 		}
 		fill(st, v + (*n)++ * size);
 	}
+	if (rc == SQLITE_NOMEM)
+		snprintf(err, errlen, "database %s: %s: out of memory",
+		    sqldb_path(s->db), what);
+	else if (rc != SQLITE_DONE)
+		step_fail(s, what, err, errlen);
 	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE) {
 		free(v);
@@ -333,23 +362,24 @@ store_collect(struct store *s, sqlite3_stmt *st, size_t size,
 }
 
 /*
- * Steps st once: 0 with the row filled into out, or -1 with errno ENOENT
- * (no row) or EIO.  Releases st.
+ * Steps st once: 0 with the row filled into out, or -1 with err (what
+ * "not found" when there is no row).  Releases st.
  */
 static int
 store_one(struct store *s, sqlite3_stmt *st,
-    void (*fill)(sqlite3_stmt *, void *), void *out)
+    void (*fill)(sqlite3_stmt *, void *), void *out, const char *what,
+    char *err, size_t errlen)
 {
 	int rc = sqlite3_step(st);
 
 	if (rc == SQLITE_ROW)
 		fill(st, out);
+	else if (rc == SQLITE_DONE)
+		snprintf(err, errlen, "%s: not found", what);
+	else
+		step_fail(s, what, err, errlen);
 	sqldb_release(s->db, st);
-	if (rc != SQLITE_ROW) {
-		errno = rc == SQLITE_DONE ? ENOENT : EIO;
-		return -1;
-	}
-	return 0;
+	return rc == SQLITE_ROW ? 0 : -1;
 }
 
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
@@ -395,20 +425,22 @@ fill_vm(sqlite3_stmt *st, void *v)
 }
 
 int
-store_vm_get(struct store *s, const char *id, struct vm_record *v)
+store_vm_get(struct store *s, const char *id, struct vm_record *v, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "SELECT " VM_COLUMNS " FROM vms WHERE id = ?1 AND state <> 'gone'");
+	    "SELECT " VM_COLUMNS " FROM vms WHERE id = ?1 AND state <> 'gone'",
+	    "vms", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	return store_one(s, st, fill_vm, v);
+	return store_one(s, st, fill_vm, v, "vm", err, errlen);
 }
 
 int
 store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
-    size_t *n)
+    size_t *n, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 
@@ -418,62 +450,69 @@ store_vm_list(struct store *s, const char *workspace, struct vm_record **out,
 	    "SELECT " VM_COLUMNS " FROM vms WHERE state <> 'gone' AND "
 	    "workspace = ?1 ORDER BY created_at, id" :
 	    "SELECT " VM_COLUMNS " FROM vms WHERE state <> 'gone' "
-	    "ORDER BY created_at, id");
+	    "ORDER BY created_at, id", "vms", err, errlen);
 	if (st == NULL)
 		return -1;
 	if (workspace != NULL)
 		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
-	return store_collect(s, st, sizeof(**out), fill_vm, (void **)out, n);
+	return store_collect(s, st, sizeof(**out), fill_vm, (void **)out, n,
+	    "vms", err, errlen);
 }
 
 int
-store_vm_delete(struct store *s, const char *id)
+store_vm_delete(struct store *s, const char *id, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 
-	if (store_begin(s) == -1)
+	if (store_begin(s, err, errlen) == -1)
 		return -1;
-	if ((st = store_prepare(s, "DELETE FROM jobs WHERE vm_id = ?1")) ==
-	    NULL)
+	if ((st = store_prepare(s, "DELETE FROM jobs WHERE vm_id = ?1",
+	    "jobs", err, errlen)) == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "jobs", err, errlen) == -1)
 		goto fail;
 	/* The row stays, gone, so that destroying it again is harmless. */
 	if ((st = store_prepare(s, "UPDATE vms SET state = 'gone', "
-	    "updated_at = ?2 WHERE id = ?1")) == NULL)
+	    "updated_at = ?2 WHERE id = ?1", "vms", err, errlen)) == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, now_seconds());
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "vms", err, errlen) == -1)
 		goto fail;
-	return store_commit(s);
+	return store_commit(s, err, errlen);
  fail:
 	sqldb_rollback(s->db);
 	return -1;
 }
 
 int
-store_vm_was_destroyed(struct store *s, const char *id, const char *workspace)
+store_vm_was_destroyed(struct store *s, const char *id, const char *workspace,
+    char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "SELECT 1 FROM vms WHERE id = ?1 "
-	    "AND workspace = ?2 AND state = 'gone'");
+	    "AND workspace = ?2 AND state = 'gone'", "vms", err, errlen);
 	int rc;
 
 	if (st == NULL)
-		return 0;
+		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, workspace, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		step_fail(s, "vms", err, errlen);
 	sqldb_release(s->db, st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return -1;
 	return rc == SQLITE_ROW;
 }
 
 int
-store_free_slot(struct store *s, int max)
+store_free_slot(struct store *s, int max, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "SELECT slot FROM vms WHERE state <> 'gone' ORDER BY slot");
+	    "SELECT slot FROM vms WHERE state <> 'gone' ORDER BY slot", "vms",
+	    err, errlen);
 	int want = 0, rc;
 
 	if (st == NULL)
@@ -486,25 +525,32 @@ store_free_slot(struct store *s, int max)
 		if (slot == want)
 			want++;
 	}
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		step_fail(s, "vms", err, errlen);
 	sqldb_release(s->db, st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
 		return -1;
-	return want < max ? want : -1;
+	if (want >= max) {
+		snprintf(err, errlen, "every slot below %d is taken", max);
+		return -1;
+	}
+	return want;
 }
 
 int
 store_receipt_begin(struct store *s, const char *workspace,
     const char *request_id, const char *tool, const char *digest,
-    enum receipt_status *status, char **result)
+    enum receipt_status *status, char **result, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	*result = NULL;
-	if (store_begin(s) == -1)
+	if (store_begin(s, err, errlen) == -1)
 		return -1;
 	st = store_prepare(s, "SELECT tool, digest, status, result FROM "
-	    "receipts WHERE workspace = ?1 AND request_id = ?2");
+	    "receipts WHERE workspace = ?1 AND request_id = ?2", "receipts",
+	    err, errlen);
 	if (st == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
@@ -521,6 +567,8 @@ store_receipt_begin(struct store *s, const char *workspace,
 		else if (strcmp(state, "done") == 0) {
 			*status = RECEIPT_DONE;
 			if (r != NULL && (*result = strdup(r)) == NULL) {
+				snprintf(err, errlen, "receipt %s: out of "
+				    "memory", request_id);
 				sqldb_release(s->db, st);
 				goto fail;
 			}
@@ -529,8 +577,10 @@ store_receipt_begin(struct store *s, const char *workspace,
 		else
 			*status = RECEIPT_PENDING;
 		sqldb_release(s->db, st);
-		return store_commit(s);
+		return store_commit(s, err, errlen);
 	}
+	if (rc != SQLITE_DONE)
+		step_fail(s, "receipts", err, errlen);
 	sqldb_release(s->db, st);
 	if (rc != SQLITE_DONE)
 		goto fail;
@@ -538,26 +588,27 @@ store_receipt_begin(struct store *s, const char *workspace,
 	st = store_prepare(s, "INSERT INTO receipts (workspace, request_id, "
 	    "tool, digest, status, seq) VALUES (?1, ?2, ?3, ?4, 'pending', "
 	    "(SELECT COALESCE(MAX(seq), 0) + 1 FROM receipts "
-	    "WHERE workspace = ?1))");
+	    "WHERE workspace = ?1))", "receipts", err, errlen);
 	if (st == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, tool, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 4, digest, -1, SQLITE_STATIC);
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "receipts", err, errlen) == -1)
 		goto fail;
 	/* History is capped per workspace: the oldest go first. */
 	st = store_prepare(s, "DELETE FROM receipts WHERE workspace = ?1 AND "
-	    "seq <= (SELECT MAX(seq) FROM receipts WHERE workspace = ?1) - ?2");
+	    "seq <= (SELECT MAX(seq) FROM receipts WHERE workspace = ?1) - ?2",
+	    "receipts", err, errlen);
 	if (st == NULL)
 		goto fail;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 2, RECEIPTS_PER_WORKSPACE);
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "receipts", err, errlen) == -1)
 		goto fail;
 	*status = RECEIPT_NEW;
-	return store_commit(s);
+	return store_commit(s, err, errlen);
  fail:
 	sqldb_rollback(s->db);
 	free(*result);
@@ -567,62 +618,78 @@ store_receipt_begin(struct store *s, const char *workspace,
 
 int
 store_receipt_finish(struct store *s, const char *workspace,
-    const char *request_id, const char *result)
+    const char *request_id, const char *result, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "UPDATE receipts SET "
 	    "status = 'done', result = ?3 WHERE workspace = ?1 AND "
-	    "request_id = ?2");
+	    "request_id = ?2", "receipts", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, result, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done(s, st, "receipts", err, errlen);
 }
 
 int
 store_receipt_forget(struct store *s, const char *workspace,
-    const char *request_id)
+    const char *request_id, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "DELETE FROM receipts WHERE "
-	    "workspace = ?1 AND request_id = ?2");
+	    "workspace = ?1 AND request_id = ?2", "receipts", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done(s, st, "receipts", err, errlen);
 }
 
 int
 store_receipt_uncertain(struct store *s, const char *workspace,
-    const char *request_id)
+    const char *request_id, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "UPDATE receipts SET "
-	    "status = 'uncertain' WHERE workspace = ?1 AND request_id = ?2");
+	    "status = 'uncertain' WHERE workspace = ?1 AND request_id = ?2",
+	    "receipts", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done(s, st, "receipts", err, errlen);
 }
 
 int
-store_receipts_mark_uncertain(struct store *s)
+store_receipts_mark_uncertain(struct store *s, char *err, size_t errlen)
 {
 	return store_exec(s, "UPDATE receipts SET status = 'uncertain' "
-	    "WHERE status = 'pending'");
+	    "WHERE status = 'pending'", "receipts", err, errlen);
+}
+
+/*
+ * A VM's finished jobs beyond the newest jobs_kept, oldest first (by
+ * when they finished; those with no time first of all): deleted.  Running
+ * jobs stay, whatever their number.
+ */
+static const char prune_sql[] = "DELETE FROM jobs WHERE rowid IN ("
+    "SELECT rowid FROM jobs WHERE vm_id = ?1 AND state <> 'running' "
+    "ORDER BY finished_at DESC, rowid DESC LIMIT -1 OFFSET ?2)";
+
+void
+store_jobs_keep(struct store *s, long long max)
+{
+	s->jobs_kept = max > 0 ? max : 0;
 }
 
 int
 store_job_add(struct store *s, const char *vm_id, const char *job_id,
-    const char *request_id, long long started_ms)
+    const char *request_id, long long started_ms, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO jobs "
 	    "(vm_id, job_id, request_id, state, started_at) "
-	    "VALUES (?1, ?2, ?3, 'running', ?4)");
+	    "VALUES (?1, ?2, ?3, 'running', ?4)", "jobs", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -630,20 +697,41 @@ store_job_add(struct store *s, const char *vm_id, const char *job_id,
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, request_id, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 4, started_ms);
-	return store_done(s, st);
+	return store_done(s, st, "jobs", err, errlen);
+}
+
+/* The history cap of one VM, inside the caller's transaction. */
+static int
+store_job_prune(struct store *s, const char *vm_id, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (s->jobs_kept == 0)
+		return 0;
+	if ((st = store_prepare(s, prune_sql, "jobs", err, errlen)) == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, s->jobs_kept);
+	return store_done(s, st, "jobs", err, errlen);
 }
 
 int
 store_job_update(struct store *s, const char *vm_id, const char *job_id,
-    const char *state, int exit_code, long long finished_ms)
+    const char *state, int exit_code, long long finished_ms, char *err,
+    size_t errlen)
 {
-	/* The first time a job is seen finished is when it finished. */
-	sqlite3_stmt *st = store_prepare(s, "UPDATE jobs SET state = ?3, "
-	    "exit_code = ?4, finished_at = COALESCE(finished_at, ?5) "
-	    "WHERE vm_id = ?1 AND job_id = ?2");
+	sqlite3_stmt *st;
+	int finished = strcmp(state, "running") != 0;
 
-	if (st == NULL)
+	/* A finished job may push the oldest out: both, or neither. */
+	if (finished && store_begin(s, err, errlen) == -1)
 		return -1;
+	/* The first time a job is seen finished is when it finished. */
+	st = store_prepare(s, "UPDATE jobs SET state = ?3, "
+	    "exit_code = ?4, finished_at = COALESCE(finished_at, ?5) "
+	    "WHERE vm_id = ?1 AND job_id = ?2", "jobs", err, errlen);
+	if (st == NULL)
+		goto fail;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, state, -1, SQLITE_STATIC);
@@ -655,7 +743,86 @@ store_job_update(struct store *s, const char *vm_id, const char *job_id,
 		sqlite3_bind_int64(st, 5, finished_ms);
 	else
 		sqlite3_bind_null(st, 5);
-	return store_done(s, st);
+	if (store_done(s, st, "jobs", err, errlen) == -1)
+		goto fail;
+	if (!finished)
+		return 0;
+	if (store_job_prune(s, vm_id, err, errlen) == -1)
+		goto fail;
+	return store_commit(s, err, errlen);
+ fail:
+	sqldb_rollback(s->db);
+	return -1;
+}
+
+int
+store_job_forget(struct store *s, const char *vm_id, const char *job_id,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "DELETE FROM jobs WHERE "
+	    "vm_id = ?1 AND job_id = ?2", "jobs", err, errlen);
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
+	return store_done(s, st, "jobs", err, errlen);
+}
+
+int
+store_jobs_prune(struct store *s, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (s->jobs_kept == 0)
+		return 0;
+	st = store_prepare(s, "DELETE FROM jobs WHERE rowid IN ("
+	    "SELECT rowid FROM (SELECT rowid, row_number() OVER ("
+	    "PARTITION BY vm_id ORDER BY finished_at DESC, rowid DESC) AS n "
+	    "FROM jobs WHERE state <> 'running') WHERE n > ?1)", "jobs", err,
+	    errlen);
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, s->jobs_kept);
+	return store_done(s, st, "jobs", err, errlen);
+}
+
+int
+store_job_copy(struct store *s, const char *from, const char *to,
+    long long upto_ms, char *err, size_t errlen)
+{
+	struct store c;
+	sqlite3_stmt *st;
+	int rc = -1;
+
+	memset(&c, 0, sizeof(c));
+	c.jobs_kept = s->jobs_kept;
+	if ((c.db = sqldb_open_more(s->db, err, errlen)) == NULL)
+		return -1;
+	/*
+	 * One statement, so one transaction: the running jobs and the newest
+	 * finished ones the cap keeps, each found by its index, and nothing
+	 * when the VM went meanwhile (its destruction forgot its jobs).
+	 */
+	st = store_prepare(&c, "INSERT OR REPLACE INTO jobs (vm_id, job_id, "
+	    "request_id, state, exit_code, started_at, finished_at) "
+	    "SELECT ?2, job_id, request_id, state, exit_code, started_at, "
+	    "finished_at FROM jobs WHERE rowid IN ("
+	    "SELECT rowid FROM jobs WHERE vm_id = ?1 AND state = 'running' AND "
+	    "started_at <= ?3 UNION ALL SELECT * FROM (SELECT rowid FROM jobs "
+	    "WHERE vm_id = ?1 AND state <> 'running' AND started_at <= ?3 "
+	    "ORDER BY finished_at DESC, rowid DESC LIMIT ?4)) AND "
+	    "EXISTS (SELECT 1 FROM vms WHERE id = ?2 AND state <> 'gone')",
+	    "jobs", err, errlen);
+	if (st != NULL) {
+		sqlite3_bind_text(st, 1, from, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, to, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, upto_ms);
+		sqlite3_bind_int64(st, 4, c.jobs_kept > 0 ? c.jobs_kept : -1);
+		rc = store_done(&c, st, "jobs", err, errlen);
+	}
+	sqldb_close(c.db);
+	return rc;
 }
 
 static void
@@ -683,39 +850,42 @@ fill_job(sqlite3_stmt *st, void *j)
 
 int
 store_job_get(struct store *s, const char *vm_id, const char *job_id,
-    struct job_record *j)
+    struct job_record *j, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
-	    "WHERE vm_id = ?1 AND job_id = ?2");
+	    "WHERE vm_id = ?1 AND job_id = ?2", "jobs", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, job_id, -1, SQLITE_STATIC);
-	return store_one(s, st, fill_job, j);
+	return store_one(s, st, fill_job, j, "job", err, errlen);
 }
 
 int
 store_job_list(struct store *s, const char *vm_id, struct job_record **out,
-    size_t *n)
+    size_t *n, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "SELECT " JOB_COLUMNS " FROM jobs "
-	    "WHERE vm_id = ?1 ORDER BY started_at, rowid");
+	    "WHERE vm_id = ?1 ORDER BY started_at, rowid", "jobs", err,
+	    errlen);
 
 	*out = NULL;
 	*n = 0;
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, vm_id, -1, SQLITE_STATIC);
-	return store_collect(s, st, sizeof(**out), fill_job, (void **)out, n);
+	return store_collect(s, st, sizeof(**out), fill_job, (void **)out, n,
+	    "jobs", err, errlen);
 }
 
 int
 store_audit_anchor_get(struct store *s, long long *seq, char *hash,
-    size_t hashlen)
+    size_t hashlen, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "SELECT seq, hash FROM audit_anchor WHERE one = 1");
+	    "SELECT seq, hash FROM audit_anchor WHERE one = 1", "audit_anchor",
+	    err, errlen);
 	int rc;
 
 	if (st == NULL)
@@ -727,22 +897,26 @@ store_audit_anchor_get(struct store *s, long long *seq, char *hash,
 	} else {
 		*seq = 0;
 		hash[0] = '\0';
+		if (rc != SQLITE_DONE)
+			step_fail(s, "audit_anchor", err, errlen);
 	}
 	sqldb_release(s->db, st);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
 int
-store_audit_anchor_set(struct store *s, long long seq, const char *hash)
+store_audit_anchor_set(struct store *s, long long seq, const char *hash,
+    char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO "
-	    "audit_anchor (one, seq, hash) VALUES (1, ?1, ?2)");
+	    "audit_anchor (one, seq, hash) VALUES (1, ?1, ?2)", "audit_anchor",
+	    err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_int64(st, 1, seq);
 	sqlite3_bind_text(st, 2, hash, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done(s, st, "audit_anchor", err, errlen);
 }
 
 /* ?1 to ?6: the path and its identity, as both statements name them. */
@@ -760,11 +934,12 @@ bind_identity(sqlite3_stmt *st, const char *path,
 
 int
 store_digest_get(struct store *s, const char *path,
-    const struct file_identity *id, char hex[65])
+    const struct file_identity *id, char hex[65], char *err, size_t errlen)
 {
-	sqlite3_stmt *st = store_prepare(s, "SELECT sha256 FROM image_digests "
-	    "WHERE path = ?1 AND dev = ?2 AND ino = ?3 AND size = ?4 AND "
-	    "mtime_ns = ?5 AND ctime_ns = ?6");
+	sqlite3_stmt *st = store_prepare(s, "SELECT sha256 FROM "
+	    "image_digests WHERE path = ?1 AND dev = ?2 AND ino = ?3 AND "
+	    "size = ?4 AND mtime_ns = ?5 AND ctime_ns = ?6", "image_digests",
+	    err, errlen);
 	int rc;
 
 	if (st == NULL)
@@ -773,6 +948,8 @@ store_digest_get(struct store *s, const char *path,
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		sqldb_column_text(st, 0, hex, 65);
+	else if (rc != SQLITE_DONE)
+		step_fail(s, "image_digests", err, errlen);
 	sqldb_release(s->db, st);
 	if (rc == SQLITE_ROW)
 		return strlen(hex) == 64 ? 1 : 0;
@@ -781,29 +958,33 @@ store_digest_get(struct store *s, const char *path,
 
 int
 store_digest_put(struct store *s, const char *path,
-    const struct file_identity *id, const char *hex)
+    const struct file_identity *id, const char *hex, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s, "INSERT OR REPLACE INTO "
 	    "image_digests (path, dev, ino, size, mtime_ns, ctime_ns, sha256) "
-	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)", "image_digests", err,
+	    errlen);
 
 	if (st == NULL)
 		return -1;
 	bind_identity(st, path, id);
 	sqlite3_bind_text(st, 7, hex, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done(s, st, "image_digests", err, errlen);
 }
 
 /* ---- snapshots --------------------------------------------------------- */
 
 int
-store_snap_insert(struct store *s, const struct snap_record *r)
+store_snap_insert(struct store *s, const struct snap_record *r, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
 	    "INSERT INTO snapshots (id, workspace, name, state, source_vm, "
 	    "image, memory, vcpus, memory_mib, disk_bytes, memory_bytes, "
 	    "memory_sha256, paused_ms, created_at, network) VALUES (?1, ?2, "
-	    "?3, 'making', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)");
+	    "?3, 'making', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+	    "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -821,16 +1002,17 @@ store_snap_insert(struct store *s, const struct snap_record *r)
 	sqlite3_bind_int64(st, 12, r->paused_ms);
 	sqlite3_bind_int64(st, 13, r->created_at);
 	sqlite3_bind_int(st, 14, r->network);
-	return store_done(s, st);
+	return store_done(s, st, "snapshots", err, errlen);
 }
 
 int
-store_snap_ready(struct store *s, const struct snap_record *r)
+store_snap_ready(struct store *s, const struct snap_record *r, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
 	    "UPDATE snapshots SET state = ?6, disk_bytes = ?2, "
 	    "memory_bytes = ?3, memory_sha256 = ?4, paused_ms = ?5 "
-	    "WHERE id = ?1 AND state = 'making'");
+	    "WHERE id = ?1 AND state = 'making'", "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -841,10 +1023,10 @@ store_snap_ready(struct store *s, const struct snap_record *r)
 	sqlite3_bind_int64(st, 5, r->paused_ms);
 	sqlite3_bind_text(st, 6, strcmp(r->state, "fork") == 0 ? "fork" :
 	    "ready", -1, SQLITE_STATIC);
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "snapshots", err, errlen) == -1)
 		return -1;
 	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
-		errno = ENOENT;
+		snprintf(err, errlen, "snapshot %s: not being made", r->id);
 		return -1;
 	}
 	return 0;
@@ -882,20 +1064,22 @@ fill_snap(sqlite3_stmt *st, void *r)
 }
 
 int
-store_snap_get(struct store *s, const char *id, struct snap_record *r)
+store_snap_get(struct store *s, const char *id, struct snap_record *r,
+    char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE id = ?1");
+	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE id = ?1",
+	    "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	return store_one(s, st, fill_snap, r);
+	return store_one(s, st, fill_snap, r, "snapshot", err, errlen);
 }
 
 int
 store_snap_list(struct store *s, const char *workspace,
-    struct snap_record **out, size_t *n)
+    struct snap_record **out, size_t *n, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 
@@ -904,41 +1088,44 @@ store_snap_list(struct store *s, const char *workspace,
 	st = store_prepare(s, workspace != NULL ?
 	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE workspace = ?1 "
 	    "ORDER BY created_at, id" :
-	    "SELECT " SNAP_COLUMNS " FROM snapshots ORDER BY created_at, id");
+	    "SELECT " SNAP_COLUMNS " FROM snapshots ORDER BY created_at, id",
+	    "snapshots", err, errlen);
 	if (st == NULL)
 		return -1;
 	if (workspace != NULL)
 		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
-	return store_collect(s, st, sizeof(**out), fill_snap, (void **)out, n);
+	return store_collect(s, st, sizeof(**out), fill_snap, (void **)out,
+	    n, "snapshots", err, errlen);
 }
 
 int
-store_snap_delete(struct store *s, const char *id)
+store_snap_delete(struct store *s, const char *id, char *err,
+    size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
-	    "DELETE FROM snapshots WHERE id = ?1");
+	    "DELETE FROM snapshots WHERE id = ?1", "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	return store_done(s, st);
+	return store_done(s, st, "snapshots", err, errlen);
 }
 
 /* The warm pool's: a ready snapshot taken for one use (never listed). */
 int
-store_snap_take(struct store *s, const char *id)
+store_snap_take(struct store *s, const char *id, char *err, size_t errlen)
 {
 	sqlite3_stmt *st = store_prepare(s,
 	    "UPDATE snapshots SET state = 'fork' WHERE id = ?1 AND "
-	    "state = 'ready'");
+	    "state = 'ready'", "snapshots", err, errlen);
 
 	if (st == NULL)
 		return -1;
 	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
-	if (store_done(s, st) == -1)
+	if (store_done(s, st, "snapshots", err, errlen) == -1)
 		return -1;
 	if (sqlite3_changes(sqldb_handle(s->db)) != 1) {
-		errno = ENOENT;
+		snprintf(err, errlen, "snapshot %s: not ready", id);
 		return -1;
 	}
 	return 0;

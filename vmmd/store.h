@@ -3,7 +3,8 @@
  * receipts, and the jobs each VM has run.  Every transition is written
  * before its side effect (the in-between state) and after it (the final
  * state), so that a restart knows which side effects may be half done.
- * Runs in vmmd's loop thread only; every call is a short transaction.
+ * Runs in vmmd's loop thread, every call a short transaction, except
+ * store_job_copy, which a worker thread runs on a connection of its own.
  */
 #ifndef MCPVM_VMMD_STORE_H
 #define MCPVM_VMMD_STORE_H
@@ -59,23 +60,31 @@ int		 vm_state_transient(enum vm_state);
 struct store	*store_open(const char *path, char *err, size_t errlen);
 void		 store_close(struct store *);
 
-int	store_vm_insert(struct store *, const struct vm_record *);
+/*
+ * Every call below that can fail returns -1 (NULL for a pointer) with err
+ * saying why, and logs nothing: the caller does.
+ */
+int	store_vm_insert(struct store *, const struct vm_record *, char *err,
+	    size_t errlen);
 /* Sets state (and failure text for VM_FAILED, else clears it). */
 int	store_vm_set_state(struct store *, const char *id, enum vm_state,
-	    const char *failure);
-int	store_vm_set_generation(struct store *, const char *id, int gen);
-int	store_vm_get(struct store *, const char *id, struct vm_record *);
+	    const char *failure, char *err, size_t errlen);
+int	store_vm_set_generation(struct store *, const char *id, int gen,
+	    char *err, size_t errlen);
+int	store_vm_get(struct store *, const char *id, struct vm_record *,
+	    char *err, size_t errlen);
 /* Every VM not gone, ordered by creation; caller frees *out. */
 int	store_vm_list(struct store *, const char *workspace_or_null,
-	    struct vm_record **out, size_t *n);
+	    struct vm_record **out, size_t *n, char *err, size_t errlen);
 /* Marks a VM gone (its id stays known to its workspace) and forgets its
  * jobs. */
-int	store_vm_delete(struct store *, const char *id);
-/* 1 when id was a VM of workspace that has been destroyed. */
+int	store_vm_delete(struct store *, const char *id, char *err,
+	    size_t errlen);
+/* 1 when id was a VM of workspace that has been destroyed, else 0. */
 int	store_vm_was_destroyed(struct store *, const char *id,
-	    const char *workspace);
+	    const char *workspace, char *err, size_t errlen);
 /* The lowest slot no retained VM uses, below max; -1 when all are. */
-int	store_free_slot(struct store *, int max);
+int	store_free_slot(struct store *, int max, char *err, size_t errlen);
 
 /*
  * Retry receipts.  begin() records a pending request or tells what was
@@ -93,17 +102,19 @@ enum receipt_status {
 
 int	store_receipt_begin(struct store *, const char *workspace,
 	    const char *request_id, const char *tool, const char *digest,
-	    enum receipt_status *, char **result);
+	    enum receipt_status *, char **result, char *err, size_t errlen);
 int	store_receipt_finish(struct store *, const char *workspace,
-	    const char *request_id, const char *result);
+	    const char *request_id, const char *result, char *err,
+	    size_t errlen);
 /* Forgets a receipt whose request had no effect (e.g. refused). */
 int	store_receipt_forget(struct store *, const char *workspace,
-	    const char *request_id);
+	    const char *request_id, char *err, size_t errlen);
 /* A request that may have run but whose result was lost. */
 int	store_receipt_uncertain(struct store *, const char *workspace,
-	    const char *request_id);
+	    const char *request_id, char *err, size_t errlen);
 /* At startup: every pending receipt's outcome is now unknown. */
-int	store_receipts_mark_uncertain(struct store *);
+int	store_receipts_mark_uncertain(struct store *, char *err,
+	    size_t errlen);
 
 /*
  * Jobs a VM has run: vm_status's reconciliation list, and the last state
@@ -118,20 +129,42 @@ struct job_record {
 	long long	 finished_at;	/* 0 while running */
 };
 
+/*
+ * At most max finished jobs per VM (0: all).  A job that finishes past
+ * it pushes that VM's oldest finished one out, in the same transaction;
+ * running jobs are never pushed out.  Set it once, before the first use.
+ */
+void	store_jobs_keep(struct store *, long long max);
 int	store_job_add(struct store *, const char *vm_id, const char *job_id,
-	    const char *request_id, long long started_ms);
+	    const char *request_id, long long started_ms, char *err,
+	    size_t errlen);
 int	store_job_update(struct store *, const char *vm_id, const char *job_id,
-	    const char *state, int exit_code, long long finished_ms);
+	    const char *state, int exit_code, long long finished_ms, char *err,
+	    size_t errlen);
+/* Forgets a job that never started (its guest refused it). */
+int	store_job_forget(struct store *, const char *vm_id, const char *job_id,
+	    char *err, size_t errlen);
+/* Every VM's finished jobs cut to the cap (at startup: it may be lower). */
+int	store_jobs_prune(struct store *, char *err, size_t errlen);
 int	store_job_get(struct store *, const char *vm_id, const char *job_id,
-	    struct job_record *);
+	    struct job_record *, char *err, size_t errlen);
 int	store_job_list(struct store *, const char *vm_id,
-	    struct job_record **out, size_t *n);
+	    struct job_record **out, size_t *n, char *err, size_t errlen);
+/*
+ * vm_fork's: the jobs of from that started by upto_ms (its running ones,
+ * and the newest finished ones the cap keeps) copied under to, with
+ * their ids and last known state, in one transaction; nothing when to is
+ * gone.  It opens a connection of its own for the copy, so a worker thread
+ * may call it while the loop goes on using the store.
+ */
+int	store_job_copy(struct store *, const char *from, const char *to,
+	    long long upto_ms, char *err, size_t errlen);
 
 /* The audit chain's anchor: the last sequence number and hash. */
 int	store_audit_anchor_get(struct store *, long long *seq, char *hash,
-	    size_t hashlen);
+	    size_t hashlen, char *err, size_t errlen);
 int	store_audit_anchor_set(struct store *, long long seq,
-	    const char *hash);
+	    const char *hash, char *err, size_t errlen);
 
 /*
  * The SHA-256 last computed for an image file, remembered with what
@@ -145,9 +178,11 @@ struct file_identity {
 };
 /* 1 and hex set when path is remembered with exactly this identity. */
 int	store_digest_get(struct store *, const char *path,
-	    const struct file_identity *, char hex[65]);
+	    const struct file_identity *, char hex[65], char *err,
+	    size_t errlen);
 int	store_digest_put(struct store *, const char *path,
-	    const struct file_identity *, const char *hex);
+	    const struct file_identity *, const char *hex, char *err,
+	    size_t errlen);
 
 /*
  * Snapshots (snapshot.c): a row goes in as 'making' before any file is
@@ -172,17 +207,21 @@ struct snap_record {
 	int		 network;		/* memory: its machine has a NIC */
 };
 
-int	store_snap_insert(struct store *, const struct snap_record *);
+int	store_snap_insert(struct store *, const struct snap_record *,
+	    char *err, size_t errlen);
 /* Marks it ready (or, when r->state says so, "fork": vm_fork's own,
  * never listed) with its final sizes, digest and pause. */
-int	store_snap_ready(struct store *, const struct snap_record *);
-/* 0 and *out, or -1 (errno ENOENT when there is none). */
-int	store_snap_get(struct store *, const char *id, struct snap_record *);
+int	store_snap_ready(struct store *, const struct snap_record *,
+	    char *err, size_t errlen);
+int	store_snap_get(struct store *, const char *id, struct snap_record *,
+	    char *err, size_t errlen);
 /* Snapshots (of one workspace, or all), oldest first; caller frees. */
 int	store_snap_list(struct store *, const char *workspace_or_null,
-	    struct snap_record **out, size_t *n);
-int	store_snap_delete(struct store *, const char *id);
+	    struct snap_record **out, size_t *n, char *err, size_t errlen);
+int	store_snap_delete(struct store *, const char *id, char *err,
+	    size_t errlen);
 /* A ready one taken for one use: state 'fork', never listed. */
-int	store_snap_take(struct store *, const char *id);
+int	store_snap_take(struct store *, const char *id, char *err,
+	    size_t errlen);
 
 #endif

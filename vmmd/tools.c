@@ -241,7 +241,7 @@ static int
 receipt_check(struct request *req)
 {
 	enum receipt_status st;
-	char digest[RECEIPT_DIGEST_HEX + 1];
+	char digest[RECEIPT_DIGEST_HEX + 1], err[256];
 	char *stored = NULL;
 	const char *rid = req_arg_str(req, "request_id", "");
 	struct json_object *dargs;
@@ -260,7 +260,8 @@ receipt_check(struct request *req)
 		return -1;
 	}
 	if (store_receipt_begin(env->store, req->workspace, rid, req->tool,
-	    digest, &st, &stored) == -1) {
+	    digest, &st, &stored, err, sizeof(err)) == -1) {
+		log_warnx("%s: receipt %s: %s", req->tool, rid, err);
 		request_error(req, "unavailable", "the receipt store failed");
 		return -1;
 	}

@@ -37,6 +37,7 @@ job_remember(struct vm *vm, struct json_object *st)
 {
 	struct json_object *v;
 	const char *job_id, *state;
+	char err[256];
 	int exit_code = -1;
 
 	if (!json_object_object_get_ex(st, "job_id", &v))
@@ -48,8 +49,11 @@ job_remember(struct vm *vm, struct json_object *st)
 	if (json_object_object_get_ex(st, "exit_code", &v) &&
 	    json_object_is_type(v, json_type_int))
 		exit_code = json_object_get_int(v);
-	store_job_update(env->store, vm->rec.id, job_id, state, exit_code,
-	    strcmp(state, "running") == 0 ? 0 : wall_ms());
+	if (store_job_update(env->store, vm->rec.id, job_id, state, exit_code,
+	    strcmp(state, "running") == 0 ? 0 : wall_ms(), err, sizeof(err)) ==
+	    -1)
+		log_warnx("vm %s: job %s: state %s not recorded: %s",
+		    vm->rec.id, job_id, state, err);
 	broker_job_seen(vm, job_id, state);
 }
 
@@ -59,7 +63,7 @@ job_status_result(struct vm *vm, struct json_object *st)
 {
 	struct json_object *o = json_object_new_object(), *v;
 	struct job_record j;
-	char when[40];
+	char when[40], err[256];
 	static const char *const copy[] = { "job_id", "state", "exit_code",
 	    "truncated", "timed_out", "stdout_bytes", "stderr_bytes", NULL };
 
@@ -70,8 +74,9 @@ job_status_result(struct vm *vm, struct json_object *st)
 		json_object_object_add(o, copy[i], json_object_get(v));
 	}
 	memset(&j, 0, sizeof(j));
-	store_job_get(env->store, vm->rec.id, json_object_get_string(
-	    json_object_object_get(st, "job_id")), &j);
+	/* Times unknown (zero) when its row is gone. */
+	(void)store_job_get(env->store, vm->rec.id, json_object_get_string(
+	    json_object_object_get(st, "job_id")), &j, err, sizeof(err));
 	iso8601_ms(j.started_at, when, sizeof(when));
 	json_object_object_add(o, "started_at", json_object_new_string(when));
 	if (j.finished_at > 0) {
@@ -342,6 +347,18 @@ exec_wait_start(struct request *req, struct json_object *reply,
 	return 0;
 }
 
+/* A recorded job that never reached the guest's job table. */
+static void
+exec_forget(struct vm *vm, const char *job_id)
+{
+	char err[256];
+
+	if (store_job_forget(env->store, vm->rec.id, job_id, err,
+	    sizeof(err)) == -1)
+		log_warnx("vm %s: job %s, which never ran, not forgotten: %s",
+		    vm->rec.id, job_id, err);
+}
+
 static void
 exec_started(struct vm *vm, struct json_object *res, const char *code,
     const char *msg, int fd, void *arg)
@@ -349,20 +366,25 @@ exec_started(struct vm *vm, struct json_object *res, const char *code,
 	struct request *req = arg;
 	struct json_object *out, *v;
 	struct job_record j;
-	char when[40];
+	char when[40], err[256];
 
 	if (code != NULL) {
 		/* Lost on the way back (the guest stopped answering, the link
-		 * or the VM went): the guest may have started it. */
+		 * or the VM went): the guest may have started it.  Refused
+		 * for the guest's limits (its kept or running jobs), it never
+		 * ran, and is not listed: refusals never add up to rows. */
 		if (strcmp(code, "unavailable") == 0)
 			req->uncertain = 1;
+		else if (strcmp(code, "quota_exceeded") == 0)
+			exec_forget(vm, req->job_id);
 		broker_exec_result(vm, req, NULL, NULL);
 		tools_reply_error(req, code, msg);
 		return;
 	}
 	memset(&j, 0, sizeof(j));
 	v = json_object_object_get(res, "job_id");
-	store_job_get(env->store, vm->rec.id, json_object_get_string(v), &j);
+	(void)store_job_get(env->store, vm->rec.id, json_object_get_string(v),
+	    &j, err, sizeof(err));
 	iso8601_ms(j.started_at, when, sizeof(when));
 	out = json_object_new_object();
 	json_object_object_add(out, "vm_id", json_object_new_string(vm->rec.id));
@@ -417,7 +439,7 @@ exec_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 	struct request *req = arg;
 	struct json_object *call;
 	unsigned char rnd[12];
-	char job_id[32];
+	char job_id[32], err[256];
 
 	if (code != NULL) {
 		tools_reply_error(req, code, msg);
@@ -430,15 +452,19 @@ exec_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 		snprintf(job_id + 1 + i * 2, 3, "%02x", rnd[i]);
 	/* Recorded first: a crash before the reply still lists the job. */
 	if (store_job_add(env->store, vm->rec.id, job_id, req->request_id,
-	    wall_ms()) == -1) {
+	    wall_ms(), err, sizeof(err)) == -1) {
+		log_warnx("vm %s: job %s: %s", vm->rec.id, job_id, err);
 		request_error(req, "unavailable", "the job could not be "
 		    "recorded");
 		return;
 	}
+	snprintf(req->job_id, sizeof(req->job_id), "%s", job_id);
 	call = tools_exec_call(req, job_id,
 	    req_arg_int(req, "timeout_seconds", 600) * 1000);
 	broker_exec_prepare(vm, req, job_id, call);
 	if (proxy_call(vm, call, GUEST_TOOL_CALL_MS, exec_started, req) == -1) {
+		/* Never sent. */
+		exec_forget(vm, job_id);
 		broker_exec_result(vm, req, NULL, NULL);
 		request_error(req, "unavailable", "the guest link is down");
 	}
@@ -536,11 +562,12 @@ tool_job(struct request *req)
 	struct job_record j;
 	struct vm *vm;
 	const char *job_id = req_arg_str(req, "job_id", NULL);
+	char err[256];
 
 	if ((vm = tools_owned_vm(req)) == NULL)
 		return;
 	if (job_id != NULL && store_job_get(env->store, vm->rec.id, job_id,
-	    &j) == -1) {
+	    &j, err, sizeof(err)) == -1) {
 		request_error(req, "not_found", "VM %s has no job '%.64s'",
 		    vm->rec.id, job_id);
 		return;

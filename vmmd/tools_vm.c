@@ -293,6 +293,7 @@ tool_vm_status(struct request *req)
 	struct json_object *res, *arr;
 	struct job_record *jobs;
 	struct vm *vm;
+	char err[256];
 	size_t n;
 
 	if ((vm = tools_owned_vm(req)) == NULL)
@@ -307,7 +308,10 @@ tool_vm_status(struct request *req)
 	json_object_object_add(res, "open_streams",
 	    json_object_new_int(vm->open_streams));
 	arr = json_object_new_array();
-	if (store_job_list(env->store, vm->rec.id, &jobs, &n) == 0) {
+	if (store_job_list(env->store, vm->rec.id, &jobs, &n, err,
+	    sizeof(err)) == -1)
+		log_warnx("vm %s: jobs not listed: %s", vm->rec.id, err);
+	else {
 		for (size_t i = 0; i < n && i < GUEST_MAX_JOBS; i++)
 			json_object_array_add(arr, job_entry(&jobs[i]));
 		free(jobs);
@@ -430,6 +434,7 @@ tool_vm_destroy(struct request *req)
 {
 	const char *id = req_arg_str(req, "vm_id", "");
 	struct vm *vm = vm_find_owned(id, req->workspace);
+	char err[256];
 
 	snprintf(req->vm_id, sizeof(req->vm_id), "%.*s", VM_ID_LEN, id);
 	if (vm == NULL) {
@@ -437,7 +442,8 @@ tool_vm_destroy(struct request *req)
 
 		/* Destroying twice is fine; destroying what was never ours
 		 * is not_found, as for every other tool. */
-		if (!store_vm_was_destroyed(env->store, id, req->workspace)) {
+		if (store_vm_was_destroyed(env->store, id, req->workspace,
+		    err, sizeof(err)) != 1) {
 			request_error(req, "not_found", "there is no VM "
 			    "'%.64s' in this workspace", id);
 			return;

@@ -49,14 +49,15 @@ void
 vm_record_state(struct vm *vm)
 {
 	enum vm_state s = vm->rec.state;
+	char err[256];
 
 	/* Its record is already deleted; nothing may write it back. */
 	if (vm->discarded)
 		return;
 	if (store_vm_set_state(env->store, vm->rec.id, s, s == VM_FAILED ?
-	    vm->rec.failure : NULL) == -1)
-		log_warnx("vm %s: state %s not recorded", vm->rec.id,
-		    vm_state_name(s));
+	    vm->rec.failure : NULL, err, sizeof(err)) == -1)
+		log_warnx("vm %s: state %s not recorded: %s", vm->rec.id,
+		    vm_state_name(s), err);
 }
 
 struct vm *
@@ -502,6 +503,8 @@ vm_remove_files(struct vm *vm)
 void
 vm_teardown(struct vm *vm)
 {
+	char err[256];
+
 	if (!vm->doomed) {
 		vm->doomed = 1;
 		vm_kill_processes(vm);
@@ -511,8 +514,8 @@ vm_teardown(struct vm *vm)
 	if (vm->io_pending > 0 || vm->discarded)
 		return;
 	vm_remove_files(vm);
-	if (store_vm_delete(env->store, vm->rec.id) == -1)
-		log_warnx("vm %s: not marked gone", vm->rec.id);
+	if (store_vm_delete(env->store, vm->rec.id, err, sizeof(err)) == -1)
+		log_warnx("vm %s: not marked gone: %s", vm->rec.id, err);
 	vm_discard(vm);
 	vm_waits_gone(vm);
 	vmmd_maybe_exit();

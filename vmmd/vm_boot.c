@@ -716,11 +716,12 @@ create_vm(struct request *req, const struct conf_image *im,
 	struct vm_record rec;
 	struct create_ctx *cx;
 	struct vm *vm;
+	char err[256];
 	int slot;
 
 	memset(&rec, 0, sizeof(rec));
-	if ((slot = store_free_slot(env->store,
-	    (int)env->conf.vmmd.max_vms)) == -1) {
+	if ((slot = store_free_slot(env->store, (int)env->conf.vmmd.max_vms,
+	    err, sizeof(err))) == -1) {
 		cb(NULL, "quota_exceeded", "max_vms: every VM slot is taken",
 		    arg);
 		return;
@@ -746,7 +747,8 @@ create_vm(struct request *req, const struct conf_image *im,
 		    snap->id);
 	/* Recorded before any side effect: a crash from here on leaves a
 	 * VM that startup marks failed and kills. */
-	if (store_vm_insert(env->store, &rec) == -1) {
+	if (store_vm_insert(env->store, &rec, err, sizeof(err)) == -1) {
+		log_warnx("vm %s: %s", rec.id, err);
 		cb(NULL, "unavailable", "the VM could not be recorded", arg);
 		return;
 	}

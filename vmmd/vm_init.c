@@ -85,8 +85,9 @@ vm_init_all(void)
 	size_t n;
 
 	vm_fsm_start();
-	if (store_vm_list(env->store, NULL, &recs, &n) == -1)
-		fatalx("cannot read VMs from the store");
+	if (store_vm_list(env->store, NULL, &recs, &n, err, sizeof(err)) ==
+	    -1)
+		fatalx("cannot read VMs from the store: %s", err);
 	/*
 	 * A VM whose QEMU outlived the last vmmd is taken up (vm_adopt.c)
 	 * and keeps its cgroup; whatever else a previous life left running

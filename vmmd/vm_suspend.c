@@ -36,7 +36,7 @@ static void
 suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 {
 	struct vm *vm = arg;
-	char cp[PATH_MAX];
+	char cp[PATH_MAX], why[256];
 
 	if (vm->op_pause) {
 		if (!ok) {
@@ -66,7 +66,10 @@ suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 	/* On disk: QEMU has exited, vmproxy and the cgroup go too. */
 	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
 	vm_kill_processes(vm);	/* the network too: resume makes it again */
-	store_vm_set_generation(env->store, vm->rec.id, vm->rec.generation + 1);
+	if (store_vm_set_generation(env->store, vm->rec.id,
+	    vm->rec.generation + 1, why, sizeof(why)) == -1)
+		log_warnx("vm %s: generation %d not recorded: %s", vm->rec.id,
+		    vm->rec.generation + 1, why);
 	vm->rec.generation++;
 	vm_fsm_fire(vm, VM_EV_CHECKPOINTED, NULL);
 	vm_op_done(vm, NULL, NULL);

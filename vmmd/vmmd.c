@@ -622,7 +622,7 @@ check_image_file(const char *image, const struct pf_file *f)
 	struct pf_result r;
 	struct file_identity id;
 	struct stat sb;
-	char hex[65];
+	char hex[65], err[256];
 	int known = 0;
 
 	memset(&r, 0, sizeof(r));
@@ -635,7 +635,8 @@ check_image_file(const char *image, const struct pf_file *f)
 		id.ctime_ns = (long long)sb.st_ctim.tv_sec * 1000000000LL +
 		    sb.st_ctim.tv_nsec;
 		known = 1;
-		if (store_digest_get(env->store, f->path, &id, hex) == 1 &&
+		if (store_digest_get(env->store, f->path, &id, hex, err,
+		    sizeof(err)) == 1 &&
 		    strcasecmp(hex, f->sha256) == 0) {
 			log_info("image %s: %s %s: unchanged since its digest "
 			    "matched; not read again", image, f->label,
@@ -651,9 +652,10 @@ check_image_file(const char *image, const struct pf_file *f)
 		for (int k = 0; k < 64; k++)
 			hex[k] = (char)tolower((unsigned char)f->sha256[k]);
 		hex[64] = '\0';
-		if (store_digest_put(env->store, f->path, &id, hex) == -1)
-			log_warnx("image %s: cannot remember the digest of %s",
-			    image, f->path);
+		if (store_digest_put(env->store, f->path, &id, hex, err,
+		    sizeof(err)) == -1)
+			log_warnx("image %s: cannot remember the digest of "
+			    "%s: %s", image, f->path, err);
 	}
 }
 
@@ -878,9 +880,16 @@ main(int argc, char *argv[])
 	TAILQ_INIT(&env->vms);
 	TAILQ_INIT(&env->requests);
 	/* Before serving: what a crash left behind is settled first. */
-	store_receipts_mark_uncertain(env->store);
+	if (store_receipts_mark_uncertain(env->store, err, sizeof(err)) == -1)
+		log_warnx("pending receipts not marked uncertain: %s", err);
+	/* A lower cap than the last run's applies at once. */
+	store_jobs_keep(env->store, env->conf.vmmd.max_finished_jobs_per_vm);
+	if (store_jobs_prune(env->store, err, sizeof(err)) == -1)
+		log_warnx("jobs past max_finished_jobs_per_vm not pruned: %s",
+		    err);
 	snap_init();
 	vmmd_pending_register(snap_work_pending);	/* exit waits for them */
+	vmmd_pending_register(fork_work_pending);
 	vm_init_all();
 	warmpool_init();
 	broker_init();

@@ -164,11 +164,15 @@ static int
 pool_scan(struct pool_image *pi, int take, struct snap_record *out)
 {
 	struct snap_record *recs;
+	char dberr[256];
 	size_t n;
 	int ready = 0, taken = 0;
 
-	if (store_snap_list(env->store, POOL_WORKSPACE, &recs, &n) == -1)
+	if (store_snap_list(env->store, POOL_WORKSPACE, &recs, &n, dberr,
+	    sizeof(dberr)) == -1) {
+		log_warnx("warm pool: %s", dberr);
 		return take ? -1 : 0;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct snap_record *r = &recs[i];
 		struct pool_image *of = pool_of(r->image);

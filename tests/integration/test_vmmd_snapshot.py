@@ -17,6 +17,7 @@ import base64
 import hashlib
 import json
 import os
+import sqlite3
 import sys
 import time
 
@@ -253,6 +254,41 @@ def case_identity(h, a, src, msid):
        "identity: a clone's vm_status says where it came from", st)
     destroy(a, *clones)
 
+# A long history: the issue's 100,000 job rows.  KEPT is
+# max_finished_jobs_per_vm's default.
+HISTORY = 100000
+KEPT = 1024
+
+
+def add_history(h, vm, n):
+    """n finished jobs for vm, written straight into vmmd's database, as
+    vmmd would have recorded them: making them through vm_exec would take
+    hours (and now cannot: the guest keeps 256 jobs, and vmmd keeps no row
+    for an exec the guest refused, nor more than KEPT finished ones).
+    They started and finished now, after the VM's own jobs."""
+    now = int(time.time() * 1000)
+    db = sqlite3.connect(os.path.join(h.mnt, "vmmd.db"), timeout=10)
+    with db:
+        db.executemany(
+            "INSERT INTO jobs (vm_id, job_id, request_id, state, exit_code, "
+            "started_at, finished_at) VALUES (?, ?, 'history', 'completed', "
+            "0, ?, ?)", ((vm, "h%06d" % i, now - 1, now) for i in range(n)))
+    db.close()
+
+
+def job_counts(h, vm):
+    """(finished, running) rows of vm's jobs, read as an operator would."""
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(h.mnt, "vmmd.db"),
+                         uri=True, timeout=10)
+    try:
+        return db.execute(
+            "SELECT COALESCE(SUM(state <> 'running'), 0), "
+            "COALESCE(SUM(state = 'running'), 0) FROM jobs WHERE vm_id = ?",
+            (vm,)).fetchone()
+    finally:
+        db.close()
+
+
 def case_fork(h, a, src):
     """vm_fork: the process runs on in each child, independently."""
     # The first counter's last count must not pass for this one's: a fork
@@ -271,11 +307,34 @@ def case_fork(h, a, src):
     ok(not okk and r["code"] == "quota_exceeded" and
        r["message"].startswith("max_fork_count"),
        "fork: count over max_fork_count is quota_exceeded naming it", r)
-    okk, f = a("vm_fork", vm_id=src, request_id="fork-1", count=2)
+    # The source has a long history: the children's copies of it are
+    # made off vmmd's loop, which answers others meanwhile.
+    add_history(h, src, HISTORY)
+    t0 = time.monotonic()
+    fk = base.Call(h, a.tok, "vm_fork", vm_id=src, request_id="fork-1",
+                   count=2)
+    waits = []
+    while fk.res is None:
+        t = time.monotonic()
+        okk, r = a("vm_list")
+        if fk.res is None and okk:
+            waits.append(time.monotonic() - t)
+        time.sleep(0.05)
+    fk.join()
+    took = time.monotonic() - t0
+    okk, f = fk.res
     ok(okk and len(f["vm_ids"]) == 2 and f["source_vm_id"] == src and
        f["paused_ms"] > 0, "fork: two VMs forked, the source paused %s ms"
        % (f.get("paused_ms") if okk else "-"), f)
-    kids = f["vm_ids"]
+    ok(okk and waits, "fork: with %d finished jobs in the source's history, "
+       "vm_fork took %.1f s, and %d vm_list calls were answered meanwhile, "
+       "the slowest in %.0f ms" % (HISTORY, took, len(waits),
+                                   max(waits or [0]) * 1000), waits)
+    kids = f["vm_ids"] if okk else []
+    counts = [job_counts(h, k) for k in kids]
+    ok(counts and all(fin == KEPT and run >= 1 for fin, run in counts),
+       "fork: each child has the newest %d of the source's finished jobs "
+       "and its running ones" % KEPT, counts)
     okk, again = a("vm_fork", vm_id=src, request_id="fork-1", count=2)
     ok(okk and again["vm_ids"] == kids, "fork: the retried request_id "
        "returns the same VMs, no more", again)
@@ -286,6 +345,11 @@ def case_fork(h, a, src):
     okk, r = a("vm_snapshot_list")
     ok(okk and len(r["snapshots"]) == 2, "fork: nor listed", r)
     tok_src, _ = counter(a, src, "f-src")
+    # That exec finished: the source's history is cut to the cap.
+    fin, run = job_counts(h, src)
+    ok(fin == KEPT, "history: a job that finished cut the source's %d "
+       "finished jobs to max_finished_jobs_per_vm, %d" % (HISTORY, KEPT),
+       (fin, run))
     toks = {}
     for i, k in enumerate(kids):
         okk, st = a("vm_status", vm_id=k)
@@ -309,6 +373,21 @@ def case_fork(h, a, src):
     ok(k0b == k0 and k1b > k1 and s0b > s0, "fork: stopped in one child, "
        "it counts on in the other and in the source: independent",
        (k0, k0b, k1, k1b, s0, s0b))
+    # The guest runs 4 jobs at once (its counter is one): the exec past
+    # them is refused, and leaves no row, so refusals never add up.
+    refused, before = None, None
+    for i in range(5):
+        before = job_counts(h, kids[1])
+        okk, r = a("vm_exec", vm_id=kids[1], request_id="busy-%d" % i,
+                   command="sleep 120")
+        if not okk:
+            refused = r
+            break
+    after = job_counts(h, kids[1])
+    ok(refused is not None and refused["code"] == "quota_exceeded" and
+       after == before, "jobs: an exec the guest refuses for the jobs it "
+       "runs leaves no row (%s rows before and after)" % (after,),
+       (refused, before, after))
     destroy(a, *kids)
     out(a, src, "pkill -f counter.py; true", "kill-src-2")
 

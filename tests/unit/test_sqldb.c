@@ -369,6 +369,46 @@ START_TEST(begin_while_another_writes_is_busy)
 }
 END_TEST
 
+/* A second connection, as a worker thread takes: it sees what the first
+ * committed, its transaction holds the first's writes off, and it keeps
+ * its own failures. */
+START_TEST(open_more_is_a_connection_of_its_own)
+{
+	struct sqldb *d = open_ok(), *more;
+	sqlite3_stmt *st;
+
+	ck_assert_int_eq(sqldb_exec(d, "INSERT INTO t VALUES ('a', 1)"), 0);
+	more = sqldb_open_more(d, err, sizeof(err));
+	ck_assert_msg(more != NULL, "%s", err);
+	ck_assert_str_eq(sqldb_path(more), path);
+	ck_assert_ptr_nonnull((st = sqldb_prepare(more, sel_sql)));
+	sqlite3_bind_text(st, 1, "a", -1, SQLITE_STATIC);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+	ck_assert_int_eq(sqlite3_column_int(st, 0), 1);
+	sqldb_release(more, st);
+	ck_assert_int_eq(sqldb_begin(more), 0);
+	ck_assert_int_eq(sqldb_exec(more, "INSERT INTO t VALUES ('b', 2)"), 0);
+	ck_assert_int_eq(sqldb_begin(d), -1);
+	ck_assert(sqldb_busy(d));
+	ck_assert(!sqldb_busy(more));
+	ck_assert_int_eq(sqldb_commit(more), 0);
+	ck_assert_int_eq(sqldb_exec(d, "UPDATE t SET v = 3 WHERE k = 'b'"), 0);
+	/* Foreign keys are each connection's pragma: on in this one too. */
+	ck_assert_int_eq(sqldb_exec(more, "INSERT INTO u VALUES ('none')"),
+	    -1);
+	ck_assert_ptr_nonnull(strstr(sqldb_errmsg(more), "FOREIGN KEY"));
+	ck_assert_str_eq(sqldb_errmsg(d), "database is locked");
+	sqldb_close(more);
+	sqldb_close(d);
+	/* An exclusive file has one connection. */
+	opts.exclusive = 1;
+	d = open_ok();
+	ck_assert_ptr_null(sqldb_open_more(d, err, sizeof(err)));
+	ck_assert_ptr_nonnull(strstr(err, "one connection"));
+	sqldb_close(d);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -391,6 +431,7 @@ main(void)
 	tcase_add_test(tc, statement_cache);
 	tcase_add_test(tc, transactions);
 	tcase_add_test(tc, begin_while_another_writes_is_busy);
+	tcase_add_test(tc, open_more_is_a_connection_of_its_own);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

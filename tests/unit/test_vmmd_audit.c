@@ -65,8 +65,8 @@ verify(struct store *s, char *err, size_t errlen, long long *n)
 	char hash[65];
 	long long seq;
 
-	ck_assert_int_eq(store_audit_anchor_get(s, &seq, hash, sizeof(hash)),
-	    0);
+	ck_assert_int_eq(store_audit_anchor_get(s, &seq, hash, sizeof(hash),
+	    err, errlen), 0);
 	return audit_verify(logpath, seq, hash, n, err, errlen);
 }
 

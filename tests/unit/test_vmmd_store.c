@@ -7,6 +7,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 
 static char dir[64];
 static char dbpath[128];
+static char err[256];
 
 static void
 setup(void)
@@ -44,7 +46,6 @@ teardown(void)
 static struct store *
 open_store(void)
 {
-	char err[256];
 	struct store *s = store_open(dbpath, err, sizeof(err));
 
 	ck_assert_msg(s != NULL, "%s", err);
@@ -74,21 +75,24 @@ START_TEST(file_mode_and_reopen)
 	ck_assert_int_eq(stat(dbpath, &st), 0);
 	ck_assert_int_eq(st.st_mode & 0777, 0600);
 	make_vm(&v, "aaaa", "ws-a", 0);
-	ck_assert_int_eq(store_vm_insert(s, &v), 0);
-	ck_assert_int_eq(store_vm_set_state(s, "aaaa", VM_RUNNING, NULL), 0);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_vm_set_state(s, "aaaa", VM_RUNNING, NULL, err,
+	    sizeof(err)), 0);
 	store_close(s);
 
 	s = open_store();
-	ck_assert_int_eq(store_vm_get(s, "aaaa", &got), 0);
+	ck_assert_int_eq(store_vm_get(s, "aaaa", &got, err, sizeof(err)), 0);
 	ck_assert_int_eq(got.state, VM_RUNNING);
 	ck_assert_str_eq(got.workspace, "ws-a");
 	ck_assert_int_eq(store_vm_set_state(s, "aaaa", VM_FAILED,
-	    "clock sync failed"), 0);
-	ck_assert_int_eq(store_vm_get(s, "aaaa", &got), 0);
+	    "clock sync failed", err, sizeof(err)), 0);
+	ck_assert_int_eq(store_vm_get(s, "aaaa", &got, err, sizeof(err)), 0);
 	ck_assert_str_eq(got.failure, "clock sync failed");
-	ck_assert_int_eq(store_vm_get(s, "nope", &got), -1);
-	ck_assert_int_eq(errno, ENOENT);
-	ck_assert_int_eq(store_vm_set_state(s, "nope", VM_RUNNING, NULL), -1);
+	ck_assert_int_eq(store_vm_get(s, "nope", &got, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "vm: not found");
+	ck_assert_int_eq(store_vm_set_state(s, "nope", VM_RUNNING, NULL, err,
+	    sizeof(err)), -1);
+	ck_assert_str_eq(err, "vm nope: not found");
 	store_close(s);
 }
 END_TEST
@@ -100,36 +104,41 @@ START_TEST(list_by_workspace_and_slots)
 	size_t n;
 
 	make_vm(&v, "a1", "ws-a", 0);
-	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
 	make_vm(&v, "b1", "ws-b", 1);
-	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
 	make_vm(&v, "a2", "ws-a", 3);
-	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
 	/* A slot in use cannot be taken twice. */
 	make_vm(&v, "dup", "ws-c", 3);
-	ck_assert_int_eq(store_vm_insert(s, &v), -1);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), -1);
 
-	ck_assert_int_eq(store_vm_list(s, "ws-a", &list, &n), 0);
+	ck_assert_int_eq(store_vm_list(s, "ws-a", &list, &n, err, sizeof(err)),
+	    0);
 	ck_assert_uint_eq(n, 2);
 	ck_assert(strcmp(list[0].id, "a1") == 0 || strcmp(list[1].id, "a1") ==
 	    0);
 	free(list);
-	ck_assert_int_eq(store_vm_list(s, NULL, &list, &n), 0);
+	ck_assert_int_eq(store_vm_list(s, NULL, &list, &n, err, sizeof(err)),
+	    0);
 	ck_assert_uint_eq(n, 3);
 	free(list);
 
-	ck_assert_int_eq(store_free_slot(s, 10), 2);
-	ck_assert_int_eq(store_vm_delete(s, "b1"), 0);
-	ck_assert_int_eq(store_free_slot(s, 10), 1);
+	ck_assert_int_eq(store_free_slot(s, 10, err, sizeof(err)), 2);
+	ck_assert_int_eq(store_vm_delete(s, "b1", err, sizeof(err)), 0);
+	ck_assert_int_eq(store_free_slot(s, 10, err, sizeof(err)), 1);
 	/* A destroyed VM is known as such to its own workspace only. */
-	ck_assert_int_eq(store_vm_was_destroyed(s, "b1", "ws-b"), 1);
-	ck_assert_int_eq(store_vm_was_destroyed(s, "b1", "ws-a"), 0);
-	ck_assert_int_eq(store_vm_was_destroyed(s, "a1", "ws-a"), 0);
-	ck_assert_int_eq(store_vm_get(s, "b1", &v), -1);
+	ck_assert_int_eq(store_vm_was_destroyed(s, "b1", "ws-b", err,
+	    sizeof(err)), 1);
+	ck_assert_int_eq(store_vm_was_destroyed(s, "b1", "ws-a", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_vm_was_destroyed(s, "a1", "ws-a", err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_vm_get(s, "b1", &v, err, sizeof(err)), -1);
 	/* Its slot can be taken again. */
 	make_vm(&v, "c1", "ws-c", 1);
-	ck_assert_int_eq(store_vm_insert(s, &v), 0);
-	ck_assert_int_eq(store_free_slot(s, 1), -1);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_free_slot(s, 1, err, sizeof(err)), -1);
 	store_close(s);
 }
 END_TEST
@@ -141,47 +150,48 @@ START_TEST(receipts_lifecycle)
 	char *res;
 
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_NEW);
 	/* Still running: a retry must not run it again. */
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_PENDING);
 	ck_assert_int_eq(store_receipt_finish(s, "ws", "r1",
-	    "{\"job_id\":\"j\"}"), 0);
+	    "{\"job_id\":\"j\"}", err, sizeof(err)), 0);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_DONE);
 	ck_assert_str_eq(res, "{\"job_id\":\"j\"}");
 	free(res);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d2",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_MISMATCH);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_create", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_MISMATCH);
 	/* Another workspace's id space is its own. */
 	ck_assert_int_eq(store_receipt_begin(s, "other", "r1", "vm_exec", "d9",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_NEW);
 
 	/* A crash while r2 runs leaves its outcome unknown. */
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	store_close(s);
 	s = open_store();
-	ck_assert_int_eq(store_receipts_mark_uncertain(s), 0);
+	ck_assert_int_eq(store_receipts_mark_uncertain(s, err, sizeof(err)), 0);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_UNCERTAIN);
 	/* A finished one stays finished. */
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_DONE);
 	free(res);
-	ck_assert_int_eq(store_receipt_forget(s, "ws", "r2"), 0);
+	ck_assert_int_eq(store_receipt_forget(s, "ws", "r2", err, sizeof(err)),
+	    0);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_NEW);
 	store_close(s);
 }
@@ -196,16 +206,16 @@ START_TEST(receipts_capped_per_workspace)
 	for (int i = 0; i < RECEIPTS_PER_WORKSPACE + 5; i++) {
 		snprintf(id, sizeof(id), "r%d", i);
 		ck_assert_int_eq(store_receipt_begin(s, "ws", id, "vm_exec",
-		    "d", &st, &res), 0);
+		    "d", &st, &res, err, sizeof(err)), 0);
 		ck_assert_int_eq(st, RECEIPT_NEW);
-		store_receipt_finish(s, "ws", id, "{}");
+		store_receipt_finish(s, "ws", id, "{}", err, sizeof(err));
 	}
 	/* The five oldest are gone; the newest 4096 remain. */
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r4", "vm_exec", "x",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_NEW);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r6", "vm_exec", "d",
-	    &st, &res), 0);
+	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_DONE);
 	free(res);
 	store_close(s);
@@ -218,28 +228,195 @@ START_TEST(jobs_remember_their_last_state)
 	struct job_record j, *list;
 	size_t n;
 
-	ck_assert_int_eq(store_job_add(s, "vm1", "j1", "req-1", 1000), 0);
-	ck_assert_int_eq(store_job_add(s, "vm1", "j2", "req-2", 2000), 0);
-	ck_assert_int_eq(store_job_add(s, "vm2", "j3", "req-3", 3000), 0);
-	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j), 0);
+	ck_assert_int_eq(store_job_add(s, "vm1", "j1", "req-1", 1000, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_job_add(s, "vm1", "j2", "req-2", 2000, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_job_add(s, "vm2", "j3", "req-3", 3000, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j, err, sizeof(err)),
+	    0);
 	ck_assert_str_eq(j.state, "running");
 	ck_assert_int_eq(j.exit_code, -1);
 	ck_assert_int_eq(j.finished_at, 0);
 	ck_assert_int_eq(store_job_update(s, "vm1", "j1", "completed", 3,
-	    5000), 0);
+	    5000, err, sizeof(err)), 0);
 	/* Seen finished again later: the first time stands. */
 	ck_assert_int_eq(store_job_update(s, "vm1", "j1", "completed", 3,
-	    9000), 0);
-	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j), 0);
+	    9000, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j, err, sizeof(err)),
+	    0);
 	ck_assert_str_eq(j.state, "completed");
 	ck_assert_int_eq(j.exit_code, 3);
 	ck_assert_int_eq(j.finished_at, 5000);
-	ck_assert_int_eq(store_job_list(s, "vm1", &list, &n), 0);
+	ck_assert_int_eq(store_job_list(s, "vm1", &list, &n, err, sizeof(err)),
+	    0);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(list[0].job_id, "j1");
 	ck_assert_str_eq(list[1].request_id, "req-2");
 	free(list);
-	ck_assert_int_eq(store_job_get(s, "vm2", "j1", &j), -1);
+	ck_assert_int_eq(store_job_get(s, "vm2", "j1", &j, err, sizeof(err)),
+	    -1);
+	store_close(s);
+}
+END_TEST
+
+/* How many finished and running jobs vm has. */
+static void
+count_jobs(struct store *s, const char *vm, size_t *finished,
+    size_t *running)
+{
+	struct job_record *list;
+	size_t n;
+
+	ck_assert_int_eq(store_job_list(s, vm, &list, &n, err, sizeof(err)),
+	    0);
+	*finished = *running = 0;
+	for (size_t i = 0; i < n; i++)
+		(*(strcmp(list[i].state, "running") == 0 ? running :
+		    finished))++;
+	free(list);
+}
+
+START_TEST(jobs_history_is_capped)
+{
+	struct store *s = open_store();
+	struct job_record j;
+	char id[16];
+	size_t fin, run;
+
+	store_jobs_keep(s, 3);
+	for (int i = 1; i <= 6; i++) {
+		snprintf(id, sizeof(id), "j%d", i);
+		ck_assert_int_eq(store_job_add(s, "vm1", id, "r", i * 1000,
+		    err, sizeof(err)), 0);
+	}
+	ck_assert_int_eq(store_job_add(s, "vm2", "k1", "r", 1000, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_job_update(s, "vm2", "k1", "completed", 0,
+	    1500, err, sizeof(err)), 0);
+	/* Finished in the order j2, j1, j3, j5, j4; j6 runs on. */
+	ck_assert_int_eq(store_job_update(s, "vm1", "j2", "completed", 0,
+	    10000, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_job_update(s, "vm1", "j1", "failed", 1,
+	    11000, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_job_update(s, "vm1", "j3", "completed", 0,
+	    12000, err, sizeof(err)), 0);
+	count_jobs(s, "vm1", &fin, &run);
+	ck_assert_uint_eq(fin, 3);
+	ck_assert_uint_eq(run, 3);
+	ck_assert_int_eq(store_job_update(s, "vm1", "j5", "completed", 0,
+	    13000, err, sizeof(err)), 0);
+	/* The first to finish went, though it did not start first. */
+	ck_assert_int_eq(store_job_get(s, "vm1", "j2", &j, err, sizeof(err)),
+	    -1);
+	ck_assert_str_eq(err, "job: not found");
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j, err, sizeof(err)),
+	    0);
+	/* A running status is no finish: nothing goes. */
+	ck_assert_int_eq(store_job_update(s, "vm1", "j6", "running", -1, 0,
+	    err, sizeof(err)), 0);
+	ck_assert_int_eq(store_job_update(s, "vm1", "j4", "timed_out", -1,
+	    14000, err, sizeof(err)), 0);
+	count_jobs(s, "vm1", &fin, &run);
+	ck_assert_uint_eq(fin, 3);
+	ck_assert_uint_eq(run, 1);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j1", &j, err, sizeof(err)),
+	    -1);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j6", &j, err, sizeof(err)),
+	    0);
+	/* Another VM's history is its own. */
+	count_jobs(s, "vm2", &fin, &run);
+	ck_assert_uint_eq(fin, 1);
+	/* A lower cap at the next start: every VM is cut at once. */
+	store_close(s);
+	s = open_store();
+	store_jobs_keep(s, 1);
+	ck_assert_int_eq(store_jobs_prune(s, err, sizeof(err)), 0);
+	count_jobs(s, "vm1", &fin, &run);
+	ck_assert_uint_eq(fin, 1);
+	ck_assert_uint_eq(run, 1);
+	ck_assert_int_eq(store_job_get(s, "vm1", "j4", &j, err, sizeof(err)),
+	    0);
+	count_jobs(s, "vm2", &fin, &run);
+	ck_assert_uint_eq(fin, 1);
+	/* A job its guest refused is forgotten. */
+	ck_assert_int_eq(store_job_forget(s, "vm1", "j6", err, sizeof(err)),
+	    0);
+	count_jobs(s, "vm1", &fin, &run);
+	ck_assert_uint_eq(run, 0);
+	store_close(s);
+}
+END_TEST
+
+struct copy_arg {
+	struct store	*s;
+	const char	*to;
+	int		 rc;
+	char		 err[256];
+};
+
+static void *
+copy_thread(void *arg)
+{
+	struct copy_arg *c = arg;
+
+	c->rc = store_job_copy(c->s, "src", c->to, 50000, c->err,
+	    sizeof(c->err));
+	return NULL;
+}
+
+/* vm_fork's copy, from another thread as vmmd's worker pool runs it. */
+START_TEST(jobs_copy_in_one_transaction)
+{
+	struct store *s = open_store();
+	struct copy_arg c = { .s = s, .to = "kid" };
+	struct vm_record v;
+	struct job_record j;
+	pthread_t t;
+	sqlite3 *db;
+	size_t fin, run;
+
+	store_jobs_keep(s, 100);
+	make_vm(&v, "kid", "ws", 1);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
+	/* 5000 finished jobs and 2 running, written as one would by hand. */
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "BEGIN;"
+	    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
+	    "WHERE i < 5000) INSERT INTO jobs (vm_id, job_id, request_id, "
+	    "state, exit_code, started_at, finished_at) SELECT 'src', "
+	    "'j' || i, 'r', 'completed', 0, i, 100000 + i FROM n;"
+	    "INSERT INTO jobs (vm_id, job_id, request_id, state, started_at) "
+	    "VALUES ('src', 'run1', 'r', 'running', 10), "
+	    "('src', 'late', 'r', 'running', 60000);"
+	    "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	ck_assert_int_eq(pthread_create(&t, NULL, copy_thread, &c), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(c.rc == 0, "%s", c.err);
+	/* The newest 100 finished ones and the running one that started by
+	 * then; the source keeps its own. */
+	count_jobs(s, "kid", &fin, &run);
+	ck_assert_uint_eq(fin, 100);
+	ck_assert_uint_eq(run, 1);
+	ck_assert_int_eq(store_job_get(s, "kid", "j5000", &j, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(j.finished_at, 105000);
+	ck_assert_int_eq(store_job_get(s, "kid", "j4900", &j, err,
+	    sizeof(err)), -1);
+	ck_assert_int_eq(store_job_get(s, "kid", "late", &j, err,
+	    sizeof(err)), -1);
+	count_jobs(s, "src", &fin, &run);
+	ck_assert_uint_eq(fin, 5000);
+	/* A child destroyed meanwhile gets nothing. */
+	ck_assert_int_eq(store_vm_delete(s, "kid", err, sizeof(err)), 0);
+	c.rc = -1;
+	ck_assert_int_eq(pthread_create(&t, NULL, copy_thread, &c), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(c.rc == 0, "%s", c.err);
+	count_jobs(s, "kid", &fin, &run);
+	ck_assert_uint_eq(fin + run, 0);
 	store_close(s);
 }
 END_TEST
@@ -271,10 +448,10 @@ START_TEST(snapshots_lifecycle)
 	size_t n;
 
 	make_snap(&r, "s1", "ws-a", 1000);
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	/* The same id twice is refused. */
-	ck_assert_int_eq(store_snap_insert(s, &r), -1);
-	ck_assert_int_eq(store_snap_get(s, "s1", &got), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), -1);
+	ck_assert_int_eq(store_snap_get(s, "s1", &got, err, sizeof(err)), 0);
 	ck_assert_str_eq(got.state, "making");
 	ck_assert_str_eq(got.name, "stage-s1");
 	ck_assert_int_eq(got.memory_bytes, 0);
@@ -284,30 +461,30 @@ START_TEST(snapshots_lifecycle)
 	r.memory_bytes = 268435456;
 	r.paused_ms = 77;
 	snprintf(r.memory_sha256, sizeof(r.memory_sha256), "%064d", 7);
-	ck_assert_int_eq(store_snap_ready(s, &r), 0);
+	ck_assert_int_eq(store_snap_ready(s, &r, err, sizeof(err)), 0);
 	/* Only a 'making' row becomes ready. */
-	ck_assert_int_eq(store_snap_ready(s, &r), -1);
-	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(store_snap_ready(s, &r, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "snapshot s1: not being made");
 	make_snap(&r, "s2", "ws-b", 2000);
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	make_snap(&r, "s3", "ws-a", 3000);
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	make_vm(&v, "v1", "ws-a", 0);
 	snprintf(v.snapshot_id, sizeof(v.snapshot_id), "s1");
 	snprintf(v.origin, sizeof(v.origin), "snapshot");
-	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
 	/* vm_fork's own is 'fork' once complete, not 'ready'. */
 	make_snap(&r, "f1", "ws-a", 4000);
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	snprintf(r.state, sizeof(r.state), "fork");
-	ck_assert_int_eq(store_snap_ready(s, &r), 0);
-	ck_assert_int_eq(store_snap_get(s, "f1", &got), 0);
+	ck_assert_int_eq(store_snap_ready(s, &r, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_snap_get(s, "f1", &got, err, sizeof(err)), 0);
 	ck_assert_str_eq(got.state, "fork");
-	ck_assert_int_eq(store_snap_delete(s, "f1"), 0);
+	ck_assert_int_eq(store_snap_delete(s, "f1", err, sizeof(err)), 0);
 	store_close(s);
 
 	s = open_store();
-	ck_assert_int_eq(store_snap_get(s, "s1", &got), 0);
+	ck_assert_int_eq(store_snap_get(s, "s1", &got, err, sizeof(err)), 0);
 	ck_assert_str_eq(got.state, "ready");
 	ck_assert_int_eq(got.memory, 0);
 	ck_assert_int_eq(got.disk_bytes, 12345);
@@ -317,38 +494,42 @@ START_TEST(snapshots_lifecycle)
 	ck_assert_int_eq(got.memory_mib, 512);
 	ck_assert_int_eq(got.created_at, 1000);
 	ck_assert_int_eq(strlen(got.memory_sha256), 64);
-	ck_assert_int_eq(store_vm_get(s, "v1", &v), 0);
+	ck_assert_int_eq(store_vm_get(s, "v1", &v, err, sizeof(err)), 0);
 	ck_assert_str_eq(v.snapshot_id, "s1");
 	ck_assert_str_eq(v.origin, "snapshot");
 	/* One inserted without an origin was booted. */
 	make_vm(&v, "v2", "ws-a", 1);
-	ck_assert_int_eq(store_vm_insert(s, &v), 0);
-	ck_assert_int_eq(store_vm_get(s, "v2", &v), 0);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_vm_get(s, "v2", &v, err, sizeof(err)), 0);
 	ck_assert_str_eq(v.origin, "booted");
 
-	ck_assert_int_eq(store_snap_list(s, "ws-a", &list, &n), 0);
+	ck_assert_int_eq(store_snap_list(s, "ws-a", &list, &n, err,
+	    sizeof(err)), 0);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(list[0].id, "s1");	/* oldest first */
 	ck_assert_str_eq(list[1].id, "s3");
 	ck_assert_str_eq(list[1].state, "making");
 	free(list);
-	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n), 0);
+	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n, err, sizeof(err)),
+	    0);
 	ck_assert_uint_eq(n, 3);
 	free(list);
-	ck_assert_int_eq(store_snap_list(s, "ws-none", &list, &n), 0);
+	ck_assert_int_eq(store_snap_list(s, "ws-none", &list, &n, err,
+	    sizeof(err)), 0);
 	ck_assert_uint_eq(n, 0);
 	free(list);
 
-	ck_assert_int_eq(store_snap_delete(s, "s1"), 0);
-	ck_assert_int_eq(store_snap_get(s, "s1", &got), -1);
-	ck_assert_int_eq(errno, ENOENT);
+	ck_assert_int_eq(store_snap_delete(s, "s1", err, sizeof(err)), 0);
+	ck_assert_int_eq(store_snap_get(s, "s1", &got, err, sizeof(err)), -1);
+	ck_assert_str_eq(err, "snapshot: not found");
 	/* Deleting what is not there changes nothing, and is no error. */
-	ck_assert_int_eq(store_snap_delete(s, "s1"), 0);
-	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n), 0);
+	ck_assert_int_eq(store_snap_delete(s, "s1", err, sizeof(err)), 0);
+	ck_assert_int_eq(store_snap_list(s, NULL, &list, &n, err, sizeof(err)),
+	    0);
 	ck_assert_uint_eq(n, 2);
 	free(list);
 	/* The VM still names the snapshot it came from. */
-	ck_assert_int_eq(store_vm_get(s, "v1", &v), 0);
+	ck_assert_int_eq(store_vm_get(s, "v1", &v, err, sizeof(err)), 0);
 	ck_assert_str_eq(v.snapshot_id, "s1");
 	store_close(s);
 }
@@ -356,7 +537,6 @@ END_TEST
 
 START_TEST(refuses_garbage_file)
 {
-	char err[256];
 	int fd = open(dbpath, O_WRONLY | O_CREAT, 0600);
 	struct stat before, after;
 
@@ -376,8 +556,6 @@ END_TEST
 static void
 open_refused(const char *want)
 {
-	char err[256];
-
 	ck_assert_ptr_null(store_open(dbpath, err, sizeof(err)));
 	ck_assert_msg(strstr(err, dbpath) != NULL, "%s", err);
 	ck_assert_msg(strstr(err, want) != NULL, "want '%s': %s", want, err);
@@ -455,7 +633,7 @@ START_TEST(vmgenid_kept_and_empty_for_old_rows)
 	make_vm(&v, "bbbb", "ws-a", 1);
 	snprintf(v.vmgenid, sizeof(v.vmgenid),
 	    "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9");
-	ck_assert_int_eq(store_vm_insert(s, &v), 0);
+	ck_assert_int_eq(store_vm_insert(s, &v, err, sizeof(err)), 0);
 	store_close(s);
 	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db, "INSERT INTO vms (id, workspace, "
@@ -465,9 +643,9 @@ START_TEST(vmgenid_kept_and_empty_for_old_rows)
 	    "1, 1)", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	s = open_store();
-	ck_assert_int_eq(store_vm_get(s, "bbbb", &got), 0);
+	ck_assert_int_eq(store_vm_get(s, "bbbb", &got, err, sizeof(err)), 0);
 	ck_assert_str_eq(got.vmgenid, "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9");
-	ck_assert_int_eq(store_vm_get(s, "cccc", &got), 0);
+	ck_assert_int_eq(store_vm_get(s, "cccc", &got, err, sizeof(err)), 0);
 	ck_assert_str_eq(got.vmgenid, "");
 	store_close(s);
 }
@@ -486,7 +664,7 @@ START_TEST(snapshot_network_kept_and_off_for_old_rows)
 	make_snap(&r, "n1", "ws-a", 1000);
 	r.memory = 1;
 	r.network = 1;
-	ck_assert_int_eq(store_snap_insert(s, &r), 0);
+	ck_assert_int_eq(store_snap_insert(s, &r, err, sizeof(err)), 0);
 	store_close(s);
 	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db, "INSERT INTO snapshots (id, "
@@ -496,9 +674,9 @@ START_TEST(snapshot_network_kept_and_off_for_old_rows)
 	    "1, 256, 0, 0, '', 0, 1)", NULL, NULL, NULL), SQLITE_OK);
 	sqlite3_close(db);
 	s = open_store();
-	ck_assert_int_eq(store_snap_get(s, "n1", &got), 0);
+	ck_assert_int_eq(store_snap_get(s, "n1", &got, err, sizeof(err)), 0);
 	ck_assert_int_eq(got.network, 1);
-	ck_assert_int_eq(store_snap_get(s, "o1", &got), 0);
+	ck_assert_int_eq(store_snap_get(s, "o1", &got, err, sizeof(err)), 0);
 	ck_assert_int_eq(got.network, 0);
 	store_close(s);
 }
@@ -544,29 +722,39 @@ START_TEST(image_digests_by_identity)
 	    "0123456789abcdef0123456789abcdef";
 	char got[65];
 
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got), 0);
-	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &id, hex), 0);
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got), 1);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &id, hex, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got, err,
+	    sizeof(err)), 1);
 	ck_assert_str_eq(got, hex);
 	/* Any part of the identity changed: not remembered. */
 	other = id;
 	other.ctime_ns++;
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got, err,
+	    sizeof(err)), 0);
 	other = id;
 	other.ino++;
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got, err,
+	    sizeof(err)), 0);
 	other = id;
 	other.size--;
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 0);
-	ck_assert_int_eq(store_digest_get(s, "/img/kernel", &id, got), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/kernel", &id, got, err,
+	    sizeof(err)), 0);
 	/* A new identity replaces the old one; it survives a reopen. */
 	other = id;
 	other.mtime_ns += 1000;
-	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &other, hex), 0);
+	ck_assert_int_eq(store_digest_put(s, "/img/rootfs", &other, hex, err,
+	    sizeof(err)), 0);
 	store_close(s);
 	s = open_store();
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got), 0);
-	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got), 1);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &id, got, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(store_digest_get(s, "/img/rootfs", &other, got, err,
+	    sizeof(err)), 1);
 	store_close(s);
 }
 END_TEST
@@ -595,6 +783,8 @@ main(void)
 	tcase_add_test(tc, image_digests_by_identity);
 	tcase_add_test(tc, vmgenid_kept_and_empty_for_old_rows);
 	tcase_add_test(tc, snapshot_network_kept_and_off_for_old_rows);
+	tcase_add_test(tc, jobs_history_is_capped);
+	tcase_add_test(tc, jobs_copy_in_one_transaction);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
