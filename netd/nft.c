@@ -12,14 +12,32 @@
 
 #include "nft.h"
 
-/* The destinations no guest reaches, whatever the operator adds. */
+/*
+ * The destinations no guest reaches, whatever the operator adds.
+ *
+ * The cloud providers' metadata and host-service addresses, and what
+ * covers each:
+ *   169.254.169.254 (AWS, Azure, GCP, Oracle, IBM, DigitalOcean, Linode,
+ *   Hetzner, OpenStack), 169.254.169.253 and .123 (AWS DNS and time),
+ *   169.254.170.2 and .23 (AWS ECS and EKS credentials), 169.254.0.23
+ *   (Tencent), 169.254.42.42 (Scaleway): link-local, below;
+ *   100.100.100.200 (Alibaba): CGNAT, below;
+ *   168.63.129.16 (Azure WireServer: DNS, DHCP, VM agent): listed here;
+ *   192.0.0.192 (Oracle Cloud Classic): in 192.0.0.0/24, listed here;
+ *   fd00:ec2::254 (AWS), fd20:ce::254 (GCP), fd00:c1::a9fe:a9fe
+ *   (Oracle): IPv6, which a guest never sends (nft_build_vm);
+ *   resolvers at a VPC's base + 2 (AWS) and the like: private, below.
+ * The host's own addresses come per VM (nft_vm_spec).
+ */
 static const struct cidr never[] = {
 	{ 0x00000000u, 8 },	/* 0.0.0.0/8, "this network" */
 	{ 0x0a000000u, 8 },	/* 10.0.0.0/8 */
 	{ 0x64400000u, 10 },	/* 100.64.0.0/10, CGNAT */
 	{ 0x7f000000u, 8 },	/* 127.0.0.0/8 */
+	{ 0xa83f8110u, 32 },	/* 168.63.129.16, Azure's host services */
 	{ 0xa9fe0000u, 16 },	/* 169.254.0.0/16, link-local, metadata */
 	{ 0xac100000u, 12 },	/* 172.16.0.0/12 */
+	{ 0xc0000000u, 24 },	/* 192.0.0.0/24, IETF protocol assignments */
 	{ 0xc0a80000u, 16 },	/* 192.168.0.0/16 */
 	{ 0xe0000000u, 4 },	/* 224.0.0.0/4, multicast */
 	{ 0xf0000000u, 4 },	/* 240.0.0.0/4, reserved and broadcast */

@@ -150,6 +150,9 @@ START_TEST(ruleset_vm)
 	ck_assert_ptr_nonnull(strstr(buf, "169.254.0.0/16"));
 	ck_assert_ptr_nonnull(strstr(buf, "198.18.0.0/15"));
 	ck_assert_ptr_nonnull(strstr(buf, "198.51.100.1"));
+	/* Cloud host services outside the private ranges. */
+	ck_assert_ptr_nonnull(strstr(buf, "168.63.129.16/32"));
+	ck_assert_ptr_nonnull(strstr(buf, "192.0.0.0/24"));
 	ck_assert_ptr_nonnull(strstr(buf, "elements = { 203.0.113.53 }"));
 	ck_assert_ptr_nonnull(strstr(buf, "meta nfproto ipv6 drop"));
 	/* Replaced, never flushed: the text deletes only its own tables. */
