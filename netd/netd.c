@@ -295,6 +295,8 @@ vm_rules_apply(unsigned slot, char *err, size_t errlen)
 	vs.nhostaddrs = nh;
 	vs.dns = netd->dns;
 	vs.ndns = netd->ndns;
+	vs.ct_max = netd->ct_max;
+	vs.ct_rate = netd->ct_rate;
 	if ((text = malloc(RULESET_MAX)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
@@ -659,6 +661,9 @@ netd_configure(struct netd *n, const struct mcpvm_conf *conf)
 			    conf->netd.dns.v[i]);
 		n->dns[n->ndns++] = c.addr;
 	}
+	/* Ranges checked by conf.c: 16 to 2^20 entries, 1 to 10^5 a second. */
+	n->ct_max = (uint32_t)conf->netd.max_conntrack_per_vm;
+	n->ct_rate = (uint32_t)conf->netd.connection_rate_per_vm;
 	n->lc.netns_dir = conf->netd.netns_dir;
 	n->lc.host_base = n->host_range.addr;
 	n->lc.guest_base = n->guest_range.addr;

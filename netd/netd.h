@@ -27,6 +27,7 @@ struct netd {
 	size_t			 nblocked;
 	uint32_t		 dns[NETD_MAX_DNS];
 	size_t			 ndns;
+	uint32_t		 ct_max, ct_rate;	/* per VM */
 	/* Slots whose network this netd made or kept at a sync. */
 	unsigned char		 live[NETD_MAX_SLOTS];
 	size_t			 nlive;

@@ -82,6 +82,23 @@ put_ip(struct out *o, uint32_t a)
 	    a & 0xff);
 }
 
+/*
+ * ct count leaves out TCP connections in TIME_WAIT and CLOSE, which the
+ * kernel keeps for 120 and 10 seconds: a guest that opens and closes
+ * connections would hold rate * 120 entries besides its bound.  Its
+ * closed connections go after CLOSED_SECONDS instead, so those are at
+ * most rate * CLOSED_SECONDS.
+ */
+#define CLOSED_SECONDS	10
+
+static void
+put_closed_timeout(struct out *o)
+{
+	put(o, "\tct timeout closed_tcp {\n\t\tprotocol tcp\n\t\tl3proto ip\n"
+	    "\t\tpolicy = { time_wait: %u, close: %u }\n\t}\n",
+	    CLOSED_SECONDS, CLOSED_SECONDS);
+}
+
 static void
 put_cidr(struct out *o, const struct cidr *c)
 {
@@ -230,7 +247,8 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 
 	if (len == 0 || n >= NETD_MAX_SLOTS || !base_ok(s->host_base) ||
 	    !base_ok(s->guest_base) || s->nblocked > NETD_MAX_CIDRS ||
-	    s->nhostaddrs > NETD_MAX_HOSTADDRS || s->ndns > NETD_MAX_DNS)
+	    s->nhostaddrs > NETD_MAX_HOSTADDRS || s->ndns > NETD_MAX_DNS ||
+	    s->ct_max == 0 || s->ct_rate == 0)
 		return -1;
 	for (size_t i = 0; i < s->nblocked; i++)
 		if (s->blocked[i].len > 32 ||
@@ -295,6 +313,9 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 		put(&o, " }\n");
 	}
 	put(&o, "\t}\n");
+	put_closed_timeout(&o);
+	put(&o, "\tcounter over_rate {\n\t}\n");
+	put(&o, "\tcounter over_count {\n\t}\n");
 
 	/* Out: new connections from the guest's address to the public
 	 * Internet (and its resolvers); in: only replies. */
@@ -306,6 +327,19 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put(&o, "\t\tiifname \"%s\" ip saddr != ", tap);
 	put_ip(&o, guest);
 	put(&o, " drop\n");
+	/*
+	 * The guest's share of connection tracking, before anything it
+	 * may open (its resolvers too): a new flow over the rate, or
+	 * beyond the entries it may hold, is dropped unconfirmed, so it
+	 * never takes an entry here or on the host.
+	 */
+	put(&o, "\t\tiifname \"%s\" ct state new limit rate over "
+	    "%u/second burst %u packets counter name over_rate drop\n", tap,
+	    s->ct_rate, s->ct_rate);
+	put(&o, "\t\tiifname \"%s\" ct state new ct count over %u "
+	    "counter name over_count drop\n", tap, s->ct_max);
+	put(&o, "\t\tiifname \"%s\" ct state new ct timeout set "
+	    "\"closed_tcp\"\n", tap);
 	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ip daddr @dns "
 	    "meta l4proto { tcp, udp } th dport 53 accept\n", tap, nsif);
 	put(&o, "\t\tiifname \"%s\" ip daddr @blocked drop\n", tap);
@@ -356,9 +390,13 @@ nft_build_host(const struct nft_host_spec *s, char *buf, size_t len)
 	 * rather than running unmanaged.
 	 */
 	put(&o, "table ip " NETD_HOST_TABLE " {\n\tflags owner\n");
+	put_closed_timeout(&o);
 	put(&o, "\tchain forward {\n");
 	put(&o, "\t\ttype filter hook forward priority filter; "
 	    "policy accept;\n");
+	/* The host's entries of a guest's flows age as its netns's do. */
+	put(&o, "\t\tiifname \"mcpvm-*\" ct state new ct timeout set "
+	    "\"closed_tcp\"\n");
 	put(&o, "\t\tiifname \"mcpvm-*\" oifname != \"%s\" drop\n",
 	    s->uplink);
 	put(&o, "\t\toifname \"mcpvm-*\" iifname != \"%s\" drop\n",

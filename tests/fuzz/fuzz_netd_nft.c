@@ -84,6 +84,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vs.nhostaddrs = 1;
 	vs.dns = dns;
 	vs.ndns = nd;
+	vs.ct_max = 16u + (uint32_t)(data[1] >> 1) * 8209u;
+	vs.ct_rate = 1u + (uint32_t)(data[0] ^ data[1]) * 391u;
 	n = nft_build_vm(&vs, buf, sizeof(buf));
 	if (vs.slot < NETD_MAX_SLOTS && n < 0)
 		abort();	/* everything fits in 64 KiB */

@@ -76,7 +76,7 @@ class NetConn(ipc.Conn):
 class World:
     """The namespaces, servers and one netd, built once for the class."""
 
-    def __init__(self, max_vms=MAX_VMS):
+    def __init__(self, max_vms=MAX_VMS, conntrack=None, conn_rate=None):
         self.procs = []
         self.dir = tempfile.mkdtemp(prefix="netd-it.")
         os.chmod(self.dir, 0o755)
@@ -93,6 +93,11 @@ class World:
                     "[netd]\nuplink = up0\ndns = 203.0.113.53\n"
                     "blocked_cidrs = 198.18.5.0/24\nnetns_dir = %s\n"
                     % (self.run, self.dir, max_vms, self.netns_dir))
+            # Unset, netd's defaults hold.
+            if conntrack is not None:
+                f.write("max_conntrack_per_vm = %d\n" % conntrack)
+            if conn_rate is not None:
+                f.write("connection_rate_per_vm = %d\n" % conn_rate)
         self.netd = None
         self.guests = {}
 
@@ -251,6 +256,12 @@ def host_ruleset():
 
 def h_ruleset():
     return sh("nft", "list", "ruleset", ns=NS_H).stdout
+
+
+def conntrack_from(ns, src):
+    """The conntrack entries of ns whose original source is src."""
+    out = sh("cat", "/proc/net/nf_conntrack", ns=ns).stdout
+    return sum(1 for ln in out.splitlines() if " src=%s " % src in ln)
 
 
 def mcpvm_links(ns):

@@ -122,17 +122,23 @@ START_TEST(cidrs)
 END_TEST
 
 static int
-build(unsigned slot, char *buf, size_t len)
+build_with(unsigned slot, uint32_t ct_max, char *buf, size_t len)
 {
 	static const struct cidr blocked[] = { { 0xc6120000u, 15 },
 	    { 0x0a000000u, 8 } };
 	static const uint32_t hosts[] = { 0xc6336401u, 0xc0a84d01u };
 	static const uint32_t dns[] = { 0xcb007135u };
 	struct nft_vm_spec vs = { slot, 0x0ae70000u, 0x0ae80000u, { 0 },
-	    blocked, 2, hosts, 2, dns, 1 };
+	    blocked, 2, hosts, 2, dns, 1, ct_max, 25 };
 
 	netd_guest_mac(slot, vs.mac);
 	return nft_build_vm(&vs, buf, len);
+}
+
+static int
+build(unsigned slot, char *buf, size_t len)
+{
+	return build_with(slot, 64, buf, len);
 }
 
 START_TEST(ruleset_vm)
@@ -154,6 +160,18 @@ START_TEST(ruleset_vm)
 	ck_assert_ptr_nonnull(strstr(buf, "168.63.129.16/32"));
 	ck_assert_ptr_nonnull(strstr(buf, "192.0.0.0/24"));
 	ck_assert_ptr_nonnull(strstr(buf, "elements = { 203.0.113.53 }"));
+	/* The guest's connection limits, before even its resolvers. */
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ct state new "
+	    "limit rate over 25/second burst 25 packets counter name over_rate "
+	    "drop\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ct state new "
+	    "ct count over 64 counter name over_count drop\n"));
+	ck_assert(strstr(buf, "ct count over") < strstr(buf, "@dns"));
+	/* Closed connections, which ct count leaves out, go soon. */
+	ck_assert_ptr_nonnull(strstr(buf, "policy = { time_wait: 10, "
+	    "close: 10 }"));
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ct state new "
+	    "ct timeout set \"closed_tcp\"\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "meta nfproto ipv6 drop"));
 	/* Replaced, never flushed: the text deletes only its own tables. */
 	ck_assert_ptr_null(strstr(buf, "flush"));
@@ -162,6 +180,8 @@ START_TEST(ruleset_vm)
 	ck_assert_int_eq(build(NETD_MAX_SLOTS, buf, sizeof(buf)), -1);
 	ck_assert_int_gt(build(255, buf, sizeof(buf)), 0);
 	ck_assert_ptr_nonnull(strstr(buf, "02:6d:76:00:00:ff"));
+	/* Without a bound there is no ruleset. */
+	ck_assert_int_eq(build_with(7, 0, buf, sizeof(buf)), -1);
 }
 END_TEST
 
@@ -174,6 +194,8 @@ START_TEST(ruleset_host)
 	ck_assert_ptr_nonnull(strstr(buf, "flags owner"));
 	ck_assert_ptr_nonnull(strstr(buf, "oifname \"up0\" ip saddr "
 	    "10.232.0.0/16 masquerade"));
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-*\" ct state new "
+	    "ct timeout set \"closed_tcp\"\n"));
 	hs.uplink = "up0\" accept";
 	ck_assert_int_eq(nft_build_host(&hs, buf, sizeof(buf)), -1);
 	hs.uplink = "up0";
