@@ -269,6 +269,31 @@ host_table_remove(void)
 	netd->host_table = 0;
 }
 
+/* Room for the "add element" of every host address netd lists. */
+#define HOSTADDRS_TEXT_MAX	(128 + NETD_MAX_HOSTADDRS * 17)
+
+/* One transaction in the slot's netns. */
+static int
+ns_apply(unsigned slot, const char *text, char *err, size_t errlen)
+{
+	struct nft_ctx *ctx;
+	int rc = -1;
+
+	if (link_enter(&netd->lc, slot) == -1) {
+		snprintf(err, errlen, "netns: %s", strerror(errno));
+		return -1;
+	}
+	/* Created in the netns, so its socket talks to the netns. */
+	if ((ctx = nft_open()) == NULL)
+		snprintf(err, errlen, "libnftables: cannot make a context");
+	else {
+		rc = nft_apply(ctx, text, err, errlen);
+		nft_close(ctx);
+	}
+	link_leave(&netd->lc);
+	return rc;
+}
+
 /* The VM's ruleset, applied inside its netns. */
 static int
 vm_rules_apply(unsigned slot, char *err, size_t errlen)
@@ -276,9 +301,8 @@ vm_rules_apply(unsigned slot, char *err, size_t errlen)
 	struct nft_vm_spec vs;
 	uint32_t hostaddrs[NETD_MAX_HOSTADDRS];
 	size_t nh;
-	struct nft_ctx *ctx;
 	char *text;
-	int rc = -1;
+	int rc;
 
 	if (link_host_addrs(hostaddrs, NETD_MAX_HOSTADDRS, &nh) == -1) {
 		snprintf(err, errlen, "listing the host's addresses failed");
@@ -306,21 +330,64 @@ vm_rules_apply(unsigned slot, char *err, size_t errlen)
 		free(text);
 		return -1;
 	}
-	if (link_enter(&netd->lc, slot) == -1) {
-		snprintf(err, errlen, "netns: %s", strerror(errno));
-		free(text);
-		return -1;
-	}
-	/* Created in the netns, so its socket talks to the netns. */
-	if ((ctx = nft_open()) == NULL)
-		snprintf(err, errlen, "libnftables: cannot make a context");
-	else {
-		rc = nft_apply(ctx, text, err, errlen);
-		nft_close(ctx);
-	}
-	link_leave(&netd->lc);
+	rc = ns_apply(slot, text, err, errlen);
 	free(text);
 	return rc;
+}
+
+/* The slot's set of host addresses, replaced in its netns. */
+static int
+hostaddrs_apply(unsigned slot, const uint32_t *a, size_t n, char *err,
+    size_t errlen)
+{
+	char text[HOSTADDRS_TEXT_MAX];
+
+	if (nft_build_hostaddrs(slot, a, n, text, sizeof(text)) < 0) {
+		snprintf(err, errlen, "host addresses: bad inputs");
+		return -1;
+	}
+	return ns_apply(slot, text, err, errlen);
+}
+
+/*
+ * When the host's addresses differ from what the slots' sets hold, every
+ * slot in slots gets them: an address the host gains is out of the
+ * guests' reach as soon as netd hears of it.
+ */
+static void
+hostaddrs_refresh(const unsigned char slots[NETD_MAX_SLOTS])
+{
+	uint32_t a[NETD_MAX_HOSTADDRS];
+	size_t n, nslots = 0;
+	char err[512];
+
+	if (link_host_addrs(a, NETD_MAX_HOSTADDRS, &n) == -1) {
+		log_warnx("listing the host's addresses failed; the VMs keep "
+		    "the ones they have");
+		return;
+	}
+	if (n == netd->nhostaddrs && memcmp(a, netd->hostaddrs,
+	    n * sizeof(a[0])) == 0)
+		return;
+	memcpy(netd->hostaddrs, a, n * sizeof(a[0]));
+	netd->nhostaddrs = n;
+	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
+		if (!slots[s])
+			continue;
+		if (hostaddrs_apply(s, a, n, err, sizeof(err)) == -1)
+			log_warnx("slot %u: host addresses: %s", s, err);
+		else
+			nslots++;
+	}
+	log_info("the host has %zu address%s: %zu network%s updated", n,
+	    n == 1 ? "" : "es", nslots, nslots == 1 ? "" : "s");
+}
+
+static void
+on_addr_event(int fd, short ev, void *arg)
+{
+	if (link_addr_events(netd->addr_sk))
+		hostaddrs_refresh(netd->live);
 }
 
 static void
@@ -679,6 +746,8 @@ main(int argc, char **argv)
 	struct event *sig[2];
 	unsigned char have[NETD_MAX_SLOTS];
 	size_t nhave = 0;
+	char err[256];
+	int fd;
 
 	daemon_start("netd", argc, argv, &args, &conf);
 	netd = &n;
@@ -705,6 +774,12 @@ main(int argc, char **argv)
 		fatalx("libnftables: cannot make a context");
 	if ((n.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
+	/* Subscribed before the first listing, so no change goes unheard. */
+	if ((n.addr_sk = link_addr_watch(&fd, err, sizeof(err))) == NULL)
+		fatalx("watching the host's addresses: %s", err);
+	if ((n.addr_ev = event_new(n.base, fd, EV_READ | EV_PERSIST,
+	    on_addr_event, NULL)) == NULL || event_add(n.addr_ev, NULL) == -1)
+		fatalx("event_new failed");
 	srv = netd_listen(conf.netd.socket);
 	sd_notify_init();
 
@@ -718,10 +793,14 @@ main(int argc, char **argv)
 
 	/* A netd killed with -9 may have left accept rules behind. */
 	fwd_rules_purge();
-	/* Orphans go at vmmd's first sync: only vmmd knows which VMs live. */
-	if (link_list(&n.lc, have) == 0)
+	/* Orphans go at vmmd's first sync: only vmmd knows which VMs live.
+	 * The networks a netd before this one left get the host's
+	 * addresses as they are now. */
+	if (link_list(&n.lc, have) == 0) {
 		for (unsigned s = 0; s < NETD_MAX_SLOTS; s++)
 			nhave += have[s];
+		hostaddrs_refresh(have);
+	}
 	log_info("ready: %s (uid %u only), uplink %s, %zu existing network%s "
 	    "await vmmd's sync", conf.netd.socket, (unsigned)n.vmmd_uid,
 	    n.uplink[0] != '\0' ? n.uplink : "(none)", nhave,
@@ -738,6 +817,8 @@ main(int argc, char **argv)
 	ipc_server_free(srv);
 	event_free(sig[0]);
 	event_free(sig[1]);
+	event_free(n.addr_ev);
+	link_addr_unwatch(n.addr_sk);
 	/* Closing the context's socket removes mcpvm_host (owner flag). */
 	nft_close(n.host_nft);
 	event_base_free(n.base);

@@ -27,7 +27,7 @@
  *   fd00:ec2::254 (AWS), fd20:ce::254 (GCP), fd00:c1::a9fe:a9fe
  *   (Oracle): IPv6, which a guest never sends (nft_build_vm);
  *   resolvers at a VPC's base + 2 (AWS) and the like: private, below.
- * The host's own addresses come per VM (nft_vm_spec).
+ * The host's own addresses are a set of their own (hostaddrs).
  */
 static const struct cidr never[] = {
 	{ 0x00000000u, 8 },	/* 0.0.0.0/8, "this network" */
@@ -82,6 +82,8 @@ put_ip(struct out *o, uint32_t a)
 	    a & 0xff);
 }
 
+static void put_hostaddrs(struct out *, unsigned, const uint32_t *, size_t);
+
 /*
  * ct count leaves out TCP connections in TIME_WAIT and CLOSE, which the
  * kernel keeps for 120 and 10 seconds: a guest that opens and closes
@@ -97,6 +99,20 @@ put_closed_timeout(struct out *o)
 	put(o, "\tct timeout closed_tcp {\n\t\tprotocol tcp\n\t\tl3proto ip\n"
 	    "\t\tpolicy = { time_wait: %u, close: %u }\n\t}\n",
 	    CLOSED_SECONDS, CLOSED_SECONDS);
+}
+
+/* A set's elements line, or nothing for an empty set. */
+static void
+put_elements(struct out *o, const uint32_t *a, size_t n)
+{
+	if (n == 0)
+		return;
+	put(o, "\t\telements = { ");
+	for (size_t i = 0; i < n; i++) {
+		put(o, i == 0 ? "" : ", ");
+		put_ip(o, a[i]);
+	}
+	put(o, " }\n");
 }
 
 static void
@@ -298,24 +314,16 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 		put(&o, ", ");
 		put_cidr(&o, &s->blocked[i]);
 	}
-	for (size_t i = 0; i < s->nhostaddrs; i++) {
-		put(&o, ", ");
-		put_ip(&o, s->hostaddrs[i]);
-	}
 	put(&o, " }\n\t}\n");
-	put(&o, "\tset dns {\n\t\ttype ipv4_addr\n");
-	if (s->ndns > 0) {
-		put(&o, "\t\telements = { ");
-		for (size_t i = 0; i < s->ndns; i++) {
-			put(&o, i == 0 ? "" : ", ");
-			put_ip(&o, s->dns[i]);
-		}
-		put(&o, " }\n");
-	}
-	put(&o, "\t}\n");
+	/* Its own set, kept current as the host's addresses change, and
+	 * filled after the table. */
+	put(&o, "\tset hostaddrs {\n\t\ttype ipv4_addr\n\t}\n");
 	put_closed_timeout(&o);
 	put(&o, "\tcounter over_rate {\n\t}\n");
 	put(&o, "\tcounter over_count {\n\t}\n");
+	put(&o, "\tset dns {\n\t\ttype ipv4_addr\n");
+	put_elements(&o, s->dns, s->ndns);
+	put(&o, "\t}\n");
 
 	/* Out: new connections from the guest's address to the public
 	 * Internet (and its resolvers); in: only replies. */
@@ -343,6 +351,7 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ip daddr @dns "
 	    "meta l4proto { tcp, udp } th dport 53 accept\n", tap, nsif);
 	put(&o, "\t\tiifname \"%s\" ip daddr @blocked drop\n", tap);
+	put(&o, "\t\tiifname \"%s\" ip daddr @hostaddrs drop\n", tap);
 	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ct state "
 	    "{ new, established, related } accept\n", tap, nsif);
 	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ct state "
@@ -358,6 +367,35 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	    "policy accept;\n");
 	put(&o, "\t\tmeta nfproto ipv6 drop\n");
 	put(&o, "\t}\n}\n");
+	put_hostaddrs(&o, n, s->hostaddrs, s->nhostaddrs);
+	return finish(&o);
+}
+
+/* "add element" lines for the slot's set of host addresses. */
+static void
+put_hostaddrs(struct out *o, unsigned slot, const uint32_t *a, size_t n)
+{
+	if (n == 0)
+		return;
+	put(o, "add element inet " NETD_TABLE_FMT " hostaddrs { ", slot);
+	for (size_t i = 0; i < n; i++) {
+		put(o, i == 0 ? "" : ", ");
+		put_ip(o, a[i]);
+	}
+	put(o, " }\n");
+}
+
+int
+nft_build_hostaddrs(unsigned slot, const uint32_t *addrs, size_t n,
+    char *buf, size_t len)
+{
+	struct out o = { buf, len, 0, 0 };
+
+	if (len == 0 || slot >= NETD_MAX_SLOTS || n > NETD_MAX_HOSTADDRS)
+		return -1;
+	/* One transaction: the set is never seen empty. */
+	put(&o, "flush set inet " NETD_TABLE_FMT " hostaddrs\n", slot);
+	put_hostaddrs(&o, slot, addrs, n);
 	return finish(&o);
 }
 

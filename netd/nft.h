@@ -74,6 +74,12 @@ void	netd_gateway_mac(unsigned slot, uint8_t mac[6]);
  * of range or buf is too small.
  */
 int	nft_build_vm(const struct nft_vm_spec *, char *buf, size_t len);
+/*
+ * Replaces the elements of the VM's set of host addresses (the table must
+ * exist), so that the rest of its ruleset and its counts stay as they are.
+ */
+int	nft_build_hostaddrs(unsigned slot, const uint32_t *addrs, size_t n,
+	    char *buf, size_t len);
 /* The host's shared table (forward limits, masquerade on the uplink). */
 int	nft_build_host(const struct nft_host_spec *, char *buf, size_t len);
 /* Deleting one VM's tables, or the host's. */

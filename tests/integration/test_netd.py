@@ -456,7 +456,8 @@ class NetdTest(unittest.TestCase):
         for want in ("table netdev mcpvm_3", "table inet mcpvm_3",
                      "hook forward priority filter; policy drop;",
                      "ct count over %d" % CT_MAX,
-                     "limit rate over %d/second" % CT_RATE):
+                     "limit rate over %d/second" % CT_RATE,
+                     "ip daddr @hostaddrs drop"):
             self.assertIn(want, rules)
         self.world.start_netd()
         self.c.close()
@@ -537,6 +538,53 @@ class NetdTest(unittest.TestCase):
                                            if not r["ok"]])
         self.assertFalse(own["ok"], own)
         self.teardown_slot(5)
+
+    def test_14_host_addresses_kept_current(self):
+        """An address the host gains is in each VM's hostaddrs set while
+        netd runs, stays blocked while netd is down, and one gained while
+        netd was down is blocked when netd starts, before vmmd's sync."""
+        g = self.guest(3)
+        vmns = os.path.join(self.world.netns_dir, "mcpvm-3")
+        new, later = "203.0.113.77", "203.0.113.78"
+
+        def in_set(addr):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                out = sh("nft", "list", "set", "inet", "mcpvm_3",
+                         "hostaddrs", ns=vmns).stdout
+                if addr in out:
+                    return True
+                time.sleep(0.05)
+            return False
+
+        sh("ip", "addr", "add", new + "/32", "dev", "lo", ns=NS_H)
+        try:
+            self.assertTrue(in_set(new), self.world.log()[-2000:])
+            self.assertReach(NS_H, "tcp", new, 8081)
+            self.assertNoReach(g, "tcp", new, 8081)
+            self.assertEqual(self.world.stop_netd(), 0)
+            # netd's host table is gone: the VM's netns alone drops it.
+            self.assertNotIn("mcpvm_host", h_ruleset())
+            self.assertNoReach(g, "tcp", new, 8081)
+            sh("ip", "addr", "add", later + "/32", "dev", "lo", ns=NS_H)
+            # Control: what the set is for.  An address it does not
+            # hold yet is reachable while nothing else drops it.
+            self.assertReach(g, "tcp", later, 8081)
+            mark = len(self.world.log())
+            self.world.start_netd()
+            self.assertTrue(in_set(later), self.world.log()[mark:])
+            self.assertNoReach(g, "tcp", later, 8081)
+            self.c.close()
+            self.__class__.c = self.world.conn()
+            t, b = self.c.call(NET_SYNC, {"slots": [3, 7]})
+            self.assertEqual(t, NET_SYNC_RESULT, b)
+            self.assertEqual(sorted(b["kept"]), [3, 7])
+            self.assertNoReach(g, "tcp", later, 8081)
+            self.assertReach(g, "tcp", "203.0.113.10", 80)
+        finally:
+            for a in (new, later):
+                sh("ip", "addr", "del", a + "/32", "dev", "lo", ns=NS_H,
+                   check=False)
 
     def test_99_teardown_leaves_nothing(self):
         for s in (3, 7):

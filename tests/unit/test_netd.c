@@ -122,14 +122,15 @@ START_TEST(cidrs)
 END_TEST
 
 static int
-build_with(unsigned slot, uint32_t ct_max, char *buf, size_t len)
+build_with(unsigned slot, size_t nhosts, uint32_t ct_max, char *buf,
+    size_t len)
 {
 	static const struct cidr blocked[] = { { 0xc6120000u, 15 },
 	    { 0x0a000000u, 8 } };
 	static const uint32_t hosts[] = { 0xc6336401u, 0xc0a84d01u };
 	static const uint32_t dns[] = { 0xcb007135u };
 	struct nft_vm_spec vs = { slot, 0x0ae70000u, 0x0ae80000u, { 0 },
-	    blocked, 2, hosts, 2, dns, 1, ct_max, 25 };
+	    blocked, 2, hosts, nhosts, dns, 1, ct_max, 25 };
 
 	netd_guest_mac(slot, vs.mac);
 	return nft_build_vm(&vs, buf, len);
@@ -138,7 +139,7 @@ build_with(unsigned slot, uint32_t ct_max, char *buf, size_t len)
 static int
 build(unsigned slot, char *buf, size_t len)
 {
-	return build_with(slot, 64, buf, len);
+	return build_with(slot, 2, 64, buf, len);
 }
 
 START_TEST(ruleset_vm)
@@ -155,10 +156,15 @@ START_TEST(ruleset_vm)
 	ck_assert_ptr_nonnull(strstr(buf, "100.64.0.0/10"));
 	ck_assert_ptr_nonnull(strstr(buf, "169.254.0.0/16"));
 	ck_assert_ptr_nonnull(strstr(buf, "198.18.0.0/15"));
-	ck_assert_ptr_nonnull(strstr(buf, "198.51.100.1"));
 	/* Cloud host services outside the private ranges. */
 	ck_assert_ptr_nonnull(strstr(buf, "168.63.129.16/32"));
 	ck_assert_ptr_nonnull(strstr(buf, "192.0.0.0/24"));
+	/* The host's addresses: their own set, filled after the table. */
+	ck_assert_ptr_nonnull(strstr(buf, "\tset hostaddrs {\n\t\ttype "
+	    "ipv4_addr\n\t}\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "add element inet mcpvm_7 hostaddrs "
+	    "{ 198.51.100.1, 192.168.77.1 }\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "ip daddr @hostaddrs drop"));
 	ck_assert_ptr_nonnull(strstr(buf, "elements = { 203.0.113.53 }"));
 	/* The guest's connection limits, before even its resolvers. */
 	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ct state new "
@@ -181,7 +187,28 @@ START_TEST(ruleset_vm)
 	ck_assert_int_gt(build(255, buf, sizeof(buf)), 0);
 	ck_assert_ptr_nonnull(strstr(buf, "02:6d:76:00:00:ff"));
 	/* Without a bound there is no ruleset. */
-	ck_assert_int_eq(build_with(7, 0, buf, sizeof(buf)), -1);
+	ck_assert_int_eq(build_with(7, 2, 0, buf, sizeof(buf)), -1);
+}
+END_TEST
+
+START_TEST(ruleset_hostaddrs)
+{
+	static const uint32_t hosts[] = { 0xc6336401u, 0x0a000001u };
+	char buf[4096];
+
+	ck_assert_int_gt(nft_build_hostaddrs(3, hosts, 2, buf, sizeof(buf)),
+	    0);
+	ck_assert_str_eq(buf, "flush set inet mcpvm_3 hostaddrs\n"
+	    "add element inet mcpvm_3 hostaddrs { 198.51.100.1, 10.0.0.1 }\n");
+	/* No address left: the set is emptied. */
+	ck_assert_int_gt(nft_build_hostaddrs(3, hosts, 0, buf, sizeof(buf)),
+	    0);
+	ck_assert_str_eq(buf, "flush set inet mcpvm_3 hostaddrs\n");
+	ck_assert_int_eq(nft_build_hostaddrs(NETD_MAX_SLOTS, hosts, 2, buf,
+	    sizeof(buf)), -1);
+	ck_assert_int_eq(nft_build_hostaddrs(3, hosts, NETD_MAX_HOSTADDRS + 1,
+	    buf, sizeof(buf)), -1);
+	ck_assert_int_eq(nft_build_hostaddrs(3, hosts, 2, buf, 40), -1);
 }
 END_TEST
 
@@ -208,9 +235,10 @@ END_TEST
  * network namespace of the test's own. */
 START_TEST(ruleset_nft_accepts)
 {
+	static const uint32_t hosts[] = { 0xcb007107u };
 	struct nft_host_spec hs = { "up0", 0x0ae70000u, 0x0ae80000u };
 	struct nft_ctx *ctx;
-	char buf[16384], err[2048];
+	char buf[16384], err[2048], *out;
 
 	if (geteuid() != 0 || unshare(CLONE_NEWNET) == -1)
 		return;		/* needs root; the rest ran */
@@ -220,6 +248,14 @@ START_TEST(ruleset_nft_accepts)
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
 	/* Applying again replaces it atomically. */
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	/* The host's addresses change in place. */
+	ck_assert_int_gt(nft_build_hostaddrs(7, hosts, 1, buf, sizeof(buf)),
+	    0);
+	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	out = nft_list(ctx, "list set inet mcpvm_7 hostaddrs");
+	ck_assert_ptr_nonnull(out);
+	ck_assert_ptr_nonnull(strstr(out, "elements = { 203.0.113.7 }"));
+	free(out);
 	ck_assert_int_gt(nft_build_host(&hs, buf, sizeof(buf)), 0);
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_int_gt(nft_build_vm_delete(7, buf, sizeof(buf)), 0);
@@ -242,6 +278,7 @@ netd_suite(void)
 	tcase_add_test(tc, request_refusals);
 	tcase_add_test(tc, cidrs);
 	tcase_add_test(tc, ruleset_vm);
+	tcase_add_test(tc, ruleset_hostaddrs);
 	tcase_add_test(tc, ruleset_host);
 	tcase_add_test(tc, ruleset_nft_accepts);
 	suite_add_tcase(s, tc);
