@@ -272,13 +272,20 @@ host_table_remove(void)
 /* Room for the "add element" of every host address netd lists. */
 #define HOSTADDRS_TEXT_MAX	(128 + NETD_MAX_HOSTADDRS * 17)
 
-/* One transaction in the slot's netns. */
+/*
+ * One transaction in the slot's netns.  With tag, when the netns already
+ * has the slot's ruleset of that tag, alt goes in instead of text and
+ * *same is 1.
+ */
 static int
-ns_apply(unsigned slot, const char *text, char *err, size_t errlen)
+ns_apply(unsigned slot, const char *text, const char *tag, const char *alt,
+    int *same, char *err, size_t errlen)
 {
 	struct nft_ctx *ctx;
 	int rc = -1;
 
+	if (same != NULL)
+		*same = 0;
 	if (link_enter(&netd->lc, slot) == -1) {
 		snprintf(err, errlen, "netns: %s", strerror(errno));
 		return -1;
@@ -287,6 +294,10 @@ ns_apply(unsigned slot, const char *text, char *err, size_t errlen)
 	if ((ctx = nft_open()) == NULL)
 		snprintf(err, errlen, "libnftables: cannot make a context");
 	else {
+		if (tag != NULL && nft_vm_has(ctx, slot, tag)) {
+			text = alt;
+			*same = 1;
+		}
 		rc = nft_apply(ctx, text, err, errlen);
 		nft_close(ctx);
 	}
@@ -294,15 +305,21 @@ ns_apply(unsigned slot, const char *text, char *err, size_t errlen)
 	return rc;
 }
 
-/* The VM's ruleset, applied inside its netns. */
+/*
+ * The VM's ruleset, applied inside its netns.  With keep, a ruleset
+ * already there with the same tag stays, and with it the counts of its
+ * connection limits (only its host addresses are brought up to date);
+ * *replaced says which happened.
+ */
 static int
-vm_rules_apply(unsigned slot, char *err, size_t errlen)
+vm_rules_apply(unsigned slot, int keep, int *replaced, char *err,
+    size_t errlen)
 {
 	struct nft_vm_spec vs;
 	uint32_t hostaddrs[NETD_MAX_HOSTADDRS];
 	size_t nh;
-	char *text;
-	int rc;
+	char *text, tag[64], alt[HOSTADDRS_TEXT_MAX];
+	int rc, same;
 
 	if (link_host_addrs(hostaddrs, NETD_MAX_HOSTADDRS, &nh) == -1) {
 		snprintf(err, errlen, "listing the host's addresses failed");
@@ -325,12 +342,15 @@ vm_rules_apply(unsigned slot, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (nft_build_vm(&vs, text, RULESET_MAX) < 0) {
+	if (nft_build_vm(&vs, text, RULESET_MAX) < 0 ||
+	    nft_vm_tag(text, tag, sizeof(tag)) == -1 ||
+	    nft_build_hostaddrs(slot, hostaddrs, nh, alt, sizeof(alt)) < 0) {
 		snprintf(err, errlen, "ruleset: bad inputs");
 		free(text);
 		return -1;
 	}
-	rc = ns_apply(slot, text, err, errlen);
+	rc = ns_apply(slot, text, keep ? tag : NULL, alt, &same, err, errlen);
+	*replaced = !same;
 	free(text);
 	return rc;
 }
@@ -346,7 +366,7 @@ hostaddrs_apply(unsigned slot, const uint32_t *a, size_t n, char *err,
 		snprintf(err, errlen, "host addresses: bad inputs");
 		return -1;
 	}
-	return ns_apply(slot, text, err, errlen);
+	return ns_apply(slot, text, NULL, NULL, NULL, err, errlen);
 }
 
 /*
@@ -450,7 +470,7 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot)
 	char err[1024], why[128], macs[24];
 	const char *u;
 	uint32_t gnet = netd->guest_range.addr | slot << 8;
-	int tap;
+	int tap, replaced;
 
 	if ((u = unavailable(why, sizeof(why))) != NULL) {
 		ipc_reply_error(c, id, "unavailable", "%s", u);
@@ -475,7 +495,7 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot)
 		    "failed (see netd's log)", slot);
 		return;
 	}
-	if (vm_rules_apply(slot, err, sizeof(err)) == -1) {
+	if (vm_rules_apply(slot, 0, &replaced, err, sizeof(err)) == -1) {
 		log_warnx("slot %u: ruleset: %s", slot, err);
 		close(tap);
 		slot_teardown(slot, err, sizeof(err));
@@ -536,6 +556,7 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 	unsigned char have[NETD_MAX_SLOTS];
 	struct json_object *o, *kept, *removed, *missing;
 	char err[1024];
+	int replaced;
 
 	if (link_list(&netd->lc, have) == -1) {
 		ipc_reply_error(c, id, "internal", "listing netd's objects "
@@ -559,12 +580,16 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 			    json_object_new_int((int)s));
 		else if (req->slots[s]) {
 			if (host_table_ensure(err, sizeof(err)) == -1 ||
-			    vm_rules_apply(s, err, sizeof(err)) == -1) {
+			    vm_rules_apply(s, 1, &replaced, err,
+			    sizeof(err)) == -1) {
 				log_warnx("slot %u: keeping: %s", s, err);
 				json_object_array_add(missing,
 				    json_object_new_int((int)s));
 				continue;
 			}
+			if (replaced)
+				log_info("slot %u: ruleset replaced; its "
+				    "connection counts start again", s);
 			if (!netd->live[s]) {
 				netd->live[s] = 1;
 				netd->nlive++;

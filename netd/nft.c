@@ -12,6 +12,8 @@
 
 #include "nft.h"
 
+#define NFT_TAG_PREFIX	"mcpvm "
+
 /*
  * The destinations no guest reaches, whatever the operator adds.
  *
@@ -83,6 +85,19 @@ put_ip(struct out *o, uint32_t a)
 }
 
 static void put_hostaddrs(struct out *, unsigned, const uint32_t *, size_t);
+
+/* FNV-1a, 64 bits: names a ruleset text, no secret against anyone. */
+static uint64_t
+fnv1a(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
 
 /*
  * ct count leaves out TCP connections in TIME_WAIT and CLOSE, which the
@@ -260,6 +275,7 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	unsigned n = s->slot;
 	uint32_t guest = s->guest_base | n << 8 | 2;
 	char tap[16], nsif[16];
+	size_t tag;
 
 	if (len == 0 || n >= NETD_MAX_SLOTS || !base_ok(s->host_base) ||
 	    !base_ok(s->guest_base) || s->nblocked > NETD_MAX_CIDRS ||
@@ -304,6 +320,10 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put(&o, "\t}\n}\n");
 
 	put(&o, "table inet " NETD_TABLE_FMT " {\n", n);
+	/* What this text makes, so that netd can tell it is in place. */
+	put(&o, "\tcomment \"" NFT_TAG_PREFIX);
+	tag = o.used;
+	put(&o, "%016x\"\n", 0);
 	put(&o, "\tset blocked {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
 	    "\t\tauto-merge\n\t\telements = { ");
 	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
@@ -316,7 +336,7 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	}
 	put(&o, " }\n\t}\n");
 	/* Its own set, kept current as the host's addresses change, and
-	 * filled after the table. */
+	 * filled after the tag: they are not part of what it names. */
 	put(&o, "\tset hostaddrs {\n\t\ttype ipv4_addr\n\t}\n");
 	put_closed_timeout(&o);
 	put(&o, "\tcounter over_rate {\n\t}\n");
@@ -367,6 +387,13 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	    "policy accept;\n");
 	put(&o, "\t\tmeta nfproto ipv6 drop\n");
 	put(&o, "\t}\n}\n");
+	if (!o.full) {
+		char hex[17];
+
+		snprintf(hex, sizeof(hex), "%016llx",
+		    (unsigned long long)fnv1a(o.buf, o.used));
+		memcpy(o.buf + tag, hex, 16);
+	}
 	put_hostaddrs(&o, n, s->hostaddrs, s->nhostaddrs);
 	return finish(&o);
 }
@@ -397,6 +424,23 @@ nft_build_hostaddrs(unsigned slot, const uint32_t *addrs, size_t n,
 	put(&o, "flush set inet " NETD_TABLE_FMT " hostaddrs\n", slot);
 	put_hostaddrs(&o, slot, addrs, n);
 	return finish(&o);
+}
+
+int
+nft_vm_tag(const char *text, char *tag, size_t len)
+{
+	const char *p = strstr(text, "\tcomment \"" NFT_TAG_PREFIX);
+	size_t n;
+
+	if (p == NULL)
+		return -1;
+	p += strlen("\tcomment ");
+	n = strlen(NFT_TAG_PREFIX) + 18;	/* both quotes, 16 digits */
+	if (strlen(p) < n || p[n - 1] != '"' || n >= len)
+		return -1;
+	memcpy(tag, p, n);
+	tag[n] = '\0';
+	return 0;
 }
 
 int
@@ -512,6 +556,27 @@ nft_list(struct nft_ctx *ctx, const char *cmd)
 	}
 	out = nft_ctx_get_output_buffer(ctx);
 	return strdup(out != NULL ? out : "");
+}
+
+int
+nft_vm_has(struct nft_ctx *ctx, unsigned slot, const char *tag)
+{
+	char cmd[64], want[64], *out;
+	int found;
+
+	if (slot >= NETD_MAX_SLOTS)
+		return 0;
+	snprintf(cmd, sizeof(cmd), "list table netdev " NETD_TABLE_FMT, slot);
+	if ((out = nft_list(ctx, cmd)) == NULL)
+		return 0;
+	free(out);
+	snprintf(cmd, sizeof(cmd), "list table inet " NETD_TABLE_FMT, slot);
+	snprintf(want, sizeof(want), "\tcomment %s\n", tag);
+	if ((out = nft_list(ctx, cmd)) == NULL)
+		return 0;
+	found = strstr(out, want) != NULL;
+	free(out);
+	return found;
 }
 
 char *

@@ -75,6 +75,13 @@ void	netd_gateway_mac(unsigned slot, uint8_t mac[6]);
  */
 int	nft_build_vm(const struct nft_vm_spec *, char *buf, size_t len);
 /*
+ * The tag a VM ruleset text gives its inet table, '"mcpvm <16 hex>"'
+ * with its quotes, named after everything in the text but the host's
+ * addresses: a table listed with the same tag holds the same rules.
+ * 0, or -1 when text has none or len is too small.
+ */
+int	nft_vm_tag(const char *text, char *tag, size_t len);
+/*
  * Replaces the elements of the VM's set of host addresses (the table must
  * exist), so that the rest of its ruleset and its counts stay as they are.
  */
@@ -95,6 +102,9 @@ void	nft_close(struct nft_ctx *);
 int	nft_apply(struct nft_ctx *, const char *text, char *err, size_t errlen);
 /* Runs a list command; the output, malloc'd, or NULL. */
 char	*nft_list(struct nft_ctx *, const char *cmd);
+/* 1 when the current netns has both of the slot's tables and the inet
+ * one carries tag (see nft_vm_tag), else 0. */
+int	nft_vm_has(struct nft_ctx *, unsigned slot, const char *tag);
 /* The same with each rule's "# handle N". */
 char	*nft_list_handles(struct nft_ctx *, const char *cmd);
 

@@ -579,6 +579,8 @@ class NetdTest(unittest.TestCase):
             t, b = self.c.call(NET_SYNC, {"slots": [3, 7]})
             self.assertEqual(t, NET_SYNC_RESULT, b)
             self.assertEqual(sorted(b["kept"]), [3, 7])
+            # The same rules stay in place, their counts with them.
+            self.assertNotIn("ruleset replaced", self.world.log()[mark:])
             self.assertNoReach(g, "tcp", later, 8081)
             self.assertReach(g, "tcp", "203.0.113.10", 80)
         finally:

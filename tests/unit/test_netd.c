@@ -191,6 +191,34 @@ START_TEST(ruleset_vm)
 }
 END_TEST
 
+/* The tag names the rules, not the host's addresses. */
+START_TEST(ruleset_tag)
+{
+	char buf[16384], a[64], b[64], c[64];
+
+	ck_assert_int_gt(build_with(7, 2, 64, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(nft_vm_tag(buf, a, sizeof(a)), 0);
+	ck_assert_int_eq(strlen(a), 24);
+	ck_assert_int_eq(strncmp(a, "\"mcpvm ", 7), 0);
+	ck_assert_str_ne(a, "\"mcpvm 0000000000000000\"");
+	ck_assert_int_gt(build_with(7, 0, 64, buf, sizeof(buf)), 0);
+	ck_assert_ptr_null(strstr(buf, "add element"));
+	ck_assert_int_eq(nft_vm_tag(buf, b, sizeof(b)), 0);
+	ck_assert_str_eq(a, b);
+	ck_assert_int_gt(build_with(7, 2, 65, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(nft_vm_tag(buf, c, sizeof(c)), 0);
+	ck_assert_str_ne(a, c);
+	ck_assert_int_gt(build_with(8, 2, 64, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(nft_vm_tag(buf, c, sizeof(c)), 0);
+	ck_assert_str_ne(a, c);
+	ck_assert_int_eq(nft_vm_tag(buf, c, 24), -1);
+	ck_assert_int_eq(nft_vm_tag("table inet mcpvm_7 {\n", c, sizeof(c)),
+	    -1);
+	ck_assert_int_eq(nft_vm_tag("\tcomment \"mcpvm 0123\"\n", c,
+	    sizeof(c)), -1);
+}
+END_TEST
+
 START_TEST(ruleset_hostaddrs)
 {
 	static const uint32_t hosts[] = { 0xc6336401u, 0x0a000001u };
@@ -238,7 +266,7 @@ START_TEST(ruleset_nft_accepts)
 	static const uint32_t hosts[] = { 0xcb007107u };
 	struct nft_host_spec hs = { "up0", 0x0ae70000u, 0x0ae80000u };
 	struct nft_ctx *ctx;
-	char buf[16384], err[2048], *out;
+	char buf[16384], err[2048], tag[64], other[64], *out;
 
 	if (geteuid() != 0 || unshare(CLONE_NEWNET) == -1)
 		return;		/* needs root; the rest ran */
@@ -248,10 +276,17 @@ START_TEST(ruleset_nft_accepts)
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
 	/* Applying again replaces it atomically. */
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
-	/* The host's addresses change in place. */
+	/* The kernel keeps the tag: netd can tell the rules are in place. */
+	ck_assert_int_eq(nft_vm_tag(buf, tag, sizeof(tag)), 0);
+	ck_assert_int_eq(nft_vm_has(ctx, 7, tag), 1);
+	ck_assert_int_eq(nft_vm_has(ctx, 8, tag), 0);
+	ck_assert_int_gt(build_with(7, 2, 65, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(nft_vm_tag(buf, other, sizeof(other)), 0);
+	ck_assert_int_eq(nft_vm_has(ctx, 7, other), 0);
 	ck_assert_int_gt(nft_build_hostaddrs(7, hosts, 1, buf, sizeof(buf)),
 	    0);
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(nft_vm_has(ctx, 7, tag), 1);
 	out = nft_list(ctx, "list set inet mcpvm_7 hostaddrs");
 	ck_assert_ptr_nonnull(out);
 	ck_assert_ptr_nonnull(strstr(out, "elements = { 203.0.113.7 }"));
@@ -278,6 +313,7 @@ netd_suite(void)
 	tcase_add_test(tc, request_refusals);
 	tcase_add_test(tc, cidrs);
 	tcase_add_test(tc, ruleset_vm);
+	tcase_add_test(tc, ruleset_tag);
 	tcase_add_test(tc, ruleset_hostaddrs);
 	tcase_add_test(tc, ruleset_host);
 	tcase_add_test(tc, ruleset_nft_accepts);
