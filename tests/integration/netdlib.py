@@ -123,7 +123,11 @@ class World:
         for cmd in (["ip", "addr", "add", "198.51.100.2/24", "dev", "eth0"],
                     ["ip", "link", "set", "eth0", "up"]):
             sh(*cmd, ns=NS_I)
-        for a in ("203.0.113.10", "203.0.113.53", "198.18.5.2"):
+        # Cloud host services on public-looking addresses sit where a
+        # cloud puts them: behind the uplink, as Azure's 168.63.129.16
+        # and Oracle Classic's 192.0.0.192 do.
+        for a in ("203.0.113.10", "203.0.113.53", "198.18.5.2",
+                  "168.63.129.16", "192.0.0.192"):
             sh("ip", "addr", "add", a + "/32", "dev", "lo", ns=NS_I)
         for cmd in (["ip", "addr", "add", "192.168.77.2/24", "dev", "eth0"],
                     ["ip", "link", "set", "eth0", "up"],
@@ -137,7 +141,8 @@ class World:
            ns=NS_H)
         self.serve(NS_I, "tcp:203.0.113.10:80", "udp:203.0.113.10:7",
                    "sink:203.0.113.10:9", "dns:203.0.113.53",
-                   "tcp:198.18.5.2:80")
+                   "tcp:198.18.5.2:80", "tcp:168.63.129.16:80",
+                   "tcp:192.0.0.192:80")
         self.serve(NS_L, "tcp:10.77.0.2:80", "tcp:192.168.77.2:80",
                    "tcp:100.64.7.2:80", "tcp:169.254.169.254:80",
                    "tcp:172.16.5.2:80")

@@ -8,7 +8,8 @@ The test world is made of throwaway network namespaces:
      its own addresses
   I  the "internet", behind H's uplink up0 (a veth, never the machine's
      real interface): TCP, UDP echo, a UDP sink, DNS answering one name,
-     and a server in a blocked_cidrs range
+     a server in a blocked_cidrs range, and servers on Azure's and Oracle
+     Classic's metadata addresses 168.63.129.16 and 192.0.0.192
   L  a "private LAN" behind H's lan0: servers on 10.x, 172.16.x,
      192.168.x, CGNAT 100.64.x and 169.254.169.254
   G<slot>  a guest: a TAP that a pump joins to the TAP netd returned, as
@@ -226,7 +227,8 @@ class NetdTest(unittest.TestCase):
         g = self.guest(3)
         targets = [("10.77.0.2", 80), ("192.168.77.2", 80),
                    ("172.16.5.2", 80), ("100.64.7.2", 80),
-                   ("169.254.169.254", 80), ("198.18.5.2", 80),
+                   ("169.254.169.254", 80), ("168.63.129.16", 80),
+                   ("192.0.0.192", 80), ("198.18.5.2", 80),
                    (UPLINK_ADDR, 8081), ("192.168.77.1", 8081),
                    ("10.231.3.1", 8081), ("10.232.3.1", 8081),
                    ("127.0.0.1", 8081)]
