@@ -291,6 +291,12 @@ static const struct cfg_key netd_keys[] = {
 	    "IPv4 resolvers guests may query (at most 3); empty: none" },
 	{ "blocked_cidrs", CFG_LIST, NK(blocked_cidrs), 0, "", 0, 0, NULL,
 	    "more IPv4 destinations guests never reach" },
+	{ "max_conntrack_per_vm", CFG_INT, NK(max_conntrack_per_vm), 0,
+	    "2048", 16, 1048576, NULL, "connection-tracking entries one "
+	    "guest may hold; its new flows beyond them are dropped" },
+	{ "connection_rate_per_vm", CFG_INT, NK(connection_rate_per_vm), 0,
+	    "100", 1, 100000, NULL, "new connections one guest may open a "
+	    "second, and at once; more are dropped" },
 };
 
 #define NKEYS(t)	(sizeof(t) / sizeof((t)[0]))

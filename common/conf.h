@@ -134,6 +134,8 @@ struct conf_netd {
 	char		*guest_range;	/* a /16: netns<->guest /30s */
 	struct cfg_list	 dns;		/* resolvers for the guests */
 	struct cfg_list	 blocked_cidrs;	/* destinations no guest reaches */
+	long long	 max_conntrack_per_vm;	/* tracked flows of one VM */
+	long long	 connection_rate_per_vm; /* its new flows a second */
 };
 
 struct mcpvm_conf {

@@ -596,6 +596,14 @@ nl_ipv4(struct nl_addr *a)
 	return ntohl(v);
 }
 
+static int
+addr_cmp(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 int
 link_host_addrs(uint32_t *out, size_t max, size_t *n)
 {
@@ -630,7 +638,62 @@ link_host_addrs(uint32_t *out, size_t max, size_t *n)
 	nl_cache_free(addrs);
 	nl_cache_free(links);
 	nl_socket_free(sk);
+	qsort(out, *n, sizeof(*out), addr_cmp);
 	return 0;
+}
+
+static int
+addr_event(struct nl_msg *msg, void *arg)
+{
+	*(int *)arg = 1;
+	return NL_OK;
+}
+
+struct nl_sock *
+link_addr_watch(int *fd, char *err, size_t errlen)
+{
+	struct nl_sock *sk;
+	int rc;
+
+	if ((sk = nl_open(err, errlen)) == NULL)
+		return NULL;
+	/* Notifications carry no sequence number of ours. */
+	nl_socket_disable_seq_check(sk);
+	if ((rc = nl_socket_add_memberships(sk, RTNLGRP_IPV4_IFADDR,
+	    0)) < 0 || (rc = nl_socket_set_nonblocking(sk)) < 0) {
+		snprintf(err, errlen, "netlink: %s", nl_geterror(rc));
+		nl_socket_free(sk);
+		return NULL;
+	}
+	*fd = nl_socket_get_fd(sk);
+	return sk;
+}
+
+int
+link_addr_events(struct nl_sock *sk)
+{
+	int changed = 0, rc;
+
+	nl_socket_modify_cb(sk, NL_CB_VALID, NL_CB_CUSTOM, addr_event,
+	    &changed);
+	for (;;) {
+		if ((rc = nl_recvmsgs_default(sk)) >= 0)
+			continue;
+		if (rc == -NLE_AGAIN)
+			break;
+		/* ENOBUFS: events were lost, so assume a change. */
+		changed = 1;
+		if (rc != -NLE_NOMEM)
+			break;
+	}
+	return changed;
+}
+
+void
+link_addr_unwatch(struct nl_sock *sk)
+{
+	if (sk != NULL)
+		nl_socket_free(sk);
 }
 
 int

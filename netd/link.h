@@ -12,6 +12,8 @@
 
 #include "nft.h"
 
+struct nl_sock;
+
 struct link_cfg {
 	const char	*netns_dir;	/* where netns mcpvm-<slot> is bound */
 	int		 host_ns;	/* netd's own netns, to come back to */
@@ -40,8 +42,18 @@ int	link_list(const struct link_cfg *, unsigned char have[NETD_MAX_SLOTS]);
 int	link_enter(const struct link_cfg *, unsigned slot);
 int	link_leave(const struct link_cfg *);
 
-/* The host's IPv4 addresses (all interfaces, not netd's). */
+/* The host's IPv4 addresses (all interfaces, not netd's), sorted. */
 int	link_host_addrs(uint32_t *out, size_t max, size_t *n);
+/*
+ * A socket that hears the IPv4 address changes of the current netns
+ * (rtnetlink's RTNLGRP_IPV4_IFADDR), non-blocking, its descriptor in
+ * *fd; or NULL with err.
+ */
+struct nl_sock *link_addr_watch(int *fd, char *err, size_t errlen);
+/* Reads what is queued: 1 when an address came or went (or the kernel
+ * dropped events for want of buffer), else 0. */
+int	link_addr_events(struct nl_sock *);
+void	link_addr_unwatch(struct nl_sock *);
 /* A route or address on the host that overlaps r and is not netd's:
  * 1 with a description in what, 0 when none, -1 on error. */
 int	link_host_overlap(const struct cidr *r, char *what, size_t whatlen);

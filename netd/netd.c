@@ -269,16 +269,57 @@ host_table_remove(void)
 	netd->host_table = 0;
 }
 
-/* The VM's ruleset, applied inside its netns. */
+/* Room for the "add element" of every host address netd lists. */
+#define HOSTADDRS_TEXT_MAX	(128 + NETD_MAX_HOSTADDRS * 17)
+
+/*
+ * One transaction in the slot's netns.  With tag, when the netns already
+ * has the slot's ruleset of that tag, alt goes in instead of text and
+ * *same is 1.
+ */
 static int
-vm_rules_apply(unsigned slot, char *err, size_t errlen)
+ns_apply(unsigned slot, const char *text, const char *tag, const char *alt,
+    int *same, char *err, size_t errlen)
+{
+	struct nft_ctx *ctx;
+	int rc = -1;
+
+	if (same != NULL)
+		*same = 0;
+	if (link_enter(&netd->lc, slot) == -1) {
+		snprintf(err, errlen, "netns: %s", strerror(errno));
+		return -1;
+	}
+	/* Created in the netns, so its socket talks to the netns. */
+	if ((ctx = nft_open()) == NULL)
+		snprintf(err, errlen, "libnftables: cannot make a context");
+	else {
+		if (tag != NULL && nft_vm_has(ctx, slot, tag)) {
+			text = alt;
+			*same = 1;
+		}
+		rc = nft_apply(ctx, text, err, errlen);
+		nft_close(ctx);
+	}
+	link_leave(&netd->lc);
+	return rc;
+}
+
+/*
+ * The VM's ruleset, applied inside its netns.  With keep, a ruleset
+ * already there with the same tag stays, and with it the counts of its
+ * connection limits (only its host addresses are brought up to date);
+ * *replaced says which happened.
+ */
+static int
+vm_rules_apply(unsigned slot, int keep, int *replaced, char *err,
+    size_t errlen)
 {
 	struct nft_vm_spec vs;
 	uint32_t hostaddrs[NETD_MAX_HOSTADDRS];
 	size_t nh;
-	struct nft_ctx *ctx;
-	char *text;
-	int rc = -1;
+	char *text, tag[64], alt[HOSTADDRS_TEXT_MAX];
+	int rc, same;
 
 	if (link_host_addrs(hostaddrs, NETD_MAX_HOSTADDRS, &nh) == -1) {
 		snprintf(err, errlen, "listing the host's addresses failed");
@@ -295,30 +336,78 @@ vm_rules_apply(unsigned slot, char *err, size_t errlen)
 	vs.nhostaddrs = nh;
 	vs.dns = netd->dns;
 	vs.ndns = netd->ndns;
+	vs.ct_max = netd->ct_max;
+	vs.ct_rate = netd->ct_rate;
 	if ((text = malloc(RULESET_MAX)) == NULL) {
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (nft_build_vm(&vs, text, RULESET_MAX) < 0) {
+	if (nft_build_vm(&vs, text, RULESET_MAX) < 0 ||
+	    nft_vm_tag(text, tag, sizeof(tag)) == -1 ||
+	    nft_build_hostaddrs(slot, hostaddrs, nh, alt, sizeof(alt)) < 0) {
 		snprintf(err, errlen, "ruleset: bad inputs");
 		free(text);
 		return -1;
 	}
-	if (link_enter(&netd->lc, slot) == -1) {
-		snprintf(err, errlen, "netns: %s", strerror(errno));
-		free(text);
-		return -1;
-	}
-	/* Created in the netns, so its socket talks to the netns. */
-	if ((ctx = nft_open()) == NULL)
-		snprintf(err, errlen, "libnftables: cannot make a context");
-	else {
-		rc = nft_apply(ctx, text, err, errlen);
-		nft_close(ctx);
-	}
-	link_leave(&netd->lc);
+	rc = ns_apply(slot, text, keep ? tag : NULL, alt, &same, err, errlen);
+	*replaced = !same;
 	free(text);
 	return rc;
+}
+
+/* The slot's set of host addresses, replaced in its netns. */
+static int
+hostaddrs_apply(unsigned slot, const uint32_t *a, size_t n, char *err,
+    size_t errlen)
+{
+	char text[HOSTADDRS_TEXT_MAX];
+
+	if (nft_build_hostaddrs(slot, a, n, text, sizeof(text)) < 0) {
+		snprintf(err, errlen, "host addresses: bad inputs");
+		return -1;
+	}
+	return ns_apply(slot, text, NULL, NULL, NULL, err, errlen);
+}
+
+/*
+ * When the host's addresses differ from what the slots' sets hold, every
+ * slot in slots gets them: an address the host gains is out of the
+ * guests' reach as soon as netd hears of it.
+ */
+static void
+hostaddrs_refresh(const unsigned char slots[NETD_MAX_SLOTS])
+{
+	uint32_t a[NETD_MAX_HOSTADDRS];
+	size_t n, nslots = 0;
+	char err[512];
+
+	if (link_host_addrs(a, NETD_MAX_HOSTADDRS, &n) == -1) {
+		log_warnx("listing the host's addresses failed; the VMs keep "
+		    "the ones they have");
+		return;
+	}
+	if (n == netd->nhostaddrs && memcmp(a, netd->hostaddrs,
+	    n * sizeof(a[0])) == 0)
+		return;
+	memcpy(netd->hostaddrs, a, n * sizeof(a[0]));
+	netd->nhostaddrs = n;
+	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
+		if (!slots[s])
+			continue;
+		if (hostaddrs_apply(s, a, n, err, sizeof(err)) == -1)
+			log_warnx("slot %u: host addresses: %s", s, err);
+		else
+			nslots++;
+	}
+	log_info("the host has %zu address%s: %zu network%s updated", n,
+	    n == 1 ? "" : "es", nslots, nslots == 1 ? "" : "s");
+}
+
+static void
+on_addr_event(int fd, short ev, void *arg)
+{
+	if (link_addr_events(netd->addr_sk))
+		hostaddrs_refresh(netd->live);
 }
 
 static void
@@ -381,7 +470,7 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot)
 	char err[1024], why[128], macs[24];
 	const char *u;
 	uint32_t gnet = netd->guest_range.addr | slot << 8;
-	int tap;
+	int tap, replaced;
 
 	if ((u = unavailable(why, sizeof(why))) != NULL) {
 		ipc_reply_error(c, id, "unavailable", "%s", u);
@@ -406,7 +495,7 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot)
 		    "failed (see netd's log)", slot);
 		return;
 	}
-	if (vm_rules_apply(slot, err, sizeof(err)) == -1) {
+	if (vm_rules_apply(slot, 0, &replaced, err, sizeof(err)) == -1) {
 		log_warnx("slot %u: ruleset: %s", slot, err);
 		close(tap);
 		slot_teardown(slot, err, sizeof(err));
@@ -467,6 +556,7 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 	unsigned char have[NETD_MAX_SLOTS];
 	struct json_object *o, *kept, *removed, *missing;
 	char err[1024];
+	int replaced;
 
 	if (link_list(&netd->lc, have) == -1) {
 		ipc_reply_error(c, id, "internal", "listing netd's objects "
@@ -490,12 +580,16 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 			    json_object_new_int((int)s));
 		else if (req->slots[s]) {
 			if (host_table_ensure(err, sizeof(err)) == -1 ||
-			    vm_rules_apply(s, err, sizeof(err)) == -1) {
+			    vm_rules_apply(s, 1, &replaced, err,
+			    sizeof(err)) == -1) {
 				log_warnx("slot %u: keeping: %s", s, err);
 				json_object_array_add(missing,
 				    json_object_new_int((int)s));
 				continue;
 			}
+			if (replaced)
+				log_info("slot %u: ruleset replaced; its "
+				    "connection counts start again", s);
 			if (!netd->live[s]) {
 				netd->live[s] = 1;
 				netd->nlive++;
@@ -659,6 +753,9 @@ netd_configure(struct netd *n, const struct mcpvm_conf *conf)
 			    conf->netd.dns.v[i]);
 		n->dns[n->ndns++] = c.addr;
 	}
+	/* Ranges checked by conf.c: 16 to 2^20 entries, 1 to 10^5 a second. */
+	n->ct_max = (uint32_t)conf->netd.max_conntrack_per_vm;
+	n->ct_rate = (uint32_t)conf->netd.connection_rate_per_vm;
 	n->lc.netns_dir = conf->netd.netns_dir;
 	n->lc.host_base = n->host_range.addr;
 	n->lc.guest_base = n->guest_range.addr;
@@ -674,6 +771,8 @@ main(int argc, char **argv)
 	struct event *sig[2];
 	unsigned char have[NETD_MAX_SLOTS];
 	size_t nhave = 0;
+	char err[256];
+	int fd;
 
 	daemon_start("netd", argc, argv, &args, &conf);
 	netd = &n;
@@ -700,6 +799,12 @@ main(int argc, char **argv)
 		fatalx("libnftables: cannot make a context");
 	if ((n.base = event_base_new()) == NULL)
 		fatalx("event_base_new failed");
+	/* Subscribed before the first listing, so no change goes unheard. */
+	if ((n.addr_sk = link_addr_watch(&fd, err, sizeof(err))) == NULL)
+		fatalx("watching the host's addresses: %s", err);
+	if ((n.addr_ev = event_new(n.base, fd, EV_READ | EV_PERSIST,
+	    on_addr_event, NULL)) == NULL || event_add(n.addr_ev, NULL) == -1)
+		fatalx("event_new failed");
 	srv = netd_listen(conf.netd.socket);
 	sd_notify_init();
 
@@ -713,10 +818,14 @@ main(int argc, char **argv)
 
 	/* A netd killed with -9 may have left accept rules behind. */
 	fwd_rules_purge();
-	/* Orphans go at vmmd's first sync: only vmmd knows which VMs live. */
-	if (link_list(&n.lc, have) == 0)
+	/* Orphans go at vmmd's first sync: only vmmd knows which VMs live.
+	 * The networks a netd before this one left get the host's
+	 * addresses as they are now. */
+	if (link_list(&n.lc, have) == 0) {
 		for (unsigned s = 0; s < NETD_MAX_SLOTS; s++)
 			nhave += have[s];
+		hostaddrs_refresh(have);
+	}
 	log_info("ready: %s (uid %u only), uplink %s, %zu existing network%s "
 	    "await vmmd's sync", conf.netd.socket, (unsigned)n.vmmd_uid,
 	    n.uplink[0] != '\0' ? n.uplink : "(none)", nhave,
@@ -733,6 +842,8 @@ main(int argc, char **argv)
 	ipc_server_free(srv);
 	event_free(sig[0]);
 	event_free(sig[1]);
+	event_free(n.addr_ev);
+	link_addr_unwatch(n.addr_sk);
 	/* Closing the context's socket removes mcpvm_host (owner flag). */
 	nft_close(n.host_nft);
 	event_base_free(n.base);

@@ -14,7 +14,9 @@
 #include "link.h"
 #include "nft.h"
 
+struct event;
 struct event_base;
+struct nl_sock;
 
 struct netd {
 	struct event_base	*base;
@@ -27,6 +29,13 @@ struct netd {
 	size_t			 nblocked;
 	uint32_t		 dns[NETD_MAX_DNS];
 	size_t			 ndns;
+	uint32_t		 ct_max, ct_rate;	/* per VM */
+	/* The host's addresses as the slots' hostaddrs sets last got
+	 * them, and the socket that hears them change. */
+	uint32_t		 hostaddrs[NETD_MAX_HOSTADDRS];
+	size_t			 nhostaddrs;
+	struct nl_sock		*addr_sk;
+	struct event		*addr_ev;
 	/* Slots whose network this netd made or kept at a sync. */
 	unsigned char		 live[NETD_MAX_SLOTS];
 	size_t			 nlive;

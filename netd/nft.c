@@ -12,14 +12,34 @@
 
 #include "nft.h"
 
-/* The destinations no guest reaches, whatever the operator adds. */
+#define NFT_TAG_PREFIX	"mcpvm "
+
+/*
+ * The destinations no guest reaches, whatever the operator adds.
+ *
+ * The cloud providers' metadata and host-service addresses, and what
+ * covers each:
+ *   169.254.169.254 (AWS, Azure, GCP, Oracle, IBM, DigitalOcean, Linode,
+ *   Hetzner, OpenStack), 169.254.169.253 and .123 (AWS DNS and time),
+ *   169.254.170.2 and .23 (AWS ECS and EKS credentials), 169.254.0.23
+ *   (Tencent), 169.254.42.42 (Scaleway): link-local, below;
+ *   100.100.100.200 (Alibaba): CGNAT, below;
+ *   168.63.129.16 (Azure WireServer: DNS, DHCP, VM agent): listed here;
+ *   192.0.0.192 (Oracle Cloud Classic): in 192.0.0.0/24, listed here;
+ *   fd00:ec2::254 (AWS), fd20:ce::254 (GCP), fd00:c1::a9fe:a9fe
+ *   (Oracle): IPv6, which a guest never sends (nft_build_vm);
+ *   resolvers at a VPC's base + 2 (AWS) and the like: private, below.
+ * The host's own addresses are a set of their own (hostaddrs).
+ */
 static const struct cidr never[] = {
 	{ 0x00000000u, 8 },	/* 0.0.0.0/8, "this network" */
 	{ 0x0a000000u, 8 },	/* 10.0.0.0/8 */
 	{ 0x64400000u, 10 },	/* 100.64.0.0/10, CGNAT */
 	{ 0x7f000000u, 8 },	/* 127.0.0.0/8 */
+	{ 0xa83f8110u, 32 },	/* 168.63.129.16, Azure's host services */
 	{ 0xa9fe0000u, 16 },	/* 169.254.0.0/16, link-local, metadata */
 	{ 0xac100000u, 12 },	/* 172.16.0.0/12 */
+	{ 0xc0000000u, 24 },	/* 192.0.0.0/24, IETF protocol assignments */
 	{ 0xc0a80000u, 16 },	/* 192.168.0.0/16 */
 	{ 0xe0000000u, 4 },	/* 224.0.0.0/4, multicast */
 	{ 0xf0000000u, 4 },	/* 240.0.0.0/4, reserved and broadcast */
@@ -62,6 +82,52 @@ put_ip(struct out *o, uint32_t a)
 {
 	put(o, "%u.%u.%u.%u", a >> 24, (a >> 16) & 0xff, (a >> 8) & 0xff,
 	    a & 0xff);
+}
+
+static void put_hostaddrs(struct out *, unsigned, const uint32_t *, size_t);
+
+/* FNV-1a, 64 bits: names a ruleset text, no secret against anyone. */
+static uint64_t
+fnv1a(const char *p, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/*
+ * ct count leaves out TCP connections in TIME_WAIT and CLOSE, which the
+ * kernel keeps for 120 and 10 seconds: a guest that opens and closes
+ * connections would hold rate * 120 entries besides its bound.  Its
+ * closed connections go after CLOSED_SECONDS instead, so those are at
+ * most rate * CLOSED_SECONDS.
+ */
+#define CLOSED_SECONDS	10
+
+static void
+put_closed_timeout(struct out *o)
+{
+	put(o, "\tct timeout closed_tcp {\n\t\tprotocol tcp\n\t\tl3proto ip\n"
+	    "\t\tpolicy = { time_wait: %u, close: %u }\n\t}\n",
+	    CLOSED_SECONDS, CLOSED_SECONDS);
+}
+
+/* A set's elements line, or nothing for an empty set. */
+static void
+put_elements(struct out *o, const uint32_t *a, size_t n)
+{
+	if (n == 0)
+		return;
+	put(o, "\t\telements = { ");
+	for (size_t i = 0; i < n; i++) {
+		put(o, i == 0 ? "" : ", ");
+		put_ip(o, a[i]);
+	}
+	put(o, " }\n");
 }
 
 static void
@@ -209,10 +275,12 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	unsigned n = s->slot;
 	uint32_t guest = s->guest_base | n << 8 | 2;
 	char tap[16], nsif[16];
+	size_t tag;
 
 	if (len == 0 || n >= NETD_MAX_SLOTS || !base_ok(s->host_base) ||
 	    !base_ok(s->guest_base) || s->nblocked > NETD_MAX_CIDRS ||
-	    s->nhostaddrs > NETD_MAX_HOSTADDRS || s->ndns > NETD_MAX_DNS)
+	    s->nhostaddrs > NETD_MAX_HOSTADDRS || s->ndns > NETD_MAX_DNS ||
+	    s->ct_max == 0 || s->ct_rate == 0)
 		return -1;
 	for (size_t i = 0; i < s->nblocked; i++)
 		if (s->blocked[i].len > 32 ||
@@ -252,6 +320,10 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put(&o, "\t}\n}\n");
 
 	put(&o, "table inet " NETD_TABLE_FMT " {\n", n);
+	/* What this text makes, so that netd can tell it is in place. */
+	put(&o, "\tcomment \"" NFT_TAG_PREFIX);
+	tag = o.used;
+	put(&o, "%016x\"\n", 0);
 	put(&o, "\tset blocked {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
 	    "\t\tauto-merge\n\t\telements = { ");
 	for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
@@ -262,20 +334,15 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 		put(&o, ", ");
 		put_cidr(&o, &s->blocked[i]);
 	}
-	for (size_t i = 0; i < s->nhostaddrs; i++) {
-		put(&o, ", ");
-		put_ip(&o, s->hostaddrs[i]);
-	}
 	put(&o, " }\n\t}\n");
+	/* Its own set, kept current as the host's addresses change, and
+	 * filled after the tag: they are not part of what it names. */
+	put(&o, "\tset hostaddrs {\n\t\ttype ipv4_addr\n\t}\n");
+	put_closed_timeout(&o);
+	put(&o, "\tcounter over_rate {\n\t}\n");
+	put(&o, "\tcounter over_count {\n\t}\n");
 	put(&o, "\tset dns {\n\t\ttype ipv4_addr\n");
-	if (s->ndns > 0) {
-		put(&o, "\t\telements = { ");
-		for (size_t i = 0; i < s->ndns; i++) {
-			put(&o, i == 0 ? "" : ", ");
-			put_ip(&o, s->dns[i]);
-		}
-		put(&o, " }\n");
-	}
+	put_elements(&o, s->dns, s->ndns);
 	put(&o, "\t}\n");
 
 	/* Out: new connections from the guest's address to the public
@@ -288,9 +355,23 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put(&o, "\t\tiifname \"%s\" ip saddr != ", tap);
 	put_ip(&o, guest);
 	put(&o, " drop\n");
+	/*
+	 * The guest's share of connection tracking, before anything it
+	 * may open (its resolvers too): a new flow over the rate, or
+	 * beyond the entries it may hold, is dropped unconfirmed, so it
+	 * never takes an entry here or on the host.
+	 */
+	put(&o, "\t\tiifname \"%s\" ct state new limit rate over "
+	    "%u/second burst %u packets counter name over_rate drop\n", tap,
+	    s->ct_rate, s->ct_rate);
+	put(&o, "\t\tiifname \"%s\" ct state new ct count over %u "
+	    "counter name over_count drop\n", tap, s->ct_max);
+	put(&o, "\t\tiifname \"%s\" ct state new ct timeout set "
+	    "\"closed_tcp\"\n", tap);
 	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ip daddr @dns "
 	    "meta l4proto { tcp, udp } th dport 53 accept\n", tap, nsif);
 	put(&o, "\t\tiifname \"%s\" ip daddr @blocked drop\n", tap);
+	put(&o, "\t\tiifname \"%s\" ip daddr @hostaddrs drop\n", tap);
 	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ct state "
 	    "{ new, established, related } accept\n", tap, nsif);
 	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ct state "
@@ -306,7 +387,60 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	    "policy accept;\n");
 	put(&o, "\t\tmeta nfproto ipv6 drop\n");
 	put(&o, "\t}\n}\n");
+	if (!o.full) {
+		char hex[17];
+
+		snprintf(hex, sizeof(hex), "%016llx",
+		    (unsigned long long)fnv1a(o.buf, o.used));
+		memcpy(o.buf + tag, hex, 16);
+	}
+	put_hostaddrs(&o, n, s->hostaddrs, s->nhostaddrs);
 	return finish(&o);
+}
+
+/* "add element" lines for the slot's set of host addresses. */
+static void
+put_hostaddrs(struct out *o, unsigned slot, const uint32_t *a, size_t n)
+{
+	if (n == 0)
+		return;
+	put(o, "add element inet " NETD_TABLE_FMT " hostaddrs { ", slot);
+	for (size_t i = 0; i < n; i++) {
+		put(o, i == 0 ? "" : ", ");
+		put_ip(o, a[i]);
+	}
+	put(o, " }\n");
+}
+
+int
+nft_build_hostaddrs(unsigned slot, const uint32_t *addrs, size_t n,
+    char *buf, size_t len)
+{
+	struct out o = { buf, len, 0, 0 };
+
+	if (len == 0 || slot >= NETD_MAX_SLOTS || n > NETD_MAX_HOSTADDRS)
+		return -1;
+	/* One transaction: the set is never seen empty. */
+	put(&o, "flush set inet " NETD_TABLE_FMT " hostaddrs\n", slot);
+	put_hostaddrs(&o, slot, addrs, n);
+	return finish(&o);
+}
+
+int
+nft_vm_tag(const char *text, char *tag, size_t len)
+{
+	const char *p = strstr(text, "\tcomment \"" NFT_TAG_PREFIX);
+	size_t n;
+
+	if (p == NULL)
+		return -1;
+	p += strlen("\tcomment ");
+	n = strlen(NFT_TAG_PREFIX) + 18;	/* both quotes, 16 digits */
+	if (strlen(p) < n || p[n - 1] != '"' || n >= len)
+		return -1;
+	memcpy(tag, p, n);
+	tag[n] = '\0';
+	return 0;
 }
 
 int
@@ -338,9 +472,13 @@ nft_build_host(const struct nft_host_spec *s, char *buf, size_t len)
 	 * rather than running unmanaged.
 	 */
 	put(&o, "table ip " NETD_HOST_TABLE " {\n\tflags owner\n");
+	put_closed_timeout(&o);
 	put(&o, "\tchain forward {\n");
 	put(&o, "\t\ttype filter hook forward priority filter; "
 	    "policy accept;\n");
+	/* The host's entries of a guest's flows age as its netns's do. */
+	put(&o, "\t\tiifname \"mcpvm-*\" ct state new ct timeout set "
+	    "\"closed_tcp\"\n");
 	put(&o, "\t\tiifname \"mcpvm-*\" oifname != \"%s\" drop\n",
 	    s->uplink);
 	put(&o, "\t\toifname \"mcpvm-*\" iifname != \"%s\" drop\n",
@@ -418,6 +556,27 @@ nft_list(struct nft_ctx *ctx, const char *cmd)
 	}
 	out = nft_ctx_get_output_buffer(ctx);
 	return strdup(out != NULL ? out : "");
+}
+
+int
+nft_vm_has(struct nft_ctx *ctx, unsigned slot, const char *tag)
+{
+	char cmd[64], want[64], *out;
+	int found;
+
+	if (slot >= NETD_MAX_SLOTS)
+		return 0;
+	snprintf(cmd, sizeof(cmd), "list table netdev " NETD_TABLE_FMT, slot);
+	if ((out = nft_list(ctx, cmd)) == NULL)
+		return 0;
+	free(out);
+	snprintf(cmd, sizeof(cmd), "list table inet " NETD_TABLE_FMT, slot);
+	snprintf(want, sizeof(want), "\tcomment %s\n", tag);
+	if ((out = nft_list(ctx, cmd)) == NULL)
+		return 0;
+	found = strstr(out, want) != NULL;
+	free(out);
+	return found;
 }
 
 char *

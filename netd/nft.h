@@ -42,6 +42,9 @@ struct nft_vm_spec {
 	size_t			 nhostaddrs;
 	const uint32_t		*dns;		/* resolvers the guest may use */
 	size_t			 ndns;
+	uint32_t		 ct_max;	/* its conntrack entries, >= 1 */
+	uint32_t		 ct_rate;	/* new connections a second (and
+						 * at once), >= 1 */
 };
 
 struct nft_host_spec {
@@ -71,6 +74,19 @@ void	netd_gateway_mac(unsigned slot, uint8_t mac[6]);
  * of range or buf is too small.
  */
 int	nft_build_vm(const struct nft_vm_spec *, char *buf, size_t len);
+/*
+ * The tag a VM ruleset text gives its inet table, '"mcpvm <16 hex>"'
+ * with its quotes, named after everything in the text but the host's
+ * addresses: a table listed with the same tag holds the same rules.
+ * 0, or -1 when text has none or len is too small.
+ */
+int	nft_vm_tag(const char *text, char *tag, size_t len);
+/*
+ * Replaces the elements of the VM's set of host addresses (the table must
+ * exist), so that the rest of its ruleset and its counts stay as they are.
+ */
+int	nft_build_hostaddrs(unsigned slot, const uint32_t *addrs, size_t n,
+	    char *buf, size_t len);
 /* The host's shared table (forward limits, masquerade on the uplink). */
 int	nft_build_host(const struct nft_host_spec *, char *buf, size_t len);
 /* Deleting one VM's tables, or the host's. */
@@ -86,6 +102,9 @@ void	nft_close(struct nft_ctx *);
 int	nft_apply(struct nft_ctx *, const char *text, char *err, size_t errlen);
 /* Runs a list command; the output, malloc'd, or NULL. */
 char	*nft_list(struct nft_ctx *, const char *cmd);
+/* 1 when the current netns has both of the slot's tables and the inet
+ * one carries tag (see nft_vm_tag), else 0. */
+int	nft_vm_has(struct nft_ctx *, unsigned slot, const char *tag);
 /* The same with each rule's "# handle N". */
 char	*nft_list_handles(struct nft_ctx *, const char *cmd);
 

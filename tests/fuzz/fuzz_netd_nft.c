@@ -2,9 +2,10 @@
  * libFuzzer target for the inputs of netd's ruleset builder: lines of
  * configuration text (blocked_cidrs, dns, uplink as an operator writes
  * them) go through the same parsers netd uses, then into nft_build_vm()
- * and nft_build_host().  A prefix that parses must print back exactly as
- * written; a ruleset must fit its buffer or be refused, and may contain
- * only the bytes netd itself writes.  Anything else aborts.
+ * (with its tag), nft_build_hostaddrs() and nft_build_host().  A prefix
+ * that parses must print back exactly as written; a ruleset must fit its
+ * buffer or be refused, name itself with a tag, and may contain only the
+ * bytes netd itself writes.  Anything else aborts.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -84,10 +85,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	vs.nhostaddrs = 1;
 	vs.dns = dns;
 	vs.ndns = nd;
+	vs.ct_max = 16u + (uint32_t)(data[1] >> 1) * 8209u;
+	vs.ct_rate = 1u + (uint32_t)(data[0] ^ data[1]) * 391u;
 	n = nft_build_vm(&vs, buf, sizeof(buf));
 	if (vs.slot < NETD_MAX_SLOTS && n < 0)
 		abort();	/* everything fits in 64 KiB */
 	check_text(buf, n, sizeof(buf));
+	if (n >= 0 && nft_vm_tag(buf, back, sizeof(back)) == -1)
+		abort();	/* every ruleset names itself */
+	n = nft_build_hostaddrs(vs.slot, dns, nd, small, sizeof(small));
+	if ((n >= 0) != (vs.slot < NETD_MAX_SLOTS))
+		abort();
+	check_text(small, n, sizeof(small));
 	check_text(small, nft_build_vm(&vs, small, sizeof(small)),
 	    sizeof(small));
 	hs.uplink = uplink;

@@ -20,6 +20,11 @@
       from the current netns: MIB MiB to a discard server at ADDR:PORT,
       then CONNECTS connections to a tcp server at ADDR:80; prints JSON
       {"mib_s": throughput, "connect_ms": median connect time}
+  netd_world.py flood ADDR TCPPORT UDPPORT SECONDS
+      from the current netns, as fast as it goes for SECONDS: new UDP
+      flows to ADDR:UDPPORT (a socket each) and new TCP connections to
+      ADDR:TCPPORT, held open (at most 400); prints JSON {"udp": n,
+      "tcp": n}, the flows attempted, then holds them until killed
   netd_world.py sniff IFNAME SECONDS
       counts frames arriving on IFNAME by ethertype, prints JSON
 
@@ -240,6 +245,33 @@ def bench(addr, port, mib, connects):
                       "connect_ms": statistics.median(times)}))
 
 
+def flood(addr, tcp_port, udp_port, seconds):
+    end = time.monotonic() + float(seconds)
+    held, udp = [], 0
+    while time.monotonic() < end:
+        for _ in range(4):
+            u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            try:
+                u.sendto(b"flood", (addr, int(udp_port)))
+            except OSError:
+                pass
+            u.close()
+            udp += 1
+        # Closed, a connection would leave the limit's count: held.
+        if len(held) < 400:
+            t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            t.setblocking(False)
+            try:
+                t.connect((addr, int(tcp_port)))
+            except BlockingIOError:
+                pass
+            held.append(t)
+        time.sleep(0.001)
+    print(json.dumps({"udp": udp, "tcp": len(held)}), flush=True)
+    while True:
+        time.sleep(3600)
+
+
 def sniff(ifname, seconds):
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
     s.bind((ifname, 0))
@@ -269,6 +301,8 @@ if __name__ == "__main__":
         probe(*sys.argv[2:])
     elif cmd == "bench":
         bench(*sys.argv[2:6])
+    elif cmd == "flood":
+        flood(*sys.argv[2:6])
     elif cmd == "sniff":
         sniff(*sys.argv[2:4])
     else:

@@ -76,7 +76,7 @@ class NetConn(ipc.Conn):
 class World:
     """The namespaces, servers and one netd, built once for the class."""
 
-    def __init__(self, max_vms=MAX_VMS):
+    def __init__(self, max_vms=MAX_VMS, conntrack=None, conn_rate=None):
         self.procs = []
         self.dir = tempfile.mkdtemp(prefix="netd-it.")
         os.chmod(self.dir, 0o755)
@@ -93,6 +93,11 @@ class World:
                     "[netd]\nuplink = up0\ndns = 203.0.113.53\n"
                     "blocked_cidrs = 198.18.5.0/24\nnetns_dir = %s\n"
                     % (self.run, self.dir, max_vms, self.netns_dir))
+            # Unset, netd's defaults hold.
+            if conntrack is not None:
+                f.write("max_conntrack_per_vm = %d\n" % conntrack)
+            if conn_rate is not None:
+                f.write("connection_rate_per_vm = %d\n" % conn_rate)
         self.netd = None
         self.guests = {}
 
@@ -118,7 +123,11 @@ class World:
         for cmd in (["ip", "addr", "add", "198.51.100.2/24", "dev", "eth0"],
                     ["ip", "link", "set", "eth0", "up"]):
             sh(*cmd, ns=NS_I)
-        for a in ("203.0.113.10", "203.0.113.53", "198.18.5.2"):
+        # Cloud host services on public-looking addresses sit where a
+        # cloud puts them: behind the uplink, as Azure's 168.63.129.16
+        # and Oracle Classic's 192.0.0.192 do.
+        for a in ("203.0.113.10", "203.0.113.53", "198.18.5.2",
+                  "168.63.129.16", "192.0.0.192"):
             sh("ip", "addr", "add", a + "/32", "dev", "lo", ns=NS_I)
         for cmd in (["ip", "addr", "add", "192.168.77.2/24", "dev", "eth0"],
                     ["ip", "link", "set", "eth0", "up"],
@@ -132,7 +141,8 @@ class World:
            ns=NS_H)
         self.serve(NS_I, "tcp:203.0.113.10:80", "udp:203.0.113.10:7",
                    "sink:203.0.113.10:9", "dns:203.0.113.53",
-                   "tcp:198.18.5.2:80")
+                   "tcp:198.18.5.2:80", "tcp:168.63.129.16:80",
+                   "tcp:192.0.0.192:80")
         self.serve(NS_L, "tcp:10.77.0.2:80", "tcp:192.168.77.2:80",
                    "tcp:100.64.7.2:80", "tcp:169.254.169.254:80",
                    "tcp:172.16.5.2:80")
@@ -251,6 +261,12 @@ def host_ruleset():
 
 def h_ruleset():
     return sh("nft", "list", "ruleset", ns=NS_H).stdout
+
+
+def conntrack_from(ns, src):
+    """The conntrack entries of ns whose original source is src."""
+    out = sh("cat", "/proc/net/nf_conntrack", ns=ns).stdout
+    return sum(1 for ln in out.splitlines() if " src=%s " % src in ln)
 
 
 def mcpvm_links(ns):

@@ -8,7 +8,8 @@ The test world is made of throwaway network namespaces:
      its own addresses
   I  the "internet", behind H's uplink up0 (a veth, never the machine's
      real interface): TCP, UDP echo, a UDP sink, DNS answering one name,
-     and a server in a blocked_cidrs range
+     a server in a blocked_cidrs range, and servers on Azure's and Oracle
+     Classic's metadata addresses 168.63.129.16 and 192.0.0.192
   L  a "private LAN" behind H's lan0: servers on 10.x, 172.16.x,
      192.168.x, CGNAT 100.64.x and 169.254.169.254
   G<slot>  a guest: a TAP that a pump joins to the TAP netd returned, as
@@ -22,6 +23,7 @@ TAP on stdout: one line per test.
 import json
 import os
 import pwd
+import select
 import shutil
 import signal
 import socket
@@ -40,7 +42,11 @@ from netdlib import (NETD, WORLD, PY, PFX, NS_H, NS_I, DNS_ADDR,  # noqa: E402
                      NET_SETUP, NET_SETUP_RESULT, NET_TEARDOWN,
                      NET_TEARDOWN_RESULT, NET_STATUS, NET_STATUS_RESULT,
                      NetConn, World, sh, ns_path, probe, host_ruleset,
-                     h_ruleset, mcpvm_links)
+                     h_ruleset, mcpvm_links, conntrack_from)
+
+# The world's per-VM connection limits, small enough for a test to reach.
+CT_MAX, CT_RATE = 64, 50
+FLOOD_SECONDS = 3
 
 class NetdTest(unittest.TestCase):
     world = None
@@ -50,7 +56,7 @@ class NetdTest(unittest.TestCase):
         cls.real_ruleset = host_ruleset()
         cls.real_netns = sorted(os.listdir("/run/netns")) \
             if os.path.isdir("/run/netns") else []
-        cls.world = World()
+        cls.world = World(conntrack=CT_MAX, conn_rate=CT_RATE)
         try:
             cls.world.build()
             # The uplink is the test world's own veth, never the
@@ -186,6 +192,24 @@ class NetdTest(unittest.TestCase):
         r = sh(NETD, "-n", "-f", self.world.conf, ns=NS_H, check=False)
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_01_connection_limits_checked(self):
+        bad = os.path.join(self.world.dir, "bad.conf")
+        for line, why in (
+                ("max_conntrack_per_vm = 5",
+                 "max_conntrack_per_vm: 5 is out of range 16..1048576"),
+                ("max_conntrack_per_vm = 0x100",
+                 "max_conntrack_per_vm: '0x100' is not a whole number"),
+                ("connection_rate_per_vm = 0",
+                 "connection_rate_per_vm: 0 is out of range 1..100000")):
+            key = line.split()[0]
+            with open(self.world.conf) as f, open(bad, "w") as g:
+                g.writelines(ln for ln in f if not ln.startswith(key))
+                g.write(line + "\n")
+            r = sh(NETD, "-n", "-f", bad, ns=NS_H, check=False)
+            self.assertNotEqual(r.returncode, 0, line)
+            self.assertIn(why, r.stderr)
+        os.unlink(bad)
+
     def test_02_public_egress_through_nat(self):
         g = self.guest(3)
         r = self.assertReach(g, "tcp", "203.0.113.10", 80)
@@ -203,7 +227,8 @@ class NetdTest(unittest.TestCase):
         g = self.guest(3)
         targets = [("10.77.0.2", 80), ("192.168.77.2", 80),
                    ("172.16.5.2", 80), ("100.64.7.2", 80),
-                   ("169.254.169.254", 80), ("198.18.5.2", 80),
+                   ("169.254.169.254", 80), ("168.63.129.16", 80),
+                   ("192.0.0.192", 80), ("198.18.5.2", 80),
                    (UPLINK_ADDR, 8081), ("192.168.77.1", 8081),
                    ("10.231.3.1", 8081), ("10.232.3.1", 8081),
                    ("127.0.0.1", 8081)]
@@ -427,6 +452,15 @@ class NetdTest(unittest.TestCase):
         self.assertNotIn("mcpvm-netd", h_ruleset())
         self.assertNoReach(g, "tcp", "203.0.113.10", 80)
         self.assertNoReach(g, "tcp", "10.77.0.2", 80)
+        # The VM's own tables stay, dropping and limiting, netd or not.
+        vmns = os.path.join(self.world.netns_dir, "mcpvm-3")
+        rules = sh("nft", "list", "ruleset", ns=vmns).stdout
+        for want in ("table netdev mcpvm_3", "table inet mcpvm_3",
+                     "hook forward priority filter; policy drop;",
+                     "ct count over %d" % CT_MAX,
+                     "limit rate over %d/second" % CT_RATE,
+                     "ip daddr @hostaddrs drop"):
+            self.assertIn(want, rules)
         self.world.start_netd()
         self.c.close()
         self.__class__.c = self.world.conn()
@@ -455,6 +489,106 @@ class NetdTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.world.netns_dir,
                                                      "mcpvm-11")))
         self.assertReach(self.guest(3), "tcp", "203.0.113.10", 80)
+
+    def test_13_flooding_guest_held_to_its_bound(self):
+        """Slot 5 floods new UDP and TCP flows; the host's conntrack
+        entries from it stay within its bound, slot 3 connects all along,
+        and slot 5 itself can open nothing more."""
+        g3 = self.guest(3)
+        g5 = self.guest(5)
+        src = "10.232.5.2"
+        vmns = os.path.join(self.world.netns_dir, "mcpvm-5")
+        self.assertEqual(conntrack_from(NS_H, src), 0)
+        flood = subprocess.Popen(
+            ["nsenter", "--net=" + ns_path(g5), PY, WORLD, "flood",
+             "203.0.113.10", "80", "9999", str(FLOOD_SECONDS)],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            samples, others = [], []
+            while not select.select([flood.stdout], [], [], 0)[0]:
+                samples.append(conntrack_from(NS_H, src))
+                others.append(probe(g3, "tcp", "203.0.113.10", 80))
+            attempted = json.loads(flood.stdout.readline())
+            # Its flows still held: the flooder opens nothing new.
+            own = probe(g5, "tcp", "203.0.113.10", 80)
+            samples.append(conntrack_from(NS_H, src))
+            counters = {}
+            for name in ("over_rate", "over_count"):
+                out = sh("nft", "list", "counter", "inet", "mcpvm_5", name,
+                         ns=vmns).stdout
+                counters[name] = int(out.split("packets ")[1].split()[0])
+            in_ns = int(sh("cat", "/proc/sys/net/netfilter/"
+                           "nf_conntrack_count", ns=vmns).stdout)
+        finally:
+            flood.kill()
+            flood.wait()
+            flood.stdout.close()
+        ok = sum(1 for r in others if r["ok"])
+        taplib.note("flood: %d UDP + %d TCP flows attempted; host's "
+                    "entries from slot 5 at most %d (bound %d), %d in its "
+                    "netns; dropped over the rate %d, over the bound %d; "
+                    "slot 3 connected %d of %d times"
+                    % (attempted["udp"], attempted["tcp"], max(samples),
+                       CT_MAX, in_ns, counters["over_rate"],
+                       counters["over_count"], ok, len(others)))
+        self.assertGreater(attempted["udp"] + attempted["tcp"], 10 * CT_MAX)
+        self.assertLessEqual(max(samples), CT_MAX, samples)
+        self.assertGreater(counters["over_rate"], 0)
+        self.assertGreater(counters["over_count"], 0)
+        self.assertGreater(len(others), 0)
+        self.assertEqual(ok, len(others), [r for r in others
+                                           if not r["ok"]])
+        self.assertFalse(own["ok"], own)
+        self.teardown_slot(5)
+
+    def test_14_host_addresses_kept_current(self):
+        """An address the host gains is in each VM's hostaddrs set while
+        netd runs, stays blocked while netd is down, and one gained while
+        netd was down is blocked when netd starts, before vmmd's sync."""
+        g = self.guest(3)
+        vmns = os.path.join(self.world.netns_dir, "mcpvm-3")
+        new, later = "203.0.113.77", "203.0.113.78"
+
+        def in_set(addr):
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                out = sh("nft", "list", "set", "inet", "mcpvm_3",
+                         "hostaddrs", ns=vmns).stdout
+                if addr in out:
+                    return True
+                time.sleep(0.05)
+            return False
+
+        sh("ip", "addr", "add", new + "/32", "dev", "lo", ns=NS_H)
+        try:
+            self.assertTrue(in_set(new), self.world.log()[-2000:])
+            self.assertReach(NS_H, "tcp", new, 8081)
+            self.assertNoReach(g, "tcp", new, 8081)
+            self.assertEqual(self.world.stop_netd(), 0)
+            # netd's host table is gone: the VM's netns alone drops it.
+            self.assertNotIn("mcpvm_host", h_ruleset())
+            self.assertNoReach(g, "tcp", new, 8081)
+            sh("ip", "addr", "add", later + "/32", "dev", "lo", ns=NS_H)
+            # Control: what the set is for.  An address it does not
+            # hold yet is reachable while nothing else drops it.
+            self.assertReach(g, "tcp", later, 8081)
+            mark = len(self.world.log())
+            self.world.start_netd()
+            self.assertTrue(in_set(later), self.world.log()[mark:])
+            self.assertNoReach(g, "tcp", later, 8081)
+            self.c.close()
+            self.__class__.c = self.world.conn()
+            t, b = self.c.call(NET_SYNC, {"slots": [3, 7]})
+            self.assertEqual(t, NET_SYNC_RESULT, b)
+            self.assertEqual(sorted(b["kept"]), [3, 7])
+            # The same rules stay in place, their counts with them.
+            self.assertNotIn("ruleset replaced", self.world.log()[mark:])
+            self.assertNoReach(g, "tcp", later, 8081)
+            self.assertReach(g, "tcp", "203.0.113.10", 80)
+        finally:
+            for a in (new, later):
+                sh("ip", "addr", "del", a + "/32", "dev", "lo", ns=NS_H,
+                   check=False)
 
     def test_99_teardown_leaves_nothing(self):
         for s in (3, 7):

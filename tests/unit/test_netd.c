@@ -122,17 +122,24 @@ START_TEST(cidrs)
 END_TEST
 
 static int
-build(unsigned slot, char *buf, size_t len)
+build_with(unsigned slot, size_t nhosts, uint32_t ct_max, char *buf,
+    size_t len)
 {
 	static const struct cidr blocked[] = { { 0xc6120000u, 15 },
 	    { 0x0a000000u, 8 } };
 	static const uint32_t hosts[] = { 0xc6336401u, 0xc0a84d01u };
 	static const uint32_t dns[] = { 0xcb007135u };
 	struct nft_vm_spec vs = { slot, 0x0ae70000u, 0x0ae80000u, { 0 },
-	    blocked, 2, hosts, 2, dns, 1 };
+	    blocked, 2, hosts, nhosts, dns, 1, ct_max, 25 };
 
 	netd_guest_mac(slot, vs.mac);
 	return nft_build_vm(&vs, buf, len);
+}
+
+static int
+build(unsigned slot, char *buf, size_t len)
+{
+	return build_with(slot, 2, 64, buf, len);
 }
 
 START_TEST(ruleset_vm)
@@ -149,8 +156,28 @@ START_TEST(ruleset_vm)
 	ck_assert_ptr_nonnull(strstr(buf, "100.64.0.0/10"));
 	ck_assert_ptr_nonnull(strstr(buf, "169.254.0.0/16"));
 	ck_assert_ptr_nonnull(strstr(buf, "198.18.0.0/15"));
-	ck_assert_ptr_nonnull(strstr(buf, "198.51.100.1"));
+	/* Cloud host services outside the private ranges. */
+	ck_assert_ptr_nonnull(strstr(buf, "168.63.129.16/32"));
+	ck_assert_ptr_nonnull(strstr(buf, "192.0.0.0/24"));
+	/* The host's addresses: their own set, filled after the table. */
+	ck_assert_ptr_nonnull(strstr(buf, "\tset hostaddrs {\n\t\ttype "
+	    "ipv4_addr\n\t}\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "add element inet mcpvm_7 hostaddrs "
+	    "{ 198.51.100.1, 192.168.77.1 }\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "ip daddr @hostaddrs drop"));
 	ck_assert_ptr_nonnull(strstr(buf, "elements = { 203.0.113.53 }"));
+	/* The guest's connection limits, before even its resolvers. */
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ct state new "
+	    "limit rate over 25/second burst 25 packets counter name over_rate "
+	    "drop\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ct state new "
+	    "ct count over 64 counter name over_count drop\n"));
+	ck_assert(strstr(buf, "ct count over") < strstr(buf, "@dns"));
+	/* Closed connections, which ct count leaves out, go soon. */
+	ck_assert_ptr_nonnull(strstr(buf, "policy = { time_wait: 10, "
+	    "close: 10 }"));
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ct state new "
+	    "ct timeout set \"closed_tcp\"\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "meta nfproto ipv6 drop"));
 	/* Replaced, never flushed: the text deletes only its own tables. */
 	ck_assert_ptr_null(strstr(buf, "flush"));
@@ -159,6 +186,57 @@ START_TEST(ruleset_vm)
 	ck_assert_int_eq(build(NETD_MAX_SLOTS, buf, sizeof(buf)), -1);
 	ck_assert_int_gt(build(255, buf, sizeof(buf)), 0);
 	ck_assert_ptr_nonnull(strstr(buf, "02:6d:76:00:00:ff"));
+	/* Without a bound there is no ruleset. */
+	ck_assert_int_eq(build_with(7, 2, 0, buf, sizeof(buf)), -1);
+}
+END_TEST
+
+/* The tag names the rules, not the host's addresses. */
+START_TEST(ruleset_tag)
+{
+	char buf[16384], a[64], b[64], c[64];
+
+	ck_assert_int_gt(build_with(7, 2, 64, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(nft_vm_tag(buf, a, sizeof(a)), 0);
+	ck_assert_int_eq(strlen(a), 24);
+	ck_assert_int_eq(strncmp(a, "\"mcpvm ", 7), 0);
+	ck_assert_str_ne(a, "\"mcpvm 0000000000000000\"");
+	ck_assert_int_gt(build_with(7, 0, 64, buf, sizeof(buf)), 0);
+	ck_assert_ptr_null(strstr(buf, "add element"));
+	ck_assert_int_eq(nft_vm_tag(buf, b, sizeof(b)), 0);
+	ck_assert_str_eq(a, b);
+	ck_assert_int_gt(build_with(7, 2, 65, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(nft_vm_tag(buf, c, sizeof(c)), 0);
+	ck_assert_str_ne(a, c);
+	ck_assert_int_gt(build_with(8, 2, 64, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(nft_vm_tag(buf, c, sizeof(c)), 0);
+	ck_assert_str_ne(a, c);
+	ck_assert_int_eq(nft_vm_tag(buf, c, 24), -1);
+	ck_assert_int_eq(nft_vm_tag("table inet mcpvm_7 {\n", c, sizeof(c)),
+	    -1);
+	ck_assert_int_eq(nft_vm_tag("\tcomment \"mcpvm 0123\"\n", c,
+	    sizeof(c)), -1);
+}
+END_TEST
+
+START_TEST(ruleset_hostaddrs)
+{
+	static const uint32_t hosts[] = { 0xc6336401u, 0x0a000001u };
+	char buf[4096];
+
+	ck_assert_int_gt(nft_build_hostaddrs(3, hosts, 2, buf, sizeof(buf)),
+	    0);
+	ck_assert_str_eq(buf, "flush set inet mcpvm_3 hostaddrs\n"
+	    "add element inet mcpvm_3 hostaddrs { 198.51.100.1, 10.0.0.1 }\n");
+	/* No address left: the set is emptied. */
+	ck_assert_int_gt(nft_build_hostaddrs(3, hosts, 0, buf, sizeof(buf)),
+	    0);
+	ck_assert_str_eq(buf, "flush set inet mcpvm_3 hostaddrs\n");
+	ck_assert_int_eq(nft_build_hostaddrs(NETD_MAX_SLOTS, hosts, 2, buf,
+	    sizeof(buf)), -1);
+	ck_assert_int_eq(nft_build_hostaddrs(3, hosts, NETD_MAX_HOSTADDRS + 1,
+	    buf, sizeof(buf)), -1);
+	ck_assert_int_eq(nft_build_hostaddrs(3, hosts, 2, buf, 40), -1);
 }
 END_TEST
 
@@ -171,6 +249,8 @@ START_TEST(ruleset_host)
 	ck_assert_ptr_nonnull(strstr(buf, "flags owner"));
 	ck_assert_ptr_nonnull(strstr(buf, "oifname \"up0\" ip saddr "
 	    "10.232.0.0/16 masquerade"));
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-*\" ct state new "
+	    "ct timeout set \"closed_tcp\"\n"));
 	hs.uplink = "up0\" accept";
 	ck_assert_int_eq(nft_build_host(&hs, buf, sizeof(buf)), -1);
 	hs.uplink = "up0";
@@ -183,9 +263,10 @@ END_TEST
  * network namespace of the test's own. */
 START_TEST(ruleset_nft_accepts)
 {
+	static const uint32_t hosts[] = { 0xcb007107u };
 	struct nft_host_spec hs = { "up0", 0x0ae70000u, 0x0ae80000u };
 	struct nft_ctx *ctx;
-	char buf[16384], err[2048];
+	char buf[16384], err[2048], tag[64], other[64], *out;
 
 	if (geteuid() != 0 || unshare(CLONE_NEWNET) == -1)
 		return;		/* needs root; the rest ran */
@@ -195,6 +276,21 @@ START_TEST(ruleset_nft_accepts)
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
 	/* Applying again replaces it atomically. */
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	/* The kernel keeps the tag: netd can tell the rules are in place. */
+	ck_assert_int_eq(nft_vm_tag(buf, tag, sizeof(tag)), 0);
+	ck_assert_int_eq(nft_vm_has(ctx, 7, tag), 1);
+	ck_assert_int_eq(nft_vm_has(ctx, 8, tag), 0);
+	ck_assert_int_gt(build_with(7, 2, 65, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(nft_vm_tag(buf, other, sizeof(other)), 0);
+	ck_assert_int_eq(nft_vm_has(ctx, 7, other), 0);
+	ck_assert_int_gt(nft_build_hostaddrs(7, hosts, 1, buf, sizeof(buf)),
+	    0);
+	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_int_eq(nft_vm_has(ctx, 7, tag), 1);
+	out = nft_list(ctx, "list set inet mcpvm_7 hostaddrs");
+	ck_assert_ptr_nonnull(out);
+	ck_assert_ptr_nonnull(strstr(out, "elements = { 203.0.113.7 }"));
+	free(out);
 	ck_assert_int_gt(nft_build_host(&hs, buf, sizeof(buf)), 0);
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
 	ck_assert_int_gt(nft_build_vm_delete(7, buf, sizeof(buf)), 0);
@@ -217,6 +313,8 @@ netd_suite(void)
 	tcase_add_test(tc, request_refusals);
 	tcase_add_test(tc, cidrs);
 	tcase_add_test(tc, ruleset_vm);
+	tcase_add_test(tc, ruleset_tag);
+	tcase_add_test(tc, ruleset_hostaddrs);
 	tcase_add_test(tc, ruleset_host);
 	tcase_add_test(tc, ruleset_nft_accepts);
 	suite_add_tcase(s, tc);
