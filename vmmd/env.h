@@ -39,6 +39,9 @@ struct vmmd {
 	gid_t			 admin_gid;
 	int			 foreground, verbose;
 	int			 shutting_down;
+	/* VMs the shutdown could not hibernate, left running for the next
+	 * vmmd to take up. */
+	int			 left_running;
 	TAILQ_HEAD(, vm)	 vms;
 	TAILQ_HEAD(, request)	 requests;
 };

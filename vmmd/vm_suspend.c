@@ -332,10 +332,17 @@ static void
 shutdown_suspended(struct vm *vm, const char *code, const char *msg,
     void *arg)
 {
+	/*
+	 * A VM whose checkpoint could not be written (a full disk) runs on,
+	 * its jobs thawed: vmmd leaves its QEMU running, and the next vmmd
+	 * takes it up (vm_adopt.c).  Failing it would lose what the disk
+	 * could not hold.
+	 */
 	if (code != NULL) {
-		log_warnx("vm %s: not hibernated at shutdown: %s", vm->rec.id,
-		    msg);
-		vm_fail(vm, "vmmd stopped and the VM could not be hibernated");
+		log_warnx("vm %s: not hibernated at shutdown: %s; left %s for "
+		    "the next vmmd to take up", vm->rec.id, msg,
+		    vm_state_name(vm->rec.state));
+		env->left_running++;
 	}
 	vmmd_maybe_exit();
 }

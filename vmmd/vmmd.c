@@ -922,7 +922,11 @@ main(int argc, char *argv[])
 	sd_notify_send("READY=1");
 	event_base_dispatch(env->base);
 
-	log_info("every VM is on disk or stopped; exiting");
+	if (env->left_running > 0)
+		log_warnx("%d VM(s) could not be hibernated and run on for the "
+		    "next vmmd to take up; exiting", env->left_running);
+	else
+		log_info("every VM is on disk or stopped; exiting");
 	ipc_server_free(env->srv_ctl);
 	audit_close(env->audit);
 	store_close(env->store);

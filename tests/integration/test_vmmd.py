@@ -844,6 +844,37 @@ def check_restart_survival(h, a, vms):
     ok(okk, "the ticker is cancelled", r)
 
 
+def check_full_disk_shutdown(h, a, vms):
+    """SIGTERM with the state volume full: no checkpoint fits, so each VM
+    is left running, not failed, and the next vmmd takes it up."""
+    filler = os.path.join(h.mnt, "filler")
+    st = os.statvfs(h.mnt)
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, max(st.f_bavail * st.f_frsize -
+                                      (4 << 20), 1))
+    finally:
+        os.close(fd)
+    mark = len(read(h.vmmd_log))
+    rc, secs = h.stop_vmmd()
+    log = read(h.vmmd_log)[mark:]
+    uids = {vm_uid(h, vm) for vm in vms}
+    qemus = {uid for _, uid, c in h.jail_processes() if "qemu" in c}
+    os.unlink(filler)
+    ok(rc == 0 and log.count("left running for the next vmmd") == 3,
+       "SIGTERM on a full disk: vmmd exits 0 (%.1f s), saying the three "
+       "VMs could not be hibernated and run on" % secs, log[-2000:])
+    ok(qemus == uids, "their QEMUs still run", (qemus, uids))
+    h.start_vmmd()
+    a.reconnect()
+    states = [a.state(vm) for vm in vms]
+    ok(states == ["running"] * 3, "the next vmmd takes all three up, "
+       "running", states)
+    st, _, out, _ = a.sh(vms[0], "echo room again", "full-after")
+    ok(st == "completed" and out == "room again\n", "and they run jobs",
+       (st, out))
+
+
 def check_garbage(h, a, vm2, vmgood):
     """The guest link of vm2 speaks garbage when it comes back."""
     open(os.path.join(h.dir, "garbage-" + vm2), "w").close()
@@ -1147,6 +1178,7 @@ def suite(h):
         time.monotonic() - t), r)
     vm3 = r["vm_id"]
     check_restart_survival(h, a, [vm3, vm1, vm2])
+    check_full_disk_shutdown(h, a, [vm3, vm1, vm2])
     # The garbage guest is met on vm2's next boot.
     okk, r = a("vm_suspend", vm_id=vm2, force=True)
     ok(okk and r["state"] == "hibernated", "hibernated again", r)
