@@ -64,6 +64,8 @@ static const struct cfg_key vmmd_keys[] = {
 	    1048576, NULL, "disk reserved for all retained VMs together" },
 	{ "boot_timeout_seconds", CFG_INT, V(boot_timeout_seconds), 0, "120",
 	    5, 3600, NULL, "how long a boot or restore may take" },
+	{ "link_down_seconds", CFG_INT, V(link_down_seconds), 0, "60", 1,
+	    3600, NULL, "how long a running VM's guest link may stay down" },
 	{ "min_free_mib", CFG_INT, V(min_free_mib), 0, "1024", 0, 1048576,
 	    NULL, "free space vm_dir keeps beyond every reservation" },
 	{ "stream_ports", CFG_LIST, V(stream_ports), 0, "1025-65535", 0, 0,

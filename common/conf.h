@@ -38,6 +38,7 @@ struct conf_vmmd {
 	long long	 max_memory_mib;
 	long long	 max_storage_gib;
 	long long	 boot_timeout_seconds;
+	long long	 link_down_seconds;
 	long long	 min_free_mib;		/* kept free on vm_dir's volume */
 	struct cfg_list	 stream_ports;		/* "1025-65535" ranges */
 	long long	 max_streams;		/* host-wide */

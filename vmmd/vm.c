@@ -163,6 +163,8 @@ vm_free(struct vm *vm)
 	vm_streams_count(vm, 0);
 	if (vm->boot_timer != NULL)
 		event_free(vm->boot_timer);
+	if (vm->link_timer != NULL)
+		event_free(vm->link_timer);
 	vmm_free(vm->vmm);
 	json_object_put(vm->listed);
 	free(vm);
@@ -420,6 +422,46 @@ vm_kill_processes(struct vm *vm)
  * ends with it (a create that fails leaves no VM), and whoever waits for
  * the VM to run hears why it will not.
  */
+/* The link stayed down link_down_seconds. */
+static void
+link_timer_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct vm *vm = arg;
+	char why[128];
+
+	if (vm->guest_up || vm->rec.state != VM_RUNNING)
+		return;
+	/* An operation ends by its own bound first; the link's comes after. */
+	if (vm->busy) {
+		vm_link_watch(vm, 0);
+		return;
+	}
+	snprintf(why, sizeof(why), "the guest link stayed down for %lld "
+	    "seconds (link_down_seconds)", env->conf.vmmd.link_down_seconds);
+	log_warnx("vm %s: %s", vm->rec.id, why);
+	vm_fsm_fire(vm, VM_EV_LINK_TIMEOUT, why);
+}
+
+/* The machine's link hook: a running VM's link that goes down has
+ * link_down_seconds to come back, or the VM fails and its waiters hear
+ * why (they would otherwise park as long as guestd stays away). */
+void
+vm_link_watch(struct vm *vm, int up)
+{
+	struct timeval tv = { env->conf.vmmd.link_down_seconds, 0 };
+
+	if (up || vm->rec.state != VM_RUNNING) {
+		if (vm->link_timer != NULL)
+			evtimer_del(vm->link_timer);
+		return;
+	}
+	if (vm->link_timer == NULL &&
+	    (vm->link_timer = evtimer_new(env->base, link_timer_cb, vm)) ==
+	    NULL)
+		fatalx("evtimer_new");
+	evtimer_add(vm->link_timer, &tv);
+}
+
 void
 vm_fail(struct vm *vm, const char *why)
 {

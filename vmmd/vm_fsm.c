@@ -45,6 +45,7 @@ static const struct vm_fsm_row table[] = {
 	R(CREATING,	QEMU_EXIT,	ANY,	CREATING,	NONE),
 	R(CREATING,	BOOT_TIMEOUT,	HELLO,	CREATING,	BOOT_EXPIRED),
 	R(CREATING,	BOOT_TIMEOUT,	ANY,	CREATING,	NONE),
+	R(CREATING,	LINK_TIMEOUT,	ANY,	CREATING,	NONE),
 
 	R(RUNNING,	PAUSED,		ANY,	PAUSED,		NONE),
 	R(RUNNING,	CHECKPOINT,	ANY,	HIBERNATING,	NONE),
@@ -60,6 +61,9 @@ static const struct vm_fsm_row table[] = {
 	R(RUNNING,	PROXY_EXIT,	ANY,	RUNNING,	GUEST_DOWN),
 	R(RUNNING,	QEMU_EXIT,	IDLE,	FAILED,		QEMU_GONE),
 	R(RUNNING,	QEMU_EXIT,	ANY,	RUNNING,	NONE),
+	/* guestd gone or hung: its waiters hear why instead of parking. */
+	R(RUNNING,	LINK_TIMEOUT,	IDLE,	FAILED,		FAIL),
+	R(RUNNING,	LINK_TIMEOUT,	ANY,	RUNNING,	NONE),
 
 	R(PAUSED,	THAWED,		ANY,	RUNNING,	NONE),
 	R(PAUSED,	CHECKPOINT,	ANY,	HIBERNATING,	NONE),
@@ -76,6 +80,7 @@ static const struct vm_fsm_row table[] = {
 	R(PAUSED,	QEMU_EXIT,	ANY,	PAUSED,		NONE),
 	R(PAUSED,	BOOT_TIMEOUT,	HELLO,	PAUSED,		BOOT_EXPIRED),
 	R(PAUSED,	BOOT_TIMEOUT,	ANY,	PAUSED,		NONE),
+	R(PAUSED,	LINK_TIMEOUT,	ANY,	PAUSED,		NONE),
 
 	R(HIBERNATING,	CHECKPOINTED,	ANY,	HIBERNATED,	NONE),
 	R(HIBERNATING,	RUNS_ON,	ANY,	RUNNING,	NONE),
@@ -90,6 +95,7 @@ static const struct vm_fsm_row table[] = {
 	R(HIBERNATING,	LINK_DOWN,	ANY,	HIBERNATING,	GUEST_DOWN),
 	R(HIBERNATING,	PROXY_EXIT,	ANY,	HIBERNATING,	GUEST_DOWN),
 	R(HIBERNATING,	QEMU_EXIT,	ANY,	HIBERNATING,	NONE),
+	R(HIBERNATING,	LINK_TIMEOUT,	ANY,	HIBERNATING,	NONE),
 
 	R(HIBERNATED,	RESTORE,	ANY,	RESUMING,	NONE),
 	R(HIBERNATED,	FAIL,		ANY,	FAILED,		FAIL),
@@ -107,6 +113,7 @@ static const struct vm_fsm_row table[] = {
 	R(RESUMING,	QEMU_EXIT,	ANY,	RESUMING,	NONE),
 	R(RESUMING,	BOOT_TIMEOUT,	HELLO,	RESUMING,	BOOT_EXPIRED),
 	R(RESUMING,	BOOT_TIMEOUT,	ANY,	RESUMING,	NONE),
+	R(RESUMING,	LINK_TIMEOUT,	ANY,	RESUMING,	NONE),
 
 	R(DESTROYING,	TORN_DOWN,	ANY,	GONE,		NONE),
 	/* The destroy goes on: a second one joins it, a failure is only
@@ -124,7 +131,7 @@ static const char *const event_names[VM_NEVENTS] = {
 	"booted", "thawed", "paused", "checkpoint", "checkpointed",
 	"runs_on", "stays_paused", "restore", "fail", "destroy", "torn_down",
 	"restart", "found_running", "found_paused", "hello", "link_down", "proxy_exit", "qemu_exit",
-	"boot_timeout",
+	"boot_timeout", "link_timeout",
 };
 
 static const char *const guard_names[VM_NGUARDS] = {
@@ -226,10 +233,14 @@ vm_fsm_fire(struct vm *vm, enum vm_event ev, const char *why)
 		break;
 	case VM_ACT_GUEST_UP:
 		vm->guest_up = 1;
+		if (hooks.link != NULL)
+			hooks.link(vm, 1);
 		vm_wake_waiters(vm);
 		break;
 	case VM_ACT_GUEST_DOWN:
 		vm->guest_up = 0;
+		if (hooks.link != NULL)
+			hooks.link(vm, 0);
 		break;
 	default:
 		if (hooks.act[r->act] != NULL)

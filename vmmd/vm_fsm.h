@@ -49,6 +49,7 @@ enum vm_event {
 	VM_EV_PROXY_EXIT,	/* vmproxy exited, not for a guest's fault */
 	VM_EV_QEMU_EXIT,	/* QEMU exited */
 	VM_EV_BOOT_TIMEOUT,	/* boot_timeout_seconds passed */
+	VM_EV_LINK_TIMEOUT,	/* the link stayed down link_down_seconds */
 	VM_NEVENTS
 };
 
@@ -126,6 +127,9 @@ struct vm_fsm_hooks {
 	int	(*resume)(struct vm *, char *why, size_t);
 	/* An operation ended: vmmd may be able to exit. */
 	void	(*settled)(void);
+	/* The guest's link came up (1) or went down (0): a link that stays
+	 * down is bounded (link_down_seconds). */
+	void	(*link)(struct vm *, int up);
 	/* The actions above VM_ACT_GUEST_DOWN, with the event's why. */
 	void	(*act[VM_NACTIONS])(struct vm *, const char *why);
 };

@@ -60,6 +60,7 @@ vm_fsm_start(void)
 	h.record = vm_record_state;
 	h.resume = vm_resume_hook;
 	h.settled = vmmd_maybe_exit;
+	h.link = vm_link_watch;
 	h.act[VM_ACT_BOOT_HELLO] = vm_boot_hello;
 	h.act[VM_ACT_BOOT_THAW] = vm_boot_thaw;
 	h.act[VM_ACT_RESUME_THAW] = vm_resume_thaw;

@@ -30,6 +30,8 @@ void	vm_record_state(struct vm *);
 void	vm_act_fail(struct vm *, const char *why);
 void	vm_act_qemu_gone(struct vm *, const char *why);
 void	vm_act_destroy(struct vm *, const char *why);
+/* The machine's link hook (link_down_seconds). */
+void	vm_link_watch(struct vm *, int up);
 void	vm_path(const struct vm *, const char *name, char *buf, size_t len);
 long long image_disk_bytes(const struct conf_image *);
 void	vm_io_done(struct vm *);

@@ -121,6 +121,7 @@ struct vm {
 	struct broker_vm	*broker;	/* job broker pipes, or NULL */
 	struct event		*idle_timer;
 	struct event		*boot_timer;
+	struct event		*link_timer;	/* link down: its bound */
 	TAILQ_HEAD(, vm_waiter)	 waits;		/* want it running, or gone */
 	/* The lifecycle operation in progress. */
 	vm_done_cb		 op_cb;

@@ -19,6 +19,9 @@ does, up to the guest's hello, and then misbehaves as MODE says:
               whose guestd hangs in it), answering all else
   oldfreeze   answers that freeze as a guestd older than it does: frozen
               jobs, no count of file systems
+  linkdown    answers the create's clock call, reports the guest's link
+              down, and then answers nothing at all (a guestd that its
+              root stopped, or a hung vmproxy)
 
 vmmd asks vmproxy for QEMU operations too (IPC_PROXY_QMP): outside the
 qmp* modes they are answered as a real vmproxy would, without ever
@@ -90,12 +93,14 @@ def main():
     with open(os.environ["FAKE_VMPROXY_MODE"]) as f:
         mode = f.read().strip()
     c = FdConn(3)
-    hello = False
+    hello = silent = False
     try:
         while True:
             t, rid, body, fd = c.recv()
             if fd is not None:
                 os.close(fd)
+            if silent:
+                continue
             if t == PROXY_QMP:
                 qmp_answer(c, mode, rid, body)
                 # The guest's hello once QEMU is "up", as a real one.
@@ -125,7 +130,10 @@ def main():
                 continue
             c.send(PROXY_RESULT, {"result": {}}, id=rid,
                    flags=ipc.FLAG_REPLY)
-            if mode == "streamsneg":
+            if mode == "linkdown":
+                c.send(PROXY_LINK_DOWN, {}, id=0)
+                silent = True
+            elif mode == "streamsneg":
                 c.send(PROXY_STREAMS, {"open": -5}, id=0)
             elif mode == "streamshuge":
                 c.send(PROXY_STREAMS, {"open": 10**12}, id=0)

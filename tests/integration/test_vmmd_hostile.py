@@ -345,8 +345,11 @@ def check_console(h, vm):
        "the newest kept", data[-300:])
 
 
+LINK_DOWN_S = 5
+
+
 def suite(h):
-    h.write_conf(console_log_kib=CONSOLE_KIB)
+    h.write_conf(console_log_kib=CONSOLE_KIB, link_down_seconds=LINK_DOWN_S)
     h.start_authd()
     h.start_vmmd()
     a = base.Client(h, h.issue("alpha"))
@@ -417,6 +420,28 @@ def suite(h):
         "nofreeze", "never answers the freeze"))
     run_mode(h, a, b, "oldfreeze", freeze_refused(
         "oldfreeze", "cannot freeze its file systems"))
+
+    def linkdown(res):
+        okk, r = res
+        if not ok(okk, "linkdown: the create went through", r):
+            return
+        t0 = time.monotonic()
+        calls = [base.Call(h, a.tok, "vm_exec", vm_id=r["vm_id"],
+                           request_id="ld-%d" % i, command="true")
+                 for i in range(20)]
+        got = [c.wait(60) for c in calls]
+        secs = time.monotonic() - t0
+        ok(all(not okk and e.get("code") == "unavailable" and
+               "link_down_seconds" in e.get("message", "")
+               for okk, e in got),
+           "linkdown: 20 execs parked on a VM whose link went down and "
+           "stayed silent all hear unavailable, naming link_down_seconds, "
+           "after %.1f s (the bound is %d s)" % (secs, LINK_DOWN_S),
+           got[:2])
+        p = h.vmctl("--json", "status", r["vm_id"])
+        ok('"failed"' in p.stdout and "stayed down" in p.stdout,
+           "linkdown: the VM is failed, saying why", p.stdout)
+    run_mode(h, a, b, "linkdown", linkdown)
     case_log_fifo(h, a, b)
     case_fake_qemu(h, a, b)
     okk, r = a("vm_create", request_id="h-real", memory_mib=MEM,
