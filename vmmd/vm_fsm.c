@@ -412,6 +412,21 @@ vm_ready(struct vm *vm, vm_done_cb cb, void *arg)
 	}
 }
 
+int
+vm_wait_cancel(struct vm *vm, void *arg, const char *code, const char *msg)
+{
+	struct vm_waiter *w;
+
+	TAILQ_FOREACH(w, &vm->waits, entry)
+		if (w->kind == VM_WAIT_READY && w->arg == arg) {
+			TAILQ_REMOVE(&vm->waits, w, entry);
+			w->cb(vm, code, msg, w->arg);
+			free(w);
+			return 1;
+		}
+	return 0;
+}
+
 void
 vm_wait_gone(struct vm *vm, vm_done_cb cb, void *arg)
 {

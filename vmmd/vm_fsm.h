@@ -177,6 +177,10 @@ void	vm_op_cancel(struct vm *, const char *code, const char *msg);
  * a deadline (monotonic ms, 0: none) for its wait.
  */
 void	vm_ready(struct vm *, vm_done_cb, void *);
+/* The request arg that waits for vm to be ready went away: its callback
+ * hears code and msg now, and 1; 0 when it was not waiting for vm. */
+int	vm_wait_cancel(struct vm *, void *arg, const char *code,
+	    const char *msg);
 void	vm_wait_gone(struct vm *, vm_done_cb, void *);
 /* Ready waiters hear what the VM's state now means for them. */
 void	vm_wake_waiters(struct vm *);

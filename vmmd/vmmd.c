@@ -382,8 +382,39 @@ vmmd_stats(struct request *req)
 	request_drop(req);
 }
 
-/* IPC_VM_CANCEL: only a wait stops early (vm_exec's job is cancelled,
- * vm_run's VM destroyed); nothing else is safe to abandon half way. */
+/*
+ * A request its caller gave up on stops waiting for its VM to be ready
+ * (paused, hibernated, its link down), so that it no longer counts
+ * against its workspace's budget: nothing of it ran yet, and its answer
+ * goes nowhere.  A guest call already sent ends by its own timeout.
+ */
+static int
+request_abandon(struct request *req)
+{
+	struct vm *vm;
+
+	TAILQ_FOREACH(vm, &env->vms, entry)
+		if (vm_wait_cancel(vm, req, "unavailable", "cancelled: the "
+		    "caller went away while the VM was not ready"))
+			return 1;
+	return 0;
+}
+
+/* 1 while req is still one of vmmd's requests (an answer frees it). */
+static int
+request_alive(const struct request *req)
+{
+	const struct request *r;
+
+	TAILQ_FOREACH(r, &env->requests, entry)
+		if (r == req)
+			return 1;
+	return 0;
+}
+
+/* IPC_VM_CANCEL: a wait stops early (vm_exec's job is cancelled, vm_run's
+ * VM destroyed, a wait for the VM ends); nothing else is safe to abandon
+ * half way. */
 static void
 mcpd_cancel(struct ipc_conn *conn, uint32_t id)
 {
@@ -394,6 +425,8 @@ mcpd_cancel(struct ipc_conn *conn, uint32_t id)
 			req->cancelled = 1;
 			if (req->on_cancel != NULL)
 				req->on_cancel(req);
+			else
+				request_abandon(req);
 			break;
 		}
 }
@@ -486,31 +519,53 @@ conn_admit(long long *n, const char *sock, const struct ucred *cred)
 }
 
 /*
- * A connection is gone: its requests finish unheard.  A tool whose job or
- * run outlives its caller (TOOL_OUTLIVES: vm_exec, vm_run) goes on to its
- * own end (request.h): a gone mcpd is a restart, not a cancel.
+ * A connection is gone: its requests finish unheard, and one that waits
+ * for its VM to be ready stops waiting.  A tool whose job or run has
+ * begun and outlives its caller (TOOL_OUTLIVES: vm_exec, vm_run) goes on
+ * to its own end (request.h): a gone mcpd is a restart, not a cancel.
  */
 static void
 conn_forget(struct ipc_conn *conn)
 {
-	struct request *req;
+	struct request *req, **gone = NULL;
+	size_t ngone = 0, cap = 0;
 
 	TAILQ_FOREACH(req, &env->requests, entry)
 		if (req->conn == conn) {
+			int outlives = req->def != NULL &&
+			    (req->def->flags & TOOL_OUTLIVES);
+
 			req->conn = NULL;
-			if (req->def != NULL &&
-			    (req->def->flags & TOOL_OUTLIVES)) {
-				log_info("%s%s%s goes on without its caller, "
-				    "whose connection ended", req->tool,
-				    req->request_id[0] != '\0' ? " " : "",
-				    req->request_id);
-				continue;
+			/* Its client is as gone as if it had cancelled, unless
+			 * its job or run has begun and outlives it. */
+			if (!outlives) {
+				req->cancelled = 1;
+				if (req->on_cancel != NULL)
+					req->on_cancel(req);
 			}
-			/* Its client is as gone as if it had cancelled. */
-			req->cancelled = 1;
-			if (req->on_cancel != NULL)
-				req->on_cancel(req);
+			if (outlives || req->on_cancel == NULL) {
+				/* Abandoned below: an answer frees requests,
+				 * which this walk must not meet. */
+				if (ngone == cap) {
+					cap = cap ? cap * 2 : 16;
+					if ((gone = reallocarray(gone, cap,
+					    sizeof(*gone))) == NULL)
+						fatal("reallocarray");
+				}
+				gone[ngone++] = req;
+			}
 		}
+	for (size_t i = 0; i < ngone; i++) {
+		req = gone[i];
+		if (!request_alive(req) || request_abandon(req))
+			continue;
+		if (req->def != NULL && (req->def->flags & TOOL_OUTLIVES))
+			log_info("%s%s%s goes on without its caller, whose "
+			    "connection ended", req->tool,
+			    req->request_id[0] != '\0' ? " " : "",
+			    req->request_id);
+	}
+	free(gone);
 	vm_streams_forget_conn(conn);
 }
 

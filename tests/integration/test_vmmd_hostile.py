@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmmdlib as base  # noqa: E402
+import vmmd_ipc as ipc  # noqa: E402
 from vmmdlib import ok, note, read, err_code  # noqa: E402
 from vmmdlib import vmmd_fds, vmmd_rss_kib  # noqa: E402
 
@@ -425,6 +426,25 @@ def suite(h):
         okk, r = res
         if not ok(okk, "linkdown: the create went through", r):
             return
+        # A caller that parks the workspace's whole budget on the VM and
+        # goes away leaves nothing counted behind.
+        c = ipc.Conn(os.path.join(h.run, "vmmd.sock"), "mcpd")
+        for i in range(70):
+            c.send(ipc.VM_TOOL, {"credential": a.tok, "tool": "vm_exec",
+                                 "arguments": {"vm_id": r["vm_id"],
+                                               "request_id": "lp-%d" % i,
+                                               "command": "true"}})
+        busy = []
+        for i in range(6):
+            t, rid, body, fd = c.recv()
+            busy.append(body.get("error", {}).get("message", ""))
+        c.close()
+        ok(all("max_requests_per_workspace" in m for m in busy),
+           "linkdown: 64 execs park on the VM, and the rest are busy "
+           "naming max_requests_per_workspace", busy)
+        okk, lst = a("vm_list")
+        ok(okk, "linkdown: their caller gone, the workspace's next "
+           "request is answered at once", lst)
         t0 = time.monotonic()
         calls = [base.Call(h, a.tok, "vm_exec", vm_id=r["vm_id"],
                            request_id="ld-%d" % i, command="true")
