@@ -206,6 +206,11 @@ adopt_status(struct vmm *vmm, int ok, const char *status, void *arg)
 		}
 		vm_fsm_fire(vm, VM_EV_FOUND_RUNNING, status);
 		vm_touch(vm);
+		/* A snapshot's freeze vmmd died in is undone at once, not
+		 * after guestd's own 60 s: thawed at the guest's hello. */
+		vm->adopt_thaw = 1;
+		if (vm->guest_up)
+			vm_adopt_thaw(vm);
 	} else if (strcmp(status, "paused") == 0 ||
 	    strcmp(status, "postmigrate") == 0 ||
 	    strcmp(status, "finish-migrate") == 0)
@@ -232,6 +237,29 @@ adopt_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 	broker_proxy_up(vm);
 	if (vmm_status(vm->vmm, adopt_status, vm) == -1)
 		adopt_fail(vm, "QEMU's status", strerror(errno));
+}
+
+/*
+ * A running VM taken up is thawed once: jobs and file systems that a
+ * snapshot vmmd died in had frozen (the thaw of a guest that is not
+ * frozen only sets its clock).
+ */
+void
+vm_adopt_thaw(struct vm *vm)
+{
+	struct json_object *call;
+
+	if (!vm->adopt_thaw || vm->rec.state != VM_RUNNING)
+		return;
+	vm->adopt_thaw = 0;
+	call = json_object_new_object();
+	json_object_object_add(call, "op", json_object_new_string("thaw"));
+	json_object_object_add(call, "realtime_ns",
+	    json_object_new_int64(wall_ms() * 1000000LL));
+	if (proxy_call(vm, call, GUEST_CTL_CALL_MS, NULL, NULL) == -1)
+		log_warnx("vm %s: taken up, but not thawed: vmproxy is gone",
+		    vm->rec.id);
+	json_object_put(call);
 }
 
 static void

@@ -58,6 +58,8 @@ void	vm_boot_timer_start(struct vm *);
 /* vm_adopt.c: takes up the VM's QEMU, which outlived the last vmmd; -1
  * with why when there is none to take up (nothing was started). */
 int	vm_adopt(struct vm *, char *why, size_t);
+/* Thaws a running VM taken up, once, when its guest is up. */
+void	vm_adopt_thaw(struct vm *);
 
 /* vm_suspend.c */
 int	vm_resume(struct vm *, char *why, size_t);

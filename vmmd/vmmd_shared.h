@@ -97,6 +97,7 @@ struct vm {
 	int			 busy;		/* a lifecycle op runs */
 	int			 adopted;	/* its QEMU outlived the last
 						 * vmmd and was taken up */
+	int			 adopt_thaw;	/* to thaw at its guest's hello */
 	/*
 	 * Disk jobs on the worker pool that will call back with this VM.  A
 	 * VM is freed only once none is out (vm.c, vm_discard), so a worker
