@@ -453,8 +453,6 @@ vm_link_watch(struct vm *vm, int up)
 	if (up || vm->rec.state != VM_RUNNING) {
 		if (vm->link_timer != NULL)
 			evtimer_del(vm->link_timer);
-		if (up)
-			vm_adopt_thaw(vm);
 		return;
 	}
 	if (vm->link_timer == NULL &&

@@ -50,6 +50,16 @@ proxy_streams(struct vm *vm, int open, int pipes)
 	vm_streams_count(vm, open);
 }
 
+/* The guest's link: bounded while down (vm.c); a VM taken up after a
+ * restart is thawed once it is up (vm_adopt.c). */
+static void
+vm_link_hook(struct vm *vm, int up)
+{
+	vm_link_watch(vm, up);
+	if (up)
+		vm_adopt_thaw(vm);
+}
+
 static void
 vm_fsm_start(void)
 {
@@ -60,7 +70,7 @@ vm_fsm_start(void)
 	h.record = vm_record_state;
 	h.resume = vm_resume_hook;
 	h.settled = vmmd_maybe_exit;
-	h.link = vm_link_watch;
+	h.link = vm_link_hook;
 	h.act[VM_ACT_BOOT_HELLO] = vm_boot_hello;
 	h.act[VM_ACT_BOOT_THAW] = vm_boot_thaw;
 	h.act[VM_ACT_RESUME_THAW] = vm_resume_thaw;
