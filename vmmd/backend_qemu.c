@@ -191,26 +191,28 @@ out:
 	return rc;
 }
 
-static int
-qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
-    const char *ckpt, const struct vmm_cbs *cbs, void *cbarg,
-    vmm_done_cb done, void *arg, struct vmm **out)
+static void	qvm_discard(struct qvm *);
+
+/*
+ * A new qvm for spec: its fields, timers and monitor slot, nothing
+ * started.  NULL with errno when spec cannot be used or memory is short.
+ */
+static struct qvm *
+qvm_alloc(struct qemu_backend *be, const struct vm_spec *s,
+    const struct vmm_cbs *cbs, void *cbarg)
 {
 	struct qvm *v;
-	char err[512];
-	enum op op = ckpt != NULL ? OP_RESTORE : OP_START;
 
-	*out = NULL;
 	if (strlen(s->rundir) >= sizeof(v->rundir)) {
 		errno = ENAMETOOLONG;
-		return -1;
+		return NULL;
 	}
 	if (s->mon == NULL || s->mon->owner != NULL) {
 		errno = EINVAL;		/* no monitor, or one in use */
-		return -1;
+		return NULL;
 	}
 	if ((v = calloc(1, sizeof(*v))) == NULL)
-		return -1;
+		return NULL;
 	v->vmm.ops = &qemu_backend_ops;
 	v->be = be;
 	v->slot = s->slot;
@@ -224,12 +226,89 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
 	v->ckpt_fd = -1;
 	v->pid = -1;
 	v->mon = s->mon;
-	v->held = ckpt != NULL && s->hold;
 	LIST_INIT(&v->cmds);
 	v->timer = evtimer_new(be->base, mig_poll, v);
 	v->deadline = evtimer_new(be->base, qvm_deadline_cb, v);
-	if (v->timer == NULL || v->deadline == NULL)
-		goto fail;
+	if (v->timer == NULL || v->deadline == NULL) {
+		qvm_discard(v);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return v;
+}
+
+/* The exit watch and the timers go (both qvm_discard and qvm_free). */
+static void
+qvm_close_events(struct qvm *v)
+{
+	if (v->pidev != NULL)
+		event_free(v->pidev);
+	v->pidev = NULL;
+	if (v->pidfd != -1)
+		close(v->pidfd);
+	v->pidfd = -1;
+	if (v->timer != NULL)
+		event_free(v->timer);
+	v->timer = NULL;
+	if (v->deadline != NULL)
+		event_free(v->deadline);
+	v->deadline = NULL;
+}
+
+/* Undoes qvm_alloc and what followed it, before the qvm was handed out. */
+static void
+qvm_discard(struct qvm *v)
+{
+	qvm_close_events(v);
+	if (v->ckpt_fd != -1)
+		close(v->ckpt_fd);
+	free(v);
+}
+
+/* Watches v->pid's exit through a pidfd: -1 if it cannot. */
+static int
+qvm_watch(struct qvm *v)
+{
+	v->pidfd = (int)syscall(SYS_pidfd_open, v->pid, 0);
+	if (v->pidfd == -1 || (v->pidev = event_new(v->be->base, v->pidfd,
+	    EV_READ | EV_PERSIST, qvm_pidfd_cb, v)) == NULL ||
+	    event_add(v->pidev, NULL) == -1)
+		return -1;
+	return 0;
+}
+
+/*
+ * Takes the monitor and asks vmproxy to connect to QEMU's QMP socket
+ * (retrying while QEMU makes it); qvm_connected hears once
+ * qmp_capabilities is through.  -1 (the monitor let go) if not sent.
+ */
+static int
+qvm_monitor(struct qvm *v)
+{
+	v->mon->owner = v;
+	v->mon->event = qvm_mon_event;
+	v->mon->lost = qvm_mon_lost;
+	if (qvm_send(v, VMQ_CONNECT, -1, v->be->conf.connect_ms,
+	    qvm_connected, NULL) == -1) {
+		qvm_mon_release(v);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
+    const char *ckpt, const struct vmm_cbs *cbs, void *cbarg,
+    vmm_done_cb done, void *arg, struct vmm **out)
+{
+	struct qvm *v;
+	char err[512];
+	enum op op = ckpt != NULL ? OP_RESTORE : OP_START;
+
+	*out = NULL;
+	if ((v = qvm_alloc(be, s, cbs, cbarg)) == NULL)
+		return -1;
+	v->held = ckpt != NULL && s->hold;
 	if (ckpt != NULL) {
 		/*
 		 * An older vmmd gave its snapshots to the VM's uid: reclaimed
@@ -250,24 +329,14 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
 		errno = ECHILD;
 		goto fail;
 	}
-	v->pidfd = (int)syscall(SYS_pidfd_open, v->pid, 0);
-	if (v->pidfd == -1 || (v->pidev = event_new(be->base, v->pidfd,
-	    EV_READ | EV_PERSIST, qvm_pidfd_cb, v)) == NULL ||
-	    event_add(v->pidev, NULL) == -1) {
+	if (qvm_watch(v) == -1) {
 		log_warn("vm %u: pidfd", s->slot);
 		kill(v->pid, SIGKILL);
 		waitpid(v->pid, NULL, 0);
 		goto fail;
 	}
-	/* vmproxy connects to QEMU's QMP socket, retrying while QEMU makes
-	 * it, and answers once qmp_capabilities is through. */
-	v->mon->owner = v;
-	v->mon->event = qvm_mon_event;
-	v->mon->lost = qvm_mon_lost;
-	if (qvm_send(v, VMQ_CONNECT, -1, be->conf.connect_ms, qvm_connected,
-	    NULL) == -1) {
+	if (qvm_monitor(v) == -1) {
 		log_warnx("vm %u: QEMU's monitor cannot be reached", s->slot);
-		qvm_mon_release(v);
 		kill(v->pid, SIGKILL);
 		waitpid(v->pid, NULL, 0);
 		goto fail;
@@ -279,17 +348,7 @@ qvm_launch(struct qemu_backend *be, const struct vm_spec *s,
 	*out = &v->vmm;
 	return 0;
 fail:
-	if (v->pidev != NULL)
-		event_free(v->pidev);
-	if (v->pidfd != -1)
-		close(v->pidfd);
-	if (v->ckpt_fd != -1)
-		close(v->ckpt_fd);
-	if (v->timer != NULL)
-		event_free(v->timer);
-	if (v->deadline != NULL)
-		event_free(v->deadline);
-	free(v);
+	qvm_discard(v);
 	return -1;
 }
 
@@ -324,44 +383,17 @@ qvm_adopt(void *bep, const struct vm_spec *s, pid_t pid,
 	struct qvm *v;
 
 	*out = NULL;
-	if (strlen(s->rundir) >= sizeof(v->rundir) || pid <= 0) {
+	if (pid <= 0) {
 		errno = EINVAL;
 		return -1;
 	}
-	if (s->mon == NULL || s->mon->owner != NULL) {
-		errno = EINVAL;
+	if ((v = qvm_alloc(be, s, cbs, cbarg)) == NULL)
 		return -1;
-	}
-	if ((v = calloc(1, sizeof(*v))) == NULL)
-		return -1;
-	v->vmm.ops = &qemu_backend_ops;
-	v->be = be;
-	v->slot = s->slot;
-	v->uid = s->uid;
-	v->gid = s->gid;
-	strcpy(v->rundir, s->rundir);
-	if (cbs != NULL)
-		v->cbs = *cbs;
-	v->cbarg = cbarg;
-	v->ckpt_fd = -1;
 	v->pid = pid;
 	v->adopted = 1;
-	v->mon = s->mon;
-	LIST_INIT(&v->cmds);
-	v->timer = evtimer_new(be->base, mig_poll, v);
-	v->deadline = evtimer_new(be->base, qvm_deadline_cb, v);
-	v->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (v->timer == NULL || v->deadline == NULL || v->pidfd == -1 ||
-	    (v->pidev = event_new(be->base, v->pidfd, EV_READ | EV_PERSIST,
-	    qvm_pidfd_cb, v)) == NULL || event_add(v->pidev, NULL) == -1)
-		goto fail;
-	v->mon->owner = v;
-	v->mon->event = qvm_mon_event;
-	v->mon->lost = qvm_mon_lost;
-	if (qvm_send(v, VMQ_CONNECT, -1, be->conf.connect_ms, qvm_connected,
-	    NULL) == -1) {
-		qvm_mon_release(v);
-		goto fail;
+	if (qvm_watch(v) == -1 || qvm_monitor(v) == -1) {
+		qvm_discard(v);
+		return -1;
 	}
 	qvm_begin(v, OP_START, done, arg, be->conf.connect_ms +
 	    be->conf.command_ms);
@@ -369,17 +401,6 @@ qvm_adopt(void *bep, const struct vm_spec *s, pid_t pid,
 	    s->slot, (long)pid);
 	*out = &v->vmm;
 	return 0;
-fail:
-	if (v->pidev != NULL)
-		event_free(v->pidev);
-	if (v->pidfd != -1)
-		close(v->pidfd);
-	if (v->timer != NULL)
-		event_free(v->timer);
-	if (v->deadline != NULL)
-		event_free(v->deadline);
-	free(v);
-	return -1;
 }
 
 static int
@@ -527,14 +548,7 @@ qvm_free(struct vmm *vm)
 	}
 	qvm_reap_later(v);
 	qvm_mon_release(v);
-	if (v->pidev != NULL)
-		event_free(v->pidev);
-	if (v->pidfd != -1)
-		close(v->pidfd);
-	if (v->timer != NULL)
-		event_free(v->timer);
-	if (v->deadline != NULL)
-		event_free(v->deadline);
+	qvm_close_events(v);
 	/* A worker still fsyncs our checkpoint: it frees us when done. */
 	if (v->in_worker) {
 		v->freed = 1;
