@@ -344,16 +344,30 @@ def main():
 
         case_clones(h, w, a, vm)
 
-        # vmmd dies with the VM running: the next vmmd kills the VM and
-        # its first sync has netd remove the orphaned network.
+        # vmmd dies with the VM running: the next vmmd takes it up, and
+        # its first sync keeps the VM's network.
         h.kill_vmmd()
-        ok(len(netd_objects(w)[0]) == 1, "vmmd killed: the network stays "
-           "for now", netd_objects(w))
+        ok(len(netd_objects(w)[0]) == 1, "vmmd killed: the network stays",
+           netd_objects(w))
         h.start_vmmd()
-        ok(all_gone(w, h_before, 20), "the restarted vmmd's sync removed "
-           "the orphaned network")
         a.reconnect()
         nonet.reconnect()
+        ok(a.state(vm) == "running" and len(netd_objects(w)[0]) == 1,
+           "the restarted vmmd took the VM up, and its sync kept the "
+           "network", (a.state(vm), netd_objects(w)))
+        check_egress(w, a, vm, "taken-up")
+        # vmmd dies, and the VM's QEMU with it: the next vmmd fails the VM
+        # and its first sync has netd remove the orphaned network.
+        h.kill_vmmd()
+        for pid, _, cmd in h.jail_processes():
+            if "qemu-system" in cmd:
+                os.kill(pid, signal.SIGKILL)
+        h.start_vmmd()
+        ok(all_gone(w, h_before, 20), "QEMU gone too: the restarted "
+           "vmmd's sync removed the orphaned network")
+        a.reconnect()
+        nonet.reconnect()
+        ok(a.state(vm) == "failed", "and the VM is failed", a.state(vm))
         okk, r = a("vm_destroy", vm_id=vm)
         ok(okk, "destroyed the failed VM", r)
 
