@@ -151,8 +151,7 @@ adopt_fail(struct vm *vm, const char *what, const char *err)
 
 	snprintf(why, sizeof(why), "vmmd restarted and could not take up the "
 	    "VM's QEMU: %s: %s", what, err);
-	log_warnx("vm %s: %s", vm->rec.id, why);
-	vm_op_done(vm, "unavailable", "%s", why);
+	/* The fail ends the adoption first, then wakes the waiters. */
 	vm_fail(vm, why);
 }
 
