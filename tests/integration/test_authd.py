@@ -657,9 +657,11 @@ class Events(AuthdTest):
 
     def test_expiry_reaches_subscriber(self):
         s = self.subscriber()
-        tok, out, _ = self.a.issue("exp", "--ttl", "1")
+        # 3 s: the verify before the expiry must come first even under
+        # ASan on a loaded machine (with 1 s it once did not).
+        tok, out, _ = self.a.issue("exp", "--ttl", "3")
         self.assertEqual(self.a.verify(tok)[0], ipc.AUTH_VERIFY_RESULT)
-        s.sock.settimeout(6)
+        s.sock.settimeout(8)
         rtype, body = s.next_event()
         now = time.time()
         self.assertEqual((rtype, body), (ipc.AUTH_EVENT, {
