@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmmdlib as base  # noqa: E402
 import vmmd_ipc as ipc  # noqa: E402
 from vmmdlib import ok, note, read, err_code  # noqa: E402
-from vmmdlib import vmmd_fds, vmmd_rss_kib  # noqa: E402
+from vmmdlib import vmmd_fds, vmmd_paths, vmmd_rss_kib  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MEM = base.MEM
@@ -132,18 +132,6 @@ def failed_vm(h, a, res, mode, why):
     p = h.vmctl("--json", "status", r["vm_id"])
     ok('"failed"' in p.stdout and why in p.stdout, "%s: vmmd failed the VM: "
        "%s" % (mode, why), p.stdout + p.stderr)
-
-
-def vmmd_paths(h):
-    """What vmmd's descriptors point at."""
-    out = []
-    d = "/proc/%d/fd" % h.vmmd.pid
-    for n in os.listdir(d):
-        try:
-            out.append(os.readlink(os.path.join(d, n)))
-        except OSError:
-            pass
-    return out
 
 
 def vmmd_reads_qemu(h):

@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmmdlib as base  # noqa: E402
 import vmmd_ipc as ipc  # noqa: E402
 from vmmdlib import ok, note, read  # noqa: E402
-from vmmdlib import vmmd_fds, vmmd_rss_kib  # noqa: E402
+from vmmdlib import vmmd_fds, vmmd_paths, vmmd_rss_kib  # noqa: E402
 
 MEM = base.MEM
 MAX_CONNS = 8
@@ -226,18 +226,6 @@ def check_stream_burst(h, a, vm):
     # As the other checks leave it: the descriptor count below is taken
     # with no client connection open.
     a.c.close()
-
-
-def fd_targets(h):
-    """What vmmd's descriptors are (socket:[inode], pidfd, files)."""
-    d = "/proc/%d/fd" % h.vmmd.pid
-    out = []
-    for n in os.listdir(d):
-        try:
-            out.append(os.readlink(os.path.join(d, n)))
-        except OSError:
-            pass
-    return out
 
 
 def busy_now(c, body):
@@ -484,7 +472,7 @@ def suite(h, seed, rounds):
     b.c.close()
     time.sleep(0.3)
     fds, rss = vmmd_fds(h), vmmd_rss_kib(h)
-    fd_names = fd_targets(h)
+    fd_names = vmmd_paths(h)
     check_connections(h, a)
     check_wrong_uid(h)
     check_arguments(h, a, vm)
@@ -494,7 +482,7 @@ def suite(h, seed, rounds):
     seeded_loop(h, a, b, vm, seed, rounds)
     now = vmmd_fds(h, fds)
     ok(now <= fds, "vmmd holds no more descriptors than before (%d, "
-       "was %d)" % (now, fds), sorted(set(fd_targets(h)) - set(fd_names)))
+       "was %d)" % (now, fds), sorted(set(vmmd_paths(h)) - set(fd_names)))
     grown, bound = vmmd_rss_kib(h) - rss, base.rss_bound_kib(32 * 1024)
     ok(grown < bound, "vmmd's resident memory grew by %d KiB (bound %d "
        "KiB)" % (grown, bound))

@@ -544,6 +544,18 @@ def vmmd_fds(h, settle_to=None):
         time.sleep(0.05)
 
 
+def vmmd_paths(h):
+    """What vmmd's descriptors point at (socket:[inode], files...)."""
+    out = []
+    d = "/proc/%d/fd" % h.vmmd.pid
+    for n in os.listdir(d):
+        try:
+            out.append(os.readlink(os.path.join(d, n)))
+        except OSError:
+            pass
+    return out
+
+
 def vmmd_rss_kib(h):
     with open("/proc/%d/status" % h.vmmd.pid) as f:
         for line in f:
