@@ -131,6 +131,9 @@ static const char *const migrations[] = {
 	"CREATE INDEX jobs_finished ON jobs(vm_id, finished_at) "
 	"WHERE state <> 'running';"
 	"CREATE INDEX jobs_running ON jobs(vm_id) WHERE state = 'running';",
+	/* 7: vm_run's own VMs, which a vmmd that died mid-run leaves
+	 * behind: the next one destroys them rather than take them up. */
+	"ALTER TABLE vms ADD COLUMN run INTEGER NOT NULL DEFAULT 0;",
 };
 
 /*
@@ -251,9 +254,9 @@ store_vm_insert(struct store *s, const struct vm_record *v, char *err,
 	    "INSERT INTO vms (id, workspace, slot, state, image, vcpus, "
 	    "memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, "
 	    "created_at, updated_at, generation, failure, vmgenid, snapshot_id, "
-	    "origin) "
+	    "origin, run) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, "
-	    "?13, ?14, ?15, ?16, ?17)", "vms", err, errlen);
+	    "?13, ?14, ?15, ?16, ?17, ?18)", "vms", err, errlen);
 
 	if (st == NULL)
 		return -1;
@@ -276,6 +279,7 @@ store_vm_insert(struct store *s, const struct vm_record *v, char *err,
 	sqlite3_bind_text(st, 16, v->snapshot_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 17, v->origin[0] != '\0' ? v->origin : "booted",
 	    -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 18, v->run != 0);
 	return store_done(s, st, "vms", err, errlen);
 }
 
@@ -385,7 +389,7 @@ store_one(struct store *s, sqlite3_stmt *st,
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
 	"created_at, updated_at, generation, failure, vmgenid, snapshot_id, " \
-	"origin"
+	"origin, run"
 
 static int
 row_to_vm(sqlite3_stmt *st, struct vm_record *v)
@@ -415,6 +419,7 @@ row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 	sqldb_column_text(st, 15, v->vmgenid, sizeof(v->vmgenid));
 	sqldb_column_text(st, 16, v->snapshot_id, sizeof(v->snapshot_id));
 	sqldb_column_text(st, 17, v->origin, sizeof(v->origin));
+	v->run = sqlite3_column_int(st, 18) != 0;
 	return 0;
 }
 

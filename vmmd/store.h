@@ -49,6 +49,7 @@ struct vm_record {
 	char		 vmgenid[37];	/* its vmgenid GUID; "": no device */
 	char		 snapshot_id[VM_ID_LEN + 1];	/* made from, or "" */
 	char		 origin[12];	/* booted | snapshot | fork */
+	int		 run;	/* vm_run's own VM: the next vmmd destroys it */
 };
 
 const char	*vm_state_name(enum vm_state);

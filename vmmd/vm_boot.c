@@ -739,6 +739,7 @@ create_vm(struct request *req, const struct conf_image *im,
 	rec.idle_seconds = idle_seconds;
 	rec.idle_mode_pause = idle_pause;
 	rec.created_at = wall_ms() / 1000;
+	rec.run = strcmp(req->tool, "vm_run") == 0;
 	snprintf(rec.origin, sizeof(rec.origin), "%s", snap == NULL ? "booted" :
 	    warmpool_is_pool(snap->workspace) ? "warm" :
 	    strcmp(snap->state, "fork") == 0 ? "fork" : "snapshot");

@@ -85,6 +85,37 @@ vm_fsm_start(void)
 
 /* ---- startup ----------------------------------------------------------- */
 
+static void
+run_destroyed(struct vm *vm, const char *code, const char *msg, void *arg)
+{
+	(void)vm;
+	if (code != NULL)
+		log_warnx("vm %s: destroying it: %s", (const char *)arg,
+		    msg != NULL ? msg : code);
+	free(arg);
+}
+
+/*
+ * A VM of vm_run's that the last vmmd left: its command's caller heard
+ * nothing (the receipt says uncertain) and nobody else may use the VM,
+ * so it is failed, saying why, and destroyed as the shutdown would have.
+ * Its processes died with their cgroup above.
+ */
+static void
+run_left_behind(struct vm *vm)
+{
+	char *id;
+
+	log_warnx("vm %s: vm_run's VM, left by the last vmmd: destroyed",
+	    vm->rec.id);
+	if (vm->rec.state != VM_FAILED)
+		vm_fsm_fire(vm, VM_EV_RESTART, "vmmd stopped while vm_run's "
+		    "command ran; its VM is destroyed");
+	if ((id = strdup(vm->rec.id)) == NULL)
+		fatal("strdup");
+	vm_destroy(vm, run_destroyed, id);
+}
+
 void
 vm_init_all(void)
 {
@@ -108,6 +139,8 @@ vm_init_all(void)
 		char why[256];
 
 		vm = vm_alloc(&recs[i]);
+		if (vm->rec.run)
+			continue;	/* destroyed below */
 		switch (vm->rec.state) {
 		case VM_RUNNING:
 		case VM_PAUSED:
@@ -147,6 +180,10 @@ vm_init_all(void)
 			    "VM keeps its own copy", vm->rec.id, vm->rec.image);
 		if (vm->adopted)
 			continue;
+		if (vm->rec.run) {
+			run_left_behind(vm);
+			continue;
+		}
 		switch (vm->rec.state) {
 		case VM_HIBERNATED:
 			vm_path(vm, CHECKPOINT, cp, sizeof(cp));

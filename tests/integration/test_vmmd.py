@@ -1121,6 +1121,60 @@ def check_destroy(h, a, b, vms_a):
        p.stdout + p.stderr)
 
 
+def job_states(db, vm):
+    try:
+        c = sqlite3.connect("file:%s?mode=ro" % db, uri=True, timeout=1)
+        try:
+            return [r[0] for r in c.execute(
+                "SELECT state FROM jobs WHERE vm_id = ?", (vm,))]
+        finally:
+            c.close()
+    except sqlite3.Error:
+        return []
+
+
+def check_run_left_behind(h, a):
+    """kill -9 of vmmd during a vm_run's command: the VM is vm_run's own,
+    so the next vmmd destroys it rather than take it up, and the retry
+    hears that the outcome is unknown."""
+    run = {}
+
+    def one_shot():
+        c = Client(h, a.tok)
+        try:
+            run["r"] = c("vm_run", request_id="crash-run",
+                         command="sleep 300")
+        except (OSError, EOFError) as e:
+            run["r"] = (False, {"code": "eof", "message": str(e)})
+    th = threading.Thread(target=one_shot, daemon=True)
+    th.start()
+    db = os.path.join(h.mnt, "vmmd.db")
+    wait_for(lambda: "running" in states(db).values(), 120,
+             "vm_run's VM running")
+    run_vm = [k for k, v in states(db).items() if v == "running"][0]
+    wait_for(lambda: job_states(db, run_vm) == ["running"], 60,
+             "vm_run's command started")
+    h.kill_vmmd()
+    th.join(10)
+    mark = len(read(h.vmmd_log))
+    h.start_vmmd()
+    a.reconnect()
+    settle(lambda: states(db).get(run_vm) == "gone")
+    log = read(h.vmmd_log)[mark:]
+    ok(states(db).get(run_vm) == "gone" and
+       "vm %s: vm_run's VM, left by the last vmmd: destroyed" % run_vm
+       in log and "taken up" not in log,
+       "the next vmmd destroys vm_run's VM, saying so, and takes "
+       "nothing up", (states(db), log[-2000:]))
+    ok(not os.path.exists(os.path.join(h.mnt, "vms", run_vm)) and
+       h.jail_processes() == [] and h.cgroups() == [],
+       "its disk, processes and cgroup are gone",
+       (h.jail_processes(), h.cgroups()))
+    okk, r = a("vm_run", request_id="crash-run", command="sleep 300")
+    ok(not okk and r["code"] == "conflict" and "unknown" in r["message"],
+       "the retry: conflict, outcome unknown, not run again", r)
+
+
 def check_stop_workspace(h, vm):
     p = h.vmctl("--json", "stop-workspace", "alpha")
     try:
@@ -1186,6 +1240,7 @@ def suite(h):
     check_kill9_resuming(h, a, vm3)
     check_stop_workspace(h, vm2)
     check_destroy(h, a, b, [vm1, vm2, vm3])
+    check_run_left_behind(h, a)
     rc, secs = h.stop_vmmd()
     ok(rc == 0, "vmmd exits 0 with no VM left (%.1f s)" % secs, rc)
     check_changed_image(h)
