@@ -59,7 +59,13 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "max_vms", CFG_INT, V(max_vms), 0, "16", 1, 4096, NULL,
 	    "VMs retained at once (hibernated ones count)" },
 	{ "max_memory_mib", CFG_INT, V(max_memory_mib), 0, "16384", 256,
-	    16777216, NULL, "memory of all retained VMs together" },
+	    16777216, NULL, "memory of all retained VMs together, each "
+	    "with QEMU's own (qemu_overhead_mib)" },
+	{ "qemu_overhead_mib", CFG_INT, V(qemu_overhead_mib), 0, "0", 0,
+	    65536, NULL, "QEMU's own memory per VM that max_memory_mib "
+	    "counts; 0: 64, and 256 more for TCG's code cache" },
+	{ "max_vcpus", CFG_INT, V(max_vcpus), 0, "0", 0, 65536, NULL,
+	    "vCPUs of all retained VMs together; 0: four per host CPU" },
 	{ "max_storage_gib", CFG_INT, V(max_storage_gib), 0, "256", 1,
 	    1048576, NULL, "disk reserved for all retained VMs together" },
 	{ "boot_timeout_seconds", CFG_INT, V(boot_timeout_seconds), 0, "120",

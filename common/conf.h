@@ -36,6 +36,8 @@ struct conf_vmmd {
 	long long	 uid_base;		/* slot N runs as uid_base + N */
 	long long	 max_vms;		/* also the size of the uid range */
 	long long	 max_memory_mib;
+	long long	 max_vcpus;		/* 0: four per host CPU */
+	long long	 qemu_overhead_mib;	/* 0: by accelerator */
 	long long	 max_storage_gib;
 	long long	 boot_timeout_seconds;
 	long long	 link_down_seconds;

@@ -3,6 +3,11 @@
  * the host's limits and its workspace's (authd's policy), counted from
  * the VMs and snapshots held now and the state volume's free space.  A
  * refusal is quota_exceeded, naming the limit.
+ *
+ * The host's limits count what the host really gives: each VM's vCPUs
+ * (max_vcpus), and its guest memory with QEMU's own beside it
+ * (qemu_overhead_mib), against max_memory_mib.  A workspace's memory_mib
+ * is its guests' memory only, the figure its tenant chooses.
  */
 #include <sys/queue.h>
 #include <sys/types.h>
@@ -10,19 +15,42 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "disk.h"
 #include "snapshot.h"
 #include "vmmd_shared.h"
 #include "vm_local.h"
-#include "warmpool.h"
 
 int
 vm_admit(const struct request *req, const struct conf_image *im,
-    int memory_mib, char *code, size_t codelen, char *msg, size_t msglen)
+    int vcpus, int memory_mib, char *code, size_t codelen, char *msg,
+    size_t msglen)
 {
-	return vm_admit_n(req, im, memory_mib, 1, code, codelen, msg,
+	return vm_admit_n(req, im, vcpus, memory_mib, 1, code, codelen, msg,
 	    msglen);
+}
+
+/* QEMU's own memory beside each guest's: its process, and under TCG the
+ * translation cache vmmd gives it. */
+static long long
+admit_overhead_mib(void)
+{
+	if (env->conf.vmmd.qemu_overhead_mib > 0)
+		return env->conf.vmmd.qemu_overhead_mib;
+	return 64 + (env->qemu != NULL && qemu_backend_kvm(env->qemu) ? 0 :
+	    QEMU_TCG_TB_MIB);
+}
+
+static long long
+admit_max_vcpus(void)
+{
+	long n;
+
+	if (env->conf.vmmd.max_vcpus > 0)
+		return env->conf.vmmd.max_vcpus;
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return 4 * (n > 0 ? n : 1);
 }
 
 /*
@@ -32,7 +60,7 @@ vm_admit(const struct request *req, const struct conf_image *im,
  * and a tenant is never refused for what it holds (warmpool.c).
  */
 struct admit_usage {
-	long long	 host_vms, host_mem, host_disk;
+	long long	 host_vms, host_mem, host_disk, host_vcpus;
 	long long	 ws_vms, ws_mem, ws_disk, ws_snaps;
 };
 
@@ -40,18 +68,24 @@ static void
 admit_usage(const struct request *req, struct admit_usage *u)
 {
 	int tenant = !warmpool_is_pool(req->workspace);
+	long long overhead = admit_overhead_mib();
 	struct vm *vm;
 
 	memset(u, 0, sizeof(*u));
 	snap_usage(req->workspace, &u->host_disk, &u->ws_disk, &u->ws_snaps);
-	if (tenant)
-		u->host_disk -= warmpool_bytes();
+	if (tenant) {
+		long long all, pool, n;
+
+		snap_usage(POOL_WORKSPACE, &all, &pool, &n);
+		u->host_disk -= pool;
+	}
 	TAILQ_FOREACH(vm, &env->vms, entry) {
 		if (vm->rec.state == VM_GONE ||
 		    (tenant && warmpool_is_pool(vm->rec.workspace)))
 			continue;
 		u->host_vms++;
-		u->host_mem += vm->rec.memory_mib;
+		u->host_vcpus += vm->rec.vcpus;
+		u->host_mem += vm->rec.memory_mib + overhead;
 		u->host_disk += vm->rec.disk_bytes;
 		if (strcmp(vm->rec.workspace, req->workspace) == 0) {
 			u->ws_vms++;
@@ -80,14 +114,17 @@ admit_free_disk(unsigned long long need, const char *what, char *msg,
 	return 0;
 }
 
-/* n VMs of memory_mib and im's disk at once (vm_fork's children). */
+/* n VMs of vcpus, memory_mib and im's disk at once (vm_fork's
+ * children). */
 int
 vm_admit_n(const struct request *req, const struct conf_image *im,
-    int memory_mib, int n, char *code, size_t codelen, char *msg,
+    int vcpus, int memory_mib, int n, char *code, size_t codelen, char *msg,
     size_t msglen)
 {
 	long long disk = image_disk_bytes(im) * n;
 	long long mem = (long long)memory_mib * n;
+	long long overhead = admit_overhead_mib();
+	long long max_vcpus = admit_max_vcpus();
 	struct admit_usage u;
 
 	snprintf(code, codelen, "quota_exceeded");
@@ -97,10 +134,17 @@ vm_admit_n(const struct request *req, const struct conf_image *im,
 		    "VMs, its limit", u.host_vms);
 		return -1;
 	}
-	if (u.host_mem + mem > env->conf.vmmd.max_memory_mib) {
+	if (u.host_vcpus + (long long)vcpus * n > max_vcpus) {
+		snprintf(msg, msglen, "max_vcpus: %lld vCPUs are reserved of "
+		    "%lld; %lld more do not fit", u.host_vcpus, max_vcpus,
+		    (long long)vcpus * n);
+		return -1;
+	}
+	if (u.host_mem + mem + overhead * n > env->conf.vmmd.max_memory_mib) {
 		snprintf(msg, msglen, "max_memory_mib: %lld MiB are reserved "
-		    "of %lld; %lld more do not fit", u.host_mem,
-		    env->conf.vmmd.max_memory_mib, mem);
+		    "of %lld, with %lld MiB of QEMU's own per VM; %lld more "
+		    "do not fit", u.host_mem, env->conf.vmmd.max_memory_mib,
+		    overhead, mem + overhead * n);
 		return -1;
 	}
 	if ((u.host_disk + disk) > env->conf.vmmd.max_storage_gib << 30) {

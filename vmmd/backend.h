@@ -237,8 +237,14 @@ struct qemu_conf {
 	 * address space, filled as code is translated).  Counts against the
 	 * VM's memory cgroup, so size the two together.
 	 */
-	unsigned	 tcg_tb_mib;
+	unsigned	 tcg_tb_mib;	/* QEMU_TCG_TB_MIB */
 };
+
+/*
+ * vmmd's TCG translation cache: it fits in the VM cgroup's overhead
+ * (vm_boot.c), and admission counts it as QEMU's own memory (admit.c).
+ */
+#define QEMU_TCG_TB_MIB		256
 
 struct qemu_backend;
 

@@ -190,7 +190,7 @@ fork_made(const struct snap_record *snap, long long cont_wall_ms, void *arg)
 	for (int i = 0; i < fk->count && fk->failed == 0; i++) {
 		/* Each child's record goes in at once: the next admission
 		 * counts it. */
-		if (vm_admit(fk->req, im, fk->snap.memory_mib, code,
+		if (vm_admit(fk->req, im, fk->snap.vcpus, fk->snap.memory_mib, code,
 		    sizeof(code), msg, sizeof(msg)) == -1) {
 			fork_fail(fk, code, msg);
 			break;
@@ -241,8 +241,8 @@ tool_vm_fork(struct request *req)
 		}
 	}
 	/* Every child as a new VM, and the snapshot's storage meanwhile. */
-	if (vm_admit_n(req, vm->image, vm->rec.memory_mib, (int)count, code,
-	    sizeof(code), msg, sizeof(msg)) == -1 ||
+	if (vm_admit_n(req, vm->image, vm->rec.vcpus, vm->rec.memory_mib,
+	    (int)count, code, sizeof(code), msg, sizeof(msg)) == -1 ||
 	    snap_admit(req, vm->rec.disk_bytes + ((long long)vm->rec.memory_mib
 	    << 20), 0, code, sizeof(code), msg, sizeof(msg)) == -1) {
 		request_error(req, code, "%s", msg);

@@ -470,9 +470,9 @@ tool_vm_run(struct request *req)
 {
 	const struct conf_image *im;
 	struct run *run;
-	int memory;
+	int memory, vcpus;
 
-	if (tools_create_check(req, NULL, &im, &memory) == -1)
+	if (tools_create_check(req, NULL, &im, &vcpus, &memory) == -1)
 		return;
 	if ((run = calloc(1, sizeof(*run))) == NULL ||
 	    (run->timer = evtimer_new(env->base, run_tick, run)) == NULL) {
@@ -488,7 +488,7 @@ tool_vm_run(struct request *req)
 	req->on_cancel = run_cancel;
 	req->on_join = run_join;
 	/* Never suspended for idleness: it lives as long as its command. */
-	vm_create(req, im, (int)req_arg_int(req, "vcpus", 1), memory,
+	vm_create(req, im, vcpus, memory,
 	    strcmp(req_arg_str(req, "network", "off"), "on") == 0, 0, 0,
 	    run_created, run);
 	/* run may be answered and gone by now (a refused create). */

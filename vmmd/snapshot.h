@@ -80,12 +80,13 @@ void	tool_vm_fork(struct request *);
 int	fork_work_pending(void);
 
 /*
- * vm.c: a snapshot of bytes more, against the same limits as a VM's (and,
+ * admit.c: a snapshot of bytes more, against the same limits as a VM's (and,
  * counted, against max_snapshots_per_workspace); n new VMs at once.
  */
 int	snap_admit(const struct request *, long long bytes, int counted,
 	    char *code, size_t codelen, char *msg, size_t msglen);
 int	vm_admit_n(const struct request *, const struct conf_image *,
-	    int memory_mib, int n, char *code, size_t, char *msg, size_t);
+	    int vcpus, int memory_mib, int n, char *code, size_t, char *msg,
+	    size_t);
 
 #endif

@@ -371,6 +371,11 @@ snap_usage(const char *workspace, long long *host_bytes, long long *ws_bytes,
 	for (size_t i = 0; i < n; i++) {
 		long long b = recs[i].disk_bytes + recs[i].memory_bytes;
 
+		/* A memory snapshot still being written holds its whole
+		 * size already: two made at once are both counted. */
+		if (recs[i].memory && recs[i].memory_bytes == 0)
+			b += (long long)recs[i].memory_mib << 20;
+
 		*host_bytes += b;
 		if (workspace != NULL &&
 		    strcmp(recs[i].workspace, workspace) == 0) {

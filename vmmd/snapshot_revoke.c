@@ -27,7 +27,6 @@
 #include "snapshot.h"
 #include "store.h"
 #include "vmmd_shared.h"
-#include "warmpool.h"
 #include "wsname.h"
 
 #define REVOKE_ACTOR	"authd:revoke-workspace"

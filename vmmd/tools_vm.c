@@ -57,12 +57,21 @@ warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
 		log_warnx("warm pool: snapshot %s: %s", w->snap.id, err);
 	warmpool_used(w->im);
 	if (fallback) {
+		char acode[32], amsg[256];
+
 		/* The pool is vmmd's business: its failure is not the
-		 * caller's, who gets the VM booted instead. */
+		 * caller's, who gets the VM booted instead, admitted again
+		 * now that the restored VM is gone: a boot needs more of the
+		 * state volume than a restore's clone, and the host changed
+		 * while the restore ran. */
 		log_warnx("vm %s: not restored from the warm pool (%s); "
 		    "booting a VM instead", vm->rec.id, msg);
-		vm_create(req, w->im, w->vcpus, w->memory, 0, w->idle_seconds,
-		    w->idle_pause, create_done, req);
+		if (vm_admit(req, w->im, w->vcpus, w->memory, acode,
+		    sizeof(acode), amsg, sizeof(amsg)) == -1)
+			create_done(NULL, acode, amsg, req);
+		else
+			vm_create(req, w->im, w->vcpus, w->memory, 0,
+			    w->idle_seconds, w->idle_pause, create_done, req);
 	}
 	free(w);
 }
@@ -89,19 +98,20 @@ create_warm(struct request *req, const struct conf_image *im,
 
 /*
  * What vm_create checks before it creates anything, for vm_create and
- * vm_run: the image, the policy, networking, memory and admission.  The
- * image and memory into *imp and *memory_mib, or an error reply and -1.
+ * vm_run: the image, the policy, networking, vCPUs, memory and admission.
+ * The image, vCPUs and memory into *imp, *vcpus and *memory_mib, or an
+ * error reply and -1.
  */
 int
 tools_create_check(struct request *req, const struct snap_record *snap,
-    const struct conf_image **imp, int *memory_mib)
+    const struct conf_image **imp, int *vcpus, int *memory_mib)
 {
 	const struct conf_image *im;
 	const char *image = req_arg_str(req, "image", NULL);
 	const char *network = snap != NULL && snap->memory ?
 	    (snap->network ? "on" : "off") : req_arg_str(req, "network", "off");
 	char code[32], msg[256];
-	int64_t memory;
+	int64_t memory, ncpu;
 	size_t i;
 
 	if (snap != NULL) {
@@ -155,12 +165,15 @@ tools_create_check(struct request *req, const struct snap_record *snap,
 		    "least %lld MiB of memory", im->id, im->min_memory_mib);
 		return -1;
 	}
-	if (vm_admit(req, im, (int)memory, code, sizeof(code), msg,
+	ncpu = req_arg_int(req, "vcpus", snap != NULL && snap->memory ?
+	    snap->vcpus : 1);
+	if (vm_admit(req, im, (int)ncpu, (int)memory, code, sizeof(code), msg,
 	    sizeof(msg)) == -1) {
 		request_error(req, code, "%s", msg);
 		return -1;
 	}
 	*imp = im;
+	*vcpus = (int)ncpu;
 	*memory_mib = (int)memory;
 	return 0;
 }
@@ -218,11 +231,9 @@ tool_vm_create(struct request *req)
 
 	if (has_snap && create_snap_check(req, &snap) == -1)
 		return;
-	if (tools_create_check(req, has_snap ? &snap : NULL, &im, &memory) ==
-	    -1)
+	if (tools_create_check(req, has_snap ? &snap : NULL, &im, &vcpus,
+	    &memory) == -1)
 		return;
-	vcpus = (int)req_arg_int(req, "vcpus", has_snap && snap.memory ?
-	    snap.vcpus : 1);
 	if (!has_snap && warmpool_take(im, vcpus, memory,
 	    strcmp(network, "on") == 0, &snap) == 0) {
 		create_warm(req, im, &snap, vcpus, memory);

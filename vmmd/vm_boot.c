@@ -28,7 +28,6 @@
 #include "log.h"
 #include "netclient.h"
 #include "snapshot.h"
-#include "warmpool.h"
 #include "vmmd_shared.h"
 #include "vm_local.h"
 #include "guest.h"

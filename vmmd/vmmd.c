@@ -927,7 +927,7 @@ main(int argc, char *argv[])
 	 * and does not fit the VM's cgroup beside its RAM: QEMU was killed
 	 * for memory after some hundred jobs.  256 MiB fits the overhead.
 	 */
-	qc.tcg_tb_mib = 256;
+	qc.tcg_tb_mib = QEMU_TCG_TB_MIB;
 	if ((env->qemu = qemu_backend_new(env->base, env->workers, &qc, err,
 	    sizeof(err))) == NULL)
 		fatalx("qemu: %s", err);

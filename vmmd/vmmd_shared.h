@@ -15,6 +15,7 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <json-c/json.h>
 
@@ -47,6 +48,21 @@
  */
 #define GUEST_TOOL_CALL_MS	60000
 #define GUEST_CTL_CALL_MS	30000
+
+/*
+ * The warm pool's VMs and snapshots (warmpool.c) belong to this
+ * workspace, which no credential can name (authd's workspace ids are
+ * [a-z0-9-]): no workspace lists them, vmctl does.  Admission, snapshots
+ * and boots tell the pool apart here, without depending on the pool,
+ * which depends on all three.
+ */
+#define POOL_WORKSPACE	"@warm-pool"
+
+static inline int
+warmpool_is_pool(const char *workspace)
+{
+	return strcmp(workspace, POOL_WORKSPACE) == 0;
+}
 
 struct audit;
 struct event;
@@ -140,7 +156,7 @@ void	vm_init_all(void);
 struct vm *vm_find(const char *id);
 struct vm *vm_find_owned(const char *id, const char *workspace);
 int	vm_admit(const struct request *, const struct conf_image *,
-	    int memory_mib, char *code, size_t, char *msg, size_t);
+	    int vcpus, int memory_mib, char *code, size_t, char *msg, size_t);
 void	vm_create(struct request *, const struct conf_image *, int vcpus,
 	    int memory_mib, int network, int idle_seconds, int idle_pause,
 	    vm_done_cb, void *);
@@ -207,7 +223,7 @@ struct json_object *tools_exec_call(struct request *, const char *job_id,
 /* snap (or NULL): the snapshot the VM is made from, whose image and (with
  * memory) size it must have. */
 int	tools_create_check(struct request *, const struct snap_record *snap,
-	    const struct conf_image **, int *memory_mib);
+	    const struct conf_image **, int *vcpus, int *memory_mib);
 void	tools_job_remember(struct vm *, struct json_object *status);
 int	job_poll_ms(long waited_ms);
 

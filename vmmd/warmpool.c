@@ -61,12 +61,6 @@ static char qemu_version[PF_MSG_MAX];
 
 static void pool_kick(struct pool_image *);
 
-int
-warmpool_is_pool(const char *workspace)
-{
-	return strcmp(workspace, POOL_WORKSPACE) == 0;
-}
-
 static void
 key_add(EVP_MD_CTX *c, const char *name, const char *value)
 {
@@ -199,15 +193,6 @@ pool_scan(struct pool_image *pi, int take, struct snap_record *out)
 	}
 	free(recs);
 	return take ? (taken ? 0 : -1) : ready;
-}
-
-long long
-warmpool_bytes(void)
-{
-	long long host, ws, count;
-
-	snap_usage(POOL_WORKSPACE, &host, &ws, &count);
-	return ws;
 }
 
 /* ---- building one ------------------------------------------------------ */
@@ -348,8 +333,8 @@ pool_kick(struct pool_image *pi)
 	 * with room for a tenant's VM besides: tenants do not count the
 	 * pool (vm.c), so it takes no VM slot or memory one would need.
 	 */
-	if (vm_admit_n(req, im, (int)im->memory_mib, 2, code, sizeof(code),
-	    msg, sizeof(msg)) == -1 || snap_admit(req, bytes, 0, code,
+	if (vm_admit_n(req, im, 1, (int)im->memory_mib, 2, code,
+	    sizeof(code), msg, sizeof(msg)) == -1 || snap_admit(req, bytes, 0, code,
 	    sizeof(code), msg, sizeof(msg)) == -1) {
 		request_drop(req);
 		if (!pi->limited)

@@ -8,16 +8,10 @@
 
 #include "vmmd_shared.h"
 
-/*
- * The pool's VMs and snapshots belong to this workspace, which no
- * credential can name (authd's workspace ids are [a-z0-9-]): no
- * workspace lists them, vmctl does.
- */
-#define POOL_WORKSPACE	"@warm-pool"
+/* POOL_WORKSPACE and warmpool_is_pool are in vmmd_shared.h. */
 
 /* At startup, after snap_init and vm_init_all: see warmpool.c. */
 void	warmpool_init(void);
-int	warmpool_is_pool(const char *workspace);
 /*
  * A ready pool snapshot for a vm_create of im at this size into *r,
  * taken for one use (the caller deletes it once the VM is up, either
@@ -29,7 +23,4 @@ int	warmpool_take(const struct conf_image *im, int vcpus, int memory_mib,
 /* A VM taken from im's pool is up or has failed: the pool refills once
  * no other restore from it is under way. */
 void	warmpool_used(const struct conf_image *im);
-/* The bytes the pool's snapshots hold (host storage, no workspace's). */
-long long warmpool_bytes(void);
-
 #endif

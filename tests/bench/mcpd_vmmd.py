@@ -112,7 +112,7 @@ def main():
     try:
         h.setup()
         h.write_conf(mcpd_user="mcpvm", max_vms=args.vms,
-                     max_memory_mib=MEM * (args.vms + 1))
+                     max_memory_mib=(MEM + tv.QEMU_MIB) * (args.vms + 1))
         h.start_authd()
         h.start_vmmd()
         h.start_mcpd()

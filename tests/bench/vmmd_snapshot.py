@@ -111,7 +111,7 @@ def main():
         # Room for the source, the big VM and four children of it, or
         # for --many children of the source.
         h.write_conf(max_memory_mib=tv.MEM * (args.many + 2) +
-                     args.big_mib * 5,
+                     args.big_mib * 5 + tv.QEMU_MIB * tv.MAX_VMS,
                      max_vms=tv.MAX_VMS, max_fork_count=max(4, args.many))
         h.start_authd()
         h.start_vmmd()
@@ -203,7 +203,8 @@ def main():
         # The warm pool: vmmd again with warm_pool = 1.
         h.stop_vmmd()
         h.write_conf(max_memory_mib=tv.MEM * (args.many + 2) +
-                     args.big_mib * 5, max_vms=tv.MAX_VMS, warm_pool=1)
+                     args.big_mib * 5 + tv.QEMU_MIB * tv.MAX_VMS,
+                     max_vms=tv.MAX_VMS, warm_pool=1)
         h.start_vmmd()
         a.reconnect()
         call(a, "vm_destroy", vm_id=src)

@@ -127,7 +127,7 @@ def main():
     fig = {}
     try:
         h.setup()
-        h.write_conf(max_memory_mib=tv.MEM * (args.vms + 1),
+        h.write_conf(max_memory_mib=tv.VM_MIB * (args.vms + 1),
                      max_vms=tv.MAX_VMS)
         h.start_authd()
         h.start_vmmd()

@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmmd_ipc as ipc  # noqa: E402
 from vmmdlib import ok, note, read, wait_for, settle  # noqa: E402
 from vmmdlib import Client, Garbage, err_code, states, vm_uid  # noqa: E402
-from vmmdlib import MEM, UID_BASE, MAX_VMS  # noqa: E402
+from vmmdlib import MEM, QEMU_MIB, UID_BASE, MAX_VMS  # noqa: E402
 import vmmdlib  # noqa: E402
 
 PROXY_GUEST_ERROR = 615          # proto/ipcmsg.h: the guest broke the link
@@ -427,7 +427,8 @@ def check_cross_workspace(h, a, b, vm):
 
 
 def check_admission(h, a, b, q):
-    # alpha has two VMs; host limits: 3 VMs, 1024 MiB.
+    # alpha has two VMs of MEM and 1 vCPU each; host limits: 3 VMs,
+    # 1024 MiB with QEMU_MIB of QEMU's own per VM, 6 vCPUs.
     h.authctl("policy", "set", "--workspace", "alpha", "--max-vms", "2")
     okk, r = a("vm_create", request_id="c-over", memory_mib=MEM)
     ok(not okk and r["code"] == "quota_exceeded" and
@@ -438,6 +439,20 @@ def check_admission(h, a, b, q):
     ok(not okk and r["code"] == "quota_exceeded" and
        r["message"].startswith("max_memory_mib"),
        "the host's max_memory_mib: quota_exceeded naming it", r)
+    # 2 * MEM + 384 = 896 MiB of guests fit in 1024; with QEMU's own
+    # (3 * QEMU_MIB) they do not.
+    okk, r = b("vm_create", request_id="c-overhead", memory_mib=384)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("max_memory_mib") and
+       "with %d MiB of QEMU's own per VM" % QEMU_MIB in r["message"],
+       "QEMU's own memory counts against max_memory_mib, and the "
+       "refusal says so", r)
+    okk, r = b("vm_create", request_id="c-vcpus", memory_mib=MEM,
+               vcpus=5)
+    ok(not okk and r["code"] == "quota_exceeded" and
+       r["message"].startswith("max_vcpus: 2 vCPUs are reserved of 6"),
+       "vCPUs count against the host's max_vcpus: quota_exceeded naming "
+       "it", r)
     okk, r = q("vm_create", request_id="c-q1", memory_mib=MEM)
     ok(not okk and r["code"] == "quota_exceeded" and
        r["message"].startswith("workspace memory_mib"),

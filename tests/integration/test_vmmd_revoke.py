@@ -212,7 +212,7 @@ def case_authd_away(h, sb, se):
 
 
 def suite(h):
-    h.write_conf(max_vms=3, max_memory_mib=3 * MEM)
+    h.write_conf(max_vms=3, max_memory_mib=3 * base.VM_MIB)
     h.start_authd()
     h.start_vmmd()
     cl = {w: base.Client(h, h.issue(w))

@@ -505,7 +505,7 @@ def case_damaged(h, a, msid):
 def suite(h):
     # The source and three clones of it at once (case_identity).
     h.write_conf(max_snapshots_per_workspace=3, max_fork_count=2, max_vms=4,
-                 max_memory_mib=4 * MEM)
+                 max_memory_mib=4 * base.VM_MIB)
     h.start_authd()
     h.start_vmmd()
     a = base.Client(h, h.issue("alpha"))

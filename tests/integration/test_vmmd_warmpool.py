@@ -228,7 +228,7 @@ def case_kill(h, a, ready_sid):
         a("vm_destroy", vm_id=v["vm_id"])
 
 
-CONF = dict(warm_pool=1, max_vms=4, max_memory_mib=4 * MEM)
+CONF = dict(warm_pool=1, max_vms=4, max_memory_mib=4 * base.VM_MIB)
 
 
 def suite(h):

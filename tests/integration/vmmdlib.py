@@ -33,6 +33,11 @@ CACHE = os.environ.get("MCPVM_IMAGE_CACHE", "/var/cache/mcpvm-test-images")
 # guestd, and sharing one directory would rebuild it on every alternation.
 IMAGE_OUT = os.path.join(CACHE, "vmmd-test")
 MEM = 256                       # MiB per test VM: quick checkpoints
+# QEMU's own memory that admission counts beside each VM's (the
+# qemu_overhead_mib key; vmmd's own default under TCG is 320), and what one
+# test VM takes of max_memory_mib with it.
+QEMU_MIB = 64
+VM_MIB = MEM + QEMU_MIB
 TAG = "vmmd-it-%d" % os.getpid()
 UID_BASE = 930000 + (os.getpid() % 500) * 16
 MAX_VMS = 3
@@ -212,6 +217,7 @@ exec %(real)s "$@"
         keys = {"vmproxy": self.wrapper, "accel": "tcg",
                 "cgroup_parent": self.cg_parent, "uid_base": UID_BASE,
                 "max_vms": MAX_VMS, "max_memory_mib": 1024,
+                "qemu_overhead_mib": QEMU_MIB, "max_vcpus": 2 * MAX_VMS,
                 "max_storage_gib": 100, "min_free_mib": 64,
                 "boot_timeout_seconds": 120, "mcpd_user": "root"}
         keys.update(vmmd)
