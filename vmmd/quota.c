@@ -20,11 +20,12 @@
 
 #include "conf.h"
 #include "errf.h"
+#include "log.h"
 #include "quota.h"
 
 #define MIB	(1024ULL * 1024)
 
-static atomic_int enabled;
+static atomic_int enabled, strict;
 
 uint64_t
 quota_slot_bytes(uint64_t files_bytes, long long memory_mib)
@@ -131,9 +132,10 @@ quota_set_limits(const char *dir, uint32_t base, unsigned n, uint64_t bytes,
 }
 
 void
-quota_enable(int on)
+quota_enable(int on, int must)
 {
 	atomic_store(&enabled, on);
+	atomic_store(&strict, must);
 }
 
 int
@@ -150,17 +152,21 @@ quota_assign(int fd, uint32_t projid, char *err, size_t errlen)
 
 	if (!quota_enabled())
 		return 0;
-	if (fstat(fd, &st) == -1 || ioctl(fd, FS_IOC_FSGETXATTR, &fa) == -1)
-		return errf(err, errlen, "project %u: %s", projid,
-		    strerror(errno));
-	fa.fsx_projid = projid;
-	if (S_ISDIR(st.st_mode))
-		fa.fsx_xflags |= FS_XFLAG_PROJINHERIT;
 	/* An owner may change its file's project in the initial user
 	 * namespace: no capability. */
-	if (ioctl(fd, FS_IOC_FSSETXATTR, &fa) == -1)
+	if (fstat(fd, &st) == 0 && ioctl(fd, FS_IOC_FSGETXATTR, &fa) == 0) {
+		fa.fsx_projid = projid;
+		if (S_ISDIR(st.st_mode))
+			fa.fsx_xflags |= FS_XFLAG_PROJINHERIT;
+		if (ioctl(fd, FS_IOC_FSSETXATTR, &fa) == 0)
+			return 0;
+	}
+	if (atomic_load(&strict))
 		return errf(err, errlen, "project %u: %s", projid,
 		    strerror(errno));
+	/* storage_quota = auto: the VM goes on, as on a volume without. */
+	log_warn("storage_quota: project %u not set, no limit on its files",
+	    projid);
 	return 0;
 }
 

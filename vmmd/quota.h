@@ -45,14 +45,17 @@ int	quota_probe(const char *dir);
 int	quota_set_limits(const char *dir, uint32_t base, unsigned n,
 	    uint64_t bytes, char *err, size_t errlen);
 
-/* Whether VM directories are made projects (set once, at startup). */
-void	quota_enable(int on);
+/*
+ * Whether VM directories are made projects (set once, at startup), and
+ * whether a failure to make one fails the VM (storage_quota = require).
+ */
+void	quota_enable(int on, int strict);
 int	quota_enabled(void);
 
 /*
  * Makes fd (a directory or a file vmmd owns) part of project projid; a
  * directory also passes it to everything made in it.  No-op when quotas
- * are off.
+ * are off; a failure is logged and ignored unless strict.
  */
 int	quota_assign(int fd, uint32_t projid, char *err, size_t errlen);
 int	quota_assign_path(const char *path, uint32_t projid, char *err,

@@ -806,9 +806,13 @@ storage_quota_setup(void)
 	}
 	bytes = quota_slot_bytes(files, c->max_memory_mib);
 	if (quota_set_limits(c->vm_dir, (uint32_t)c->uid_base,
-	    (unsigned)c->max_vms, bytes, msg, sizeof(msg)) == -1)
-		fatalx("storage_quota: %s", msg);
-	quota_enable(1);
+	    (unsigned)c->max_vms, bytes, msg, sizeof(msg)) == -1) {
+		if (c->storage_quota == CONF_QUOTA_REQUIRE)
+			fatalx("storage_quota: %s", msg);
+		log_warnx("storage_quota: %s: no per-VM limit", msg);
+		return;
+	}
+	quota_enable(1, c->storage_quota == CONF_QUOTA_REQUIRE);
 	log_info("storage_quota: each VM may use %llu MiB of %s (an XFS "
 	    "project per VM, its uid)", (unsigned long long)(bytes >> 20),
 	    c->vm_dir);

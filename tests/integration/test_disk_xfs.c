@@ -377,7 +377,7 @@ START_TEST(vm_dir_project_reaches_its_clones)
 	char err[512];
 	int inherit;
 
-	quota_enable(1);
+	quota_enable(1, 1);
 	snprintf(dir, sizeof(dir), "%s/vm-proj", mnt);
 	snprintf(src, sizeof(src), "%s/proj-image.raw", mnt);
 	snprintf(disk, sizeof(disk), "%s/disk.raw", dir);
@@ -417,7 +417,7 @@ START_TEST(vm_dir_project_reaches_its_clones)
 	/* This volume is mounted without prjquota (ENOSYS: the kernel has
 	 * no XFS quotas at all). */
 	ck_assert(quota_probe(mnt) == ENOTSUP || quota_probe(mnt) == ENOSYS);
-	quota_enable(0);
+	quota_enable(0, 0);
 	ck_assert_int_eq(quota_assign_path(dir, 0, err, sizeof(err)), 0);
 	ck_assert_uint_eq(projid_of(dir, NULL), vm_uid);
 }
