@@ -1,7 +1,7 @@
 /*
- * VM storage limits as XFS project quotas (see quota.h).  quota_setup's
- * parts run in vmmd's main thread at startup; quota_assign in its loop
- * and worker threads.
+ * VM storage limits as XFS project quotas (see quota.h).  quota_probe
+ * and quota_set_limits run in vmmd's main thread at startup (vmmd.c's
+ * storage_quota_setup); quota_assign in its loop and worker threads.
  */
 #include <sys/ioctl.h>
 #include <sys/stat.h>

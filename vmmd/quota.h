@@ -3,8 +3,8 @@
  * directory is an XFS project whose id is the VM's uid, with a hard block
  * limit, so that QEMU and vmproxy cannot write past their VM's reservation
  * through disk.raw, a checkpoint or a memory file's descriptor.
- * quota_setup runs once at startup, while vmmd still holds CAP_SYS_ADMIN;
- * the rest runs later with vmmd's own capabilities.
+ * quota_set_limits runs once at startup, while vmmd still holds
+ * CAP_SYS_ADMIN; the rest needs no capability.
  */
 #ifndef VMMD_QUOTA_H
 #define VMMD_QUOTA_H

@@ -1111,6 +1111,25 @@ def errno_of(call, *args):
         return e.errno
 
 
+def fill(fd, off):
+    """Grows fd's file from off until the volume refuses, by fallocate in
+    64 MiB then 1 MiB steps (XFS reserves each step whole), then by 64
+    KiB writes: the errnos of the last fallocate and the last write."""
+    for step in (64 << 20, 1 << 20):
+        while True:
+            fe = errno_of(os.posix_fallocate, fd, off, step)
+            if fe != 0:
+                break
+            off += step
+    we = 0
+    for _ in range(64):
+        we = errno_of(os.pwrite, fd, b"\0" * 65536, off)
+        if we != 0:
+            break
+        off += 65536
+    return [fe, we]
+
+
 def dir_bytes(path):
     """Blocks held by the files of a VM's directory."""
     return sum(os.lstat(os.path.join(path, n)).st_blocks * 512
@@ -1144,9 +1163,7 @@ def check_storage_quota(h, a, full, other):
     size = os.path.getsize(cp)
     fd = os.open(cp, os.O_WRONLY)
     try:
-        got = as_uid(uid, lambda: [
-            errno_of(os.posix_fallocate, fd, size, limit),
-            errno_of(os.pwrite, fd, mib, size)])
+        got = as_uid(uid, lambda: fill(fd, size))
         used = dir_bytes(d)
         # Another VM's project: a file of its directory, written by its
         # uid, while this one is full.
@@ -1175,8 +1192,7 @@ def check_storage_quota(h, a, full, other):
     def grow_disk():
         fd = os.open(disk, os.O_WRONLY)
         try:
-            return [errno_of(os.posix_fallocate, fd, dsize, limit),
-                    errno_of(os.pwrite, fd, mib, dsize)]
+            return fill(fd, dsize)
         finally:
             os.close(fd)
     got = as_uid(uid, grow_disk)
