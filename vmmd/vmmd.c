@@ -64,10 +64,10 @@
 #include <event2/event.h>
 
 #include "audit.h"
-#include "disk.h"
 #include "authclient.h"
 #include "backend.h"
 #include "decode.h"
+#include "disk.h"
 #include "ipc.h"
 #include "jsonx.h"
 #include "log.h"

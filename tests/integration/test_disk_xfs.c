@@ -374,6 +374,7 @@ projid_of(const char *path, int *inherit)
 START_TEST(vm_dir_project_reaches_its_clones)
 {
 	char dir[300], src[300], disk[320], out[300], mem[300], moved[320];
+	char out_mem[300];
 	char err[512];
 	int inherit;
 
@@ -384,6 +385,7 @@ START_TEST(vm_dir_project_reaches_its_clones)
 	snprintf(out, sizeof(out), "%s/proj-snap.raw", mnt);
 	snprintf(mem, sizeof(mem), "%s/proj-memory.part", mnt);
 	snprintf(moved, sizeof(moved), "%s/moved", dir);
+	snprintf(out_mem, sizeof(out_mem), "%s/proj-memory", mnt);
 	make_image(src, 2);
 	ck_assert_int_eq(mkdir(dir, 0711), 0);
 	ck_assert_msg(quota_assign_path(dir, vm_uid, err, sizeof(err)) == 0,
@@ -407,6 +409,9 @@ START_TEST(vm_dir_project_reaches_its_clones)
 	ck_assert_msg(quota_assign_path(mem, vm_uid, err, sizeof(err)) == 0,
 	    "%s", err);
 	ck_assert_uint_eq(projid_of(mem, NULL), vm_uid);
+	/* The backend renames it within the snapshot's directory. */
+	ck_assert_int_eq(rename(mem, out_mem), 0);
+	ck_assert_int_eq(rename(out_mem, mem), 0);
 	ck_assert_msg(quota_assign_path(mem, 0, err, sizeof(err)) == 0, "%s",
 	    err);
 	ck_assert_uint_eq(projid_of(mem, NULL), 0);
