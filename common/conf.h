@@ -17,6 +17,9 @@ struct conf_paths {
 };
 
 enum conf_accel { CONF_ACCEL_AUTO, CONF_ACCEL_KVM, CONF_ACCEL_TCG };
+enum conf_storage_quota {
+	CONF_QUOTA_AUTO, CONF_QUOTA_REQUIRE, CONF_QUOTA_OFF
+};
 
 struct conf_vmmd {
 	char		*socket;		/* mcpd's requests */
@@ -42,6 +45,7 @@ struct conf_vmmd {
 	long long	 boot_timeout_seconds;
 	long long	 link_down_seconds;
 	long long	 min_free_mib;		/* kept free on vm_dir's volume */
+	int		 storage_quota;		/* enum conf_storage_quota */
 	struct cfg_list	 stream_ports;		/* "1025-65535" ranges */
 	long long	 max_streams;		/* host-wide */
 	long long	 max_streams_per_vm;

@@ -33,6 +33,7 @@
 #include "disk.h"
 #include "log.h"
 #include "preflight.h"
+#include "quota.h"
 #include "snapshot_local.h"
 #include "tools.h"
 #include "vm_local.h"
@@ -309,12 +310,38 @@ make_saved(struct vmm *vmm, int ok, const char *err, void *arg)
 	make_clone(vm);
 }
 
+/*
+ * The memory file QEMU is about to write (the backend's "<path>.part",
+ * which it opens without O_EXCL), made first in the VM's project: the
+ * VM's QEMU writes it through its descriptor, so it counts against that
+ * VM's limit until finish_run gives it to the snapshot.
+ */
+static int
+memory_part_charged(struct vm *vm, const char *path, char *err,
+    size_t errlen)
+{
+	char part[PATH_MAX];
+	int fd, rc;
+
+	if (!quota_enabled())
+		return 0;
+	if ((size_t)snprintf(part, sizeof(part), "%s.part", path) >=
+	    sizeof(part))
+		return errf(err, errlen, "%s: path too long", path);
+	if ((fd = open(part, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0600)) == -1)
+		return errf(err, errlen, "%s: %s", part, strerror(errno));
+	rc = quota_assign(fd, (uint32_t)vm->uid, err, errlen);
+	close(fd);
+	return rc;
+}
+
 static void
 make_stopped(struct vmm *vmm, int ok, const char *err, void *arg)
 {
 	struct vm *vm = arg;
 	struct snap_make *mk = make_of(vm);
-	char path[PATH_MAX];
+	char path[PATH_MAX], why[512];
 
 	if (!ok) {
 		/* Not stopped: the guest runs; only its jobs to thaw. */
@@ -329,6 +356,11 @@ make_stopped(struct vmm *vmm, int ok, const char *err, void *arg)
 		return;
 	}
 	pjoin(path, sizeof(path), mk->part, SNAP_MEMORY);
+	if (memory_part_charged(vm, path, why, sizeof(why)) == -1) {
+		make_err(mk, "saving the memory", why);
+		make_clone(vm);
+		return;
+	}
 	if (vmm_save(vm->vmm, path, make_saved, vm) == -1) {
 		make_err(mk, "saving the memory", strerror(errno));
 		make_clone(vm);
@@ -415,6 +447,10 @@ finish_run(void *arg)
 			return;
 		}
 		mk->rec.memory_bytes = (long long)st.st_size;
+		/* Written: the snapshot's, outside the VM's project. */
+		if (quota_assign_path(path, 0, mk->werr,
+		    sizeof(mk->werr)) == -1)
+			return;
 		if (pf_sha256_file(path, mk->rec.memory_sha256, mk->werr,
 		    sizeof(mk->werr)) == -1)
 			return;

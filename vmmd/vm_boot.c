@@ -27,6 +27,7 @@
 #include "disk.h"
 #include "log.h"
 #include "netclient.h"
+#include "quota.h"
 #include "snapshot.h"
 #include "vmmd_shared.h"
 #include "vm_local.h"
@@ -773,6 +774,14 @@ create_vm(struct request *req, const struct conf_image *im,
 	if (mkdir(vm->dir, 0711) == -1 || mkdir(vm->rundir, 0770) == -1) {
 		vm_op_done(vm, "unavailable", "the VM could not be created: "
 		    "%s", strerror(errno));
+		return;
+	}
+	/* Its project before any file is made in it: they all inherit it,
+	 * the disk clone and the checkpoints QEMU writes too. */
+	if (quota_assign_path(vm->dir, (uint32_t)vm->uid, err,
+	    sizeof(err)) == -1) {
+		vm_op_done(vm, "unavailable", "the VM could not be created: "
+		    "storage_quota: %s", err);
 		return;
 	}
 	create_files(vm);

@@ -67,11 +67,13 @@
 #include "authclient.h"
 #include "backend.h"
 #include "decode.h"
+#include "disk.h"
 #include "ipc.h"
 #include "jsonx.h"
 #include "log.h"
 #include "preflight.h"
 #include "privdrop.h"
+#include "quota.h"
 #include "schema.h"
 #include "sdnotify.h"
 #include "snapshot.h"
@@ -168,10 +170,12 @@ static const char *const vmmd_syscalls[] = {
 
 /*
  * ioctl for these alone: libevent's FIONREAD, the reflink clone of a
- * disk, and the KVM probe of `vmctl preflight`.
+ * disk, a VM directory's project (quota.c), and the KVM probe of
+ * `vmctl preflight`.
  */
 static const unsigned long vmmd_ioctls[] = {
-	FIONREAD, FICLONE, KVM_GET_API_VERSION, KVM_CREATE_VM,
+	FIONREAD, FICLONE, FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR,
+	KVM_GET_API_VERSION, KVM_CREATE_VM,
 };
 
 /* Drops to vmmd_caps; before any thread starts. */
@@ -752,6 +756,68 @@ make_dir(const char *path, mode_t mode)
 		fatal("chmod %s", path);
 }
 
+static uint64_t
+file_bytes(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+/*
+ * The VMs' storage limits (quota.h), set here because Q_XSETQLIM needs
+ * CAP_SYS_ADMIN, which vmmd drops next and which no later step of it
+ * should hold.  So each slot's project gets, at every start, the largest
+ * reservation a VM can have here: the largest image's files and
+ * max_memory_mib (capped at one VM's most).  VM directories are made
+ * projects later (vm_boot.c), with no capability; a limit stays with its
+ * slot when a VM goes, and its files going frees the project's blocks.
+ */
+static void
+storage_quota_setup(void)
+{
+	const struct conf_vmmd *c = &env->conf.vmmd;
+	const struct conf_image *im = env->conf.images.v;
+	uint64_t files = 0, f, bytes;
+	char msg[512];
+	int state = 0;
+
+	if (c->storage_quota != CONF_QUOTA_OFF)
+		state = quota_probe(c->vm_dir);
+	switch (quota_decide(c->storage_quota, disk_fs_name(c->vm_dir),
+	    state, c->vm_dir, msg, sizeof(msg))) {
+	case QUOTA_REFUSE:
+		fatalx("%s (storage_quota = require)", msg);
+	case QUOTA_WITHOUT:
+		if (msg[0] != '\0')
+			log_warnx("%s", msg);
+		else
+			log_info("storage_quota = off: no per-VM limit on %s",
+			    c->vm_dir);
+		return;
+	case QUOTA_ENFORCE:
+		break;
+	}
+	for (size_t i = 0; i < env->conf.images.n; i++) {
+		f = file_bytes(im[i].rootfs) + file_bytes(im[i].kernel) +
+		    file_bytes(im[i].initrd);
+		if (f > files)
+			files = f;
+	}
+	bytes = quota_slot_bytes(files, c->max_memory_mib);
+	if (quota_set_limits(c->vm_dir, (uint32_t)c->uid_base,
+	    (unsigned)c->max_vms, bytes, msg, sizeof(msg)) == -1) {
+		if (c->storage_quota == CONF_QUOTA_REQUIRE)
+			fatalx("storage_quota: %s", msg);
+		log_warnx("storage_quota: %s: no per-VM limit", msg);
+		return;
+	}
+	quota_enable(1, c->storage_quota == CONF_QUOTA_REQUIRE);
+	log_info("storage_quota: each VM may use %llu MiB of %s (an XFS "
+	    "project per VM, its uid)", (unsigned long long)(bytes >> 20),
+	    c->vm_dir);
+}
+
 static __attribute__((noreturn)) void
 usage(void)
 {
@@ -859,6 +925,8 @@ main(int argc, char *argv[])
 	make_dir(env->conf.paths.runtime_dir, 0755);
 	make_dir(env->conf.vmmd.vm_dir, 0711);
 	make_dir(env->conf.vmmd.run_dir, 0711);
+	/* Before the database: a refusal leaves nothing behind. */
+	storage_quota_setup();
 
 	if ((env->store = store_open(env->conf.vmmd.database, err,
 	    sizeof(err))) == NULL)

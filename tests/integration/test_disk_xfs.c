@@ -3,7 +3,9 @@
  * test makes (mkfs.xfs -m reflink=1) in a private mount namespace, so the
  * mount dies with the test however it ends: reflink clones share extents,
  * copies do not, ownership and modes are the VM's, and file systems that
- * cannot reflink are refused with a message saying how to fix it.
+ * cannot reflink are refused with a message saying how to fix it.  A VM
+ * directory made an XFS project passes it to the clones made in it, and
+ * clones out of it and memory files given to a project and back work.
  */
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -26,6 +28,7 @@
 #include "disk.h"
 #include "itest.h"
 #include "log.h"
+#include "quota.h"
 #include "worker.h"
 #include "../check_run.h"
 
@@ -353,6 +356,78 @@ START_TEST(async_clone_reports_in_loop)
 }
 END_TEST
 
+static uint32_t
+projid_of(const char *path, int *inherit)
+{
+	struct fsxattr fa;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	ck_assert_int_ne(fd, -1);
+	ck_assert_int_eq(ioctl(fd, FS_IOC_FSGETXATTR, &fa), 0);
+	close(fd);
+	if (inherit != NULL)
+		*inherit = (fa.fsx_xflags & FS_XFLAG_PROJINHERIT) != 0;
+	return fa.fsx_projid;
+}
+
+START_TEST(vm_dir_project_reaches_its_clones)
+{
+	char dir[300], src[300], disk[320], out[300], mem[300], moved[320];
+	char out_mem[300];
+	char err[512];
+	int inherit;
+
+	quota_enable(1, 1);
+	snprintf(dir, sizeof(dir), "%s/vm-proj", mnt);
+	snprintf(src, sizeof(src), "%s/proj-image.raw", mnt);
+	snprintf(disk, sizeof(disk), "%s/disk.raw", dir);
+	snprintf(out, sizeof(out), "%s/proj-snap.raw", mnt);
+	snprintf(mem, sizeof(mem), "%s/proj-memory.part", mnt);
+	snprintf(moved, sizeof(moved), "%s/moved", dir);
+	snprintf(out_mem, sizeof(out_mem), "%s/proj-memory", mnt);
+	make_image(src, 2);
+	ck_assert_int_eq(mkdir(dir, 0711), 0);
+	ck_assert_msg(quota_assign_path(dir, vm_uid, err, sizeof(err)) == 0,
+	    "%s", err);
+	ck_assert_uint_eq(projid_of(dir, &inherit), vm_uid);
+	ck_assert(inherit);
+	/* The disk clone, made as .part in the directory and renamed there,
+	 * is the VM's project and still the VM's uid's. */
+	ck_assert_msg(disk_clone(src, disk, vm_uid, vm_uid, err,
+	    sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(projid_of(disk, NULL), vm_uid);
+	ck_assert_uint_eq(projid_of(src, NULL), 0);
+	/* A snapshot's clone out of it is outside the project. */
+	ck_assert_msg(disk_clone(disk, out, 0, 0, err, sizeof(err)) == 0,
+	    "%s", err);
+	ck_assert_uint_eq(projid_of(out, NULL), 0);
+	ck_assert(same_content(disk, out));
+	/* A snapshot's memory file: the VM's while QEMU writes it, then the
+	 * snapshot's again. */
+	close(open(mem, O_CREAT | O_WRONLY | O_EXCL, 0600));
+	ck_assert_msg(quota_assign_path(mem, vm_uid, err, sizeof(err)) == 0,
+	    "%s", err);
+	ck_assert_uint_eq(projid_of(mem, NULL), vm_uid);
+	/* The backend renames it within the snapshot's directory. */
+	ck_assert_int_eq(rename(mem, out_mem), 0);
+	ck_assert_int_eq(rename(out_mem, mem), 0);
+	ck_assert_msg(quota_assign_path(mem, 0, err, sizeof(err)) == 0, "%s",
+	    err);
+	ck_assert_uint_eq(projid_of(mem, NULL), 0);
+	/* What XFS refuses: a file of another project renamed into the
+	 * directory, which is why vmmd only renames within it. */
+	ck_assert_int_eq(rename(mem, moved), -1);
+	ck_assert_int_eq(errno, EXDEV);
+	/* This volume is mounted without prjquota (ENOSYS: the kernel has
+	 * no XFS quotas at all). */
+	ck_assert(quota_probe(mnt) == ENOTSUP || quota_probe(mnt) == ENOSYS);
+	quota_enable(0, 0);
+	ck_assert_int_eq(quota_assign_path(dir, 0, err, sizeof(err)), 0);
+	ck_assert_uint_eq(projid_of(dir, NULL), vm_uid);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -366,6 +441,7 @@ suite(void)
 	tcase_add_test(tc, clone_refused_across_volumes_and_on_tmpfs);
 	tcase_add_test(tc, kernel_copy_is_a_real_copy);
 	tcase_add_test(tc, async_clone_reports_in_loop);
+	tcase_add_test(tc, vm_dir_project_reaches_its_clones);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -9,6 +9,7 @@
 # build: the guest then gets guestd and stage one from the sibling gcc
 # build, build/test), MCPVM_IMAGE_CACHE (optional).
 import base64
+import errno
 import json
 import os
 import socket
@@ -20,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmmd_ipc as ipc  # noqa: E402
-from vmmdlib import ok, note, read, wait_for, settle  # noqa: E402
+from vmmdlib import ok, note, read, wait_for, settle, skip  # noqa: E402
 from vmmdlib import Client, Garbage, err_code, states, vm_uid  # noqa: E402
 from vmmdlib import MEM, QEMU_MIB, UID_BASE, MAX_VMS  # noqa: E402
 import vmmdlib  # noqa: E402
@@ -1074,6 +1075,152 @@ def check_database_refused(h):
         os.unlink(db)
 
 
+def check_quota_required(h):
+    """storage_quota = require on a volume without project quotas: vmmd
+    refuses to start and names the mount option."""
+    if h.prjquota:
+        skip("storage_quota = require refuses a volume without project "
+             "quotas", "this volume has them")
+        return
+    h.write_conf(storage_quota="require")
+    try:
+        p = subprocess.run([os.environ["VMMD"], "-d", "-f", h.conf],
+                           capture_output=True, text=True, timeout=30)
+        rc, err = p.returncode, p.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, err = None, "still running after 30 s\n%s" % e.stderr
+    h.write_conf()
+    ok(rc not in (None, 0) and "prjquota" in err and
+       "storage_quota = require" in err, "storage_quota = require: vmmd "
+       "refuses a volume without project quotas, naming prjquota",
+       "exit %s\n%s" % (rc, err))
+
+
+def as_uid(uid, fn):
+    """fn() in a child running as uid: the errnos it returns."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setgroups([])
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            out = json.dumps(fn())
+        except BaseException as e:
+            out = json.dumps(repr(e))
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(out or b"null")
+
+
+def errno_of(call, *args):
+    try:
+        call(*args)
+        return 0
+    except OSError as e:
+        return e.errno
+
+
+def fill(fd, off):
+    """Grows fd's file from off until the volume refuses, by fallocate in
+    64 MiB then 1 MiB steps (XFS reserves each step whole), then by 64
+    KiB writes: the errnos of the last fallocate and the last write."""
+    for step in (64 << 20, 1 << 20):
+        while True:
+            fe = errno_of(os.posix_fallocate, fd, off, step)
+            if fe != 0:
+                break
+            off += step
+    we = 0
+    for _ in range(64):
+        we = errno_of(os.pwrite, fd, b"\0" * 65536, off)
+        if we != 0:
+            break
+        off += 65536
+    return [fe, we]
+
+
+def dir_bytes(path):
+    """Blocks held by the files of a VM's directory."""
+    return sum(os.lstat(os.path.join(path, n)).st_blocks * 512
+               for n in os.listdir(path))
+
+
+def check_storage_quota(h, a, full, other):
+    """A VM's uid cannot grow its hibernated VM's disk or write through a
+    held checkpoint descriptor past the reservation, while another VM's
+    project still takes writes."""
+    full_ok = (errno.EDQUOT, errno.ENOSPC)
+    log = read(h.vmmd_log)
+    if not h.prjquota:
+        warned = [x for x in log.splitlines() if "storage_quota: " in x
+                  and "mount option prjquota" in x]
+        ok(warned, "storage_quota = auto on XFS without project quotas: "
+           "vmmd warns, naming the mount option prjquota", log[-2000:])
+        skip("VM-uid storage stops at the reservation", "the kernel "
+             "refused mount -o prjquota (no XFS quota support)")
+        return
+    lim = [int(x.split("each VM may use ")[1].split()[0]) << 20
+           for x in log.splitlines() if "each VM may use " in x]
+    limit = lim[-1] if lim else 0
+    d = os.path.join(h.mnt, "vms", full)
+    uid = vm_uid(h, full)
+    mib = b"\0" * (1 << 20)
+
+    # The checkpoint is root's: the VM's QEMU writes it only through the
+    # descriptor vmmd passed, which a child as the VM's uid holds here.
+    cp = os.path.join(d, "checkpoint.bin")
+    size = os.path.getsize(cp)
+    fd = os.open(cp, os.O_WRONLY)
+    try:
+        got = as_uid(uid, lambda: fill(fd, size))
+        used = dir_bytes(d)
+        # Another VM's project: a file of its directory, written by its
+        # uid, while this one is full.
+        probe = os.path.join(h.mnt, "vms", other, "quota-probe")
+        pfd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            other_got = as_uid(vm_uid(h, other),
+                               lambda: errno_of(os.pwrite, pfd, mib, 0))
+        finally:
+            os.close(pfd)
+            os.unlink(probe)
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
+    ok(limit > 0 and isinstance(got, list) and got[0] in full_ok and
+       got[1] in full_ok and limit - (64 << 20) <= used <= limit,
+       "as the VM's uid, a held checkpoint descriptor is grown and "
+       "written until its VM's %d MiB: stopped at %d MiB (%s)" % (
+           limit >> 20, used >> 20, got), (limit, used, got))
+    ok(other_got == 0, "meanwhile another VM's uid writes to its own "
+       "VM's files", other_got)
+
+    disk = os.path.join(d, "disk.raw")
+    dsize = os.path.getsize(disk)
+
+    def grow_disk():
+        fd = os.open(disk, os.O_WRONLY)
+        try:
+            return fill(fd, dsize)
+        finally:
+            os.close(fd)
+    got = as_uid(uid, grow_disk)
+    used = dir_bytes(d)
+    os.truncate(disk, dsize)
+    ok(isinstance(got, list) and got[0] in full_ok and got[1] in full_ok and
+       limit - (64 << 20) <= used <= limit and
+       os.path.getsize(disk) == dsize and os.path.getsize(cp) == size,
+       "as the VM's uid, disk.raw is grown and written until its VM's %d "
+       "MiB: stopped at %d MiB (%s)" % (limit >> 20, used >> 20, got),
+       (limit, used, got))
+
+
 def check_vmproxy_direct(h):
     """vmproxy alone against a fake guest: exit 3 and a guest_error."""
     a_, b_ = socket.socketpair()
@@ -1215,6 +1362,7 @@ def suite(h):
     h.write_conf()
     h.start_authd()
     check_database_refused(h)
+    check_quota_required(h)
     h.start_vmmd()
     a = Client(h, h.issue("alpha"))
     b = Client(h, h.issue("beta"))
@@ -1236,6 +1384,7 @@ def suite(h):
     wait_for(lambda: a.state(vm2) == "hibernated", 30, "idle again")
     check_peer_gone(h, a, vm1)
     check_sigterm(h, a, vm1, vm2)
+    check_storage_quota(h, a, vm2, vm1)
     cvm = check_kill9(h, a, b, vm1, vm2)
     okk, r = b("vm_destroy", vm_id=cvm)
     ok(okk and r["destroyed"], "the VM failed by the crash is "
