@@ -765,16 +765,35 @@ file_bytes(const char *path)
 }
 
 /*
- * The VMs' storage limits (quota.h), set here because Q_XSETQLIM needs
- * CAP_SYS_ADMIN, which vmmd drops next and which no later step of it
- * should hold.  So each slot's project gets, at every start, the largest
- * reservation a VM can have here: the largest image's files and
- * max_memory_mib (capped at one VM's most).  VM directories are made
- * projects later (vm_boot.c), with no capability; a limit stays with its
- * slot when a VM goes, and its files going frees the project's blocks.
+ * The VMs' storage limits (quota.h).  Q_XSETQLIM needs CAP_SYS_ADMIN,
+ * which no later step of vmmd should hold.  Started by hand or by
+ * packaging/dev/up, vmmd is root with every capability here and sets the
+ * limits before it drops them; under the packaged unit its bounding set
+ * never had CAP_SYS_ADMIN, so `vmmd -P` (prepare, the unit's
+ * ExecStartPre=+, with full privileges) sets them and vmmd only makes
+ * its VM directories projects.  So each slot's project gets, at every
+ * start, the largest reservation a VM can have here: the largest image's
+ * files and max_memory_mib (capped at one VM's most).  VM directories are
+ * made projects later (vm_boot.c), with no capability; a limit stays with
+ * its slot when a VM goes, and its files going frees the project's
+ * blocks.
  */
+static int
+can_sys_admin(void)
+{
+	cap_flag_value_t v = CAP_CLEAR;
+	cap_t c;
+
+	if ((c = cap_get_proc()) == NULL)
+		return 0;
+	if (cap_get_flag(c, CAP_SYS_ADMIN, CAP_EFFECTIVE, &v) == -1)
+		v = CAP_CLEAR;
+	cap_free(c);
+	return v == CAP_SET;
+}
+
 static void
-storage_quota_setup(void)
+storage_quota_setup(int prepare_only)
 {
 	const struct conf_vmmd *c = &env->conf.vmmd;
 	const struct conf_image *im = env->conf.images.v;
@@ -805,6 +824,14 @@ storage_quota_setup(void)
 			files = f;
 	}
 	bytes = quota_slot_bytes(files, c->max_memory_mib);
+	if (!prepare_only && !can_sys_admin()) {
+		quota_enable(1, c->storage_quota == CONF_QUOTA_REQUIRE);
+		log_info("storage_quota: each VM may use %llu MiB of %s, as "
+		    "set by vmmd -P (this vmmd cannot set limits: it lacks "
+		    "CAP_SYS_ADMIN)", (unsigned long long)(bytes >> 20),
+		    c->vm_dir);
+		return;
+	}
 	if (quota_set_limits(c->vm_dir, (uint32_t)c->uid_base,
 	    (unsigned)c->max_vms, bytes, msg, sizeof(msg)) == -1) {
 		if (c->storage_quota == CONF_QUOTA_REQUIRE)
@@ -884,6 +911,11 @@ main(int argc, char *argv[])
 	    sizeof(err)) == -1))
 		fatalx("cgroups: %s", err);
 	if (prepare_only) {
+		/* The unit's vmmd cannot set the storage limits: -P does. */
+		umask(022);
+		make_dir(env->conf.paths.state_dir, 0711);
+		make_dir(env->conf.vmmd.vm_dir, 0711);
+		storage_quota_setup(1);
 		if (env->cg.delegated) {
 			log_info("cgroups: v2, delegated to vmmd at %s: vmmd "
 			    "makes %s inside it as it starts", env->cg.v2_base,
@@ -926,7 +958,7 @@ main(int argc, char *argv[])
 	make_dir(env->conf.vmmd.vm_dir, 0711);
 	make_dir(env->conf.vmmd.run_dir, 0711);
 	/* Before the database: a refusal leaves nothing behind. */
-	storage_quota_setup();
+	storage_quota_setup(0);
 
 	if ((env->store = store_open(env->conf.vmmd.database, err,
 	    sizeof(err))) == NULL)
