@@ -272,8 +272,8 @@ qemu_kvm_usable(gid_t *gid, char *why, size_t whylen)
 
 pid_t
 qemu_spawn(char *const argv[], const char *vm, unsigned slot, int cgroup,
-    gid_t kvm_gid,
-    int tap_fd, int console_fd, int logfd, char *err, size_t errlen)
+    gid_t kvm_gid, int tap_fd, int console_fd, int logfd, char *err,
+    size_t errlen)
 {
 	struct spawn_fd fds[4];
 	struct spawn_req r;

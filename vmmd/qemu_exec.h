@@ -26,7 +26,7 @@ struct cg_attach;
  * (it waits only for that), or -1 with the failed step in err.
  */
 pid_t	qemu_spawn(char *const argv[], const char *vm, unsigned slot,
-	    int cgroup, gid_t kvm_gid, int tap_fd, int console_fd, int logfd, char *err,
-	    size_t errlen);
+	    int cgroup, gid_t kvm_gid, int tap_fd, int console_fd, int logfd,
+	    char *err, size_t errlen);
 
 #endif

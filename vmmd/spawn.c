@@ -49,7 +49,7 @@ struct spawn_msg {
 	uint32_t	kvm_gid;
 	uint32_t	nfds;
 	int32_t		fd_at[SPAWN_MAX_FDS];
-	char		vm[SPAWN_VM_MAX + 1];	/* NUL-terminated; "": none */
+	char		vm[SPAWN_VM_MAX + 1];	/* NUL-ended; "": none */
 	uint32_t	argc;
 	uint32_t	args_len;
 	char		args[SPAWN_ARGS_MAX];
