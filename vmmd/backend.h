@@ -56,6 +56,11 @@ struct vm_spec {
 	 * the pid file and the console log; vmmd creates it.
 	 */
 	const char		*rundir;
+	/*
+	 * The VM's name in vmmd's directories: QEMU's jail shows it those
+	 * two alone (spawn.h).  NULL: no jail (tests of the backend alone).
+	 */
+	const char		*vm;
 	int			 tap_fd;	/* -1: no network device at all */
 	const char		*mac;		/* the NIC's, with tap_fd */
 	/*

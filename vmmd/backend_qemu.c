@@ -177,9 +177,9 @@ qvm_spawn(struct qvm *v, const struct vm_spec *s, int incoming, char *err,
 		errf(err, errlen, "/dev/null: %s", strerror(errno));
 		goto out;
 	}
-	pid = qemu_spawn(a.v, s->slot, s->cg != NULL, be->kvm_gid, s->tap_fd,
-	    s->console_fd, s->log_fd != -1 ? s->log_fd : devnull, err,
-	    errlen);
+	pid = qemu_spawn(a.v, s->vm, s->slot, s->cg != NULL, be->kvm_gid,
+	    s->tap_fd, s->console_fd, s->log_fd != -1 ? s->log_fd : devnull,
+	    err, errlen);
 	if (pid == -1)
 		goto out;
 	v->pid = pid;

@@ -271,8 +271,9 @@ qemu_kvm_usable(gid_t *gid, char *why, size_t whylen)
 /* ---------- spawn ---------- */
 
 pid_t
-qemu_spawn(char *const argv[], unsigned slot, int cgroup, gid_t kvm_gid,
-    int tap_fd, int console_fd, int logfd, char *err, size_t errlen)
+qemu_spawn(char *const argv[], const char *vm, unsigned slot, int cgroup,
+    gid_t kvm_gid, int tap_fd, int console_fd, int logfd, char *err,
+    size_t errlen)
 {
 	struct spawn_fd fds[4];
 	struct spawn_req r;
@@ -289,6 +290,7 @@ qemu_spawn(char *const argv[], unsigned slot, int cgroup, gid_t kvm_gid,
 	memset(&r, 0, sizeof(r));
 	r.kind = SPAWN_QEMU;
 	r.slot = slot;
+	r.vm = vm;
 	r.cgroup = cgroup;
 	r.kvm_gid = kvm_gid;
 	r.argv = argv;

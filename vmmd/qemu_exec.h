@@ -21,12 +21,12 @@ struct cg_attach;
  * (when cgroup is set), with /dev/kvm's group kvm_gid (or none), stdin
  * from /dev/null, stdout and stderr appended to logfd, tap_fd (or -1) as
  * QEMU_TAP_FD, console_fd (or -1) as QEMU_CONSOLE_FD and no other
- * descriptor, its own session and no_new_privs.  Returns the pid once the
- * child has exec'd (it waits only for that), or -1 with the failed step
- * in err.
+ * descriptor, its own session and no_new_privs, in the jail of VM vm
+ * (NULL: none; see spawn.h).  Returns the pid once the child has exec'd
+ * (it waits only for that), or -1 with the failed step in err.
  */
-pid_t	qemu_spawn(char *const argv[], unsigned slot, int cgroup,
-	    gid_t kvm_gid, int tap_fd, int console_fd, int logfd, char *err,
-	    size_t errlen);
+pid_t	qemu_spawn(char *const argv[], const char *vm, unsigned slot,
+	    int cgroup, gid_t kvm_gid, int tap_fd, int console_fd, int logfd,
+	    char *err, size_t errlen);
 
 #endif

@@ -5,8 +5,11 @@
  * The wire format is one fixed struct per SOCK_SEQPACKET message, with
  * the descriptors in SCM_RIGHTS; the reply is another fixed struct.  The
  * spawner decodes and bounds the whole request before it acts on any of
- * it, and answers a bad one with step "request" and EINVAL.
+ * it, and answers a bad one with step "request" and EINVAL.  A jail's
+ * paths are built here too, before the clone: the child only makes
+ * system calls with them.
  */
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -16,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <sched.h>
@@ -45,6 +49,7 @@ struct spawn_msg {
 	uint32_t	kvm_gid;
 	uint32_t	nfds;
 	int32_t		fd_at[SPAWN_MAX_FDS];
+	char		vm[SPAWN_VM_MAX + 1];	/* NUL-ended; "": none */
 	uint32_t	argc;
 	uint32_t	args_len;
 	char		args[SPAWN_ARGS_MAX];
@@ -63,6 +68,13 @@ enum step {
 	STEP_SETSID,
 	STEP_CGROUP,
 	STEP_FDS,
+	STEP_UNSHARE,
+	STEP_SLAVE,
+	STEP_JAIL_DIRS,
+	STEP_TMP,
+	STEP_SHM,
+	STEP_HIDE,
+	STEP_BIND,
 	STEP_SETGROUPS,
 	STEP_SETRESGID,
 	STEP_SETRESUID,
@@ -78,6 +90,13 @@ static const char *const step_names[STEP_MAX] = {
 	("the spawner refused the request (not the configured binary, "
 	    "or out of bounds)"),
 	"clone", "setsid", "cgroup", "descriptors",
+	"jail: unshare of the mount namespace",
+	"jail: making / a slave mount",
+	"jail: opening the VM's directories",
+	"jail: a private tmpfs on /tmp",
+	"jail: a private tmpfs on /dev/shm",
+	"jail: an empty tmpfs over the VMs' directories",
+	"jail: binding the VM's own directory back",
 	"setgroups", "setresgid", "setresuid", "no_new_privs", "pdeathsig",
 	"exec", "the spawner is gone",
 };
@@ -93,6 +112,21 @@ static pid_t		 sp_vmmd;
 static uid_t		 sp_nobody = NOBODY_UID;
 static gid_t		 sp_nobody_gid = NOBODY_UID;
 static int		 sp_devnull = -1;
+
+/*
+ * A private /tmp or /dev/shm, and small.  Root's, mode 1777 as usual: the
+ * child, root without CAP_DAC_OVERRIDE, makes the path of a parent below
+ * /tmp in it before it becomes the VM's uid.
+ */
+#define JAIL_TMP_OPTS	"mode=1777,size=16m,nr_inodes=1024"
+/* What covers vm_dir and run_dir: nothing but the mount points made in it. */
+#define JAIL_HIDE_OPTS	"mode=0711,size=64k,nr_inodes=16"
+
+/* One directory of the VM's: its parent hidden, itself bound back. */
+struct jail_dir {
+	char		 parent[PATH_MAX];
+	char		 own[PATH_MAX];
+};
 
 /* A checked request, ready for the child. */
 struct job {
@@ -110,6 +144,9 @@ struct job {
 	int		 fds[SPAWN_MAX_FDS];
 	int		 at[SPAWN_MAX_FDS];
 	int		 nfds;
+	int		 jail;
+	/* The shorter parent first: a parent below the other stays seen. */
+	struct jail_dir	 dirs[2];
 };
 
 /* ---------- the child, between clone and exec ---------- */
@@ -130,6 +167,91 @@ is_target(const struct job *j, int fd)
 		if (j->at[i] == fd)
 			return 1;
 	return 0;
+}
+
+/*
+ * Makes each missing directory of path, as mkdir -p: a parent of the
+ * VMs' directories may lie below /tmp, now an empty tmpfs.  Writes into
+ * path and restores it.
+ */
+static int
+mkpath(char *path)
+{
+	char *p, c;
+	int rc;
+
+	for (p = path + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		c = *p;
+		*p = '\0';
+		rc = mkdir(path, 0755);
+		*p = c;
+		if (rc == -1 && errno != EEXIST)
+			return -1;
+		if (c == '\0')
+			return 0;
+	}
+}
+
+/* "/proc/self/fd/<fd>" into buf (32 bytes), without stdio. */
+static void
+fd_path(char *buf, int fd)
+{
+	static const char pre[] = "/proc/self/fd/";
+	char digits[12];
+	size_t k = sizeof(pre) - 1;
+	int n = 0;
+
+	memcpy(buf, pre, k);
+	do {
+		digits[n++] = (char)('0' + fd % 10);
+		fd /= 10;
+	} while (fd > 0 && n < (int)sizeof(digits));
+	while (n > 0)
+		buf[k++] = digits[--n];
+	buf[k] = '\0';
+}
+
+/*
+ * The VM's own mount namespace (see spawn.h), while the child is still
+ * root.  Each directory of the VM's is held open before anything covers
+ * it, then bound back from that descriptor: the path cannot be swapped
+ * in between.
+ */
+static void
+child_jail(int errfd, struct job *j)
+{
+	char src[32];
+	int own[2];
+
+	if (unshare(CLONE_NEWNS) == -1)
+		child_fail(errfd, STEP_UNSHARE);
+	/* Nothing mounted here reaches the host; the host's unmounts (a
+	 * volume taken away) still reach here. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) == -1)
+		child_fail(errfd, STEP_SLAVE);
+	for (int i = 0; i < 2; i++)
+		if ((own[i] = open(j->dirs[i].own, O_PATH | O_DIRECTORY |
+		    O_NOFOLLOW | O_CLOEXEC)) == -1)
+			child_fail(errfd, STEP_JAIL_DIRS);
+	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	    JAIL_TMP_OPTS) == -1)
+		child_fail(errfd, STEP_TMP);
+	if (mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV |
+	    MS_NOEXEC, JAIL_TMP_OPTS) == -1)
+		child_fail(errfd, STEP_SHM);
+	for (int i = 0; i < 2; i++) {
+		if (mkpath(j->dirs[i].parent) == -1 ||
+		    mount("tmpfs", j->dirs[i].parent, "tmpfs", MS_NOSUID |
+		    MS_NODEV | MS_NOEXEC, JAIL_HIDE_OPTS) == -1)
+			child_fail(errfd, STEP_HIDE);
+		fd_path(src, own[i]);
+		if ((mkdir(j->dirs[i].own, 0700) == -1 && errno != EEXIST) ||
+		    mount(src, j->dirs[i].own, NULL, MS_BIND, NULL) == -1)
+			child_fail(errfd, STEP_BIND);
+		close(own[i]);
+	}
 }
 
 /* Async-signal-safe calls only: everything was prepared in the parent. */
@@ -172,6 +294,8 @@ child_exec(int errfd, struct job *j)
 	if (syscall(SYS_close_range, top + 1, errfd - 1, 0) == -1 ||
 	    syscall(SYS_close_range, errfd + 1, ~0U, 0) == -1)
 		child_fail(errfd, STEP_FDS);
+	if (j->jail)
+		child_jail(errfd, j);
 	if (setgroups(j->ngroups, j->groups) == -1)
 		child_fail(errfd, STEP_SETGROUPS);
 	if (setresgid(j->gid, j->gid, j->gid) == -1)
@@ -195,6 +319,42 @@ child_exec(int errfd, struct job *j)
 }
 
 /* ---------- the spawner ---------- */
+
+/* A VM's name as the jail takes it: a single path component, no dots. */
+static int
+vm_name_ok(const char *s)
+{
+	size_t n = 0;
+
+	for (; s[n] != '\0'; n++)
+		if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' &&
+		    s[n] <= 'z') || (s[n] >= 'A' && s[n] <= 'Z') ||
+		    s[n] == '-' || s[n] == '_'))
+			return 0;
+	return n > 0 && n <= SPAWN_VM_MAX;
+}
+
+/* The jail of vm's QEMU or vmproxy into j. */
+static int
+jail_prepare(struct job *j, const char *vm)
+{
+	const char *parent[2] = { sp_conf.vm_dir, sp_conf.run_dir };
+	int first = strlen(parent[0]) <= strlen(parent[1]) ? 0 : 1;
+
+	if (!vm_name_ok(vm))
+		return -1;
+	for (int i = 0; i < 2; i++) {
+		struct jail_dir *d = &j->dirs[i];
+		const char *p = parent[i == 0 ? first : 1 - first];
+
+		if ((size_t)snprintf(d->parent, sizeof(d->parent), "%s", p) >=
+		    sizeof(d->parent) || (size_t)snprintf(d->own,
+		    sizeof(d->own), "%s/%s", p, vm) >= sizeof(d->own))
+			return -1;
+	}
+	j->jail = 1;
+	return 0;
+}
 
 /* Decodes and bounds m into j; -1 if anything is off. */
 static int
@@ -239,6 +399,8 @@ job_decode(struct spawn_msg *m, size_t len, const int *fds, int nfds,
 		return -1;
 	j->argv[m->argc] = NULL;
 	j->keep_stderr = m->keep_stderr != 0;
+	if (memchr(m->vm, '\0', sizeof(m->vm)) == NULL)
+		return -1;
 
 	switch (m->kind) {
 	case SPAWN_QEMU:
@@ -247,6 +409,10 @@ job_decode(struct spawn_msg *m, size_t len, const int *fds, int nfds,
 			return -1;
 		j->uid = sp_conf.uid_base + m->slot;
 		j->gid = (gid_t)j->uid;
+		/* A jail when the spawner has one, and only then. */
+		if (sp_conf.vm_dir != NULL ? jail_prepare(j, m->vm) == -1 :
+		    m->vm[0] != '\0')
+			return -1;
 		if (m->cgroup) {
 			if (sp_conf.cg == NULL || cg_attach_prepare(sp_conf.cg,
 			    m->slot, &j->cga) == -1)
@@ -280,7 +446,7 @@ job_decode(struct spawn_msg *m, size_t len, const int *fds, int nfds,
 		if (m->argc != 2 || strcmp(j->argv[0], sp_conf.qemu) != 0 ||
 		    strcmp(j->argv[1], "--version") != 0 ||
 		    m->cgroup || m->kvm_gid != (uint32_t)-1 ||
-		    j->keep_stderr)
+		    j->keep_stderr || m->vm[0] != '\0')
 			return -1;
 		j->binary = sp_conf.qemu;
 		j->uid = sp_nobody;
@@ -317,6 +483,20 @@ spawn_check(const struct spawn_conf *c, const void *msg, size_t len,
 	for (int i = 0; i < j.nfds; i++)
 		if (j.at[i] < 0 || j.at[i] >= SPAWN_FD_LIMIT)
 			abort();
+	/* A jailed VM sees its own two directories, none of a sibling's. */
+	if (j.jail != (c->vm_dir != NULL && j.uid != sp_nobody))
+		abort();
+	for (int i = 0; j.jail && i < 2; i++) {
+		size_t n = strlen(j.dirs[i].parent);
+		const char *name = j.dirs[i].own + n + 1;
+
+		if (strncmp(j.dirs[i].own, j.dirs[i].parent, n) != 0 ||
+		    j.dirs[i].own[n] != '/' || strchr(name, '/') != NULL ||
+		    name[0] == '.' || name[0] == '\0' ||
+		    strcmp(name, j.dirs[1 - i].own +
+		    strlen(j.dirs[1 - i].parent) + 1) != 0)
+			abort();
+	}
 	return 0;
 }
 
@@ -404,9 +584,12 @@ done:
 static void __attribute__((noreturn))
 spawner_main(int sock)
 {
-	static const cap_value_t keep[] = { CAP_SETUID, CAP_SETGID };
-	static const struct privdrop pd = { NULL, keep,
-	    sizeof(keep) / sizeof(keep[0]) };
+	/* A jail's mount namespace needs CAP_SYS_ADMIN, until the child's
+	 * setresuid leaves it nothing. */
+	static const cap_value_t keep[] = { CAP_SETUID, CAP_SETGID,
+	    CAP_SYS_ADMIN };
+	const struct privdrop pd = { NULL, keep, sp_conf.vm_dir != NULL ?
+	    3 : 2 };
 	static struct spawn_msg m;
 	struct passwd *pw;
 
@@ -455,6 +638,15 @@ spawn_start(const struct spawn_conf *c)
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == -1)
 		fatal("spawner: socketpair");
+	/* The jail's parents are absolute, like the paths vmmd names. */
+	if ((c->vm_dir != NULL) != (c->run_dir != NULL) ||
+	    (c->vm_dir != NULL && (c->vm_dir[0] != '/' ||
+	    c->run_dir[0] != '/' || c->vm_dir[1] == '\0' ||
+	    c->run_dir[1] == '\0' || strlen(c->vm_dir) >= PATH_MAX - 2 -
+	    SPAWN_VM_MAX || strlen(c->run_dir) >= PATH_MAX - 2 -
+	    SPAWN_VM_MAX)))
+		fatalx("spawner: the jail's directories must be absolute "
+		    "paths below /, both or neither");
 	sp_conf = *c;
 	sp_vmmd = getpid();
 	if ((pid = fork()) == -1)
@@ -524,6 +716,9 @@ msg_encode(const struct spawn_req *r, struct spawn_msg *m, size_t *len)
 	m->keep_stderr = r->keep_stderr != 0;
 	m->kvm_gid = (uint32_t)r->kvm_gid;
 	m->nfds = (uint32_t)r->nfds;
+	if (r->vm != NULL && (size_t)snprintf(m->vm, sizeof(m->vm), "%s",
+	    r->vm) >= sizeof(m->vm))
+		return -1;
 	for (size_t i = 0; i < r->nfds; i++)
 		m->fd_at[i] = r->fds[i].at;
 	for (; r->argv[argc] != NULL; argc++) {

@@ -7,13 +7,22 @@
  * across exec; QEMU needs far more than vmmd does).  vmmd itself may then
  * not execve at all.
  *
- * The spawner keeps only CAP_SETUID and CAP_SETGID, talks to no one but
- * vmmd (an inherited SOCK_SEQPACKET socketpair), and starts only three
- * things, each checked against what it was told at startup:
+ * The spawner keeps only CAP_SETUID and CAP_SETGID (and CAP_SYS_ADMIN
+ * for the jail below, when it has one), talks to no one but vmmd (an
+ * inherited SOCK_SEQPACKET socketpair), and starts only three things,
+ * each checked against what it was told at startup:
  *   SPAWN_QEMU     the configured QEMU, as a VM's uid, in the VM's cgroup;
  *   SPAWN_VMPROXY  the configured vmproxy, likewise;
  *   SPAWN_VERSION  the configured QEMU with "--version" alone, as nobody.
  * A compromised vmmd therefore cannot use it to run anything as root.
+ *
+ * With a jail (spawn_conf's vm_dir and run_dir), QEMU and vmproxy start
+ * in a mount namespace of their own: a private tmpfs on /tmp and on
+ * /dev/shm, an empty tmpfs over vm_dir and over run_dir, and only their
+ * VM's two directories, vm_dir/<vm> and run_dir/<vm>, bound back at the
+ * same paths.  The two processes of one VM are two spawns and so two
+ * namespaces, each with the same view.  The programs themselves must
+ * therefore not live under /tmp, /dev/shm, vm_dir or run_dir.
  *
  * Children are cloned with CLONE_PARENT: they are vmmd's children, so
  * vmmd reaps them, polls their pidfds and signals them as before.  Private
@@ -39,6 +48,7 @@ enum spawn_kind {
 #define SPAWN_FD_LIMIT		16	/* a passed fd lands below this */
 #define SPAWN_ARGC_MAX		128
 #define SPAWN_ARGS_MAX		16384	/* argv's strings with their NULs */
+#define SPAWN_VM_MAX		64	/* a VM's name: [0-9A-Za-z_-] */
 
 struct spawn_conf {
 	const char		*qemu;		/* binary for SPAWN_QEMU/VERSION */
@@ -46,6 +56,9 @@ struct spawn_conf {
 	uid_t			 uid_base;	/* VM uids: uid_base + slot */
 	unsigned		 nslots;
 	const struct cg_host	*cg;		/* NULL: no VM cgroups */
+	/* Absolute parents of every VM's directories; NULL: no jail. */
+	const char		*vm_dir;
+	const char		*run_dir;
 };
 
 struct spawn_fd {
@@ -59,6 +72,11 @@ struct spawn_req {
 	int			 cgroup;	/* join the slot's cgroup */
 	int			 keep_stderr;	/* vmmd's stderr as fd 2 */
 	gid_t			 kvm_gid;	/* (gid_t)-1: no extra group */
+	/*
+	 * The VM whose directories the jail shows (QEMU, VMPROXY): needed
+	 * when the spawner has a jail, refused when it has none.
+	 */
+	const char		*vm;
 	char *const		*argv;		/* argv[0] is a name only */
 	const struct spawn_fd	*fds;
 	size_t			 nfds;

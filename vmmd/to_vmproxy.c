@@ -550,6 +550,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	memset(&r, 0, sizeof(r));
 	r.kind = SPAWN_VMPROXY;
 	r.slot = (unsigned)vm->rec.slot;
+	r.vm = vm->rec.id;	/* its jail: this VM's directories alone */
 	r.cgroup = env->cg.layout != CG_LAYOUT_NONE;
 	r.keep_stderr = env->foreground;
 	r.kvm_gid = (gid_t)-1;

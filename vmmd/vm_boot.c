@@ -83,6 +83,7 @@ vm_spec(struct vm *vm, struct vm_spec *spec, char *append, size_t applen,
 	spec->append = append;
 	spec->disk = disk;
 	spec->rundir = vm->rundir;
+	spec->vm = vm->rec.id;
 	spec->tap_fd = -1;	/* network on comes with netd */
 	spec->console_fd = -1;	/* vm_boot makes the pipes */
 	spec->log_fd = -1;

@@ -1002,6 +1002,10 @@ main(int argc, char *argv[])
 			.uid_base = (uid_t)env->conf.vmmd.uid_base,
 			.nslots = (unsigned)env->conf.vmmd.max_vms,
 			.cg = &env->cg,
+			/* QEMU and vmproxy see their VM's directories
+			 * alone, and a /tmp and /dev/shm of their own. */
+			.vm_dir = env->conf.vmmd.vm_dir,
+			.run_dir = env->conf.vmmd.run_dir,
 		};
 
 		spawn_start(&sc);

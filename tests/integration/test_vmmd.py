@@ -186,7 +186,8 @@ def check_exec_wait(h, a, vm):
 # CAP_CHOWN and CAP_KILL: what vmmd.c's vmmd_caps lists, each with its
 # reason.
 VMMD_CAPS = (1 << 0) | (1 << 5)
-SPAWNER_CAPS = (1 << 6) | (1 << 7)     # CAP_SETGID, CAP_SETUID
+# CAP_SETGID, CAP_SETUID, and CAP_SYS_ADMIN for the VMs' mount namespaces
+SPAWNER_CAPS = (1 << 6) | (1 << 7) | (1 << 21)
 
 
 def proc_status(pid, task=None):
@@ -213,7 +214,8 @@ def children_of(pid):
 def check_privileges(h):
     """vmmd's confinement, with a VM running: every thread of vmmd keeps
     exactly VMMD_CAPS, NoNewPrivs and its seccomp filter; it has one
-    spawner, which keeps only the uid switches; and QEMU and vmproxy are
+    spawner, which keeps only the uid switches and the jail's mounts; and
+    QEMU and vmproxy are
     vmmd's own children (the spawner clones them as such) with no
     capability at all."""
     pid = h.vmmd.pid
@@ -237,7 +239,8 @@ def check_privileges(h):
         int(spawner[0][1][k].strip(), 16) == SPAWNER_CAPS
         for k in ("CapEff", "CapPrm", "CapBnd")) and
        spawner[0][1]["NoNewPrivs"].strip() == "1",
-       "one spawner, keeping only CAP_SETUID and CAP_SETGID",
+       "one spawner, keeping only CAP_SETUID, CAP_SETGID and "
+       "CAP_SYS_ADMIN",
        [(p, st["CapEff"]) for p, st in spawner])
     jailed = [(p, st) for p, st in kids if p in
               {q for q, _, _ in h.jail_processes()}]
@@ -860,6 +863,66 @@ def check_restart_survival(h, a, vms):
     ok(okk, "the ticker is cancelled", r)
 
 
+def in_ns(pid, *cmd):
+    """cmd in pid's mount namespace, as an operator would: its exit code."""
+    return subprocess.run(["nsenter", "-t", str(pid), "-m", "--"] +
+                          list(cmd), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode
+
+
+def mounts_of(pid):
+    """pid's mount points and their file system types, the last mount on
+    each path winning, as the path resolves."""
+    with open("/proc/%d/mountinfo" % pid) as f:
+        return {ln.split()[4]: ln.split(" - ")[1].split()[0]
+                for ln in f}
+
+
+def check_jail(h, vm, other):
+    """The VM's QEMU and vmproxy, taken up by this vmmd after the restart,
+    each run in a mount namespace of their own: a /tmp and /dev/shm of
+    their own, and of the VMs' directories only their own VM's two."""
+    uid = vm_uid(h, vm)
+    procs = [(p, c) for p, u, c in h.jail_processes() if u == uid]
+    qemu = [p for p, c in procs if "qemu-system" in c]
+    proxy = [p for p, c in procs if "vmproxy" in c]
+    other_qemu = [p for p, u, c in h.jail_processes()
+                  if u == vm_uid(h, other) and "qemu-system" in c]
+    ok(len(qemu) == 1 and len(proxy) == 1 and len(other_qemu) == 1,
+       "the VM's QEMU and vmproxy, and the other VM's QEMU", procs)
+    host_ns = os.readlink("/proc/self/ns/mnt")
+    mine = os.path.join(h.mnt, "vms", vm)
+    theirs = [os.path.join(h.mnt, "vms", other),
+              os.path.join(h.run, "vms", other)]
+    host_file = "/tmp/jail-host-%d" % os.getpid()
+    open(host_file, "w").close()
+    try:
+        for what, pid in (("QEMU", qemu[0]), ("vmproxy", proxy[0])):
+            ns = os.readlink("/proc/%d/ns/mnt" % pid)
+            m = mounts_of(pid)
+            ok(ns != host_ns and m.get("/tmp") == "tmpfs" and
+               m.get("/dev/shm") == "tmpfs", "%s has a mount namespace "
+               "of its own, with tmpfs on /tmp and /dev/shm" % what,
+               (ns, host_ns, m.get("/tmp"), m.get("/dev/shm")))
+            seen = [in_ns(pid, "test", "-e", p) for p in
+                    [os.path.join(mine, "disk.raw"),
+                     os.path.join(h.run, "vms", vm, "qmp.sock"),
+                     host_file] + theirs]
+            ok(seen == [0, 0, 1, 1, 1], "%s sees its own VM's disk and "
+               "sockets, not the host's /tmp, nor the other VM's "
+               "directories" % what, seen)
+            made = "/tmp/jail-%s-%d" % (what, os.getpid())
+            rc = in_ns(pid, "touch", made)
+            ok(rc == 0 and not os.path.exists(made) and
+               in_ns(other_qemu[0], "test", "-e", made) == 1 and
+               in_ns(pid, "test", "-e", made) == 0, "a file %s makes in "
+               "its /tmp is its own: not in the host's nor in the other "
+               "VM's" % what, rc)
+            in_ns(pid, "rm", "-f", made)
+    finally:
+        os.unlink(host_file)
+
+
 def check_full_disk_shutdown(h, a, vms):
     """SIGTERM with the state volume full: no checkpoint fits, so each VM
     is left running, not failed, and the next vmmd takes it up."""
@@ -1396,6 +1459,7 @@ def suite(h):
         time.monotonic() - t), r)
     vm3 = r["vm_id"]
     check_restart_survival(h, a, [vm3, vm1, vm2])
+    check_jail(h, vm3, vm1)
     check_full_disk_shutdown(h, a, [vm3, vm1, vm2])
     # The garbage guest is met on vm2's next boot.
     okk, r = a("vm_suspend", vm_id=vm2, force=True)

@@ -151,7 +151,9 @@ class Host:
     volume_gib = 16
 
     def __init__(self, manifest):
-        self.dir = tempfile.mkdtemp(prefix="vmmd-it.")
+        # Not under /tmp: QEMU and vmproxy get a /tmp of their own (the
+        # spawner's jail), and they run the wrappers made here.
+        self.dir = tempfile.mkdtemp(prefix="vmmd-it.", dir="/var/tmp")
         os.chmod(self.dir, 0o755)   # the VM uids reach vmproxy's wrapper
         self.loop = None
         self.mnt = os.path.join(self.dir, "state")

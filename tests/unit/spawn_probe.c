@@ -2,7 +2,10 @@
  * What test_spawn starts through vmmd's spawner: it reports, on fd 3 (or
  * on fd 1 when its argument is --version, as QEMU's version run), the
  * ids, session, parent, NoNewPrivs, capabilities and every open
- * descriptor it was started with, then exits.
+ * descriptor it was started with, then exits.  With --paths, a second
+ * line: its mount namespace, whether it could make a file in /tmp and in
+ * /dev/shm (probe-made), and for each path after --paths whether it sees
+ * it (1 or 0).
  */
 #include <sys/types.h>
 
@@ -54,6 +57,27 @@ main(int argc, char *argv[])
 	    "capeff=%s capprm=%s groups=[%s] fds=%s argc=%d\n",
 	    (int)getuid(), (int)getgid(), (int)geteuid(), (int)getppid(),
 	    getsid(0) == getpid(), nnp, capeff, capprm, groups, fds, argc);
+	if (argc > 1 && strcmp(argv[1], "--paths") == 0) {
+		char ns[64] = "";
+		ssize_t n = readlink("/proc/self/ns/mnt", ns, sizeof(ns) - 1);
+		int made = 1;
+
+		ns[n > 0 ? n : 0] = '\0';
+		for (int i = 0; i < 2; i++) {
+			int fd = open(i == 0 ? "/tmp/probe-made" :
+			    "/dev/shm/probe-made", O_WRONLY | O_CREAT | O_EXCL,
+			    0600);
+
+			if (fd == -1)
+				made = 0;
+			else
+				close(fd);
+		}
+		fprintf(f, "%s made=%d", ns, made);
+		for (int i = 2; i < argc; i++)
+			fprintf(f, " %d", access(argv[i], F_OK) == 0);
+		fprintf(f, "\n");
+	}
 	fclose(f);
 	return 0;
 }

@@ -3,7 +3,8 @@
  * process and real children (spawn_probe): a child runs as its slot's uid
  * with exactly the descriptors it was given, in its own session, with
  * NoNewPrivs and no capability, and is the caller's child; the spawner
- * keeps only CAP_SETUID and CAP_SETGID; and every request outside what it
+ * keeps only CAP_SETUID and CAP_SETGID; a jailed child sees its own /tmp,
+ * /dev/shm and VM directories alone; and every request outside what it
  * was configured with is refused before anything starts.  Needs root.
  */
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,6 +195,132 @@ START_TEST(requests_outside_the_configuration_are_refused)
 	r = (struct spawn_req){ .kind = SPAWN_VMPROXY, .kvm_gid = (gid_t)-1,
 	    .argv = vm, .fds = &high, .nfds = 1 };
 	refused(&r, "a descriptor placed past the limit");
+	r = (struct spawn_req){ .kind = SPAWN_VMPROXY, .kvm_gid = (gid_t)-1,
+	    .vm = "vm-a", .argv = vm };
+	refused(&r, "a VM's jail from a spawner that has none");
+}
+END_TEST
+
+/* The spawner's CapEff, CapPrm and CapBnd are want, each. */
+static void
+spawner_caps_are(unsigned long long want)
+{
+	char path[64], line[256];
+	int seen = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)spawn_pid());
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	while (fgets(line, sizeof(line), f) != NULL) {
+		unsigned long long v;
+
+		if (sscanf(line, "CapEff: %llx", &v) == 1 ||
+		    sscanf(line, "CapPrm: %llx", &v) == 1 ||
+		    sscanf(line, "CapBnd: %llx", &v) == 1) {
+			ck_assert_msg(v == want, "%s", line);
+			seen++;
+		}
+	}
+	fclose(f);
+	ck_assert_int_eq(seen, 3);
+}
+
+/*
+ * With a jail, the child has a mount namespace of its own: a /tmp and a
+ * /dev/shm of its own (the host's file is not there, its files are not in
+ * the host's), and of the VMs' directories only its own two, with what
+ * they hold.  The directories lie below /tmp here, so the jail also
+ * makes their path in its own /tmp.
+ */
+START_TEST(jailed_child_sees_its_own_directories_alone)
+{
+	char dir[] = "/tmp/spawn-jail.XXXXXX";
+	char vms[PATH_MAX], runs[PATH_MAX], d[4][PATH_MAX + 8];
+	char mark[PATH_MAX + 16], host[64], ns[64], want[PATH_MAX];
+	char out[2048], err[256], *line;
+	char *argv[] = { "vmproxy", "--paths", mark, d[1], d[2], d[3], host,
+	    NULL };
+	char *vm[] = { "vmproxy", NULL };
+	char *version[] = { probe, "--version", NULL };
+	struct spawn_req r = { .kind = SPAWN_VMPROXY, .slot = 1,
+	    .kvm_gid = (gid_t)-1, .vm = "vm-a", .argv = argv };
+	ssize_t n;
+	int fd;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	snprintf(vms, sizeof(vms), "%s/vms", dir);
+	snprintf(runs, sizeof(runs), "%s/run", dir);
+	ck_assert_int_eq(mkdir(vms, 0711), 0);
+	ck_assert_int_eq(mkdir(runs, 0755), 0);
+	snprintf(runs, sizeof(runs), "%s/run/vms", dir);
+	ck_assert_int_eq(mkdir(runs, 0711), 0);
+	/* vm-a's two, then vm-b's two. */
+	for (int i = 0; i < 4; i++) {
+		snprintf(d[i], sizeof(d[i]), "%s/vm-%c", i % 2 ? runs : vms,
+		    i < 2 ? 'a' : 'b');
+		ck_assert_int_eq(mkdir(d[i], 0755), 0);
+	}
+	snprintf(mark, sizeof(mark), "%s/mark", d[0]);
+	ck_assert_int_ge(fd = open(mark, O_WRONLY | O_CREAT, 0644), 0);
+	close(fd);
+	snprintf(host, sizeof(host), "/tmp/spawn-jail-host.%d", (int)getpid());
+	ck_assert_int_ge(fd = open(host, O_WRONLY | O_CREAT, 0644), 0);
+	close(fd);
+	unlink("/tmp/probe-made");
+	unlink("/dev/shm/probe-made");
+	n = readlink("/proc/self/ns/mnt", ns, sizeof(ns) - 1);
+	ck_assert_int_gt(n, 0);
+	ns[n] = '\0';
+
+	spawn_stop();
+	spawn_start(&(struct spawn_conf){
+		.qemu = probe,
+		.vmproxy = probe,
+		.uid_base = base,
+		.nslots = NSLOTS,
+		.vm_dir = vms,
+		.run_dir = runs,
+	});
+	/* CAP_SYS_ADMIN too, for the mount namespace. */
+	spawner_caps_are((1ULL << 6) | (1ULL << 7) | (1ULL << 21));
+	ck_assert_msg(run(&r, 3, out, sizeof(out), err, sizeof(err)) > 0,
+	    "%s", err);
+	/* Still no capability, after all that. */
+	ck_assert_msg(strstr(out, " capeff=0000000000000000 capprm="
+	    "0000000000000000 ") != NULL, "%s", out);
+	ck_assert_ptr_nonnull(line = strchr(out, '\n'));
+	line++;
+	ck_assert_msg(strncmp(line, "mnt:[", 5) == 0 &&
+	    strncmp(line, ns, strlen(ns)) != 0, "the same mount namespace as "
+	    "the caller's: %s", line);
+	/* Its files in its /tmp and /dev/shm; its own VM's file; neither
+	 * vm-b's directories nor the host's /tmp file. */
+	snprintf(want, sizeof(want), " made=1 1 1 0 0 0\n");
+	ck_assert_msg(strstr(line, want) != NULL, "%s", line);
+	ck_assert_int_eq(access("/tmp/probe-made", F_OK), -1);
+	ck_assert_int_eq(access("/dev/shm/probe-made", F_OK), -1);
+
+	r = (struct spawn_req){ .kind = SPAWN_VMPROXY, .kvm_gid = (gid_t)-1,
+	    .argv = vm };
+	refused(&r, "no VM for a spawner with a jail");
+	r.vm = "../vm-a";
+	refused(&r, "a VM's name that leaves its parent");
+	r.vm = "";
+	refused(&r, "an empty VM's name");
+	r = (struct spawn_req){ .kind = SPAWN_VERSION, .kvm_gid = (gid_t)-1,
+	    .vm = "vm-a", .argv = version };
+	refused(&r, "a jail for QEMU's --version");
+
+	unlink(host);
+	unlink(mark);
+	for (int i = 3; i >= 0; i--)
+		rmdir(d[i]);
+	rmdir(runs);
+	snprintf(runs, sizeof(runs), "%s/run", dir);
+	rmdir(runs);
+	rmdir(vms);
+	rmdir(dir);
 }
 END_TEST
 
@@ -292,6 +420,7 @@ suite(void)
 	tcase_add_test(tc, version_runs_as_nobody);
 	tcase_add_test(tc, requests_outside_the_configuration_are_refused);
 	tcase_add_test(tc, spawner_keeps_only_setuid_and_setgid);
+	tcase_add_test(tc, jailed_child_sees_its_own_directories_alone);
 	tcase_add_test(tc, without_the_spawner_nothing_starts);
 	tcase_add_test(tc, starts_with_only_stdio_open);
 	suite_add_tcase(s, tc);

@@ -36,7 +36,9 @@ status=0
 budget() {
 	case "$1" in
 	mcpvm-authd|mcpvm-mcpd) echo 2.0 ;;
-	mcpvm-vmmd) echo 2.1 ;;
+	# 1.9 before each VM's mount namespace: CAP_SYS_ADMIN, mount and
+	# RestrictNamespaces=mnt are the spawner's jail's.
+	mcpvm-vmmd) echo 2.4 ;;
 	mcpvm-netd) echo 3.0 ;;
 	*) echo none ;;
 	esac
