@@ -21,6 +21,40 @@ import vmmdlib as base  # noqa: E402
 from vmmdlib import COUNTER, ok, note  # noqa: E402
 
 IMAGE_OUT = os.path.join(base.CACHE, "netd-test")
+# Each VM's conntrack bound and new-connection rate ([netd]), low enough
+# for a guest under TCG to reach both within FLOOD_SECONDS.
+CT_MAX = 64
+CT_RATE = 50
+FLOOD_SECONDS = 4
+
+# The guest's flood: new UDP flows to ever new ports, and TCP connections
+# it holds open (a closed one would leave the count); then it prints what
+# it tried and holds the sockets until it is killed.
+FLOOD = r"""
+import json, socket, sys, time
+addr, seconds = sys.argv[1], float(sys.argv[2])
+end = time.monotonic() + seconds
+held, udp = [], 0
+while time.monotonic() < end:
+    for _ in range(8):
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            u.sendto(b"flood", (addr, 10000 + udp % 50000))
+        except OSError:
+            pass
+        u.close()
+        udp += 1
+    if len(held) < 400:
+        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        t.setblocking(False)
+        try:
+            t.connect((addr, 80))
+        except (BlockingIOError, OSError):
+            pass
+        held.append(t)
+print(json.dumps({"udp": udp, "tcp": len(held)}), flush=True)
+time.sleep(3600)
+"""
 
 
 def guest(a, vm, cmd, rid):
@@ -148,6 +182,68 @@ def check_clone(w, a, vm, src_nic, token, tag):
     return mac, addr
 
 
+def conntrack_open_from(src):
+    """The host's conntrack entries whose original source is src, and
+    those of them not closing.  The bound (nftables ct count) counts the
+    connections that are not closing; a TCP connection in TIME_WAIT or
+    CLOSE stays in the table until it times out, limited by the rate
+    instead."""
+    out = netdlib.sh("cat", "/proc/net/nf_conntrack",
+                     ns=netdlib.NS_H).stdout
+    mine = [ln for ln in out.splitlines() if " src=%s " % src in ln]
+    return len(mine), sum(1 for ln in mine if " TIME_WAIT " not in ln and
+                          " CLOSE " not in ln)
+
+
+def case_flood(h, a, vm, child):
+    """The child floods new UDP and TCP flows from its guest: the host's
+    conntrack entries from it stay within its bound, while the source's
+    new connections succeed throughout."""
+    src = guest_addr(a, child, "flood-addr")
+    okk, r = a("vm_write_file", vm_id=child, path="flood.py",
+               data_base64=base64.b64encode(FLOOD.encode()).decode())
+    ok(okk, "flood: the script is in the guest", r)
+    before = conntrack_open_from(src)
+    okk, r = a("vm_exec", vm_id=child, request_id="flood",
+               command="python3 /workspace/flood.py 203.0.113.10 %d"
+               % FLOOD_SECONDS, timeout_seconds=600)
+    ok(okk, "flood: started in the child", r)
+    job = r["job_id"]
+    samples, probes, printed = [], [], ""
+    deadline = time.monotonic() + FLOOD_SECONDS + 60
+    while time.monotonic() < deadline:
+        samples.append(conntrack_open_from(src))
+        probes.append(tcp(a, vm, "203.0.113.10", 80,
+                          "flood-probe-%d" % len(probes))[0])
+        okk, o = a("vm_job_output", vm_id=child, job_id=job,
+                   cursor={"stdout": 0, "stderr": 0})
+        printed = o.get("stdout", "") if okk else ""
+        if printed.strip():
+            break
+    samples.append(conntrack_open_from(src))
+    try:
+        tried = json.loads(printed)
+    except ValueError:
+        tried = {"udp": 0, "tcp": 0}
+    good = sum(1 for c in probes if c == 0)
+    note("flood from a guest: %d UDP + %d TCP flows tried in %d s; the "
+         "host's entries from it at most %d open (bound %d) and %d with "
+         "those closing (%d and %d before); the source connected %d of %d "
+         "times meanwhile"
+         % (tried["udp"], tried["tcp"], FLOOD_SECONDS,
+            max(s[1] for s in samples), CT_MAX, max(s[0] for s in samples),
+            before[1], before[0], good, len(probes)))
+    ok(tried["udp"] + tried["tcp"] > 4 * CT_MAX,
+       "flood: the guest tried far more flows than its bound", tried)
+    ok(max(s[1] for s in samples) <= CT_MAX, "flood: the host's open "
+       "conntrack entries from the flooding guest stay within its bound",
+       samples)
+    ok(probes and good == len(probes), "flood: the other VM's new "
+       "connections succeed throughout", probes)
+    okk, r = a("vm_job_cancel", vm_id=child, job_id=job)
+    ok(okk, "flood: the flood is cancelled", r)
+
+
 def case_clones(h, w, a, vm):
     """Memory snapshots and forks of a VM with network: each clone in a
     slot of its own, the source keeping its own."""
@@ -229,6 +325,7 @@ def case_clones(h, w, a, vm):
        netd_objects(w))
     check_clone(w, a, child, src_nic, token, "fork")
     check_egress(w, a, vm, "source-with-fork")
+    case_flood(h, a, vm, child)
     okk, r = a("vm_destroy", vm_id=child)
     ok(okk and wait_objects(w, 1), "fork: destroying the child removed "
        "its slot's objects", (r, netd_objects(w)))
@@ -247,7 +344,7 @@ def main():
     base.exit_cleanly_on_sigterm()
     real_ruleset = netdlib.host_ruleset()
     manifest = base.build_image(out=IMAGE_OUT)
-    w = netdlib.World()
+    w = netdlib.World(conntrack=CT_MAX, conn_rate=CT_RATE)
     h = base.Host(manifest)
     try:
         w.build()
