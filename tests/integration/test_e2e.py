@@ -10,9 +10,12 @@
 # Environment: as vmmdlib.py, plus MCPD, ATTACH and NODE; E2E_PORT (default
 # 18090) for mcpd; E2E_SCRIPTS to run only some of the scripts (default
 # "e2e.mjs streams.mjs waits.mjs", for quicker runs while working on one).
+import http.client
 import json
 import os
+import signal
 import subprocess
+import threading
 import tempfile
 import sys
 import time
@@ -48,12 +51,13 @@ class Stack(base.Host):
                 "allowed_hosts = 127.0.0.1 localhost\n" % PORT)
 
     def start_mcpd(self):
+        mark = len(base.read(self.mcpd_log))
         log = open(self.mcpd_log, "ab")
         self.mcpd = subprocess.Popen([os.environ["MCPD"], "-d", "-f",
                                       self.conf], stdout=log, stderr=log)
         log.close()
-        base.wait_for(lambda: "started (" in base.read(self.mcpd_log) or
-                      self.mcpd.poll() is not None, 20, "mcpd ready")
+        base.wait_for(lambda: "started (" in base.read(self.mcpd_log)[mark:]
+                      or self.mcpd.poll() is not None, 20, "mcpd ready")
         if self.mcpd.poll() is not None:
             raise RuntimeError("mcpd exited:\n" + base.read(self.mcpd_log))
 
@@ -100,6 +104,102 @@ def check_stdio_bridge(token):
     if not good:
         print("# " + (p.stdout + p.stderr).replace("\n", "\n# "))
     return good
+
+
+def rest(token, tool, args, timeout=120):
+    """POST /v1/tools/{tool}: (HTTP status, decoded body), or (0, the
+    error) when the connection ended without an answer."""
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=timeout)
+    try:
+        c.request("POST", "/v1/tools/" + tool, json.dumps(args),
+                  {"Authorization": "Bearer " + token,
+                   "Content-Type": "application/json"})
+        r = c.getresponse()
+        body = r.read()
+        try:
+            return r.status, json.loads(body)
+        except ValueError:
+            return r.status, {"raw": body.decode(errors="replace")}
+    except (OSError, http.client.HTTPException) as e:
+        return 0, {"error": repr(e)}
+    finally:
+        c.close()
+
+
+def check_mcpd_restart(h, token):
+    """mcpd restarted (SIGTERM, as an upgrade does) during a vm_exec with
+    wait_seconds and during a vm_run: the clients' waits end, neither job
+    is lost, and a retry of each with its request_id returns its result."""
+    results = []
+
+    def report(good, what, detail=None):
+        print("%s - mcpd restart: %s" % ("ok" if good else "not ok", what),
+              flush=True)
+        if not good and detail is not None:
+            print("# %r" % (detail,), flush=True)
+        results.append(good)
+
+    st, r = rest(token, "vm_create", {"request_id": "mr-vm",
+                                      "idle_seconds": 600})
+    report(st == 200 and r.get("state") == "running", "a VM to exec in",
+           r)
+    vm = r.get("vm_id", "")
+    calls = {}
+    exec_args = {"vm_id": vm, "request_id": "mr-exec", "wait_seconds": 60,
+                 "command": "sleep 10; echo exec-done"}
+    run_args = {"request_id": "mr-run", "command": "sleep 10; echo run-done",
+                "timeout_seconds": 120}
+    threads = []
+
+    def call(key, tool, args):
+        t = threading.Thread(target=lambda: calls.__setitem__(
+            key, rest(token, tool, args)), daemon=True)
+        t.start()
+        threads.append(t)
+
+    def running_job(vm_id, request_id):
+        st, r = rest(token, "vm_status", {"vm_id": vm_id})
+        return st == 200 and any(j["state"] == "running" and
+                                 j.get("request_id") == request_id
+                                 for j in r.get("jobs", []))
+
+    # vm_run first: its VM is listed once it boots, its job once it runs.
+    call("run", "vm_run", run_args)
+    deadline = time.monotonic() + 120
+    run_vm, jobs = None, False
+    while time.monotonic() < deadline and not jobs:
+        st, r = rest(token, "vm_list", {})
+        run_vm = next((v["vm_id"] for v in r.get("vms", [])
+                       if v["vm_id"] != vm and v["state"] == "running"),
+                      None) if st == 200 else None
+        jobs = run_vm is not None and running_job(run_vm, "mr-run")
+        time.sleep(0.2)
+    call("exec", "vm_exec", exec_args)
+    while time.monotonic() < deadline and not running_job(vm, "mr-exec"):
+        time.sleep(0.2)
+    jobs = jobs and running_job(vm, "mr-exec")
+    h.mcpd.send_signal(signal.SIGTERM)
+    h.mcpd.wait(30)
+    for t in threads:
+        t.join(30)
+    report(bool(jobs) and calls.get("exec", (1,))[0] != 200 and
+           calls.get("run", (1,))[0] != 200, "both callers' waits end "
+           "when mcpd stops", (run_vm, calls))
+    h.start_mcpd()
+    st, r = rest(token, "vm_exec", exec_args)
+    report(st == 200 and r.get("state") == "completed" and
+           r.get("output", {}).get("stdout") == "exec-done\n",
+           "vm_exec retried with its "
+           "request_id returns the job that went on", (st, r))
+    st, r = rest(token, "vm_run", run_args)
+    report(st == 200 and r.get("exit_code") == 0 and
+           r.get("stdout") == "run-done\n", "vm_run retried with its "
+           "request_id returns the run's result", (st, r))
+    st, r = rest(token, "vm_list", {})
+    report(st == 200 and [v["vm_id"] for v in r.get("vms", [])] == [vm],
+           "and vm_run's VM is gone once it answered", r)
+    rest(token, "vm_destroy", {"vm_id": vm})
+    return all(results)
 
 
 def check_inspector_cli(token):
@@ -199,6 +299,8 @@ def main():
         if not check_stdio_bridge(tok_a):
             rc = rc or 1
         if not check_inspector_cli(tok_a):
+            rc = rc or 1
+        if not check_mcpd_restart(h, tok_a):
             rc = rc or 1
     except Exception as e:
         print("not ok - harness: %s" % e, flush=True)
