@@ -296,6 +296,8 @@ def attack_linkdown(cx):
     finally:
         os.unlink(h.mode_file)
     made = time.monotonic() - cx["t0"]
+    # Idle while the attack lasts: the destroy opens a connection anew.
+    api.close()
     if st != 200:
         return "the fake's VM was not created: %d %r" % (st, r)
     vm = r["vm_id"]
