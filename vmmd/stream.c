@@ -56,6 +56,14 @@ stream_opened(struct vm *vm, struct json_object *res, const char *code,
 		tools_reply_error(req, code, msg);
 		return;
 	}
+	/*
+	 * Open from here: vmproxy's count of it comes in a report of its own
+	 * after this reply, and an open read in between (the reply's
+	 * descriptor ends a read) would otherwise find it in neither count.
+	 * The report then sets the count as vmproxy has it.
+	 */
+	if (fd != -1)
+		vm->open_streams++;
 	/* vmproxy speaks for the guest: its channel number is checked. */
 	if (fd == -1 || jsonx_get_int64(res, "channel", 1, 1, UINT32_MAX,
 	    &channel, &jerr) != 1) {

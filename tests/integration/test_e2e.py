@@ -5,7 +5,9 @@
 # credentials, and runs tests/mcp/e2e.mjs -- the official MCP TypeScript SDK
 # client driving real VMs -- then tests/mcp/streams.mjs -- WebSocket streams
 # with the `ws` client -- then tests/mcp/waits.mjs -- vm_exec's waits and
-# vm_run over MCP and JSON HTTP -- with node's test runner.
+# vm_run over MCP and JSON HTTP -- with node's test runner.  Then the
+# two-workspace harness (tenants.py) in its short form: workspace B's load
+# gets no error while workspace A attacks.
 #
 # Environment: as vmmdlib.py, plus MCPD, ATTACH and NODE; E2E_PORT (default
 # 18090) for mcpd; E2E_SCRIPTS to run only some of the scripts (default
@@ -22,6 +24,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vmmdlib as base  # noqa: E402
+import tenants  # noqa: E402
 
 # The tools every client must see: proto/tools.json's, not a count kept here.
 with open(os.path.join(base.SRCDIR, "proto", "tools.json")) as _f:
@@ -46,9 +49,17 @@ class Stack(base.Host):
         self.mcpd_log = os.path.join(self.dir, "mcpd.log")
         self.authd_peers = "root mcpvm"
 
+    def setup(self):
+        super().setup()
+        self.fake_vmproxy_switch()      # for tenants.py's linkdown attack
+
     def write_more_conf(self, f):
+        # Every client here has one address, as behind the TLS proxy of a
+        # deployment, which must then let one address have more
+        # connections than one workspace may (tenants.py's 256 listens).
         f.write("[mcpd]\nlisten = 127.0.0.1:%d\n"
-                "allowed_hosts = 127.0.0.1 localhost\n" % PORT)
+                "allowed_hosts = 127.0.0.1 localhost\n"
+                "max_connections_per_client = 1024\n" % PORT)
 
     def start_mcpd(self):
         mark = len(base.read(self.mcpd_log))
@@ -245,6 +256,30 @@ def check_inspector_cli(token):
     return good
 
 
+def check_two_workspaces(h):
+    """tenants.py's harness, short: B gets no error under any attack of
+    A's.  B's p99s are printed beside its p99 alone, never compared."""
+    t = time.monotonic()
+    rows = tenants.run(h, PORT, h.issue("tw-a", "--max-vms", "3",
+                                        "--memory-mib", "2048"),
+                       h.issue("tw-b", "--max-vms", "1", "--memory-mib",
+                               "1024"), tenants.SHORT)
+    print("# " + tenants.table(rows).replace("\n", "\n# "))
+    good = True
+    for r in rows:
+        print("# %s: %s" % (r["name"], r["what"]))
+        calls = sum(len(x) for x in r["lat"].values())
+        g = r["errors"] == [] and all(r["lat"].values())
+        good = good and g
+        print("%s - two workspaces: B's %d calls in %.0f s while A runs "
+              "%s got no error" % ("ok" if g else "not ok", calls,
+                                   r["secs"], r["name"]), flush=True)
+        for e in r["errors"][:3]:
+            print("#   %r" % (e,))
+    print("# two workspaces: %.0f s in all" % (time.monotonic() - t))
+    return good
+
+
 def main():
     if os.geteuid() != 0:
         base.skip_all("needs root")
@@ -301,6 +336,8 @@ def main():
         if not check_inspector_cli(tok_a):
             rc = rc or 1
         if not check_mcpd_restart(h, tok_a):
+            rc = rc or 1
+        if not check_two_workspaces(h):
             rc = rc or 1
     except Exception as e:
         print("not ok - harness: %s" % e, flush=True)

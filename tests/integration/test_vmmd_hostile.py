@@ -44,19 +44,7 @@ class HostileHost(base.Host):
 
     def setup(self):
         super().setup()
-        self.mode_file = os.path.join(self.dir, "fake-vmproxy-mode")
-        real = self.wrapper
-        self.wrapper = os.path.join(self.dir, "hostile-wrapper")
-        with open(self.wrapper, "w") as f:
-            f.write("""#!/bin/sh
-if [ -e %(mode)s ]; then
-	FAKE_VMPROXY_MODE=%(mode)s exec python3 %(fake)s "$@"
-fi
-exec %(real)s "$@"
-""" % {"mode": self.mode_file, "fake": os.path.join(HERE,
-                                                       "fake_vmproxy.py"),
-                "real": real})
-        os.chmod(self.wrapper, 0o755)
+        self.fake_vmproxy_switch()
 
 
 class Prober(threading.Thread):

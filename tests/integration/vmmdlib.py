@@ -221,6 +221,25 @@ exec %(real)s "$@"
         os.chmod(self.wrapper, 0o755)
         self.garbage = Garbage(self.garbage_sock)
 
+    def fake_vmproxy_switch(self):
+        """From here on vmmd's configured vmproxy starts fake_vmproxy.py
+        instead of the real one while self.mode_file exists, in the mode
+        it names; call after setup, before write_conf."""
+        self.mode_file = os.path.join(self.dir, "fake-vmproxy-mode")
+        real = self.wrapper
+        self.wrapper = os.path.join(self.dir, "hostile-wrapper")
+        with open(self.wrapper, "w") as f:
+            f.write("""#!/bin/sh
+if [ -e %(mode)s ]; then
+	FAKE_VMPROXY_MODE=%(mode)s exec python3 %(fake)s "$@"
+fi
+exec %(real)s "$@"
+""" % {"mode": self.mode_file,
+                "fake": os.path.join(os.path.dirname(os.path.abspath(
+                    __file__)), "fake_vmproxy.py"),
+                "real": real})
+        os.chmod(self.wrapper, 0o755)
+
     def write_conf(self, authd=None, **vmmd):
         """[vmmd] keys as arguments; authd, a dict of [authd] keys."""
         keys = {"vmproxy": self.wrapper, "accel": "tcg",
