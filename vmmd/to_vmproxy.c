@@ -57,8 +57,11 @@ proxy_console_close(struct vm *vm)
 	}
 }
 
+struct pcall;
+
 struct proxy {
 	struct vm	*vm;
+	TAILQ_HEAD(, pcall) calls;	/* out at vmproxy, unanswered */
 	struct ipc_conn	*conn;
 	pid_t		 pid;
 	int		 pidfd;
@@ -68,9 +71,10 @@ struct proxy {
 };
 
 struct pcall {
+	TAILQ_ENTRY(pcall) entry;
 	struct proxy	*p;
 	struct vm	*vm;
-	proxy_cb	 cb;
+	proxy_cb	 cb;	/* NULL: forgotten, its answer is dropped */
 	void		*arg;
 };
 
@@ -215,6 +219,7 @@ proxy_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		fd = m->fd;
 		m->fd = -1;
 	}
+	TAILQ_REMOVE(&pc->p->calls, pc, entry);
 	/* Past proxy_stop (which fails every call first) no one is left. */
 	if (pc->cb != NULL && pc->p->vm != NULL)
 		pc->cb(pc->vm, res, code, msg, fd, pc->arg);
@@ -246,7 +251,24 @@ pcall_request(struct vm *vm, uint32_t type, struct json_object *body,
 		free(pc);
 		return -1;
 	}
+	TAILQ_INSERT_TAIL(&vm->proxy->calls, pc, entry);
 	return 0;
+}
+
+int
+proxy_forget(struct vm *vm, void *arg)
+{
+	struct pcall *pc;
+	int n = 0;
+
+	if (vm->proxy == NULL)
+		return 0;
+	TAILQ_FOREACH(pc, &vm->proxy->calls, entry)
+		if (pc->arg == arg && pc->cb != NULL) {
+			pc->cb = NULL;
+			n++;
+		}
+	return n;
 }
 
 int
@@ -567,6 +589,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	proxy_console_close(vm);
 	if ((p = calloc(1, sizeof(*p))) == NULL)
 		fatal("calloc");
+	TAILQ_INIT(&p->calls);
 	p->vm = vm;
 	p->pid = pid;
 	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);

@@ -390,7 +390,9 @@ vmmd_stats(struct request *req)
  * A request its caller gave up on stops waiting for its VM to be ready
  * (paused, hibernated, its link down), so that it no longer counts
  * against its workspace's budget: nothing of it ran yet, and its answer
- * goes nowhere.  A guest call already sent ends by its own timeout.
+ * goes nowhere.  A guest call already sent is let go of too, unless a
+ * receipt or its own life after the caller needs its answer; those end
+ * with the guest's answer or its timeout.
  */
 static int
 request_abandon(struct request *req)
@@ -401,6 +403,19 @@ request_abandon(struct request *req)
 		if (vm_wait_cancel(vm, req, "unavailable", "cancelled: the "
 		    "caller went away while the VM was not ready"))
 			return 1;
+	/*
+	 * A guest call whose answer only its caller needs (no receipt keeps
+	 * it, nothing outlives the caller): answered now, so that it stops
+	 * counting against its workspace, and the guest's answer is dropped
+	 * when it comes.  The guest may still carry out the operation.
+	 */
+	if (req->def != NULL &&
+	    (req->def->flags & (TOOL_RECEIPT | TOOL_OUTLIVES)) == 0 &&
+	    (vm = vm_find(req->vm_id)) != NULL && proxy_forget(vm, req) > 0) {
+		request_error(req, "unavailable", "cancelled: the caller went "
+		    "away before the guest answered");
+		return 1;
+	}
 	return 0;
 }
 

@@ -204,6 +204,11 @@ typedef void (*proxy_cb)(struct vm *, struct json_object *result,
 int	proxy_call(struct vm *, struct json_object *call, int timeout_ms,
 	    proxy_cb, void *);
 int	proxy_stream_open(struct vm *, int port, proxy_cb, void *);
+/*
+ * The calls out at vm's vmproxy for arg are forgotten: their answers,
+ * when they come, are dropped and no callback runs.  How many there were.
+ */
+int	proxy_forget(struct vm *, void *arg);
 /* The job broker pipe (vmmd_broker.c): a route (no reply), an attachment. */
 void	proxy_broker_route(struct vm *, struct json_object *);
 void	proxy_broker_limits(struct vm *, struct json_object *);

@@ -22,6 +22,8 @@ does, up to the guest's hello, and then misbehaves as MODE says:
   linkdown    answers the create's clock call, reports the guest's link
               down, and then answers nothing at all (a guestd that its
               root stopped, or a hung vmproxy)
+  mute        answers the create's clock call, then no guest call at all,
+              its link up (a guest whose QEMU is stopped)
 
 vmmd asks vmproxy for QEMU operations too (IPC_PROXY_QMP): outside the
 qmp* modes they are answered as a real vmproxy would, without ever
@@ -94,6 +96,7 @@ def main():
         mode = f.read().strip()
     c = FdConn(3)
     hello = silent = False
+    calls = 0
     try:
         while True:
             t, rid, body, fd = c.recv()
@@ -113,6 +116,9 @@ def main():
                                id=0)
                 continue
             if t != PROXY_CALL:
+                continue
+            calls += 1
+            if mode == "mute" and calls > 1:
                 continue
             if mode == "wrongtype":
                 r, w = os.pipe()

@@ -438,6 +438,31 @@ def suite(h):
         ok('"failed"' in p.stdout and "stayed down" in p.stdout,
            "linkdown: the VM is failed, saying why", p.stdout)
     run_mode(h, a, b, "linkdown", linkdown)
+
+    def mute(res):
+        okk, r = res
+        if not ok(okk, "mute: the create went through", r):
+            return
+        # Guest calls out at a guest that never answers, their caller
+        # gone: they stop counting against the workspace at once, not at
+        # their 60 s timeout.
+        c = ipc.Conn(os.path.join(h.run, "vmmd.sock"), "mcpd")
+        for i in range(70):
+            c.send(ipc.VM_TOOL, {"credential": a.tok, "tool": "vm_read_file",
+                                 "arguments": {"vm_id": r["vm_id"],
+                                               "path": "f%d" % i}})
+        busy = []
+        for i in range(6):
+            t, rid, body, fd = c.recv()
+            busy.append(body.get("error", {}).get("message", ""))
+        c.close()
+        ok(all("max_requests_per_workspace" in m for m in busy),
+           "mute: 64 file reads wait on the silent guest, and the rest "
+           "are busy naming max_requests_per_workspace", busy)
+        okk, lst = a("vm_list")
+        ok(okk, "mute: their caller gone, the workspace's next request is "
+           "answered at once", lst)
+    run_mode(h, a, b, "mute", mute)
     case_log_fifo(h, a, b)
     case_fake_qemu(h, a, b)
     okk, r = a("vm_create", request_id="h-real", memory_mib=MEM,
