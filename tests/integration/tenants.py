@@ -37,7 +37,6 @@ import json
 import os
 import signal
 import socket
-import sqlite3
 import threading
 import time
 
@@ -379,19 +378,6 @@ def attack_listens(cx):
     return "A's listens by status %s" % seen
 
 
-def add_history(h, vm, n):
-    """n finished jobs for vm, written into vmmd's store as vmmd would
-    have recorded them (test_vmmd_snapshot's way)."""
-    now = int(time.time() * 1000)
-    db = sqlite3.connect(os.path.join(h.mnt, "vmmd.db"), timeout=10)
-    with db:
-        db.executemany(
-            "INSERT INTO jobs (vm_id, job_id, request_id, state, exit_code, "
-            "started_at, finished_at) VALUES (?, ?, 'history', 'completed', "
-            "0, ?, ?)", ((vm, "h%06d" % i, now - 1, now) for i in range(n)))
-    db.close()
-
-
 def attack_fork(cx):
     port, tok, vm = cx["port"], cx["tok_a"], cx["vm_a"]
     api = Api(port, tok)
@@ -411,7 +397,7 @@ def attack_fork(cx):
 
 
 def before_fork(cx):
-    add_history(cx["h"], cx["vm_a"], cx["mode"]["rows"])
+    base.add_history(cx["h"], cx["vm_a"], cx["mode"]["rows"])
 
 
 def start_listener(api, vm):

@@ -27,34 +27,11 @@ CT_MAX = 64
 CT_RATE = 50
 FLOOD_SECONDS = 4
 
-# The guest's flood: new UDP flows to ever new ports, and TCP connections
-# it holds open (a closed one would leave the count); then it prints what
-# it tried and holds the sockets until it is killed.
-FLOOD = r"""
-import json, socket, sys, time
-addr, seconds = sys.argv[1], float(sys.argv[2])
-end = time.monotonic() + seconds
-held, udp = [], 0
-while time.monotonic() < end:
-    for _ in range(8):
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            u.sendto(b"flood", (addr, 10000 + udp % 50000))
-        except OSError:
-            pass
-        u.close()
-        udp += 1
-    if len(held) < 400:
-        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        t.setblocking(False)
-        try:
-            t.connect((addr, 80))
-        except (BlockingIOError, OSError):
-            pass
-        held.append(t)
-print(json.dumps({"udp": udp, "tcp": len(held)}), flush=True)
-time.sleep(3600)
-"""
+# The guest floods with the namespace world's own flooder, copied in:
+# new UDP flows and TCP connections it holds open, then it prints what it
+# tried and holds them until it is killed.
+WORLD = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                     "netd_world.py")
 
 
 def guest(a, vm, cmd, rid):
@@ -200,13 +177,14 @@ def case_flood(h, a, vm, child):
     conntrack entries from it stay within its bound, while the source's
     new connections succeed throughout."""
     src = guest_addr(a, child, "flood-addr")
-    okk, r = a("vm_write_file", vm_id=child, path="flood.py",
-               data_base64=base64.b64encode(FLOOD.encode()).decode())
-    ok(okk, "flood: the script is in the guest", r)
+    with open(WORLD, "rb") as f:
+        okk, r = a("vm_write_file", vm_id=child, path="netd_world.py",
+                   data_base64=base64.b64encode(f.read()).decode())
+    ok(okk, "flood: the flooder is in the guest", r)
     before = conntrack_open_from(src)
     okk, r = a("vm_exec", vm_id=child, request_id="flood",
-               command="python3 /workspace/flood.py 203.0.113.10 %d"
-               % FLOOD_SECONDS, timeout_seconds=600)
+               command="python3 /workspace/netd_world.py flood 203.0.113.10 "
+               "80 9999 %d" % FLOOD_SECONDS, timeout_seconds=600)
     ok(okk, "flood: started in the child", r)
     job = r["job_id"]
     samples, probes, printed = [], [], ""

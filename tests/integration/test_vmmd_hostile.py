@@ -82,6 +82,22 @@ class Prober(threading.Thread):
         self.c.c.close()
 
 
+def park_and_leave(h, a, tool, args):
+    """70 calls of tool (args(i) for the i-th) on one connection as mcpd's:
+    the workspace's 64 wait and 6 are refused at once, whose messages are
+    returned once the connection is closed."""
+    c = ipc.Conn(os.path.join(h.run, "vmmd.sock"), "mcpd")
+    for i in range(70):
+        c.send(ipc.VM_TOOL, {"credential": a.tok, "tool": tool,
+                             "arguments": args(i)})
+    busy = []
+    for i in range(6):
+        t, rid, body, fd = c.recv()
+        busy.append(body.get("error", {}).get("message", ""))
+    c.close()
+    return busy
+
+
 def run_mode(h, a, b, mode, check):
     with open(h.mode_file, "w") as f:
         f.write(mode + "\n")
@@ -404,17 +420,9 @@ def suite(h):
             return
         # A caller that parks the workspace's whole budget on the VM and
         # goes away leaves nothing counted behind.
-        c = ipc.Conn(os.path.join(h.run, "vmmd.sock"), "mcpd")
-        for i in range(70):
-            c.send(ipc.VM_TOOL, {"credential": a.tok, "tool": "vm_exec",
-                                 "arguments": {"vm_id": r["vm_id"],
-                                               "request_id": "lp-%d" % i,
-                                               "command": "true"}})
-        busy = []
-        for i in range(6):
-            t, rid, body, fd = c.recv()
-            busy.append(body.get("error", {}).get("message", ""))
-        c.close()
+        busy = park_and_leave(h, a, "vm_exec", lambda i: {
+            "vm_id": r["vm_id"], "request_id": "lp-%d" % i,
+            "command": "true"})
         ok(all("max_requests_per_workspace" in m for m in busy),
            "linkdown: 64 execs park on the VM, and the rest are busy "
            "naming max_requests_per_workspace", busy)
@@ -446,16 +454,8 @@ def suite(h):
         # Guest calls out at a guest that never answers, their caller
         # gone: they stop counting against the workspace at once, not at
         # their 60 s timeout.
-        c = ipc.Conn(os.path.join(h.run, "vmmd.sock"), "mcpd")
-        for i in range(70):
-            c.send(ipc.VM_TOOL, {"credential": a.tok, "tool": "vm_read_file",
-                                 "arguments": {"vm_id": r["vm_id"],
-                                               "path": "f%d" % i}})
-        busy = []
-        for i in range(6):
-            t, rid, body, fd = c.recv()
-            busy.append(body.get("error", {}).get("message", ""))
-        c.close()
+        busy = park_and_leave(h, a, "vm_read_file", lambda i: {
+            "vm_id": r["vm_id"], "path": "f%d" % i})
         ok(all("max_requests_per_workspace" in m for m in busy),
            "mute: 64 file reads wait on the silent guest, and the rest "
            "are busy naming max_requests_per_workspace", busy)

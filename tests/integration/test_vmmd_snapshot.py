@@ -260,22 +260,6 @@ HISTORY = 100000
 KEPT = 1024
 
 
-def add_history(h, vm, n):
-    """n finished jobs for vm, written straight into vmmd's database, as
-    vmmd would have recorded them: making them through vm_exec would take
-    hours (and now cannot: the guest keeps 256 jobs, and vmmd keeps no row
-    for an exec the guest refused, nor more than KEPT finished ones).
-    They started and finished now, after the VM's own jobs."""
-    now = int(time.time() * 1000)
-    db = sqlite3.connect(os.path.join(h.mnt, "vmmd.db"), timeout=10)
-    with db:
-        db.executemany(
-            "INSERT INTO jobs (vm_id, job_id, request_id, state, exit_code, "
-            "started_at, finished_at) VALUES (?, ?, 'history', 'completed', "
-            "0, ?, ?)", ((vm, "h%06d" % i, now - 1, now) for i in range(n)))
-    db.close()
-
-
 def job_counts(h, vm):
     """(finished, running) rows of vm's jobs, read as an operator would."""
     db = sqlite3.connect("file:%s?mode=ro" % os.path.join(h.mnt, "vmmd.db"),
@@ -309,7 +293,7 @@ def case_fork(h, a, src):
        "fork: count over max_fork_count is quota_exceeded naming it", r)
     # The source has a long history: the children's copies of it are
     # made off vmmd's loop, which answers others meanwhile.
-    add_history(h, src, HISTORY)
+    base.add_history(h, src, HISTORY)
     t0 = time.monotonic()
     fk = base.Call(h, a.tok, "vm_fork", vm_id=src, request_id="fork-1",
                    count=2)

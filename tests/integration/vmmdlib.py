@@ -667,6 +667,23 @@ while True:
 """
 
 
+def add_history(h, vm, n):
+    """n finished jobs for vm, written straight into vmmd's database, as
+    vmmd would have recorded them: making them through vm_exec would take
+    hours (and now cannot: the guest keeps 256 jobs, and vmmd keeps no row
+    for an exec the guest refused, nor more finished ones than its
+    max_finished_jobs_per_vm).
+    They started and finished now, after the VM's own jobs."""
+    now = int(time.time() * 1000)
+    db = sqlite3.connect(os.path.join(h.mnt, "vmmd.db"), timeout=10)
+    with db:
+        db.executemany(
+            "INSERT INTO jobs (vm_id, job_id, request_id, state, exit_code, "
+            "started_at, finished_at) VALUES (?, ?, 'history', 'completed', "
+            "0, ?, ?)", ((vm, "h%06d" % i, now - 1, now) for i in range(n)))
+    db.close()
+
+
 def snap(c, **args):
     """vm_snapshot: its "name" argument is the Client call's own."""
     t, body, fd = c.c.call(ipc.VM_TOOL, {
