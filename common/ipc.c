@@ -95,6 +95,14 @@ ipc_enqueue(struct ipc_conn *c, struct ipc_out *o)
 	return 0;
 }
 
+static void	(*write_barrier)(void);
+
+void
+ipc_set_write_barrier(void (*fn)(void))
+{
+	write_barrier = fn;
+}
+
 /*
  * Writes what the socket takes now; the write event waits for the rest.
  * -1 when the connection broke: it is marked dead (or failed), for the
@@ -105,6 +113,8 @@ ipc_conn_write_now(struct ipc_conn *c)
 {
 	int rc;
 
+	if (write_barrier != NULL)
+		write_barrier();
 	if ((rc = ipc_outq_write(c->fd, &c->outq, &c->out_bytes)) == 0)
 		event_add(c->wev, NULL);
 	if (rc != -1)

@@ -139,6 +139,12 @@ int		 ipc_conn_set_priority(struct ipc_conn *, int);
  * VM's processes die).  What the socket does not take goes later.
  */
 void		 ipc_conn_flush(struct ipc_conn *);
+/*
+ * fn runs before any frame of any connection is written: what a reply
+ * must follow (vmmd's audit lines, made durable) is done by then, once
+ * for every frame that goes out together.
+ */
+void		 ipc_set_write_barrier(void (*fn)(void));
 
 /* body is not consumed (NULL sends {}); fd is consumed (-1 for none). */
 int		 ipc_send(struct ipc_conn *, uint32_t type, uint32_t id,

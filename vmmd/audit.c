@@ -20,12 +20,20 @@
 #include "store.h"
 
 #define AUDIT_LINE_MAX	4096
+/* Lines that wait for audit_flush beyond this are flushed at once. */
+#define AUDIT_PENDING_MAX	(256 * 1024)
 
 struct audit {
 	int		 fd;
 	struct store	*store;
-	long long	 seq;
+	long long	 seq;		/* the chain, with the pending lines */
 	char		 hash[AUDIT_HASH_HEX + 1];
+	long long	 flushed_seq;	/* as written and anchored */
+	char		 flushed_hash[AUDIT_HASH_HEX + 1];
+	char		*pend;		/* lines not written yet */
+	size_t		 plen, pcap;
+	void		(*kick)(void *);
+	void		*kick_arg;
 };
 
 static const char zero_hash[AUDIT_HASH_HEX + 1] =
@@ -180,6 +188,8 @@ audit_open(const char *path, struct store *store, char *err, size_t errlen)
 		memcpy(a->hash, zero_hash, sizeof(a->hash));
 	else
 		memcpy(a->hash, anchor_hash, sizeof(a->hash));
+	a->flushed_seq = a->seq;
+	memcpy(a->flushed_hash, a->hash, sizeof(a->hash));
 	if ((a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC |
 	    O_NOFOLLOW, 0600)) == -1) {
 		snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -194,8 +204,52 @@ audit_close(struct audit *a)
 {
 	if (a == NULL)
 		return;
+	audit_flush(a);
 	close(a->fd);
+	free(a->pend);
 	free(a);
+}
+
+void
+audit_set_kick(struct audit *a, void (*kick)(void *), void *arg)
+{
+	a->kick = kick;
+	a->kick_arg = arg;
+}
+
+int
+audit_flush(struct audit *a)
+{
+	char err[256];
+	ssize_t w;
+	size_t off = 0;
+
+	if (a == NULL || a->plen == 0)
+		return 0;
+	while (off < a->plen) {
+		if ((w = write(a->fd, a->pend + off, a->plen - off)) <= 0) {
+			if (w == -1 && errno == EINTR)
+				continue;
+			break;
+		}
+		off += (size_t)w;
+	}
+	if (off < a->plen || fdatasync(a->fd) == -1) {
+		log_warn("audit: write of %lld lines", a->seq - a->flushed_seq);
+		a->seq = a->flushed_seq;
+		memcpy(a->hash, a->flushed_hash, sizeof(a->hash));
+		a->plen = 0;
+		return -1;
+	}
+	a->plen = 0;
+	a->flushed_seq = a->seq;
+	memcpy(a->flushed_hash, a->hash, sizeof(a->hash));
+	if (store_audit_anchor_set(a->store, a->seq, a->hash, err,
+	    sizeof(err)) == -1) {
+		log_warnx("audit: anchor not updated: %s", err);
+		return -1;
+	}
+	return 0;
 }
 
 int
@@ -204,7 +258,6 @@ audit_append(struct audit *a, const char *workspace, const char *tool,
 {
 	struct json_object *o;
 	char line[AUDIT_LINE_MAX], hash[AUDIT_HASH_HEX + 1], when[32];
-	char err[256];
 	const char *js;
 	struct timespec ts;
 	struct tm tm;
@@ -238,16 +291,26 @@ audit_append(struct audit *a, const char *workspace, const char *tool,
 	n = snprintf(line, sizeof(line), "%.*s%s%s\"}\n", (int)(len - 1), js,
 	    hash_key, hash);
 	json_object_put(o);
-	if (write(a->fd, line, (size_t)n) != n || fdatasync(a->fd) == -1) {
-		log_warn("audit: write");
-		return -1;
+	if (a->plen + (size_t)n > a->pcap) {
+		size_t cap = a->pcap == 0 ? 8192 : a->pcap;
+		char *p;
+
+		while (cap < a->plen + (size_t)n)
+			cap *= 2;
+		if ((p = realloc(a->pend, cap)) == NULL) {
+			log_warn("audit: pending lines");
+			return -1;
+		}
+		a->pend = p;
+		a->pcap = cap;
 	}
+	memcpy(a->pend + a->plen, line, (size_t)n);
+	a->plen += (size_t)n;
 	a->seq++;
 	memcpy(a->hash, hash, sizeof(a->hash));
-	if (store_audit_anchor_set(a->store, a->seq, a->hash, err,
-	    sizeof(err)) == -1) {
-		log_warnx("audit: anchor not updated: %s", err);
-		return -1;
-	}
+	if (a->plen >= AUDIT_PENDING_MAX)
+		return audit_flush(a);
+	if (a->kick != NULL)
+		a->kick(a->kick_arg);
 	return 0;
 }

@@ -196,6 +196,68 @@ START_TEST(torn_last_line_is_caught)
 }
 END_TEST
 
+static int kicks;
+
+static void
+count_kick(void *arg)
+{
+	kicks++;
+}
+
+static long
+file_size(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	long n;
+
+	if (f == NULL)
+		return 0;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fclose(f);
+	return n;
+}
+
+/* Lines wait for audit_flush, which writes them all with one anchor; the
+ * chain, file and anchor agree before and after. */
+START_TEST(lines_are_committed_together)
+{
+	char err[512], hash[65];
+	struct store *s = store_open(dbpath, err, sizeof(err));
+	struct audit *a;
+	long long seq, n;
+
+	ck_assert_ptr_nonnull(s);
+	a = audit_open(logpath, s, err, sizeof(err));
+	ck_assert_msg(a != NULL, "%s", err);
+	kicks = 0;
+	audit_set_kick(a, count_kick, NULL);
+	for (int i = 0; i < 50; i++)
+		ck_assert_int_eq(audit_append(a, "ws-a", "vm_exec", "v1",
+		    "unavailable"), 0);
+	ck_assert_int_eq(kicks, 50);
+	/* Nothing written or anchored yet, and what is there verifies. */
+	ck_assert_int_eq(file_size(logpath), 0);
+	ck_assert_int_eq(store_audit_anchor_get(s, &seq, hash, sizeof(hash),
+	    err, sizeof(err)), 0);
+	ck_assert_int_eq(seq, 0);
+	ck_assert_int_eq(audit_verify(logpath, seq, hash, &n, err,
+	    sizeof(err)), 0);
+	ck_assert_int_eq(audit_flush(a), 0);
+	ck_assert_int_gt(file_size(logpath), 0);
+	ck_assert_int_eq(verify(s, err, sizeof(err), &n), 0);
+	ck_assert_int_eq(n, 50);
+	/* A flush with nothing pending writes nothing. */
+	ck_assert_int_eq(audit_flush(a), 0);
+	ck_assert_int_eq(audit_append(a, "ws-a", "vm_destroy", "v1", "ok"),
+	    0);
+	audit_close(a);		/* flushes */
+	ck_assert_int_eq(verify(s, err, sizeof(err), &n), 0);
+	ck_assert_int_eq(n, 51);
+	store_close(s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -210,6 +272,7 @@ main(void)
 	tcase_add_test(tc, reordered_lines_are_caught);
 	tcase_add_test(tc, cut_tail_is_caught);
 	tcase_add_test(tc, torn_last_line_is_caught);
+	tcase_add_test(tc, lines_are_committed_together);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }
