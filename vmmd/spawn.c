@@ -260,7 +260,7 @@ child_exec(int errfd, struct job *j)
 {
 	static char *const qemu_env[] = { "PATH=/usr/bin:/bin", "LC_ALL=C",
 	    NULL };
-	int parked[SPAWN_MAX_FDS], top = 2, fd;
+	int parked[SPAWN_MAX_FDS], top = 2, fd, bfd = -1;
 
 	/* The error pipe first, at PARK_FD, then the rest above it, so
 	 * that no dup2 below lands on a descriptor still to be placed. */
@@ -294,6 +294,14 @@ child_exec(int errfd, struct job *j)
 	if (syscall(SYS_close_range, top + 1, errfd - 1, 0) == -1 ||
 	    syscall(SYS_close_range, errfd + 1, ~0U, 0) == -1)
 		child_fail(errfd, STEP_FDS);
+	/*
+	 * The binary is opened before the jail: under /tmp (a build tree,
+	 * say) it is hidden once the jail is in place.  As root, so its
+	 * directories' search permission is not asked of the VM's uid;
+	 * exec permission still is, at execveat.
+	 */
+	if (j->jail && (bfd = open(j->binary, O_PATH | O_CLOEXEC)) == -1)
+		child_fail(errfd, STEP_EXEC);
 	if (j->jail)
 		child_jail(errfd, j);
 	if (setgroups(j->ngroups, j->groups) == -1)
@@ -313,6 +321,14 @@ child_exec(int errfd, struct job *j)
 			errno = ESRCH;
 			child_fail(errfd, STEP_PDEATHSIG);
 		}
+	}
+	if (bfd != -1) {
+		syscall(SYS_execveat, bfd, "", j->argv, j->envp != NULL ?
+		    j->envp : qemu_env, AT_EMPTY_PATH);
+		/* ENOENT: a script, whose interpreter cannot open a
+		 * close-on-exec descriptor; it is run by its path. */
+		if (errno != ENOENT)
+			child_fail(errfd, STEP_EXEC);
 	}
 	execve(j->binary, j->argv, j->envp != NULL ? j->envp : qemu_env);
 	child_fail(errfd, STEP_EXEC);

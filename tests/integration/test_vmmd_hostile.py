@@ -262,7 +262,8 @@ def case_fake_qemu(h, a, b):
     wrapper = os.path.join(h.dir, "fake-qemu")
     with open(wrapper, "w") as f:
         f.write("#!/bin/sh\nexec /usr/bin/python3 %s --mode-file %s "
-                "\"$@\"\n" % (os.path.join(HERE, "fake_qemu.py"),
+                "\"$@\"\n" % (h.jail_copy(os.path.join(HERE,
+                                                       "fake_qemu.py")),
                                  mode_file))
     os.chmod(wrapper, 0o755)
     with open(mode_file, "w") as f:

@@ -197,6 +197,7 @@ class Host:
             run("cp", "--sparse=always", src, dst)
             self.image[role] = (dst, files[role]["sha256"])
         self.wrapper = os.path.join(self.dir, "vmproxy-wrapper")
+        real = self.jail_copy(os.environ["VMPROXY"])
         self.garbage_sock = os.path.join(self.dir, "garbage.sock")
         # vmmd's configured vmproxy: the real one, except that a VM named
         # in a garbage-<id> file gets the fake guest instead of QEMU's
@@ -216,10 +217,20 @@ if [ -n "$vm" ] && [ -e "%(dir)s/garbage-$vm" ]; then
 	shift $n
 fi
 exec %(real)s "$@"
-""" % {"dir": self.dir, "sock": self.garbage_sock,
-                    "real": os.environ["VMPROXY"]})
+""" % {"dir": self.dir, "sock": self.garbage_sock, "real": real})
         os.chmod(self.wrapper, 0o755)
         self.garbage = Garbage(self.garbage_sock)
+
+    def jail_copy(self, path):
+        """A copy of path in this host's bin/, which QEMU and vmproxy see
+        from their jail: the build or source tree may lie under /tmp,
+        which the jail hides."""
+        bindir = os.path.join(self.dir, "bin")
+        os.makedirs(bindir, mode=0o755, exist_ok=True)
+        dst = os.path.join(bindir, os.path.basename(path))
+        shutil.copy2(path, dst)
+        os.chmod(dst, 0o755)
+        return dst
 
     def fake_vmproxy_switch(self):
         """From here on vmmd's configured vmproxy starts fake_vmproxy.py
@@ -235,10 +246,14 @@ if [ -e %(mode)s ]; then
 fi
 exec %(real)s "$@"
 """ % {"mode": self.mode_file,
-                "fake": os.path.join(os.path.dirname(os.path.abspath(
-                    __file__)), "fake_vmproxy.py"),
+                "fake": self.fake_vmproxy_copy(),
                 "real": real})
         os.chmod(self.wrapper, 0o755)
+
+    def fake_vmproxy_copy(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        self.jail_copy(os.path.join(here, "vmmd_ipc.py"))
+        return self.jail_copy(os.path.join(here, "fake_vmproxy.py"))
 
     def write_conf(self, authd=None, **vmmd):
         """[vmmd] keys as arguments; authd, a dict of [authd] keys."""
