@@ -1108,6 +1108,18 @@ def check_changed_image(h):
             f.write(b)
 
 
+def vmmd_refusal(h):
+    """vmmd started once in the foreground, as an operator would, where it
+    must refuse to start: its exit status and stderr, or None and what it
+    said if it ran on for 30 s (then it is stopped)."""
+    try:
+        p = subprocess.run([os.environ["VMMD"], "-d", "-f", h.conf],
+                           capture_output=True, text=True, timeout=30)
+        return p.returncode, p.stderr
+    except subprocess.TimeoutExpired as e:
+        return None, "still running after 30 s\n%s" % e.stderr
+
+
 def check_database_refused(h):
     """An existing database that is not vmmd's alone (writable by others,
     or another uid's) is refused at startup with an error naming the file
@@ -1123,12 +1135,7 @@ def check_database_refused(h):
         os.chmod(db, mode)
         os.chown(db, owner, owner)
         # A vmmd that took the file would run on: it is stopped, and fails.
-        try:
-            p = subprocess.run([os.environ["VMMD"], "-d", "-f", h.conf],
-                               capture_output=True, text=True, timeout=30)
-            rc, err = p.returncode, p.stderr
-        except subprocess.TimeoutExpired as e:
-            rc, err = None, "still running after 30 s\n%s" % e.stderr
+        rc, err = vmmd_refusal(h)
         st = os.stat(db)
         ok(rc not in (None, 0) and
            ("database %s: %s" % (db, want)) in err and st.st_size == 0 and
@@ -1146,12 +1153,7 @@ def check_quota_required(h):
              "quotas", "this volume has them")
         return
     h.write_conf(storage_quota="require")
-    try:
-        p = subprocess.run([os.environ["VMMD"], "-d", "-f", h.conf],
-                           capture_output=True, text=True, timeout=30)
-        rc, err = p.returncode, p.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, err = None, "still running after 30 s\n%s" % e.stderr
+    rc, err = vmmd_refusal(h)
     h.write_conf()
     ok(rc not in (None, 0) and "prjquota" in err and
        "storage_quota = require" in err, "storage_quota = require: vmmd "
