@@ -38,6 +38,7 @@ def kvm_usable():
 
 
 _accel = None
+KVM_PROBE_S = 15
 
 
 def _die_with_parent():
@@ -46,37 +47,43 @@ def _die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def kvm_boots():
+def kvm_boots(kernel):
     """
-    Some hosts expose a /dev/kvm that QEMU cannot use (nested KVM that
-    rejects MSR writes: QEMU aborts as soon as it resets the vCPU).  A
-    paused QEMU that is still alive after a second has got past that.
+    Some hosts expose a /dev/kvm that QEMU cannot use: nested KVM that
+    rejects MSR writes (QEMU aborts as soon as it resets the vCPU), or
+    one where QEMU runs but the guest's kernel hangs before it prints a
+    line.  So the guest's own kernel is booted under KVM, with no root,
+    and must reach its panic (and QEMU exit, -no-reboot) within
+    KVM_PROBE_S; KVM does it in about a second, TCG here in seven.
     """
     if not kvm_usable():
         return False
     p = subprocess.Popen([qemu_binary(), "-accel", "kvm", "-cpu", "host",
-                          "-M", "q35", "-m", "64", "-nodefaults",
-                          "-display", "none", "-S"],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          "-M", "q35", "-m", "128", "-nodefaults",
+                          "-display", "none", "-no-reboot",
+                          "-serial", "stdio", "-kernel", kernel,
+                          "-append", "console=ttyS0 panic=-1"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL,
                          preexec_fn=_die_with_parent)
     try:
-        p.wait(1.0)
-        return False
+        out, _ = p.communicate(timeout=KVM_PROBE_S)
     except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
-        return True
+        return False
+    return b"Kernel panic" in out
 
 
-def pick_accel():
-    """MCPVM_QEMU_ACCEL=tcg|kvm forces one; otherwise kvm when it boots."""
+def pick_accel(kernel):
+    """MCPVM_QEMU_ACCEL=tcg|kvm forces one; otherwise kvm when kernel
+    boots on it."""
     global _accel
     forced = os.environ.get("MCPVM_QEMU_ACCEL")
     if forced:
         return forced
     if _accel is None:
-        _accel = "kvm" if kvm_boots() else "tcg"
+        _accel = "kvm" if kvm_boots(kernel) else "tcg"
     return _accel
 
 
@@ -99,7 +106,7 @@ class QemuVM:
         self.workdir = workdir
         self.memory_mib = memory_mib
         self.cmdline_extra = cmdline_extra
-        self.accel = accel or pick_accel()
+        self.accel = accel or pick_accel(kernel)
         self.cpus = cpus
         os.makedirs(workdir, exist_ok=True)
         self.disk = os.path.join(workdir, "rootfs.raw")
