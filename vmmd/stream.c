@@ -8,6 +8,9 @@
  * the check to its answer, the wait for a paused or hibernated VM
  * included: a burst of opens on a sleeping VM cannot take vmproxy past
  * max_streams_per_vm, which vmmd would take for a broken vmproxy.
+ * An open its caller gives up on is answered at once, wherever it
+ * waits; one already out at vmproxy keeps its place until vmproxy
+ * answers, for vmproxy may open it still (stream_abandon).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -111,6 +114,39 @@ stream_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 		request_error(req, "unavailable", "the guest link is down");
 		return;
 	}
+}
+
+/*
+ * vmproxy's answer to an open whose caller left: the place it held is
+ * given back, and a stream that did open is closed at once.  It counts
+ * as open until vmproxy's next report, as in stream_opened, since
+ * vmproxy counts it until it sees the close.
+ */
+static void
+stream_opened_unheard(struct vm *vm, struct json_object *res,
+    const char *code, const char *msg, int fd, void *arg)
+{
+	vm->opening_streams--;
+	if (fd != -1) {
+		vm->open_streams++;
+		close(fd);
+	}
+}
+
+int
+stream_abandon(struct request *req)
+{
+	struct vm *vm;
+
+	if (req->msg.type != IPC_VM_STREAM_OPEN)
+		return 0;
+	TAILQ_FOREACH(vm, &env->vms, entry)
+		if (proxy_redirect(vm, req, stream_opened_unheard, NULL) > 0) {
+			request_error(req, "unavailable", "cancelled: the "
+			    "caller went away before the stream opened");
+			return 1;
+		}
+	return 0;
 }
 
 /* Which stream limit one more stream would pass, or NULL. */

@@ -256,7 +256,7 @@ pcall_request(struct vm *vm, uint32_t type, struct json_object *body,
 }
 
 int
-proxy_forget(struct vm *vm, void *arg)
+proxy_redirect(struct vm *vm, void *arg, proxy_cb cb, void *newarg)
 {
 	struct pcall *pc;
 	int n = 0;
@@ -265,10 +265,17 @@ proxy_forget(struct vm *vm, void *arg)
 		return 0;
 	TAILQ_FOREACH(pc, &vm->proxy->calls, entry)
 		if (pc->arg == arg && pc->cb != NULL) {
-			pc->cb = NULL;
+			pc->cb = cb;
+			pc->arg = newarg;
 			n++;
 		}
 	return n;
+}
+
+int
+proxy_forget(struct vm *vm, void *arg)
+{
+	return proxy_redirect(vm, arg, NULL, NULL);
 }
 
 int

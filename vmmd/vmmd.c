@@ -392,7 +392,7 @@ vmmd_stats(struct request *req)
  * against its workspace's budget: nothing of it ran yet, and its answer
  * goes nowhere.  A guest call already sent is let go of too, unless a
  * receipt or its own life after the caller needs its answer; those end
- * with the guest's answer or its timeout.
+ * with the guest's answer or its timeout.  So is a stream open.
  */
 static int
 request_abandon(struct request *req)
@@ -416,7 +416,8 @@ request_abandon(struct request *req)
 		    "away before the guest answered");
 		return 1;
 	}
-	return 0;
+	/* A stream open out at vmproxy: its place in the limits stays. */
+	return stream_abandon(req);
 }
 
 /* 1 while req is still one of vmmd's requests (an answer frees it). */

@@ -209,6 +209,8 @@ int	proxy_stream_open(struct vm *, int port, proxy_cb, void *);
  * when they come, are dropped and no callback runs.  How many there were.
  */
 int	proxy_forget(struct vm *, void *arg);
+/* Their answers go to cb with newarg instead; how many there were. */
+int	proxy_redirect(struct vm *, void *arg, proxy_cb, void *newarg);
 /* The job broker pipe (vmmd_broker.c): a route (no reply), an attachment. */
 void	proxy_broker_route(struct vm *, struct json_object *);
 void	proxy_broker_limits(struct vm *, struct json_object *);
@@ -246,6 +248,8 @@ void	joiners_error(struct request_joiners *, const char *code,
 
 /* stream.c: IPC_VM_STREAM_OPEN */
 void	stream_open(struct request *);
+/* 1 if req was a stream open out at a vmproxy, now answered as cancelled. */
+int	stream_abandon(struct request *);
 
 /* run.c: vm_run, one command in a VM of its own */
 void	tool_vm_run(struct request *);

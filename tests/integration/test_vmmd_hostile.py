@@ -98,6 +98,52 @@ def park_and_leave(h, a, tool, args):
     return busy
 
 
+def case_stream_cancel(h, a, vm):
+    """Stream opens out at a vmproxy that never answers them, cancelled
+    by their caller as mcpd cancels one whose WebSocket client left: each
+    is answered at once, not at vmproxy's timeout, while its place in
+    the VM's stream limit stays held, since vmproxy may still open it."""
+    c = ipc.Conn(os.path.join(h.run, "vmmd.sock"), "mcpd")
+    other = ipc.Conn(os.path.join(h.run, "vmmd.sock"), "mcpd")
+    body = {"credential": a.tok, "vm_id": vm, "port": 8080}
+    ids = [c.send(ipc.VM_STREAM_OPEN, body) for _ in range(4)]
+
+    def fifth():
+        t, r, fd = other.call(ipc.VM_STREAM_OPEN, body)
+        if fd is not None:
+            os.close(fd)
+        return r.get("error", {})
+    # The four hold the VM's four places once vmmd has sent them on.
+    base.wait_for(lambda: "max_streams_per_vm" in
+                  fifth().get("message", ""), 30, "four opens out")
+    t0 = time.monotonic()
+    for i in ids:
+        c.send(ipc.VM_CANCEL, {"id": i})
+    got = {}
+    c.sock.settimeout(5)
+    try:
+        while len(got) < len(ids):
+            t, rid, r, fd = c.recv()
+            if fd is not None:
+                os.close(fd)
+            got[rid] = r.get("error", {})
+    except (OSError, EOFError) as e:
+        got["recv"] = {"message": str(e)}
+    secs = time.monotonic() - t0
+    ok(sorted(got) == sorted(ids) and all(
+        e.get("code") == "unavailable" and "cancelled" in
+        e.get("message", "") for e in got.values()),
+       "mute: 4 stream opens out at a silent vmproxy, cancelled, are "
+       "answered unavailable in %.2f s (vmproxy's own bound is 10 s)" %
+       secs, got)
+    e = fifth()
+    ok(e.get("code") == "quota_exceeded" and "max_streams_per_vm" in
+       e.get("message", ""), "mute: and their places stay held while "
+       "vmproxy may still open them", e)
+    c.close()
+    other.close()
+
+
 def run_mode(h, a, b, mode, check):
     with open(h.mode_file, "w") as f:
         f.write(mode + "\n")
@@ -463,6 +509,7 @@ def suite(h):
         okk, lst = a("vm_list")
         ok(okk, "mute: their caller gone, the workspace's next request is "
            "answered at once", lst)
+        case_stream_cancel(h, a, r["vm_id"])
     run_mode(h, a, b, "mute", mute)
     case_log_fifo(h, a, b)
     case_fake_qemu(h, a, b)
