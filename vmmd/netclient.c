@@ -141,10 +141,10 @@ netc_connect(void)
 	struct timeval tv = { NETD_RETRY_SECONDS, 0 };
 	struct json_object *body, *slots;
 
-	conn = ipc_connect(env->base, env->conf.vmmd.netd_socket, "vmmd",
+	conn = ipc_connect(vmmd_base(), vmmd_conf()->vmmd.netd_socket, "vmmd",
 	    &netd_policy, &netd_handlers, NULL);
 	if (conn == NULL) {
-		log_debug("netd at %s: %s", env->conf.vmmd.netd_socket,
+		log_debug("netd at %s: %s", vmmd_conf()->vmmd.netd_socket,
 		    strerror(errno));
 		evtimer_add(retry_ev, &tv);
 		return;
@@ -167,8 +167,9 @@ netclient_init(void)
 {
 	struct timeval tv = { 10, 0 };
 
-	if ((retry_ev = evtimer_new(env->base, netc_retry_cb, NULL)) == NULL ||
-	    (status_ev = evtimer_new(env->base, netc_status_cb, NULL)) == NULL)
+	if ((retry_ev = evtimer_new(vmmd_base(), netc_retry_cb, NULL)) ==
+	    NULL || (status_ev = evtimer_new(vmmd_base(), netc_status_cb,
+	    NULL)) == NULL)
 		fatalx("netclient: evtimer_new");
 	evtimer_add(status_ev, &tv);
 	netc_connect();
@@ -185,7 +186,7 @@ netclient_preflight(struct json_object *checks)
 
 	if (conn == NULL || !synced)
 		snprintf(msg, sizeof(msg), "netd is not running at %s: "
-		    "network \"on\" is refused", env->conf.vmmd.netd_socket);
+		    "network \"on\" is refused", vmmd_conf()->vmmd.netd_socket);
 	else if (last_status == NULL)
 		snprintf(msg, sizeof(msg), "netd has not said how it is yet");
 	else {

@@ -24,7 +24,7 @@
 static int
 vm_resume_hook(struct vm *vm, char *why, size_t len)
 {
-	if (env->shutting_down) {
+	if (vmmd_shutting_down()) {
 		snprintf(why, len, "vmmd is shutting down");
 		return -1;
 	}
@@ -127,7 +127,7 @@ vm_init_all(void)
 	size_t n;
 
 	vm_fsm_start();
-	if (store_vm_list(env->store, NULL, &recs, &n, err, sizeof(err)) ==
+	if (store_vm_list(vmmd_store(), NULL, &recs, &n, err, sizeof(err)) ==
 	    -1)
 		fatalx("cannot read VMs from the store: %s", err);
 	/*
@@ -155,23 +155,23 @@ vm_init_all(void)
 			break;
 		}
 	}
-	nslots = cg_list(&env->cg, slots, sizeof(slots) / sizeof(slots[0]));
+	nslots = cg_list(vmmd_cg(), slots, sizeof(slots) / sizeof(slots[0]));
 	for (ssize_t i = 0; i < nslots; i++) {
 		int kept = 0;
 
-		TAILQ_FOREACH(vm, &env->vms, entry)
+		TAILQ_FOREACH(vm, vm_all(), entry)
 			if (vm->adopted && vm->rec.slot == (int)slots[i])
 				kept = 1;
 		if (kept)
 			continue;
-		if (cg_kill(&env->cg, slots[i], err, sizeof(err)) == -1)
+		if (cg_kill(vmmd_cg(), slots[i], err, sizeof(err)) == -1)
 			log_warnx("leftover cgroup vm-%u: %s", slots[i], err);
 		else
 			log_info("killed what was left in cgroup vm-%u",
 			    slots[i]);
-		cg_remove(&env->cg, slots[i], err, sizeof(err));
+		cg_remove(vmmd_cg(), slots[i], err, sizeof(err));
 	}
-	TAILQ_FOREACH(vm, &env->vms, entry) {
+	TAILQ_FOREACH(vm, vm_all(), entry) {
 		char cp[PATH_MAX];
 		struct stat st;
 

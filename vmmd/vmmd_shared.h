@@ -124,7 +124,8 @@ struct vm {
 	 * cleanup of the cgroup it is about to make again). */
 	void			(*io_then)(struct vm *);
 	int			 doomed;	/* torn down once io_pending is 0 */
-	int			 discarded;	/* gone: off env->vms, freed soon */
+	int			 discarded;	/* gone: off vm_all(), freed
+						 * soon */
 	/* Bumped whenever an operation starts or ends: a callback of an
 	 * operation that was cancelled sees that it is stale. */
 	unsigned		 op_seq;
@@ -152,6 +153,9 @@ struct vm {
 
 
 /* vm.c, vm_boot.c, vm_suspend.c */
+/* vmmd's VMs, in the order they were made or taken up (vm.c). */
+TAILQ_HEAD(vm_head, vm);
+struct vm_head *vm_all(void);
 void	vm_init_all(void);
 struct vm *vm_find(const char *id);
 struct vm *vm_find_owned(const char *id, const char *workspace);
