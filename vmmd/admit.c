@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 #include "disk.h"
-#include "snapshot.h"
+#include "admit.h"
+#include "snapshot_files.h"
 #include "vmmd_shared.h"
 #include "vm_local.h"
 

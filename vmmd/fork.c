@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "log.h"
 #include "netclient.h"
 #include "snapshot.h"

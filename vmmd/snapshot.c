@@ -10,7 +10,7 @@
  *
  * On disk: <state_dir>/snapshots/<id>/ with disk.raw, memory.bin (memory
  * only) and manifest.json, built as <id>.part/ and removed by renaming it
- * to <id>.del/ first; the files' side (paths, manifest, startup
+ * to <id>.del/ first; the files' side (paths, removal, manifest, startup
  * reconcile, checks before a restore) is snapshot_files.c's.  In the
  * store: a row that goes in as 'making' before any file and becomes
  * 'ready' after the rename.  Here: the making, the tools and vmctl's
@@ -29,12 +29,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "audit.h"
 #include "disk.h"
 #include "log.h"
 #include "preflight.h"
 #include "quota.h"
+#include "snapshot.h"
 #include "snapshot_local.h"
+#include "snapshot_revoke.h"
 #include "tools.h"
 #include "vm_local.h"
 #include "worker.h"
@@ -755,32 +758,6 @@ tool_vm_snapshot_list(struct request *req)
 	}
 	json_object_object_add(res, "snapshots", arr);
 	request_reply(req, res);
-}
-
-/*
- * Deletes r: renamed to <id>.del (fsynced) first, then its row, then
- * the files on the worker pool.  A crash at any point leaves the
- * snapshot whole and listed, or gone.
- */
-int
-snap_delete(const struct snap_record *r, char *err, size_t errlen)
-{
-	char dir[PATH_MAX], del[PATH_MAX], dberr[256];
-
-	snap_path(r->id, "", NULL, dir, sizeof(dir));
-	snap_path(r->id, ".del", NULL, del, sizeof(del));
-	if (rename(dir, del) == -1 && errno != ENOENT)
-		return errf(err, errlen, "%s: %s", dir, strerror(errno));
-	fsync_path(snap_root, 1);
-	if (store_snap_delete(vmmd_store(), r->id, dberr, sizeof(dberr)) ==
-	    -1) {
-		/* Its peer hears that it failed, the log where. */
-		log_warnx("snapshot %s: %s", r->id, dberr);
-		return errf(err, errlen, "the store failed");
-	}
-	remove_dir_async(del);
-	log_info("snapshot %s (workspace %s) deleted", r->id, r->workspace);
-	return 0;
 }
 
 static struct json_object *

@@ -30,6 +30,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "preflight.h"
+#include "snapshot_files.h"
 #include "snapshot_local.h"
 #include "tools.h"
 #include "vm_local.h"
@@ -126,6 +127,32 @@ remove_dir_async(const char *dir)
 		remove_job_run(j);
 		remove_job_done(j);
 	}
+}
+
+/*
+ * Deletes r: renamed to <id>.del (fsynced) first, then its row, then
+ * the files on the worker pool.  A crash at any point leaves the
+ * snapshot whole and listed, or gone.
+ */
+int
+snap_delete(const struct snap_record *r, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], del[PATH_MAX], dberr[256];
+
+	snap_path(r->id, "", NULL, dir, sizeof(dir));
+	snap_path(r->id, ".del", NULL, del, sizeof(del));
+	if (rename(dir, del) == -1 && errno != ENOENT)
+		return errf(err, errlen, "%s: %s", dir, strerror(errno));
+	fsync_path(snap_root, 1);
+	if (store_snap_delete(vmmd_store(), r->id, dberr, sizeof(dberr)) ==
+	    -1) {
+		/* Its peer hears that it failed, the log where. */
+		log_warnx("snapshot %s: %s", r->id, dberr);
+		return errf(err, errlen, "the store failed");
+	}
+	remove_dir_async(del);
+	log_info("snapshot %s (workspace %s) deleted", r->id, r->workspace);
+	return 0;
 }
 
 /* ---- the manifest ------------------------------------------------------ */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "audit.h"
 #include "vmmd_broker.h"
 #include "guest.h"

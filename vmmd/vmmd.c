@@ -78,6 +78,7 @@
 #include "schema.h"
 #include "sdnotify.h"
 #include "snapshot.h"
+#include "snapshot_revoke.h"
 #include "warmpool.h"
 #include "spawn.h"
 #include "store.h"

@@ -159,8 +159,6 @@ struct vm_head *vm_all(void);
 void	vm_init_all(void);
 struct vm *vm_find(const char *id);
 struct vm *vm_find_owned(const char *id, const char *workspace);
-int	vm_admit(const struct request *, const struct conf_image *,
-	    int vcpus, int memory_mib, char *code, size_t, char *msg, size_t);
 void	vm_create(struct request *, const struct conf_image *, int vcpus,
 	    int memory_mib, int network, int idle_seconds, int idle_pause,
 	    vm_done_cb, void *);

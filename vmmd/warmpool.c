@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "log.h"
 #include "preflight.h"
 #include "snapshot.h"
