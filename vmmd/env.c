@@ -7,6 +7,7 @@
 
 #include <event2/event.h>
 
+#include "env.h"
 #include "env_main.h"
 #include "log.h"
 

@@ -10,7 +10,6 @@
 
 #include "cgroup.h"
 #include "conf.h"
-#include "env.h"
 
 struct vmmd {
 	struct mcpvm_conf	 conf;
