@@ -15,11 +15,12 @@
 #include <json-c/json.h>
 
 #include "audit.h"
+#include "env.h"
 #include "ipc.h"
 #include "log.h"
+#include "request.h"
 #include "schema.h"
 #include "store.h"
-#include "vmmd_shared.h"
 
 static struct request_head requests = TAILQ_HEAD_INITIALIZER(requests);
 
