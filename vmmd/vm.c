@@ -422,7 +422,7 @@ vm_kill_processes(struct vm *vm)
 	vm->guest_up = 0;
 	vm_cg_clean(vm);
 	/* No VMM, no network: failed, destroyed and never-booted VMs. */
-	netclient_release(vm);
+	netclient_release(vm->rec.id, vm->rec.slot);
 }
 
 /*

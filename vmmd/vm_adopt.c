@@ -304,6 +304,6 @@ vm_adopt(struct vm *vm, char *why, size_t len)
 	}
 	/* netd keeps the slot's objects: its next sync must list it. */
 	if (vm->rec.network)
-		netclient_keep(vm);
+		netclient_keep(vm->rec.slot);
 	return 0;
 }

@@ -462,7 +462,7 @@ boot_net_done(struct vm *vm, int tap_fd, const struct net_lease *lease,
 		 * worked: no QEMU, and the network goes straight back. */
 		if (tap_fd != -1)
 			close(tap_fd);
-		netclient_release(vm);
+		netclient_release(vm->rec.id, vm->rec.slot);
 		free(bn);
 		return;
 	}
@@ -498,7 +498,8 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 	}
 	vm_op_step(vm, VM_STEP_NONE);
 	bn->op = op_token(vm);
-	netclient_setup(vm, boot_net_done, bn);
+	netclient_setup(vm, vm->rec.id, vm->rec.slot, boot_net_done,
+	    bn);
 	return 0;
 }
 

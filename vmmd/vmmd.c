@@ -1111,7 +1111,7 @@ main(int argc, char *argv[])
 	authclient_on_subscribed(env->authd, snap_revoke_subscribed, NULL);
 	/* After vm_init_all: no VM has a network yet, so netd's first sync
 	 * removes whatever an earlier vmmd's VMs left. */
-	netclient_init();
+	netclient_init(vm_find);
 
 	sigterm = evsignal_new(env->base, SIGTERM, signal_cb, NULL);
 	sigint = evsignal_new(env->base, SIGINT, signal_cb, NULL);
