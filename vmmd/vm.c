@@ -30,7 +30,6 @@
 #include "netclient.h"
 #include "vmmd_shared.h"
 #include "vm_local.h"
-#include "vmmd_broker.h"
 #include "worker.h"
 
 /* The VMs vmmd knows: made, booting, running, suspended, or failed. */
@@ -44,6 +43,8 @@ static struct vm_head vms = TAILQ_HEAD_INITIALIZER(vms);
  */
 static TAILQ_HEAD(, vm) dead_vms = TAILQ_HEAD_INITIALIZER(dead_vms);
 static struct event *reap_ev;
+/* vm_on_free's. */
+static void (*free_hook)(struct vm *);
 
 /* ---- bookkeeping ------------------------------------------------------- */
 
@@ -138,13 +139,13 @@ vm_streams_close(struct vm *vm, const char *reason)
 
 /* vmproxy's count of open streams; none open: forget the names. */
 void
-vm_streams_count(struct vm *vm, int open)
+vm_streams_count(struct vm *vm, int open, int pipes)
 {
 	struct vm_stream *s;
 
 	vm->open_streams = open;
 	/* Attached broker pipes keep their names too. */
-	if (open > 0 || broker_has_pipes(vm))
+	if (open > 0 || pipes)
 		return;
 	while ((s = TAILQ_FIRST(&vm->streams)) != NULL) {
 		TAILQ_REMOVE(&vm->streams, s, entry);
@@ -164,12 +165,19 @@ vm_streams_forget_conn(struct ipc_conn *conn)
 				s->conn = NULL;
 }
 
+void
+vm_on_free(void (*fn)(struct vm *))
+{
+	free_hook = fn;
+}
+
 static void
 vm_free(struct vm *vm)
 {
 	proxy_console_close(vm);
-	broker_vm_free(vm);
-	vm_streams_count(vm, 0);
+	if (free_hook != NULL)
+		free_hook(vm);
+	vm_streams_count(vm, 0, 0);
 	if (vm->boot_timer != NULL)
 		event_free(vm->boot_timer);
 	if (vm->link_timer != NULL)

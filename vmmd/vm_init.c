@@ -2,7 +2,8 @@
  * vmmd's VM lifecycle put together: the state machine (vm_fsm.c) gets its
  * hooks (vm.c records states and fails or destroys VMs, vm_boot.c goes on
  * with a boot, vm_suspend.c resumes), vmproxy's reports go into the
- * machine, and at startup every VM of the store is taken up again.
+ * machine, vm.c frees a VM's broker pipes with it, and at startup every
+ * VM of the store is taken up again.
  * Nothing below calls up into this file.
  */
 #include <sys/stat.h>
@@ -47,7 +48,7 @@ static void
 proxy_streams(struct vm *vm, int open, int pipes)
 {
 	broker_pipes_count(vm, pipes);
-	vm_streams_count(vm, open);
+	vm_streams_count(vm, open, broker_has_pipes(vm));
 }
 
 /* The guest's link: bounded while down (vm.c); a VM taken up after a
@@ -80,6 +81,7 @@ vm_fsm_start(void)
 	h.act[VM_ACT_DESTROY] = vm_act_destroy;
 	vm_fsm_init(&h);
 	proxy_set_reports(&pr);
+	vm_on_free(broker_vm_free);
 	vmmd_pending_register(vm_work_pending);
 }
 

@@ -182,7 +182,9 @@ struct json_object *vm_summary(const struct vm *);
 struct json_object *vm_list_entry(struct vm *, int *checked);
 void	vm_stream_add(struct vm *, const char *id, struct ipc_conn *);
 void	vm_streams_close(struct vm *, const char *reason);
-void	vm_streams_count(struct vm *, int open);
+/* vmproxy's count of open streams, and whether broker pipes are attached
+ * (they keep the streams' names too). */
+void	vm_streams_count(struct vm *, int open, int pipes);
 void	vm_streams_forget_conn(struct ipc_conn *);
 
 /* to_vmproxy.c */
