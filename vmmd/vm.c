@@ -43,7 +43,7 @@ static struct vm_head vms = TAILQ_HEAD_INITIALIZER(vms);
  */
 static TAILQ_HEAD(, vm) dead_vms = TAILQ_HEAD_INITIALIZER(dead_vms);
 static struct event *reap_ev;
-/* vm_on_free's. */
+/* What vm_free frees of a part above vm.c (vm_on_free). */
 static void (*free_hook)(struct vm *);
 
 /* ---- bookkeeping ------------------------------------------------------- */
