@@ -18,7 +18,8 @@
 #include <unistd.h>
 
 #include "disk.h"
-#include "snapshot.h"
+#include "admit.h"
+#include "snapshot_files.h"
 #include "vmmd_shared.h"
 #include "vm_local.h"
 
@@ -36,9 +37,9 @@ vm_admit(const struct request *req, const struct conf_image *im,
 static long long
 admit_overhead_mib(void)
 {
-	if (env->conf.vmmd.qemu_overhead_mib > 0)
-		return env->conf.vmmd.qemu_overhead_mib;
-	return 64 + (env->qemu != NULL && qemu_backend_kvm(env->qemu) ? 0 :
+	if (vmmd_conf()->vmmd.qemu_overhead_mib > 0)
+		return vmmd_conf()->vmmd.qemu_overhead_mib;
+	return 64 + (vmmd_qemu() != NULL && qemu_backend_kvm(vmmd_qemu()) ? 0 :
 	    QEMU_TCG_TB_MIB);
 }
 
@@ -47,8 +48,8 @@ admit_max_vcpus(void)
 {
 	long n;
 
-	if (env->conf.vmmd.max_vcpus > 0)
-		return env->conf.vmmd.max_vcpus;
+	if (vmmd_conf()->vmmd.max_vcpus > 0)
+		return vmmd_conf()->vmmd.max_vcpus;
 	n = sysconf(_SC_NPROCESSORS_ONLN);
 	return 4 * (n > 0 ? n : 1);
 }
@@ -79,7 +80,7 @@ admit_usage(const struct request *req, struct admit_usage *u)
 		snap_usage(POOL_WORKSPACE, &all, &pool, &n);
 		u->host_disk -= pool;
 	}
-	TAILQ_FOREACH(vm, &env->vms, entry) {
+	TAILQ_FOREACH(vm, vm_all(), entry) {
 		if (vm->rec.state == VM_GONE ||
 		    (tenant && warmpool_is_pool(vm->rec.workspace)))
 			continue;
@@ -103,11 +104,11 @@ admit_free_disk(unsigned long long need, const char *what, char *msg,
 	uint64_t avail = 0, total = 0;
 	char err[256];
 
-	need += (unsigned long long)env->conf.vmmd.min_free_mib << 20;
-	if (disk_space(env->conf.vmmd.vm_dir, &avail, &total, err,
+	need += (unsigned long long)vmmd_conf()->vmmd.min_free_mib << 20;
+	if (disk_space(vmmd_conf()->vmmd.vm_dir, &avail, &total, err,
 	    sizeof(err)) == 0 && avail < need) {
 		snprintf(msg, msglen, "free disk: %s has %llu MiB free, %s "
-		    "needs %llu MiB", env->conf.vmmd.vm_dir,
+		    "needs %llu MiB", vmmd_conf()->vmmd.vm_dir,
 		    (unsigned long long)(avail >> 20), what, need >> 20);
 		return -1;
 	}
@@ -129,7 +130,7 @@ vm_admit_n(const struct request *req, const struct conf_image *im,
 
 	snprintf(code, codelen, "quota_exceeded");
 	admit_usage(req, &u);
-	if (u.host_vms + n > env->conf.vmmd.max_vms) {
+	if (u.host_vms + n > vmmd_conf()->vmmd.max_vms) {
 		snprintf(msg, msglen, "max_vms: the host already keeps %lld "
 		    "VMs, its limit", u.host_vms);
 		return -1;
@@ -140,16 +141,17 @@ vm_admit_n(const struct request *req, const struct conf_image *im,
 		    (long long)vcpus * n);
 		return -1;
 	}
-	if (u.host_mem + mem + overhead * n > env->conf.vmmd.max_memory_mib) {
+	if (u.host_mem + mem + overhead * n >
+	    vmmd_conf()->vmmd.max_memory_mib) {
 		snprintf(msg, msglen, "max_memory_mib: %lld MiB are reserved "
 		    "of %lld, with %lld MiB of QEMU's own per VM; %lld more "
-		    "do not fit", u.host_mem, env->conf.vmmd.max_memory_mib,
+		    "do not fit", u.host_mem, vmmd_conf()->vmmd.max_memory_mib,
 		    overhead, mem + overhead * n);
 		return -1;
 	}
-	if ((u.host_disk + disk) > env->conf.vmmd.max_storage_gib << 30) {
+	if ((u.host_disk + disk) > vmmd_conf()->vmmd.max_storage_gib << 30) {
 		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
-		    "are reserved", env->conf.vmmd.max_storage_gib);
+		    "are reserved", vmmd_conf()->vmmd.max_storage_gib);
 		return -1;
 	}
 	if (req->policy.max_vms > 0 && u.ws_vms + n > req->policy.max_vms) {
@@ -188,15 +190,15 @@ snap_admit(const struct request *req, long long bytes, int counted,
 	snprintf(code, codelen, "quota_exceeded");
 	admit_usage(req, &u);
 	if (counted &&
-	    u.ws_snaps + 1 > env->conf.vmmd.max_snapshots_per_workspace) {
+	    u.ws_snaps + 1 > vmmd_conf()->vmmd.max_snapshots_per_workspace) {
 		snprintf(msg, msglen, "max_snapshots_per_workspace: the "
 		    "workspace already keeps %lld snapshots, its limit",
 		    u.ws_snaps);
 		return -1;
 	}
-	if (u.host_disk + bytes > env->conf.vmmd.max_storage_gib << 30) {
+	if (u.host_disk + bytes > vmmd_conf()->vmmd.max_storage_gib << 30) {
 		snprintf(msg, msglen, "max_storage_gib: the host's %lld GiB "
-		    "are reserved", env->conf.vmmd.max_storage_gib);
+		    "are reserved", vmmd_conf()->vmmd.max_storage_gib);
 		return -1;
 	}
 	if (req->policy.storage_gib > 0 &&

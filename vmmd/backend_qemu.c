@@ -531,7 +531,7 @@ qvm_reap_later(struct qvm *v)
 	v->pidfd = -1;		/* the reaper's now */
 }
 
-void
+static void
 qvm_free(struct vmm *vm)
 {
 	struct qvm *v = (struct qvm *)vm;

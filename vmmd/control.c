@@ -66,7 +66,7 @@ ctl_list(struct request *req, const char *ws)
 	struct json_object *arr = json_object_new_array();
 	struct vm *vm;
 
-	TAILQ_FOREACH(vm, &env->vms, entry)
+	TAILQ_FOREACH(vm, vm_all(), entry)
 		if (vm->rec.state != VM_GONE &&
 		    (ws == NULL || strcmp(ws, vm->rec.workspace) == 0))
 			json_object_array_add(arr, vm_detail(vm));
@@ -83,12 +83,12 @@ ctl_stop_workspace(struct request *req, const char *ws)
 	struct json_object *arr = json_object_new_array();
 	struct vm *vm, *next;
 
-	TAILQ_FOREACH_SAFE(vm, &env->vms, entry, next) {
+	TAILQ_FOREACH_SAFE(vm, vm_all(), entry, next) {
 		if (vm->rec.state == VM_GONE ||
 		    strcmp(vm->rec.workspace, ws) != 0)
 			continue;
 		vm_fail(vm, "stopped by the operator");
-		audit_append(env->audit, ws, "vmctl:stop-workspace",
+		audit_append(vmmd_audit(), ws, "vmctl:stop-workspace",
 		    vm->rec.id, "ok");
 		json_object_array_add(arr, json_object_new_string(vm->rec.id));
 		log_info("vm %s: stopped by the operator (workspace %s)",
@@ -165,15 +165,15 @@ out:
 static void
 ctl_preflight(struct request *req)
 {
-	const struct conf_image *im = env->conf.images.v;
+	const struct conf_image *im = vmmd_conf()->images.v;
 	struct preflight_job *j;
 	size_t nf = 0;
 
 	if ((j = calloc(1, sizeof(*j))) == NULL ||
-	    (j->files = calloc(env->conf.images.n * 3 + 1,
+	    (j->files = calloc(vmmd_conf()->images.n * 3 + 1,
 	    sizeof(*j->files))) == NULL)
 		fatal("calloc");
-	for (size_t i = 0; i < env->conf.images.n; i++) {
+	for (size_t i = 0; i < vmmd_conf()->images.n; i++) {
 		j->files[nf++] = (struct pf_file){ "rootfs", im[i].rootfs,
 		    im[i].rootfs_sha256 };
 		j->files[nf++] = (struct pf_file){ "kernel", im[i].kernel,
@@ -182,15 +182,15 @@ ctl_preflight(struct request *req)
 		    im[i].initrd_sha256 };
 	}
 	j->req = req;
-	j->pc.qemu_binary = env->conf.vmmd.qemu;
-	j->pc.state_dir = env->conf.vmmd.vm_dir;
-	j->pc.min_free_bytes = (uint64_t)env->conf.vmmd.min_free_mib << 20;
-	j->pc.uid_base = (uid_t)env->conf.vmmd.uid_base;
-	j->pc.uid_count = (unsigned)env->conf.vmmd.max_vms;
-	j->pc.cgroup_parent = env->conf.vmmd.cgroup_parent;
+	j->pc.qemu_binary = vmmd_conf()->vmmd.qemu;
+	j->pc.state_dir = vmmd_conf()->vmmd.vm_dir;
+	j->pc.min_free_bytes = (uint64_t)vmmd_conf()->vmmd.min_free_mib << 20;
+	j->pc.uid_base = (uid_t)vmmd_conf()->vmmd.uid_base;
+	j->pc.uid_count = (unsigned)vmmd_conf()->vmmd.max_vms;
+	j->pc.cgroup_parent = vmmd_conf()->vmmd.cgroup_parent;
 	j->pc.files = j->files;
 	j->pc.nfiles = nf;
-	if (worker_submit(env->workers, preflight_job_run, preflight_job_done,
+	if (worker_submit(vmmd_workers(), preflight_job_run, preflight_job_done,
 	    j) == -1) {
 		request_error(req, "unavailable", "vmmd is shutting down");
 		free(j->files);
@@ -205,14 +205,14 @@ ctl_audit_verify(struct request *req)
 	long long seq, n;
 	struct json_object *res;
 
-	if (store_audit_anchor_get(env->store, &seq, hash, sizeof(hash), err,
+	if (store_audit_anchor_get(vmmd_store(), &seq, hash, sizeof(hash), err,
 	    sizeof(err)) == -1) {
 		log_warnx("vmctl audit verify: %s", err);
 		request_error(req, "internal", "cannot read the audit anchor");
 		return;
 	}
 	res = json_object_new_object();
-	if (audit_verify(env->conf.vmmd.audit_log, seq, hash, &n, err,
+	if (audit_verify(vmmd_conf()->vmmd.audit_log, seq, hash, &n, err,
 	    sizeof(err)) == -1) {
 		json_object_object_add(res, "ok", json_object_new_boolean(0));
 		json_object_object_add(res, "error",
@@ -223,7 +223,7 @@ ctl_audit_verify(struct request *req)
 		    json_object_new_int64(n));
 	}
 	json_object_object_add(res, "path",
-	    json_object_new_string(env->conf.vmmd.audit_log));
+	    json_object_new_string(vmmd_conf()->vmmd.audit_log));
 	request_reply(req, res);
 }
 

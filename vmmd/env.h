@@ -1,52 +1,41 @@
 /*
- * What vmmd holds for the whole process, in one place: its configuration,
- * the loop, the store, the audit log, the worker pool, the QEMU backend,
- * the cgroups, its servers and authd's client, the VMs and the requests
- * in flight.  main() (vmmd.c) fills it in before the loop runs; the rest
- * of vmmd reads it through env.
+ * What vmmd holds for the whole process, and the one way the rest of vmmd
+ * reaches it: its configuration, the loop, the store, the audit log, the
+ * worker pool, the QEMU backend, the cgroups, authd's client, and whether
+ * it is shutting down.  main() (vmmd.c) fills it in (env_main.h) before
+ * the loop runs; every other file reads it through these functions, so
+ * what a part depends on is named here and nothing else writes it.  The
+ * VMs are vm.c's (vm_all), the requests in flight request.c's
+ * (request_all).
  */
 #ifndef MCPVM_VMMD_ENV_H
 #define MCPVM_VMMD_ENV_H
 
-#include <sys/queue.h>
-#include <sys/types.h>
-
-#include "cgroup.h"
-#include "conf.h"
-
 struct audit;
 struct authclient;
+struct cg_host;
 struct event_base;
-struct ipc_server;
+struct mcpvm_conf;
 struct qemu_backend;
-struct request;
 struct store;
-struct vm;
 struct worker_pool;
 
-struct vmmd {
-	struct mcpvm_conf	 conf;
-	const char		*conf_path;
-	struct event_base	*base;
-	struct store		*store;
-	struct audit		*audit;
-	struct worker_pool	*workers;
-	struct qemu_backend	*qemu;
-	struct cg_host		 cg;
-	struct ipc_server	*srv_mcpd, *srv_ctl;
-	struct authclient	*authd;
-	uid_t			 mcpd_uid;
-	gid_t			 admin_gid;
-	int			 foreground, verbose;
-	int			 shutting_down;
-	/* VMs the shutdown could not hibernate, left running for the next
-	 * vmmd to take up. */
-	int			 left_running;
-	TAILQ_HEAD(, vm)	 vms;
-	TAILQ_HEAD(, request)	 requests;
-};
-
-extern struct vmmd *env;
+const struct mcpvm_conf	*vmmd_conf(void);
+struct event_base	*vmmd_base(void);
+struct store		*vmmd_store(void);
+struct audit		*vmmd_audit(void);
+struct worker_pool	*vmmd_workers(void);
+struct qemu_backend	*vmmd_qemu(void);
+const struct cg_host	*vmmd_cg(void);
+struct authclient	*vmmd_authd(void);
+/* vmmd -d: logs go to stderr, and so do its children's. */
+int	vmmd_foreground(void);
+/* How many -v. */
+int	vmmd_verbose(void);
+int	vmmd_shutting_down(void);
+/* A VM the shutdown could not hibernate is left running for the next
+ * vmmd to take up: main says how many at exit. */
+void	vmmd_left_running(void);
 
 /*
  * Once shutting_down, vmmd exits when no part has work left that it must

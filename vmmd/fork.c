@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "log.h"
 #include "netclient.h"
 #include "snapshot.h"
@@ -111,7 +112,7 @@ fork_copy_run(void *arg)
 {
 	struct fork_copy *c = arg;
 
-	c->rc = store_job_copy(env->store, c->source, c->child, c->upto_ms,
+	c->rc = store_job_copy(vmmd_store(), c->source, c->child, c->upto_ms,
 	    c->err, sizeof(c->err));
 }
 
@@ -145,7 +146,7 @@ fork_jobs(struct fork_ctx *fk, const char *child)
 	c->upto_ms = fk->cont_wall_ms;
 	copying++;
 	/* A pool that stopped taking jobs (vmmd stops): here, then. */
-	if (worker_submit(env->workers, fork_copy_run, fork_copy_done, c) ==
+	if (worker_submit(vmmd_workers(), fork_copy_run, fork_copy_done, c) ==
 	    -1) {
 		fork_copy_run(c);
 		fork_copy_done(c);
@@ -180,7 +181,7 @@ fork_made(const struct snap_record *snap, long long cont_wall_ms, void *arg)
 
 	fk->snap = *snap;
 	fk->cont_wall_ms = cont_wall_ms;
-	if ((im = conf_find_image(&env->conf, fk->snap.image)) == NULL) {
+	if ((im = conf_find_image(vmmd_conf(), fk->snap.image)) == NULL) {
 		fork_fail(fk, "unavailable", "the source's image is no longer "
 		    "configured");
 		fork_finish(fk);
@@ -215,10 +216,10 @@ tool_vm_fork(struct request *req)
 
 	if ((vm = tools_owned_vm(req)) == NULL)
 		return;
-	if (count < 1 || count > env->conf.vmmd.max_fork_count ||
+	if (count < 1 || count > vmmd_conf()->vmmd.max_fork_count ||
 	    count > FORK_MAX) {
 		request_error(req, "quota_exceeded", "max_fork_count: at most "
-		    "%lld VMs per vm_fork", env->conf.vmmd.max_fork_count);
+		    "%lld VMs per vm_fork", vmmd_conf()->vmmd.max_fork_count);
 		return;
 	}
 	if (vm->image == NULL) {

@@ -13,11 +13,13 @@
 #include <event2/event.h>
 #include <json-c/json.h>
 
+#include "conf.h"
+#include "env.h"
 #include "ipc.h"
 #include "jsonx.h"
 #include "log.h"
 #include "netclient.h"
-#include "vmmd_shared.h"
+#include "store.h"
 
 #define NETD_TIMEOUT_MS		15000
 #define NETD_RETRY_SECONDS	2
@@ -41,6 +43,8 @@ static int synced, available;
 static char unavailable_why[256] = "netd is not running";
 /* Slots whose network netd made for a VM still using it. */
 static unsigned char up[NET_SLOTS];
+/* vm_find, from netclient_init. */
+static struct vm *(*vm_by_id)(const char *);
 
 struct setup_wait {
 	struct vm	*vm;
@@ -141,10 +145,10 @@ netc_connect(void)
 	struct timeval tv = { NETD_RETRY_SECONDS, 0 };
 	struct json_object *body, *slots;
 
-	conn = ipc_connect(env->base, env->conf.vmmd.netd_socket, "vmmd",
+	conn = ipc_connect(vmmd_base(), vmmd_conf()->vmmd.netd_socket, "vmmd",
 	    &netd_policy, &netd_handlers, NULL);
 	if (conn == NULL) {
-		log_debug("netd at %s: %s", env->conf.vmmd.netd_socket,
+		log_debug("netd at %s: %s", vmmd_conf()->vmmd.netd_socket,
 		    strerror(errno));
 		evtimer_add(retry_ev, &tv);
 		return;
@@ -163,12 +167,14 @@ netc_connect(void)
 }
 
 void
-netclient_init(void)
+netclient_init(struct vm *(*find)(const char *id))
 {
 	struct timeval tv = { 10, 0 };
 
-	if ((retry_ev = evtimer_new(env->base, netc_retry_cb, NULL)) == NULL ||
-	    (status_ev = evtimer_new(env->base, netc_status_cb, NULL)) == NULL)
+	vm_by_id = find;
+	if ((retry_ev = evtimer_new(vmmd_base(), netc_retry_cb, NULL)) ==
+	    NULL || (status_ev = evtimer_new(vmmd_base(), netc_status_cb,
+	    NULL)) == NULL)
 		fatalx("netclient: evtimer_new");
 	evtimer_add(status_ev, &tv);
 	netc_connect();
@@ -185,7 +191,7 @@ netclient_preflight(struct json_object *checks)
 
 	if (conn == NULL || !synced)
 		snprintf(msg, sizeof(msg), "netd is not running at %s: "
-		    "network \"on\" is refused", env->conf.vmmd.netd_socket);
+		    "network \"on\" is refused", vmmd_conf()->vmmd.netd_socket);
 	else if (last_status == NULL)
 		snprintf(msg, sizeof(msg), "netd has not said how it is yet");
 	else {
@@ -246,7 +252,7 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 	struct json_object *dns;
 	struct net_lease lease;
 	int64_t prefix;
-	int fd = -1, alive = vm_find(w->id) == w->vm;
+	int fd = -1, alive = vm_by_id(w->id) == w->vm;
 
 	if (m != NULL && m->type == IPC_NET_SETUP_RESULT) {
 		fd = m->fd;
@@ -329,7 +335,8 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 }
 
 void
-netclient_setup(struct vm *vm, net_setup_cb cb, void *arg)
+netclient_setup(struct vm *vm, const char *id, int slot, net_setup_cb cb,
+    void *arg)
 {
 	struct setup_wait *w;
 	struct json_object *b;
@@ -339,7 +346,7 @@ netclient_setup(struct vm *vm, net_setup_cb cb, void *arg)
 		cb(vm, -1, NULL, "unavailable", why, arg);
 		return;
 	}
-	if (vm->rec.slot < 0 || vm->rec.slot >= NET_SLOTS) {
+	if (slot < 0 || slot >= NET_SLOTS) {
 		cb(vm, -1, NULL, "unavailable", "this VM's slot is "
 		    "beyond what guest networking can address", arg);
 		return;
@@ -347,12 +354,12 @@ netclient_setup(struct vm *vm, net_setup_cb cb, void *arg)
 	if ((w = calloc(1, sizeof(*w))) == NULL)
 		fatal("calloc");
 	w->vm = vm;
-	snprintf(w->id, sizeof(w->id), "%s", vm->rec.id);
-	w->slot = (unsigned)vm->rec.slot;
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->slot = (unsigned)slot;
 	w->cb = cb;
 	w->arg = arg;
 	b = json_object_new_object();
-	json_object_object_add(b, "slot", json_object_new_int(vm->rec.slot));
+	json_object_object_add(b, "slot", json_object_new_int(slot));
 	if (ipc_request(conn, IPC_NET_SETUP, b, -1, NETD_TIMEOUT_MS,
 	    setup_done, w) == -1) {
 		free(w);
@@ -363,22 +370,21 @@ netclient_setup(struct vm *vm, net_setup_cb cb, void *arg)
 }
 
 void
-netclient_keep(struct vm *vm)
+netclient_keep(int slot)
 {
-	if (vm->rec.slot >= 0 && vm->rec.slot < NET_SLOTS)
-		up[vm->rec.slot] = 1;
+	if (slot >= 0 && slot < NET_SLOTS)
+		up[slot] = 1;
 }
 
 void
-netclient_release(struct vm *vm)
+netclient_release(const char *id, int slot)
 {
 	struct json_object *b;
 	unsigned s;
 
-	if (vm->rec.slot < 0 || vm->rec.slot >= NET_SLOTS ||
-	    !up[vm->rec.slot])
+	if (slot < 0 || slot >= NET_SLOTS || !up[slot])
 		return;
-	s = (unsigned)vm->rec.slot;
+	s = (unsigned)slot;
 	up[s] = 0;
 	/* Without netd now, its next sync leaves this slot out. */
 	if (conn == NULL)
@@ -387,8 +393,8 @@ netclient_release(struct vm *vm)
 	json_object_object_add(b, "slot", json_object_new_int((int)s));
 	if (ipc_request(conn, IPC_NET_TEARDOWN, b, -1, NETD_TIMEOUT_MS,
 	    teardown_done, (void *)(uintptr_t)s) == -1)
-		log_warnx("vm %s: cannot ask netd to release slot %u",
-		    vm->rec.id, s);
+		log_warnx("vm %s: cannot ask netd to release slot %u", id,
+		    s);
 	json_object_put(b);
-	log_debug("vm %s: network of slot %u released", vm->rec.id, s);
+	log_debug("vm %s: network of slot %u released", id, s);
 }

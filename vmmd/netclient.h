@@ -37,9 +37,13 @@ typedef void (*net_setup_cb)(struct vm *, int tap_fd,
 	    const struct net_lease *lease, const char *code, const char *msg,
 	    void *arg);
 
-/* Connects (and keeps reconnecting) to netd; at each connect it tells
- * netd which slots still have a network, so netd removes the rest. */
-void	netclient_init(void);
+/*
+ * Connects (and keeps reconnecting) to netd; at each connect it tells
+ * netd which slots still have a network, so netd removes the rest.  find
+ * is vm.c's vm_find: a setup whose VM it no longer finds when netd
+ * answers gives the network straight back.
+ */
+void	netclient_init(struct vm *(*find)(const char *id));
 /* 1 when netd is connected and says guest networking works, else 0 with
  * a sentence in why. */
 int	netclient_available(char *why, size_t whylen);
@@ -49,10 +53,13 @@ struct json_object;
 void	netclient_preflight(struct json_object *checks);
 /* A VM taken up after a restart keeps the network netd still has for
  * its slot: the first sync lists it (call before netclient_init). */
-void	netclient_keep(struct vm *);
-/* Asks for the VM's network; cb runs exactly once, later. */
-void	netclient_setup(struct vm *, net_setup_cb cb, void *arg);
-/* Removes the VM's network if it has one; nothing to wait for. */
-void	netclient_release(struct vm *);
+void	netclient_keep(int slot);
+/* Asks for the network of vm (its id and slot); cb runs exactly once,
+ * later. */
+void	netclient_setup(struct vm *vm, const char *id, int slot,
+	    net_setup_cb cb, void *arg);
+/* Removes the network of VM id's slot if it has one; nothing to wait
+ * for. */
+void	netclient_release(const char *id, int slot);
 
 #endif

@@ -169,7 +169,7 @@ qvm_pidfd_cb(evutil_socket_t fd, short what, void *arg)
 		v->cbs.exited(&v->vmm, st, v->cbarg);
 	if (--v->busy == 0 && v->doomed) {
 		v->doomed = 0;
-		qvm_free(&v->vmm);
+		vmm_free(&v->vmm);
 	}
 }
 
@@ -256,7 +256,7 @@ qvm_exit_settle(struct qvm *v, const char *words)
 		v->cbs.exited(&v->vmm, v->wstatus, v->cbarg);
 	if (--v->busy == 0 && v->doomed) {
 		v->doomed = 0;
-		qvm_free(&v->vmm);
+		vmm_free(&v->vmm);
 	}
 }
 

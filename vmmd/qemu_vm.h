@@ -85,7 +85,10 @@ struct qvm {
 	int			 freed;		/* freed while fsync ran */
 	int			 in_worker;
 	int			 busy;		/* in qvm_pidfd_cb */
-	int			 doomed;	/* freed from inside it */
+	int			 doomed;	/* freed from inside it: the
+						 * last one out frees it, with
+						 * vmm_free, as its owner
+						 * asked */
 	char			 qmp_why[256];	/* why QMP went away */
 };
 
@@ -127,8 +130,5 @@ void	mig_poll(evutil_socket_t, short, void *);
 void	restore_begin(struct qvm *);
 int	qvm_snapshot(struct vmm *, const char *path, vmm_done_cb, void *);
 int	qvm_save(struct vmm *, const char *path, vmm_done_cb, void *);
-
-/* backend_qemu.c */
-void	qvm_free(struct vmm *);
 
 #endif

@@ -15,11 +15,20 @@
 #include <json-c/json.h>
 
 #include "audit.h"
+#include "env.h"
 #include "ipc.h"
 #include "log.h"
+#include "request.h"
 #include "schema.h"
 #include "store.h"
-#include "vmmd_shared.h"
+
+static struct request_head requests = TAILQ_HEAD_INITIALIZER(requests);
+
+struct request_head *
+request_all(void)
+{
+	return &requests;
+}
 
 struct request *
 request_new(struct ipc_conn *conn, uint32_t id)
@@ -30,14 +39,14 @@ request_new(struct ipc_conn *conn, uint32_t id)
 		fatal("calloc");
 	req->conn = conn;
 	req->id = id;
-	TAILQ_INSERT_TAIL(&env->requests, req, entry);
+	TAILQ_INSERT_TAIL(&requests, req, entry);
 	return req;
 }
 
 static void
 request_free(struct request *req)
 {
-	TAILQ_REMOVE(&env->requests, req, entry);
+	TAILQ_REMOVE(&requests, req, entry);
 	json_object_put(req->args);
 	json_object_put(req->body);
 	free(req);
@@ -54,13 +63,13 @@ request_finish(struct request *req, struct json_object *stored,
 		const char *js = json_object_to_json_string_ext(stored,
 		    JSON_C_TO_STRING_PLAIN);
 
-		if (store_receipt_finish(env->store, req->workspace,
+		if (store_receipt_finish(vmmd_store(), req->workspace,
 		    req->request_id, js, err, sizeof(err)) == -1)
 			log_warnx("%s: receipt %s not stored: %s", req->tool,
 			    req->request_id, err);
 	}
-	if (req->mutation && env->audit != NULL)
-		audit_append(env->audit, req->workspace, req->tool,
+	if (req->mutation && vmmd_audit() != NULL)
+		audit_append(vmmd_audit(), req->workspace, req->tool,
 		    req->vm_id, outcome);
 }
 
@@ -110,7 +119,7 @@ request_error(struct request *req, const char *code, const char *fmt, ...)
 	body = ipc_error_body(code, msg);
 	if (req->request_id[0] != '\0' && req->uncertain) {
 		/* It may have run: a retry is refused, never run again. */
-		if (store_receipt_uncertain(env->store, req->workspace,
+		if (store_receipt_uncertain(vmmd_store(), req->workspace,
 		    req->request_id, err, sizeof(err)) == -1)
 			log_warnx("%s: receipt %s not marked uncertain: %s",
 			    req->tool, req->request_id, err);
@@ -120,7 +129,7 @@ request_error(struct request *req, const char *code, const char *fmt, ...)
 	    strcmp(code, "unauthorized") == 0)) {
 		/* A refusal that changed nothing leaves no receipt: a retry
 		 * may go. */
-		if (store_receipt_forget(env->store, req->workspace,
+		if (store_receipt_forget(vmmd_store(), req->workspace,
 		    req->request_id, err, sizeof(err)) == -1)
 			log_warnx("%s: receipt %s not forgotten: %s",
 			    req->tool, req->request_id, err);

@@ -85,6 +85,9 @@ struct request {
 	void			*hold;
 };
 
+/* vmmd's requests in flight, oldest first. */
+TAILQ_HEAD(request_head, request);
+struct request_head *request_all(void);
 /* A new request on conn (NULL: none), among vmmd's requests. */
 struct request *request_new(struct ipc_conn *, uint32_t id);
 void	request_reply(struct request *, struct json_object *result);

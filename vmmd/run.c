@@ -424,7 +424,7 @@ run_created(struct vm *vm, const char *code, const char *msg, void *arg)
 	run->job_id[0] = 'j';
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(run->job_id + 1 + i * 2, 3, "%02x", rnd[i]);
-	if (store_job_add(env->store, vm->rec.id, run->job_id,
+	if (store_job_add(vmmd_store(), vm->rec.id, run->job_id,
 	    req->request_id, wall_ms(), err, sizeof(err)) == -1) {
 		log_warnx("vm %s: job %s: %s", vm->rec.id, run->job_id, err);
 		run_error(run, "unavailable", "the job could not be recorded");
@@ -475,7 +475,7 @@ tool_vm_run(struct request *req)
 	if (tools_create_check(req, NULL, &im, &vcpus, &memory) == -1)
 		return;
 	if ((run = calloc(1, sizeof(*run))) == NULL ||
-	    (run->timer = evtimer_new(env->base, run_tick, run)) == NULL) {
+	    (run->timer = evtimer_new(vmmd_base(), run_tick, run)) == NULL) {
 		free(run);
 		request_error(req, "unavailable", "no memory for vm_run");
 		return;
@@ -504,7 +504,7 @@ run_shutdown(void)
 	size_t n = 0;
 
 	/* Collected first: an answer frees requests (joined retries too). */
-	TAILQ_FOREACH(req, &env->requests, entry)
+	TAILQ_FOREACH(req, request_all(), entry)
 		if (req->on_cancel == run_cancel &&
 		    n < sizeof(runs) / sizeof(runs[0]))
 			runs[n++] = req->hold;

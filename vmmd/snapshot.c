@@ -10,7 +10,7 @@
  *
  * On disk: <state_dir>/snapshots/<id>/ with disk.raw, memory.bin (memory
  * only) and manifest.json, built as <id>.part/ and removed by renaming it
- * to <id>.del/ first; the files' side (paths, manifest, startup
+ * to <id>.del/ first; the files' side (paths, removal, manifest, startup
  * reconcile, checks before a restore) is snapshot_files.c's.  In the
  * store: a row that goes in as 'making' before any file and becomes
  * 'ready' after the rename.  Here: the making, the tools and vmctl's
@@ -29,12 +29,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admit.h"
 #include "audit.h"
 #include "disk.h"
 #include "log.h"
 #include "preflight.h"
 #include "quota.h"
+#include "snapshot.h"
 #include "snapshot_local.h"
+#include "snapshot_revoke.h"
 #include "tools.h"
 #include "vm_local.h"
 #include "worker.h"
@@ -92,7 +95,7 @@ make_fail(struct snap_make *mk, const char *code, const char *msg)
 {
 	char dberr[256];
 
-	if (store_snap_delete(env->store, mk->rec.id, dberr, sizeof(dberr)) ==
+	if (store_snap_delete(vmmd_store(), mk->rec.id, dberr, sizeof(dberr)) ==
 	    -1)
 		log_warnx("snapshot %s: %s", mk->rec.id, dberr);
 	remove_dir_async(mk->part);
@@ -290,7 +293,7 @@ make_clone(struct vm *vm)
 	j->uid = vm->uid;
 	j->gid = vm->gid;
 	j->delay_ms = clone_delay_ms();
-	if (worker_submit(env->workers, clone_run, clone_done, j) == -1) {
+	if (worker_submit(vmmd_workers(), clone_run, clone_done, j) == -1) {
 		free(j);
 		make_err(mk, "the disk clone", "the worker pool refused it");
 		make_resume(vm);
@@ -509,7 +512,7 @@ snap_finished(struct snap_make *mk, struct request *req)
 		make_fail(mk, "unavailable", mk->werr);
 		return;
 	}
-	if (store_snap_ready(env->store, &mk->rec, dberr, sizeof(dberr)) ==
+	if (store_snap_ready(vmmd_store(), &mk->rec, dberr, sizeof(dberr)) ==
 	    -1) {
 		log_warnx("snapshot %s: %s", mk->rec.id, dberr);
 		/* Startup would drop it: removed now, and said so. */
@@ -553,7 +556,7 @@ make_op_done(struct vm *vm, const char *code, const char *msg, void *arg)
 		make_fail(mk, code, msg);
 		return;
 	}
-	if (worker_submit(env->workers, finish_run, finish_done, mk) == -1)
+	if (worker_submit(vmmd_workers(), finish_run, finish_done, mk) == -1)
 		make_fail(mk, "unavailable", "vmmd is shutting down");
 	else
 		finishing++;
@@ -663,7 +666,7 @@ snap_make_begin(struct request *req, struct vm *vm, const char *name,
 	vm_path(vm, DISK, mk->vmdisk, sizeof(mk->vmdisk));
 	/* The row first: a crash from here on leaves 'making', removed at
 	 * startup with whatever .part holds. */
-	if (store_snap_insert(env->store, &mk->rec, dberr, sizeof(dberr)) ==
+	if (store_snap_insert(vmmd_store(), &mk->rec, dberr, sizeof(dberr)) ==
 	    -1) {
 		log_warnx("snapshot %s: %s", mk->rec.id, dberr);
 		free(mk);
@@ -743,7 +746,7 @@ tool_vm_snapshot_list(struct request *req)
 	char dberr[256];
 	size_t n;
 
-	if (store_snap_list(env->store, req->workspace, &recs, &n, dberr,
+	if (store_snap_list(vmmd_store(), req->workspace, &recs, &n, dberr,
 	    sizeof(dberr)) == -1)
 		log_warnx("vm_snapshot_list: %s", dberr);
 	else {
@@ -755,31 +758,6 @@ tool_vm_snapshot_list(struct request *req)
 	}
 	json_object_object_add(res, "snapshots", arr);
 	request_reply(req, res);
-}
-
-/*
- * Deletes r: renamed to <id>.del (fsynced) first, then its row, then
- * the files on the worker pool.  A crash at any point leaves the
- * snapshot whole and listed, or gone.
- */
-int
-snap_delete(const struct snap_record *r, char *err, size_t errlen)
-{
-	char dir[PATH_MAX], del[PATH_MAX], dberr[256];
-
-	snap_path(r->id, "", NULL, dir, sizeof(dir));
-	snap_path(r->id, ".del", NULL, del, sizeof(del));
-	if (rename(dir, del) == -1 && errno != ENOENT)
-		return errf(err, errlen, "%s: %s", dir, strerror(errno));
-	fsync_path(snap_root, 1);
-	if (store_snap_delete(env->store, r->id, dberr, sizeof(dberr)) == -1) {
-		/* Its peer hears that it failed, the log where. */
-		log_warnx("snapshot %s: %s", r->id, dberr);
-		return errf(err, errlen, "the store failed");
-	}
-	remove_dir_async(del);
-	log_info("snapshot %s (workspace %s) deleted", r->id, r->workspace);
-	return 0;
 }
 
 static struct json_object *
@@ -822,7 +800,7 @@ snap_ctl_list(struct request *req, const char *workspace)
 	char dberr[256];
 	size_t n;
 
-	if (store_snap_list(env->store, workspace, &recs, &n, dberr,
+	if (store_snap_list(vmmd_store(), workspace, &recs, &n, dberr,
 	    sizeof(dberr)) == -1)
 		log_warnx("vmctl snapshots: %s", dberr);
 	else {
@@ -848,7 +826,7 @@ snap_ctl_delete(struct request *req, const char *id)
 	struct snap_record r;
 	char err[512];
 
-	if (store_snap_get(env->store, id, &r, err, sizeof(err)) == -1 ||
+	if (store_snap_get(vmmd_store(), id, &r, err, sizeof(err)) == -1 ||
 	    strcmp(r.state, "ready") != 0) {
 		request_error(req, "not_found", "there is no snapshot '%.64s'",
 		    id);
@@ -889,7 +867,7 @@ snap_take(struct snap_record *r)
 {
 	char dberr[256];
 
-	if (store_snap_take(env->store, r->id, dberr, sizeof(dberr)) == -1) {
+	if (store_snap_take(vmmd_store(), r->id, dberr, sizeof(dberr)) == -1) {
 		log_warnx("snapshot %s not taken: %s", r->id, dberr);
 		return -1;
 	}

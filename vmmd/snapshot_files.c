@@ -30,6 +30,7 @@
 #include "jsonx.h"
 #include "log.h"
 #include "preflight.h"
+#include "snapshot_files.h"
 #include "snapshot_local.h"
 #include "tools.h"
 #include "vm_local.h"
@@ -121,11 +122,37 @@ remove_dir_async(const char *dir)
 	if ((j = calloc(1, sizeof(*j))) == NULL)
 		fatal("calloc");
 	snprintf(j->dir, sizeof(j->dir), "%s", dir);
-	if (worker_submit(env->workers, remove_job_run, remove_job_done, j) ==
+	if (worker_submit(vmmd_workers(), remove_job_run, remove_job_done, j) ==
 	    -1) {
 		remove_job_run(j);
 		remove_job_done(j);
 	}
+}
+
+/*
+ * Deletes r: renamed to <id>.del (fsynced) first, then its row, then
+ * the files on the worker pool.  A crash at any point leaves the
+ * snapshot whole and listed, or gone.
+ */
+int
+snap_delete(const struct snap_record *r, char *err, size_t errlen)
+{
+	char dir[PATH_MAX], del[PATH_MAX], dberr[256];
+
+	snap_path(r->id, "", NULL, dir, sizeof(dir));
+	snap_path(r->id, ".del", NULL, del, sizeof(del));
+	if (rename(dir, del) == -1 && errno != ENOENT)
+		return errf(err, errlen, "%s: %s", dir, strerror(errno));
+	fsync_path(snap_root, 1);
+	if (store_snap_delete(vmmd_store(), r->id, dberr, sizeof(dberr)) ==
+	    -1) {
+		/* Its peer hears that it failed, the log where. */
+		log_warnx("snapshot %s: %s", r->id, dberr);
+		return errf(err, errlen, "the store failed");
+	}
+	remove_dir_async(del);
+	log_info("snapshot %s (workspace %s) deleted", r->id, r->workspace);
+	return 0;
 }
 
 /* ---- the manifest ------------------------------------------------------ */
@@ -161,7 +188,7 @@ manifest_new(const struct snap_record *r, const struct conf_image *im)
 	    im != NULL ? im->initrd_sha256 : ""));
 	json_object_object_add(o, "image_sha256", d);
 	json_object_object_add(o, "qemu",
-	    json_object_new_string(env->conf.vmmd.qemu));
+	    json_object_new_string(vmmd_conf()->vmmd.qemu));
 	json_object_object_add(o, "machine", json_object_new_string("q35"));
 	json_object_object_add(o, "vcpus", json_object_new_int(r->vcpus));
 	json_object_object_add(o, "memory_mib",
@@ -285,13 +312,13 @@ snap_init(void)
 	DIR *d;
 
 	if ((size_t)snprintf(snap_root, sizeof(snap_root), "%s/snapshots",
-	    env->conf.paths.state_dir) >= sizeof(snap_root) - 64)
+	    vmmd_conf()->paths.state_dir) >= sizeof(snap_root) - 64)
 		fatalx("state_dir is too long for its snapshots");
 	if (mkdir(snap_root, 0700) == -1 && errno != EEXIST)
 		fatal("mkdir %s", snap_root);
 	if (chmod(snap_root, 0700) == -1)
 		fatal("chmod %s", snap_root);
-	if (store_snap_list(env->store, NULL, &recs, &n, err, sizeof(err)) ==
+	if (store_snap_list(vmmd_store(), NULL, &recs, &n, err, sizeof(err)) ==
 	    -1)
 		fatalx("cannot read snapshots from the store: %s", err);
 	for (size_t i = 0; i < n; i++) {
@@ -301,7 +328,7 @@ snap_init(void)
 		if (strcmp(r->state, "ready") != 0) {
 			log_info("snapshot %s: vmmd stopped while making it "
 			    "(or forking from it); removed", r->id);
-			if (store_snap_delete(env->store, r->id, err,
+			if (store_snap_delete(vmmd_store(), r->id, err,
 			    sizeof(err)) == -1)
 				log_warnx("snapshot %s: %s", r->id, err);
 			continue;
@@ -313,7 +340,7 @@ snap_init(void)
 		    r->memory_bytes, err, sizeof(err)) == -1)) {
 			log_warnx("snapshot %s (workspace %s) dropped: %s",
 			    r->id, r->workspace, err);
-			if (store_snap_delete(env->store, r->id, err,
+			if (store_snap_delete(vmmd_store(), r->id, err,
 			    sizeof(err)) == -1)
 				log_warnx("snapshot %s: %s", r->id, err);
 			remove_dir(dir);
@@ -341,7 +368,7 @@ snap_init(void)
 			continue;
 		}
 		if (is_snap_id(de->d_name, len) &&
-		    store_snap_get(env->store, de->d_name, &r, err,
+		    store_snap_get(vmmd_store(), de->d_name, &r, err,
 		    sizeof(err)) == 0)
 			continue;
 		log_warnx("snapshot directory %s: no snapshot of that id; "
@@ -363,7 +390,7 @@ snap_usage(const char *workspace, long long *host_bytes, long long *ws_bytes,
 	size_t n;
 
 	*host_bytes = *ws_bytes = *ws_count = 0;
-	if (store_snap_list(env->store, NULL, &recs, &n, dberr,
+	if (store_snap_list(vmmd_store(), NULL, &recs, &n, dberr,
 	    sizeof(dberr)) == -1) {
 		log_warnx("snapshot usage: %s", dberr);
 		return;
@@ -394,7 +421,7 @@ snap_find_owned(const char *id, const char *workspace,
 {
 	char dberr[256];
 
-	if (store_snap_get(env->store, id, r, dberr, sizeof(dberr)) == -1 ||
+	if (store_snap_get(vmmd_store(), id, r, dberr, sizeof(dberr)) == -1 ||
 	    strcmp(r->workspace, workspace) != 0 ||
 	    strcmp(r->state, "ready") != 0)
 		return -1;
@@ -517,7 +544,7 @@ snap_verify_async(const struct snap_record *r, const struct conf_image *im,
 	j->cb = cb;
 	j->arg = arg;
 	snap_path(r->id, "", NULL, j->dir, sizeof(j->dir));
-	if (worker_submit(env->workers, verify_run, verify_done, j) == -1) {
+	if (worker_submit(vmmd_workers(), verify_run, verify_done, j) == -1) {
 		free(j);
 		return -1;
 	}

@@ -2,7 +2,7 @@
  * What snapshot.c (making one, the tools, vmctl's commands) and
  * snapshot_files.c (the files on disk, their manifest, the startup
  * reconcile, checks before a restore) share; the rest of vmmd sees
- * snapshot.h only.
+ * snapshot.h and snapshot_files.h only.
  */
 #ifndef MCPVM_VMMD_SNAPSHOT_LOCAL_H
 #define MCPVM_VMMD_SNAPSHOT_LOCAL_H
@@ -10,10 +10,9 @@
 #include <limits.h>
 #include <stddef.h>
 
-#include "snapshot.h"
-
 struct conf_image;
 struct json_object;
+struct snap_record;
 
 #define SNAP_DISK	"disk.raw"
 #define SNAP_MEMORY	"memory.bin"

@@ -24,7 +24,8 @@
 #include "audit.h"
 #include "authclient.h"
 #include "log.h"
-#include "snapshot.h"
+#include "snapshot_files.h"
+#include "snapshot_revoke.h"
 #include "store.h"
 #include "vmmd_shared.h"
 #include "wsname.h"
@@ -52,7 +53,7 @@ making_count(const char *ws)
 	size_t n;
 	int c = 0;
 
-	if (store_snap_list(env->store, ws, &recs, &n, dberr,
+	if (store_snap_list(vmmd_store(), ws, &recs, &n, dberr,
 	    sizeof(dberr)) == -1) {
 		log_warnx("workspace %s: %s", ws, dberr);
 		return -1;
@@ -84,11 +85,11 @@ revoke_one(const struct snap_record *r)
 	if (snap_delete(r, err, sizeof(err)) == -1) {
 		log_warnx("snapshot %s (workspace %s, revoked): not deleted: "
 		    "%s", r->id, r->workspace, err);
-		audit_append(env->audit, r->workspace, REVOKE_ACTOR, r->id,
+		audit_append(vmmd_audit(), r->workspace, REVOKE_ACTOR, r->id,
 		    "unavailable");
 		return -1;
 	}
-	audit_append(env->audit, r->workspace, REVOKE_ACTOR, r->id, "ok");
+	audit_append(vmmd_audit(), r->workspace, REVOKE_ACTOR, r->id, "ok");
 	return 0;
 }
 
@@ -107,7 +108,7 @@ snap_revoke_workspace(const char *ws, const char *how)
 
 	if (warmpool_is_pool(ws))
 		return;
-	if (store_snap_list(env->store, ws, &recs, &n, dberr,
+	if (store_snap_list(vmmd_store(), ws, &recs, &n, dberr,
 	    sizeof(dberr)) == -1) {
 		log_warnx("workspace %s revoked (%s): its snapshots cannot be "
 		    "listed (%s); the next subscription to authd tries again",
@@ -197,7 +198,7 @@ snap_revoke_subscribed(void *arg)
 	char why[128], dberr[256];
 	size_t n, k = 0;
 
-	if (store_snap_list(env->store, NULL, &recs, &n, dberr,
+	if (store_snap_list(vmmd_store(), NULL, &recs, &n, dberr,
 	    sizeof(dberr)) == -1) {
 		log_warnx("snapshots cannot be listed (%s): revocations "
 		    "missed are looked for at the next subscription", dberr);
@@ -222,7 +223,7 @@ snap_revoke_subscribed(void *arg)
 	    "revoked", n);
 	/* authclient_revoked copies the names it asks for. */
 	for (size_t i = 0; i < n; i += IPC_AUTH_REVOKED_MAX)
-		authclient_revoked(env->authd, names + i,
+		authclient_revoked(vmmd_authd(), names + i,
 		    n - i < IPC_AUTH_REVOKED_MAX ? n - i : IPC_AUTH_REVOKED_MAX,
 		    revoked_answer, NULL);
 	free(names);

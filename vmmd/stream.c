@@ -27,7 +27,7 @@
 static int
 port_allowed(int port)
 {
-	const struct cfg_list *l = &env->conf.vmmd.stream_ports;
+	const struct cfg_list *l = &vmmd_conf()->vmmd.stream_ports;
 
 	/* 1023 and 1024 belong to the link itself. */
 	if (port == GUEST_VSOCK_PORT || port == GUEST_VSOCK_PORT - 1)
@@ -157,15 +157,15 @@ stream_limit(const struct request *req, const struct vm *vm)
 	int host = 0, ws = 0, here;
 
 	/* Opens still on their way count: a burst cannot slip past. */
-	TAILQ_FOREACH(v, &env->vms, entry) {
+	TAILQ_FOREACH(v, vm_all(), entry) {
 		host += v->open_streams + v->opening_streams;
 		if (strcmp(v->rec.workspace, req->workspace) == 0)
 			ws += v->open_streams + v->opening_streams;
 	}
 	here = vm->open_streams + vm->opening_streams;
-	if (host >= env->conf.vmmd.max_streams)
+	if (host >= vmmd_conf()->vmmd.max_streams)
 		return "max_streams: the host's streams are all open";
-	if (here >= env->conf.vmmd.max_streams_per_vm)
+	if (here >= vmmd_conf()->vmmd.max_streams_per_vm)
 		return "max_streams_per_vm: this VM's streams are all open";
 	if (req->policy.max_streams > 0 && ws >= req->policy.max_streams)
 		return "workspace max_streams: its streams are all open";

@@ -407,7 +407,7 @@ vmmd_dispatch_vmproxy(struct ipc_conn *conn, struct ipc_msg *msg, void *arg)
 		if (vmproxy_msgs[i].type == msg->type)
 			break;
 	if (i == NVMPROXY_MSGS || decode_vmproxy(msg->type, msg->body,
-	    (int)env->conf.vmmd.max_streams_per_vm, &m, &de) != DECODE_OK) {
+	    (int)vmmd_conf()->vmmd.max_streams_per_vm, &m, &de) != DECODE_OK) {
 		/* A proxy out of protocol is one the guest has taken over:
 		 * its VM fails, and the connection goes with it. */
 		if (i == NVMPROXY_MSGS)
@@ -525,17 +525,17 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		return -1;
 	}
 	snprintf(conmax, sizeof(conmax), "%lld",
-	    env->conf.vmmd.console_log_kib * 1024);
+	    vmmd_conf()->vmmd.console_log_kib * 1024);
 	snprintf(qlogmax, sizeof(qlogmax), "%lld",
-	    env->conf.vmmd.qemu_log_kib * 1024);
+	    vmmd_conf()->vmmd.qemu_log_kib * 1024);
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {
 		snprintf(err, errlen, "socketpair: %s", strerror(errno));
 		return -1;
 	}
 	argv[i++] = "vmproxy";
-	if (env->foreground)
+	if (vmmd_foreground())
 		argv[i++] = "-d";
-	if (env->verbose)
+	if (vmmd_verbose())
 		argv[i++] = "-v";
 	argv[i++] = "--ipc-fd";
 	argv[i++] = "3";
@@ -580,8 +580,8 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	r.kind = SPAWN_VMPROXY;
 	r.slot = (unsigned)vm->rec.slot;
 	r.vm = vm->rec.id;	/* its jail: this VM's directories alone */
-	r.cgroup = env->cg.layout != CG_LAYOUT_NONE;
-	r.keep_stderr = env->foreground;
+	r.cgroup = vmmd_cg()->layout != CG_LAYOUT_NONE;
+	r.keep_stderr = vmmd_foreground();
 	r.kvm_gid = (gid_t)-1;
 	r.argv = argv;
 	r.fds = fds;
@@ -600,7 +600,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 	p->vm = vm;
 	p->pid = pid;
 	p->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (p->pidfd == -1 || (p->pidev = event_new(env->base, p->pidfd,
+	if (p->pidfd == -1 || (p->pidev = event_new(vmmd_base(), p->pidfd,
 	    EV_READ | EV_PERSIST, proxy_exit_cb, p)) == NULL ||
 	    event_add(p->pidev, NULL) == -1) {
 		snprintf(err, errlen, "pidfd: %s", strerror(errno));
@@ -612,7 +612,7 @@ proxy_spawn(struct vm *vm, char *err, size_t errlen)
 		free(p);
 		return -1;
 	}
-	if ((p->conn = ipc_conn_new(env->base, sp[0], "vmmd", &proxy_policy,
+	if ((p->conn = ipc_conn_new(vmmd_base(), sp[0], "vmmd", &proxy_policy,
 	    &proxy_handlers, p)) == NULL) {
 		snprintf(err, errlen, "ipc: %s", strerror(errno));
 		close(sp[0]);

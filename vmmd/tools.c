@@ -152,7 +152,7 @@ int
 joiners_add(struct request_joiners *j, struct request *retry)
 {
 	if (j->n >= REQUEST_JOINERS ||
-	    j->n >= env->conf.vmmd.max_joined_retries)
+	    j->n >= vmmd_conf()->vmmd.max_joined_retries)
 		return -1;
 	j->r[j->n++] = retry;
 	return 0;
@@ -193,7 +193,7 @@ receipt_join(struct request *req, const char *rid)
 {
 	struct request *first;
 
-	TAILQ_FOREACH(first, &env->requests, entry) {
+	TAILQ_FOREACH(first, request_all(), entry) {
 		if (first == req || first->on_join == NULL ||
 		    strcmp(first->request_id, rid) != 0 ||
 		    first->def != req->def ||
@@ -205,7 +205,7 @@ receipt_join(struct request *req, const char *rid)
 		request_error(req, "conflict", "max_joined_retries: "
 		    "request '%s' already has %lld retries waiting "
 		    "for its answer; ask again later", rid,
-		    env->conf.vmmd.max_joined_retries);
+		    vmmd_conf()->vmmd.max_joined_retries);
 		return -1;
 	}
 	request_error(req, "conflict", "request '%s' is still in "
@@ -259,7 +259,7 @@ receipt_check(struct request *req)
 		request_error(req, "internal", "cannot digest the arguments");
 		return -1;
 	}
-	if (store_receipt_begin(env->store, req->workspace, rid, req->tool,
+	if (store_receipt_begin(vmmd_store(), req->workspace, rid, req->tool,
 	    digest, &st, &stored, err, sizeof(err)) == -1) {
 		log_warnx("%s: receipt %s: %s", req->tool, rid, err);
 		request_error(req, "unavailable", "the receipt store failed");

@@ -6,7 +6,6 @@
 #define VMMD_TOOLS_H
 
 #include "vmmd_shared.h"
-#include "snapshot.h"
 
 /* What vmmd does around a tool's handler (tool_def.flags). */
 #define TOOL_MUTATES	0x1u	/* changes something: goes to the audit log */
@@ -57,5 +56,15 @@ void	job_cancel_done(struct vm *, struct json_object *, const char *,
 	    const char *, int, void *);
 void	job_output_done(struct vm *, struct json_object *, const char *,
 	    const char *, int, void *);
+
+/* snapshot.c: vm_snapshot, vm_snapshot_list, vm_snapshot_delete */
+void	tool_vm_snapshot(struct request *);
+void	tool_vm_snapshot_list(struct request *);
+void	tool_vm_snapshot_delete(struct request *);
+
+/* fork.c: vm_fork; and whether job copies of forks are still on the
+ * worker pool (vmmd_pending_register). */
+void	tool_vm_fork(struct request *);
+int	fork_work_pending(void);
 
 #endif

@@ -49,7 +49,7 @@ job_remember(struct vm *vm, struct json_object *st)
 	if (json_object_object_get_ex(st, "exit_code", &v) &&
 	    json_object_is_type(v, json_type_int))
 		exit_code = json_object_get_int(v);
-	if (store_job_update(env->store, vm->rec.id, job_id, state, exit_code,
+	if (store_job_update(vmmd_store(), vm->rec.id, job_id, state, exit_code,
 	    strcmp(state, "running") == 0 ? 0 : wall_ms(), err, sizeof(err)) ==
 	    -1)
 		log_warnx("vm %s: job %s: state %s not recorded: %s",
@@ -75,7 +75,7 @@ job_status_result(struct vm *vm, struct json_object *st)
 	}
 	memset(&j, 0, sizeof(j));
 	/* Times unknown (zero) when its row is gone. */
-	(void)store_job_get(env->store, vm->rec.id, json_object_get_string(
+	(void)store_job_get(vmmd_store(), vm->rec.id, json_object_get_string(
 	    json_object_object_get(st, "job_id")), &j, err, sizeof(err));
 	iso8601_ms(j.started_at, when, sizeof(when));
 	json_object_object_add(o, "started_at", json_object_new_string(when));
@@ -324,7 +324,7 @@ exec_wait_start(struct request *req, struct json_object *reply,
 	if (secs <= 0 || job_id == NULL)
 		return -1;
 	if ((w = calloc(1, sizeof(*w))) == NULL ||
-	    (w->timer = evtimer_new(env->base, exec_wait_tick, w)) == NULL) {
+	    (w->timer = evtimer_new(vmmd_base(), exec_wait_tick, w)) == NULL) {
 		free(w);
 		log_warnx("vm %s: no memory to wait for job %s; answering "
 		    "at once", req->vm_id, job_id);
@@ -353,7 +353,7 @@ exec_forget(struct vm *vm, const char *job_id)
 {
 	char err[256];
 
-	if (store_job_forget(env->store, vm->rec.id, job_id, err,
+	if (store_job_forget(vmmd_store(), vm->rec.id, job_id, err,
 	    sizeof(err)) == -1)
 		log_warnx("vm %s: job %s, which never ran, not forgotten: %s",
 		    vm->rec.id, job_id, err);
@@ -383,7 +383,7 @@ exec_started(struct vm *vm, struct json_object *res, const char *code,
 	}
 	memset(&j, 0, sizeof(j));
 	v = json_object_object_get(res, "job_id");
-	(void)store_job_get(env->store, vm->rec.id, json_object_get_string(v),
+	(void)store_job_get(vmmd_store(), vm->rec.id, json_object_get_string(v),
 	    &j, err, sizeof(err));
 	iso8601_ms(j.started_at, when, sizeof(when));
 	out = json_object_new_object();
@@ -451,7 +451,7 @@ exec_ready(struct vm *vm, const char *code, const char *msg, void *arg)
 	for (size_t i = 0; i < sizeof(rnd); i++)
 		snprintf(job_id + 1 + i * 2, 3, "%02x", rnd[i]);
 	/* Recorded first: a crash before the reply still lists the job. */
-	if (store_job_add(env->store, vm->rec.id, job_id, req->request_id,
+	if (store_job_add(vmmd_store(), vm->rec.id, job_id, req->request_id,
 	    wall_ms(), err, sizeof(err)) == -1) {
 		log_warnx("vm %s: job %s: %s", vm->rec.id, job_id, err);
 		request_error(req, "unavailable", "the job could not be "
@@ -566,7 +566,7 @@ tool_job(struct request *req)
 
 	if ((vm = tools_owned_vm(req)) == NULL)
 		return;
-	if (job_id != NULL && store_job_get(env->store, vm->rec.id, job_id,
+	if (job_id != NULL && store_job_get(vmmd_store(), vm->rec.id, job_id,
 	    &j, err, sizeof(err)) == -1) {
 		request_error(req, "not_found", "VM %s has no job '%.64s'",
 		    vm->rec.id, job_id);

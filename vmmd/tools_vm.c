@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "audit.h"
 #include "vmmd_broker.h"
 #include "guest.h"
@@ -122,14 +123,14 @@ tools_create_check(struct request *req, const struct snap_record *snap,
 			return -1;
 		}
 		image = snap->image;
-		if ((im = conf_find_image(&env->conf, image)) == NULL) {
+		if ((im = conf_find_image(vmmd_conf(), image)) == NULL) {
 			request_error(req, "unavailable", "snapshot %s's image "
 			    "%s is no longer on this host", snap->id, image);
 			return -1;
 		}
 	} else
-		im = image != NULL ? conf_find_image(&env->conf, image) :
-		    conf_default_image(&env->conf);
+		im = image != NULL ? conf_find_image(vmmd_conf(), image) :
+		    conf_default_image(vmmd_conf());
 	if (im == NULL) {
 		request_error(req, image != NULL ? "invalid_argument" :
 		    "unavailable", image != NULL ? "there is no image "
@@ -246,8 +247,8 @@ tool_vm_create(struct request *req)
 		    "pause") == 0, create_done, req);
 		return;
 	}
-	if (env->audit != NULL)
-		audit_append(env->audit, req->workspace,
+	if (vmmd_audit() != NULL)
+		audit_append(vmmd_audit(), req->workspace,
 		    "vm_create:snapshot", snap.id, "started");
 	vm_create_snap(req, im, &snap, vcpus, memory, snap.memory ?
 	    snap.network : strcmp(network, "on") == 0,
@@ -266,7 +267,7 @@ tool_vm_list(struct request *req)
 	struct vm *vm;
 	int checked = 1;
 
-	TAILQ_FOREACH(vm, &env->vms, entry)
+	TAILQ_FOREACH(vm, vm_all(), entry)
 		if (vm->rec.state != VM_GONE &&
 		    strcmp(vm->rec.workspace, req->workspace) == 0)
 			json_object_array_add(arr, vm_list_entry(vm,
@@ -319,7 +320,7 @@ tool_vm_status(struct request *req)
 	json_object_object_add(res, "open_streams",
 	    json_object_new_int(vm->open_streams));
 	arr = json_object_new_array();
-	if (store_job_list(env->store, vm->rec.id, &jobs, &n, err,
+	if (store_job_list(vmmd_store(), vm->rec.id, &jobs, &n, err,
 	    sizeof(err)) == -1)
 		log_warnx("vm %s: jobs not listed: %s", vm->rec.id, err);
 	else {
@@ -453,7 +454,7 @@ tool_vm_destroy(struct request *req)
 
 		/* Destroying twice is fine; destroying what was never ours
 		 * is not_found, as for every other tool. */
-		if (store_vm_was_destroyed(env->store, id, req->workspace,
+		if (store_vm_was_destroyed(vmmd_store(), id, req->workspace,
 		    err, sizeof(err)) != 1) {
 			request_error(req, "not_found", "there is no VM "
 			    "'%.64s' in this workspace", id);

@@ -30,8 +30,10 @@
 #include "netclient.h"
 #include "vmmd_shared.h"
 #include "vm_local.h"
-#include "vmmd_broker.h"
 #include "worker.h"
+
+/* The VMs vmmd knows: made, booting, running, suspended, or failed. */
+static struct vm_head vms = TAILQ_HEAD_INITIALIZER(vms);
 
 /*
  * VMs that are gone but may still be named: by a caller further up the
@@ -41,8 +43,16 @@
  */
 static TAILQ_HEAD(, vm) dead_vms = TAILQ_HEAD_INITIALIZER(dead_vms);
 static struct event *reap_ev;
+/* What vm_free frees of a part above vm.c (vm_on_free). */
+static void (*free_hook)(struct vm *);
 
 /* ---- bookkeeping ------------------------------------------------------- */
+
+struct vm_head *
+vm_all(void)
+{
+	return &vms;
+}
 
 /* The machine's record hook: the state vm_fsm_fire set, in the store. */
 void
@@ -54,7 +64,7 @@ vm_record_state(struct vm *vm)
 	/* Its record is already deleted; nothing may write it back. */
 	if (vm->discarded)
 		return;
-	if (store_vm_set_state(env->store, vm->rec.id, s, s == VM_FAILED ?
+	if (store_vm_set_state(vmmd_store(), vm->rec.id, s, s == VM_FAILED ?
 	    vm->rec.failure : NULL, err, sizeof(err)) == -1)
 		log_warnx("vm %s: state %s not recorded: %s", vm->rec.id,
 		    vm_state_name(s), err);
@@ -68,20 +78,20 @@ vm_alloc(const struct vm_record *rec)
 	if ((vm = calloc(1, sizeof(*vm))) == NULL)
 		fatal("calloc");
 	vm->rec = *rec;
-	vm->uid = (uid_t)(env->conf.vmmd.uid_base + rec->slot);
-	vm->gid = (gid_t)(env->conf.vmmd.uid_base + rec->slot);
-	snprintf(vm->dir, sizeof(vm->dir), "%s/%s", env->conf.vmmd.vm_dir,
+	vm->uid = (uid_t)(vmmd_conf()->vmmd.uid_base + rec->slot);
+	vm->gid = (gid_t)(vmmd_conf()->vmmd.uid_base + rec->slot);
+	snprintf(vm->dir, sizeof(vm->dir), "%s/%s", vmmd_conf()->vmmd.vm_dir,
 	    rec->id);
 	snprintf(vm->rundir, sizeof(vm->rundir), "%s/%s",
-	    env->conf.vmmd.run_dir, rec->id);
-	vm->image = conf_find_image(&env->conf, rec->image);
+	    vmmd_conf()->vmmd.run_dir, rec->id);
+	vm->image = conf_find_image(vmmd_conf(), rec->image);
 	vm->last_active = mono_seconds();
 	vm->console_rd = -1;
 	vm->qemulog_rd = -1;
 	proxy_mon_init(vm);
 	TAILQ_INIT(&vm->waits);
 	TAILQ_INIT(&vm->streams);
-	TAILQ_INSERT_TAIL(&env->vms, vm, entry);
+	TAILQ_INSERT_TAIL(&vms, vm, entry);
 	return vm;
 }
 
@@ -129,13 +139,13 @@ vm_streams_close(struct vm *vm, const char *reason)
 
 /* vmproxy's count of open streams; none open: forget the names. */
 void
-vm_streams_count(struct vm *vm, int open)
+vm_streams_count(struct vm *vm, int open, int pipes)
 {
 	struct vm_stream *s;
 
 	vm->open_streams = open;
 	/* Attached broker pipes keep their names too. */
-	if (open > 0 || broker_has_pipes(vm))
+	if (open > 0 || pipes)
 		return;
 	while ((s = TAILQ_FIRST(&vm->streams)) != NULL) {
 		TAILQ_REMOVE(&vm->streams, s, entry);
@@ -149,18 +159,25 @@ vm_streams_forget_conn(struct ipc_conn *conn)
 	struct vm_stream *s;
 	struct vm *vm;
 
-	TAILQ_FOREACH(vm, &env->vms, entry)
+	TAILQ_FOREACH(vm, &vms, entry)
 		TAILQ_FOREACH(s, &vm->streams, entry)
 			if (s->conn == conn)
 				s->conn = NULL;
+}
+
+void
+vm_on_free(void (*fn)(struct vm *))
+{
+	free_hook = fn;
 }
 
 static void
 vm_free(struct vm *vm)
 {
 	proxy_console_close(vm);
-	broker_vm_free(vm);
-	vm_streams_count(vm, 0);
+	if (free_hook != NULL)
+		free_hook(vm);
+	vm_streams_count(vm, 0, 0);
 	if (vm->boot_timer != NULL)
 		event_free(vm->boot_timer);
 	if (vm->link_timer != NULL)
@@ -200,10 +217,10 @@ vm_discard(struct vm *vm)
 	vm_fsm_fire(vm, VM_EV_TORN_DOWN, NULL);
 	if (vm->boot_timer != NULL)
 		event_del(vm->boot_timer);
-	TAILQ_REMOVE(&env->vms, vm, entry);
+	TAILQ_REMOVE(&vms, vm, entry);
 	TAILQ_INSERT_TAIL(&dead_vms, vm, entry);
 	if (reap_ev == NULL &&
-	    (reap_ev = evtimer_new(env->base, vm_reap, NULL)) == NULL)
+	    (reap_ev = evtimer_new(vmmd_base(), vm_reap, NULL)) == NULL)
 		fatal("%s: evtimer_new", __func__);
 	evtimer_add(reap_ev, &now);
 }
@@ -214,7 +231,7 @@ vm_work_pending(void)
 {
 	struct vm *vm;
 
-	TAILQ_FOREACH(vm, &env->vms, entry)
+	TAILQ_FOREACH(vm, &vms, entry)
 		if (vm->busy || vm->io_pending > 0)
 			return 1;
 	TAILQ_FOREACH(vm, &dead_vms, entry)
@@ -228,7 +245,7 @@ vm_find(const char *id)
 {
 	struct vm *vm;
 
-	TAILQ_FOREACH(vm, &env->vms, entry)
+	TAILQ_FOREACH(vm, &vms, entry)
 		if (strcmp(vm->rec.id, id) == 0)
 			return vm;
 	return NULL;
@@ -355,9 +372,9 @@ cg_job_run(void *arg)
 {
 	struct cg_job *j = arg;
 
-	j->kill_rc = cg_kill(&env->cg, j->slot, j->kill_err,
+	j->kill_rc = cg_kill(vmmd_cg(), j->slot, j->kill_err,
 	    sizeof(j->kill_err));
-	j->remove_rc = cg_remove(&env->cg, j->slot, j->remove_err,
+	j->remove_rc = cg_remove(vmmd_cg(), j->slot, j->remove_err,
 	    sizeof(j->remove_err));
 }
 
@@ -392,7 +409,7 @@ vm_cg_clean(struct vm *vm)
 	j->vm = vm;
 	j->slot = (unsigned)vm->rec.slot;
 	vm->io_pending++;
-	if (worker_submit(env->workers, cg_job_run, cg_job_done, j) == -1) {
+	if (worker_submit(vmmd_workers(), cg_job_run, cg_job_done, j) == -1) {
 		/* The pool is going (vmmd stops): do it here and now. */
 		cg_job_run(j);
 		cg_job_done(j);
@@ -413,7 +430,7 @@ vm_kill_processes(struct vm *vm)
 	vm->guest_up = 0;
 	vm_cg_clean(vm);
 	/* No VMM, no network: failed, destroyed and never-booted VMs. */
-	netclient_release(vm);
+	netclient_release(vm->rec.id, vm->rec.slot);
 }
 
 /*
@@ -437,7 +454,7 @@ link_timer_cb(evutil_socket_t fd, short ev, void *arg)
 		return;
 	}
 	snprintf(why, sizeof(why), "the guest link stayed down for %lld "
-	    "seconds (link_down_seconds)", env->conf.vmmd.link_down_seconds);
+	    "seconds (link_down_seconds)", vmmd_conf()->vmmd.link_down_seconds);
 	log_warnx("vm %s: %s", vm->rec.id, why);
 	vm_fsm_fire(vm, VM_EV_LINK_TIMEOUT, why);
 }
@@ -448,7 +465,7 @@ link_timer_cb(evutil_socket_t fd, short ev, void *arg)
 void
 vm_link_watch(struct vm *vm, int up)
 {
-	struct timeval tv = { env->conf.vmmd.link_down_seconds, 0 };
+	struct timeval tv = { vmmd_conf()->vmmd.link_down_seconds, 0 };
 
 	if (up || vm->rec.state != VM_RUNNING) {
 		if (vm->link_timer != NULL)
@@ -456,7 +473,7 @@ vm_link_watch(struct vm *vm, int up)
 		return;
 	}
 	if (vm->link_timer == NULL &&
-	    (vm->link_timer = evtimer_new(env->base, link_timer_cb, vm)) ==
+	    (vm->link_timer = evtimer_new(vmmd_base(), link_timer_cb, vm)) ==
 	    NULL)
 		fatalx("evtimer_new");
 	evtimer_add(vm->link_timer, &tv);
@@ -556,7 +573,7 @@ vm_teardown(struct vm *vm)
 	if (vm->io_pending > 0 || vm->discarded)
 		return;
 	vm_remove_files(vm);
-	if (store_vm_delete(env->store, vm->rec.id, err, sizeof(err)) == -1)
+	if (store_vm_delete(vmmd_store(), vm->rec.id, err, sizeof(err)) == -1)
 		log_warnx("vm %s: not marked gone: %s", vm->rec.id, err);
 	vm_discard(vm);
 	vm_waits_gone(vm);

@@ -101,12 +101,12 @@ adopt_find_qemu(const struct vm *vm, char *why, size_t len)
 
 	if ((pid = adopt_pidfile(vm, why, len)) == -1)
 		return -1;
-	if (env->cg.layout == CG_LAYOUT_NONE) {
+	if (vmmd_cg()->layout == CG_LAYOUT_NONE) {
 		snprintf(why, len, "without cgroups a surviving QEMU cannot "
 		    "be told apart from another process");
 		return -1;
 	}
-	if ((n = cg_procs(&env->cg, (unsigned)vm->rec.slot, procs,
+	if ((n = cg_procs(vmmd_cg(), (unsigned)vm->rec.slot, procs,
 	    sizeof(procs) / sizeof(procs[0]))) <= 0) {
 		snprintf(why, len, "its cgroup holds no process");
 		return -1;
@@ -293,8 +293,8 @@ vm_adopt(struct vm *vm, char *why, size_t len)
 	spec.console_fd = -1;
 	spec.log_fd = -1;
 	spec.mon = &vm->mon;
-	spec.cg = &env->cg;
-	if (qemu_backend_ops.adopt(env->qemu, &spec, pid, &vm_vmm_cbs, vm,
+	spec.cg = vmmd_cg();
+	if (qemu_backend_ops.adopt(vmmd_qemu(), &spec, pid, &vm_vmm_cbs, vm,
 	    adopt_vmm_done, vm, &vm->vmm) == -1) {
 		snprintf(why, len, "QEMU (pid %ld): %s", (long)pid,
 		    strerror(errno));
@@ -304,6 +304,6 @@ vm_adopt(struct vm *vm, char *why, size_t len)
 	}
 	/* netd keeps the slot's objects: its next sync must list it. */
 	if (vm->rec.network)
-		netclient_keep(vm);
+		netclient_keep(vm->rec.slot);
 	return 0;
 }

@@ -88,7 +88,7 @@ vm_spec(struct vm *vm, struct vm_spec *spec, char *append, size_t applen,
 	spec->console_fd = -1;	/* vm_boot makes the pipes */
 	spec->log_fd = -1;
 	spec->mon = &vm->mon;	/* QMP goes through vmproxy */
-	spec->cg = &env->cg;
+	spec->cg = vmmd_cg();
 	/* The same on every boot and restore of this VM: "" is none. */
 	spec->vmgenid = vm->rec.vmgenid[0] != '\0' ? vm->rec.vmgenid : NULL;
 }
@@ -262,10 +262,10 @@ vm_boot_thaw(struct vm *vm, const char *why)
 void
 vm_boot_timer_start(struct vm *vm)
 {
-	struct timeval tv = { env->conf.vmmd.boot_timeout_seconds, 0 };
+	struct timeval tv = { vmmd_conf()->vmmd.boot_timeout_seconds, 0 };
 
 	if (vm->boot_timer == NULL)
-		vm->boot_timer = evtimer_new(env->base, boot_timeout_cb, vm);
+		vm->boot_timer = evtimer_new(vmmd_base(), boot_timeout_cb, vm);
 	evtimer_add(vm->boot_timer, &tv);
 }
 
@@ -298,7 +298,7 @@ vm_boot_expired(struct vm *vm, const char *why)
 {
 	vm_kill_processes(vm);
 	vm_op_done(vm, "unavailable", "the guest did not come up within %lld "
-	    "seconds", env->conf.vmmd.boot_timeout_seconds);
+	    "seconds", vmmd_conf()->vmmd.boot_timeout_seconds);
 }
 
 /*
@@ -332,7 +332,7 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 	lim.cpu_quota_us = (uint64_t)vm->rec.vcpus * 100000;
 	lim.cpu_period_us = 100000;
 	lim.pids_max = 512;
-	if (cg_create(&env->cg, (unsigned)vm->rec.slot, &lim, err, errlen) ==
+	if (cg_create(vmmd_cg(), (unsigned)vm->rec.slot, &lim, err, errlen) ==
 	    -1)
 		return -1;
 	/* A run directory an older vmmd made (the VM's uid's, 0700) is
@@ -400,10 +400,10 @@ vm_boot_vmm(struct vm *vm, const char *checkpoint, int tap_fd,
 	spec.hold = checkpoint != NULL && vm->hold_restore;
 	vm_op_step(vm, VM_STEP_NONE);
 	if (checkpoint == NULL)
-		rc = qemu_backend_ops.start(env->qemu, &spec, &vm_vmm_cbs, vm,
+		rc = qemu_backend_ops.start(vmmd_qemu(), &spec, &vm_vmm_cbs, vm,
 		    boot_vmm_done, vm, &vm->vmm);
 	else
-		rc = qemu_backend_ops.restore(env->qemu, &spec, checkpoint,
+		rc = qemu_backend_ops.restore(vmmd_qemu(), &spec, checkpoint,
 		    &vm_vmm_cbs, vm, boot_vmm_done, vm, &vm->vmm);
 	close(con[1]);		/* QEMU has its copies */
 	close(qlog[1]);
@@ -462,7 +462,7 @@ boot_net_done(struct vm *vm, int tap_fd, const struct net_lease *lease,
 		 * worked: no QEMU, and the network goes straight back. */
 		if (tap_fd != -1)
 			close(tap_fd);
-		netclient_release(vm);
+		netclient_release(vm->rec.id, vm->rec.slot);
 		free(bn);
 		return;
 	}
@@ -498,7 +498,8 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 	}
 	vm_op_step(vm, VM_STEP_NONE);
 	bn->op = op_token(vm);
-	netclient_setup(vm, boot_net_done, bn);
+	netclient_setup(vm, vm->rec.id, vm->rec.slot, boot_net_done,
+	    bn);
 	return 0;
 }
 
@@ -631,7 +632,7 @@ create_disk_job(struct vm *vm, int reflink, const char *src,
 	char dst[PATH_MAX];
 
 	vm_path(vm, name, dst, sizeof(dst));
-	return (reflink ? disk_clone_async : disk_copy_async)(env->workers,
+	return (reflink ? disk_clone_async : disk_copy_async)(vmmd_workers(),
 	    src, dst, vm->uid, vm->gid, create_disk_done, vm);
 }
 
@@ -721,8 +722,8 @@ create_vm(struct request *req, const struct conf_image *im,
 	int slot;
 
 	memset(&rec, 0, sizeof(rec));
-	if ((slot = store_free_slot(env->store, (int)env->conf.vmmd.max_vms,
-	    err, sizeof(err))) == -1) {
+	if ((slot = store_free_slot(vmmd_store(),
+	    (int)vmmd_conf()->vmmd.max_vms, err, sizeof(err))) == -1) {
 		cb(NULL, "quota_exceeded", "max_vms: every VM slot is taken",
 		    arg);
 		return;
@@ -749,7 +750,7 @@ create_vm(struct request *req, const struct conf_image *im,
 		    snap->id);
 	/* Recorded before any side effect: a crash from here on leaves a
 	 * VM that startup marks failed and kills. */
-	if (store_vm_insert(env->store, &rec, err, sizeof(err)) == -1) {
+	if (store_vm_insert(vmmd_store(), &rec, err, sizeof(err)) == -1) {
 		log_warnx("vm %s: %s", rec.id, err);
 		cb(NULL, "unavailable", "the VM could not be recorded", arg);
 		return;

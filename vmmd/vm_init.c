@@ -2,7 +2,8 @@
  * vmmd's VM lifecycle put together: the state machine (vm_fsm.c) gets its
  * hooks (vm.c records states and fails or destroys VMs, vm_boot.c goes on
  * with a boot, vm_suspend.c resumes), vmproxy's reports go into the
- * machine, and at startup every VM of the store is taken up again.
+ * machine, vm.c frees a VM's broker pipes with it, and at startup every
+ * VM of the store is taken up again.
  * Nothing below calls up into this file.
  */
 #include <sys/stat.h>
@@ -24,7 +25,7 @@
 static int
 vm_resume_hook(struct vm *vm, char *why, size_t len)
 {
-	if (env->shutting_down) {
+	if (vmmd_shutting_down()) {
 		snprintf(why, len, "vmmd is shutting down");
 		return -1;
 	}
@@ -47,7 +48,7 @@ static void
 proxy_streams(struct vm *vm, int open, int pipes)
 {
 	broker_pipes_count(vm, pipes);
-	vm_streams_count(vm, open);
+	vm_streams_count(vm, open, broker_has_pipes(vm));
 }
 
 /* The guest's link: bounded while down (vm.c); a VM taken up after a
@@ -80,6 +81,7 @@ vm_fsm_start(void)
 	h.act[VM_ACT_DESTROY] = vm_act_destroy;
 	vm_fsm_init(&h);
 	proxy_set_reports(&pr);
+	vm_on_free(broker_vm_free);
 	vmmd_pending_register(vm_work_pending);
 }
 
@@ -127,7 +129,7 @@ vm_init_all(void)
 	size_t n;
 
 	vm_fsm_start();
-	if (store_vm_list(env->store, NULL, &recs, &n, err, sizeof(err)) ==
+	if (store_vm_list(vmmd_store(), NULL, &recs, &n, err, sizeof(err)) ==
 	    -1)
 		fatalx("cannot read VMs from the store: %s", err);
 	/*
@@ -155,23 +157,23 @@ vm_init_all(void)
 			break;
 		}
 	}
-	nslots = cg_list(&env->cg, slots, sizeof(slots) / sizeof(slots[0]));
+	nslots = cg_list(vmmd_cg(), slots, sizeof(slots) / sizeof(slots[0]));
 	for (ssize_t i = 0; i < nslots; i++) {
 		int kept = 0;
 
-		TAILQ_FOREACH(vm, &env->vms, entry)
+		TAILQ_FOREACH(vm, vm_all(), entry)
 			if (vm->adopted && vm->rec.slot == (int)slots[i])
 				kept = 1;
 		if (kept)
 			continue;
-		if (cg_kill(&env->cg, slots[i], err, sizeof(err)) == -1)
+		if (cg_kill(vmmd_cg(), slots[i], err, sizeof(err)) == -1)
 			log_warnx("leftover cgroup vm-%u: %s", slots[i], err);
 		else
 			log_info("killed what was left in cgroup vm-%u",
 			    slots[i]);
-		cg_remove(&env->cg, slots[i], err, sizeof(err));
+		cg_remove(vmmd_cg(), slots[i], err, sizeof(err));
 	}
-	TAILQ_FOREACH(vm, &env->vms, entry) {
+	TAILQ_FOREACH(vm, vm_all(), entry) {
 		char cp[PATH_MAX];
 		struct stat st;
 

@@ -32,6 +32,9 @@ void	vm_act_qemu_gone(struct vm *, const char *why);
 void	vm_act_destroy(struct vm *, const char *why);
 /* The machine's link hook (link_down_seconds). */
 void	vm_link_watch(struct vm *, int up);
+/* What a part above vm.c keeps of a VM, freed with it (vm_init.c
+ * registers the broker's pipes). */
+void	vm_on_free(void (*fn)(struct vm *));
 void	vm_path(const struct vm *, const char *name, char *buf, size_t len);
 long long image_disk_bytes(const struct conf_image *);
 void	vm_io_done(struct vm *);

@@ -66,7 +66,7 @@ suspend_vmm_done(struct vmm *vmm, int ok, const char *err, void *arg)
 	/* On disk: QEMU has exited, vmproxy and the cgroup go too. */
 	vm_path(vm, CHECKPOINT, cp, sizeof(cp));
 	vm_kill_processes(vm);	/* the network too: resume makes it again */
-	if (store_vm_set_generation(env->store, vm->rec.id,
+	if (store_vm_set_generation(vmmd_store(), vm->rec.id,
 	    vm->rec.generation + 1, why, sizeof(why)) == -1)
 		log_warnx("vm %s: generation %d not recorded: %s", vm->rec.id,
 		    vm->rec.generation + 1, why);
@@ -306,7 +306,7 @@ idle_tick_cb(int fd, short ev, void *arg)
 	long long now = mono_seconds();
 	struct vm *vm, *next;
 
-	TAILQ_FOREACH_SAFE(vm, &env->vms, entry, next) {
+	TAILQ_FOREACH_SAFE(vm, vm_all(), entry, next) {
 		struct json_object *call;
 
 		if (vm->busy || vm->rec.state != VM_RUNNING ||
@@ -324,7 +324,7 @@ idle_tick_cb(int fd, short ev, void *arg)
 			vm_op_step(vm, VM_STEP_NONE);
 		json_object_put(call);
 	}
-	if (!env->shutting_down)
+	if (!vmmd_shutting_down())
 		evtimer_add(idle_tick, &tv);
 }
 
@@ -342,7 +342,7 @@ shutdown_suspended(struct vm *vm, const char *code, const char *msg,
 		log_warnx("vm %s: not hibernated at shutdown: %s; left %s for "
 		    "the next vmmd to take up", vm->rec.id, msg,
 		    vm_state_name(vm->rec.state));
-		env->left_running++;
+		vmmd_left_running();
 	}
 	vmmd_maybe_exit();
 }
@@ -352,7 +352,7 @@ vm_hibernate_all(void)
 {
 	struct vm *vm, *next;
 
-	TAILQ_FOREACH_SAFE(vm, &env->vms, entry, next) {
+	TAILQ_FOREACH_SAFE(vm, vm_all(), entry, next) {
 		if (vm->rec.state == VM_RUNNING || vm->rec.state == VM_PAUSED)
 			vm_suspend(vm, 0, shutdown_suspended, NULL);
 	}
@@ -364,6 +364,6 @@ vm_idle_start(void)
 {
 	struct timeval tv = { IDLE_TICK_SECONDS, 0 };
 
-	idle_tick = evtimer_new(env->base, idle_tick_cb, NULL);
+	idle_tick = evtimer_new(vmmd_base(), idle_tick_cb, NULL);
 	evtimer_add(idle_tick, &tv);
 }

@@ -68,6 +68,7 @@
 #include "backend.h"
 #include "decode.h"
 #include "disk.h"
+#include "env_main.h"
 #include "ipc.h"
 #include "jsonx.h"
 #include "log.h"
@@ -77,6 +78,7 @@
 #include "schema.h"
 #include "sdnotify.h"
 #include "snapshot.h"
+#include "snapshot_revoke.h"
 #include "warmpool.h"
 #include "spawn.h"
 #include "store.h"
@@ -269,7 +271,7 @@ workspace_admit(struct request *req)
 	const struct request *o;
 	long long n = 0;
 
-	TAILQ_FOREACH(o, &env->requests, entry)
+	TAILQ_FOREACH(o, request_all(), entry)
 		if (o != req && !o->admin &&
 		    strcmp(o->workspace, req->workspace) == 0)
 			n++;
@@ -339,7 +341,7 @@ conn_requests(const struct ipc_conn *conn)
 	const struct request *req;
 	long long n = 0;
 
-	TAILQ_FOREACH(req, &env->requests, entry)
+	TAILQ_FOREACH(req, request_all(), entry)
 		if (req->conn == conn)
 			n++;
 	return n;
@@ -353,7 +355,7 @@ host_requests(void)
 	const struct request *req;
 	long long n = 0;
 
-	TAILQ_FOREACH(req, &env->requests, entry)
+	TAILQ_FOREACH(req, request_all(), entry)
 		if (!req->admin)
 			n++;
 	return n;
@@ -368,7 +370,7 @@ vmmd_stats(struct request *req)
 	int counts[VM_NSTATES] = { 0 }, streams = 0;
 	struct vm *vm;
 
-	TAILQ_FOREACH(vm, &env->vms, entry) {
+	TAILQ_FOREACH(vm, vm_all(), entry) {
 		counts[vm->rec.state]++;
 		streams += vm->open_streams;
 	}
@@ -399,7 +401,7 @@ request_abandon(struct request *req)
 {
 	struct vm *vm;
 
-	TAILQ_FOREACH(vm, &env->vms, entry)
+	TAILQ_FOREACH(vm, vm_all(), entry)
 		if (vm_wait_cancel(vm, req, "unavailable", "cancelled: the "
 		    "caller went away while the VM was not ready"))
 			return 1;
@@ -426,7 +428,7 @@ request_alive(const struct request *req)
 {
 	const struct request *r;
 
-	TAILQ_FOREACH(r, &env->requests, entry)
+	TAILQ_FOREACH(r, request_all(), entry)
 		if (r == req)
 			return 1;
 	return 0;
@@ -440,7 +442,7 @@ mcpd_cancel(struct ipc_conn *conn, uint32_t id)
 {
 	struct request *req;
 
-	TAILQ_FOREACH(req, &env->requests, entry)
+	TAILQ_FOREACH(req, request_all(), entry)
 		if (req->conn == conn && req->id == id) {
 			req->cancelled = 1;
 			if (req->on_cancel != NULL)
@@ -550,7 +552,7 @@ conn_forget(struct ipc_conn *conn)
 	struct request *req, **gone = NULL;
 	size_t ngone = 0, cap = 0;
 
-	TAILQ_FOREACH(req, &env->requests, entry)
+	TAILQ_FOREACH(req, request_all(), entry)
 		if (req->conn == conn) {
 			int outlives = req->def != NULL &&
 			    (req->def->flags & TOOL_OUTLIVES);
@@ -1084,8 +1086,6 @@ main(int argc, char *argv[])
 	    sizeof(err))) == NULL)
 		fatalx("qemu: %s", err);
 
-	TAILQ_INIT(&env->vms);
-	TAILQ_INIT(&env->requests);
 	/* Before serving: what a crash left behind is settled first. */
 	if (store_receipts_mark_uncertain(env->store, err, sizeof(err)) == -1)
 		log_warnx("pending receipts not marked uncertain: %s", err);
@@ -1112,7 +1112,7 @@ main(int argc, char *argv[])
 	authclient_on_subscribed(env->authd, snap_revoke_subscribed, NULL);
 	/* After vm_init_all: no VM has a network yet, so netd's first sync
 	 * removes whatever an earlier vmmd's VMs left. */
-	netclient_init();
+	netclient_init(vm_find);
 
 	sigterm = evsignal_new(env->base, SIGTERM, signal_cb, NULL);
 	sigint = evsignal_new(env->base, SIGINT, signal_cb, NULL);

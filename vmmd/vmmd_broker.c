@@ -252,7 +252,7 @@ broker_proxy_up(struct vm *vm)
 {
 	struct broker_pipe *p;
 
-	const struct conf_vmmd *c = &env->conf.vmmd;
+	const struct conf_vmmd *c = &vmmd_conf()->vmmd;
 	struct json_object *b = json_object_new_object();
 
 	/* First, before any route: vmproxy takes them once. */
@@ -437,7 +437,7 @@ sweep_cb(int fd, short ev, void *a)
 			free(pa);
 		}
 	}
-	TAILQ_FOREACH(vm, &env->vms, entry) {
+	TAILQ_FOREACH(vm, vm_all(), entry) {
 		if (vm->broker == NULL || vm->rec.state != VM_RUNNING ||
 		    !vm->guest_up || vm->busy)
 			continue;
@@ -464,7 +464,7 @@ sweep_cb(int fd, short ev, void *a)
 			json_object_put(call);
 		}
 	}
-	if (!env->shutting_down)
+	if (!vmmd_shutting_down())
 		evtimer_add(sweep, &tv);
 }
 
@@ -473,7 +473,7 @@ broker_init(void)
 {
 	struct timeval tv = { BROKER_SWEEP_SECONDS, 0 };
 
-	if ((sweep = evtimer_new(env->base, sweep_cb, NULL)) == NULL)
+	if ((sweep = evtimer_new(vmmd_base(), sweep_cb, NULL)) == NULL)
 		fatalx("evtimer_new");
 	evtimer_add(sweep, &tv);
 }

@@ -124,7 +124,8 @@ struct vm {
 	 * cleanup of the cgroup it is about to make again). */
 	void			(*io_then)(struct vm *);
 	int			 doomed;	/* torn down once io_pending is 0 */
-	int			 discarded;	/* gone: off env->vms, freed soon */
+	int			 discarded;	/* gone: off vm_all(), freed
+						 * soon */
 	/* Bumped whenever an operation starts or ends: a callback of an
 	 * operation that was cancelled sees that it is stale. */
 	unsigned		 op_seq;
@@ -152,11 +153,12 @@ struct vm {
 
 
 /* vm.c, vm_boot.c, vm_suspend.c */
+/* vmmd's VMs, in the order they were made or taken up (vm.c). */
+TAILQ_HEAD(vm_head, vm);
+struct vm_head *vm_all(void);
 void	vm_init_all(void);
 struct vm *vm_find(const char *id);
 struct vm *vm_find_owned(const char *id, const char *workspace);
-int	vm_admit(const struct request *, const struct conf_image *,
-	    int vcpus, int memory_mib, char *code, size_t, char *msg, size_t);
 void	vm_create(struct request *, const struct conf_image *, int vcpus,
 	    int memory_mib, int network, int idle_seconds, int idle_pause,
 	    vm_done_cb, void *);
@@ -180,7 +182,9 @@ struct json_object *vm_summary(const struct vm *);
 struct json_object *vm_list_entry(struct vm *, int *checked);
 void	vm_stream_add(struct vm *, const char *id, struct ipc_conn *);
 void	vm_streams_close(struct vm *, const char *reason);
-void	vm_streams_count(struct vm *, int open);
+/* vmproxy's count of open streams, and whether broker pipes are attached
+ * (they keep the streams' names too). */
+void	vm_streams_count(struct vm *, int open, int pipes);
 void	vm_streams_forget_conn(struct ipc_conn *);
 
 /* to_vmproxy.c */

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "admit.h"
 #include "log.h"
 #include "preflight.h"
 #include "snapshot.h"
@@ -112,11 +113,11 @@ pool_key(const struct conf_image *im, int vcpus, int memory_mib,
 	key_add(c, "initrd_sha256", im->initrd_sha256);
 	key_add_file(c, "initrd_file", im->initrd);
 	key_add(c, "append", im->append);
-	key_add(c, "qemu", env->conf.vmmd.qemu);
+	key_add(c, "qemu", vmmd_conf()->vmmd.qemu);
 	key_add(c, "qemu_version", qemu_version);
-	key_add_file(c, "qemu_file", env->conf.vmmd.qemu);
+	key_add_file(c, "qemu_file", vmmd_conf()->vmmd.qemu);
 	key_add(c, "machine", "q35");
-	key_add(c, "accel", qemu_backend_kvm(env->qemu) ? "kvm" : "tcg");
+	key_add(c, "accel", qemu_backend_kvm(vmmd_qemu()) ? "kvm" : "tcg");
 	snprintf(num, sizeof(num), "%d", vcpus);
 	key_add(c, "vcpus", num);
 	snprintf(num, sizeof(num), "%d", memory_mib);
@@ -162,7 +163,7 @@ pool_scan(struct pool_image *pi, int take, struct snap_record *out)
 	size_t n;
 	int ready = 0, taken = 0;
 
-	if (store_snap_list(env->store, POOL_WORKSPACE, &recs, &n, dberr,
+	if (store_snap_list(vmmd_store(), POOL_WORKSPACE, &recs, &n, dberr,
 	    sizeof(dberr)) == -1) {
 		log_warnx("warm pool: %s", dberr);
 		return take ? -1 : 0;
@@ -173,7 +174,7 @@ pool_scan(struct pool_image *pi, int take, struct snap_record *out)
 
 		if (strcmp(r->state, "ready") != 0)
 			continue;
-		if (of == NULL || env->conf.vmmd.warm_pool == 0) {
+		if (of == NULL || vmmd_conf()->vmmd.warm_pool == 0) {
 			pool_retire(r, "its image is not pooled");
 			continue;
 		}
@@ -224,7 +225,7 @@ pool_request(void)
 	snprintf(req->workspace, sizeof(req->workspace), "%s",
 	    POOL_WORKSPACE);
 	req->admin = 1;
-	TAILQ_INSERT_TAIL(&env->requests, req, entry);
+	TAILQ_INSERT_TAIL(request_all(), req, entry);
 	return req;
 }
 
@@ -322,10 +323,11 @@ pool_kick(struct pool_image *pi)
 	char code[32], msg[256];
 	struct request *req;
 
-	if (env->shutting_down || pi->building || pi->taken > 0 ||
-	    env->conf.vmmd.warm_pool == 0 || evtimer_pending(pi->timer, NULL))
+	if (vmmd_shutting_down() || pi->building || pi->taken > 0 ||
+	    vmmd_conf()->vmmd.warm_pool == 0 ||
+	    evtimer_pending(pi->timer, NULL))
 		return;
-	if (pool_scan(pi, 0, NULL) >= env->conf.vmmd.warm_pool)
+	if (pool_scan(pi, 0, NULL) >= vmmd_conf()->vmmd.warm_pool)
 		return;
 	req = pool_request();
 	/*
@@ -363,7 +365,7 @@ warmpool_take(const struct conf_image *im, int vcpus, int memory_mib,
 	struct pool_image *pi;
 	int rc;
 
-	if (env->conf.vmmd.warm_pool == 0 || network || vcpus != 1 ||
+	if (vmmd_conf()->vmmd.warm_pool == 0 || network || vcpus != 1 ||
 	    memory_mib != im->memory_mib || (pi = pool_of(im->id)) == NULL)
 		return -1;
 	/* The key again: a file changed since startup retires them all. */
@@ -401,12 +403,12 @@ pool_vm_removed(struct vm *vm, const char *code, const char *msg, void *arg)
 void
 warmpool_init(void)
 {
-	const struct conf_image *ims = env->conf.images.v;
+	const struct conf_image *ims = vmmd_conf()->images.v;
 	struct pf_result pr;
 	struct vm *vm, *next;
 
 	/* A pool VM now is one a crash left: it goes. */
-	TAILQ_FOREACH_SAFE(vm, &env->vms, entry, next)
+	TAILQ_FOREACH_SAFE(vm, vm_all(), entry, next)
 		if (warmpool_is_pool(vm->rec.workspace) &&
 		    vm->rec.state != VM_GONE &&
 		    vm->rec.state != VM_DESTROYING) {
@@ -414,12 +416,12 @@ warmpool_init(void)
 			    "destroyed", vm->rec.id);
 			vm_destroy(vm, pool_vm_removed, NULL);
 		}
-	if (env->conf.vmmd.warm_pool > 0) {
+	if (vmmd_conf()->vmmd.warm_pool > 0) {
 		/* Once, before serving: QEMU's own word on its version. */
 		memset(&pr, 0, sizeof(pr));
-		pf_check_qemu(env->conf.vmmd.qemu, &pr);
+		pf_check_qemu(vmmd_conf()->vmmd.qemu, &pr);
 		snprintf(qemu_version, sizeof(qemu_version), "%s", pr.msg);
-		npools = env->conf.images.n;
+		npools = vmmd_conf()->images.n;
 		if ((pools = calloc(npools ? npools : 1, sizeof(*pools))) ==
 		    NULL)
 			fatal("calloc");
@@ -427,7 +429,7 @@ warmpool_init(void)
 			pools[i].im = &ims[i];
 			pool_key(&ims[i], 1, (int)ims[i].memory_mib,
 			    pools[i].key);
-			if ((pools[i].timer = evtimer_new(env->base,
+			if ((pools[i].timer = evtimer_new(vmmd_base(),
 			    pool_timer_cb, &pools[i])) == NULL)
 				fatal("%s: evtimer_new", __func__);
 		}
@@ -436,7 +438,7 @@ warmpool_init(void)
 	pool_scan(NULL, 0, NULL);
 	for (size_t i = 0; i < npools; i++) {
 		log_info("warm pool: image %s: keeping %lld snapshots, key %s",
-		    pools[i].im->id, env->conf.vmmd.warm_pool, pools[i].key);
+		    pools[i].im->id, vmmd_conf()->vmmd.warm_pool, pools[i].key);
 		pool_later(&pools[i], 0);
 	}
 }
