@@ -140,7 +140,7 @@ stream_abandon(struct request *req)
 
 	if (req->msg.type != IPC_VM_STREAM_OPEN)
 		return 0;
-	TAILQ_FOREACH(vm, &env->vms, entry)
+	TAILQ_FOREACH(vm, vm_all(), entry)
 		if (proxy_redirect(vm, req, stream_opened_unheard, NULL) > 0) {
 			request_error(req, "unavailable", "cancelled: the "
 			    "caller went away before the stream opened");
