@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,14 @@ struct sqldb {
 	int			 flags;
 	int			 busy_ms;
 	int			 exclusive;
+	/* deferred_sync: the WAL's descriptor (-1 until the first sync),
+	 * and whether a commit came since the last sync. */
+	int			 deferred;
+	int			 walfd;
+	volatile int		 unsynced;
 };
+
+static int	note_commit(void *);
 
 static void __attribute__((format(printf, 3, 4)))
 seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -358,8 +366,12 @@ configure(struct sqldb *d, const struct sqldb_opts *o, char *err,
 		    buf[0] != '\0' ? buf : "nothing");
 		return -1;
 	}
-	/* FULL: what was committed survives power loss, not only a kill. */
-	if (sqldb_exec(d, "PRAGMA synchronous = FULL") == -1 ||
+	/*
+	 * FULL: what was committed survives power loss, not only a kill.
+	 * deferred_sync: what was committed and then synced (sqldb_sync).
+	 */
+	if (sqldb_exec(d, o->deferred_sync ? "PRAGMA synchronous = NORMAL" :
+	    "PRAGMA synchronous = FULL") == -1 ||
 	    sqldb_exec(d, "PRAGMA foreign_keys = ON") == -1) {
 		seterr(err, errlen, "database %s: %s", d->path, d->err);
 		return -1;
@@ -410,11 +422,17 @@ sqldb_open(const char *path, const struct sqldb_opts *o, char *err,
 	    (o->serialized ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX);
 	d->busy_ms = o->busy_ms;
 	d->exclusive = o->exclusive;
+	d->walfd = -1;
 	if (check_file(path, o, err, errlen) == -1 ||
 	    db_connect(d, err, errlen) == -1 ||
 	    configure(d, o, err, errlen) == -1 ||
 	    migrate(d, o, err, errlen) == -1)
 		goto fail;
+	if (o->deferred_sync) {
+		d->deferred = 1;
+		d->unsynced = 1;	/* the migrations, if any */
+		sqlite3_commit_hook(d->db, note_commit, d);
+	}
 	return d;
 fail:
 	sqldb_close(d);
@@ -437,6 +455,7 @@ sqldb_open_more(const struct sqldb *first, char *err, size_t errlen)
 		seterr(err, errlen, "database %s: out of memory", first->path);
 		return NULL;
 	}
+	d->walfd = -1;
 	d->flags = first->flags;
 	d->busy_ms = first->busy_ms;
 	/* The journal mode is the file's; these two are each connection's. */
@@ -451,11 +470,60 @@ sqldb_open_more(const struct sqldb *first, char *err, size_t errlen)
 	return d;
 }
 
+/* sqlite3_commit_hook: 0 lets the commit go on. */
+static int
+note_commit(void *arg)
+{
+	struct sqldb *d = arg;
+
+	d->unsynced = 1;
+	return 0;
+}
+
+int
+sqldb_sync(struct sqldb *d, char *err, size_t errlen)
+{
+	char wal[PATH_MAX];
+	struct stat st;
+
+	if (!d->deferred || !d->unsynced)
+		return 0;
+	d->unsynced = 0;
+	/* The log keeps its inode while the database is open; it is made at
+	 * the first write and goes when the last connection closes. */
+	if (d->walfd != -1 && (fstat(d->walfd, &st) == -1 ||
+	    st.st_nlink == 0)) {
+		close(d->walfd);
+		d->walfd = -1;
+	}
+	if (d->walfd == -1) {
+		snprintf(wal, sizeof(wal), "%s-wal", d->path);
+		if ((d->walfd = open(wal, O_RDONLY | O_CLOEXEC |
+		    O_NOFOLLOW)) == -1) {
+			if (errno == ENOENT)
+				return 0;	/* all of it is in the file */
+			d->unsynced = 1;
+			seterr(err, errlen, "database %s: %s: %s", d->path, wal,
+			    strerror(errno));
+			return -1;
+		}
+	}
+	if (fdatasync(d->walfd) == -1) {
+		d->unsynced = 1;
+		seterr(err, errlen, "database %s: fdatasync of its log: %s",
+		    d->path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 void
 sqldb_close(struct sqldb *d)
 {
 	if (d == NULL)
 		return;
+	if (d->walfd != -1)
+		close(d->walfd);
 	for (size_t i = 0; i < d->nstmts; i++)
 		sqlite3_finalize(d->stmts[i].st);
 	sqlite3_close(d->db);

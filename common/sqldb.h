@@ -39,6 +39,14 @@ struct sqldb_opts {
 	 * else may read or write it) or 022 (nobody else may write it).
 	 */
 	mode_t			 forbidden_mode;
+	/*
+	 * Commits do not wait for the disk (synchronous = NORMAL, still
+	 * whole after a crash of the process); the opener makes them
+	 * durable with sqldb_sync before anyone learns of them, so that
+	 * many commits of one event-loop turn cost one fdatasync.  Only
+	 * the first connection: sqldb_open_more's stay FULL.
+	 */
+	int			 deferred_sync;
 };
 
 /*
@@ -62,7 +70,7 @@ struct sqldb_opts {
  * mode 0600 with O_EXCL; an existing one must be a regular file (not a
  * symbolic link) owned by the effective uid, readable and writable by
  * it and without any of forbidden_mode's bits.  Then: WAL journal,
- * synchronous = FULL, foreign keys on, a quick check, and the
+ * synchronous = FULL (NORMAL with deferred_sync), foreign keys on, a quick check, and the
  * migrations.  A file that fails any of it is left as it was.  NULL with
  * err naming the file and the problem on failure.
  */
@@ -78,6 +86,12 @@ struct sqldb	*sqldb_open(const char *path, const struct sqldb_opts *,
 struct sqldb	*sqldb_open_more(const struct sqldb *first, char *err,
 		    size_t errlen);
 void		 sqldb_close(struct sqldb *);
+/*
+ * With deferred_sync: makes every commit so far durable (an fdatasync
+ * of the write-ahead log, when something was committed since the last
+ * one).  0, or -1 with err.  A no-op otherwise.
+ */
+int		 sqldb_sync(struct sqldb *, char *err, size_t errlen);
 
 sqlite3		*sqldb_handle(struct sqldb *);
 const char	*sqldb_path(const struct sqldb *);

@@ -190,17 +190,26 @@ store_commit(struct store *s, char *err, size_t errlen)
 struct store *
 store_open(const char *path, char *err, size_t errlen)
 {
+	struct sqldb_opts o = store_opts;
 	struct store *s;
 
 	if ((s = calloc(1, sizeof(*s))) == NULL) {
 		snprintf(err, errlen, "%s: out of memory", path);
 		return NULL;
 	}
-	if ((s->db = sqldb_open(path, &store_opts, err, errlen)) == NULL) {
+	/* Group commit: vmmd syncs before any answer leaves (store_sync). */
+	o.deferred_sync = 1;
+	if ((s->db = sqldb_open(path, &o, err, errlen)) == NULL) {
 		free(s);
 		return NULL;
 	}
 	return s;
+}
+
+int
+store_sync(struct store *s, char *err, size_t errlen)
+{
+	return s == NULL ? 0 : sqldb_sync(s->db, err, errlen);
 }
 
 void

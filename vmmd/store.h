@@ -60,6 +60,13 @@ int		 vm_state_transient(enum vm_state);
 /* Opens (creating 0600 if needed) and migrates; NULL with err. */
 struct store	*store_open(const char *path, char *err, size_t errlen);
 void		 store_close(struct store *);
+/*
+ * Makes every commit so far durable: one fdatasync for all of a loop
+ * turn's, which vmmd runs before it writes any message (its IPC write
+ * barrier), so nothing is answered, and no guest is asked to act, on a
+ * commit a power loss could undo.  0, or -1 with err.
+ */
+int		 store_sync(struct store *, char *err, size_t errlen);
 
 /*
  * Every call below that can fail returns -1 (NULL for a pointer) with err

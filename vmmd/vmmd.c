@@ -777,10 +777,26 @@ make_dir(const char *path, mode_t mode)
 /* The audit log's group commit (audit.h). */
 static struct event	*audit_ev;
 
+/*
+ * The store's commits and the audit lines are made durable together
+ * (store.h, audit.h).  A store that cannot sync ends vmmd: what it
+ * answered may be gone after a power loss, and the next vmmd re-adopts
+ * the VMs from what the store holds.
+ */
+static void
+durable_flush(void)
+{
+	char err[512];
+
+	if (store_sync(env->store, err, sizeof(err)) == -1)
+		fatalx("state store: %s", err);
+	audit_flush(env->audit);
+}
+
 static void
 audit_flush_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	audit_flush(env->audit);
+	durable_flush();
 }
 
 static void
@@ -792,7 +808,7 @@ audit_kick(void *arg)
 static void
 audit_barrier(void)
 {
-	audit_flush(env->audit);
+	durable_flush();
 }
 
 static uint64_t
