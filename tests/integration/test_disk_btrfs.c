@@ -6,8 +6,9 @@
  * apart; a VM directory is a subvolume with its qgroup's limit, clones
  * go in and out of it, a snapshot's memory file leaves it by a clone,
  * and it goes with rmdir without CAP_SYS_ADMIN; as the VM's uid, growing
- * disk.raw and writing through a held checkpoint descriptor both stop at
- * the reservation with EDQUOT while another VM's uid writes on.
+ * disk.raw and writing through a held checkpoint or memory file
+ * descriptor stop at the reservation with EDQUOT while another VM's uid
+ * writes on.
  */
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -359,7 +360,8 @@ fill_as_vm(int fd)
 
 START_TEST(vm_uid_stops_at_the_reservation)
 {
-	char a[300], b[300], image[300], disk[320], cp[320], err[512];
+	char a[300], b[300], c[300], image[300], disk[320], cp[340];
+	char err[512];
 	uint64_t lim = slot_bytes(), used;
 	struct fill f;
 	int fd;
@@ -367,6 +369,7 @@ START_TEST(vm_uid_stops_at_the_reservation)
 	limits_on();
 	snprintf(a, sizeof(a), "%s/vm-a", mnt);
 	snprintf(b, sizeof(b), "%s/vm-b", mnt);
+	snprintf(c, sizeof(c), "%s/vm-c", mnt);
 	snprintf(image, sizeof(image), "%s/edquot-image.raw", mnt);
 	ck_assert_int_eq(itest_write_file(image, IMG_MIB), 0);
 	make_vm_dir(a, image);
@@ -390,25 +393,38 @@ START_TEST(vm_uid_stops_at_the_reservation)
 	ck_assert_uint_ge(used, lim - 4 * MIB);
 	ck_assert_int_ge(f.bytes, (long long)(lim - IMG_MIB * MIB - 4 * MIB));
 
-	/* VM b's checkpoint, vmmd's file (root's, 0600) that its QEMU
-	 * writes only through the descriptor vmmd passes: held here by a
-	 * child as b's uid, while a is full. */
-	snprintf(cp, sizeof(cp), "%s/checkpoint.bin", b);
-	fd = open(cp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	ck_assert_int_ne(fd, -1);
-	f = fill_as_vm(fd);
-	close(fd);
-	ck_assert_msg(quota_settle(b, err, sizeof(err)) == 0, "%s", err);
-	used = qgroup_value(b, "referenced");
-	fprintf(stderr, "checkpoint.bin: %lld bytes written, stopped by "
-	    "%s/%s; the subvolume holds %llu of its %llu\n", f.bytes,
-	    strerror(f.fe), strerror(f.we), (unsigned long long)used,
-	    (unsigned long long)lim);
-	ck_assert_int_eq(f.fe, EDQUOT);
-	ck_assert_int_eq(f.we, EDQUOT);
-	ck_assert_uint_le(used, lim);
-	ck_assert_uint_ge(used, lim - 4 * MIB);
-	ck_assert_int_ge(f.bytes, (long long)(lim - IMG_MIB * MIB - 4 * MIB));
+	/*
+	 * VM b's checkpoint and VM c's memory snapshot as QEMU writes it
+	 * (snapshot.c, on btrfs): vmmd's files (root's, 0600) that the
+	 * VM's QEMU writes only through the descriptor vmmd passes, held
+	 * here by a child as the VM's uid, while a is full.
+	 */
+	for (int i = 0; i < 2; i++) {
+		const char *vm = i == 0 ? b : c;
+		const char *name = i == 0 ? "checkpoint.bin" :
+		    "memory-snap1.bin.part";
+
+		if (i == 1)
+			make_vm_dir(c, image);
+		snprintf(cp, sizeof(cp), "%s/%s", vm, name);
+		fd = open(cp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		ck_assert_int_ne(fd, -1);
+		f = fill_as_vm(fd);
+		close(fd);
+		ck_assert_msg(quota_settle(vm, err, sizeof(err)) == 0, "%s",
+		    err);
+		used = qgroup_value(vm, "referenced");
+		fprintf(stderr, "%s: %lld bytes written, stopped by %s/%s; "
+		    "the subvolume holds %llu of its %llu\n", name, f.bytes,
+		    strerror(f.fe), strerror(f.we), (unsigned long long)used,
+		    (unsigned long long)lim);
+		ck_assert_int_eq(f.fe, EDQUOT);
+		ck_assert_int_eq(f.we, EDQUOT);
+		ck_assert_uint_le(used, lim);
+		ck_assert_uint_ge(used, lim - 4 * MIB);
+		ck_assert_int_ge(f.bytes, (long long)(lim - IMG_MIB * MIB -
+		    4 * MIB));
+	}
 	quota_enable(0, 0);
 	quota_use_subvolumes(0);
 }
