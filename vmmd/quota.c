@@ -155,10 +155,13 @@ btrfs_probe(int dfd)
 		close(sfd);
 		(void)unlinkat(dfd, PROBE_NAME, AT_REMOVEDIR);
 	}
-	if (subvol_create(dfd, PROBE_NAME, PROBE_LIMIT) == -1)
-		return errno;
 	if ((buf = calloc(1, len)) == NULL)
 		return ENOMEM;
+	if (subvol_create(dfd, PROBE_NAME, PROBE_LIMIT) == -1) {
+		e = errno;
+		free(buf);
+		return e;
+	}
 	/* 8 times the limit: refused on the way if it is enforced. */
 	if ((sfd = openat(dfd, PROBE_NAME, O_RDONLY | O_DIRECTORY |
 	    O_NOFOLLOW | O_CLOEXEC)) != -1 && (fd = openat(sfd, "f",
