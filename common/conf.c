@@ -76,8 +76,9 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "min_free_mib", CFG_INT, V(min_free_mib), 0, "1024", 0, 1048576,
 	    NULL, "free space vm_dir keeps beyond every reservation" },
 	{ "storage_quota", CFG_ENUM, V(storage_quota), 0, "auto", 0, 0,
-	    quota_modes, "auto, require or off: each VM's XFS project quota "
-	    "on vm_dir (the volume mounted with prjquota)" },
+	    quota_modes, "auto, require or off: each VM's limit on vm_dir, "
+	    "an XFS project (mount with prjquota) or a btrfs qgroup (btrfs "
+	    "quota enable)" },
 	{ "stream_ports", CFG_LIST, V(stream_ports), 0, "1025-65535", 0, 0,
 	    NULL, "guest ports streams may open, as ranges" },
 	{ "max_streams", CFG_INT, V(max_streams), 0, "32", 0, 65535, NULL,

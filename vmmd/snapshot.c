@@ -64,6 +64,10 @@ struct snap_make {
 	char			 part[PATH_MAX];	/* <id>.part */
 	char			 final[PATH_MAX];	/* <id> */
 	char			 vmdisk[PATH_MAX];
+	/* On btrfs: the memory file QEMU writes in the VM's subvolume, so
+	 * that it counts against the VM's limit (quota.h), and that
+	 * finish_run clones into part and removes. */
+	char			 vmmem[PATH_MAX];
 	uid_t			 uid;
 	gid_t			 gid;
 	int			 stop;		/* QEMU is stopped by us */
@@ -98,6 +102,8 @@ make_fail(struct snap_make *mk, const char *code, const char *msg)
 	if (store_snap_delete(vmmd_store(), mk->rec.id, dberr, sizeof(dberr)) ==
 	    -1)
 		log_warnx("snapshot %s: %s", mk->rec.id, dberr);
+	if (mk->vmmem[0] != '\0')
+		unlink(mk->vmmem);
 	remove_dir_async(mk->part);
 	if (mk->req != NULL)
 		request_error(mk->req, code, "%s", msg);
@@ -326,7 +332,7 @@ memory_part_charged(struct vm *vm, const char *path, char *err,
 	char part[PATH_MAX];
 	int fd, rc;
 
-	if (!quota_enabled())
+	if (!quota_enabled() || quota_subvolumes())
 		return 0;
 	if ((size_t)snprintf(part, sizeof(part), "%s.part", path) >=
 	    sizeof(part))
@@ -344,7 +350,7 @@ make_stopped(struct vmm *vmm, int ok, const char *err, void *arg)
 {
 	struct vm *vm = arg;
 	struct snap_make *mk = make_of(vm);
-	char path[PATH_MAX], why[512];
+	char path[PATH_MAX], why[512], name[128];
 
 	if (!ok) {
 		/* Not stopped: the guest runs; only its jobs to thaw. */
@@ -358,7 +364,21 @@ make_stopped(struct vmm *vmm, int ok, const char *err, void *arg)
 		make_clone(vm);
 		return;
 	}
-	pjoin(path, sizeof(path), mk->part, SNAP_MEMORY);
+	/*
+	 * On XFS the file is made in the snapshot, in the VM's project; on
+	 * btrfs a file counts against the subvolume it is in, and a rename
+	 * out of the VM's would be EXDEV: it is written in the VM's and
+	 * cloned out.
+	 */
+	if (quota_subvolumes()) {
+		/* Its own name: the next snapshot may start before this
+		 * one's finish_run has cloned it out. */
+		snprintf(name, sizeof(name), VM_MEMORY_PREFIX "%s.bin",
+		    mk->rec.id);
+		vm_path(vm, name, mk->vmmem, sizeof(mk->vmmem));
+		snprintf(path, sizeof(path), "%s", mk->vmmem);
+	} else
+		pjoin(path, sizeof(path), mk->part, SNAP_MEMORY);
 	if (memory_part_charged(vm, path, why, sizeof(why)) == -1) {
 		make_err(mk, "saving the memory", why);
 		make_clone(vm);
@@ -427,7 +447,7 @@ finish_run(void *arg)
 	const char *text;
 	struct stat st;
 	size_t len;
-	int fd;
+	int fd, rc;
 
 	mk->rc = -1;
 	pjoin(path, sizeof(path), mk->part, SNAP_DISK);
@@ -444,6 +464,16 @@ finish_run(void *arg)
 	}
 	if (mk->rec.memory) {
 		pjoin(path, sizeof(path), mk->part, SNAP_MEMORY);
+		if (mk->vmmem[0] != '\0') {
+			/* Out of the VM's subvolume (a reflink across
+			 * subvolumes of one volume): no longer the VM's. */
+			rc = disk_clone(mk->vmmem, path, 0, 0, mk->werr,
+			    sizeof(mk->werr));
+			unlink(mk->vmmem);
+			mk->vmmem[0] = '\0';
+			if (rc == -1)
+				return;
+		}
 		if (stat(path, &st) == -1) {
 			errf(mk->werr, sizeof(mk->werr), "%s: %s", path,
 			    strerror(errno));

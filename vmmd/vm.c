@@ -537,6 +537,20 @@ vm_remove_files(struct vm *vm)
 		vm_path(vm, names[i], path, sizeof(path));
 		unlink(path);
 	}
+	/* A memory snapshot's file a crash left (btrfs, snapshot.c). */
+	if ((d = opendir(vm->dir)) != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			if (strncmp(de->d_name, VM_MEMORY_PREFIX,
+			    strlen(VM_MEMORY_PREFIX)) != 0)
+				continue;
+			if ((size_t)snprintf(path, sizeof(path), "%s/%s",
+			    vm->dir, de->d_name) < sizeof(path))
+				unlink(path);
+		}
+		closedir(d);
+	}
+	/* On btrfs a subvolume: an empty one goes with rmdir too, with
+	 * no capability, and its qgroup with it. */
 	rmdir(vm->dir);
 	/* The rundir holds only what QEMU and vmproxy made there. */
 	if ((d = opendir(vm->rundir)) != NULL) {

@@ -33,6 +33,7 @@
 #include "vm_local.h"
 #include "guest.h"
 #include "vmmd_broker.h"
+#include "worker.h"
 
 #define QEMU_OVERHEAD_MIB	768	/* QEMU's own memory beside the guest */
 #define CONSOLE_PIPE_BYTES	(1024 * 1024)	/* the default pipe-max-size */
@@ -510,12 +511,14 @@ struct create_ctx {
 	vm_done_cb	 cb;		/* the requester's */
 	void		*arg;
 	int		 jobs;		/* file jobs still out (create_files) */
+	int		 settled;	/* quota_settle's job was sent */
 	/* From a snapshot: checked, its disk cloned, its memory restored. */
 	int		 has_snap;
 	struct snap_record snap;
 };
 
 static void create_boot(struct vm *);
+static void create_settle(struct vm *);
 
 /* A failed create's answer, kept until its VM is gone. */
 struct create_failed {
@@ -603,7 +606,68 @@ create_job_done(struct vm *vm, int rc, const char *code, const char *err,
 		if (vm->vmm != NULL)
 			qemu_backend_ops.release(vm->vmm);
 	} else if (--cx->jobs == 0)
+		create_settle(vm);
+}
+
+struct settle_job {
+	struct vm	*vm;
+	char		 dir[PATH_MAX];
+	int		 rc;
+	char		 err[512];
+};
+
+static void
+settle_run(void *arg)
+{
+	struct settle_job *j = arg;
+
+	j->rc = quota_settle(j->dir, j->err, sizeof(j->err));
+}
+
+static void
+settle_done(void *arg)
+{
+	struct settle_job *j = arg;
+	struct vm *vm = j->vm;
+	char why[600];
+
+	snprintf(why, sizeof(why), "the VM could not be created: %s", j->err);
+	if (j->rc == 0) {
+		/* The last job: create_job_done boots. */
+		create_job_done(vm, 0, NULL, NULL, 0);
+	} else
+		create_job_done(vm, -1, "unavailable", why, 0);
+	free(j);
+}
+
+/*
+ * The files are there.  On btrfs the disk clone's extents count against
+ * the VM's subvolume only once the volume commits (quota_settle, on the
+ * worker pool): before QEMU may write, as one more job.
+ */
+static void
+create_settle(struct vm *vm)
+{
+	struct create_ctx *cx = vm->op_arg;
+	struct settle_job *j;
+
+	if (!quota_subvolumes() || cx->settled) {
 		create_boot(vm);
+		return;
+	}
+	if ((j = calloc(1, sizeof(*j))) == NULL)
+		fatal("calloc");
+	j->vm = vm;
+	snprintf(j->dir, sizeof(j->dir), "%s", vm->dir);
+	if (worker_submit(env->workers, settle_run, settle_done, j) == -1) {
+		free(j);
+		vm_op_done(vm, "unavailable", "the VM could not be created: "
+		    "the worker pool refused the job");
+		return;
+	}
+	vm->io_pending++;
+	cx->jobs++;
+	cx->settled = 1;
 }
 
 static void
@@ -773,17 +837,18 @@ create_vm(struct request *req, const struct conf_image *im,
 	 * and logs there, and vmmd, its owner, removes them without a
 	 * capability that overrides permissions.
 	 */
-	if (mkdir(vm->dir, 0711) == -1 || mkdir(vm->rundir, 0770) == -1) {
-		vm_op_done(vm, "unavailable", "the VM could not be created: "
-		    "%s", strerror(errno));
-		return;
-	}
-	/* Its project before any file is made in it: they all inherit it,
-	 * the disk clone and the checkpoints QEMU writes too. */
-	if (quota_assign_path(vm->dir, (uint32_t)vm->uid, err,
+	/* Its limit before any file is made in it: an XFS project they
+	 * all inherit, or a btrfs subvolume they are all in, the disk clone
+	 * and the checkpoints QEMU writes too. */
+	if (quota_mkdir(vm->dir, 0711, (uint32_t)vm->uid, err,
 	    sizeof(err)) == -1) {
 		vm_op_done(vm, "unavailable", "the VM could not be created: "
-		    "storage_quota: %s", err);
+		    "%s", err);
+		return;
+	}
+	if (mkdir(vm->rundir, 0770) == -1) {
+		vm_op_done(vm, "unavailable", "the VM could not be created: "
+		    "%s", strerror(errno));
 		return;
 	}
 	create_files(vm);

@@ -18,6 +18,10 @@
 #define DISK		"disk.raw"
 #define KERNEL		"vmlinuz"
 #define INITRD		"initrd.img"
+/* On btrfs, a memory snapshot's machine state as QEMU writes it, in the
+ * VM's subvolume so that it counts against the VM's limit, until it is
+ * cloned into the snapshot (snapshot.c): this, the snapshot's id, .bin. */
+#define VM_MEMORY_PREFIX "memory-"
 /* QEMU's pid as vmmd wrote it (the rundir's qemu.pid is QEMU's own, which
  * the VM's uid could rewrite): a restarted vmmd takes it up by this. */
 #define VMM_PID		"vmm.pid"

@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include <linux/btrfs.h>
 #include <linux/fs.h>
 #include <linux/kvm.h>
 
@@ -172,11 +173,13 @@ static const char *const vmmd_syscalls[] = {
 
 /*
  * ioctl for these alone: libevent's FIONREAD, the reflink clone of a
- * disk, a VM directory's project (quota.c), and the KVM probe of
- * `vmctl preflight`.
+ * disk, a VM directory's project or btrfs subvolume and the commit that
+ * makes its clones count (quota.c), and the KVM probe of `vmctl
+ * preflight`.
  */
 static const unsigned long vmmd_ioctls[] = {
 	FIONREAD, FICLONE, FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR,
+	BTRFS_IOC_SUBVOL_CREATE_V2, BTRFS_IOC_START_SYNC, BTRFS_IOC_WAIT_SYNC,
 	KVM_GET_API_VERSION, KVM_CREATE_VM,
 };
 
@@ -820,18 +823,24 @@ file_bytes(const char *path)
 }
 
 /*
- * The VMs' storage limits (quota.h).  Q_XSETQLIM needs CAP_SYS_ADMIN,
- * which no later step of vmmd should hold.  Started by hand or by
- * packaging/dev/up, vmmd is root with every capability here and sets the
- * limits before it drops them; under the packaged unit its bounding set
- * never had CAP_SYS_ADMIN, so `vmmd -P` (prepare, the unit's
- * ExecStartPre=+, with full privileges) sets them and vmmd only makes
- * its VM directories projects.  So each slot's project gets, at every
- * start, the largest reservation a VM can have here: the largest image's
- * files and max_memory_mib (capped at one VM's most).  VM directories are
- * made projects later (vm_boot.c), with no capability; a limit stays with
- * its slot when a VM goes, and its files going frees the project's
- * blocks.
+ * The VMs' storage limits (quota.h).  Each gets, at every start, the
+ * largest reservation a VM can have here: the largest image's files and
+ * max_memory_mib (capped at one VM's most).
+ *
+ * On XFS, Q_XSETQLIM needs CAP_SYS_ADMIN, which no later step of vmmd
+ * should hold.  Started by hand or by packaging/dev/up, vmmd is root
+ * with every capability here and sets the limits before it drops them;
+ * under the packaged unit its bounding set never had CAP_SYS_ADMIN, so
+ * `vmmd -P` (prepare, the unit's ExecStartPre=+, with full privileges)
+ * sets them and vmmd only makes its VM directories projects.  VM
+ * directories are made projects later (vm_boot.c), with no capability;
+ * a limit stays with its slot when a VM goes, and its files going frees
+ * the project's blocks.
+ *
+ * On btrfs nothing is set here: each VM directory is made a subvolume
+ * whose qgroup gets the limit as it is made (vm_boot.c), which takes no
+ * capability, and its qgroup goes with it.  The probe has made one, with
+ * this process's capabilities, and seen the limit hold.
  */
 static int
 can_sys_admin(void)
@@ -879,6 +888,14 @@ storage_quota_setup(int prepare_only)
 			files = f;
 	}
 	bytes = quota_slot_bytes(files, c->max_memory_mib);
+	if (strcmp(disk_fs_name(c->vm_dir), "btrfs") == 0) {
+		quota_enable(1, c->storage_quota == CONF_QUOTA_REQUIRE);
+		quota_use_subvolumes(bytes);
+		log_info("storage_quota: each VM may use %llu MiB of %s (a "
+		    "btrfs subvolume per VM, its qgroup's referenced limit)",
+		    (unsigned long long)(bytes >> 20), c->vm_dir);
+		return;
+	}
 	if (!prepare_only && !can_sys_admin()) {
 		quota_enable(1, c->storage_quota == CONF_QUOTA_REQUIRE);
 		log_info("storage_quota: each VM may use %llu MiB of %s, as "

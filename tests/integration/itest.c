@@ -5,8 +5,10 @@
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,4 +95,58 @@ itest_free_uid(uid_t from)
 	for (u = from; getpwuid(u) != NULL; u++)
 		;
 	return u;
+}
+
+int
+itest_write_file(const char *path, size_t mib)
+{
+	char *buf;
+	size_t i, j;
+	int fd, rc = -1;
+
+	if ((buf = malloc(1 << 20)) == NULL)
+		return -1;
+	if ((fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644)) == -1) {
+		free(buf);
+		return -1;
+	}
+	for (i = 0; i < mib; i++) {
+		for (j = 0; j < (1 << 20); j += 8)
+			*(uint64_t *)(buf + j) = (i << 20 | j) *
+			    0x9e3779b97f4a7c15ULL;
+		if (write(fd, buf, 1 << 20) != 1 << 20)
+			goto out;
+	}
+	if (fsync(fd) == 0)
+		rc = 0;
+out:
+	close(fd);
+	free(buf);
+	return rc;
+}
+
+int
+itest_same_content(const char *a, const char *b)
+{
+	char *ba = malloc(1 << 20), *bb = malloc(1 << 20);
+	ssize_t na, nb;
+	int fa = open(a, O_RDONLY), fb = open(b, O_RDONLY), same = 1;
+
+	if (fa == -1 || fb == -1 || ba == NULL || bb == NULL)
+		same = 0;
+	else
+		do {
+			na = read(fa, ba, 1 << 20);
+			nb = read(fb, bb, 1 << 20);
+			if (na != nb || (na > 0 &&
+			    memcmp(ba, bb, (size_t)na) != 0))
+				same = 0;
+		} while (same && na > 0);
+	if (fa != -1)
+		close(fa);
+	if (fb != -1)
+		close(fb);
+	free(ba);
+	free(bb);
+	return same;
 }

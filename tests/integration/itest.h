@@ -1,6 +1,7 @@
 /*
  * Helpers shared by vmmd's C integration tests: temporary directories,
- * running the event loop until a flag, running a command without a shell.
+ * running the event loop until a flag, running a command without a shell,
+ * making and comparing files.
  */
 #ifndef ITEST_H
 #define ITEST_H
@@ -20,5 +21,9 @@ void	itest_rmtree(const char *path);
 /* A uid with no /etc/passwd entry, for running QEMU as a VM would. */
 uid_t	itest_free_uid(uid_t from);
 long	itest_now_ms(void);
+/* Writes mib MiB of varied data to path and fsyncs it; 0 or -1. */
+int	itest_write_file(const char *path, size_t mib);
+/* 1 when the files at a and b hold the same bytes. */
+int	itest_same_content(const char *a, const char *b);
 
 #endif

@@ -101,26 +101,11 @@ volumes_down(void)
 	itest_rmtree(tmp);
 }
 
-/* Writes size bytes of varied data to path. */
+/* Writes mib MiB of varied data to path. */
 static void
 make_image(const char *path, size_t mib)
 {
-	char *buf = malloc(1 << 20);
-	size_t i, j;
-	int fd;
-
-	ck_assert_ptr_nonnull(buf);
-	fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
-	ck_assert_int_ne(fd, -1);
-	for (i = 0; i < mib; i++) {
-		for (j = 0; j < (1 << 20); j += 8)
-			*(uint64_t *)(buf + j) = (i << 20 | j) *
-			    0x9e3779b97f4a7c15ULL;
-		ck_assert_int_eq(write(fd, buf, 1 << 20), 1 << 20);
-	}
-	ck_assert_int_eq(fsync(fd), 0);
-	close(fd);
-	free(buf);
+	ck_assert_int_eq(itest_write_file(path, mib), 0);
 }
 
 /* Counts bytes in extents with and without FIEMAP_EXTENT_SHARED. */
@@ -161,27 +146,6 @@ extents(const char *path, uint64_t *shared, uint64_t *own)
 	}
 	close(fd);
 	free(fm);
-}
-
-static int
-same_content(const char *a, const char *b)
-{
-	char *ba = malloc(1 << 20), *bb = malloc(1 << 20);
-	ssize_t na, nb;
-	int fa = open(a, O_RDONLY), fb = open(b, O_RDONLY), same = 1;
-
-	ck_assert(fa != -1 && fb != -1 && ba != NULL && bb != NULL);
-	do {
-		na = read(fa, ba, 1 << 20);
-		nb = read(fb, bb, 1 << 20);
-		if (na != nb || (na > 0 && memcmp(ba, bb, (size_t)na) != 0))
-			same = 0;
-	} while (same && na > 0);
-	close(fa);
-	close(fb);
-	free(ba);
-	free(bb);
-	return same;
 }
 
 START_TEST(probe_passes_on_reflink_xfs)
@@ -242,7 +206,7 @@ START_TEST(clone_shares_extents)
 	ck_assert_int_eq(st.st_gid, vm_uid);
 	ck_assert_int_eq(st.st_mode & 07777, 0600);
 	ck_assert_int_eq(st.st_size, (off_t)IMG_MIB << 20);
-	ck_assert(same_content(src, dst));
+	ck_assert(itest_same_content(src, dst));
 	extents(dst, &shared, &own);
 	ck_assert_uint_eq(shared, (uint64_t)IMG_MIB << 20);
 	ck_assert_uint_eq(own, 0);
@@ -251,7 +215,7 @@ START_TEST(clone_shares_extents)
 	ck_assert_int_eq(pwrite(fd, "guest", 5, 4096), 5);
 	ck_assert_int_eq(fsync(fd), 0);
 	close(fd);
-	ck_assert(!same_content(src, dst));
+	ck_assert(!itest_same_content(src, dst));
 	extents(dst, &shared, &own);
 	ck_assert_uint_gt(own, 0);
 	/* An existing disk is never overwritten. */
@@ -301,7 +265,7 @@ START_TEST(kernel_copy_is_a_real_copy)
 	make_image(src, 3);
 	ck_assert_msg(disk_copy(src, dst, vm_uid, vm_uid, err, sizeof(err)) ==
 	    0, "%s", err);
-	ck_assert(same_content(src, dst));
+	ck_assert(itest_same_content(src, dst));
 	ck_assert_int_eq(stat(dst, &st), 0);
 	ck_assert_int_eq(st.st_uid, vm_uid);
 	ck_assert_int_eq(st.st_mode & 07777, 0600);
@@ -350,7 +314,7 @@ START_TEST(async_clone_reports_in_loop)
 	ck_assert_int_eq(bad.rc, -1);
 	ck_assert_msg(strstr(bad.err, "different file systems") != NULL, "%s",
 	    bad.err);
-	ck_assert(same_content(src, dst));
+	ck_assert(itest_same_content(src, dst));
 	worker_pool_free(wp);
 	event_base_free(base);
 }
@@ -402,7 +366,7 @@ START_TEST(vm_dir_project_reaches_its_clones)
 	ck_assert_msg(disk_clone(disk, out, 0, 0, err, sizeof(err)) == 0,
 	    "%s", err);
 	ck_assert_uint_eq(projid_of(out, NULL), 0);
-	ck_assert(same_content(disk, out));
+	ck_assert(itest_same_content(disk, out));
 	/* A snapshot's memory file: the VM's while QEMU writes it, then the
 	 * snapshot's again. */
 	close(open(mem, O_CREAT | O_WRONLY | O_EXCL, 0600));

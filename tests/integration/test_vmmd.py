@@ -1216,10 +1216,38 @@ def dir_bytes(path):
                for n in os.listdir(path))
 
 
+def undo_fill(h, d, shrink):
+    """shrink() the file a fill grew in VM directory d.  On btrfs even a
+    truncate needs room in the subvolume's qgroup (a metadata
+    reservation), so the test lifts the limit around it and commits:
+    btrfs gives freed blocks back to a qgroup at its next commit (every
+    30 s by default), and the test does not wait for that."""
+    if h.fs != "btrfs":
+        shrink()
+        return
+    lim = read(os.path.join(qgroup_sysfs(d), "max_referenced")).strip()
+    vmmdlib.run("btrfs", "qgroup", "limit", "none", d)
+    try:
+        shrink()
+        vmmdlib.run("btrfs", "filesystem", "sync", h.mnt)
+    finally:
+        vmmdlib.run("btrfs", "qgroup", "limit", lim, d)
+
+
+def qgroup_sysfs(d):
+    """The kernel's sysfs directory of subvolume d's level-0 qgroup."""
+    fsid = vmmdlib.run("findmnt", "-no", "UUID", "-T",
+                       d).stdout.strip()
+    subvol = [x.split(":")[1].strip() for x in vmmdlib.run(
+        "btrfs", "subvolume", "show", d).stdout.splitlines()
+        if x.strip().startswith("Subvolume ID:")][0]
+    return "/sys/fs/btrfs/%s/qgroups/0_%s" % (fsid, subvol)
+
+
 def check_storage_quota(h, a, full, other):
     """A VM's uid cannot grow its hibernated VM's disk or write through a
     held checkpoint descriptor past the reservation, while another VM's
-    project still takes writes."""
+    project (or subvolume, on btrfs) still takes writes."""
     full_ok = (errno.EDQUOT, errno.ENOSPC)
     log = read(h.vmmd_log)
     if not h.prjquota:
@@ -1234,6 +1262,9 @@ def check_storage_quota(h, a, full, other):
            for x in log.splitlines() if "each VM may use " in x]
     limit = lim[-1] if lim else 0
     d = os.path.join(h.mnt, "vms", full)
+    if h.fs == "btrfs" and limit:
+        # The log rounds it down to MiB; the qgroup has it in bytes.
+        limit = int(read(os.path.join(qgroup_sysfs(d), "max_referenced")))
     uid = vm_uid(h, full)
     mib = b"\0" * (1 << 20)
 
@@ -1255,7 +1286,7 @@ def check_storage_quota(h, a, full, other):
         finally:
             os.close(pfd)
             os.unlink(probe)
-        os.ftruncate(fd, size)
+        undo_fill(h, d, lambda: os.ftruncate(fd, size))
     finally:
         os.close(fd)
     ok(limit > 0 and isinstance(got, list) and got[0] in full_ok and
@@ -1277,7 +1308,7 @@ def check_storage_quota(h, a, full, other):
             os.close(fd)
     got = as_uid(uid, grow_disk)
     used = dir_bytes(d)
-    os.truncate(disk, dsize)
+    undo_fill(h, d, lambda: os.truncate(disk, dsize))
     ok(isinstance(got, list) and got[0] in full_ok and got[1] in full_ok and
        limit - (64 << 20) <= used <= limit and
        os.path.getsize(disk) == dsize and os.path.getsize(cp) == size,

@@ -1,5 +1,6 @@
 """What the vmmd suites share: the guest image with this tree's guestd,
-a Host (a loop-mounted XFS state volume, a real authd and a real vmmd,
+a Host (a loop-mounted XFS state volume, or btrfs with quotas when
+MCPVM_TEST_VOLUME=btrfs, a real authd and a real vmmd,
 the VM uids and cgroups, the cleanup), the tool clients, the frame a
 suite runs in (run_suite), and the snapshot helpers.  TAP through
 taplib: ok(), note(), skip_all() are taplib's.
@@ -7,7 +8,7 @@ taplib: ok(), note(), skip_all() are taplib's.
 Environment: SRCDIR, BUILD_DIR (the meson build this runs from), AUTHD,
 AUTHCTL, VMMD, VMPROXY, VMCTL, SANITIZED (1 when BUILD_DIR is an ASan
 build: the guest then gets guestd and stage one from the sibling gcc
-build, build/test), MCPVM_IMAGE_CACHE (optional).
+build, build/test), MCPVM_IMAGE_CACHE, MCPVM_TEST_VOLUME (optional).
 """
 import json
 import os
@@ -169,20 +170,33 @@ class Host:
         self.vmmd_flags = ["-d", "-v"]  # foreground, debug log
 
     def setup(self):
-        img = os.path.join(self.dir, "xfs.img")
+        # MCPVM_TEST_VOLUME=btrfs: a btrfs volume with quotas enabled
+        # instead, where vmmd limits each VM with its subvolume's qgroup.
+        self.fs = os.environ.get("MCPVM_TEST_VOLUME", "xfs")
+        img = os.path.join(self.dir, self.fs + ".img")
         with open(img, "wb") as f:
             f.truncate(self.volume_gib << 30)
-        run("mkfs.xfs", "-q", "-m", "reflink=1", img)
+        if self.fs == "btrfs":
+            run("mkfs.btrfs", "-q", img)
+        else:
+            run("mkfs.xfs", "-q", "-m", "reflink=1", img)
         self.loop = run("losetup", "--find", "--show", img).stdout.strip()
         os.mkdir(self.mnt)
-        # Project quotas, so that vmmd limits each VM's storage
-        # (storage_quota = auto); a kernel built without XFS quota support
-        # refuses the option, and vmmd then warns and goes on without.
-        self.prjquota = subprocess.run(
-            ["mount", "-o", "prjquota", self.loop, self.mnt],
-            capture_output=True).returncode == 0
-        if not self.prjquota:
+        if self.fs == "btrfs":
             run("mount", self.loop, self.mnt)
+            run("btrfs", "quota", "enable", self.mnt)
+            # The volume limits each VM (storage_quota = auto).
+            self.prjquota = True
+        else:
+            # Project quotas, so that vmmd limits each VM's storage
+            # (storage_quota = auto); a kernel built without XFS quota
+            # support refuses the option, and vmmd then warns and goes on
+            # without.
+            self.prjquota = subprocess.run(
+                ["mount", "-o", "prjquota", self.loop, self.mnt],
+                capture_output=True).returncode == 0
+            if not self.prjquota:
+                run("mount", self.loop, self.mnt)
         os.chmod(self.mnt, 0o755)
         os.mkdir(self.run)
         os.chmod(self.run, 0o755)

@@ -1,8 +1,9 @@
 /*
  * Unit tests for vmmd/quota.c's decisions: the limit of a VM's project
- * and what storage_quota does on each kind of volume.  The project calls
- * themselves run on a real XFS volume (tests/integration/test_disk_xfs.c)
- * and the limits in the vmmd suite.
+ * and what storage_quota does on each kind of volume.  The project and
+ * subvolume calls themselves run on real XFS and btrfs volumes
+ * (tests/integration/test_disk_xfs.c, test_disk_btrfs.c) and the limits
+ * in the vmmd suite.
  */
 #include <check.h>
 #include <errno.h>
@@ -52,11 +53,29 @@ START_TEST(decide_by_mode_and_volume)
 	ck_assert_msg(strstr(msg, "CONFIG_XFS_QUOTA") != NULL &&
 	    strstr(msg, "prjquota") != NULL, "%s", msg);
 
-	ck_assert_int_eq(quota_decide(CONF_QUOTA_AUTO, "btrfs", ENOSYS, "/v",
+	/* btrfs: quotas not enabled (the probe's ENOTSUP) say how to. */
+	ck_assert_int_eq(quota_decide(CONF_QUOTA_AUTO, "btrfs", 0, "/v", msg,
+	    sizeof(msg)), QUOTA_ENFORCE);
+	ck_assert_int_eq(quota_decide(CONF_QUOTA_AUTO, "btrfs", ENOTSUP, "/v",
 	    msg, sizeof(msg)), QUOTA_WITHOUT);
-	ck_assert_msg(strstr(msg, "/v is on btrfs, where vmmd sets no per-VM "
-	    "limit") != NULL, "%s", msg);
-	ck_assert_int_eq(quota_decide(CONF_QUOTA_REQUIRE, "btrfs", ENOSYS,
+	ck_assert_msg(strstr(msg, "/v is on btrfs without quotas: run `btrfs "
+	    "quota enable`") != NULL, "%s", msg);
+	ck_assert_int_eq(quota_decide(CONF_QUOTA_REQUIRE, "btrfs", ENOTSUP,
+	    "/v", msg, sizeof(msg)), QUOTA_REFUSE);
+	ck_assert_msg(strstr(msg, "btrfs quota enable") != NULL, "%s", msg);
+	/* A kernel that refuses the subvolume's limit. */
+	ck_assert_int_eq(quota_decide(CONF_QUOTA_REQUIRE, "btrfs", EPERM,
+	    "/v", msg, sizeof(msg)), QUOTA_REFUSE);
+	ck_assert_msg(strstr(msg, "subvolume with a qgroup limit cannot be "
+	    "made there") != NULL && strstr(msg, strerror(EPERM)) != NULL,
+	    "%s", msg);
+	/* Neither XFS nor btrfs. */
+	ck_assert_int_eq(quota_decide(CONF_QUOTA_AUTO, "ext4", ENOSYS, "/v",
+	    msg, sizeof(msg)), QUOTA_WITHOUT);
+	ck_assert_msg(strstr(msg, "/v is on ext4, where vmmd sets no per-VM "
+	    "limit (only XFS project quotas and btrfs qgroups") != NULL, "%s",
+	    msg);
+	ck_assert_int_eq(quota_decide(CONF_QUOTA_REQUIRE, "ext4", ENOSYS,
 	    "/v", msg, sizeof(msg)), QUOTA_REFUSE);
 
 	ck_assert_int_eq(quota_decide(CONF_QUOTA_AUTO, "xfs", EACCES, "/v",
