@@ -659,7 +659,7 @@ create_settle(struct vm *vm)
 		fatal("calloc");
 	j->vm = vm;
 	snprintf(j->dir, sizeof(j->dir), "%s", vm->dir);
-	if (worker_submit(env->workers, settle_run, settle_done, j) == -1) {
+	if (worker_submit(vmmd_workers(), settle_run, settle_done, j) == -1) {
 		free(j);
 		vm_op_done(vm, "unavailable", "the VM could not be created: "
 		    "the worker pool refused the job");
