@@ -39,6 +39,8 @@ def kvm_usable():
 
 _accel = None
 KVM_PROBE_S = 15
+# /run is emptied at every boot; a non-root run finds it read-only and probes.
+PROBE_FILE = "/run/mcpvm-test-accel"
 
 
 def _die_with_parent():
@@ -83,8 +85,37 @@ def pick_accel(kernel):
     if forced:
         return forced
     if _accel is None:
-        _accel = "kvm" if kvm_boots(kernel) else "tcg"
+        _accel = probed_accel(kernel)
     return _accel
+
+
+def probed_accel(kernel):
+    """kvm_boots's verdict, kept for the rest of this host's boot in
+    PROBE_FILE, so that the suites do not each spend up to KVM_PROBE_S
+    on a KVM that does not work."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = None
+    try:
+        with open(PROBE_FILE) as f:
+            was_boot, accel = f.read().split()
+        if boot is not None and was_boot == boot and \
+                accel in ("kvm", "tcg"):
+            return accel
+    except (OSError, ValueError):
+        pass
+    accel = "kvm" if kvm_boots(kernel) else "tcg"
+    if boot is not None:
+        try:
+            tmp = "%s.%d" % (PROBE_FILE, os.getpid())
+            with open(tmp, "w") as f:
+                f.write("%s %s\n" % (boot, accel))
+            os.rename(tmp, PROBE_FILE)
+        except OSError:
+            pass
+    return accel
 
 
 def qemu_binary():
