@@ -125,6 +125,44 @@ START_TEST(new_file_is_0600_wal_and_migrated)
 }
 END_TEST
 
+/*
+ * deferred_sync: the first connection commits without waiting for the
+ * disk and sqldb_sync makes it durable; another connection stays FULL.
+ * (That the sync reaches the disk is the kernel's; what is checked here
+ * is that it is asked for and succeeds, and that commits go on without.)
+ */
+START_TEST(deferred_sync_commits_then_syncs_once)
+{
+	struct sqldb *d, *more;
+	char wal[160];
+	struct stat sb;
+
+	opts.deferred_sync = 1;
+	d = open_ok();
+	ck_assert_str_eq(pragma(d, "PRAGMA synchronous"), "1");
+	more = sqldb_open_more(d, err, sizeof(err));
+	ck_assert_msg(more != NULL, "%s", err);
+	ck_assert_str_eq(pragma(more, "PRAGMA synchronous"), "2");
+	ck_assert_int_eq(sqldb_sync(d, err, sizeof(err)), 0);
+	ck_assert_int_eq(sqldb_exec(d, "INSERT INTO t (k, v) VALUES ('a', 1)"), 0);
+	ck_assert_int_eq(sqldb_exec(d, "INSERT INTO t (k, v) VALUES ('b', 2)"), 0);
+	snprintf(wal, sizeof(wal), "%s-wal", path);
+	ck_assert_int_eq(stat(wal, &sb), 0);
+	ck_assert_msg(sqldb_sync(d, err, sizeof(err)) == 0, "%s", err);
+	/* Nothing new: no second sync is needed, and none fails. */
+	ck_assert_int_eq(sqldb_sync(d, err, sizeof(err)), 0);
+	ck_assert_int_eq(rows(more, "t"), 2);
+	sqldb_close(more);
+	sqldb_close(d);
+	/* A connection without it has nothing to sync. */
+	opts.deferred_sync = 0;
+	d = open_ok();
+	ck_assert_str_eq(pragma(d, "PRAGMA synchronous"), "2");
+	ck_assert_int_eq(sqldb_sync(d, err, sizeof(err)), 0);
+	sqldb_close(d);
+}
+END_TEST
+
 START_TEST(migrations_run_once_and_in_order)
 {
 	struct sqldb *d;
@@ -418,6 +456,7 @@ main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, new_file_is_0600_wal_and_migrated);
 	tcase_add_test(tc, migrations_run_once_and_in_order);
+	tcase_add_test(tc, deferred_sync_commits_then_syncs_once);
 	tcase_add_test(tc, newer_schema_is_refused);
 	tcase_add_test(tc, failed_migration_rolls_back);
 	tcase_add_test(tc, mode_others_may_write_is_refused);
