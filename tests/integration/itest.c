@@ -1,10 +1,12 @@
 /*
  * Helpers for vmmd's C integration tests (see itest.h).
  */
+#include <sys/mount.h>
 #include <sys/wait.h>
 
 #include <fcntl.h>
 #include <pwd.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,4 +151,28 @@ itest_same_content(const char *a, const char *b)
 	free(ba);
 	free(bb);
 	return same;
+}
+
+int
+itest_loop_volume_ready(const char *fs, const char *pkg)
+{
+	char a[64], b[64];
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "skip: mounting a loop %s needs root\n", fs);
+		return 77;
+	}
+	snprintf(a, sizeof(a), "/usr/sbin/mkfs.%s", fs);
+	snprintf(b, sizeof(b), "/sbin/mkfs.%s", fs);
+	if (access(a, X_OK) == -1 && access(b, X_OK) == -1) {
+		fprintf(stderr, "skip: mkfs.%s (%s) not installed; "
+		    "packaging/dev/install-deps installs it\n", fs, pkg);
+		return 77;
+	}
+	if (unshare(CLONE_NEWNS) == -1 ||
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1) {
+		perror("unshare mount namespace");
+		return 1;
+	}
+	return 0;
 }

@@ -25,5 +25,13 @@ long	itest_now_ms(void);
 int	itest_write_file(const char *path, size_t mib);
 /* 1 when the files at a and b hold the same bytes. */
 int	itest_same_content(const char *a, const char *b);
+/*
+ * What a test on a loop volume of file system fs needs before it runs:
+ * root, fs's mkfs (mkfs.fs, from package pkg), and a private mount
+ * namespace, so that its mounts vanish with it even if it is killed and
+ * the host never sees them.  0 to go on, else the exit status: 77 (a
+ * skip, saying why) or 1.
+ */
+int	itest_loop_volume_ready(const char *fs, const char *pkg);
 
 #endif

@@ -447,24 +447,9 @@ suite(void)
 int
 main(void)
 {
-	if (geteuid() != 0) {
-		fprintf(stderr, "skip: mounting a loop btrfs needs root\n");
-		return 77;
-	}
-	if (access("/usr/sbin/mkfs.btrfs", X_OK) == -1 &&
-	    access("/sbin/mkfs.btrfs", X_OK) == -1) {
-		fprintf(stderr, "skip: mkfs.btrfs (btrfs-progs) not installed; "
-		    "packaging/dev/install-deps installs it\n");
-		return 77;
-	}
-	/*
-	 * A private mount namespace: the mounts vanish with this process
-	 * even if it is killed, and the host never sees them.
-	 */
-	if (unshare(CLONE_NEWNS) == -1 ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1) {
-		perror("unshare mount namespace");
-		return 1;
-	}
+	int rc;
+
+	if ((rc = itest_loop_volume_ready("btrfs", "btrfs-progs")) != 0)
+		return rc;
 	return check_run(suite());
 }

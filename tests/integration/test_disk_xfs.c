@@ -413,24 +413,9 @@ suite(void)
 int
 main(void)
 {
+	int rc;
 
-	if (geteuid() != 0) {
-		fprintf(stderr, "skip: mounting a loop XFS needs root\n");
-		return 77;
-	}
-	if (access("/usr/sbin/mkfs.xfs", X_OK) == -1 &&
-	    access("/sbin/mkfs.xfs", X_OK) == -1) {
-		fprintf(stderr, "skip: mkfs.xfs (xfsprogs) not installed\n");
-		return 77;
-	}
-	/*
-	 * A private mount namespace: the mounts vanish with this process
-	 * even if it is killed, and the host never sees them.
-	 */
-	if (unshare(CLONE_NEWNS) == -1 ||
-	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1) {
-		perror("unshare mount namespace");
-		return 1;
-	}
+	if ((rc = itest_loop_volume_ready("xfs", "xfsprogs")) != 0)
+		return rc;
 	return check_run(suite());
 }
