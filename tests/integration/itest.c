@@ -2,6 +2,7 @@
  * Helpers for vmmd's C integration tests (see itest.h).
  */
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <fcntl.h>
@@ -175,4 +176,26 @@ itest_loop_volume_ready(const char *fs, const char *pkg)
 		return 1;
 	}
 	return 0;
+}
+
+int
+itest_loop_volume(const char *img, const char *dir, char *const mkfs[])
+{
+	char *mnt_argv[] = { "mount", "-o", "loop", (char *)img, (char *)dir,
+	    NULL };
+	int fd;
+
+	if ((fd = open(img, O_CREAT | O_WRONLY | O_EXCL, 0600)) == -1)
+		return -1;
+	/* Sparse: 1 GiB of address space costs what is written. */
+	if (ftruncate(fd, 1LL << 30) == -1) {
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	if (mkdir(dir, 0755) == -1)
+		return -1;
+	if (itest_run_quiet(mkfs) != 0)
+		return -1;
+	return itest_run(mnt_argv) == 0 ? 0 : -1;
 }

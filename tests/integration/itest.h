@@ -33,5 +33,12 @@ int	itest_same_content(const char *a, const char *b);
  * skip, saying why) or 1.
  */
 int	itest_loop_volume_ready(const char *fs, const char *pkg);
+/*
+ * A sparse 1 GiB image at img (made, O_EXCL), made a file system by
+ * mkfs (argv, its output discarded) and loop-mounted on dir (made);
+ * 0 or -1.
+ */
+int	itest_loop_volume(const char *img, const char *dir,
+	    char *const mkfs[]);
 
 #endif

@@ -49,22 +49,9 @@ static int
 make_btrfs(const char *img, const char *dir, int quotas)
 {
 	char *mkfs[] = { "mkfs.btrfs", "-q", "-f", (char *)img, NULL };
-	char *mnt_argv[] = { "mount", "-o", "loop", (char *)img, (char *)dir,
-	    NULL };
 	char *enable[] = { "btrfs", "quota", "enable", (char *)dir, NULL };
-	int fd;
 
-	if ((fd = open(img, O_CREAT | O_WRONLY | O_EXCL, 0600)) == -1)
-		return -1;
-	/* Sparse: 1 GiB of address space costs what is written. */
-	if (ftruncate(fd, 1LL << 30) == -1) {
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	if (mkdir(dir, 0755) == -1)
-		return -1;
-	if (itest_run_quiet(mkfs) != 0 || itest_run(mnt_argv) != 0)
+	if (itest_loop_volume(img, dir, mkfs) == -1)
 		return -1;
 	/* What the operator does once (vmmd(8)). */
 	return quotas && itest_run(enable) != 0 ? -1 : 0;

@@ -43,23 +43,8 @@ make_xfs(const char *img, const char *dir, const char *reflink)
 {
 	char *mkfs[] = { "mkfs.xfs", "-q", "-f", "-m", (char *)reflink,
 	    (char *)img, NULL };
-	char *mnt_argv[] = { "mount", "-o", "loop", (char *)img, (char *)dir,
-	    NULL };
-	int fd;
 
-	if ((fd = open(img, O_CREAT | O_WRONLY | O_EXCL, 0600)) == -1)
-		return -1;
-	/* Sparse: 1 GiB of address space costs a few MiB of disk. */
-	if (ftruncate(fd, 1LL << 30) == -1) {
-		close(fd);
-		return -1;
-	}
-	close(fd);
-	if (mkdir(dir, 0755) == -1)
-		return -1;
-	if (itest_run_quiet(mkfs) != 0)
-		return -1;
-	return itest_run(mnt_argv) == 0 ? 0 : -1;
+	return itest_loop_volume(img, dir, mkfs);
 }
 
 /* Runs once, in the parent: the volumes outlive each forked test. */
