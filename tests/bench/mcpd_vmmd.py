@@ -49,11 +49,6 @@ class Stack(test_e2e.Stack):
         # As in production: a debug log line per request would be measured.
         self.vmmd_flags = ["-d"]
 
-    def write_more_conf(self, f):
-        super().write_more_conf(f)
-        # wrk's 32 connections come from one address.
-        f.write("max_connections_per_client = 1024\n")
-
 
 class Endpoint:
     """What mcpdlib's MCP client needs to know of an mcpd."""

@@ -45,10 +45,6 @@ class Stack(test_e2e.Stack):
         super().__init__(manifest)
         self.vmmd_flags = ["-d"]     # no debug line per request
 
-    def write_more_conf(self, f):
-        super().write_more_conf(f)
-        f.write("max_connections_per_client = 1024\n")
-
 
 class Endpoint:
     def __init__(self, port):
