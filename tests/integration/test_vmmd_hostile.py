@@ -251,16 +251,19 @@ def case_log_fifo(h, a, b):
     probe = Prober(h, b.tok)
     th.start()
     db = os.path.join(h.mnt, "vmmd.db")
-    try:
-        base.wait_for(lambda: base.states(db).get(vm) == "resuming", 30,
-                      "resuming")
-    except RuntimeError:
-        pass
-    # QEMU stopped at once, so that the restore cannot finish while its
-    # log is swapped; then killed with the FIFO in place.
     uid = base.vm_uid(h, vm)
-    qemu = [pid for pid, u, cmd in h.jail_processes()
-            if u == uid and "qemu" in cmd]
+
+    def restoring_qemu():
+        return [pid for pid, u, cmd in h.jail_processes()
+                if u == uid and "qemu" in cmd]
+    # QEMU stopped as soon as it is there, so that the restore cannot
+    # finish while its log is swapped (waiting for the store to say
+    # "resuming" first let a quick restore end before the stop); then
+    # killed with the FIFO in place.
+    try:
+        qemu = base.wait_for(restoring_qemu, 30, "the restoring QEMU")
+    except RuntimeError:
+        qemu = []
     for pid in qemu:
         os.kill(pid, signal.SIGSTOP)
     st = base.states(db).get(vm)
