@@ -31,6 +31,10 @@ vm_detail(const struct vm *vm)
 	json_object_object_add(o, "uid", json_object_new_int64(vm->uid));
 	json_object_object_add(o, "open_streams",
 	    json_object_new_int(vm->open_streams));
+	/* Opens admitted and on their way to vmproxy: they hold places in
+	 * the stream limits as open ones do. */
+	json_object_object_add(o, "opening_streams",
+	    json_object_new_int(vm->opening_streams));
 	json_object_object_add(o, "failure",
 	    json_object_new_string(vm->rec.failure));
 	return o;

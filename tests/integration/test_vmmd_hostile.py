@@ -16,6 +16,7 @@
 # never root vmmd's (#14, finding 7: root reads no byte QEMU writes).
 #
 # Environment: as vmmdlib.py.  TAP on stdout.  Needs root.
+import json
 import os
 import re
 import signal
@@ -108,14 +109,26 @@ def case_stream_cancel(h, a, vm):
     body = {"credential": a.tok, "vm_id": vm, "port": 8080}
     ids = [c.send(ipc.VM_STREAM_OPEN, body) for _ in range(4)]
 
+    def opening():
+        p = h.vmctl("--json", "status", vm)
+        try:
+            return json.loads(p.stdout).get("opening_streams")
+        except ValueError:
+            return None
+    # The four hold the VM's four places once vmmd has admitted them;
+    # a fifth sent before that would take a place and wait on the mute
+    # guest itself.
+    base.wait_for(lambda: opening() == 4, 30, "four opens out")
+
     def fifth():
         t, r, fd = other.call(ipc.VM_STREAM_OPEN, body)
         if fd is not None:
             os.close(fd)
         return r.get("error", {})
-    # The four hold the VM's four places once vmmd has sent them on.
-    base.wait_for(lambda: "max_streams_per_vm" in
-                  fifth().get("message", ""), 30, "four opens out")
+    e = fifth()
+    ok(e.get("code") == "quota_exceeded" and "max_streams_per_vm" in
+       e.get("message", ""), "mute: 4 stream opens out at a silent "
+       "vmproxy hold the VM's 4 places", e)
     t0 = time.monotonic()
     for i in ids:
         c.send(ipc.VM_CANCEL, {"id": i})
