@@ -54,7 +54,14 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "accel", CFG_ENUM, V(accel), 0, "auto", 0, 0, accels,
 	    "kvm, tcg, or auto: KVM when /dev/kvm is usable" },
 	{ "cgroup_parent", CFG_STRING, V(cgroup_parent), 0, "mcpvm", 0, 0,
-	    NULL, "cgroup under which each VM gets vm-<slot>; inside vmmd's own with -D" },
+	    NULL, "cgroup under which each VM gets vm-<slot>; inside "
+	    "cgroup_holder with -D" },
+	{ "cgroup_holder", CFG_STRING, V(cgroup_holder), 0,
+	    "/system.slice/mcpvm-vms.service", 0, 0, NULL,
+	    "with -D: the delegated cgroup that holds the VMs' cgroups, "
+	    "a path from the cgroup2 mount (the unit mcpvm-vms.service's, "
+	    "so that VMs outlive a crash of vmmd's unit), or self: vmmd's "
+	    "own" },
 	{ "uid_base", CFG_INT, V(uid_base), 0, "900000", 1000, 2000000000,
 	    NULL, "VM slot N runs as uid uid_base + N" },
 	{ "max_vms", CFG_INT, V(max_vms), 0, "16", 1, 4096, NULL,

@@ -36,6 +36,7 @@ struct conf_vmmd {
 	char		*vmproxy;
 	int		 accel;			/* enum conf_accel */
 	char		*cgroup_parent;
+	char		*cgroup_holder;
 	long long	 uid_base;		/* slot N runs as uid_base + N */
 	long long	 max_vms;		/* also the size of the uid range */
 	long long	 max_memory_mib;

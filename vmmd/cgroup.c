@@ -197,39 +197,106 @@ cg_detect_from(FILE *mounts, struct cg_host *h, const char *parent,
 	    "and pids controllers" : "no cgroup2 mount", missing);
 }
 
-int
-cg_delegate_from(struct cg_host *h, FILE *self, char *err, size_t errlen)
+/* Is holder the name of vmmd's own cgroup ("self", or nothing)? */
+static int
+holder_is_self(const char *holder)
 {
-	char line[PATH_MAX + 64], own[PATH_MAX], base[PATH_MAX * 2];
+	return holder == NULL || *holder == '\0' || strcmp(holder, "self") == 0;
+}
+
+/*
+ * A holder unit's cgroup (mcpvm-vms.service), by its path from the
+ * cgroup2 mount: checked, and found, into base.
+ */
+static int
+holder_base(const struct cg_host *h, const char *holder, char *base,
+    size_t len, char *err, size_t errlen)
+{
+	int n;
+
+	if (holder[0] != '/' || strcmp(holder, "/") == 0 ||
+	    strstr(holder, "/..") != NULL || strstr(holder, "//") != NULL)
+		return errf(err, errlen, "cgroup_holder \"%s\" is not a "
+		    "cgroup below the root, written from the cgroup2 mount "
+		    "(e.g. /system.slice/mcpvm-vms.service), nor \"self\"",
+		    holder);
+	n = snprintf(base, len, "%s%s", h->v2, holder);
+	if (n < 0 || (size_t)n >= len)
+		return errf(err, errlen, "cgroup_holder too long");
+	if (access(base, F_OK) == -1)
+		return errf(err, errlen, "cgroup_holder %s: %s: is "
+		    "mcpvm-vms.service running? (vmmd's unit requires it)",
+		    base, strerror(errno));
+	if (strcmp(h->parent, CG_HOLDER_LEAF) == 0)
+		return errf(err, errlen, "cgroup_parent \"%s\" is the name of "
+		    "vmhold's leaf in the holder's cgroup", h->parent);
+	return 0;
+}
+
+/* v2_track's cgroup for slot (or, slot ~0u, its parent). */
+static int
+track_path(const struct cg_host *h, unsigned slot, char *buf, size_t len)
+{
+	int n;
+
+	if (slot == ~0u)
+		n = snprintf(buf, len, "%s/%s", h->v2_track, h->parent);
+	else
+		n = snprintf(buf, len, "%s/%s/vm-%u", h->v2_track, h->parent,
+		    slot);
+	return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int
+cg_delegate_from(struct cg_host *h, FILE *self, const char *holder,
+    char *err, size_t errlen)
+{
+	char line[PATH_MAX + 64], own[PATH_MAX], base[sizeof(h->v2_base)];
 	size_t n;
 	unsigned m;
+	int len;
 
+	/* v1 under a hybrid systemd: the holder's cgroup in the unified
+	 * tree, where systemd tracks units. */
+	if (h->layout == CG_LAYOUT_V1 && h->v2[0] != '\0' &&
+	    !holder_is_self(holder))
+		return holder_base(h, holder, h->v2_track,
+		    sizeof(h->v2_track), err, errlen);
 	if (h->layout != CG_LAYOUT_V2)
 		return 0;
-	own[0] = '\0';
-	while (fgets(line, sizeof(line), self) != NULL)
-		if (strncmp(line, "0::", 3) == 0) {
-			n = strcspn(line + 3, "\n");
-			if (n >= sizeof(own))
-				return errf(err, errlen, "own cgroup path too "
-				    "long");
-			memcpy(own, line + 3, n);
-			own[n] = '\0';
-			break;
-		}
-	if (own[0] != '/')
-		return errf(err, errlen, "delegated cgroup: no cgroup2 entry "
-		    "(0::) in /proc/self/cgroup");
-	if (strcmp(own, "/") == 0 || strstr(own, "/..") != NULL)
-		return errf(err, errlen, "delegated cgroup: vmmd runs in the "
-		    "root cgroup, which nothing delegated to it (-D is for a "
-		    "unit with Delegate=yes)");
-	if (strcmp(h->parent, CG_DAEMON_LEAF) == 0)
-		return errf(err, errlen, "cgroup_parent \"%s\" is the name of "
-		    "vmmd's own leaf in its delegated cgroup", h->parent);
-	snprintf(base, sizeof(base), "%s%s", h->v2, own);
-	if (strlen(base) >= sizeof(h->v2_base))
-		return errf(err, errlen, "delegated cgroup path too long");
+	if (!holder_is_self(holder)) {
+		if (holder_base(h, holder, base, sizeof(base), err,
+		    errlen) == -1)
+			return -1;
+	} else {
+		own[0] = '\0';
+		while (fgets(line, sizeof(line), self) != NULL)
+			if (strncmp(line, "0::", 3) == 0) {
+				n = strcspn(line + 3, "\n");
+				if (n >= sizeof(own))
+					return errf(err, errlen, "own cgroup "
+					    "path too long");
+				memcpy(own, line + 3, n);
+				own[n] = '\0';
+				break;
+			}
+		if (own[0] != '/')
+			return errf(err, errlen, "delegated cgroup: no cgroup2 "
+			    "entry (0::) in /proc/self/cgroup");
+		if (strcmp(own, "/") == 0 || strstr(own, "/..") != NULL)
+			return errf(err, errlen, "delegated cgroup: vmmd runs "
+			    "in the root cgroup, which nothing delegated to it "
+			    "(-D with cgroup_holder = self is for a unit with "
+			    "Delegate=yes)");
+		if (strcmp(h->parent, CG_DAEMON_LEAF) == 0)
+			return errf(err, errlen, "cgroup_parent \"%s\" is the "
+			    "name of vmmd's own leaf in its delegated cgroup",
+			    h->parent);
+		len = snprintf(base, sizeof(base), "%s%s", h->v2, own);
+		if (len < 0 || (size_t)len >= sizeof(base))
+			return errf(err, errlen, "delegated cgroup path too "
+			    "long");
+	}
 	if ((m = v2_ctrls_of(base)) != V2_ALL) {
 		char missing[64];
 
@@ -237,14 +304,15 @@ cg_delegate_from(struct cg_host *h, FILE *self, char *err, size_t errlen)
 		return errf(err, errlen, "delegated cgroup %s lacks%s "
 		    "(Delegate=yes hands them over)", base, missing);
 	}
-	snprintf(h->v2_base, sizeof(h->v2_base), "%s", base);
+	memcpy(h->v2_base, base, sizeof(h->v2_base));
 	h->v2_ctrls = m;
 	h->delegated = 1;
+	h->daemon_inside = holder_is_self(holder);
 	return 0;
 }
 
 int
-cg_delegate(struct cg_host *h, char *err, size_t errlen)
+cg_delegate(struct cg_host *h, const char *holder, char *err, size_t errlen)
 {
 	FILE *f;
 	int rc;
@@ -252,7 +320,7 @@ cg_delegate(struct cg_host *h, char *err, size_t errlen)
 	if ((f = fopen("/proc/self/cgroup", "re")) == NULL)
 		return errf(err, errlen, "/proc/self/cgroup: %s",
 		    strerror(errno));
-	rc = cg_delegate_from(h, f, err, errlen);
+	rc = cg_delegate_from(h, f, holder, err, errlen);
 	fclose(f);
 	return rc;
 }
@@ -303,10 +371,16 @@ set_knob(const char *dir, const char *knob, const char *val, char *err,
 {
 	char path[PATH_MAX + 64];
 
+	int e;
+
 	snprintf(path, sizeof(path), "%s/%s", dir, knob);
-	if (write_file_str(path, val) == -1)
-		return errf(err, errlen, "%s: write \"%s\": %s", path, val,
-		    strerror(errno));
+	if (write_file_str(path, val) == -1) {
+		e = errno;
+		errf(err, errlen, "%s: write \"%s\": %s", path, val,
+		    strerror(e));
+		errno = e;
+		return -1;
+	}
 	return 0;
 }
 
@@ -339,8 +413,15 @@ v2_enable(const struct cg_host *h, char *err, size_t errlen)
 
 	v2_enable_word(h, word, sizeof(word));
 	if (word[0] != '\0' && set_knob(h->v2_base, "cgroup.subtree_control",
-	    word, err, errlen) == -1)
+	    word, err, errlen) == -1) {
+		/* The kernel's "no internal processes" rule. */
+		if (errno == EBUSY && h->delegated && !h->daemon_inside)
+			return errf(err, errlen, "%s holds a process itself, so "
+			    "it cannot hand controllers to the VMs: its unit's "
+			    "process (vmhold) belongs in its leaf \"%s\"",
+			    h->v2_base, CG_HOLDER_LEAF);
 		return -1;
+	}
 	snprintf(path, sizeof(path), "%s/%s", h->v2_base, h->parent);
 	if (mkdir_ok(path, err, errlen) == -1)
 		return -1;
@@ -373,7 +454,8 @@ cg_prepare(const struct cg_host *h, char *err, size_t errlen)
 	if (h->layout == CG_LAYOUT_NONE)
 		return errf(err, errlen, "no usable cgroup layout");
 	if (h->layout == CG_LAYOUT_V2) {
-		if (h->delegated && v2_enter_leaf(h, err, errlen) == -1)
+		if (h->delegated && h->daemon_inside &&
+		    v2_enter_leaf(h, err, errlen) == -1)
 			return -1;
 		return v2_enable(h, err, errlen);
 	}
@@ -480,6 +562,14 @@ cg_create(const struct cg_host *h, unsigned slot, const struct cg_limits *l,
 			break;
 		}
 	}
+	if (h->v2_track[0] != '\0') {
+		if (track_path(h, ~0u, path, sizeof(path)) == -1 ||
+		    mkdir_ok(path, err, errlen) == -1)
+			return -1;
+		if (track_path(h, slot, path, sizeof(path)) == -1 ||
+		    mkdir_ok(path, err, errlen) == -1)
+			return -1;
+	}
 	return 0;
 }
 
@@ -496,6 +586,15 @@ cg_attach_prepare(const struct cg_host *h, unsigned slot, struct cg_attach *a)
 		n = snprintf(a->procs[c], sizeof(a->procs[c]),
 		    "%s/cgroup.procs", path);
 		if (n < 0 || (size_t)n >= sizeof(a->procs[c]))
+			return -1;
+		a->n++;
+	}
+	if (a->n > 0 && h->v2_track[0] != '\0') {
+		if (track_path(h, slot, path, sizeof(path)) == -1)
+			return -1;
+		n = snprintf(a->procs[a->n], sizeof(a->procs[a->n]),
+		    "%s/cgroup.procs", path);
+		if (n < 0 || (size_t)n >= sizeof(a->procs[a->n]))
 			return -1;
 		a->n++;
 	}
@@ -531,6 +630,12 @@ cg_attach_pid(const struct cg_host *h, unsigned slot, pid_t pid, char *err,
 	snprintf(val, sizeof(val), "%ld", (long)pid);
 	for (c = 0; c < ctrl_count(h); c++) {
 		if (cg_path(h, slot, c, path, sizeof(path)) == -1)
+			return errf(err, errlen, "cgroup path too long");
+		if (set_knob(path, "cgroup.procs", val, err, errlen) == -1)
+			return -1;
+	}
+	if (h->v2_track[0] != '\0') {
+		if (track_path(h, slot, path, sizeof(path)) == -1)
 			return errf(err, errlen, "cgroup path too long");
 		if (set_knob(path, "cgroup.procs", val, err, errlen) == -1)
 			return -1;
@@ -649,8 +754,14 @@ cg_remove(const struct cg_host *h, unsigned slot, char *err, size_t errlen)
 	long deadline = now_ms() + KILL_TIMEOUT_MS;
 	int c;
 
-	for (c = 0; c < ctrl_count(h); c++) {
-		if (cg_path(h, slot, c, path, sizeof(path)) == -1)
+	for (c = 0; c <= ctrl_count(h); c++) {
+		if (c == ctrl_count(h)) {
+			/* Last, the unified tree's, once the v1 ones emptied. */
+			if (h->v2_track[0] == '\0')
+				break;
+			if (track_path(h, slot, path, sizeof(path)) == -1)
+				return errf(err, errlen, "cgroup path too long");
+		} else if (cg_path(h, slot, c, path, sizeof(path)) == -1)
 			return errf(err, errlen, "cgroup path too long");
 		/* EBUSY while the last killed tasks are still leaving. */
 		while (rmdir(path) == -1) {
@@ -678,6 +789,9 @@ cg_remove_parent(const struct cg_host *h)
 		    h->parent);
 		rmdir(path);
 	}
+	if (h->v2_track[0] != '\0' && track_path(h, ~0u, path,
+	    sizeof(path)) == 0)
+		rmdir(path);
 }
 
 static int

@@ -35,8 +35,8 @@ struct cg_host {
 	char		 v2[PATH_MAX];		/* cgroup2 mount, "" if none */
 	int		 v2_has_ctrls;		/* memory, cpu, pids all there */
 	/*
-	 * v2: the cgroup the parent is made in: the mount itself, or vmmd's
-	 * own cgroup when it was delegated (cg_delegate).  v2_ctrls has a bit
+	 * v2: the cgroup the parent is made in: the mount itself, or a
+	 * delegated one (cg_delegate): the holder unit's, or vmmd's own.  v2_ctrls has a bit
 	 * (1 << CG_MEMORY, CG_CPU, CG_PIDS) for each controller v2_base has:
 	 * cg_detect and cg_delegate insist on all three; only a test that
 	 * builds a cg_host by hand, on a host whose controllers are bound to
@@ -45,12 +45,21 @@ struct cg_host {
 	char		 v2_base[PATH_MAX];
 	unsigned	 v2_ctrls;
 	int		 delegated;
+	int		 daemon_inside;	/* delegated is vmmd's own cgroup */
+	/*
+	 * v1 with a holder unit (hybrid host under systemd): systemd tracks
+	 * and kills a unit's processes in the unified hierarchy, so each VM
+	 * also gets <v2_track>/<parent>/vm-N there; "" otherwise.
+	 */
+	char		 v2_track[PATH_MAX];
 	char		 v1[CG_NCTRL][PATH_MAX]; /* v1 mounts, "" if missing */
 	char		 parent[CG_PARENT_MAX];	/* e.g. "mcpvm" */
 };
 
 /* On a delegated v2 cgroup, vmmd (and its spawner) live in this leaf. */
 #define CG_DAEMON_LEAF	"vmmd"
+/* In the holder unit's cgroup (mcpvm-vms.service), vmhold lives here. */
+#define CG_HOLDER_LEAF	"hold"
 
 /* 0 in a field means no limit. */
 struct cg_limits {
@@ -63,7 +72,7 @@ struct cg_limits {
 /* Paths prepared before fork, for cg_attach_apply in the child. */
 struct cg_attach {
 	unsigned	n;
-	char		procs[CG_NCTRL][PATH_MAX];
+	char		procs[CG_NCTRL + 1][PATH_MAX];	/* + v2_track's */
 };
 
 const char *cg_layout_name(enum cg_layout);
@@ -81,16 +90,23 @@ int	cg_detect(struct cg_host *h, const char *parent, char *err,
 	    size_t errlen);
 
 /*
- * vmmd's own cgroup was delegated to it (systemd's Delegate=yes, vmmd -D):
- * on v2 the parent is made inside that cgroup, never outside it.  Reads
- * the process's cgroup from self (/proc/self/cgroup's format) and checks
- * that it has the memory, cpu and pids controllers.  On v1 it changes
- * nothing (systemd delegates no freezer there): the parents are made at
- * the hierarchies' roots by cg_prepare with full privileges (vmmd -P).
+ * A v2 cgroup was delegated (systemd's Delegate=yes, vmmd -D): the parent
+ * is made inside it, never outside it.  Which one is holder's to say: a
+ * path from the cgroup2 mount, that of the unit mcpvm-vms.service whose
+ * process (vmhold) sits in CG_HOLDER_LEAF, so that the VMs outlive a
+ * crash of vmmd's own unit; or "self" (NULL, ""): vmmd's own cgroup, read
+ * from self (/proc/self/cgroup's format), which vmmd then leaves for
+ * CG_DAEMON_LEAF.  Checks that the cgroup has the memory, cpu and pids
+ * controllers.  On v1 (systemd delegates no freezer there) the parents
+ * are made at the hierarchies' roots by cg_prepare with full privileges
+ * (vmmd -P); with a holder unit each VM's processes also go into the
+ * holder's cgroup of the unified hierarchy (v2_track), where a hybrid
+ * host's systemd tracks units, and so they outlive vmmd's unit there too.
  */
-int	cg_delegate_from(struct cg_host *h, FILE *self, char *err,
+int	cg_delegate_from(struct cg_host *h, FILE *self, const char *holder,
+	    char *err, size_t errlen);
+int	cg_delegate(struct cg_host *h, const char *holder, char *err,
 	    size_t errlen);
-int	cg_delegate(struct cg_host *h, char *err, size_t errlen);
 
 /*
  * Makes the parent cgroup (and, on v2, delegates the controllers to it).
@@ -98,8 +114,8 @@ int	cg_delegate(struct cg_host *h, char *err, size_t errlen);
  * CAP_DAC_OVERRIDE can make the parent there: `vmmd -P` does it before
  * vmmd starts without that capability (the unit's ExecStartPre=+ and
  * packaging/dev/up both run it), and vmmd calls it again at startup,
- * which then finds everything made.  On a delegated v2 cgroup it first
- * moves the calling process into <own cgroup>/CG_DAEMON_LEAF, since a
+ * which then finds everything made.  On vmmd's own delegated v2 cgroup it
+ * first moves the calling process into <own cgroup>/CG_DAEMON_LEAF, since a
  * cgroup that hands controllers to its children may hold no process: call
  * it before any thread or child is made.
  */

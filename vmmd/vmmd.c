@@ -979,8 +979,8 @@ main(int argc, char *argv[])
 	 * starts without CAP_DAC_OVERRIDE, then found made at startup.
 	 */
 	if (cg_detect(&env->cg, env->conf.vmmd.cgroup_parent, err,
-	    sizeof(err)) == -1 || (delegated && cg_delegate(&env->cg, err,
-	    sizeof(err)) == -1))
+	    sizeof(err)) == -1 || (delegated && cg_delegate(&env->cg,
+	    env->conf.vmmd.cgroup_holder, err, sizeof(err)) == -1))
 		fatalx("cgroups: %s", err);
 	if (prepare_only) {
 		/* The unit's vmmd cannot set the storage limits: -P does. */
@@ -989,8 +989,8 @@ main(int argc, char *argv[])
 		make_dir(env->conf.vmmd.vm_dir, 0711);
 		storage_quota_setup(1);
 		if (env->cg.delegated) {
-			log_info("cgroups: v2, delegated to vmmd at %s: vmmd "
-			    "makes %s inside it as it starts", env->cg.v2_base,
+			log_info("cgroups: v2, delegated at %s: vmmd makes %s "
+			    "inside it as it starts", env->cg.v2_base,
 			    env->cg.parent);
 			return 0;
 		}
@@ -1057,10 +1057,14 @@ main(int argc, char *argv[])
 		fatalx("cgroups: %s", err);
 	if (env->cg.layout == CG_LAYOUT_V2)
 		log_info("cgroups: v2, VMs under %s/%s%s", env->cg.v2_base,
-		    env->cg.parent, env->cg.delegated ? " (delegated)" : "");
+		    env->cg.parent, !env->cg.delegated ? "" :
+		    env->cg.daemon_inside ? " (delegated to vmmd's unit)" :
+		    " (delegated to the holder unit, cgroup_holder)");
 	else
 		log_info("cgroups: v1, VMs under %s/%s and the other "
-		    "hierarchies", env->cg.v1[CG_MEMORY], env->cg.parent);
+		    "hierarchies%s%s", env->cg.v1[CG_MEMORY], env->cg.parent,
+		    env->cg.v2_track[0] != '\0' ? ", tracked in " : "",
+		    env->cg.v2_track);
 
 	/*
 	 * The spawner, forked before anything below: it alone starts QEMU

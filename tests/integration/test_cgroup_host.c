@@ -4,17 +4,22 @@
  * double-fork is killed as a whole, the pids limit stops a fork bomb,
  * leftovers are found for crash recovery, a root without
  * CAP_DAC_OVERRIDE (vmmd under its unit) works once `vmmd -P` made the
- * parent, and a delegated v2 cgroup (vmmd -D) holds all of it.
+ * parent, and a delegated v2 cgroup (vmmd -D) holds all of it: vmmd's
+ * own, or the holder unit's, where VMs outlive the death of vmmd's unit.
  */
 #include <sys/capability.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -560,13 +565,14 @@ START_TEST(v2_delegated_cgroup_holds_everything)
 		snprintf(self, sizeof(self), "0::/%s\n", unit + strlen(mnt) + 1);
 		f = fmemopen(self, strlen(self), "r");
 		/* Refused as a real host would refuse it: no controllers. */
-		if (cg_delegate_from(&h, f, err, sizeof(err)) != -1 ||
+		if (cg_delegate_from(&h, f, "self", err, sizeof(err)) != -1 ||
 		    strstr(err, "lacks memory cpu pids") == NULL)
 			_exit(11);
 		fclose(f);
 		/* So the fields cg_delegate sets, by hand (no controllers). */
 		snprintf(h.v2_base, sizeof(h.v2_base), "%s", unit);
 		h.delegated = 1;
+		h.daemon_inside = 1;
 		if (cg_prepare(&h, err, sizeof(err)) == -1)
 			_exit(12);
 		if (cg_create(&h, SLOT, &l, err, sizeof(err)) == -1)
@@ -619,6 +625,308 @@ START_TEST(v2_delegated_cgroup_holds_everything)
 }
 END_TEST
 
+/*
+ * The packaged units: vmhold (mcpvm-vms.service) holds the VMs' cgroups
+ * and vmmd runs in a unit of its own.  When vmmd's main process dies,
+ * systemd kills what is left in vmmd's unit cgroup (KillMode=mixed), in
+ * the unified hierarchy: here that kill is cgroup.kill on the unit's
+ * cgroup.  The VM must live through it, the unit's cgroup must take a new
+ * vmmd, and that vmmd must find the VM where it left it.  vmmd's stand-in
+ * runs in its unit's cgroup and starts the VM there, which joins its
+ * cgroups as the spawner's child does (cg_attach_apply).  The real vmhold
+ * binary is started as systemd starts it: in its unit's cgroup, with
+ * $NOTIFY_SOCKET, ready only once in its leaf.
+ */
+struct units {
+	char	 mnt[64];		/* the unified hierarchy */
+	char	 vms[1024];		/* mcpvm-vms.service's cgroup */
+	char	 vmmd[1024];		/* mcpvm-vmmd.service's cgroup */
+	char	 notify[100];
+	int	 nfd;
+	pid_t	 hold;
+};
+
+static void
+make_unit(const char *mnt, const char *name, char *path, size_t len)
+{
+	snprintf(path, len, "%s/mcpvm-test-%s-%d.service", mnt, name,
+	    (int)getpid());
+	ck_assert_msg(mkdir(path, 0755) == 0, "mkdir %s: %s", path,
+	    strerror(errno));
+}
+
+/* Waits (at most 10 s) for a datagram with want in it. */
+static int
+notified(int fd, const char *want)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	char msg[512];
+	ssize_t n;
+
+	while (poll(&p, 1, 10000) == 1) {
+		if ((n = recv(fd, msg, sizeof(msg) - 1, 0)) <= 0)
+			return 0;
+		msg[n] = '\0';
+		if (strstr(msg, want) != NULL)
+			return 1;
+	}
+	return 0;
+}
+
+/* Both units' cgroups under mnt, and vmhold started in the holder's. */
+static void
+units_start(struct units *u, const char *mnt)
+{
+	const char *vmhold = getenv("VMHOLD");
+	struct sockaddr_un sun = { .sun_family = AF_UNIX };
+	char path[4300], line[4300], procs[64];
+
+	ck_assert_msg(vmhold != NULL, "VMHOLD (the vmhold binary) is unset");
+	snprintf(u->mnt, sizeof(u->mnt), "%s", mnt);
+	make_unit(mnt, "vms", u->vms, sizeof(u->vms));
+	make_unit(mnt, "vmmd", u->vmmd, sizeof(u->vmmd));
+	u->nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(u->nfd, 0);
+	snprintf(u->notify, sizeof(u->notify), "/tmp/vmhold-%d.notify",
+	    (int)getpid());
+	unlink(u->notify);
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", u->notify);
+	ck_assert_int_eq(bind(u->nfd, (struct sockaddr *)&sun, sizeof(sun)),
+	    0);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", u->vms);
+	if ((u->hold = fork()) == 0) {
+		if (write_file_str(path, "0") == -1)
+			_exit(120);
+		setenv("NOTIFY_SOCKET", u->notify, 1);
+		execl(vmhold, vmhold, (char *)NULL);
+		_exit(121);
+	}
+	ck_assert_int_gt(u->hold, 0);
+	ck_assert_msg(notified(u->nfd, "READY=1"), "vmhold sent no READY=1");
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)u->hold);
+	snprintf(line, sizeof(line), "0::/%s/" CG_HOLDER_LEAF "\n",
+	    u->vms + strlen(mnt) + 1);
+	ck_assert_msg(has_line(path, line), "vmhold is not in its leaf");
+	snprintf(path, sizeof(path), "%s/cgroup.procs", u->vms);
+	ck_assert_msg(read_file_str(path, procs, sizeof(procs)) == 0,
+	    "a process is left in the holder's own cgroup: %s", procs);
+}
+
+static void
+units_stop(struct units *u)
+{
+	int status;
+
+	ck_assert_int_eq(kill(u->hold, SIGTERM), 0);
+	ck_assert_int_eq(waitpid(u->hold, &status, 0), u->hold);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "vmhold ended with status %d", status);
+	close(u->nfd);
+	unlink(u->notify);
+	rmdir_tree(u->vms);
+	rmdir_tree(u->vmmd);
+}
+
+/*
+ * vmmd's stand-in, in its unit's cgroup: starts a VM in slot's cgroups
+ * and waits to be killed.  Returns its pid; *vm is the VM's, once the VM
+ * is in.
+ */
+static pid_t
+start_vmmd(const struct units *u, const struct cg_host *h, unsigned slot,
+    pid_t *vm)
+{
+	struct cg_attach a;
+	char path[4300];
+	pid_t pid, v;
+	int p[2];
+
+	ck_assert_int_eq(cg_attach_prepare(h, slot, &a), 0);
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", u->vmmd);
+	if ((pid = fork()) == 0) {
+		if (write_file_str(path, "0") == -1)
+			_exit(120);
+		if (fork() == 0) {
+			if (cg_attach_apply(&a) == -1)
+				_exit(122);
+			v = getpid();
+			if (write(p[1], &v, sizeof(v)) != sizeof(v))
+				_exit(123);
+			for (;;)
+				pause();
+		}
+		for (;;)
+			pause();
+	}
+	close(p[1]);
+	ck_assert_msg(read(p[0], vm, sizeof(*vm)) == sizeof(*vm),
+	    "the VM did not join its cgroups");
+	close(p[0]);
+	return pid;
+}
+
+/* systemd's kill of vmmd's unit after its main process died. */
+static void
+kill_unit(const struct units *u, pid_t daemon)
+{
+	char path[4300];
+	int status;
+
+	snprintf(path, sizeof(path), "%s/cgroup.kill", u->vmmd);
+	ck_assert_msg(write_file_str(path, "1") == 0, "%s: %s", path,
+	    strerror(errno));
+	ck_assert_int_eq(waitpid(daemon, &status, 0), daemon);
+	ck_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+}
+
+/* Reaps pid, a child of ours (we are subreaper), if it dies within 5 s. */
+static int
+reaped(pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		if (waitpid(pid, NULL, WNOHANG) == pid)
+			return 1;
+		usleep(5000);
+	}
+	return 0;
+}
+
+/* Is pid, a child of ours (we are subreaper), still running? */
+static int
+alive(pid_t pid)
+{
+	int status;
+
+	if (waitpid(pid, &status, WNOHANG) != 0)
+		return 0;
+	return kill(pid, 0) == 0;
+}
+
+START_TEST(v2_holder_unit_outlives_vmmd_unit)
+{
+	char mnt[] = "/tmp/cg2.XXXXXX", path[4300], line[4300], err[512];
+	struct units u;
+	struct cg_host h;
+	struct cg_limits l = { 0, 0, 0, 0 };
+	pid_t daemon, vm, again, pids[4];
+	int status;
+
+	ck_assert_ptr_nonnull(mkdtemp(mnt));
+	if (mount("none", mnt, "cgroup2", 0, NULL) == -1) {
+		rmdir(mnt);
+		ck_abort_msg("mount cgroup2 on %s: %s", mnt, strerror(errno));
+	}
+	units_start(&u, mnt);
+	/* What cg_delegate sets with cgroup_holder, by hand: this hierarchy
+	 * has no controllers to check. */
+	memset(&h, 0, sizeof(h));
+	h.layout = CG_LAYOUT_V2;
+	snprintf(h.v2, sizeof(h.v2), "%s", mnt);
+	snprintf(h.parent, sizeof(h.parent), "mcpvm");
+	snprintf(h.v2_base, sizeof(h.v2_base), "%s", u.vms);
+	h.delegated = 1;
+	h.daemon_inside = 0;
+	ck_assert_msg(cg_prepare(&h, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(cg_create(&h, SLOT, &l, err, sizeof(err)) == 0, "%s",
+	    err);
+	daemon = start_vmmd(&u, &h, SLOT, &vm);
+
+	kill_unit(&u, daemon);
+	ck_assert_msg(alive(vm), "the VM died with vmmd's unit");
+	ck_assert_msg(alive(u.hold), "vmhold died with vmmd's unit");
+
+	/* The unit's cgroup takes the next vmmd, which finds the VM. */
+	snprintf(path, sizeof(path), "%s/cgroup.procs", u.vmmd);
+	if ((again = fork()) == 0) {
+		if (write_file_str(path, "0") == -1)
+			_exit(120);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(again, &status, 0), again);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "vmmd's unit cgroup refused the next vmmd");
+	ck_assert_int_eq(cg_procs(&h, SLOT, pids, 4), 1);
+	ck_assert_int_eq(pids[0], vm);
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)vm);
+	snprintf(line, sizeof(line), "0::/%s/mcpvm/vm-%d\n",
+	    u.vms + strlen(mnt) + 1, SLOT);
+	ck_assert_msg(has_line(path, line), "the VM left the holder's cgroup");
+
+	ck_assert_msg(cg_kill(&h, SLOT, err, sizeof(err)) == 0, "%s", err);
+	waitpid(vm, NULL, 0);
+	ck_assert_msg(cg_remove(&h, SLOT, err, sizeof(err)) == 0, "%s", err);
+	cg_remove_parent(&h);
+	units_stop(&u);
+	umount2(mnt, MNT_DETACH);
+	rmdir(mnt);
+}
+END_TEST
+
+/*
+ * The same on this hybrid host's real hierarchies: the limits are on v1,
+ * and a hybrid systemd tracks and kills units in the unified hierarchy,
+ * so cg_delegate puts each VM also in the holder's cgroup there.  A VM
+ * started without the holder (the control) dies with vmmd's unit.
+ */
+START_TEST(hybrid_holder_unit_outlives_vmmd_unit)
+{
+	char holder[1100], err[512], path[4300], line[4300];
+	struct units u;
+	struct cg_host h, bare;
+	struct cg_limits l = { 0, 0, 0, 0 };
+	pid_t daemon, vm, daemon2, vm2;
+	FILE *f;
+
+	if (cg.layout != CG_LAYOUT_V1 || cg.v2[0] == '\0') {
+		fprintf(stderr, "# not a hybrid host (%s): the v2 case "
+		    "covers it\n", cg_layout_name(cg.layout));
+		return;
+	}
+	units_start(&u, cg.v2);
+	h = cg;
+	snprintf(holder, sizeof(holder), "%s", u.vms + strlen(cg.v2));
+	ck_assert_ptr_nonnull(f = fmemopen((void *)"0::/\n", 5, "r"));
+	ck_assert_msg(cg_delegate_from(&h, f, holder, err, sizeof(err)) == 0,
+	    "%s", err);
+	fclose(f);
+	ck_assert_str_eq(h.v2_track, u.vms);
+	ck_assert_msg(cg_create(&h, SLOT, &l, err, sizeof(err)) == 0, "%s",
+	    err);
+	bare = cg;
+	ck_assert_msg(cg_create(&bare, SLOT + 1, &l, err, sizeof(err)) == 0,
+	    "%s", err);
+	daemon = start_vmmd(&u, &h, SLOT, &vm);
+	daemon2 = start_vmmd(&u, &bare, SLOT + 1, &vm2);
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)vm);
+	snprintf(line, sizeof(line), "0::%s/mcpvm-test-%d/vm-%d\n", holder,
+	    (int)getpid(), SLOT);
+	ck_assert_msg(has_line(path, line), "the VM is not in the holder's "
+	    "unified cgroup");
+
+	kill_unit(&u, daemon);
+	waitpid(daemon2, NULL, 0);
+	/* The kill signalled the whole unit at once: once the control VM
+	 * is gone, a held VM that it reached would be gone too. */
+	ck_assert_msg(reaped(vm2), "the control VM, not held, outlived "
+	    "vmmd's unit: the kill reached nothing");
+	ck_assert_msg(alive(vm), "the held VM died with vmmd's unit");
+	ck_assert_msg(alive(u.hold), "vmhold died with vmmd's unit");
+
+	ck_assert_msg(cg_kill(&h, SLOT, err, sizeof(err)) == 0, "%s", err);
+	waitpid(vm, NULL, 0);
+	ck_assert_msg(cg_remove(&h, SLOT, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_msg(cg_remove(&bare, SLOT + 1, err, sizeof(err)) == 0, "%s",
+	    err);
+	cg_remove_parent(&h);
+	snprintf(path, sizeof(path), "%s/mcpvm-test-%d", u.vms, (int)getpid());
+	ck_assert_msg(access(path, F_OK) == -1, "%s was left behind", path);
+	units_stop(&u);
+}
+END_TEST
+
 static Suite *
 suite(void)
 {
@@ -635,6 +943,8 @@ suite(void)
 	tcase_add_test(tc, v2_kill_path_on_real_cgroup2);
 	tcase_add_test(tc, restricted_root_needs_the_parent_prepared);
 	tcase_add_test(tc, v2_delegated_cgroup_holds_everything);
+	tcase_add_test(tc, v2_holder_unit_outlives_vmmd_unit);
+	tcase_add_test(tc, hybrid_holder_unit_outlives_vmmd_unit);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,7 +1,9 @@
 /*
  * Unit tests for vmmd/cgroup's layout detection, fed made-up mount tables:
  * v2 with controllers, the hybrid v1 layout, and what is missing when
- * neither works; and where a delegated v2 cgroup (vmmd -D) puts things.  (The real host is exercised by the integration test.)
+ * neither works; and where a delegated v2 cgroup (vmmd -D) puts things:
+ * vmmd's own, or the holder unit's (cgroup_holder).  (The real host is
+ * exercised by the integration test.)
  */
 #include <sys/stat.h>
 
@@ -70,27 +72,35 @@ END_TEST
 
 /* cg_delegate_from with /proc/self/cgroup's content self. */
 static int
-delegate(struct cg_host *h, const char *self, char *err)
+delegate_holder(struct cg_host *h, const char *self, const char *holder,
+    char *err)
 {
 	FILE *f = fmemopen((void *)self, strlen(self), "r");
 	int rc;
 
 	ck_assert_ptr_nonnull(f);
-	rc = cg_delegate_from(h, f, err, 512);
+	rc = cg_delegate_from(h, f, holder, err, 512);
 	fclose(f);
 	return rc;
 }
 
+static int
+delegate(struct cg_host *h, const char *self, char *err)
+{
+	return delegate_holder(h, self, "self", err);
+}
+
 /* A unit's cgroup under the made-up cgroup2 mount, with controllers. */
 static void
-unit_cgroup(const char *unit_ctrls, char *path, size_t len)
+named_unit_cgroup(const char *name, const char *unit_ctrls, char *path,
+    size_t len)
 {
 	char p[4200];
 	FILE *f;
 
 	snprintf(path, len, "%s/system.slice", dir);
 	mkdir(path, 0755);
-	snprintf(path, len, "%s/system.slice/mcpvm-vmmd.service", dir);
+	snprintf(path, len, "%s/system.slice/%s", dir, name);
 	mkdir(path, 0755);
 	snprintf(p, sizeof(p), "%s/cgroup.controllers", path);
 	ck_assert_ptr_nonnull(f = fopen(p, "w"));
@@ -99,17 +109,29 @@ unit_cgroup(const char *unit_ctrls, char *path, size_t len)
 }
 
 static void
-unit_cgroup_remove(void)
+unit_cgroup(const char *unit_ctrls, char *path, size_t len)
+{
+	named_unit_cgroup("mcpvm-vmmd.service", unit_ctrls, path, len);
+}
+
+static void
+named_unit_cgroup_remove(const char *name)
 {
 	char p[4200];
 
-	snprintf(p, sizeof(p), "%s/system.slice/mcpvm-vmmd.service/"
-	    "cgroup.controllers", dir);
+	snprintf(p, sizeof(p), "%s/system.slice/%s/cgroup.controllers", dir,
+	    name);
 	unlink(p);
-	snprintf(p, sizeof(p), "%s/system.slice/mcpvm-vmmd.service", dir);
+	snprintf(p, sizeof(p), "%s/system.slice/%s", dir, name);
 	rmdir(p);
 	snprintf(p, sizeof(p), "%s/system.slice", dir);
 	rmdir(p);
+}
+
+static void
+unit_cgroup_remove(void)
+{
+	named_unit_cgroup_remove("mcpvm-vmmd.service");
 }
 
 /* vmmd -D under systemd (Delegate=yes): everything inside its unit. */
@@ -130,6 +152,7 @@ START_TEST(v2_delegated_goes_inside_its_own_cgroup)
 	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
 	ck_assert_msg(delegate(&h, hybrid, err) == 0, "%s", err);
 	ck_assert_int_eq(h.delegated, 1);
+	ck_assert_int_eq(h.daemon_inside, 1);
 	ck_assert_str_eq(h.v2_base, unit);
 	ck_assert_int_eq(cg_path(&h, 3, CG_MEMORY, path, sizeof(path)), 0);
 	ck_assert_str_eq(path + strlen(dir),
@@ -160,6 +183,56 @@ START_TEST(v2_delegated_goes_inside_its_own_cgroup)
 }
 END_TEST
 
+/*
+ * The packaged units (cgroup_holder's default): the VMs go into the
+ * holder unit's cgroup, wherever vmmd itself runs, and vmmd stays put.
+ */
+START_TEST(v2_holder_unit_holds_the_vms)
+{
+	struct cg_host h;
+	char table[1024], err[512], path[4096], unit[4096];
+	const char *holder = "/system.slice/mcpvm-vms.service";
+	const char *self = "0::/system.slice/mcpvm-vmmd.service\n";
+	const char *bad[] = { "system.slice/x.service", "/", "/a/../b",
+	    "/a//b", NULL };
+	int i;
+
+	write_ctrls("cpu io memory pids\n");
+	snprintf(table, sizeof(table), "cgroup2 %s cgroup2 rw 0 0\n", dir);
+
+	/* Not there: the holder unit is not running. */
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_int_eq(delegate_holder(&h, self, holder, err), -1);
+	ck_assert_msg(strstr(err, "is mcpvm-vms.service running") != NULL,
+	    "%s", err);
+	ck_assert_int_eq(h.delegated, 0);
+
+	named_unit_cgroup("mcpvm-vms.service", "cpu memory pids\n", unit,
+	    sizeof(unit));
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_msg(delegate_holder(&h, self, holder, err) == 0, "%s", err);
+	ck_assert_int_eq(h.delegated, 1);
+	ck_assert_int_eq(h.daemon_inside, 0);
+	ck_assert_str_eq(h.v2_base, unit);
+	ck_assert_int_eq(cg_path(&h, 3, CG_PIDS, path, sizeof(path)), 0);
+	ck_assert_str_eq(path + strlen(dir),
+	    "/system.slice/mcpvm-vms.service/mcpvm/vm-3");
+
+	/* Paths that name no cgroup below the root. */
+	for (i = 0; bad[i] != NULL; i++) {
+		ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+		ck_assert_int_eq(delegate_holder(&h, self, bad[i], err), -1);
+		ck_assert_msg(strstr(err, "not a cgroup below the root") !=
+		    NULL, "%s: %s", bad[i], err);
+	}
+	/* The parent may not take the name of vmhold's leaf. */
+	ck_assert_int_eq(detect(table, &h, CG_HOLDER_LEAF, err), 0);
+	ck_assert_int_eq(delegate_holder(&h, self, holder, err), -1);
+	ck_assert_msg(strstr(err, "vmhold's leaf") != NULL, "%s", err);
+	named_unit_cgroup_remove("mcpvm-vms.service");
+}
+END_TEST
+
 /* On v1 (a hybrid host) -D changes nothing: the parents stay at roots. */
 START_TEST(v1_ignores_delegation)
 {
@@ -178,8 +251,54 @@ START_TEST(v1_ignores_delegation)
 	ck_assert_int_eq(delegate(&h, "0::/system.slice/x.service\n", err),
 	    0);
 	ck_assert_int_eq(h.delegated, 0);
+	ck_assert_str_eq(h.v2_track, "");
 	ck_assert_int_eq(cg_path(&h, 1, CG_MEMORY, path, sizeof(path)), 0);
 	ck_assert_str_eq(path, "/sys/fs/cgroup/memory/mcpvm/vm-1");
+}
+END_TEST
+
+/*
+ * A hybrid host under systemd with the holder unit: the limits stay on v1,
+ * and each VM is also tracked in the holder's cgroup of the unified tree,
+ * where systemd would otherwise count it as vmmd's.
+ */
+START_TEST(v1_tracks_vms_in_the_holder)
+{
+	struct cg_host h;
+	struct cg_attach a;
+	char table[2048], err[512], path[4096], unit[4096], want[4300];
+
+	write_ctrls("\n");
+	snprintf(table, sizeof(table),
+	    "cgroup2 %s cgroup2 rw 0 0\n"
+	    "cgroup /sys/fs/cgroup/cpu cgroup rw,cpu,cpuacct 0 0\n"
+	    "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
+	    "cgroup /sys/fs/cgroup/pids cgroup rw,pids 0 0\n"
+	    "cgroup /sys/fs/cgroup/freezer cgroup rw,freezer 0 0\n", dir);
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_int_eq(h.layout, CG_LAYOUT_V1);
+	ck_assert_int_eq(delegate_holder(&h, "0::/x.service\n",
+	    "/system.slice/mcpvm-vms.service", err), -1);
+	ck_assert_msg(strstr(err, "is mcpvm-vms.service running") != NULL,
+	    "%s", err);
+	ck_assert_int_eq(delegate_holder(&h, "0::/x.service\n", "/", err), -1);
+	ck_assert_msg(strstr(err, "not a cgroup below the root") != NULL, "%s",
+	    err);
+
+	named_unit_cgroup("mcpvm-vms.service", "\n", unit, sizeof(unit));
+	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
+	ck_assert_msg(delegate_holder(&h, "0::/x.service\n",
+	    "/system.slice/mcpvm-vms.service", err) == 0, "%s", err);
+	ck_assert_int_eq(h.delegated, 0);
+	ck_assert_str_eq(h.v2_track, unit);
+	ck_assert_int_eq(cg_path(&h, 1, CG_MEMORY, path, sizeof(path)), 0);
+	ck_assert_str_eq(path, "/sys/fs/cgroup/memory/mcpvm/vm-1");
+	/* A spawned VM process joins the four v1 cgroups and the holder's. */
+	ck_assert_int_eq(cg_attach_prepare(&h, 1, &a), 0);
+	ck_assert_uint_eq(a.n, CG_NCTRL + 1);
+	snprintf(want, sizeof(want), "%s/mcpvm/vm-1/cgroup.procs", unit);
+	ck_assert_str_eq(a.procs[CG_NCTRL], want);
+	named_unit_cgroup_remove("mcpvm-vms.service");
 }
 END_TEST
 
@@ -263,7 +382,9 @@ suite(void)
 	tcase_add_test(tc, v2_with_controllers);
 	tcase_add_test(tc, hybrid_falls_back_to_v1);
 	tcase_add_test(tc, v2_delegated_goes_inside_its_own_cgroup);
+	tcase_add_test(tc, v2_holder_unit_holds_the_vms);
 	tcase_add_test(tc, v1_ignores_delegation);
+	tcase_add_test(tc, v1_tracks_vms_in_the_holder);
 	tcase_add_test(tc, cpuset_alone_is_not_cpu);
 	tcase_add_test(tc, nothing_usable_names_what_is_missing);
 	tcase_add_test(tc, parent_name_is_one_plain_component);
