@@ -248,11 +248,28 @@ track_path(const struct cg_host *h, unsigned slot, char *buf, size_t len)
 }
 
 int
+cg_own_from(FILE *self, char *buf, size_t len)
+{
+	char line[PATH_MAX + 64];
+	size_t n;
+
+	while (fgets(line, sizeof(line), self) != NULL)
+		if (strncmp(line, "0::", 3) == 0) {
+			n = strcspn(line + 3, "\n");
+			if (n == 0 || n >= len || line[3] != '/')
+				return -1;
+			memcpy(buf, line + 3, n);
+			buf[n] = '\0';
+			return 0;
+		}
+	return -1;
+}
+
+int
 cg_delegate_from(struct cg_host *h, FILE *self, const char *holder,
     char *err, size_t errlen)
 {
-	char line[PATH_MAX + 64], own[PATH_MAX], base[sizeof(h->v2_base)];
-	size_t n;
+	char own[PATH_MAX], base[sizeof(h->v2_base)];
 	unsigned m;
 	int len;
 
@@ -269,20 +286,9 @@ cg_delegate_from(struct cg_host *h, FILE *self, const char *holder,
 		    errlen) == -1)
 			return -1;
 	} else {
-		own[0] = '\0';
-		while (fgets(line, sizeof(line), self) != NULL)
-			if (strncmp(line, "0::", 3) == 0) {
-				n = strcspn(line + 3, "\n");
-				if (n >= sizeof(own))
-					return errf(err, errlen, "own cgroup "
-					    "path too long");
-				memcpy(own, line + 3, n);
-				own[n] = '\0';
-				break;
-			}
-		if (own[0] != '/')
+		if (cg_own_from(self, own, sizeof(own)) == -1)
 			return errf(err, errlen, "delegated cgroup: no cgroup2 "
-			    "entry (0::) in /proc/self/cgroup");
+			    "entry (0::) in /proc/self/cgroup, or one too long");
 		if (strcmp(own, "/") == 0 || strstr(own, "/..") != NULL)
 			return errf(err, errlen, "delegated cgroup: vmmd runs "
 			    "in the root cgroup, which nothing delegated to it "

@@ -103,6 +103,8 @@ int	cg_detect(struct cg_host *h, const char *parent, char *err,
  * holder's cgroup of the unified hierarchy (v2_track), where a hybrid
  * host's systemd tracks units, and so they outlive vmmd's unit there too.
  */
+/* The cgroup2 path ("0::" line) of a /proc/PID/cgroup; 0, or -1. */
+int	cg_own_from(FILE *self, char *buf, size_t len);
 int	cg_delegate_from(struct cg_host *h, FILE *self, const char *holder,
 	    char *err, size_t errlen);
 int	cg_delegate(struct cg_host *h, const char *holder, char *err,

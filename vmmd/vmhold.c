@@ -63,27 +63,16 @@ cgroup2_mount(char *buf, size_t len)
 	return rc;
 }
 
-/* This process's cgroup2 path ("0::" line), or -1. */
+/* This process's cgroup2 path, or -1. */
 static int
 own_cgroup(char *buf, size_t len)
 {
-	char line[PATH_MAX + 8];
 	FILE *f;
-	size_t n;
-	int rc = -1;
+	int rc;
 
 	if ((f = fopen("/proc/self/cgroup", "re")) == NULL)
 		fatal("/proc/self/cgroup");
-	while (fgets(line, sizeof(line), f) != NULL)
-		if (strncmp(line, "0::", 3) == 0) {
-			n = strcspn(line + 3, "\n");
-			if (n > 0 && n < len) {
-				memcpy(buf, line + 3, n);
-				buf[n] = '\0';
-				rc = 0;
-			}
-			break;
-		}
+	rc = cg_own_from(f, buf, len);
 	fclose(f);
 	return rc;
 }

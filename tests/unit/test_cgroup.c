@@ -233,6 +233,18 @@ START_TEST(v2_holder_unit_holds_the_vms)
 }
 END_TEST
 
+/* A hybrid host's mounts: the v1 controllers, and cgroup2 at dir. */
+static void
+hybrid_table(char *table, size_t len)
+{
+	snprintf(table, len,
+	    "cgroup2 %s cgroup2 rw 0 0\n"
+	    "cgroup /sys/fs/cgroup/cpu cgroup rw,cpu,cpuacct 0 0\n"
+	    "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
+	    "cgroup /sys/fs/cgroup/pids cgroup rw,pids 0 0\n"
+	    "cgroup /sys/fs/cgroup/freezer cgroup rw,freezer 0 0\n", dir);
+}
+
 /* On v1 (a hybrid host) -D changes nothing: the parents stay at roots. */
 START_TEST(v1_ignores_delegation)
 {
@@ -240,12 +252,7 @@ START_TEST(v1_ignores_delegation)
 	char table[2048], err[512], path[4096];
 
 	write_ctrls("\n");
-	snprintf(table, sizeof(table),
-	    "cgroup2 %s cgroup2 rw 0 0\n"
-	    "cgroup /sys/fs/cgroup/cpu cgroup rw,cpu,cpuacct 0 0\n"
-	    "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
-	    "cgroup /sys/fs/cgroup/pids cgroup rw,pids 0 0\n"
-	    "cgroup /sys/fs/cgroup/freezer cgroup rw,freezer 0 0\n", dir);
+	hybrid_table(table, sizeof(table));
 	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
 	ck_assert_int_eq(h.layout, CG_LAYOUT_V1);
 	ck_assert_int_eq(delegate(&h, "0::/system.slice/x.service\n", err),
@@ -269,12 +276,7 @@ START_TEST(v1_tracks_vms_in_the_holder)
 	char table[2048], err[512], path[4096], unit[4096], want[4300];
 
 	write_ctrls("\n");
-	snprintf(table, sizeof(table),
-	    "cgroup2 %s cgroup2 rw 0 0\n"
-	    "cgroup /sys/fs/cgroup/cpu cgroup rw,cpu,cpuacct 0 0\n"
-	    "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n"
-	    "cgroup /sys/fs/cgroup/pids cgroup rw,pids 0 0\n"
-	    "cgroup /sys/fs/cgroup/freezer cgroup rw,freezer 0 0\n", dir);
+	hybrid_table(table, sizeof(table));
 	ck_assert_int_eq(detect(table, &h, "mcpvm", err), 0);
 	ck_assert_int_eq(h.layout, CG_LAYOUT_V1);
 	ck_assert_int_eq(delegate_holder(&h, "0::/x.service\n",
