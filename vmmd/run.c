@@ -301,6 +301,7 @@ run_finish(struct run *run, struct vm *vm)
 
 	clean = run->result != NULL && !run->cancel &&
 	    json_object_object_get_ex(run->result, "state", &v) &&
+	    json_object_is_type(v, json_type_string) &&
 	    strcmp(json_object_get_string(v), "completed") == 0 &&
 	    json_object_object_get_ex(run->result, "exit_code", &v) &&
 	    json_object_is_type(v, json_type_int) &&
@@ -312,8 +313,11 @@ run_finish(struct run *run, struct vm *vm)
 		return;
 	}
 	run->phase = RUN_COMMITTING;
-	request_progress(run->req, run->last_progress + 1,
-	    run->last_progress + 2, "committing");
+	/* On from the command's count, of the same total while it lasts. */
+	run->last_progress++;
+	request_progress(run->req, run->last_progress, run->last_progress + 1 >
+	    run->timeout_s + 4 ? run->last_progress + 1 : run->timeout_s + 4,
+	    "committing");
 	snap_commit(run->req, vm, run->commit_name, run_committed, run);
 	/* run may be answered and gone by now (a refused commit). */
 }
