@@ -1,11 +1,18 @@
 /*
  * vm_run for vmmd: a VM of its own for one command.  It is created as
- * vm_create creates (same checks, quotas and audit), the command runs as
+ * vm_create creates it (tools_create: the same checks, quotas and audit,
+ * from the snapshot named, the warm pool or a boot), the command runs as
  * vm_exec runs it, its end is polled from a timer as vm_exec's wait is,
- * its first page of output is read, and the VM is destroyed before the
- * answer goes out, whatever happened: the command ended, timed out, the
- * guest failed, mcpd cancelled the call or went away.  Nothing here
- * blocks the loop: every step is a callback.
+ * its first page of output is read, and, when commit asks for it and the
+ * command exited 0, a disk-only snapshot of the VM is made as
+ * vm_snapshot makes one.  The VM is destroyed before the answer goes out,
+ * whatever happened: the command ended, timed out, the guest failed, mcpd
+ * cancelled the call or went away.  Nothing here blocks the loop: every
+ * step is a callback.
+ *
+ * A retry of the same request_id joins the run or gets its stored answer
+ * (tools.c's receipts): the commit's snapshot is made once, and every
+ * answer names the same one.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -18,8 +25,10 @@
 
 #include <openssl/rand.h>
 
+#include "audit.h"
 #include "jsonx.h"
 #include "log.h"
+#include "snapshot.h"
 #include "vmmd_shared.h"
 
 /* The guest kills the command at timeout_seconds; if it has not said so
@@ -31,6 +40,7 @@ enum run_phase {
 	RUN_STARTING,		/* the exec call is on its way */
 	RUN_WAITING,		/* polling the job's status */
 	RUN_READING,		/* the output call is on its way */
+	RUN_COMMITTING,		/* commit's snapshot is being made */
 	RUN_DESTROYING,		/* vm_destroy is under way */
 };
 
@@ -49,6 +59,13 @@ struct run {
 	char			 code[32];	/* or the error, once known */
 	char			 msg[256];
 	char			 job_id[32];
+	char			 origin[16];	/* how its VM was made */
+	/* commit: the snapshot's name ("": none asked for), then its id
+	 * once made, or why none was (its error code, if it failed). */
+	char			 commit_name[65];
+	char			 commit_id[VM_ID_LEN + 1];
+	char			 commit_code[32];
+	char			 commit_why[256];
 	struct request_joiners	 joiners;
 };
 
@@ -72,6 +89,51 @@ run_schedule(struct run *run, int ms)
 	evtimer_add(run->timer, &tv);
 }
 
+/* What the result says of commit: made, or why not. */
+static struct json_object *
+run_commit_json(struct run *run)
+{
+	struct json_object *o = json_object_new_object(), *v;
+	const char *state = "";
+	int exit_code = -1;
+
+	json_object_object_add(o, "name",
+	    json_object_new_string(run->commit_name));
+	json_object_object_add(o, "committed",
+	    json_object_new_boolean(run->commit_id[0] != '\0'));
+	if (run->commit_id[0] != '\0') {
+		json_object_object_add(o, "snapshot_id",
+		    json_object_new_string(run->commit_id));
+		return o;
+	}
+	if (run->commit_code[0] != '\0')
+		json_object_object_add(o, "code",
+		    json_object_new_string(run->commit_code));
+	if (run->commit_why[0] == '\0') {
+		if (json_object_object_get_ex(run->result, "state", &v) &&
+		    json_object_is_type(v, json_type_string))
+			state = json_object_get_string(v);
+		if (json_object_object_get_ex(run->result, "exit_code", &v) &&
+		    json_object_is_type(v, json_type_int))
+			exit_code = json_object_get_int(v);
+		if (strcmp(state, "timed_out") == 0)
+			snprintf(run->commit_why, sizeof(run->commit_why),
+			    "the command timed out");
+		else if (strcmp(state, "cancelled") == 0)
+			snprintf(run->commit_why, sizeof(run->commit_why),
+			    "the command was cancelled");
+		else if (exit_code > 0)
+			snprintf(run->commit_why, sizeof(run->commit_why),
+			    "the command exited with %d", exit_code);
+		else
+			snprintf(run->commit_why, sizeof(run->commit_why),
+			    "the guest stopped answering before the commit");
+	}
+	json_object_object_add(o, "reason",
+	    json_object_new_string(run->commit_why));
+	return o;
+}
+
 /* The answer, to the request and every retry that joined it. */
 static void
 run_answer(struct run *run)
@@ -84,6 +146,12 @@ run_answer(struct run *run)
 	event_free(run->timer);
 	json_object_put(run->status);
 	if (run->result != NULL) {
+		json_object_object_add(run->result, "origin",
+		    json_object_new_string(run->origin[0] != '\0' ?
+		    run->origin : "booted"));
+		if (run->commit_name[0] != '\0')
+			json_object_object_add(run->result, "commit",
+			    run_commit_json(run));
 		joiners_reply(&run->joiners, run->result);
 		request_reply(req, run->result);
 	} else {
@@ -183,6 +251,77 @@ run_result_bare(struct run *run, const char *state)
 	run->result = o;
 }
 
+/* Why commit made no snapshot, unless that is known already. */
+static void
+run_commit_not(struct run *run, const char *code, const char *why)
+{
+	if (run->commit_id[0] != '\0' || run->commit_why[0] != '\0')
+		return;
+	if (code != NULL)
+		snprintf(run->commit_code, sizeof(run->commit_code), "%s",
+		    code);
+	snprintf(run->commit_why, sizeof(run->commit_why), "%s", why);
+}
+
+static void
+run_committed(const struct snap_record *r, const char *code, const char *msg,
+    void *arg)
+{
+	struct run *run = arg;
+	struct request *req = run->req;
+
+	if (r != NULL) {
+		snprintf(run->commit_id, sizeof(run->commit_id), "%s", r->id);
+		log_info("vm %s: vm_run committed snapshot %s (%s)",
+		    req->vm_id, r->id, r->name);
+	} else {
+		log_warnx("vm %s: vm_run's commit: %s", req->vm_id,
+		    msg != NULL ? msg : code);
+		run_commit_not(run, code, msg != NULL && msg[0] != '\0' ?
+		    msg : "the snapshot failed");
+	}
+	if (vmmd_audit() != NULL)
+		audit_append(vmmd_audit(), req->workspace, "vm_run:commit",
+		    r != NULL ? r->id : req->vm_id, r != NULL ? "ok" : code);
+	if (run->phase == RUN_DESTROYING)
+		return;		/* the destroy's callback answers */
+	run_destroy(run);
+}
+
+/*
+ * The command's end is known: on exit 0 with commit asked for, the
+ * snapshot first (a disk-only one, as vm_snapshot's, the guest's file
+ * systems synced and frozen for it), then the VM goes.
+ */
+static void
+run_finish(struct run *run, struct vm *vm)
+{
+	struct json_object *v;
+	int clean;
+
+	clean = run->result != NULL && !run->cancel &&
+	    json_object_object_get_ex(run->result, "state", &v) &&
+	    json_object_is_type(v, json_type_string) &&
+	    strcmp(json_object_get_string(v), "completed") == 0 &&
+	    json_object_object_get_ex(run->result, "exit_code", &v) &&
+	    json_object_is_type(v, json_type_int) &&
+	    json_object_get_int(v) == 0;
+	if (run->commit_name[0] == '\0' || !clean || vm == NULL) {
+		if (run->cancel)
+			run_commit_not(run, NULL, "vm_run was cancelled");
+		run_destroy(run);
+		return;
+	}
+	run->phase = RUN_COMMITTING;
+	/* On from the command's count, of the same total while it lasts. */
+	run->last_progress++;
+	request_progress(run->req, run->last_progress, run->last_progress + 1 >
+	    run->timeout_s + 4 ? run->last_progress + 1 : run->timeout_s + 4,
+	    "committing");
+	snap_commit(run->req, vm, run->commit_name, run_committed, run);
+	/* run may be answered and gone by now (a refused commit). */
+}
+
 /* The job's first page of output, and its last status: the answer. */
 static void
 run_output(struct vm *vm, struct json_object *res, const char *code,
@@ -241,7 +380,7 @@ run_output(struct vm *vm, struct json_object *res, const char *code,
 	json_object_object_get_ex(res, "timed_out", &v);
 	json_object_object_add(o, "timed_out", json_object_get(v));
 	run->result = o;
-	run_destroy(run);
+	run_finish(run, vm);
 }
 
 static void
@@ -332,6 +471,7 @@ run_tick(evutil_socket_t fd, short ev, void *arg)
 		return;
 	case RUN_STARTING:
 	case RUN_READING:
+	case RUN_COMMITTING:
 	case RUN_DESTROYING:
 		return;	/* the call's callback takes it on */
 	case RUN_WAITING:
@@ -405,6 +545,9 @@ run_created(struct vm *vm, const char *code, const char *msg, void *arg)
 	unsigned char rnd[12];
 	char err[256];
 
+	if (vm != NULL)
+		snprintf(run->origin, sizeof(run->origin), "%s",
+		    vm->rec.origin);
 	if (code != NULL) {
 		if (run->phase == RUN_DESTROYING)
 			return;	/* the destroy's callback answers */
@@ -468,11 +611,11 @@ run_join(struct request *req, struct request *retry)
 void
 tool_vm_run(struct request *req)
 {
-	const struct conf_image *im;
+	struct json_object *commit, *name;
+	struct create_args c;
 	struct run *run;
-	int memory, vcpus;
 
-	if (tools_create_check(req, NULL, &im, &vcpus, &memory) == -1)
+	if (tools_create_check(req, &c) == -1)
 		return;
 	if ((run = calloc(1, sizeof(*run))) == NULL ||
 	    (run->timer = evtimer_new(vmmd_base(), run_tick, run)) == NULL) {
@@ -484,13 +627,16 @@ tool_vm_run(struct request *req)
 	run->phase = RUN_CREATING;
 	run->timeout_s = (int)req_arg_int(req, "timeout_seconds", 60);
 	run->max_bytes = (int)req_arg_int(req, "max_bytes", 16384);
+	/* Its schema requires the name. */
+	if (json_object_object_get_ex(req->args, "commit", &commit) &&
+	    json_object_object_get_ex(commit, "name", &name))
+		snprintf(run->commit_name, sizeof(run->commit_name), "%s",
+		    json_object_get_string(name));
 	req->hold = run;
 	req->on_cancel = run_cancel;
 	req->on_join = run_join;
 	/* Never suspended for idleness: it lives as long as its command. */
-	vm_create(req, im, vcpus, memory,
-	    strcmp(req_arg_str(req, "network", "off"), "on") == 0, 0, 0,
-	    run_created, run);
+	tools_create(req, &c, 0, 0, run_created, run);
 	/* run may be answered and gone by now (a refused create). */
 }
 
@@ -514,6 +660,7 @@ run_shutdown(void)
 		run->cancel = 1;
 		if (run->phase == RUN_DESTROYING)
 			continue;
+		run_commit_not(run, "unavailable", "vmmd is shutting down");
 		if (run->result == NULL) {
 			run_error(run, "unavailable", "vmmd is shutting "
 			    "down; vm_run's VM is destroyed");

@@ -80,6 +80,9 @@ struct snap_make {
 	void			*made_arg;
 	/* The warm pool's (warmpool.c): told of a failure, owns made_arg. */
 	snap_failed_cb		 failed;
+	/* vm_run's commit (snap_commit): told of the end, either way, once,
+	 * with made_arg; req is NULL. */
+	snap_commit_cb		 commit;
 	/* The first failure; the VM is still continued and thawed. */
 	char			 err[512];
 	/* the worker's */
@@ -107,7 +110,9 @@ make_fail(struct snap_make *mk, const char *code, const char *msg)
 	remove_dir_async(mk->part);
 	if (mk->req != NULL)
 		request_error(mk->req, code, "%s", msg);
-	if (mk->made != NULL && mk->failed != NULL)
+	if (mk->commit != NULL)
+		mk->commit(NULL, code, msg, mk->made_arg);
+	else if (mk->made != NULL && mk->failed != NULL)
 		mk->failed(msg, mk->made_arg);
 	else
 		free(mk->made != NULL ? mk->made_arg : NULL);	/* vm_fork's */
@@ -563,7 +568,13 @@ snap_finished(struct snap_make *mk, struct request *req)
 			request_error(req, "unauthorized", "workspace %s was "
 			    "revoked while the snapshot was made; it is "
 			    "deleted", mk->rec.workspace);
-	} else if (req != NULL)
+		if (mk->commit != NULL)
+			mk->commit(NULL, "unauthorized", "the workspace was "
+			    "revoked while the snapshot was made; it is "
+			    "deleted", mk->made_arg);
+	} else if (mk->commit != NULL)
+		mk->commit(&mk->rec, NULL, NULL, mk->made_arg);
+	else if (req != NULL)
 		request_reply(req, snap_json(&mk->rec));
 	free(mk);
 }
@@ -579,8 +590,12 @@ make_op_done(struct vm *vm, const char *code, const char *msg, void *arg)
 			/* The clone job still writes into part: it cleans
 			 * up when it is back (clone_done). */
 			mk->aborted = 1;
-			request_error(mk->req, code, "%s", msg);
+			if (mk->req != NULL)
+				request_error(mk->req, code, "%s", msg);
 			mk->req = NULL;
+			if (mk->commit != NULL)
+				mk->commit(NULL, code, msg, mk->made_arg);
+			mk->commit = NULL;
 			return;
 		}
 		make_fail(mk, code, msg);
@@ -654,9 +669,10 @@ snap_make_check(struct request *req, struct vm *vm, int memory)
  * the snapshot) runs once it is complete; a failure is replied.  hidden:
  * vm_fork's own, never listed, removed once its children are up.
  */
-int
-snap_make_begin(struct request *req, struct vm *vm, const char *name,
-    int memory, int hidden, snap_made_cb made, void *arg)
+static int
+make_begin(struct request *req, struct vm *vm, const char *name,
+    int memory, int hidden, snap_made_cb made, snap_commit_cb commit,
+    void *arg)
 {
 	struct snap_make *mk;
 	unsigned char rnd[16];
@@ -674,6 +690,7 @@ snap_make_begin(struct request *req, struct vm *vm, const char *name,
 	mk->made = made;
 	mk->made_arg = arg;
 	mk->failed = next_failed;
+	mk->commit = commit;
 	next_failed = NULL;
 	snprintf(mk->rec.state, sizeof(mk->rec.state), "%s", hidden ? "fork" :
 	    "ready");
@@ -700,8 +717,12 @@ snap_make_begin(struct request *req, struct vm *vm, const char *name,
 	    -1) {
 		log_warnx("snapshot %s: %s", mk->rec.id, dberr);
 		free(mk);
-		request_error(req, "unavailable", "the snapshot could not be "
-		    "recorded");
+		if (req != NULL)
+			request_error(req, "unavailable", "the snapshot could "
+			    "not be recorded");
+		if (commit != NULL)
+			commit(NULL, "unavailable", "the snapshot could not be "
+			    "recorded", arg);
 		return -1;
 	}
 	if (mk->part[0] == '\0' || mkdir(mk->part, 0700) == -1) {
@@ -739,6 +760,38 @@ snap_make_begin(struct request *req, struct vm *vm, const char *name,
 	}
 	make_clone(vm);
 	return 0;
+}
+
+int
+snap_make_begin(struct request *req, struct vm *vm, const char *name,
+    int memory, int hidden, snap_made_cb made, void *arg)
+{
+	return make_begin(req, vm, name, memory, hidden, made, NULL, arg);
+}
+
+void
+snap_commit(struct request *req, struct vm *vm, const char *name,
+    snap_commit_cb done, void *arg)
+{
+	char code[32], msg[256];
+
+	if (vm->busy) {
+		done(NULL, "busy", "another operation on the VM is in "
+		    "progress", arg);
+		return;
+	}
+	if (vm->rec.state != VM_RUNNING || vm->vmm == NULL) {
+		snprintf(msg, sizeof(msg), "the VM is %s, no longer running",
+		    vm_state_name(vm->rec.state));
+		done(NULL, "unavailable", msg, arg);
+		return;
+	}
+	if (snap_admit(req, vm->rec.disk_bytes, 1, code, sizeof(code), msg,
+	    sizeof(msg)) == -1) {
+		done(NULL, code, msg, arg);
+		return;
+	}
+	(void)make_begin(NULL, vm, name, 0, 0, NULL, done, arg);
 }
 
 void

@@ -35,5 +35,16 @@ typedef void (*snap_failed_cb)(const char *why, void *arg);
 int	snap_make_pool(struct request *, struct vm *, const char *key,
 	    snap_made_cb, snap_failed_cb, void *arg);
 int	snap_take(struct snap_record *);
+/*
+ * vm_run's commit (run.c): a disk-only snapshot of vm, a running VM,
+ * named name, checked, admitted and made as vm_snapshot's with memory
+ * false for req's workspace, but told to done instead of replied to req:
+ * done(r, NULL, NULL, arg) once it is ready, or done(NULL, code, msg,
+ * arg); once either way, possibly before snap_commit returns.
+ */
+typedef void (*snap_commit_cb)(const struct snap_record *, const char *code,
+	    const char *msg, void *arg);
+void	snap_commit(struct request *, struct vm *, const char *name,
+	    snap_commit_cb, void *arg);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * vmmd's lifecycle tools: vm_create, vm_list, vm_status, vm_suspend,
- * vm_resume and vm_destroy, as tools.c dispatches them.  The state
+ * vm_resume and vm_destroy, as tools.c dispatches them, and the making of
+ * a VM that vm_create and vm_run (run.c) share.  The state
  * machine they drive is vm.c's; here are the checks before it and the
  * shapes of the answers.
  */
@@ -39,6 +40,8 @@ struct warm_ctx {
 	const struct conf_image	*im;
 	struct snap_record	 snap;
 	int			 vcpus, memory, idle_seconds, idle_pause;
+	vm_done_cb		 done;
+	void			*arg;
 };
 
 static void
@@ -53,7 +56,7 @@ warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
 	/* The caller first: the delete is a rename and a store write, and
 	 * a crash before it leaves the 'fork' row to snap_init. */
 	if (!fallback)
-		create_done(vm, code, msg, req);
+		w->done(vm, code, msg, w->arg);
 	if (snap_delete(&w->snap, err, sizeof(err)) == -1)
 		log_warnx("warm pool: snapshot %s: %s", w->snap.id, err);
 	warmpool_used(w->im);
@@ -69,53 +72,71 @@ warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
 		    "booting a VM instead", vm->rec.id, msg);
 		if (vm_admit(req, w->im, w->vcpus, w->memory, acode,
 		    sizeof(acode), amsg, sizeof(amsg)) == -1)
-			create_done(NULL, acode, amsg, req);
+			w->done(NULL, acode, amsg, w->arg);
 		else
 			vm_create(req, w->im, w->vcpus, w->memory, 0,
-			    w->idle_seconds, w->idle_pause, create_done, req);
+			    w->idle_seconds, w->idle_pause, w->done, w->arg);
 	}
 	free(w);
 }
 
-static void
-create_warm(struct request *req, const struct conf_image *im,
-    const struct snap_record *snap, int vcpus, int memory)
-{
-	struct warm_ctx *w;
-
-	if ((w = calloc(1, sizeof(*w))) == NULL)
-		fatal("calloc");
-	w->req = req;
-	w->im = im;
-	w->snap = *snap;
-	w->vcpus = vcpus;
-	w->memory = memory;
-	w->idle_seconds = (int)req_arg_int(req, "idle_seconds", 300);
-	w->idle_pause = strcmp(req_arg_str(req, "idle_mode", "hibernate"),
-	    "pause") == 0;
-	vm_create_snap(req, im, &w->snap, vcpus, memory, 0, w->idle_seconds,
-	    w->idle_pause, warm_done, w);
-}
-
 /*
- * What vm_create checks before it creates anything, for vm_create and
- * vm_run: the image, the policy, networking, vCPUs, memory and admission.
- * The image, vCPUs and memory into *imp, *vcpus and *memory_mib, or an
- * error reply and -1.
+ * What vm_create and vm_run check before they create anything: the
+ * snapshot (the workspace's own, and for one with memory the size and
+ * network it was taken with), the image, the policy, networking, vCPUs,
+ * memory and admission.  What to create into *c, or an error reply and -1.
  */
 int
-tools_create_check(struct request *req, const struct snap_record *snap,
-    const struct conf_image **imp, int *vcpus, int *memory_mib)
+tools_create_check(struct request *req, struct create_args *c)
 {
 	const struct conf_image *im;
 	const char *image = req_arg_str(req, "image", NULL);
-	const char *network = snap != NULL && snap->memory ?
-	    (snap->network ? "on" : "off") : req_arg_str(req, "network", "off");
+	const char *sid = req_arg_str(req, "snapshot", NULL);
+	const char *network = req_arg_str(req, "network", NULL);
+	struct snap_record *snap = &c->snap;
 	char code[32], msg[256];
 	int64_t memory, ncpu;
 	size_t i;
 
-	if (snap != NULL) {
+	memset(c, 0, sizeof(*c));
+	if (sid != NULL) {
+		if (snap_find_owned(sid, req->workspace, snap) == -1) {
+			request_error(req, "not_found", "there is no snapshot "
+			    "'%.64s' in this workspace", sid);
+			return -1;
+		}
+		c->has_snap = 1;
+	}
+	if (c->has_snap && snap->memory) {
+		/* Its device state has a NIC or none: the network, the
+		 * vCPUs and the memory follow it. */
+		if ((ncpu = req_arg_int(req, "vcpus", snap->vcpus)) !=
+		    snap->vcpus) {
+			request_error(req, "invalid_argument", "vcpus: "
+			    "snapshot %s has its memory with %d vCPUs, not "
+			    "%lld", snap->id, snap->vcpus, (long long)ncpu);
+			return -1;
+		}
+		if ((memory = req_arg_int(req, "memory_mib",
+		    snap->memory_mib)) != snap->memory_mib) {
+			request_error(req, "invalid_argument", "memory_mib: "
+			    "snapshot %s has its memory with %d MiB, not %lld",
+			    snap->id, snap->memory_mib, (long long)memory);
+			return -1;
+		}
+		if (network != NULL && strcmp(network, snap->network ? "on" :
+		    "off") != 0) {
+			request_error(req, "invalid_argument", "network: "
+			    "snapshot %s has its memory from a VM with "
+			    "networking %s; a VM restored from it has network "
+			    "%s", snap->id, snap->network ? "on" : "off",
+			    snap->network ? "on" : "off");
+			return -1;
+		}
+		network = snap->network ? "on" : "off";
+	} else if (network == NULL)
+		network = "off";
+	if (c->has_snap) {
 		if (image != NULL && strcmp(image, snap->image) != 0) {
 			request_error(req, "invalid_argument", "image: "
 			    "snapshot %s was made from image %s", snap->id,
@@ -159,100 +180,79 @@ tools_create_check(struct request *req, const struct snap_record *snap,
 			return -1;
 		}
 	}
-	memory = req_arg_int(req, "memory_mib", snap != NULL && snap->memory ?
+	memory = req_arg_int(req, "memory_mib", c->has_snap && snap->memory ?
 	    snap->memory_mib : im->memory_mib);
 	if (memory < im->min_memory_mib) {
 		request_error(req, "invalid_argument", "image %s needs at "
 		    "least %lld MiB of memory", im->id, im->min_memory_mib);
 		return -1;
 	}
-	ncpu = req_arg_int(req, "vcpus", snap != NULL && snap->memory ?
+	ncpu = req_arg_int(req, "vcpus", c->has_snap && snap->memory ?
 	    snap->vcpus : 1);
 	if (vm_admit(req, im, (int)ncpu, (int)memory, code, sizeof(code), msg,
 	    sizeof(msg)) == -1) {
 		request_error(req, code, "%s", msg);
 		return -1;
 	}
-	*imp = im;
-	*vcpus = (int)ncpu;
-	*memory_mib = (int)memory;
+	c->im = im;
+	c->vcpus = (int)ncpu;
+	c->memory_mib = (int)memory;
+	c->network = strcmp(network, "on") == 0;
 	return 0;
 }
 
 /*
- * vm_create with a snapshot: the workspace's own, and for one with memory
- * the size and network it was taken with (a different one is named).
+ * The one way vm_create and vm_run make their VM, checked: from the
+ * snapshot if one was named (a disk-only one boots on a clone of its
+ * disk, one with memory is restored), else restored from the warm pool
+ * when it has a VM of this image and size, else booted.  done hears the
+ * VM once it is ready, or the error.
  */
-static int
-create_snap_check(struct request *req, struct snap_record *snap)
+void
+tools_create(struct request *req, struct create_args *c, int idle_seconds,
+    int idle_pause, vm_done_cb done, void *arg)
 {
-	const char *id = req_arg_str(req, "snapshot", "");
-	const char *net = req_arg_str(req, "network", NULL);
-	int64_t v;
+	struct warm_ctx *w;
+	char what[48];
 
-	if (snap_find_owned(id, req->workspace, snap) == -1) {
-		request_error(req, "not_found", "there is no snapshot '%.64s' "
-		    "in this workspace", id);
-		return -1;
+	if (c->has_snap) {
+		snprintf(what, sizeof(what), "%s:snapshot", req->tool);
+		if (vmmd_audit() != NULL)
+			audit_append(vmmd_audit(), req->workspace, what,
+			    c->snap.id, "started");
+		vm_create_snap(req, c->im, &c->snap, c->vcpus, c->memory_mib,
+		    c->network, idle_seconds, idle_pause, done, arg);
+		return;
 	}
-	if (!snap->memory)
-		return 0;
-	if ((v = req_arg_int(req, "vcpus", snap->vcpus)) != snap->vcpus) {
-		request_error(req, "invalid_argument", "vcpus: snapshot %s "
-		    "has its memory with %d vCPUs, not %lld", snap->id,
-		    snap->vcpus, (long long)v);
-		return -1;
+	if (warmpool_take(c->im, c->vcpus, c->memory_mib, c->network,
+	    &c->snap) == -1) {
+		vm_create(req, c->im, c->vcpus, c->memory_mib, c->network,
+		    idle_seconds, idle_pause, done, arg);
+		return;
 	}
-	if ((v = req_arg_int(req, "memory_mib", snap->memory_mib)) !=
-	    snap->memory_mib) {
-		request_error(req, "invalid_argument", "memory_mib: snapshot "
-		    "%s has its memory with %d MiB, not %lld", snap->id,
-		    snap->memory_mib, (long long)v);
-		return -1;
-	}
-	/* Its device state has a NIC or none: the network follows it. */
-	if (net != NULL && strcmp(net, snap->network ? "on" : "off") != 0) {
-		request_error(req, "invalid_argument", "network: snapshot %s "
-		    "has its memory from a VM with networking %s; a VM "
-		    "restored from it has network %s", snap->id,
-		    snap->network ? "on" : "off", snap->network ? "on" : "off");
-		return -1;
-	}
-	return 0;
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		fatal("calloc");
+	w->req = req;
+	w->im = c->im;
+	w->snap = c->snap;
+	w->vcpus = c->vcpus;
+	w->memory = c->memory_mib;
+	w->idle_seconds = idle_seconds;
+	w->idle_pause = idle_pause;
+	w->done = done;
+	w->arg = arg;
+	vm_create_snap(req, c->im, &w->snap, c->vcpus, c->memory_mib, 0,
+	    idle_seconds, idle_pause, warm_done, w);
 }
 
 void
 tool_vm_create(struct request *req)
 {
-	const char *network = req_arg_str(req, "network", "off");
-	const struct conf_image *im;
-	struct snap_record snap;
-	int memory, has_snap = req_arg_str(req, "snapshot", NULL) != NULL;
-	int vcpus;
+	struct create_args c;
 
-	if (has_snap && create_snap_check(req, &snap) == -1)
+	if (tools_create_check(req, &c) == -1)
 		return;
-	if (tools_create_check(req, has_snap ? &snap : NULL, &im, &vcpus,
-	    &memory) == -1)
-		return;
-	if (!has_snap && warmpool_take(im, vcpus, memory,
-	    strcmp(network, "on") == 0, &snap) == 0) {
-		create_warm(req, im, &snap, vcpus, memory);
-		return;
-	}
-	if (!has_snap) {
-		vm_create(req, im, vcpus, memory, strcmp(network, "on") == 0,
-		    (int)req_arg_int(req, "idle_seconds", 300),
-		    strcmp(req_arg_str(req, "idle_mode", "hibernate"),
-		    "pause") == 0, create_done, req);
-		return;
-	}
-	if (vmmd_audit() != NULL)
-		audit_append(vmmd_audit(), req->workspace,
-		    "vm_create:snapshot", snap.id, "started");
-	vm_create_snap(req, im, &snap, vcpus, memory, snap.memory ?
-	    snap.network : strcmp(network, "on") == 0,
-	    (int)req_arg_int(req, "idle_seconds", 300),
+	tools_create(req, &c, (int)req_arg_int(req, "idle_seconds", 300),
 	    strcmp(req_arg_str(req, "idle_mode", "hibernate"), "pause") == 0,
 	    create_done, req);
 }

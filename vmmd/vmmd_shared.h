@@ -231,10 +231,18 @@ int64_t	req_arg_int(struct request *, const char *key, int64_t def);
 int	req_arg_bool(struct request *, const char *key, int def);
 struct json_object *tools_exec_call(struct request *, const char *job_id,
 	    int64_t timeout_ms);
-/* snap (or NULL): the snapshot the VM is made from, whose image and (with
- * memory) size it must have. */
-int	tools_create_check(struct request *, const struct snap_record *snap,
-	    const struct conf_image **, int *vcpus, int *memory_mib);
+/* What vm_create and vm_run make (tools_vm.c): checked and admitted by
+ * tools_create_check (0, or an error reply and -1), made by tools_create
+ * from the snapshot named, the warm pool or a boot. */
+struct create_args {
+	const struct conf_image	*im;
+	int			 has_snap;
+	struct snap_record	 snap;
+	int			 vcpus, memory_mib, network;
+};
+int	tools_create_check(struct request *, struct create_args *);
+void	tools_create(struct request *, struct create_args *,
+	    int idle_seconds, int idle_pause, vm_done_cb, void *);
 void	tools_job_remember(struct vm *, struct json_object *status);
 int	job_poll_ms(long waited_ms);
 

@@ -3,7 +3,9 @@
 # (vmmdlib.py's frame): a disk-only snapshot that later VMs boot on and
 # that several share without changing it; a memory snapshot whose process
 # goes on running, with its memory, in the VM restored from it, and
-# independently of the source; vm_fork into two children, the process
+# independently of the source; vm_run from a stage and committing one
+# (files written without sync are in it, a failure or a retry commits
+# nothing more, a snapshot quota is said); vm_fork into two children, the process
 # running on in each; ownership, quotas and retry receipts; and
 # kill -9 of vmmd while a snapshot is made and while one is restored,
 # and a damaged memory file that is refused before anything is restored.
@@ -120,6 +122,62 @@ def case_disk(h, a, b):
     ok(not okk and r["code"] == "not_found", "a snapshot that never "
        "was: not_found, the same", r)
     return src, sid
+
+
+def case_run(h, a, b, sid):
+    """vm_run with stages: from a snapshot, and leaving one behind."""
+    okk, r = a("vm_run", request_id="run-stage", snapshot=sid,
+               memory_mib=MEM, command="cat /workspace/before")
+    ok(okk and r["exit_code"] == 0 and r["stdout"] == "before\n" and
+       r["origin"] == "snapshot" and "commit" not in r,
+       "run: vm_run from a stage sees its files, origin snapshot", r)
+    okk, r = b("vm_run", request_id="run-b", snapshot=sid, command="true")
+    ok(not okk and r["code"] == "not_found", "run: another workspace's "
+       "stage is not_found", r)
+    # As a user would: no sync; the commit's freeze makes it durable.
+    args = dict(request_id="run-commit", snapshot=sid, memory_mib=MEM,
+                commit={"name": "stage-2"},
+                command="cp /workspace/before /workspace/two && "
+                "head -c 4M /dev/urandom > /workspace/big && "
+                "sha256sum < /workspace/big")
+    okk, r = a("vm_run", **args)
+    c = r.get("commit", {}) if okk else {}
+    ok(okk and r["exit_code"] == 0 and r["origin"] == "snapshot" and
+       c.get("committed") is True and c.get("name") == "stage-2" and
+       len(c.get("snapshot_id", "")) == 32 and "reason" not in c,
+       "run: commit on exit 0 makes a snapshot and names it", r)
+    if not okk or not c.get("committed"):
+        return
+    sid2, digest = c["snapshot_id"], r["stdout"].split()[0]
+    okk, again = a("vm_run", **args)
+    ok(okk and again == r, "run: the retried commit (same request_id) "
+       "returns the same answer, the same snapshot", again)
+    okk, l = a("vm_snapshot_list")
+    two = [x for x in l["snapshots"] if x["name"] == "stage-2"] if okk \
+        else []
+    ok(len(two) == 1 and two[0]["snapshot_id"] == sid2 and
+       two[0]["memory"] is False and two[0]["source_vm_id"] == r["vm_id"],
+       "run: one snapshot stage-2 is listed, disk-only, of the run's VM", l)
+    okk, r = a("vm_run", request_id="run-after", snapshot=sid2,
+               memory_mib=MEM, command="cat /workspace/two; "
+               "sha256sum < /workspace/big")
+    ok(okk and r["stdout"] == "before\n%s  -\n" % digest,
+       "run: a later vm_run from the commit sees what the command wrote "
+       "without sync, byte for byte", r)
+    okk, r = a("vm_run", request_id="run-fail", snapshot=sid2,
+               memory_mib=MEM, commit={"name": "stage-3"},
+               command="echo x > /workspace/x; exit 3")
+    c = r.get("commit", {}) if okk else {}
+    ok(okk and r["exit_code"] == 3 and c.get("committed") is False and
+       c.get("name") == "stage-3" and "snapshot_id" not in c and
+       "code" not in c and "exited with 3" in c.get("reason", ""),
+       "run: a failing command commits nothing, and says why", r)
+    okk, l2 = a("vm_snapshot_list")
+    ok(okk and sorted(x["snapshot_id"] for x in l2["snapshots"]) ==
+       sorted(x["snapshot_id"] for x in l["snapshots"]),
+       "run: and no snapshot was added", l2)
+    okk, r = a("vm_snapshot_delete", snapshot_id=sid2)
+    ok(okk, "run: the committed stage deletes as any snapshot", r)
 
 
 # 200 files of 32 B to 1.6 KiB, each its own bytes, written without sync;
@@ -385,6 +443,14 @@ def case_limits(h, a, src, sid):
        r["message"].startswith("max_snapshots_per_workspace"),
        "limits: a fourth is quota_exceeded naming "
        "max_snapshots_per_workspace", r)
+    okk, r = a("vm_run", request_id="run-over", snapshot=sid,
+               memory_mib=MEM, commit={"name": "over"}, command="true")
+    c = r.get("commit", {}) if okk else {}
+    ok(okk and r["exit_code"] == 0 and c.get("committed") is False and
+       c.get("code") == "quota_exceeded" and
+       c.get("reason", "").startswith("max_snapshots_per_workspace"),
+       "limits: a vm_run whose commit is over the quota still answers, "
+       "with the snapshot's error", r)
     okk, r = a("vm_snapshot_delete", snapshot_id=s3["snapshot_id"])
     ok(okk and r == {"snapshot_id": s3["snapshot_id"], "deleted": True},
        "limits: vm_snapshot_delete deletes it", r)
@@ -512,6 +578,7 @@ def suite(h):
     h.authctl("policy", "set", "--workspace", "alpha", "--max-vms", "8",
               "--storage-gib", "1000")
     src, sid = case_disk(h, a, b)
+    case_run(h, a, b, sid)
     case_consistent(h, a, src)
     msid = case_memory(h, a, src)
     case_identity(h, a, src, msid)
@@ -560,7 +627,8 @@ def suite(h):
     ok(p.returncode == 0, "the audit chain holds", p.stdout + p.stderr)
     log = base.read(os.path.join(h.mnt, "audit.log"))
     ok(all(t in log for t in ('"vm_snapshot"', '"vm_snapshot_delete"',
-                              '"vm_create:snapshot"',
+                              '"vm_create:snapshot"', '"vm_run:snapshot"',
+                              '"vm_run:commit"',
                               '"vmctl:snapshot-delete"')),
        "the audit log has the making, deleting and creating from "
        "snapshots", log[-2000:])

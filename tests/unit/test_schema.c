@@ -419,6 +419,7 @@ run_calls(const struct call *calls, size_t n, int output)
 
 #define VM	"\"vm_id\":\"vm-3f2a9c1e\""
 #define JOB	"\"job_id\":\"job-7b1d04aa\""
+#define SNAP	"0123456789abcdef0123456789abcdef"
 
 static const struct call inputs[] = {
 	{ "vm_create", "{\"request_id\":\"c1\"}", NULL },
@@ -604,6 +605,19 @@ static const struct call inputs[] = {
 	    "\"timeout_seconds\":601}", "$.timeout_seconds: must be at most 600" },
 	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
 	    "\"vm_id\":\"vm-1\"}", "$.vm_id: unknown property" },
+	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
+	    "\"snapshot\":\"" SNAP "\",\"commit\":{\"name\":\"stage-2\"}}",
+	    NULL },
+	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
+	    "\"commit\":{}}", "$.commit.name: is required" },
+	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
+	    "\"commit\":{\"name\":\"a b\"}}",
+	    "$.commit.name: must match the pattern" },
+	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
+	    "\"commit\":{\"name\":\"a\",\"memory\":true}}",
+	    "$.commit.memory: unknown property" },
+	{ "vm_run", "{\"request_id\":\"r1\",\"command\":\"true\","
+	    "\"snapshot\":\"stage-1\"}", "$.snapshot: must match the pattern" },
 
 	{ "vm_snapshot", "{" VM ",\"request_id\":\"s1\",\"name\":\"a.b-c_1\","
 	    "\"memory\":true}", NULL },
@@ -758,6 +772,25 @@ static const struct call outputs[] = {
 	    "\"stderr\":\"\",\"stdout_bytes\":0,\"stderr_bytes\":0,"
 	    "\"decoding_errors\":{\"stdout\":false,\"stderr\":false},"
 	    "\"truncated\":false,\"timed_out\":false}", NULL },
+	{ "vm_run", "{" VM ",\"job_id\":\"j1\",\"request_id\":\"r1\","
+	    "\"state\":\"completed\",\"exit_code\":0,\"stdout\":\"\","
+	    "\"stderr\":\"\",\"stdout_bytes\":0,\"stderr_bytes\":0,"
+	    "\"decoding_errors\":{\"stdout\":false,\"stderr\":false},"
+	    "\"truncated\":false,\"timed_out\":false,\"origin\":\"warm\","
+	    "\"commit\":{\"name\":\"s\",\"committed\":true,"
+	    "\"snapshot_id\":\"" SNAP "\"}}", NULL },
+	{ "vm_run", "{" VM ",\"job_id\":\"j1\",\"request_id\":\"r1\","
+	    "\"state\":\"failed\",\"exit_code\":3,\"stdout\":\"\","
+	    "\"stderr\":\"\",\"stdout_bytes\":0,\"stderr_bytes\":0,"
+	    "\"decoding_errors\":{\"stdout\":false,\"stderr\":false},"
+	    "\"truncated\":false,\"timed_out\":false,\"origin\":\"fork\"}",
+	    "$.origin: must be one of" },
+	{ "vm_run", "{" VM ",\"job_id\":\"j1\",\"request_id\":\"r1\","
+	    "\"state\":\"failed\",\"exit_code\":3,\"stdout\":\"\","
+	    "\"stderr\":\"\",\"stdout_bytes\":0,\"stderr_bytes\":0,"
+	    "\"decoding_errors\":{\"stdout\":false,\"stderr\":false},"
+	    "\"truncated\":false,\"timed_out\":false,\"origin\":\"booted\","
+	    "\"commit\":{\"name\":\"s\"}}", "$.commit.committed: is required" },
 };
 
 START_TEST(tool_outputs)
