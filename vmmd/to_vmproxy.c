@@ -479,7 +479,10 @@ proxy_exit_cb(int fd, short ev, void *arg)
 		return;
 	/* Exit status 3: the guest broke the link protocol. */
 	fault = p->guest_fault || (WIFEXITED(st) && WEXITSTATUS(st) == 3);
-	if (WIFSIGNALED(st))
+	/* proxy_stop's own SIGKILL is no news; any other signal is. */
+	if (WIFSIGNALED(st) && p->stopping && WTERMSIG(st) == SIGKILL)
+		log_debug("vmproxy %d: stopped", (int)p->pid);
+	else if (WIFSIGNALED(st))
 		log_warnx("vm %s: vmproxy killed by signal %d",
 		    vm != NULL ? vm->rec.id : "?", WTERMSIG(st));
 	if (vm != NULL && vm->proxy == p) {
