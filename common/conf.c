@@ -142,7 +142,7 @@ static const struct cfg_key vmmd_keys[] = {
 	{ "warm_pool", CFG_INT, V(warm_pool), 0, "0", 0, 8, NULL,
 	    "ready memory snapshots vmmd keeps per image at the default size "
 	    "for vm_create to restore instead of booting; 0 turns the pool "
-	    "off" },
+	    "off; 1 is recommended (vmmd -n says what it costs)" },
 };
 #undef V
 

@@ -91,6 +91,12 @@ vmmd_left_running(void)
 }
 
 void
+vmmd_hibernated(void)
+{
+	env->hibernated++;
+}
+
+void
 vmmd_pending_register(int (*fn)(void))
 {
 	if (npending == MAX_PENDING)
@@ -101,10 +107,17 @@ vmmd_pending_register(int (*fn)(void))
 void
 vmmd_maybe_exit(void)
 {
-	if (!env->shutting_down)
+	if (!env->shutting_down || !env->stop_started)
 		return;
 	for (size_t i = 0; i < npending; i++)
 		if (pending[i]())
 			return;
 	event_base_loopexit(env->base, NULL);
+}
+
+void
+vmmd_stop_started(void)
+{
+	env->stop_started = 1;
+	vmmd_maybe_exit();
 }

@@ -36,13 +36,19 @@ int	vmmd_shutting_down(void);
 /* A VM the shutdown could not hibernate is left running for the next
  * vmmd to take up: main says how many at exit. */
 void	vmmd_left_running(void);
+/* A VM the shutdown hibernated: main says how many at exit. */
+void	vmmd_hibernated(void);
 
 /*
  * Once shutting_down, vmmd exits when no part has work left that it must
  * wait for: each part registers what tells it (1: some is left), and
- * calls vmmd_maybe_exit when some of its own ends.
+ * calls vmmd_maybe_exit when some of its own ends.  Nothing exits before
+ * every step of the shutdown has started (vmmd_stop_started): a step that
+ * ends at once, such as a booting VM destroyed, must not end vmmd before
+ * the VMs' hibernations have begun.
  */
 void	vmmd_pending_register(int (*pending)(void));
 void	vmmd_maybe_exit(void);
+void	vmmd_stop_started(void);
 
 #endif

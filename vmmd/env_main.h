@@ -26,6 +26,11 @@ struct vmmd {
 	gid_t			 admin_gid;
 	int			 foreground, verbose;
 	int			 shutting_down;
+	/* Every step of the shutdown has started: until then no step's
+	 * end may exit vmmd (vmmd_maybe_exit). */
+	int			 stop_started;
+	/* VMs the shutdown hibernated, said at exit. */
+	int			 hibernated;
 	/* VMs the shutdown could not hibernate, left running for the next
 	 * vmmd to take up. */
 	int			 left_running;

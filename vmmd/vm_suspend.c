@@ -343,7 +343,8 @@ shutdown_suspended(struct vm *vm, const char *code, const char *msg,
 		    "the next vmmd to take up", vm->rec.id, msg,
 		    vm_state_name(vm->rec.state));
 		vmmd_left_running();
-	}
+	} else
+		vmmd_hibernated();
 	vmmd_maybe_exit();
 }
 

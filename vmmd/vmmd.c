@@ -676,6 +676,48 @@ control_request_new(struct ipc_conn *conn, uint32_t id)
 
 /* ---- startup and shutdown ---------------------------------------------- */
 
+static double
+gib(long long bytes)
+{
+	return (double)bytes / (1LL << 30);
+}
+
+/*
+ * vmmd -n: what the warm pool will cost, as admission counts it (a pool
+ * snapshot is a root disk and a memory file; a reflink clone of the disk
+ * takes less until written, but max_storage_gib counts it whole).  At
+ * rest the pool holds no memory: only its one VM per image that builds
+ * the next snapshot does, for a boot.
+ */
+static void
+pool_cost(const struct mcpvm_conf *c)
+{
+	const struct conf_image *ims = c->images.v;
+	long long n = c->vmmd.warm_pool, all = 0;
+	struct stat st;
+
+	if (n == 0) {
+		printf("warm pool: off (warm_pool = 0): vm_create boots every "
+		    "VM\n");
+		return;
+	}
+	for (size_t i = 0; i < c->images.n; i++) {
+		const struct conf_image *im = &ims[i];
+		long long disk = stat(im->rootfs, &st) == 0 ?
+		    (long long)st.st_size : 0, mem = im->memory_mib << 20;
+
+		printf("warm pool: image %s (1 vCPU, %lld MiB), %lld "
+		    "snapshot(s): %.1f GiB disk + %.1f GiB memory file each, "
+		    "%.1f GiB of storage; memory: one %lld MiB VM while a "
+		    "snapshot is built, none at rest\n", im->id,
+		    im->memory_mib, n, gib(disk), gib(mem), gib((disk + mem) * n),
+		    im->memory_mib);
+		all += (disk + mem) * n;
+	}
+	printf("warm pool: %.1f GiB of storage in all, of max_storage_gib "
+	    "= %lld\n", gib(all), c->vmmd.max_storage_gib);
+}
+
 static void
 signal_cb(int sig, short ev, void *arg)
 {
@@ -688,7 +730,9 @@ signal_cb(int sig, short ev, void *arg)
 	env->srv_mcpd = NULL;
 	run_shutdown();		/* vm_run's VMs go, never to a checkpoint */
 	vm_hibernate_all();
-	vmmd_maybe_exit();
+	/* After the tenants': a pool VM's destroy may end at once. */
+	warmpool_shutdown();
+	vmmd_stop_started();	/* exits when nothing is left to wait for */
 }
 
 /*
@@ -969,6 +1013,7 @@ main(int argc, char *argv[])
 		fatalx("%s", err);
 	if (check_only) {
 		printf("%s: configuration OK\n", env->conf_path);
+		pool_cost(&env->conf);
 		return 0;
 	}
 	if (geteuid() != 0)
@@ -1167,10 +1212,12 @@ main(int argc, char *argv[])
 	event_base_dispatch(env->base);
 
 	if (env->left_running > 0)
-		log_warnx("%d VM(s) could not be hibernated and run on for the "
-		    "next vmmd to take up; exiting", env->left_running);
+		log_warnx("hibernated %d VM(s); %d could not be hibernated and "
+		    "run on for the next vmmd to take up; exiting",
+		    env->hibernated, env->left_running);
 	else
-		log_info("every VM is on disk or stopped; exiting");
+		log_info("hibernated %d VM(s); every VM is on disk or stopped; "
+		    "exiting", env->hibernated);
 	ipc_server_free(env->srv_ctl);
 	ipc_set_write_barrier(NULL);
 	audit_close(env->audit);

@@ -246,7 +246,10 @@ pool_end(struct pool_image *pi, const char *why)
 {
 	struct vm *vm;
 
-	if (why != NULL) {
+	if (why != NULL && vmmd_shutting_down())
+		log_info("warm pool: image %s: building a snapshot abandoned, "
+		    "vmmd is stopping", pi->im->id);
+	else if (why != NULL) {
 		log_warnx("warm pool: image %s: building a snapshot failed, "
 		    "retried in %d s: %s", pi->im->id, pi->retry_s > 0 ?
 		    pi->retry_s : RETRY_MIN_S, why);
@@ -305,6 +308,12 @@ pool_vm_up(struct vm *vm, const char *code, const char *msg, void *arg)
 		return;
 	}
 	snprintf(pi->vm_id, sizeof(pi->vm_id), "%s", vm->rec.id);
+	if (vmmd_shutting_down()) {
+		pi->req = NULL;
+		request_drop(req);
+		pool_end(pi, "vmmd is stopping");
+		return;
+	}
 	/* A failure of either replies to the request, which frees it. */
 	if (snap_make_check(req, vm, 1) == -1 ||
 	    snap_make_pool(req, vm, pi->key, pool_made, pool_make_failed,
@@ -393,11 +402,36 @@ warmpool_used(const struct conf_image *im)
 		pool_kick(pi);
 }
 
-/* ---- startup ----------------------------------------------------------- */
+/* ---- startup and shutdown ---------------------------------------------- */
 
 static void
 pool_vm_removed(struct vm *vm, const char *code, const char *msg, void *arg)
 {
+}
+
+/*
+ * A pool VM is destroyed, not waited for: a boot under TCG takes many
+ * seconds, and its snapshot would be of no use to a vmmd that stops.
+ * The build's own callbacks hear of it and end quietly (pool_end); what
+ * a snapshot left half made is snap_init's at the next start.  The
+ * destroy may end at once; vmmd_maybe_exit waits for the shutdown's
+ * other steps all the same (env.h).
+ */
+void
+warmpool_shutdown(void)
+{
+	struct vm *vm, *next;
+
+	for (size_t i = 0; i < npools; i++)
+		evtimer_del(pools[i].timer);
+	TAILQ_FOREACH_SAFE(vm, vm_all(), entry, next)
+		if (warmpool_is_pool(vm->rec.workspace) &&
+		    vm->rec.state != VM_GONE &&
+		    vm->rec.state != VM_DESTROYING) {
+			log_info("warm pool: VM %s destroyed: vmmd is "
+			    "stopping", vm->rec.id);
+			vm_destroy(vm, pool_vm_removed, NULL);
+		}
 }
 
 void

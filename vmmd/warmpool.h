@@ -23,4 +23,8 @@ int	warmpool_take(const struct conf_image *im, int vcpus, int memory_mib,
 /* A VM taken from im's pool is up or has failed: the pool refills once
  * no other restore from it is under way. */
 void	warmpool_used(const struct conf_image *im);
+/* vmmd stops (after the tenants' VMs are being hibernated): the pool
+ * builds no more, and its VMs, booting or being snapshotted, are
+ * destroyed rather than waited for. */
+void	warmpool_shutdown(void);
 #endif
