@@ -5,11 +5,12 @@
 With --smoke (packaging/dev/up --check, the installed-system test) it
 always creates a new VM and then goes on: hibernate it, resume it, run the
 command again, destroy it, and exit non-zero when any step did not do
-what it says.
+what it says.  With --origin ORIGIN as well, the new VM must say it was
+made that way (vm_status's origin: warm, booted, snapshot).
 
 Standard library only: Streamable HTTP is POST with JSON-RPC, answered as
 application/json or as an SSE stream.
-usage: demo.py [--smoke] BASE_URL TOKEN_FILE
+usage: demo.py [--smoke [--origin ORIGIN]] BASE_URL TOKEN_FILE
 """
 import json
 import sys
@@ -128,6 +129,9 @@ def main():
     check = args[:1] == ["--smoke"]
     if check:
         args = args[1:]
+    origin = None
+    if check and args[:1] == ["--origin"]:
+        origin, args = args[1], args[2:]
     base, token = args[0], open(args[1]).read().strip()
     mcp = Mcp(base, token)
     for _ in range(100):
@@ -155,7 +159,12 @@ def main():
         t0 = time.time()
         vm = mcp.tool("vm_create", request_id="dev-up-%d" % time.time())[
             "vm_id"]
-        print("up: created VM %s in %.1f s" % (vm, time.time() - t0))
+        secs = time.time() - t0
+        made = mcp.tool("vm_status", vm_id=vm)["origin"]
+        print("up: created VM %s in %.1f s (origin %s)" % (vm, secs, made))
+        if origin is not None and made != origin:
+            raise SystemExit("up: smoke test failed: VM %s says origin %s, "
+                             "not %s" % (vm, made, origin))
     if check:
         smoke(mcp, vm)
     else:

@@ -7,8 +7,10 @@
 # while a pool snapshot is written; a changed image digest retires the
 # pool's snapshot, the next vm_create cold-boots and the pool is rebuilt
 # under a new key; a damaged pool snapshot makes vm_create boot instead;
-# a plain vm_run takes the pool's VM as vm_create does; and kill -9 of vmmd while the pool builds leaves
-# neither a half snapshot nor a pool VM, and the pool is ready again.
+# a plain vm_run takes the pool's VM as vm_create does; kill -9 of vmmd
+# while the pool builds leaves neither a half snapshot nor a pool VM, and
+# the pool is ready again; and SIGTERM while a pool VM boots hibernates
+# the tenants' VMs and destroys the pool VM rather than waiting for it.
 #
 # vmmd's disk failpoint (MCPVM_TEST_DISK_DELAY_MS, vmmd/disk.c and
 # vmmd/snapshot.c) holds each disk job 2 s on the worker pool, the pool
@@ -230,6 +232,37 @@ def case_kill(h, a, ready_sid):
         a("vm_destroy", vm_id=v["vm_id"])
 
 
+def case_stop_while_building(h, a):
+    """SIGTERM while a pool VM boots, with a tenant's VM running: the
+    tenant's VM is hibernated, the pool VM destroyed, not waited for."""
+    okk, r = a("vm_create", request_id="warm-stop", idle_seconds=0)
+    okk2, st = a("vm_status", vm_id=r["vm_id"]) if okk else (False, r)
+    ok(okk2 and st["origin"] == "warm" and st["state"] == "running",
+       "stop: a tenant's VM is running, restored from the pool", st)
+    wait_for(lambda: [v for v in pool_vms(h) if v["state"] == "creating"],
+             BUILD_S, "the pool's next VM booting")
+    booting = [v["vm_id"] for v in pool_vms(h)]
+    mark = len(base.read(h.vmmd_log))
+    rc, secs = h.stop_vmmd()
+    log = base.read(h.vmmd_log)[mark:]
+    ok(rc == 0 and "hibernated 1 VM(s); every VM is on disk" in log,
+       "stop: SIGTERM while pool VM %s booted: vmmd hibernated the "
+       "tenant's VM and exited 0 (%.1f s)" % (booting, secs), log[-3000:])
+    ok("warm pool: VM %s destroyed: vmmd is stopping" % booting[0] in log
+       if booting else False, "stop: the booting pool VM was destroyed "
+       "at shutdown", log[-3000:])
+    h.start_vmmd()
+    a.reconnect()
+    okk, st = a("vm_status", vm_id=r["vm_id"]) if okk else (False, r)
+    ok(okk and st["state"] == "hibernated",
+       "stop: after a restart the tenant's VM is hibernated", st)
+    ok(not any(v["vm_id"] in booting for v in pool_vms(h)) and
+       "left by an earlier vmmd" not in base.read(h.vmmd_log)[mark:],
+       "stop: no pool VM was left for the next vmmd", pool_vms(h))
+    if okk:
+        a("vm_destroy", vm_id=r["vm_id"])
+
+
 CONF = dict(warm_pool=1, max_vms=4, max_memory_mib=4 * base.VM_MIB)
 
 
@@ -252,6 +285,7 @@ def suite(h):
     sid = case_key(h, a, s["snapshot_id"])
     sid = case_damaged(h, a, sid)
     case_kill(h, a, sid)
+    case_stop_while_building(h, a)
     del os.environ["MCPVM_TEST_DISK_DELAY_MS"]
     rc, secs = h.stop_vmmd()
     ok(rc == 0, "vmmd exits 0 (%.1f s)" % secs, rc)
