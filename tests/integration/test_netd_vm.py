@@ -149,6 +149,16 @@ def case_egress(h, w, h_before):
        "the narrowed VM", (code, out, err))
     code, out, err = tcp(eg, vm, "10.77.0.2", 80, "e-lan")
     ok(code != 0, "egress: the private LAN stays blocked", (code, out))
+    # Its policy is its own record's: a resume sets up the same.
+    okk, r = eg("vm_suspend", vm_id=vm)
+    ok(okk and eg.state(vm) == "hibernated", "egress: hibernated", r)
+    code, out, err = tcp(eg, vm, "203.0.113.10", 80, "e-tcp2")
+    ok(code != 0 and eg.state(vm) == "running", "egress: resumed from "
+       "hibernation, the VM keeps its narrowed policy", (code, out, err))
+    code, out, err = guest(eg, vm, "getent hosts " + netdlib.DNS_NAME,
+                           "e-dns2")
+    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
+       "egress: and reaches its resolver still", (code, out, err))
     okk, r = eg("vm_destroy", vm_id=vm)
     ok(okk and all_gone(w, h_before), "egress: destroy leaves nothing, "
        "the egress table included", (r, netd_objects(w)))
