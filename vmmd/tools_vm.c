@@ -97,38 +97,6 @@ create_warm(struct request *req, const struct conf_image *im,
 	    w->idle_pause, warm_done, w);
 }
 
-int
-tools_egress(struct request *req, const struct egress *base)
-{
-	struct json_object *arg;
-	struct egress *e;
-	char why[256];
-	size_t max = (size_t)vmmd_conf()->authd.egress_max_cidrs;
-
-	if (!json_object_object_get_ex(req->args, "egress", &arg) ||
-	    arg == NULL) {
-		req->egress = *base;
-		return 0;
-	}
-	if ((e = calloc(1, sizeof(*e))) == NULL)
-		fatal("calloc");
-	if (egress_from_json(arg, "egress", max, e, why, sizeof(why)) == -1) {
-		request_error(req, "invalid_argument", "%s", why);
-		free(e);
-		return -1;
-	}
-	if (!egress_narrows(base, e, why, sizeof(why))) {
-		request_error(req, "forbidden", "%s (a VM's egress may only "
-		    "narrow its workspace's, and a fork's its source's too)",
-		    why);
-		free(e);
-		return -1;
-	}
-	req->egress = *e;
-	free(e);
-	return 0;
-}
-
 /*
  * What vm_create checks before it creates anything, for vm_create and
  * vm_run: the image, the policy, networking, vCPUs, memory and admission.
@@ -375,6 +343,38 @@ tool_vm_status(struct request *req)
 }
 
 /* ---- suspend, resume, destroy ------------------------------------------ */
+
+int
+tools_egress(struct request *req, const struct egress *base)
+{
+	struct json_object *arg;
+	struct egress *e;
+	char why[256];
+	size_t max = (size_t)vmmd_conf()->authd.egress_max_cidrs;
+
+	if (!json_object_object_get_ex(req->args, "egress", &arg) ||
+	    arg == NULL) {
+		req->egress = *base;
+		return 0;
+	}
+	if ((e = calloc(1, sizeof(*e))) == NULL)
+		fatal("calloc");
+	if (egress_from_json(arg, "egress", max, e, why, sizeof(why)) == -1) {
+		request_error(req, "invalid_argument", "%s", why);
+		free(e);
+		return -1;
+	}
+	if (!egress_narrows(base, e, why, sizeof(why))) {
+		request_error(req, "forbidden", "%s (a VM's egress may only "
+		    "narrow its workspace's, and a fork's its source's too)",
+		    why);
+		free(e);
+		return -1;
+	}
+	req->egress = *e;
+	free(e);
+	return 0;
+}
 
 static void
 suspended(struct vm *vm, const char *code, const char *msg, void *arg)

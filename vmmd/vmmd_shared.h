@@ -233,12 +233,6 @@ struct json_object *tools_exec_call(struct request *, const char *job_id,
 	    int64_t timeout_ms);
 /* snap (or NULL): the snapshot the VM is made from, whose image and (with
  * memory) size it must have. */
-/*
- * Sets req->egress, the egress policy of the VMs it makes: the tool's
- * "egress" argument, which may only narrow base (forbidden otherwise,
- * naming the entry), or base.  0, or -1 with the error answered.
- */
-int	tools_egress(struct request *, const struct egress *base);
 int	tools_create_check(struct request *, const struct snap_record *snap,
 	    const struct conf_image **, int *vcpus, int *memory_mib);
 void	tools_job_remember(struct vm *, struct json_object *status);
@@ -267,5 +261,13 @@ void	run_shutdown(void);
 
 /* control.c */
 void	vmmd_dispatch_vmctl(struct ipc_conn *, struct ipc_msg *, void *);
+
+/*
+ * tools_vm.c: sets req->egress, the egress policy of the VMs it makes:
+ * the tool's "egress" argument, which may only narrow base (forbidden
+ * otherwise, naming the entry), or base.  0, or -1 with the error
+ * answered.
+ */
+int	tools_egress(struct request *, const struct egress *base);
 
 #endif
