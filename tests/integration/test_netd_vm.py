@@ -159,6 +159,29 @@ def case_egress(h, w, h_before):
                            "e-dns2")
     ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
        "egress: and reaches its resolver still", (code, out, err))
+    # A fork may not widen its source's policy, and without egress its
+    # child has the source's, in a slot of its own.
+    okk, r = eg("vm_fork", vm_id=vm, request_id="e-f0", count=1,
+                egress={"mode": "allowlist", "allow": ["203.0.113.0/24"]})
+    ok(not okk and r["code"] == "forbidden" and
+       "203.0.113.0/24" in r["message"], "egress: a fork wider than its "
+       "source is forbidden", r)
+    okk, f = eg("vm_fork", vm_id=vm, request_id="e-f1", count=1)
+    ok(okk and len(f.get("vm_ids", [])) == 1, "egress: a fork", f)
+    child = f["vm_ids"][0]
+    okk, st = eg("vm_status", vm_id=child)
+    ok(okk and st.get("egress") == {"mode": "allowlist",
+                                    "allow": ["203.0.113.53/32"]},
+       "egress: the fork has its source's policy", st)
+    code, out, err = tcp(eg, child, "203.0.113.10", 80, "e-ftcp")
+    ok(code != 0, "egress: and the fork's own slot enforces it",
+       (code, out, err))
+    code, out, err = guest(eg, child, "getent hosts " + netdlib.DNS_NAME,
+                           "e-fdns")
+    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
+       "egress: the fork reaches the listed resolver", (code, out, err))
+    okk, r = eg("vm_destroy", vm_id=child)
+    ok(okk, "egress: the fork is destroyed", r)
     okk, r = eg("vm_destroy", vm_id=vm)
     ok(okk and all_gone(w, h_before), "egress: destroy leaves nothing, "
        "the egress table included", (r, netd_objects(w)))
