@@ -51,6 +51,8 @@ usage_to(FILE *f, int code)
 	    "        [--ttl DURATION] [--allow-network] [--image ID]...\n"
 	    "        [--max-vms N] [--memory-mib N] [--storage-gib N]"
 	    " [--max-streams N]\n"
+	    "        [--egress-public | --egress-allow CIDR... |"
+	    " --egress-deny CIDR...]\n"
 	    "  rotate --workspace W (--output FILE [--owner USER] |"
 	    " --stdout)\n"
 	    "        [--ttl DURATION] [--credential ID]\n"
@@ -60,6 +62,8 @@ usage_to(FILE *f, int code)
 	    "        [--image ID]... [--all-images] [--max-vms N]"
 	    " [--memory-mib N]\n"
 	    "        [--storage-gib N] [--max-streams N]\n"
+	    "        [--egress-public | --egress-allow CIDR... |"
+	    " --egress-deny CIDR...]\n"
 	    "  list\n"
 	    "  show --workspace W\n"
 	    "  -h, --help | -V, --version\n"
@@ -98,6 +102,8 @@ struct args {
 	int		 has_ttl;
 	long long	 ttl;
 	int		 all_images;
+	int		 egress_public;
+	struct json_object *allow, *deny;	/* the egress lists given */
 	struct json_object *policy;	/* what the flags set */
 };
 
@@ -150,8 +156,30 @@ policy_flag(struct args *a, const char *key, struct json_object *v)
 enum {
 	O_WORKSPACE = 256, O_OUTPUT, O_OWNER, O_STDOUT, O_TTL, O_NET,
 	O_NONET, O_IMAGE, O_ALLIMG, O_VMS, O_MEM, O_STORE, O_STREAMS,
-	O_CRED, O_TOKFILE, O_JSON,
+	O_CRED, O_TOKFILE, O_JSON, O_EG_PUBLIC, O_EG_ALLOW, O_EG_DENY,
 };
+
+/* --egress-allow and --egress-deny: one prefix, checked as authd will. */
+static void
+egress_flag(struct args *a, const char *opt, const char *v,
+    struct json_object **list, const char *mode, const char *key)
+{
+	struct json_object *eg;
+	struct cidr c;
+
+	if (cidr_parse(v, 0, &c) == -1)
+		die(EX_USAGE, "%s '%s': not an IPv4 prefix a.b.c.d/n with its "
+		    "host bits zero", opt, v);
+	if (*list == NULL) {
+		eg = json_object_new_object();
+		*list = json_object_new_array();
+		json_object_object_add(eg, "mode",
+		    json_object_new_string(mode));
+		json_object_object_add(eg, key, *list);
+		policy_flag(a, "egress", eg);
+	}
+	json_object_array_add(*list, json_object_new_string(v));
+}
 
 /* Which options each command takes. */
 #define A_WS	0x001
@@ -182,6 +210,9 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 		{ "credential", required_argument, NULL, O_CRED },
 		{ "token-file", required_argument, NULL, O_TOKFILE },
 		{ "json", no_argument, NULL, O_JSON },
+		{ "egress-public", no_argument, NULL, O_EG_PUBLIC },
+		{ "egress-allow", required_argument, NULL, O_EG_ALLOW },
+		{ "egress-deny", required_argument, NULL, O_EG_DENY },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct json_object *images = NULL;
@@ -199,7 +230,8 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 		case O_OUTPUT: case O_OWNER: case O_STDOUT: need = A_OUT; break;
 		case O_TTL: need = A_TTL; break;
 		case O_NET: case O_IMAGE: case O_VMS: case O_MEM:
-		case O_STORE: case O_STREAMS: need = A_POL; break;
+		case O_STORE: case O_STREAMS: case O_EG_PUBLIC:
+		case O_EG_ALLOW: case O_EG_DENY: need = A_POL; break;
 		case O_NONET: case O_ALLIMG: need = A_NONET; break;
 		case O_CRED: need = A_CRED; break;
 		case O_TOKFILE: need = A_TOKF; break;
@@ -275,12 +307,34 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 			break;
 		case O_TOKFILE: a->token_file = optarg; break;
 		case O_JSON: json_out = 1; break;
+		case O_EG_PUBLIC:
+			a->egress_public = 1;
+			{
+				struct json_object *eg =
+				    json_object_new_object();
+
+				json_object_object_add(eg, "mode",
+				    json_object_new_string("public"));
+				policy_flag(a, "egress", eg);
+			}
+			break;
+		case O_EG_ALLOW:
+			egress_flag(a, "--egress-allow", optarg, &a->allow,
+			    "allowlist", "allow");
+			break;
+		case O_EG_DENY:
+			egress_flag(a, "--egress-deny", optarg, &a->deny,
+			    "public", "deny");
+			break;
 		}
 	}
 	if (optind < argc)
 		die(EX_USAGE, "%s: unexpected argument", argv[optind]);
 	if (a->all_images && images != NULL)
 		die(EX_USAGE, "--all-images and --image contradict each other");
+	if (a->egress_public + (a->allow != NULL) + (a->deny != NULL) > 1)
+		die(EX_USAGE, "--egress-public, --egress-allow and --egress-deny "
+		    "contradict each other (one egress policy at a time)");
 	if ((allowed & A_WS) && a->workspace == NULL)
 		die(EX_USAGE, "%s needs --workspace", argv[0]);
 	if (allowed & A_OUT) {
@@ -453,6 +507,26 @@ images_text(struct json_object *policy, char *buf, size_t len)
 	}
 }
 
+/* "egress:       allowlist 203.0.113.0/24 …" */
+static void
+egress_print(FILE *f, struct json_object *eg)
+{
+	const char *mode = jstr(eg, "mode");
+	int allow = strcmp(mode, "allowlist") == 0;
+	struct json_object *l = jobj(eg, allow ? "allow" : "deny");
+	size_t n = l != NULL ? json_object_array_length(l) : 0;
+
+	fprintf(f, "egress:       %s", allow ? "allowlist" : "public");
+	if (!allow && n > 0)
+		fprintf(f, ", denying");
+	if (allow && n == 0)
+		fprintf(f, " (empty: nothing is reachable)");
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, " %s", json_object_get_string(
+		    json_object_array_get_idx(l, i)));
+	fputc('\n', f);
+}
+
 static void
 print_policy(FILE *f, struct json_object *p)
 {
@@ -466,6 +540,7 @@ print_policy(FILE *f, struct json_object *p)
 	fprintf(f, "memory:       %" PRId64 " MiB\n", jint(p, "memory_mib"));
 	fprintf(f, "storage:      %" PRId64 " GiB\n", jint(p, "storage_gib"));
 	fprintf(f, "streams:      %" PRId64 "\n", jint(p, "max_streams"));
+	egress_print(f, jobj(p, "egress"));
 }
 
 /* ---- token files -------------------------------------------------------- */

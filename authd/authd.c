@@ -270,6 +270,7 @@ main(int argc, char **argv)
 	a.set.defaults.memory_mib = (uint32_t)conf.authd.default_memory_mib;
 	a.set.defaults.storage_gib = (uint32_t)conf.authd.default_storage_gib;
 	a.set.defaults.max_streams = (uint32_t)conf.authd.default_max_streams;
+	policy_set_egress_max((size_t)conf.authd.egress_max_cidrs);
 	a.set.fail_rate = (unsigned int)conf.authd.fail_rate;
 	a.set.fail_burst = (unsigned int)conf.authd.fail_burst;
 	a.set.fail_queue = (unsigned int)conf.authd.fail_queue;

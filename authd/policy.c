@@ -12,6 +12,21 @@
 #include "jsonx.h"
 #include "policy.h"
 
+/* [authd] egress_max_cidrs; its default until authd sets it. */
+static size_t egress_max = 64;
+
+void
+policy_set_egress_max(size_t n)
+{
+	egress_max = n > EGRESS_MAX_CIDRS ? EGRESS_MAX_CIDRS : n;
+}
+
+size_t
+policy_egress_max(void)
+{
+	return egress_max;
+}
+
 int
 image_id_valid(const char *id, char *why, size_t whylen)
 {
@@ -79,6 +94,8 @@ policy_apply(struct auth_policy *p, const struct auth_policy_patch *pt)
 		p->storage_gib = pt->p.storage_gib;
 	if (pt->fields & POLICY_F_STREAMS)
 		p->max_streams = pt->p.max_streams;
+	if (pt->fields & POLICY_F_EGRESS)
+		p->egress = pt->p.egress;
 }
 
 int
@@ -87,7 +104,8 @@ policy_equal(const struct auth_policy *a, const struct auth_policy *b)
 	if (a->network != b->network || a->nimages != b->nimages ||
 	    a->max_vms != b->max_vms || a->memory_mib != b->memory_mib ||
 	    a->storage_gib != b->storage_gib ||
-	    a->max_streams != b->max_streams)
+	    a->max_streams != b->max_streams ||
+	    !egress_equal(&a->egress, &b->egress))
 		return 0;
 	for (size_t i = 0; i < a->nimages; i++)
 		if (strcmp(a->images[i], b->images[i]) != 0)
@@ -139,7 +157,7 @@ policy_images_split(struct auth_policy *p, const char *s)
 struct json_object *
 policy_to_json(const struct auth_policy *p)
 {
-	struct json_object *o, *imgs;
+	struct json_object *o, *imgs, *eg;
 
 	if ((o = json_object_new_object()) == NULL)
 		return NULL;
@@ -159,6 +177,9 @@ policy_to_json(const struct auth_policy *p)
 	    json_object_new_int64(p->storage_gib));
 	json_object_object_add(o, "max_streams",
 	    json_object_new_int64(p->max_streams));
+	if ((eg = egress_to_json(&p->egress)) == NULL)
+		goto fail;
+	json_object_object_add(o, "egress", eg);
 	return o;
 fail:
 	json_object_put(o);
@@ -225,7 +246,7 @@ int
 policy_patch_from_json(struct json_object *parent, const char *key,
     struct auth_policy_patch *pt, char *why, size_t whylen)
 {
-	struct json_object *pol, *arr;
+	struct json_object *pol, *arr, *eg;
 	struct jsonx_err jerr;
 	char path[64];
 	int64_t n;
@@ -237,7 +258,7 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 	/* Strict: a key authd does not know is a mistake, not an extra. */
 	json_object_object_foreach(pol, k, v) {
 		int known = strcmp(k, "network") == 0 ||
-		    strcmp(k, "images") == 0;
+		    strcmp(k, "images") == 0 || strcmp(k, "egress") == 0;
 
 		(void)v;
 		for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++)
@@ -246,7 +267,7 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 			/* The key itself is peer data: not echoed. */
 			snprintf(why, whylen, "$.%s: has an unknown key (known: "
 			    "network, images, max_vms, memory_mib, "
-			    "storage_gib, max_streams)", key);
+			    "storage_gib, max_streams, egress)", key);
 			return -1;
 		}
 	}
@@ -262,6 +283,13 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 		goto jfail;
 	if (r == 1 && policy_images_from_json(arr, path, pt, why, whylen) == -1)
 		return -1;
+	snprintf(path, sizeof(path), "%s.egress", key);
+	if (json_object_object_get_ex(pol, "egress", &eg)) {
+		if (egress_from_json(eg, path, egress_max, &pt->p.egress, why,
+		    whylen) == -1)
+			return -1;
+		pt->fields |= POLICY_F_EGRESS;
+	}
 	for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++) {
 		snprintf(path, sizeof(path), "%s.%s", key, quotas[i].key);
 		if ((r = jsonx_get_int64(parent, path, 0, 1, quotas[i].max, &n,

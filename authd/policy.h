@@ -10,6 +10,7 @@
 
 struct json_object;
 
+#include "egress.h"
 #include "wsname.h"
 
 #define AUTH_WORKSPACE_MAX	WSNAME_MAX	/* [a-z0-9-]{1,63} */
@@ -30,6 +31,7 @@ struct auth_policy {
 	uint32_t	memory_mib;
 	uint32_t	storage_gib;
 	uint32_t	max_streams;
+	struct egress	egress;		/* default: public */
 };
 
 /* A partial policy from a request: only the fields whose bit is set. */
@@ -39,6 +41,7 @@ struct auth_policy {
 #define POLICY_F_MEMORY		0x08u
 #define POLICY_F_STORAGE	0x10u
 #define POLICY_F_STREAMS	0x20u
+#define POLICY_F_EGRESS		0x40u
 
 struct auth_policy_patch {
 	unsigned int	 fields;
@@ -60,7 +63,15 @@ int	policy_equal(const struct auth_policy *, const struct auth_policy *);
 void	policy_images_join(const struct auth_policy *, char *buf, size_t len);
 int	policy_images_split(struct auth_policy *, const char *s);
 
-/* {"network":…,"images":[…],"max_vms":…,…}; NULL on allocation failure. */
+/*
+ * The most prefixes an egress list may hold ([authd] egress_max_cidrs,
+ * at most EGRESS_MAX_CIDRS), which policy_patch_from_json enforces.
+ */
+void	policy_set_egress_max(size_t);
+size_t	policy_egress_max(void);
+
+/* {"network":…,"images":[…],"max_vms":…,…,"egress":{…}}; NULL on
+ * allocation failure. */
 struct json_object *policy_to_json(const struct auth_policy *);
 
 /*

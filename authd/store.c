@@ -8,13 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
 #include <sqlite3.h>
 
 #include "sqldb.h"
 #include "store.h"
 
 #define WS_COLS	"w.network, w.images, w.max_vms, w.memory_mib, " \
-		"w.storage_gib, w.max_streams"
+		"w.storage_gib, w.max_streams, w.egress"
 #define IMAGES_TEXT_MAX	(AUTH_MAX_IMAGES * (AUTH_IMAGE_MAX + 1) + 1)
 
 struct store {
@@ -50,6 +51,9 @@ static const char *const migrations[] = {
 	"  ON credentials(workspace, created_at);"
 	"CREATE INDEX credentials_by_expiry "
 	"  ON credentials(expires_at) WHERE expires_at IS NOT NULL;",
+	/* 1 -> 2: egress policies; every workspace so far is public. */
+	"ALTER TABLE workspaces ADD COLUMN egress TEXT NOT NULL "
+	"  DEFAULT '{\"mode\":\"public\",\"deny\":[]}';",
 };
 
 /* authd is the database's only user, and nobody else may read it. */
@@ -135,7 +139,39 @@ col_time(sqlite3_stmt *st, int col)
 	return sqlite3_column_int64(st, col);
 }
 
-/* Reads the six WS_COLS columns starting at col. */
+/* The egress policy as stored: its JSON; -1 when it does not read. */
+static int
+col_egress(sqlite3_stmt *st, int col, struct egress *e)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	struct json_object *o;
+	char why[256];
+	int rc;
+
+	if (t == NULL || (o = json_tokener_parse((const char *)t)) == NULL)
+		return -1;
+	rc = egress_from_json(o, "egress", EGRESS_MAX_CIDRS, e, why,
+	    sizeof(why));
+	json_object_put(o);
+	return rc;
+}
+
+/* The egress policy's JSON text to store, malloc'd; NULL on failure. */
+static char *
+egress_text(const struct egress *e)
+{
+	struct json_object *o = egress_to_json(e);
+	char *s;
+
+	if (o == NULL)
+		return NULL;
+	s = strdup(json_object_to_json_string_ext(o,
+	    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+	return s;
+}
+
+/* Reads the seven WS_COLS columns starting at col. */
 static int
 col_policy(sqlite3_stmt *st, int col, struct auth_policy *p)
 {
@@ -151,7 +187,7 @@ col_policy(sqlite3_stmt *st, int col, struct auth_policy *p)
 	p->memory_mib = (uint32_t)sqlite3_column_int64(st, col + 3);
 	p->storage_gib = (uint32_t)sqlite3_column_int64(st, col + 4);
 	p->max_streams = (uint32_t)sqlite3_column_int64(st, col + 5);
-	return 0;
+	return col_egress(st, col + 6, &p->egress);
 }
 
 static void
@@ -251,7 +287,7 @@ ws_get(struct store *s, const char *ws, struct auth_policy *p,
 	case SQLITE_ROW:
 		*revoked_at = col_time(st, 0);
 		if (col_policy(st, 1, p) == -1) {
-			seterr(err, errlen, "workspace %s: stored images are "
+			seterr(err, errlen, "workspace %s: stored policy is "
 			    "malformed", ws);
 			rc = STORE_ERROR;
 		} else
@@ -301,7 +337,7 @@ store_issue(struct store *s, const char *ws,
 {
 	sqlite3_stmt *st = NULL;
 	int64_t revoked_at = 0;
-	char imgs[IMAGES_TEXT_MAX];
+	char imgs[IMAGES_TEXT_MAX], *eg = NULL;
 	enum store_rc rc;
 
 	*created = 0;
@@ -332,10 +368,15 @@ store_issue(struct store *s, const char *ws,
 		if (patch != NULL)
 			policy_apply(policy, patch);
 		policy_images_join(policy, imgs, sizeof(imgs));
+		if ((eg = egress_text(&policy->egress)) == NULL) {
+			seterr(err, errlen, "insert workspace: out of memory");
+			rc = STORE_ERROR;
+			goto out;
+		}
 		st = prep(s, "INSERT INTO workspaces (id, created_at, "
 		    "network, images, max_vms, memory_mib, storage_gib, "
-		    "max_streams) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", err,
-		    errlen);
+		    "max_streams, egress) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+		    "?8, ?9)", err, errlen);
 		if (st == NULL) {
 			rc = STORE_ERROR;
 			goto out;
@@ -348,6 +389,7 @@ store_issue(struct store *s, const char *ws,
 		sqlite3_bind_int64(st, 6, policy->memory_mib);
 		sqlite3_bind_int64(st, 7, policy->storage_gib);
 		sqlite3_bind_int64(st, 8, policy->max_streams);
+		sqlite3_bind_text(st, 9, eg, -1, SQLITE_STATIC);
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			rc = db_fail(s, "insert workspace", err, errlen);
 			goto out;
@@ -360,6 +402,7 @@ store_issue(struct store *s, const char *ws,
 		goto out;
 	rc = commit(s, err, errlen);
 out:
+	free(eg);
 	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
 		rollback(s);
@@ -576,7 +619,7 @@ store_policy_set(struct store *s, const char *ws,
 {
 	sqlite3_stmt *st = NULL;
 	int64_t revoked_at = 0;
-	char imgs[IMAGES_TEXT_MAX];
+	char imgs[IMAGES_TEXT_MAX], *eg = NULL;
 	enum store_rc rc;
 
 	if ((rc = begin(s, err, errlen)) != STORE_OK)
@@ -590,9 +633,14 @@ store_policy_set(struct store *s, const char *ws,
 	}
 	policy_apply(out, patch);
 	policy_images_join(out, imgs, sizeof(imgs));
+	if ((eg = egress_text(&out->egress)) == NULL) {
+		seterr(err, errlen, "update policy: out of memory");
+		rc = STORE_ERROR;
+		goto out;
+	}
 	st = prep(s, "UPDATE workspaces SET network = ?2, images = ?3, "
 	    "max_vms = ?4, memory_mib = ?5, storage_gib = ?6, "
-	    "max_streams = ?7 WHERE id = ?1", err, errlen);
+	    "max_streams = ?7, egress = ?8 WHERE id = ?1", err, errlen);
 	if (st == NULL) {
 		rc = STORE_ERROR;
 		goto out;
@@ -604,12 +652,14 @@ store_policy_set(struct store *s, const char *ws,
 	sqlite3_bind_int64(st, 5, out->memory_mib);
 	sqlite3_bind_int64(st, 6, out->storage_gib);
 	sqlite3_bind_int64(st, 7, out->max_streams);
+	sqlite3_bind_text(st, 8, eg, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		rc = db_fail(s, "update policy", err, errlen);
 		goto out;
 	}
 	rc = commit(s, err, errlen);
 out:
+	free(eg);
 	sqldb_release(s->db, st);
 	if (rc != STORE_OK)
 		rollback(s);
@@ -641,7 +691,7 @@ store_verify(struct store *s, const uint8_t hash[CRED_HASH_LEN], int64_t now,
 		sqldb_column_text(st, 2, v->workspace, sizeof(v->workspace));
 		v->expires_at = exp;
 		if (col_policy(st, 4, &v->policy) == -1) {
-			seterr(err, errlen, "workspace %s: stored images are "
+			seterr(err, errlen, "workspace %s: stored policy is "
 			    "malformed", v->workspace);
 			rc = STORE_ERROR;
 			break;
@@ -710,7 +760,7 @@ store_list(struct store *s, int64_t now, size_t max,
 		ws = p;
 		row_workspace(st, &ws[cnt]);
 		if (col_policy(st, 5, &ws[cnt].policy) == -1) {
-			seterr(err, errlen, "workspace %s: stored images are "
+			seterr(err, errlen, "workspace %s: stored policy is "
 			    "malformed", ws[cnt].id);
 			rc = STORE_ERROR;
 			goto out;
@@ -760,7 +810,7 @@ store_show(struct store *s, const char *ws, int64_t now, size_t max,
 	}
 	row_workspace(st, w);
 	if (col_policy(st, 5, &w->policy) == -1) {
-		seterr(err, errlen, "workspace %s: stored images are malformed",
+		seterr(err, errlen, "workspace %s: stored policy is malformed",
 		    ws);
 		rc = STORE_ERROR;
 		goto out;

@@ -218,6 +218,9 @@ static const struct cfg_key authd_keys[] = {
 	    1, 65536, NULL, "a new workspace's storage quota (GiB)" },
 	{ "default_max_streams", CFG_INT, AK(default_max_streams), 0, "8",
 	    1, 4096, NULL, "a new workspace's concurrent stream quota" },
+	{ "egress_max_cidrs", CFG_INT, AK(egress_max_cidrs), 0, "64",
+	    0, 256, NULL, "the most prefixes a workspace's egress allow or "
+	    "deny list may hold" },
 	{ "fail_rate", CFG_INT, AK(fail_rate), 0, "20", 1, 1000000, NULL,
 	    "failed verifications answered per second per peer user" },
 	{ "fail_burst", CFG_INT, AK(fail_burst), 0, "100", 1, 1000000, NULL,

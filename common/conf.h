@@ -100,6 +100,7 @@ struct conf_authd {
 	long long	 default_memory_mib;
 	long long	 default_storage_gib;
 	long long	 default_max_streams;
+	long long	 egress_max_cidrs;
 	long long	 fail_rate;
 	long long	 fail_burst;
 	long long	 fail_queue;

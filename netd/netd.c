@@ -312,14 +312,14 @@ ns_apply(unsigned slot, const char *text, const char *tag, const char *alt,
  * *replaced says which happened.
  */
 static int
-vm_rules_apply(unsigned slot, int keep, int *replaced, char *err,
-    size_t errlen)
+vm_rules_apply(unsigned slot, int keep, const struct egress *eg,
+    int *replaced, char *err, size_t errlen)
 {
 	struct nft_vm_spec vs;
 	uint32_t hostaddrs[NETD_MAX_HOSTADDRS];
 	size_t nh;
 	char *text, tag[64], alt[HOSTADDRS_TEXT_MAX];
-	int rc, same;
+	int n, rc, same;
 
 	if (link_host_addrs(hostaddrs, NETD_MAX_HOSTADDRS, &nh) == -1) {
 		snprintf(err, errlen, "listing the host's addresses failed");
@@ -342,8 +342,10 @@ vm_rules_apply(unsigned slot, int keep, int *replaced, char *err,
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	if (nft_build_vm(&vs, text, RULESET_MAX) < 0 ||
+	if ((n = nft_build_vm(&vs, text, RULESET_MAX)) < 0 ||
 	    nft_vm_tag(text, tag, sizeof(tag)) == -1 ||
+	    (eg != NULL && nft_build_egress(slot, eg, text + n,
+	    RULESET_MAX - (size_t)n) < 0) ||
 	    nft_build_hostaddrs(slot, hostaddrs, nh, alt, sizeof(alt)) < 0) {
 		snprintf(err, errlen, "ruleset: bad inputs");
 		free(text);
@@ -463,11 +465,12 @@ unavailable(char *why, size_t len)
 }
 
 static void
-do_setup(struct ipc_conn *c, uint32_t id, unsigned slot)
+do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
+    const struct egress *eg)
 {
 	struct json_object *o, *dns;
 	uint8_t mac[6];
-	char err[1024], why[128], macs[24];
+	char err[1024], why[128], macs[24], egs[64];
 	const char *u;
 	uint32_t gnet = netd->guest_range.addr | slot << 8;
 	int tap, replaced;
@@ -495,7 +498,9 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot)
 		    "failed (see netd's log)", slot);
 		return;
 	}
-	if (vm_rules_apply(slot, 0, &replaced, err, sizeof(err)) == -1) {
+	/* The VM's table and its egress one in one transaction: the guest
+	 * never has a moment under the first alone. */
+	if (vm_rules_apply(slot, 0, eg, &replaced, err, sizeof(err)) == -1) {
 		log_warnx("slot %u: ruleset: %s", slot, err);
 		close(tap);
 		slot_teardown(slot, err, sizeof(err));
@@ -518,8 +523,9 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot)
 	for (size_t i = 0; i < netd->ndns; i++)
 		json_object_array_add(dns, jip(netd->dns[i]));
 	json_object_object_add(o, "dns", dns);
-	log_info("slot %u: network up, guest %u.%u.%u.2", slot,
-	    gnet >> 24, (gnet >> 16) & 0xff, (gnet >> 8) & 0xff);
+	egress_describe(eg, egs, sizeof(egs));
+	log_info("slot %u: network up, guest %u.%u.%u.2, egress %s", slot,
+	    gnet >> 24, (gnet >> 16) & 0xff, (gnet >> 8) & 0xff, egs);
 	if (ipc_reply(c, IPC_NET_SETUP_RESULT, id, o, tap) == -1)
 		log_warnx("slot %u: reply failed; vmmd's sync will remove it",
 		    slot);
@@ -580,7 +586,7 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 			    json_object_new_int((int)s));
 		else if (req->slots[s]) {
 			if (host_table_ensure(err, sizeof(err)) == -1 ||
-			    vm_rules_apply(s, 1, &replaced, err,
+			    vm_rules_apply(s, 1, NULL, &replaced, err,
 			    sizeof(err)) == -1) {
 				log_warnx("slot %u: keeping: %s", s, err);
 				json_object_array_add(missing,
@@ -670,7 +676,7 @@ netd_dispatch_vmmd(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 	}
 	switch (req.type) {
 	case IPC_NET_SETUP:
-		do_setup(c, m->id, req.slot);
+		do_setup(c, m->id, req.slot, &req.egress);
 		break;
 	case IPC_NET_TEARDOWN:
 		do_teardown(c, m->id, req.slot);

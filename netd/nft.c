@@ -137,86 +137,6 @@ put_cidr(struct out *o, const struct cidr *c)
 	put(o, "/%u", c->len);
 }
 
-static uint32_t
-mask(uint8_t len)
-{
-	return len == 0 ? 0 : 0xffffffffu << (32 - len);
-}
-
-static int
-parse_octets(const char *s, const char **end, uint32_t *out)
-{
-	uint32_t a = 0;
-
-	for (int i = 0; i < 4; i++) {
-		unsigned v = 0;
-		int digits = 0;
-
-		if (i > 0) {
-			if (*s != '.')
-				return -1;
-			s++;
-		}
-		while (*s >= '0' && *s <= '9') {
-			/* No leading zeros: "010" is octal to inet_aton. */
-			if (digits == 1 && v == 0)
-				return -1;
-			v = v * 10 + (unsigned)(*s - '0');
-			if (++digits > 3 || v > 255)
-				return -1;
-			s++;
-		}
-		if (digits == 0)
-			return -1;
-		a = a << 8 | v;
-	}
-	*end = s;
-	*out = a;
-	return 0;
-}
-
-int
-cidr_parse(const char *s, int allow_host, struct cidr *out)
-{
-	const char *p;
-	uint32_t a;
-	unsigned len = 0;
-	int digits = 0;
-
-	if (s == NULL || parse_octets(s, &p, &a) == -1)
-		return -1;
-	if (*p == '\0') {
-		if (!allow_host)
-			return -1;
-		out->addr = a;
-		out->len = 32;
-		return 0;
-	}
-	if (*p++ != '/')
-		return -1;
-	while (*p >= '0' && *p <= '9') {
-		if (digits == 1 && len == 0)
-			return -1;
-		len = len * 10 + (unsigned)(*p - '0');
-		if (++digits > 2 || len > 32)
-			return -1;
-		p++;
-	}
-	if (digits == 0 || *p != '\0' || (a & ~mask((uint8_t)len)) != 0)
-		return -1;
-	out->addr = a;
-	out->len = (uint8_t)len;
-	return 0;
-}
-
-int
-cidr_overlap(const struct cidr *a, const struct cidr *b)
-{
-	uint8_t len = a->len < b->len ? a->len : b->len;
-
-	return ((a->addr ^ b->addr) & mask(len)) == 0;
-}
-
 int
 netd_ifname_valid(const char *s)
 {
@@ -284,7 +204,7 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 		return -1;
 	for (size_t i = 0; i < s->nblocked; i++)
 		if (s->blocked[i].len > 32 ||
-		    (s->blocked[i].addr & ~mask(s->blocked[i].len)) != 0)
+		    (s->blocked[i].addr & ~cidr_mask(s->blocked[i].len)) != 0)
 			return -1;
 	snprintf(tap, sizeof(tap), NETD_TAP_FMT, n);
 	snprintf(nsif, sizeof(nsif), NETD_NSIF_FMT, n);
@@ -454,6 +374,55 @@ nft_build_vm_delete(unsigned slot, char *buf, size_t len)
 	put(&o, "delete table inet " NETD_TABLE_FMT "\n", slot);
 	put(&o, "table netdev " NETD_TABLE_FMT "\n", slot);
 	put(&o, "delete table netdev " NETD_TABLE_FMT "\n", slot);
+	put(&o, "table inet " NETD_EGRESS_FMT "\n", slot);
+	put(&o, "delete table inet " NETD_EGRESS_FMT "\n", slot);
+	return finish(&o);
+}
+
+int
+nft_build_egress(unsigned slot, const struct egress *e, char *buf,
+    size_t len)
+{
+	struct out o = { buf, len, 0, 0 };
+	const char *set = e->mode == EGRESS_ALLOWLIST ? "allow" : "deny";
+	char tap[16];
+
+	if (len == 0 || slot >= NETD_MAX_SLOTS ||
+	    (e->mode != EGRESS_PUBLIC && e->mode != EGRESS_ALLOWLIST) ||
+	    e->ncidrs > EGRESS_MAX_CIDRS)
+		return -1;
+	for (size_t i = 0; i < e->ncidrs; i++)
+		if (e->cidrs[i].len > 32 ||
+		    (e->cidrs[i].addr & ~cidr_mask(e->cidrs[i].len)) != 0)
+			return -1;
+	snprintf(tap, sizeof(tap), NETD_TAP_FMT, slot);
+	put(&o, "table inet " NETD_EGRESS_FMT "\n", slot);
+	put(&o, "delete table inet " NETD_EGRESS_FMT "\n", slot);
+	put(&o, "table inet " NETD_EGRESS_FMT " {\n", slot);
+	put(&o, "\tset %s {\n\t\ttype ipv4_addr\n\t\tflags interval\n"
+	    "\t\tauto-merge\n", set);
+	if (e->ncidrs > 0) {
+		put(&o, "\t\telements = { ");
+		for (size_t i = 0; i < e->ncidrs; i++) {
+			put(&o, i == 0 ? "" : ", ");
+			put_cidr(&o, &e->cidrs[i]);
+		}
+		put(&o, " }\n");
+	}
+	put(&o, "\t}\n");
+	/*
+	 * After the VM's own forward chain (priority 0): a packet that one
+	 * dropped never gets here, and one it accepted still has to pass
+	 * this one.  Only what the guest sends is checked; replies follow
+	 * their connection.
+	 */
+	put(&o, "\tchain forward {\n");
+	put(&o, "\t\ttype filter hook forward priority 1; policy accept;\n");
+	if (e->mode == EGRESS_ALLOWLIST)
+		put(&o, "\t\tiifname \"%s\" ip daddr != @allow drop\n", tap);
+	else
+		put(&o, "\t\tiifname \"%s\" ip daddr @deny drop\n", tap);
+	put(&o, "\t}\n}\n");
 	return finish(&o);
 }
 

@@ -9,13 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cidr.h"
+#include "egress.h"
+
 struct nft_ctx;
 
-/* An IPv4 prefix in host byte order, host bits zero. */
-struct cidr {
-	uint32_t	addr;
-	uint8_t		len;
-};
 
 /* Slots are the third octet of 10.231.<slot>.0/30 and 10.232.<slot>.0/30. */
 #define NETD_MAX_SLOTS	256
@@ -29,6 +27,7 @@ struct cidr {
 #define NETD_NSIF_FMT	"mcpvm-%un"	/* veth, netns end */
 #define NETD_TAP_FMT	"mcpvm-%ut"	/* the VMM's TAP, in the netns */
 #define NETD_TABLE_FMT	"mcpvm_%u"	/* inet and netdev, in the netns */
+#define NETD_EGRESS_FMT	"mcpvm_%u_egress"	/* inet, in the netns */
 #define NETD_HOST_TABLE	"mcpvm_host"	/* ip, on the host, owner flag */
 
 struct nft_vm_spec {
@@ -52,13 +51,6 @@ struct nft_host_spec {
 	uint32_t	 host_base, guest_base;
 };
 
-/*
- * "a.b.c.d/n" (or "a.b.c.d" as /32 when allow_host) into *out: 0, or -1
- * when it is not exactly that, or has host bits set.
- */
-int	cidr_parse(const char *s, int allow_host, struct cidr *out);
-/* 1 when the two prefixes share an address. */
-int	cidr_overlap(const struct cidr *, const struct cidr *);
 /* Interface names netd writes into rulesets: [A-Za-z0-9_.-]{1,15}. */
 int	netd_ifname_valid(const char *);
 /* The guest's MAC for a slot: 02:6d:76:00:<slot hi>:<slot lo>. */
@@ -87,9 +79,18 @@ int	nft_vm_tag(const char *text, char *tag, size_t len);
  */
 int	nft_build_hostaddrs(unsigned slot, const uint32_t *addrs, size_t n,
 	    char *buf, size_t len);
+/*
+ * The slot's egress table, replacing any earlier one in the same
+ * transaction: a forward chain of its own after the VM's (so the VM's
+ * blocked ranges stay dropped whatever it lists) that drops what the
+ * policy does not allow.  Kept apart from the VM's table, so a netd that
+ * restarts and rebuilds that one leaves it as vmmd set it.
+ */
+int	nft_build_egress(unsigned slot, const struct egress *, char *buf,
+	    size_t len);
 /* The host's shared table (forward limits, masquerade on the uplink). */
 int	nft_build_host(const struct nft_host_spec *, char *buf, size_t len);
-/* Deleting one VM's tables, or the host's. */
+/* Deleting one VM's tables (its egress one too), or the host's. */
 int	nft_build_vm_delete(unsigned slot, char *buf, size_t len);
 
 /*

@@ -13,10 +13,11 @@
 
 #define K_SLOT		0x01u
 #define K_SLOTS		0x02u
+#define K_EGRESS	0x04u
 
 static const struct reqshape shapes[] = {
 	{ IPC_NET_SYNC, K_SLOTS, K_SLOTS },
-	{ IPC_NET_SETUP, K_SLOT, K_SLOT },
+	{ IPC_NET_SETUP, K_SLOT | K_EGRESS, K_SLOT },
 	{ IPC_NET_TEARDOWN, K_SLOT, K_SLOT },
 	{ IPC_NET_STATUS, 0, 0 },
 };
@@ -24,6 +25,7 @@ static const struct reqshape shapes[] = {
 static const struct reqshape_key keys[] = {
 	{ K_SLOT, "slot" },
 	{ K_SLOTS, "slots" },
+	{ K_EGRESS, "egress" },
 };
 
 /* arg: the number of slots, each slot below it. */
@@ -39,6 +41,9 @@ decode_key(void *r, unsigned int bit, struct json_object *body,
 	size_t n;
 
 	switch (bit) {
+	case K_EGRESS:
+		return egress_from_json(json_object_object_get(body, "egress"),
+		    "egress", EGRESS_MAX_CIDRS, &req->egress, why, whylen);
 	case K_SLOT:
 		if (jsonx_get_int64(body, "slot", 1, 0, (int64_t)max - 1, &v,
 		    &jerr) != 1) {
@@ -86,7 +91,7 @@ decode_key(void *r, unsigned int bit, struct json_object *body,
 /* The refusal does not echo the key: it is peer data (a name, say). */
 static const struct reqshape_table table = REQSHAPE_TABLE(shapes, keys,
     "$: has a key this request type does not take (netd takes slot "
-    "numbers only)", decode_key);
+    "numbers and a setup's egress policy only)", decode_key);
 
 int
 netd_request_decode(uint32_t type, struct json_object *body,

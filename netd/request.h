@@ -1,8 +1,9 @@
 /*
  * Decoding of what vmmd sends netd into typed requests.  Strict: unknown
  * keys, wrong types, slots out of range and duplicates are refused with a
- * message naming the field.  netd never takes a name or an address from a
- * request, only slot numbers.  This is the fuzz target's entry point.
+ * message naming the field.  netd never takes a name from a request, only
+ * slot numbers and a setup's egress policy, whose prefixes it parses into
+ * numbers (common/egress.c).  This is the fuzz target's entry point.
  */
 #ifndef MCPVM_NETD_REQUEST_H
 #define MCPVM_NETD_REQUEST_H
@@ -20,6 +21,7 @@ struct netd_request {
 	unsigned	slot;				/* SETUP, TEARDOWN */
 	size_t		nslots;				/* SYNC */
 	unsigned char	slots[NETD_MAX_SLOTS];		/* SYNC: 1 = live */
+	struct egress	egress;		/* SETUP: public when none is sent */
 };
 
 /*

@@ -37,6 +37,9 @@ vm_detail(const struct vm *vm)
 	    json_object_new_int(vm->opening_streams));
 	json_object_object_add(o, "failure",
 	    json_object_new_string(vm->rec.failure));
+	if (vm->rec.network)
+		json_object_object_add(o, "egress",
+		    egress_to_json(&vm->rec.egress));
 	return o;
 }
 

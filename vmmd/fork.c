@@ -210,6 +210,7 @@ void
 tool_vm_fork(struct request *req)
 {
 	int64_t count = req_arg_int(req, "count", 1);
+	const struct egress *base = NULL;
 	char code[32], msg[256];
 	struct fork_ctx *fk;
 	struct vm *vm;
@@ -240,6 +241,34 @@ tool_vm_fork(struct request *req)
 			request_error(req, "unavailable", "%s", msg);
 			return;
 		}
+		/*
+		 * The children's egress never reaches further than the
+		 * source's nor than the workspace's now: the source's when
+		 * it is within the workspace's, else the workspace's when
+		 * that is within the source's; a narrowing must narrow that.
+		 */
+		if (egress_narrows(&req->policy.egress, &vm->rec.egress, msg,
+		    sizeof(msg)))
+			base = &vm->rec.egress;
+		else if (egress_narrows(&vm->rec.egress, &req->policy.egress,
+		    msg, sizeof(msg)))
+			base = &req->policy.egress;
+		else if (!json_object_object_get_ex(req->args, "egress",
+		    NULL)) {
+			request_error(req, "forbidden", "egress: the source "
+			    "VM's egress policy and the workspace's differ "
+			    "now; pass egress, within both");
+			return;
+		}
+		if (base != NULL && tools_egress(req, base) == -1)
+			return;
+		if (base == NULL && (tools_egress(req, &req->policy.egress) ==
+		    -1 || tools_egress(req, &vm->rec.egress) == -1))
+			return;
+	} else if (json_object_object_get_ex(req->args, "egress", NULL)) {
+		request_error(req, "invalid_argument", "egress: a VM without "
+		    "network has no egress to narrow (network is off)");
+		return;
 	}
 	/* Every child as a new VM, and the snapshot's storage meanwhile. */
 	if (vm_admit_n(req, vm->image, vm->rec.vcpus, vm->rec.memory_mib,

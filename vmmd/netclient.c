@@ -335,8 +335,8 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 }
 
 void
-netclient_setup(struct vm *vm, const char *id, int slot, net_setup_cb cb,
-    void *arg)
+netclient_setup(struct vm *vm, const char *id, int slot,
+    const struct egress *eg, net_setup_cb cb, void *arg)
 {
 	struct setup_wait *w;
 	struct json_object *b;
@@ -360,6 +360,10 @@ netclient_setup(struct vm *vm, const char *id, int slot, net_setup_cb cb,
 	w->arg = arg;
 	b = json_object_new_object();
 	json_object_object_add(b, "slot", json_object_new_int(slot));
+	/* Public is what netd does without one, and what an older netd
+	 * understands. */
+	if (eg->mode != EGRESS_PUBLIC || eg->ncidrs > 0)
+		json_object_object_add(b, "egress", egress_to_json(eg));
 	if (ipc_request(conn, IPC_NET_SETUP, b, -1, NETD_TIMEOUT_MS,
 	    setup_done, w) == -1) {
 		free(w);

@@ -54,10 +54,11 @@ void	netclient_preflight(struct json_object *checks);
 /* A VM taken up after a restart keeps the network netd still has for
  * its slot: the first sync lists it (call before netclient_init). */
 void	netclient_keep(int slot);
-/* Asks for the network of vm (its id and slot); cb runs exactly once,
- * later. */
+/* Asks for the network of vm (its id, slot and egress policy, which
+ * netd enforces from the start); cb runs exactly once, later. */
+struct egress;
 void	netclient_setup(struct vm *vm, const char *id, int slot,
-	    net_setup_cb cb, void *arg);
+	    const struct egress *, net_setup_cb cb, void *arg);
 /* Removes the network of VM id's slot if it has one; nothing to wait
  * for. */
 void	netclient_release(const char *id, int slot);

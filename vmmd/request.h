@@ -28,6 +28,7 @@ struct policy {
 	long long	memory_mib;
 	long long	storage_gib;
 	long long	max_streams;
+	struct egress	egress;		/* public when authd sends none */
 };
 
 struct tool;
@@ -58,6 +59,9 @@ struct request {
 	struct json_object	*args;
 	char			 workspace[64];
 	struct policy		 policy;
+	/* The egress policy of the VMs this request makes: the policy's,
+	 * or the narrowing its "egress" argument asked for (tool_egress). */
+	struct egress		 egress;
 	int			 admin;		/* from vmctl: any workspace */
 	char			 request_id[129];	/* receipt, or "" */
 	char			 vm_id[VM_ID_LEN + 1];	/* for the audit */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <json-c/json.h>
 #include <sqlite3.h>
 
 #include "log.h"
@@ -134,6 +135,9 @@ static const char *const migrations[] = {
 	/* 7: vm_run's own VMs, which a vmmd that died mid-run leaves
 	 * behind: the next one destroys them rather than take them up. */
 	"ALTER TABLE vms ADD COLUMN run INTEGER NOT NULL DEFAULT 0;",
+	/* 8: a VM's egress policy as JSON; '' for older VMs, which had
+	 * public egress. */
+	"ALTER TABLE vms ADD COLUMN egress TEXT NOT NULL DEFAULT '';",
 };
 
 /*
@@ -263,12 +267,19 @@ store_vm_insert(struct store *s, const struct vm_record *v, char *err,
 	    "INSERT INTO vms (id, workspace, slot, state, image, vcpus, "
 	    "memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, "
 	    "created_at, updated_at, generation, failure, vmgenid, snapshot_id, "
-	    "origin, run) "
+	    "origin, run, egress) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, "
-	    "?13, ?14, ?15, ?16, ?17, ?18)", "vms", err, errlen);
+	    "?13, ?14, ?15, ?16, ?17, ?18, ?19)", "vms", err, errlen);
+	struct json_object *eg;
+	int rc;
 
 	if (st == NULL)
 		return -1;
+	if ((eg = egress_to_json(&v->egress)) == NULL) {
+		sqldb_release(s->db, st);
+		snprintf(err, errlen, "vms: out of memory");
+		return -1;
+	}
 	sqlite3_bind_text(st, 1, v->id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, v->workspace, -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 3, v->slot);
@@ -289,7 +300,12 @@ store_vm_insert(struct store *s, const struct vm_record *v, char *err,
 	sqlite3_bind_text(st, 17, v->origin[0] != '\0' ? v->origin : "booted",
 	    -1, SQLITE_STATIC);
 	sqlite3_bind_int(st, 18, v->run != 0);
-	return store_done(s, st, "vms", err, errlen);
+	sqlite3_bind_text(st, 19, json_object_to_json_string_ext(eg,
+	    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), -1,
+	    SQLITE_TRANSIENT);
+	json_object_put(eg);
+	rc = store_done(s, st, "vms", err, errlen);
+	return rc;
 }
 
 int
@@ -398,7 +414,33 @@ store_one(struct store *s, sqlite3_stmt *st,
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
 	"created_at, updated_at, generation, failure, vmgenid, snapshot_id, " \
-	"origin, run"
+	"origin, run, egress"
+
+/*
+ * A VM's stored egress policy; '' (older VMs) is public.  One that does
+ * not read is an empty allowlist, so that a damaged row never widens a
+ * VM's reach.
+ */
+static void
+row_egress(sqlite3_stmt *st, int col, struct vm_record *v)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	struct json_object *o;
+	char why[256];
+
+	memset(&v->egress, 0, sizeof(v->egress));
+	if (t == NULL || *t == '\0')
+		return;
+	o = json_tokener_parse((const char *)t);
+	if (o == NULL || egress_from_json(o, "egress", EGRESS_MAX_CIDRS,
+	    &v->egress, why, sizeof(why)) == -1) {
+		log_warnx("store: vm %s has an unreadable egress policy; it "
+		    "reaches nothing", v->id);
+		memset(&v->egress, 0, sizeof(v->egress));
+		v->egress.mode = EGRESS_ALLOWLIST;
+	}
+	json_object_put(o);
+}
 
 static int
 row_to_vm(sqlite3_stmt *st, struct vm_record *v)
@@ -429,6 +471,7 @@ row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 	sqldb_column_text(st, 16, v->snapshot_id, sizeof(v->snapshot_id));
 	sqldb_column_text(st, 17, v->origin, sizeof(v->origin));
 	v->run = sqlite3_column_int(st, 18) != 0;
+	row_egress(st, 19, v);
 	return 0;
 }
 

@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "egress.h"
+
 struct store;
 
 enum vm_state {
@@ -50,6 +52,9 @@ struct vm_record {
 	char		 snapshot_id[VM_ID_LEN + 1];	/* made from, or "" */
 	char		 origin[12];	/* booted | snapshot | fork */
 	int		 run;	/* vm_run's own VM: the next vmmd destroys it */
+	/* Where it may connect, with network: its workspace's policy or
+	 * the narrowing it was made with, as netd enforces it. */
+	struct egress	 egress;
 };
 
 const char	*vm_state_name(enum vm_state);

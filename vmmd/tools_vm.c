@@ -179,6 +179,12 @@ tools_create_check(struct request *req, struct create_args *c)
 			request_error(req, "unavailable", "%s", msg);
 			return -1;
 		}
+		if (tools_egress(req, &req->policy.egress) == -1)
+			return -1;
+	} else if (json_object_object_get_ex(req->args, "egress", NULL)) {
+		request_error(req, "invalid_argument", "egress: a VM without "
+		    "network has no egress to narrow (network is off)");
+		return -1;
 	}
 	memory = req_arg_int(req, "memory_mib", c->has_snap && snap->memory ?
 	    snap->memory_mib : im->memory_mib);
@@ -319,6 +325,10 @@ tool_vm_status(struct request *req)
 	    json_object_new_string(vm->rec.snapshot_id) : NULL);
 	json_object_object_add(res, "open_streams",
 	    json_object_new_int(vm->open_streams));
+	/* Where it may connect, as netd enforces it. */
+	if (vm->rec.network)
+		json_object_object_add(res, "egress",
+		    egress_to_json(&vm->rec.egress));
 	arr = json_object_new_array();
 	if (store_job_list(vmmd_store(), vm->rec.id, &jobs, &n, err,
 	    sizeof(err)) == -1)
@@ -333,6 +343,38 @@ tool_vm_status(struct request *req)
 }
 
 /* ---- suspend, resume, destroy ------------------------------------------ */
+
+int
+tools_egress(struct request *req, const struct egress *base)
+{
+	struct json_object *arg;
+	struct egress *e;
+	char why[256];
+	size_t max = (size_t)vmmd_conf()->authd.egress_max_cidrs;
+
+	if (!json_object_object_get_ex(req->args, "egress", &arg) ||
+	    arg == NULL) {
+		req->egress = *base;
+		return 0;
+	}
+	if ((e = calloc(1, sizeof(*e))) == NULL)
+		fatal("calloc");
+	if (egress_from_json(arg, "egress", max, e, why, sizeof(why)) == -1) {
+		request_error(req, "invalid_argument", "%s", why);
+		free(e);
+		return -1;
+	}
+	if (!egress_narrows(base, e, why, sizeof(why))) {
+		request_error(req, "forbidden", "%s (a VM's egress may only "
+		    "narrow its workspace's, and a fork's its source's too)",
+		    why);
+		free(e);
+		return -1;
+	}
+	req->egress = *e;
+	free(e);
+	return 0;
+}
 
 static void
 suspended(struct vm *vm, const char *code, const char *msg, void *arg)

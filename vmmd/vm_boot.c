@@ -499,8 +499,8 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 	}
 	vm_op_step(vm, VM_STEP_NONE);
 	bn->op = op_token(vm);
-	netclient_setup(vm, vm->rec.id, vm->rec.slot, boot_net_done,
-	    bn);
+	netclient_setup(vm, vm->rec.id, vm->rec.slot, &vm->rec.egress,
+	    boot_net_done, bn);
 	return 0;
 }
 
@@ -806,6 +806,7 @@ create_vm(struct request *req, const struct conf_image *im,
 	rec.idle_mode_pause = idle_pause;
 	rec.created_at = wall_ms() / 1000;
 	rec.run = strcmp(req->tool, "vm_run") == 0;
+	rec.egress = req->egress;
 	snprintf(rec.origin, sizeof(rec.origin), "%s", snap == NULL ? "booted" :
 	    warmpool_is_pool(snap->workspace) ? "warm" :
 	    strcmp(snap->state, "fork") == 0 ? "fork" : "snapshot");

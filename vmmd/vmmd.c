@@ -201,7 +201,7 @@ policy_from_json(struct json_object *o, struct policy *p, char *err,
     size_t errlen)
 {
 	struct jsonx_err jerr;
-	struct json_object *images;
+	struct json_object *images, *eg;
 	int64_t v;
 	int b;
 
@@ -236,6 +236,11 @@ policy_from_json(struct json_object *o, struct policy *p, char *err,
 	    1)
 		goto bad;
 	p->max_streams = v;
+	/* An authd from before egress policies sends none: public. */
+	if (json_object_object_get_ex(o, "egress", &eg) &&
+	    egress_from_json(eg, "policy.egress", EGRESS_MAX_CIDRS,
+	    &p->egress, err, errlen) == -1)
+		return -1;
 	return 0;
  bad:
 	snprintf(err, errlen, "%s", jerr.msg);
@@ -256,6 +261,7 @@ request_identify(struct request *req, struct json_object *result)
 	    policy_from_json(pol, &req->policy, err, sizeof(err)) == -1)
 		return -1;
 	snprintf(req->workspace, sizeof(req->workspace), "%s", ws);
+	req->egress = req->policy.egress;
 	return 0;
 }
 

@@ -270,4 +270,12 @@ void	run_shutdown(void);
 /* control.c */
 void	vmmd_dispatch_vmctl(struct ipc_conn *, struct ipc_msg *, void *);
 
+/*
+ * tools_vm.c: sets req->egress, the egress policy of the VMs it makes:
+ * the tool's "egress" argument, which may only narrow base (forbidden
+ * otherwise, naming the entry), or base.  0, or -1 with the error
+ * answered.
+ */
+int	tools_egress(struct request *, const struct egress *base);
+
 #endif

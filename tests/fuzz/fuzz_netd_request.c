@@ -44,6 +44,18 @@ check(const struct netd_request *r, uint32_t type, unsigned max)
 	}
 	if (n != r->nslots || (type != IPC_NET_SYNC && n != 0))
 		abort();
+	/* The egress policy: bounded, each prefix without host bits, and
+	 * public unless a setup sent one. */
+	if (r->egress.ncidrs > EGRESS_MAX_CIDRS ||
+	    (r->egress.mode != EGRESS_PUBLIC &&
+	    r->egress.mode != EGRESS_ALLOWLIST) ||
+	    (type != IPC_NET_SETUP && (r->egress.mode != EGRESS_PUBLIC ||
+	    r->egress.ncidrs != 0)))
+		abort();
+	for (size_t i = 0; i < r->egress.ncidrs; i++)
+		if (r->egress.cidrs[i].len > 32 || (r->egress.cidrs[i].addr &
+		    ~cidr_mask(r->egress.cidrs[i].len)) != 0)
+			abort();
 }
 
 int

@@ -201,7 +201,8 @@ class Verify(AuthdTest):
         self.assertEqual(body["expires_at"], 0)
         self.assertEqual(body["policy"], {
             "network": True, "images": ["deb13"], "max_vms": 3,
-            "memory_mib": 4096, "storage_gib": 20, "max_streams": 8})
+            "memory_mib": 4096, "storage_gib": 20, "max_streams": 8,
+            "egress": {"mode": "public", "deny": []}})
 
     def test_unknown_malformed_revoked_unauthorized(self):
         tok, out, _ = self.a.issue("w1")
@@ -292,6 +293,98 @@ class Verify(AuthdTest):
                        "--allow-network")
         self.assertEqual(r.returncode, EX_REFUSED)
         self.assertIn(b"not_found", r.stderr)
+
+
+class Egress(AuthdTest):
+    """A workspace's egress policy: set and shown by authctl, handed to
+    vmmd with the rest of the policy, refused whole when any entry is
+    wrong, the list limit a key of mcpvm.conf."""
+    extra = "egress_max_cidrs = 3\n"
+
+    def policy(self, tok):
+        return self.a.verify(tok)[1]["policy"]
+
+    def test_public_by_default_then_allowlist_then_deny(self):
+        tok, _, _ = self.a.issue("eg", "--allow-network")
+        self.assertEqual(self.policy(tok)["egress"],
+                         {"mode": "public", "deny": []})
+        r = self.a.ctl("policy", "set", "--workspace", "eg",
+                       "--egress-allow", "203.0.113.0/24",
+                       "--egress-allow", "198.51.100.7/32")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"egress:       allowlist 198.51.100.7/32 "
+                      b"203.0.113.0/24\n", r.stdout)
+        pol = self.policy(tok)
+        self.assertEqual(pol["egress"], {"mode": "allowlist", "allow": [
+            "198.51.100.7/32", "203.0.113.0/24"]})
+        self.assertTrue(pol["network"])
+        r = self.a.ctl("policy", "set", "--workspace", "eg",
+                       "--egress-deny", "192.0.2.0/24")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.policy(tok)["egress"],
+                         {"mode": "public", "deny": ["192.0.2.0/24"]})
+        r = self.a.ctl("show", "--workspace", "eg")
+        self.assertIn(b"egress:       public, denying 192.0.2.0/24\n",
+                      r.stdout)
+        r = self.a.ctl("policy", "set", "--workspace", "eg",
+                       "--egress-public")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.policy(tok)["egress"],
+                         {"mode": "public", "deny": []})
+        # It survives authd's restart: it is in the database.
+        self.a.ctl("policy", "set", "--workspace", "eg",
+                   "--egress-allow", "203.0.113.0/24")
+        self.a.stop()
+        self.a.start()
+        self.assertEqual(self.policy(tok)["egress"],
+                         {"mode": "allowlist", "allow": ["203.0.113.0/24"]})
+
+    def test_bad_input_refused_and_nothing_lost(self):
+        tok, _, _ = self.a.issue("eg", "--allow-network", "--max-vms", "3")
+        self.assertEqual(self.a.ctl("policy", "set", "--workspace", "eg",
+                                    "--egress-allow",
+                                    "203.0.113.0/24").returncode, 0)
+        before = self.policy(tok)
+        # authctl refuses what it can check, naming the entry ...
+        for flags, why in (
+                (["--egress-allow", "10.0.0.1/8"], b"'10.0.0.1/8'"),
+                (["--egress-deny", "1.2.3.4"], b"'1.2.3.4'"),
+                (["--egress-allow", "192.0.2.0/24", "--egress-deny",
+                  "198.51.100.0/24"], b"contradict"),
+                (["--egress-public", "--egress-deny", "198.51.100.0/24"],
+                 b"contradict")):
+            r = self.a.ctl("policy", "set", "--workspace", "eg", *flags)
+            self.assertEqual(r.returncode, EX_USAGE, flags)
+            self.assertIn(why, r.stderr)
+        # ... and authd refuses the same and more from any client.
+        c = ipc.Conn(self.a.ctl_sock, "authctl")
+        try:
+            for eg, why in (
+                    ({"mode": "allowlist", "allow": ["10.0.0.1/8"]},
+                     "$.policy.egress.allow[0]: 10.0.0.1/8 has host bits "
+                     "set; its network is 10.0.0.0/8"),
+                    ({"mode": "allowlist", "allow": [
+                        "192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24",
+                        "198.18.0.0/15"]},
+                     "$.policy.egress.allow: has 4 entries; the limit is 3 "
+                     "(egress_max_cidrs)"),
+                    ({"mode": "public", "allow": []},
+                     "mode public takes \"deny\""),
+                    ({"mode": "allowlist", "allow": ["::/0"]},
+                     "is not an IPv4 prefix"),
+                    ({"mode": "everything"}, "$.policy.egress.mode")):
+                rtype, body = c.call(ipc.AUTHCTL_POLICY_SET, {
+                    "workspace": "eg",
+                    "policy": {"max_vms": 1, "egress": eg}})
+                self.assertEqual(rtype, ipc.IPC_ERROR, eg)
+                self.assertEqual(body["error"]["code"], "invalid_argument")
+                self.assertIn(why, body["error"]["message"])
+        finally:
+            c.close()
+        # Nothing of the old policy was lost, the quota sent alongside
+        # the refused list neither.
+        self.assertEqual(self.policy(tok), before)
+        self.assertEqual(before["max_vms"], 3)
 
 
 class Revoked(AuthdTest):

@@ -102,6 +102,91 @@ def check_egress(w, a, vm, tag):
        "are unreachable" % tag, bad)
 
 
+def case_egress(h, w, h_before):
+    """A workspace whose egress policy allows 203.0.113.0/24 only, and a
+    VM narrowed below it: netd enforces the VM's policy from its first
+    packet, vm_status shows it, and a widening is forbidden."""
+    eg = base.Client(h, h.issue("egws", "--allow-network",
+                                "--egress-allow", "203.0.113.0/24"))
+    okk, r = eg("vm_create", request_id="e-0", network="on",
+                egress={"mode": "allowlist", "allow": ["0.0.0.0/0"]})
+    ok(not okk and r["code"] == "forbidden" and
+       "0.0.0.0/0 is not inside the workspace's allowlist" in r["message"],
+       "egress: a widening allowlist is forbidden, naming the entry", r)
+    okk, r = eg("vm_create", request_id="e-1", network="on",
+                egress={"mode": "public", "deny": ["203.0.113.10/32"]})
+    ok(not okk and r["code"] == "forbidden" and
+       "egress.mode: public" in r["message"],
+       "egress: public under an allowlist is forbidden", r)
+    okk, r = eg("vm_create", request_id="e-2", network="on",
+                egress={"mode": "allowlist", "allow": ["203.0.113.1/24"]})
+    ok(not okk and r["code"] == "invalid_argument" and
+       "203.0.113.1/24 has host bits set" in r["message"],
+       "egress: a prefix with host bits is refused, naming it", r)
+    okk, r = eg("vm_create", request_id="e-3", network="off",
+                egress={"mode": "allowlist", "allow": []})
+    ok(not okk and r["code"] == "invalid_argument",
+       "egress: without network there is nothing to narrow", r)
+    ok(netd_objects(w) == ([], []), "egress: nothing was made for the "
+       "refused requests", netd_objects(w))
+    # Narrowed to the resolver alone: names resolve, the workspace's
+    # 203.0.113.10 is out of this VM's reach.
+    okk, r = eg("vm_create", request_id="e-4", network="on",
+                idle_seconds=3600,
+                egress={"mode": "allowlist", "allow": ["203.0.113.53/32"]})
+    ok(okk and r.get("state") == "running", "egress: a narrowed VM", r)
+    vm = r["vm_id"]
+    okk, r = eg("vm_status", vm_id=vm)
+    ok(okk and r.get("egress") == {"mode": "allowlist",
+                                   "allow": ["203.0.113.53/32"]},
+       "egress: vm_status shows the VM's policy", r)
+    code, out, err = guest(eg, vm, "getent hosts " + netdlib.DNS_NAME,
+                           "e-dns")
+    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
+       "egress: the listed resolver answers", (code, out, err))
+    code, out, err = tcp(eg, vm, "203.0.113.10", 80, "e-tcp")
+    ok(code != 0, "egress: what only the workspace allows is dropped for "
+       "the narrowed VM", (code, out, err))
+    code, out, err = tcp(eg, vm, "10.77.0.2", 80, "e-lan")
+    ok(code != 0, "egress: the private LAN stays blocked", (code, out))
+    # Its policy is its own record's: a resume sets up the same.
+    okk, r = eg("vm_suspend", vm_id=vm)
+    ok(okk and eg.state(vm) == "hibernated", "egress: hibernated", r)
+    code, out, err = tcp(eg, vm, "203.0.113.10", 80, "e-tcp2")
+    ok(code != 0 and eg.state(vm) == "running", "egress: resumed from "
+       "hibernation, the VM keeps its narrowed policy", (code, out, err))
+    code, out, err = guest(eg, vm, "getent hosts " + netdlib.DNS_NAME,
+                           "e-dns2")
+    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
+       "egress: and reaches its resolver still", (code, out, err))
+    # A fork may not widen its source's policy, and without egress its
+    # child has the source's, in a slot of its own.
+    okk, r = eg("vm_fork", vm_id=vm, request_id="e-f0", count=1,
+                egress={"mode": "allowlist", "allow": ["203.0.113.0/24"]})
+    ok(not okk and r["code"] == "forbidden" and
+       "203.0.113.0/24" in r["message"], "egress: a fork wider than its "
+       "source is forbidden", r)
+    okk, f = eg("vm_fork", vm_id=vm, request_id="e-f1", count=1)
+    ok(okk and len(f.get("vm_ids", [])) == 1, "egress: a fork", f)
+    child = f["vm_ids"][0]
+    okk, st = eg("vm_status", vm_id=child)
+    ok(okk and st.get("egress") == {"mode": "allowlist",
+                                    "allow": ["203.0.113.53/32"]},
+       "egress: the fork has its source's policy", st)
+    code, out, err = tcp(eg, child, "203.0.113.10", 80, "e-ftcp")
+    ok(code != 0, "egress: and the fork's own slot enforces it",
+       (code, out, err))
+    code, out, err = guest(eg, child, "getent hosts " + netdlib.DNS_NAME,
+                           "e-fdns")
+    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
+       "egress: the fork reaches the listed resolver", (code, out, err))
+    okk, r = eg("vm_destroy", vm_id=child)
+    ok(okk, "egress: the fork is destroyed", r)
+    okk, r = eg("vm_destroy", vm_id=vm)
+    ok(okk and all_gone(w, h_before), "egress: destroy leaves nothing, "
+       "the egress table included", (r, netd_objects(w)))
+
+
 def counter(a, vm, rid):
     code, out, err = guest(a, vm, "cat /workspace/counter", rid)
     v = out.split()
@@ -477,6 +562,7 @@ def main():
         ok(okk and all_gone(w, h_before),
            "destroy leaves no network object and the ruleset as it was",
            (r, netd_objects(w)))
+        case_egress(h, w, h_before)
         rc, secs = h.stop_vmmd()
         ok(rc == 0, "vmmd exits 0", rc)
     except Exception:

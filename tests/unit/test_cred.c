@@ -163,8 +163,110 @@ START_TEST(policy_patch_parse_apply_compare)
 	ck_assert_str_eq(json_object_to_json_string_ext(j,
 	    JSON_C_TO_STRING_PLAIN), "{\"network\":true,\"images\":"
 	    "[\"a\",\"b\"],\"max_vms\":3,\"memory_mib\":1024,"
-	    "\"storage_gib\":10,\"max_streams\":8}");
+	    "\"storage_gib\":10,\"max_streams\":8,\"egress\":"
+	    "{\"mode\":\"public\",\"deny\":[]}}");
 	json_object_put(j);
+}
+END_TEST
+
+START_TEST(policy_egress)
+{
+	struct auth_policy_patch pt;
+	struct auth_policy p, q;
+	struct json_object *o, *j;
+	char why[256];
+
+	memset(&p, 0, sizeof(p));
+	o = json_tokener_parse("{\"policy\":{\"egress\":{\"mode\":"
+	    "\"allowlist\",\"allow\":[\"203.0.113.0/24\","
+	    "\"198.51.100.7/32\"]}}}");
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), 0);
+	json_object_put(o);
+	ck_assert_uint_eq(pt.fields, POLICY_F_EGRESS);
+	q = p;
+	policy_apply(&q, &pt);
+	ck_assert(!policy_equal(&p, &q));
+	ck_assert_int_eq(q.egress.mode, EGRESS_ALLOWLIST);
+	j = policy_to_json(&q);
+	ck_assert_ptr_nonnull(strstr(json_object_to_json_string_ext(j,
+	    JSON_C_TO_STRING_NOSLASHESCAPE), "\"egress\":{\"mode\":\"allowlist\","
+	    "\"allow\":[\"198.51.100.7/32\",\"203.0.113.0/24\"]}"));
+	json_object_put(j);
+	/* The list limit is authd's key, and the refusal names it. */
+	policy_set_egress_max(1);
+	o = json_tokener_parse("{\"policy\":{\"egress\":{\"mode\":"
+	    "\"public\",\"deny\":[\"203.0.113.0/24\","
+	    "\"198.51.100.7/32\"]}}}");
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), -1);
+	ck_assert_str_eq(why, "$.policy.egress.deny: has 2 entries; the limit "
+	    "is 1 (egress_max_cidrs)");
+	json_object_put(o);
+	policy_set_egress_max(64);
+	o = json_tokener_parse("{\"policy\":{\"network\":true,\"egress\":"
+	    "{\"mode\":\"public\",\"deny\":[\"203.0.113.1/24\"]}}}");
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), -1);
+	ck_assert_str_eq(why, "$.policy.egress.deny[0]: 203.0.113.1/24 has "
+	    "host bits set; its network is 203.0.113.0/24");
+	json_object_put(o);
+}
+END_TEST
+
+/* A VM's egress may narrow its workspace's, never widen it. */
+START_TEST(egress_narrowing)
+{
+	static const struct {
+		const char *ws, *vm, *why;	/* why NULL: narrows */
+	} cases[] = {
+		{ "{\"mode\":\"public\"}", "{\"mode\":\"public\","
+		    "\"deny\":[\"192.0.2.0/24\"]}", NULL },
+		{ "{\"mode\":\"public\"}", "{\"mode\":\"allowlist\","
+		    "\"allow\":[\"192.0.2.0/24\"]}", NULL },
+		{ "{\"mode\":\"public\",\"deny\":[\"192.0.2.0/24\"]}",
+		    "{\"mode\":\"public\",\"deny\":[\"192.0.0.0/16\"]}",
+		    NULL },
+		{ "{\"mode\":\"public\",\"deny\":[\"192.0.2.0/24\"]}",
+		    "{\"mode\":\"public\"}", "egress.deny: the workspace "
+		    "denies 192.0.2.0/24; a VM's policy must deny it too" },
+		{ "{\"mode\":\"public\",\"deny\":[\"192.0.2.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"192.0.0.0/16\"]}",
+		    "egress.allow: 192.0.0.0/16 reaches into 192.0.2.0/24, "
+		    "which the workspace denies" },
+		{ "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":"
+		    "[\"198.51.100.128/25\"]}", NULL },
+		{ "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[]}", NULL },
+		{ "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":"
+		    "[\"198.51.100.0/23\"]}", "egress.allow: 198.51.100.0/23 "
+		    "is not inside the workspace's allowlist" },
+		{ "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.0/24\"]}",
+		    "{\"mode\":\"public\",\"deny\":[\"10.0.0.0/8\"]}",
+		    "egress.mode: public would widen the workspace's "
+		    "allowlist" },
+	};
+	struct egress ws, vm;
+	char why[256];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct json_object *a = json_tokener_parse(cases[i].ws);
+		struct json_object *b = json_tokener_parse(cases[i].vm);
+
+		ck_assert_int_eq(egress_from_json(a, "egress", 64, &ws, why,
+		    sizeof(why)), 0);
+		ck_assert_int_eq(egress_from_json(b, "egress", 64, &vm, why,
+		    sizeof(why)), 0);
+		why[0] = '\0';
+		ck_assert_int_eq(egress_narrows(&ws, &vm, why, sizeof(why)),
+		    cases[i].why == NULL);
+		if (cases[i].why != NULL)
+			ck_assert_str_eq(why, cases[i].why);
+		json_object_put(a);
+		json_object_put(b);
+	}
 }
 END_TEST
 
@@ -224,6 +326,8 @@ main(void)
 	tcase_add_test(tc, hash_is_sha256_and_id_is_its_prefix);
 	tcase_add_test(tc, workspace_ids);
 	tcase_add_test(tc, image_ids);
+	tcase_add_test(tc, policy_egress);
+	tcase_add_test(tc, egress_narrowing);
 	tcase_add_test(tc, policy_patch_parse_apply_compare);
 	tcase_add_test(tc, policy_patch_refusals);
 	suite_add_tcase(s, tc);

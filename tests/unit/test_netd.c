@@ -94,6 +94,115 @@ START_TEST(request_refusals)
 }
 END_TEST
 
+START_TEST(request_egress)
+{
+	static const struct {
+		const char	*body;
+		const char	*why;
+	} bad[] = {
+		{ "{\"slot\":1,\"egress\":{\"mode\":\"allowlist\","
+		    "\"allow\":[\"10.0.0.1/8\"]}}",
+		    "$.egress.allow[0]: 10.0.0.1/8 has host bits set; its "
+		    "network is 10.0.0.0/8" },
+		{ "{\"slot\":1,\"egress\":{\"mode\":\"allowlist\","
+		    "\"allow\":[\"192.0.2.0/24\",\"1.2.3.4\"]}}",
+		    "$.egress.allow[1]: \"1.2.3.4\" is not an IPv4 prefix" },
+		{ "{\"slot\":1,\"egress\":{\"mode\":\"allowlist\"}}",
+		    "needs \"allow\"" },
+		{ "{\"slot\":1,\"egress\":{\"mode\":\"public\","
+		    "\"allow\":[]}}", "mode public takes \"deny\"" },
+		{ "{\"slot\":1,\"egress\":{\"mode\":\"open\"}}",
+		    "$.egress.mode" },
+		{ "{\"slot\":1,\"egress\":{\"mode\":\"public\","
+		    "\"names\":[]}}", "unknown key" },
+		{ "{\"slot\":1,\"egress\":{\"mode\":\"public\","
+		    "\"deny\":[7]}}", "$.egress.deny[0]: expected a string" },
+		{ "{\"slot\":1,\"egress\":[]}", "expected an object" },
+		{ "{\"slots\":[1],\"egress\":{\"mode\":\"public\"}}",
+		    "does not take" },
+	};
+	struct netd_request r;
+	char why[256], *big;
+	size_t off;
+
+	ck_assert_int_eq(decode(IPC_NET_SETUP, "{\"slot\":3,\"egress\":"
+	    "{\"mode\":\"allowlist\",\"allow\":[\"203.0.113.7/32\","
+	    "\"198.51.100.0/24\",\"203.0.113.7/32\"]}}", 16, &r, why,
+	    sizeof(why)), 0);
+	ck_assert_int_eq(r.egress.mode, EGRESS_ALLOWLIST);
+	/* Sorted, the duplicate gone. */
+	ck_assert_uint_eq(r.egress.ncidrs, 2);
+	ck_assert_uint_eq(r.egress.cidrs[0].addr, 0xc6336400u);
+	ck_assert_uint_eq(r.egress.cidrs[0].len, 24);
+	ck_assert_uint_eq(r.egress.cidrs[1].addr, 0xcb007107u);
+	/* None sent: public, as before. */
+	ck_assert_int_eq(decode(IPC_NET_SETUP, "{\"slot\":3}", 16, &r, why,
+	    sizeof(why)), 0);
+	ck_assert_int_eq(r.egress.mode, EGRESS_PUBLIC);
+	ck_assert_uint_eq(r.egress.ncidrs, 0);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(decode(IPC_NET_SETUP, bad[i].body, 16, &r, why,
+		    sizeof(why)) == -1, "accepted %s", bad[i].body);
+		ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: %s",
+		    bad[i].body, why);
+	}
+	/* One over the bound of every list. */
+	ck_assert_ptr_nonnull(big = malloc(32 * (EGRESS_MAX_CIDRS + 2) + 128));
+	off = (size_t)sprintf(big, "{\"slot\":1,\"egress\":{\"mode\":"
+	    "\"public\",\"deny\":[");
+	for (unsigned i = 0; i <= EGRESS_MAX_CIDRS; i++)
+		off += (size_t)sprintf(big + off, "%s\"198.%u.%u.0/24\"",
+		    i ? "," : "", 18 + i / 256, i % 256);
+	sprintf(big + off, "]}}");
+	ck_assert_int_eq(decode(IPC_NET_SETUP, big, 16, &r, why, sizeof(why)),
+	    -1);
+	ck_assert_msg(strstr(why, "has 257 entries; the limit is 256 "
+	    "(egress_max_cidrs)") != NULL, "%s", why);
+	free(big);
+}
+END_TEST
+
+START_TEST(ruleset_egress)
+{
+	struct egress e;
+	char buf[8192];
+
+	memset(&e, 0, sizeof(e));
+	e.mode = EGRESS_ALLOWLIST;
+	e.ncidrs = 2;
+	e.cidrs[0].addr = 0xc6336400u;
+	e.cidrs[0].len = 24;
+	e.cidrs[1].addr = 0xcb007107u;
+	e.cidrs[1].len = 32;
+	ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "delete table inet "
+	    "mcpvm_7_egress\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "elements = { 198.51.100.0/24, "
+	    "203.0.113.7/32 }"));
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ip daddr != "
+	    "@allow drop"));
+	ck_assert_ptr_nonnull(strstr(buf, "priority 1;"));
+	e.mode = EGRESS_PUBLIC;
+	ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "ip daddr @deny drop"));
+	ck_assert_ptr_null(strstr(buf, "@allow"));
+	/* Host bits, an unknown mode, a slot out of range: refused. */
+	e.cidrs[1].len = 24;
+	ck_assert_int_eq(nft_build_egress(7, &e, buf, sizeof(buf)), -1);
+	e.cidrs[1].len = 32;
+	e.mode = (enum egress_mode)7;
+	ck_assert_int_eq(nft_build_egress(7, &e, buf, sizeof(buf)), -1);
+	e.mode = EGRESS_PUBLIC;
+	ck_assert_int_eq(nft_build_egress(NETD_MAX_SLOTS, &e, buf,
+	    sizeof(buf)), -1);
+	ck_assert_int_eq(nft_build_egress(7, &e, buf, 16), -1);
+	/* Deleting the VM's tables takes its egress table too. */
+	ck_assert_int_gt(nft_build_vm_delete(7, buf, sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "delete table inet "
+	    "mcpvm_7_egress\n"));
+}
+END_TEST
+
 START_TEST(cidrs)
 {
 	static const char *const good[] = { "10.0.0.0/8", "0.0.0.0/0",
@@ -293,8 +402,36 @@ START_TEST(ruleset_nft_accepts)
 	free(out);
 	ck_assert_int_gt(nft_build_host(&hs, buf, sizeof(buf)), 0);
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	/* Each egress shape, an empty allowlist too, replaces the last. */
+	{
+		struct egress e;
+
+		memset(&e, 0, sizeof(e));
+		e.mode = EGRESS_ALLOWLIST;
+		ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
+		ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0,
+		    "%s", err);
+		e.ncidrs = 1;
+		e.cidrs[0].addr = 0xc6336400u;
+		e.cidrs[0].len = 24;
+		ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
+		ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0,
+		    "%s", err);
+		e.mode = EGRESS_PUBLIC;
+		ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
+		ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0,
+		    "%s", err);
+		out = nft_list(ctx, "list set inet mcpvm_7_egress deny");
+		ck_assert_ptr_nonnull(out);
+		ck_assert_ptr_nonnull(strstr(out, "198.51.100.0/24"));
+		free(out);
+	}
 	ck_assert_int_gt(nft_build_vm_delete(7, buf, sizeof(buf)), 0);
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
+	out = nft_list(ctx, "list tables");
+	ck_assert_ptr_nonnull(out);
+	ck_assert_ptr_null(strstr(out, "mcpvm_7"));
+	free(out);
 	/* A bad transaction says why. */
 	ck_assert_int_eq(nft_apply(ctx, "delete table inet nosuch", err,
 	    sizeof(err)), -1);
@@ -311,6 +448,8 @@ netd_suite(void)
 
 	tcase_add_test(tc, request_shapes);
 	tcase_add_test(tc, request_refusals);
+	tcase_add_test(tc, request_egress);
+	tcase_add_test(tc, ruleset_egress);
 	tcase_add_test(tc, cidrs);
 	tcase_add_test(tc, ruleset_vm);
 	tcase_add_test(tc, ruleset_tag);

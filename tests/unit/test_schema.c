@@ -444,7 +444,16 @@ static const struct call inputs[] = {
 	    "$.idle_seconds: must be at most 86400" },
 	{ "vm_create", "{\"request_id\":\"c1\",\"netwrok\":\"on\"}",
 	    "$.netwrok: unknown property; allowed: request_id, image, vcpus, "
-	    "memory_mib, network, idle_seconds, idle_mode" },
+	    "memory_mib, network, egress, idle_seconds, idle_mode" },
+	{ "vm_create", "{\"request_id\":\"c1\",\"egress\":"
+	    "{\"mode\":\"open\"}}",
+	    "$.egress.mode: must be one of \"public\", \"allowlist\"" },
+	{ "vm_create", "{\"request_id\":\"c1\",\"egress\":"
+	    "{\"mode\":\"allowlist\",\"allow\":[\"example.com\"]}}",
+	    "$.egress.allow[0]: " },
+	{ "vm_fork", "{\"vm_id\":\"0123456789abcdef0123456789abcdef\","
+	    "\"request_id\":\"f1\",\"egress\":{\"allow\":[]}}",
+	    "$.egress.mode: " },
 	{ "vm_create", "{\"request_id\":\"c1\",\"network\":\"yes\"}",
 	    "$.network: must be one of \"off\", \"on\"" },
 	{ "vm_create", "{\"request_id\":\"c1\",\"idle_mode\":\"sleep\"}",

@@ -1,0 +1,286 @@
+/*
+ * Egress policies; see egress.h.  Linked into authd, authctl, vmmd, netd
+ * and the fuzz targets; the decoder reads bytes a peer chose.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "egress.h"
+#include "jsonx.h"
+
+static int
+cidr_cmp(const void *a, const void *b)
+{
+	const struct cidr *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return (int)x->len - (int)y->len;
+}
+
+/* The entry itself when it is short and plain, so an error can name it
+ * without echoing arbitrary peer bytes. */
+static const char *
+entry_text(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > CIDR_TEXT_MAX)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
+		    s[i] == '/'))
+			return NULL;
+	return s;
+}
+
+static int
+list_from_json(struct json_object *arr, const char *path, const char *key,
+    size_t max, struct egress *e, char *why, size_t whylen)
+{
+	size_t n = json_object_array_length(arr);
+
+	if (n > max) {
+		snprintf(why, whylen, "$.%s.%s: has %zu entries; the limit is "
+		    "%zu (egress_max_cidrs)", path, key, n, max);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *v = json_object_array_get_idx(arr, i);
+		const char *s, *shown;
+
+		if (!json_object_is_type(v, json_type_string)) {
+			snprintf(why, whylen, "$.%s.%s[%zu]: expected a string, "
+			    "got %s", path, key, i, jsonx_type_name(v));
+			return -1;
+		}
+		s = json_object_get_string(v);
+		if (strlen(s) != (size_t)json_object_get_string_len(v) ||
+		    cidr_parse(s, 0, &e->cidrs[i]) == -1) {
+			struct cidr c;
+			const char *slash;
+
+			shown = entry_text(s);
+			/* Say which rule it broke when it is close. */
+			slash = shown != NULL ? strchr(shown, '/') : NULL;
+			if (slash != NULL) {
+				char base[CIDR_TEXT_MAX + 1];
+				char *end;
+				long l = strtol(slash + 1, &end, 10);
+
+				snprintf(base, sizeof(base), "%.*s",
+				    (int)(slash - shown), shown);
+				if (cidr_parse(base, 1, &c) == 0 &&
+				    *end == '\0' && end != slash + 1 &&
+				    l >= 0 && l <= 32 && (c.addr &
+				    ~cidr_mask((uint8_t)l)) != 0) {
+					char net[CIDR_TEXT_MAX + 1];
+
+					c.len = (uint8_t)l;
+					c.addr &= cidr_mask(c.len);
+					cidr_format(&c, net, sizeof(net));
+					snprintf(why, whylen, "$.%s.%s[%zu]: "
+					    "%s has host bits set; its network "
+					    "is %s", path, key, i, shown, net);
+					return -1;
+				}
+			}
+			snprintf(why, whylen, "$.%s.%s[%zu]: %s%s%sis not an IPv4 "
+			    "prefix a.b.c.d/n", path, key, i,
+			    shown != NULL ? "\"" : "", shown != NULL ? shown : "",
+			    shown != NULL ? "\" " : "");
+			return -1;
+		}
+	}
+	e->ncidrs = n;
+	qsort(e->cidrs, n, sizeof(e->cidrs[0]), cidr_cmp);
+	{
+		size_t out = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			if (out > 0 && cidr_cmp(&e->cidrs[out - 1],
+			    &e->cidrs[i]) == 0)
+				continue;
+			e->cidrs[out++] = e->cidrs[i];
+		}
+		e->ncidrs = out;
+	}
+	return 0;
+}
+
+int
+egress_from_json(struct json_object *o, const char *path, size_t max,
+    struct egress *out, char *why, size_t whylen)
+{
+	static const char *const modes[] = { "public", "allowlist", NULL };
+	struct json_object *arr = NULL;
+	struct jsonx_err jerr;
+	struct egress *e;
+	const char *mode, *want;
+	int r;
+
+	if (max > EGRESS_MAX_CIDRS)
+		max = EGRESS_MAX_CIDRS;
+	if (o == NULL || !json_object_is_type(o, json_type_object)) {
+		snprintf(why, whylen, "$.%s: expected an object", path);
+		return -1;
+	}
+	json_object_object_foreach(o, k, v) {
+		(void)v;
+		if (strcmp(k, "mode") != 0 && strcmp(k, "allow") != 0 &&
+		    strcmp(k, "deny") != 0) {
+			snprintf(why, whylen, "$.%s: has an unknown key "
+			    "(known: mode, allow, deny)", path);
+			return -1;
+		}
+	}
+	if (jsonx_get_string(o, "mode", 1, &mode, &jerr) != 1) {
+		snprintf(why, whylen, "$.%s: %s", path, jerr.msg);
+		return -1;
+	}
+	for (r = 0; modes[r] != NULL; r++)
+		if (strcmp(mode, modes[r]) == 0)
+			break;
+	if (modes[r] == NULL) {
+		snprintf(why, whylen, "$.%s.mode: must be \"public\" or "
+		    "\"allowlist\"", path);
+		return -1;
+	}
+	want = r == EGRESS_PUBLIC ? "deny" : "allow";
+	if (json_object_object_get_ex(o, r == EGRESS_PUBLIC ? "allow" :
+	    "deny", NULL)) {
+		snprintf(why, whylen, "$.%s: mode %s takes \"%s\", not \"%s\"",
+		    path, modes[r], want, r == EGRESS_PUBLIC ? "allow" :
+		    "deny");
+		return -1;
+	}
+	if (json_object_object_get_ex(o, want, &arr) &&
+	    !json_object_is_type(arr, json_type_array)) {
+		snprintf(why, whylen, "$.%s.%s: expected an array, got %s",
+		    path, want, jsonx_type_name(arr));
+		return -1;
+	}
+	if (r == EGRESS_ALLOWLIST && arr == NULL) {
+		snprintf(why, whylen, "$.%s: mode allowlist needs \"allow\", "
+		    "the prefixes a VM may reach", path);
+		return -1;
+	}
+	if ((e = calloc(1, sizeof(*e))) == NULL) {
+		snprintf(why, whylen, "$.%s: out of memory", path);
+		return -1;
+	}
+	e->mode = (enum egress_mode)r;
+	if (arr != NULL &&
+	    list_from_json(arr, path, want, max, e, why, whylen) == -1) {
+		free(e);
+		return -1;
+	}
+	*out = *e;
+	free(e);
+	return 0;
+}
+
+struct json_object *
+egress_to_json(const struct egress *e)
+{
+	struct json_object *o, *arr;
+	char buf[CIDR_TEXT_MAX + 1];
+
+	if ((o = json_object_new_object()) == NULL)
+		return NULL;
+	if ((arr = json_object_new_array()) == NULL) {
+		json_object_put(o);
+		return NULL;
+	}
+	json_object_object_add(o, "mode", json_object_new_string(
+	    e->mode == EGRESS_ALLOWLIST ? "allowlist" : "public"));
+	for (size_t i = 0; i < e->ncidrs; i++) {
+		cidr_format(&e->cidrs[i], buf, sizeof(buf));
+		json_object_array_add(arr, json_object_new_string(buf));
+	}
+	json_object_object_add(o, e->mode == EGRESS_ALLOWLIST ? "allow" :
+	    "deny", arr);
+	return o;
+}
+
+int
+egress_equal(const struct egress *a, const struct egress *b)
+{
+	if (a->mode != b->mode || a->ncidrs != b->ncidrs)
+		return 0;
+	for (size_t i = 0; i < a->ncidrs; i++)
+		if (cidr_cmp(&a->cidrs[i], &b->cidrs[i]) != 0)
+			return 0;
+	return 1;
+}
+
+/* Whether c lies inside one of the prefixes of e. */
+static int
+within_any(const struct cidr *c, const struct egress *e)
+{
+	for (size_t i = 0; i < e->ncidrs; i++)
+		if (cidr_within(c, &e->cidrs[i]))
+			return 1;
+	return 0;
+}
+
+int
+egress_narrows(const struct egress *ws, const struct egress *vm, char *why,
+    size_t whylen)
+{
+	char a[CIDR_TEXT_MAX + 1], b[CIDR_TEXT_MAX + 1];
+
+	if (ws->mode == EGRESS_ALLOWLIST && vm->mode == EGRESS_PUBLIC) {
+		snprintf(why, whylen, "egress.mode: public would widen the "
+		    "workspace's allowlist");
+		return 0;
+	}
+	if (ws->mode == EGRESS_ALLOWLIST) {
+		for (size_t i = 0; i < vm->ncidrs; i++) {
+			if (within_any(&vm->cidrs[i], ws))
+				continue;
+			cidr_format(&vm->cidrs[i], a, sizeof(a));
+			snprintf(why, whylen, "egress.allow: %s is not inside "
+			    "the workspace's allowlist", a);
+			return 0;
+		}
+		return 1;
+	}
+	/* The workspace is public less ws->cidrs. */
+	for (size_t i = 0; i < ws->ncidrs; i++) {
+		if (vm->mode == EGRESS_PUBLIC) {
+			if (within_any(&ws->cidrs[i], vm))
+				continue;
+			cidr_format(&ws->cidrs[i], a, sizeof(a));
+			snprintf(why, whylen, "egress.deny: the workspace "
+			    "denies %s; a VM's policy must deny it too", a);
+			return 0;
+		}
+		for (size_t j = 0; j < vm->ncidrs; j++) {
+			if (!cidr_overlap(&vm->cidrs[j], &ws->cidrs[i]))
+				continue;
+			cidr_format(&vm->cidrs[j], a, sizeof(a));
+			cidr_format(&ws->cidrs[i], b, sizeof(b));
+			snprintf(why, whylen, "egress.allow: %s reaches into "
+			    "%s, which the workspace denies", a, b);
+			return 0;
+		}
+	}
+	return 1;
+}
+
+void
+egress_describe(const struct egress *e, char *buf, size_t len)
+{
+	if (e->mode == EGRESS_ALLOWLIST)
+		snprintf(buf, len, "allowlist of %zu prefix%s", e->ncidrs,
+		    e->ncidrs == 1 ? "" : "es");
+	else if (e->ncidrs > 0)
+		snprintf(buf, len, "public, denying %zu prefix%s", e->ncidrs,
+		    e->ncidrs == 1 ? "" : "es");
+	else
+		snprintf(buf, len, "public");
+}

@@ -1,0 +1,51 @@
+/*
+ * A workspace's (or a VM's) egress policy: public, public less some denied
+ * prefixes, or an allowlist of prefixes.  authd stores it, vmmd narrows it
+ * and hands it to netd with a VM's slot, netd enforces it in the slot's
+ * ruleset.  The same strict JSON decoder runs in all three.
+ */
+#ifndef MCPVM_EGRESS_H
+#define MCPVM_EGRESS_H
+
+#include <stddef.h>
+
+#include "cidr.h"
+
+struct json_object;
+
+/* The most any list may hold; [authd] egress_max_cidrs may lower it. */
+#define EGRESS_MAX_CIDRS	256
+
+enum egress_mode {
+	EGRESS_PUBLIC = 0,	/* the default: everything public */
+	EGRESS_ALLOWLIST,	/* only cidrs */
+};
+
+struct egress {
+	enum egress_mode mode;
+	size_t		 ncidrs;	/* public: denied; allowlist: allowed */
+	struct cidr	 cidrs[EGRESS_MAX_CIDRS];	/* sorted, no dups */
+};
+
+/*
+ * Decodes the egress object o, {"mode":"public","deny":[…]} or
+ * {"mode":"allowlist","allow":[…]}, strictly: unknown keys, a list the
+ * mode does not take, a prefix with host bits and more than max entries
+ * are refused with a message naming path and the entry.  0, or -1 with
+ * why; *e is only written on success.
+ */
+int	egress_from_json(struct json_object *o, const char *path, size_t max,
+	    struct egress *e, char *why, size_t whylen);
+/* The same shape; NULL on allocation failure. */
+struct json_object *egress_to_json(const struct egress *);
+int	egress_equal(const struct egress *, const struct egress *);
+/*
+ * 1 when every destination vm reaches, ws reaches too (vm only narrows
+ * ws); else 0 with why naming the first entry that widens it.
+ */
+int	egress_narrows(const struct egress *ws, const struct egress *vm,
+	    char *why, size_t whylen);
+/* "public", "public, denying 2 prefixes", "allowlist of 3 prefixes". */
+void	egress_describe(const struct egress *, char *buf, size_t len);
+
+#endif
