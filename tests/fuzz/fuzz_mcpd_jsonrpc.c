@@ -107,6 +107,24 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		free(hdr);
 	}
+	/* The same body as a 2026-07-28 tasks/get of task v1.j1.r1, so that
+	 * the tasks requests' checks (capability, Mcp-Name, id) are reached. */
+	memset(&env, 0, sizeof(env));
+	env.sessions = &sessions;
+	env.workspace = "ws-a";
+	env.protocol_version = MCP_VERSION_STATELESS;
+	env.mcp_method = "tasks/get";
+	env.mcp_name = "v1.j1.r1";
+	mcp_process(&env, (const char *)data, size, &out);
+	if (out.task_op != TASK_NONE && (out.body != NULL || out.call ||
+	    strcmp(out.task.vm_id, "v1") != 0 ||
+	    strcmp(out.task.job_id, "j1") != 0 ||
+	    strcmp(out.task.request_id, "r1") != 0))
+		abort();
+	if (out.body == NULL && out.status != 202 && !out.call &&
+	    out.task_op == TASK_NONE)
+		abort();
+	mcp_out_free(&out);
 	{
 		struct task_id t;
 		char id[TASK_ID_MAX + 1];
