@@ -380,8 +380,11 @@ def main():
         # streams.mjs revokes this one.
         tok_c = h.issue("e2e-c", "--max-vms", "1", "--memory-mib", "512",
                         "--max-streams", str(STREAMS_C))
+        # tasks.mjs's other workspace, which only looks at A's tasks.
+        tok_d = h.issue("e2e-d", "--max-vms", "1", "--memory-mib", "512")
         env = dict(os.environ, MCPVM_URL="http://127.0.0.1:%d" % PORT,
                    TOKEN_A=tok_a, TOKEN_B=tok_b, TOKEN_C=tok_c,
+                   TOKEN_D=tok_d,
                    WORKSPACE_A="e2e-a", WORKSPACE_C="e2e-c", CONF=h.conf,
                    IDLE_SECONDS=str(IDLE_SECONDS),
                    STREAMS_PER_VM=str(STREAMS_PER_VM),

@@ -12,7 +12,7 @@
 // run waits for a file the test writes.
 // tests/integration/test_e2e.py runs it with:
 //   MCPVM_URL        mcpd's base URL (http://127.0.0.1:PORT)
-//   TOKEN_A, TOKEN_B credentials of two workspaces
+//   TOKEN_A, TOKEN_D credentials of two workspaces (e2e.mjs revokes B's)
 //   TOOLS_JSON       proto/tools.json
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -93,7 +93,7 @@ let a, b, vm;
 
 before(async () => {
 	a = await connect(process.env.TOKEN_A, "mcpvm-tasks-a");
-	b = await connect(process.env.TOKEN_B, "mcpvm-tasks-b");
+	b = await connect(process.env.TOKEN_D, "mcpvm-tasks-d");
 	vm = (await rest(process.env.TOKEN_A, "vm_create",
 	    { request_id: requestId("vm"), idle_seconds: 600 })).vm_id;
 });
