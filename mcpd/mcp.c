@@ -187,16 +187,23 @@ server_info(void)
 }
 
 /* What every 2026-07-28 result carries: its type and who answered. */
-static struct json_object *
-stateless_result(struct json_object *r)
+struct json_object *
+mcp_stateless_meta(struct json_object *r)
 {
 	struct json_object *meta = json_object_new_object();
 
 	json_object_object_add(meta, META_SERVER_INFO, server_info());
-	json_object_object_add(r, "resultType",
-	    json_object_new_string("complete"));
+	if (!json_object_object_get_ex(r, "resultType", NULL))
+		json_object_object_add(r, "resultType",
+		    json_object_new_string("complete"));
 	json_object_object_add(r, "_meta", meta);
 	return r;
+}
+
+static struct json_object *
+stateless_result(struct json_object *r)
+{
+	return mcp_stateless_meta(r);
 }
 
 static struct json_object *
@@ -306,15 +313,23 @@ reply(struct mcp_out *out, int status, struct json_object *body)
 }
 
 static struct json_object *
-server_capabilities(void)
+server_capabilities(int stateless)
 {
 	struct json_object *caps = json_object_new_object();
 	struct json_object *tools = json_object_new_object();
+	struct json_object *ext;
 
 	/* The tool set is fixed for the life of the process. */
 	json_object_object_add(tools, "listChanged",
 	    json_object_new_boolean(0));
 	json_object_object_add(caps, "tools", tools);
+	/* Tasks are a 2026-07-28 extension: the session revisions have none. */
+	if (stateless) {
+		ext = json_object_new_object();
+		json_object_object_add(ext, TASKS_EXTENSION,
+		    json_object_new_object());
+		json_object_object_add(caps, "extensions", ext);
+	}
 	return caps;
 }
 
@@ -329,7 +344,7 @@ initialize_result(const char *version)
 
 	json_object_object_add(r, "protocolVersion",
 	    json_object_new_string(version));
-	json_object_object_add(r, "capabilities", server_capabilities());
+	json_object_object_add(r, "capabilities", server_capabilities(0));
 	json_object_object_add(r, "serverInfo", server_info());
 	json_object_object_add(r, "instructions",
 	    json_object_new_string(INSTRUCTIONS));
@@ -593,7 +608,7 @@ do_discover(struct json_object *id, struct mcp_out *out)
 	struct json_object *r = json_object_new_object();
 
 	json_object_object_add(r, "supportedVersions", supported_versions());
-	json_object_object_add(r, "capabilities", server_capabilities());
+	json_object_object_add(r, "capabilities", server_capabilities(1));
 	json_object_object_add(r, "instructions",
 	    json_object_new_string(INSTRUCTIONS));
 	reply(out, 200, jsonrpc_result(id, cacheable_result(r)));
@@ -631,6 +646,80 @@ do_listen(struct json_object *id, struct json_object *params,
 	out->listen = 1;
 	out->call_id = json_object_get(id);
 	reply(out, 200, n);
+}
+
+/* Did the client declare the tasks extension on this request? */
+static int
+declares_tasks(struct json_object *caps)
+{
+	struct json_object *ext, *t;
+
+	return json_object_object_get_ex(caps, "extensions", &ext) &&
+	    json_object_is_type(ext, json_type_object) &&
+	    json_object_object_get_ex(ext, TASKS_EXTENSION, &t) &&
+	    json_object_is_type(t, json_type_object);
+}
+
+static enum task_op
+task_method(const char *method)
+{
+	if (strcmp(method, "tasks/get") == 0)
+		return TASK_GET;
+	if (strcmp(method, "tasks/cancel") == 0)
+		return TASK_CANCEL;
+	if (strcmp(method, "tasks/update") == 0)
+		return TASK_UPDATE;
+	return TASK_NONE;
+}
+
+/*
+ * tasks/get, tasks/cancel, tasks/update: checked here, answered by
+ * tasks_http.c from the backend.  A task id that does not parse is a task
+ * that does not exist, as the extension says (-32602).
+ */
+static void
+do_task(enum task_op op, int declared, struct json_object *id,
+    struct json_object *params, struct mcp_out *out)
+{
+	struct json_object *o, *e, *data, *req, *ext, *v;
+
+	if (!declared) {
+		o = jsonrpc_error(id, MCP_ERR_MISSING_CAPABILITY, "missing "
+		    "required client capability: tasks need the "
+		    TASKS_EXTENSION " extension in params._meta." META_CAPS
+		    ".extensions");
+		json_object_object_get_ex(o, "error", &e);
+		data = json_object_new_object();
+		req = json_object_new_object();
+		ext = json_object_new_object();
+		json_object_object_add(ext, TASKS_EXTENSION,
+		    json_object_new_object());
+		json_object_object_add(req, "extensions", ext);
+		json_object_object_add(data, "requiredCapabilities", req);
+		json_object_object_add(e, "data", data);
+		reply(out, 400, o);
+		return;
+	}
+	if (!json_object_object_get_ex(params, "taskId", &v) ||
+	    !json_object_is_type(v, json_type_string) ||
+	    task_id_parse(json_object_get_string(v),
+	    (size_t)json_object_get_string_len(v), &out->task) == -1) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "Failed to retrieve task: task not found (a task id is "
+		    "vm_id.job_id.request_id, as the task-augmented vm_exec "
+		    "returned it)"));
+		return;
+	}
+	if (op == TASK_UPDATE && (!json_object_object_get_ex(params,
+	    "inputResponses", &v) || !json_object_is_type(v,
+	    json_type_object))) {
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "tasks/update: params.inputResponses must be an object"));
+		return;
+	}
+	out->task_op = op;
+	out->task_rpc_id = json_object_get(id);
+	out->status = 200;
 }
 
 static void
@@ -695,9 +784,12 @@ do_stateless(const struct mcp_env *env, const char *method, int has_id,
 		return;
 	if (strcmp(method, "tools/call") == 0 ||
 	    strcmp(method, "prompts/get") == 0 ||
-	    strcmp(method, "resources/read") == 0) {
+	    strcmp(method, "resources/read") == 0 ||
+	    task_method(method) != TASK_NONE) {
+		/* Tasks route by their id (the extension's routing header). */
 		if (client_string(params, strcmp(method, "resources/read") == 0 ?
-		    "uri" : "name", &name) == 0 && name != NULL &&
+		    "uri" : task_method(method) != TASK_NONE ? "taskId" :
+		    "name", &name) == 0 && name != NULL &&
 		    header_matches(out, id, "Mcp-Name", env->mcp_name,
 		    name) == -1)
 			return;
@@ -718,6 +810,13 @@ do_stateless(const struct mcp_env *env, const char *method, int has_id,
 		reply(out, 200, jsonrpc_result(id, cacheable_result(r)));
 	} else if (strcmp(method, "tools/call") == 0) {
 		do_tools_call(id, params, out);
+		/* A job is a task: the client polls instead of waiting. */
+		if (out->call && strcmp(out->tool, "vm_exec") == 0 &&
+		    declares_tasks(caps))
+			out->task_create = 1;
+	} else if (task_method(method) != TASK_NONE) {
+		do_task(task_method(method), declares_tasks(caps), id, params,
+		    out);
 	} else if (strcmp(method, "subscriptions/listen") == 0) {
 		do_listen(id, params, out);
 	} else {
@@ -837,5 +936,6 @@ mcp_out_free(struct mcp_out *out)
 	json_object_put(out->args);
 	json_object_put(out->progress_token);
 	json_object_put(out->cancel_id);
+	json_object_put(out->task_rpc_id);
 	memset(out, 0, sizeof(*out));
 }

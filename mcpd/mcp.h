@@ -13,6 +13,7 @@
 
 #include "backend.h"
 #include "session.h"
+#include "tasks.h"
 
 #define MCP_VERSION_LATEST	"2025-11-25"
 #define MCP_VERSION_DEFAULT	"2025-03-26"	/* no header: spec default */
@@ -67,6 +68,12 @@ struct mcp_out {
 
 	int			 cancel;	/* notifications/cancelled */
 	struct json_object	*cancel_id;
+
+	/* 2026-07-28 with the tasks extension declared (tasks.h). */
+	int			 task_create;	/* answer the call with a task */
+	enum task_op		 task_op;	/* tasks/get, cancel, update */
+	struct json_object	*task_rpc_id;	/* its id */
+	struct task_id		 task;
 };
 
 /*
@@ -94,6 +101,9 @@ struct json_object *mcp_tool_result(const struct backend_result *);
 /* The same for a stateless (2026-07-28) request: with resultType and the
  * server's identity in _meta. */
 struct json_object *mcp_tool_result_stateless(const struct backend_result *);
+/* Adds resultType "complete" (unless r has a type) and the server's
+ * identity in _meta to a 2026-07-28 result; returns r. */
+struct json_object *mcp_stateless_meta(struct json_object *r);
 /*
  * An Mcp-Name or Mcp-Param-* header value as the client meant it: optional
  * whitespace around it dropped, "=?base64?...?=" decoded (strictly).  0 with

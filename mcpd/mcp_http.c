@@ -27,6 +27,8 @@ struct mcp_call {
 	struct backend_call	*bc;
 	struct budget		*budget;	/* its workspace's calls */
 	int			 stateless;	/* no session; 2026-07-28 */
+	int			 task_create;	/* answer with a task */
+	char			 request_id[TASK_REQUEST_ID_MAX + 1];
 	struct json_object	*id;
 	struct json_object	*progress_token;
 	int			 sse;
@@ -127,10 +129,16 @@ static void
 call_done(const struct backend_result *br, void *arg)
 {
 	struct mcp_call *call = arg;
-	struct json_object *msg;
+	struct json_object *msg, *r;
 
 	call->bc = NULL;
-	msg = jsonrpc_result(call->id, call_result(call->stateless, br));
+	/* A started job is the task; any error is the tool's answer. */
+	if (call->task_create && (r = task_created(br,
+	    call->request_id)) != NULL)
+		msg = jsonrpc_result(call->id, r);
+	else
+		msg = jsonrpc_result(call->id, call_result(call->stateless,
+		    br));
 	call_finish(call, msg);
 	json_object_put(msg);
 }
@@ -243,6 +251,17 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	call->hr = hr;
 	call->sess = out->session;
 	call->stateless = out->stateless;
+	if (out->task_create) {
+		struct json_object *v;
+
+		/* The task is the wait: the job's id comes back at once. */
+		call->task_create = 1;
+		if (json_object_object_get_ex(out->args, "request_id", &v))
+			snprintf(call->request_id, sizeof(call->request_id),
+			    "%s", json_object_get_string(v));
+		json_object_object_add(out->args, "wait_seconds",
+		    json_object_new_int(0));
+	}
 	call->id = json_object_get(out->call_id);
 	call->progress_token = json_object_get(out->progress_token);
 	/* Progress needs a stream; otherwise prefer one JSON answer. */
@@ -363,6 +382,8 @@ mcp_post(struct hreq *hr)
 		call_cancel(out.session, out.cancel_id);
 	if (out.call) {
 		call_start(hr, &out, acc);
+	} else if (out.task_op != TASK_NONE) {
+		tasks_http_start(hr, &out, acc);
 	} else if (out.listen) {
 		listen_start(hr, out.call_id, out.body, acc);
 	} else if (out.body == NULL) {
@@ -535,6 +556,7 @@ mcp_http_free_all(struct mcpd *m)
 		call_abort(call, NULL);
 	while ((st = TAILQ_FIRST(&m->listen_streams)) != NULL)
 		sse_stream_end(st);
+	tasks_http_free_all(m);
 }
 
 void
@@ -542,6 +564,7 @@ mcp_http_init(struct mcpd *m)
 {
 	TAILQ_INIT(&m->stateless_calls);
 	TAILQ_INIT(&m->listen_streams);
+	tasks_http_init(m);
 	m->sessions.on_free = mcp_http_session_freed;
 	m->sessions.on_free_arg = m;
 }

@@ -35,6 +35,7 @@ struct mcpd {
 	/* 2026-07-28 requests belong to no session: what is open of them. */
 	TAILQ_HEAD(, mcp_call)	 stateless_calls;
 	TAILQ_HEAD(, sse_stream) listen_streams;
+	TAILQ_HEAD(, task_req)	 task_reqs;	/* tasks/get ... in flight */
 	struct metrics		 metrics;
 	struct event		*sweep;
 	const struct auth_ops	*auth;
@@ -53,6 +54,13 @@ void	mcp_http_handle(struct hreq *);
 void	mcp_http_session_freed(struct session *, void *);
 /* Ends the stateless tool calls and subscriptions/listen streams (exit). */
 void	mcp_http_free_all(struct mcpd *);
+
+/* tasks_http.c: tasks/get, tasks/cancel, tasks/update (mcp.c checked). */
+struct mcp_out;
+void	tasks_http_init(struct mcpd *);
+void	tasks_http_start(struct hreq *, const struct mcp_out *,
+	    unsigned int accept);
+void	tasks_http_free_all(struct mcpd *);
 
 /* rest.c */
 void	rest_handle(struct hreq *);

@@ -8,9 +8,13 @@
   toolsgen.py embed TOOLS_JSON OUT_C
       Check, then write OUT_C holding the file's bytes as mcpvm_tools_json[].
   toolsgen.py doc TOOLS_JSON OUT_MD
-      Write the API reference (docs/api.md) generated from tools.json.
+      Write the API reference (docs/api.md) generated from tools.json.  A
+      hand-written part of OUT_MD, from the line MARKER below to its end,
+      is kept after the generated part.
   toolsgen.py doc-check TOOLS_JSON API_MD
       Fail when API_MD differs from what `doc` would write.
+
+MARKER: <!-- Hand-written from here on; toolsgen.py keeps it. -->
 """
 import json
 import sys
@@ -249,6 +253,43 @@ def doc(d):
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+# The line after which docs/api.md is written by hand (what tools.json
+# cannot say: the MCP protocol around the tools, such as tasks).
+MARKER = "<!-- Hand-written from here on; toolsgen.py keeps it. -->"
+
+
+def hand_written(text):
+    """The part of an existing reference from MARKER's line on, or ""."""
+    at = 0
+    while True:
+        i = text.find(MARKER, at)
+        if i == -1:
+            return ""
+        end = i + len(MARKER)
+        if (i == 0 or text[i - 1] == "\n") and \
+                (end == len(text) or text[end] == "\n"):
+            return text[i:]
+        at = end
+
+
+def full_doc(d, existing):
+    """The reference: generated, then the hand-written part kept."""
+    tail = hand_written(existing)
+    if not tail:
+        return doc(d)
+    if not tail.endswith("\n"):
+        tail += "\n"
+    return doc(d) + "\n" + tail
+
+
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
 def main(argv):
     if len(argv) < 3 or argv[1] not in ("check", "embed", "doc", "doc-check"):
         print(__doc__, file=sys.stderr)
@@ -262,12 +303,13 @@ def main(argv):
     if argv[1] == "embed":
         embed(raw, argv[3])
     elif argv[1] == "doc":
+        text = full_doc(d, read_text(argv[3]))
         with open(argv[3], "w", encoding="utf-8") as f:
-            f.write(doc(d))
+            f.write(text)
     elif argv[1] == "doc-check":
         with open(argv[3], encoding="utf-8") as f:
             have = f.read()
-        if have != doc(d):
+        if have != full_doc(d, have):
             print(f"toolsgen: {argv[3]} is out of date with {argv[2]}; run "
                   f"python3 proto/toolsgen.py doc {argv[2]} {argv[3]}",
                   file=sys.stderr)

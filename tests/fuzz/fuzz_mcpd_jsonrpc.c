@@ -5,7 +5,8 @@
  * checks that whatever jsonx's grammar check accepts, json-c builds, and
  * that a body that parses is never answered as a parse error.  The first
  * byte also picks the 2026-07-28 (stateless) headers, and the input is fed
- * to the Mcp-Name/Mcp-Param decoder as a header value.
+ * to the Mcp-Name/Mcp-Param decoder as a header value and to the task id
+ * parser (tasks.c) as a tasks/get taskId.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -87,7 +88,11 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (out.body != NULL)
 		json_object_to_json_string_ext(out.body,
 		    JSON_C_TO_STRING_PLAIN);
-	else if (out.status != 202 && !out.call)
+	else if (out.status != 202 && !out.call && out.task_op == TASK_NONE)
+		abort();
+	/* A task request goes to the backend only with a well-formed id. */
+	if (out.task_op != TASK_NONE && (out.task.vm_id[0] == '\0' ||
+	    out.task.job_id[0] == '\0' || out.task.request_id[0] == '\0'))
 		abort();
 	mcp_out_free(&out);
 	{
@@ -101,6 +106,35 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			free(v);
 		}
 		free(hdr);
+	}
+	/* The same body as a 2026-07-28 tasks/get of task v1.j1.r1, so that
+	 * the tasks requests' checks (capability, Mcp-Name, id) are reached. */
+	memset(&env, 0, sizeof(env));
+	env.sessions = &sessions;
+	env.workspace = "ws-a";
+	env.protocol_version = MCP_VERSION_STATELESS;
+	env.mcp_method = "tasks/get";
+	env.mcp_name = "v1.j1.r1";
+	mcp_process(&env, (const char *)data, size, &out);
+	if (out.task_op != TASK_NONE && (out.body != NULL || out.call ||
+	    strcmp(out.task.vm_id, "v1") != 0 ||
+	    strcmp(out.task.job_id, "j1") != 0 ||
+	    strcmp(out.task.request_id, "r1") != 0))
+		abort();
+	if (out.body == NULL && out.status != 202 && !out.call &&
+	    out.task_op == TASK_NONE)
+		abort();
+	mcp_out_free(&out);
+	{
+		struct task_id t;
+		char id[TASK_ID_MAX + 1];
+
+		/* A task id that parses formats back to the same bytes. */
+		if (task_id_parse((const char *)data, size, &t) == 0 &&
+		    (task_id_format(t.vm_id, t.job_id, t.request_id, id,
+		    sizeof(id)) == -1 || strlen(id) != size ||
+		    memcmp(id, data, size) != 0))
+			abort();
 	}
 	/* initialize opens sessions: keep the table from filling. */
 	if (sessions.count > 32)

@@ -115,6 +115,46 @@ fake_free(struct backend_call *c)
 	free(c);
 }
 
+/*
+ * What a job tool says of its job, for the tasks tests: job "j1" (vm_exec
+ * starts it) runs, a job_id starting "done" has ended with exit code 0
+ * and printed "out\n", and vm_job_cancel cancels.
+ */
+static void
+fake_job(struct backend_call *c, struct json_object *r)
+{
+	struct json_object *v, *cur;
+	const char *job = "j1";
+	int done;
+
+	if (json_object_object_get_ex(c->args, "job_id", &v))
+		job = json_object_get_string(v);
+	done = strncmp(job, "done", 4) == 0;
+	if (json_object_object_get_ex(c->args, "vm_id", &v))
+		json_object_object_add(r, "vm_id", json_object_get(v));
+	json_object_object_add(r, "job_id", json_object_new_string(job));
+	json_object_object_add(r, "state", json_object_new_string(
+	    strcmp(c->tool, "vm_job_cancel") == 0 ? "cancelled" :
+	    done ? "completed" : "running"));
+	json_object_object_add(r, "started_at",
+	    json_object_new_string("2026-12-01T10:00:00Z"));
+	json_object_object_add(r, "finished_at", done ?
+	    json_object_new_string("2026-12-01T10:00:01Z") : NULL);
+	json_object_object_add(r, "exit_code", done ? json_object_new_int(0) :
+	    NULL);
+	json_object_object_add(r, "stdout_bytes", json_object_new_int(4));
+	json_object_object_add(r, "stderr_bytes", json_object_new_int(0));
+	if (strcmp(c->tool, "vm_job_output") == 0) {
+		json_object_object_add(r, "stdout",
+		    json_object_new_string("out\n"));
+		json_object_object_add(r, "stderr", json_object_new_string(""));
+		cur = json_object_new_object();
+		json_object_object_add(cur, "stdout", json_object_new_int(4));
+		json_object_object_add(cur, "stderr", json_object_new_int(0));
+		json_object_object_add(r, "next_cursor", cur);
+	}
+}
+
 static void
 fake_step(evutil_socket_t fd, short ev, void *arg)
 {
@@ -186,6 +226,9 @@ fake_step(evutil_socket_t fd, short ev, void *arg)
 	json_object_object_add(r, "workspace",
 	    json_object_new_string(c->workspace));
 	json_object_object_add(r, "arguments", json_object_get(c->args));
+	if (strcmp(c->tool, "vm_exec") == 0 ||
+	    strncmp(c->tool, "vm_job_", 7) == 0)
+		fake_job(c, r);
 	br.ok = 1;
 	br.result = r;
 	c->done(&br, c->arg);

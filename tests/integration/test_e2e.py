@@ -5,13 +5,16 @@
 # credentials, and runs tests/mcp/e2e.mjs -- the official MCP TypeScript SDK
 # client driving real VMs -- then tests/mcp/streams.mjs -- WebSocket streams
 # with the `ws` client -- then tests/mcp/waits.mjs -- vm_exec's waits and
-# vm_run over MCP and JSON HTTP -- with node's test runner.  Then the
+# vm_run over MCP and JSON HTTP -- then tests/mcp/tasks.mjs -- MCP tasks
+# with the SDK's task support -- with node's test runner; then an MCP task
+# across an mcpd restart.  Then the
 # two-workspace harness (tenants.py) in its short form: workspace B's load
 # gets no error while workspace A attacks.
 #
 # Environment: as vmmdlib.py, plus MCPD, ATTACH and NODE; E2E_PORT (default
 # 18090) for mcpd; E2E_SCRIPTS to run only some of the scripts (default
-# "e2e.mjs streams.mjs waits.mjs", for quicker runs while working on one).
+# "e2e.mjs streams.mjs waits.mjs tasks.mjs", for quicker runs while working
+# on one).
 import http.client
 import json
 import os
@@ -213,6 +216,80 @@ def check_mcpd_restart(h, token):
     return all(results)
 
 
+TASKS_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": {"extensions": {
+                  "io.modelcontextprotocol/tasks": {}}}}
+
+
+def mcp_stateless(token, method, params, name):
+    """One 2026-07-28 request declaring the tasks extension: (HTTP status,
+    decoded body), or (0, the error) when no answer came."""
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120)
+    try:
+        c.request("POST", "/mcp", json.dumps({
+            "jsonrpc": "2.0", "id": 1, "method": method,
+            "params": dict(params, _meta=TASKS_META)}),
+            {"Authorization": "Bearer " + token,
+             "Content-Type": "application/json",
+             "Accept": "application/json",
+             "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method,
+             "Mcp-Name": name})
+        r = c.getresponse()
+        return r.status, json.loads(r.read())
+    except (OSError, http.client.HTTPException, ValueError) as e:
+        return 0, {"error": repr(e)}
+    finally:
+        c.close()
+
+
+def check_task_restart(h, token):
+    """An MCP task (a task-augmented vm_exec) outlives an mcpd restart:
+    mcpd keeps no task, so after SIGTERM and a new mcpd, tasks/get finds it
+    working, and then completed with the command's output."""
+    results = []
+
+    def report(good, what, detail=None):
+        print("%s - task across an mcpd restart: %s" % (
+            "ok" if good else "not ok", what), flush=True)
+        if not good and detail is not None:
+            print("# %r" % (detail,), flush=True)
+        results.append(good)
+
+    st, r = rest(token, "vm_create", {"request_id": "tr-vm",
+                                      "idle_seconds": 600})
+    vm = r.get("vm_id", "")
+    report(st == 200, "a VM to exec in", r)
+    st, r = mcp_stateless(token, "tools/call", {"name": "vm_exec",
+                          "arguments": {
+                              "vm_id": vm, "request_id": "tr-exec",
+                              "command": "while [ ! -e go ]; do sleep 0.2; "
+                              "done; echo task-done"}}, "vm_exec")
+    task = r.get("result", {}).get("taskId", "")
+    report(st == 200 and r["result"].get("resultType") == "task" and
+           task.startswith(vm + "."), "vm_exec answered with a task", r)
+    h.mcpd.send_signal(signal.SIGTERM)
+    h.mcpd.wait(30)
+    h.start_mcpd()
+    st, r = mcp_stateless(token, "tasks/get", {"taskId": task}, task)
+    report(st == 200 and r.get("result", {}).get("status") == "working",
+           "the new mcpd finds it working", (st, r))
+    st, r = rest(token, "vm_write_file", {"vm_id": vm, "path": "go",
+                                          "data_base64": "Z28K"})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        st, r = mcp_stateless(token, "tasks/get", {"taskId": task}, task)
+        if st != 200 or r.get("result", {}).get("status") != "working":
+            break
+        time.sleep(1)       # the task's pollIntervalMs
+    sc = r.get("result", {}).get("result", {}).get("structuredContent", {})
+    report(st == 200 and r["result"].get("status") == "completed" and
+           sc.get("exit_code") == 0 and
+           sc.get("output", {}).get("stdout") == "task-done\n",
+           "and then completed, with its output", (st, r))
+    rest(token, "vm_destroy", {"vm_id": vm})
+    return all(results)
+
+
 def check_inspector_cli(token):
     """The MCP Inspector CLI command packaging/dev/up prints (from
     packaging/dev/connect.sh), run as printed: Node 22 and the Inspector
@@ -303,8 +380,11 @@ def main():
         # streams.mjs revokes this one.
         tok_c = h.issue("e2e-c", "--max-vms", "1", "--memory-mib", "512",
                         "--max-streams", str(STREAMS_C))
+        # tasks.mjs's other workspace, which only looks at A's tasks.
+        tok_d = h.issue("e2e-d", "--max-vms", "1", "--memory-mib", "512")
         env = dict(os.environ, MCPVM_URL="http://127.0.0.1:%d" % PORT,
                    TOKEN_A=tok_a, TOKEN_B=tok_b, TOKEN_C=tok_c,
+                   TOKEN_D=tok_d,
                    WORKSPACE_A="e2e-a", WORKSPACE_C="e2e-c", CONF=h.conf,
                    IDLE_SECONDS=str(IDLE_SECONDS),
                    STREAMS_PER_VM=str(STREAMS_PER_VM),
@@ -318,12 +398,13 @@ def main():
                                            "tools.json"))
         mcp_dir = os.path.join(base.SRCDIR, "tests", "mcp")
         # e2e.mjs first: it ends with every VM of e2e-a destroyed, which
-        # leaves the host's VM slots to streams.mjs; waits.mjs last, with
-        # no VM of e2e-a left, checks that vm_run leaves none.
+        # leaves the host's VM slots to streams.mjs; waits.mjs, with no VM
+        # of e2e-a left, checks that vm_run leaves none; tasks.mjs makes
+        # and destroys its own.
         rc = 0
         for script in os.environ.get("E2E_SCRIPTS",
-                                     "e2e.mjs streams.mjs waits.mjs"
-                                     ).split():
+                                     "e2e.mjs streams.mjs waits.mjs "
+                                     "tasks.mjs").split():
             t = time.monotonic()
             p = subprocess.run([os.environ.get("NODE", "node"), "--test",
                                 "--test-reporter=tap", script], cwd=mcp_dir,
@@ -336,6 +417,8 @@ def main():
         if not check_inspector_cli(tok_a):
             rc = rc or 1
         if not check_mcpd_restart(h, tok_a):
+            rc = rc or 1
+        if not check_task_restart(h, tok_a):
             rc = rc or 1
         if not check_two_workspaces(h):
             rc = rc or 1

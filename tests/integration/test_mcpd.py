@@ -2,6 +2,7 @@
 """mcpd integration: the real HTTP, MCP and WebSocket layers of mcpd on a
 real socket (mcpd-testd: test verifier, fake backend).  TAP output."""
 
+import base64
 import http.client
 import json
 import os
@@ -733,6 +734,131 @@ def test_mcp_stateless_errors():
     c = MCP(d)
     assert c.initialize().status == 200 and c.session
     assert c.call("tools/list").status == 200
+
+
+# The tasks extension (io.modelcontextprotocol/tasks) of 2026-07-28, on the
+# wire, against the fake backend's jobs (mcpd_testd.c: job "j1" runs,
+# "done..." has ended, vm "err-<code>" fails with that code).  The real
+# jobs, workspaces and restarts are tests/mcp/tasks.mjs and test_e2e.py's.
+TASKS = "io.modelcontextprotocol/tasks"
+SL_TASKS_META = dict(SL_META, **{
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {
+        TASKS: {}}}})
+
+
+def task_post(d, method, task_id, meta=SL_TASKS_META, name=None, rid=5,
+              extra=None, auth=TOKEN_A):
+    p = {"taskId": task_id, "_meta": meta}
+    p.update(extra or {})
+    return sl_post(d, method, p, rid=rid,
+                   name=task_id if name is None else name, auth=auth,
+                   accept="application/json")
+
+
+def test_mcp_tasks_wire():
+    d = daemon()
+    caps = sl_post(d, "server/discover").json()["result"]["capabilities"]
+    assert caps["extensions"] == {TASKS: {}}, caps
+    c = MCP(d)
+    assert "extensions" not in c.initialize().json()["result"][
+        "capabilities"], "the session revisions have no tasks"
+    # A client that declares the extension gets its vm_exec as a task.
+    args = {"vm_id": "v1", "request_id": "r.1:x", "command": "sleep 9",
+            "wait_seconds": 30}
+    r = sl_post(d, "tools/call", {"name": "vm_exec", "arguments": args,
+                                  "_meta": SL_TASKS_META},
+                name="vm_exec", accept="application/json")
+    assert r.status == 200, r.body
+    t = r.json()["result"]
+    assert t["resultType"] == "task" and t["taskId"] == "v1.j1.r.1:x" and \
+        t["status"] == "working" and t["ttlMs"] is None and \
+        t["pollIntervalMs"] == 1000 and \
+        t["createdAt"] == "2026-12-01T10:00:00Z" and \
+        "result" not in t and "task" not in t, t
+    # Without it, nothing changes; other tools are never tasks.
+    r = sl_post(d, "tools/call", {"name": "vm_exec", "arguments": args},
+                name="vm_exec", accept="application/json")
+    res = r.json()["result"]
+    assert res["resultType"] == "complete" and \
+        res["structuredContent"]["arguments"]["wait_seconds"] == 30, res
+    r = sl_post(d, "tools/call", {"name": "vm_status",
+                                  "arguments": {"vm_id": "v1"},
+                                  "_meta": SL_TASKS_META},
+                name="vm_status", accept="application/json")
+    assert r.json()["result"]["resultType"] == "complete"
+    # A tool error is the answer, not a task.
+    r = sl_post(d, "tools/call", {"name": "vm_exec", "arguments": dict(
+        args, vm_id="err-not_found"), "_meta": SL_TASKS_META},
+        name="vm_exec", accept="application/json")
+    res = r.json()["result"]
+    assert res["resultType"] == "complete" and res["isError"] is True, res
+    # tasks/get: running, then ended with vm_exec's result inlined.
+    r = task_post(d, "tasks/get", "v1.j1.r.1:x")
+    assert r.status == 200, r.body
+    g = r.json()["result"]
+    assert g["resultType"] == "complete" and g["status"] == "working" and \
+        g["taskId"] == "v1.j1.r.1:x" and "result" not in g, g
+    g = task_post(d, "tasks/get", "v1.done7.r9").json()["result"]
+    assert g["status"] == "completed" and \
+        g["lastUpdatedAt"] == "2026-12-01T10:00:01Z", g
+    sc = g["result"]["structuredContent"]
+    assert g["result"]["isError"] is False and \
+        g["result"]["resultType"] == "complete", g
+    assert (sc["vm_id"], sc["job_id"], sc["request_id"], sc["state"],
+            sc["exit_code"], sc["output"]["stdout"],
+            sc["output"]["next_cursor"]) == (
+        "v1", "done7", "r9", "completed", 0, "out\n",
+        {"stdout": 4, "stderr": 0}), sc
+    assert "vm_id" not in sc["output"]
+    # cancel and update answer an empty acknowledgement.
+    for method, extra in (("tasks/cancel", None),
+                          ("tasks/update", {"inputResponses": {}})):
+        r = task_post(d, method, "v1.j1.r1", extra=extra)
+        a = r.json()["result"]
+        assert r.status == 200 and a["resultType"] == "complete" and \
+            "taskId" not in a and "status" not in a, (method, a)
+    # Unknown and malformed ids are not found (-32602), never forwarded.
+    for tid in ("err-not_found.j1.r1", "v1.j1", "v1..r1", ".j1.r1",
+                "v1.j1.", "v1.j/1.r1", "v1.j1.r 1", "-v.j1.r1",
+                "v" * 65 + ".j1.r1", "v1.j1." + "r" * 129, "v1.j1.r\u00e9",
+                "", "x" * 5000):
+        # Base64 in Mcp-Name carries what a header cannot.
+        r = task_post(d, "tasks/get", tid, name="=?base64?%s?=" % (
+            base64.b64encode(tid.encode()).decode()) if tid else "")
+        e = r.json()["error"]
+        assert r.status == 400 and e["code"] == -32602 and \
+            r.json()["id"] == 5, (tid, r.body)
+    for params in ({}, {"taskId": 7}, {"taskId": None}):
+        r = sl_post(d, "tasks/get", dict(params, _meta=SL_TASKS_META),
+                    accept="application/json")
+        assert r.json()["error"]["code"] == -32602, (params, r.body)
+    r = task_post(d, "tasks/update", "v1.j1.r1")
+    assert r.json()["error"]["code"] == -32602, "inputResponses required"
+    r = task_post(d, "tasks/get", "err-unavailable.j1.r1")
+    assert r.json()["error"]["code"] == -32603, r.body
+    # Without the extension: -32021, naming it.
+    for method in ("tasks/get", "tasks/cancel", "tasks/update"):
+        r = task_post(d, method, "v1.j1.r1", meta=SL_META,
+                      extra={"inputResponses": {}})
+        e = r.json()["error"]
+        assert r.status == 400 and e["code"] == -32021 and \
+            e["data"]["requiredCapabilities"]["extensions"] == {
+                TASKS: {}}, (method, r.body)
+    # Mcp-Name is the task id.
+    r = task_post(d, "tasks/get", "v1.j1.r1", name="v1.j1.r2")
+    assert r.status == 400 and r.json()["error"]["code"] == -32020
+    r = sl_post(d, "tasks/get", {"taskId": "v1.j1.r1",
+                                 "_meta": SL_TASKS_META})
+    assert r.status == 400 and r.json()["error"]["code"] == -32020
+    # Removed and never-defined methods of the extension.
+    for method in ("tasks/result", "tasks/list"):
+        r = task_post(d, method, "v1.j1.r1")
+        assert r.json()["error"]["code"] == -32601, (method, r.body)
+    # The session revisions: no such methods.
+    for method in ("tasks/get", "tasks/cancel"):
+        r = c.call(method, {"taskId": "v1.j1.r1"})
+        assert r.status == 200 and \
+            r.json()["error"]["code"] == -32601, (method, r.body)
 
 
 def sl_stream(d, method, params, name=None, auth=TOKEN_A):

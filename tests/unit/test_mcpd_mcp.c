@@ -725,6 +725,114 @@ START_TEST(stateless_tool_result_and_header_values)
 }
 END_TEST
 
+/* The task id: strict parts, bounded, and round trips (tasks.c). */
+START_TEST(task_ids)
+{
+	static const char *const bad[] = { "", ".", "..", "v1.j1", "v1..r1",
+	    ".j1.r1", "v1.j1.", "v1.j:1.r", "-v.j1.r1", "v1._j.r1", "v1.j1.:r",
+	    "v1.j/1.r1", "v1.j1.r 1", "v1.j1.r\xc3\xa9", NULL };
+	struct task_id t;
+	char buf[TASK_ID_MAX + 2], v[66], j[66], r[130];
+	size_t i;
+
+	ck_assert_int_eq(task_id_parse("vm-3f.j01_x.req.1:a-b", 21, &t), 0);
+	ck_assert_str_eq(t.vm_id, "vm-3f");
+	ck_assert_str_eq(t.job_id, "j01_x");
+	ck_assert_str_eq(t.request_id, "req.1:a-b");
+	for (i = 0; bad[i] != NULL; i++)
+		ck_assert_msg(task_id_parse(bad[i], strlen(bad[i]), &t) == -1 &&
+		    t.vm_id[0] == '\0', "%s parsed", bad[i]);
+	/* A NUL inside is not the end of the id. */
+	ck_assert_int_eq(task_id_parse("v1.j1.r1\0x", 10, &t), -1);
+	/* Each part at its limit, then one over. */
+	memset(v, 'v', 64); v[64] = '\0';
+	memset(j, 'j', 64); j[64] = '\0';
+	memset(r, 'r', 128); r[128] = '\0';
+	ck_assert_int_eq(task_id_format(v, j, r, buf, sizeof(buf)), 0);
+	ck_assert_uint_eq(strlen(buf), TASK_ID_MAX);
+	ck_assert_int_eq(task_id_parse(buf, strlen(buf), &t), 0);
+	ck_assert_str_eq(t.request_id, r);
+	v[64] = 'v'; v[65] = '\0';
+	ck_assert_int_eq(task_id_format(v, "j", "r", buf, sizeof(buf)), -1);
+	r[128] = 'r'; r[129] = '\0';
+	ck_assert_int_eq(task_id_format("v", "j", r, buf, sizeof(buf)), -1);
+	ck_assert_int_eq(task_id_format("v", "j", "r", buf, 5), -1);
+}
+END_TEST
+
+/* tasks/get's answers from vm_job_status and vm_job_output (tasks.c). */
+START_TEST(task_shapes)
+{
+	struct task_id t = { "vm1", "j1", "r.1" };
+	struct json_object *st, *out, *r, *res, *v;
+	struct backend_result br = { .ok = 1 };
+
+	st = json_tokener_parse("{\"state\":\"running\",\"started_at\":"
+	    "\"2026-12-01T10:00:00Z\",\"finished_at\":null,"
+	    "\"stdout_bytes\":5,\"stderr_bytes\":0}");
+	ck_assert_int_eq(task_from_status(&t, st, &r), 0);
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(r,
+	    "status")), "working");
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(r,
+	    "taskId")), "vm1.j1.r.1");
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(r,
+	    "resultType")), "complete");
+	ck_assert(json_object_object_get_ex(r, "ttlMs", &v) && v == NULL);
+	ck_assert_int_eq(json_object_get_int(json_object_object_get(r,
+	    "pollIntervalMs")), 1000);
+	ck_assert(!json_object_object_get_ex(r, "result", NULL));
+	json_object_put(r);
+	json_object_object_add(st, "state", json_object_new_string("failed"));
+	json_object_object_add(st, "finished_at",
+	    json_object_new_string("2026-12-01T10:00:09Z"));
+	ck_assert_int_eq(task_from_status(&t, st, &r), 1);
+	ck_assert_ptr_null(r);
+	out = json_tokener_parse("{\"vm_id\":\"vm1\",\"job_id\":\"j1\","
+	    "\"state\":\"failed\",\"exit_code\":3,\"stdout\":\"x\"}");
+	r = task_completed(&t, st, out);
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(r,
+	    "status")), "completed");
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(r,
+	    "lastUpdatedAt")), "2026-12-01T10:00:09Z");
+	res = json_object_object_get(json_object_object_get(r, "result"),
+	    "structuredContent");
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(res,
+	    "request_id")), "r.1");
+	ck_assert_int_eq(json_object_get_int(json_object_object_get(res,
+	    "exit_code")), 3);
+	ck_assert(!json_object_object_get_ex(json_object_object_get(res,
+	    "output"), "vm_id", NULL));
+	json_object_put(r);
+	json_object_put(out);
+	json_object_object_add(st, "state",
+	    json_object_new_string("cancelled"));
+	ck_assert_int_eq(task_from_status(&t, st, &r), 0);
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(r,
+	    "status")), "cancelled");
+	json_object_put(r);
+	json_object_object_del(st, "started_at");
+	ck_assert_int_eq(task_from_status(&t, st, &r), -1);
+	json_object_put(st);
+	/* A started job becomes a task; anything else is no task. */
+	br.text = "{\"vm_id\":\"vm1\",\"job_id\":\"j1\",\"state\":"
+	    "\"running\",\"started_at\":\"2026-12-01T10:00:00Z\"}";
+	br.textlen = strlen(br.text);
+	r = task_created(&br, "r.1");
+	ck_assert_ptr_nonnull(r);
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(r,
+	    "resultType")), "task");
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(r,
+	    "taskId")), "vm1.j1.r.1");
+	json_object_put(r);
+	ck_assert_ptr_null(task_created(&br, "bad id"));
+	br.text = "[1]";
+	br.textlen = 3;
+	ck_assert_ptr_null(task_created(&br, "r.1"));
+	br.ok = 0;
+	ck_assert_ptr_null(task_created(&br, "r.1"));
+}
+END_TEST
+
 int
 main(void)
 {
@@ -745,6 +853,8 @@ main(void)
 	tcase_add_test(tc, stateless_headers);
 	tcase_add_test(tc, stateless_methods);
 	tcase_add_test(tc, stateless_tool_result_and_header_values);
+	tcase_add_test(tc, task_ids);
+	tcase_add_test(tc, task_shapes);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

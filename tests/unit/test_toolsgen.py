@@ -54,6 +54,39 @@ class ToolsgenTest(unittest.TestCase):
         data = bytes(int(x, 16) for x in body.replace(",", " ").split())
         self.assertEqual(data, raw)
 
+    def test_doc_keeps_the_hand_written_part(self):
+        api = os.path.join(self.tmp.name, "api.md")
+        self.assertEqual(run(["doc", TOOLS_JSON, api]).returncode, 0)
+        with open(api, encoding="utf-8") as f:
+            generated = f.read()
+        marker = "<!-- Hand-written from here on; toolsgen.py keeps it. -->"
+        tail = marker + "\n\n## Tasks\n\nWritten by hand.\n"
+        # An old generated part with the hand-written one after it: doc
+        # renews the first and keeps the second, byte for byte.
+        with open(api, "w", encoding="utf-8") as f:
+            f.write("# stale\n\n" + tail)
+        self.assertEqual(run(["doc-check", TOOLS_JSON, api]).returncode, 1)
+        self.assertEqual(run(["doc", TOOLS_JSON, api]).returncode, 0)
+        with open(api, encoding="utf-8") as f:
+            text = f.read()
+        self.assertEqual(text, generated + "\n" + tail)
+        self.assertEqual(run(["doc-check", TOOLS_JSON, api]).returncode, 0)
+        # An edit above the marker is caught; below it is the author's.
+        with open(api, "w", encoding="utf-8") as f:
+            f.write(text.replace("## Errors", "## Failures", 1))
+        r = run(["doc-check", TOOLS_JSON, api])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("out of date", r.stderr)
+        with open(api, "w", encoding="utf-8") as f:
+            f.write(text + "More by hand.\n")
+        self.assertEqual(run(["doc-check", TOOLS_JSON, api]).returncode, 0)
+        # The marker must be a line of its own to count.
+        with open(api, "w", encoding="utf-8") as f:
+            f.write(generated + "see " + marker + "\n")
+        self.assertEqual(run(["doc", TOOLS_JSON, api]).returncode, 0)
+        with open(api, encoding="utf-8") as f:
+            self.assertEqual(f.read(), generated)
+
     def test_missing_tool(self):
         d = copy.deepcopy(self.doc)
         del d["tools"][3]
