@@ -16,6 +16,3 @@ fi
 cat /etc/mcpvm-config/mcpvm.conf "/var/lib/mcpvm/images/$profile.conf" \
     > /etc/mcpvm/mcpvm.conf
 chmod 0644 /etc/mcpvm/mcpvm.conf
-# vmmd's unit runs this as root before vmmd (ExecStartPre=+): the VMs'
-# parent cgroup, delegated to vmmd.
-vmmd -P -D -f /etc/mcpvm/mcpvm.conf
