@@ -273,3 +273,18 @@ def mcpvm_links(ns):
     out = sh("ip", "-o", "link", "show", ns=ns).stdout
     return [ln.split(":")[1].strip().split("@")[0]
             for ln in out.splitlines() if "mcpvm" in ln]
+
+
+def run_tests():
+    """A netd namespace-world test's entry point: skips without root or
+    the tools, refuses to run without the netd binary, then runs the
+    module's TestCases as TAP."""
+    import taplib
+    if os.geteuid() != 0:
+        taplib.skip_all("netd integration tests need root")
+    for tool in ("ip", "nsenter", "nft"):
+        if shutil.which(tool) is None:
+            taplib.skip_all("%s(8) is missing" % tool)
+    if not NETD:
+        sys.exit("NETD= must name the netd binary")
+    taplib.run_unittest()

@@ -24,7 +24,6 @@ import json
 import os
 import pwd
 import select
-import shutil
 import signal
 import socket
 import struct
@@ -36,6 +35,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mcpvm_ipc as ipc  # noqa: E402
+import netdlib  # noqa: E402
 import taplib  # noqa: E402
 from netdlib import (NETD, WORLD, PY, PFX, NS_H, NS_I, DNS_ADDR,  # noqa: E402
                      UPLINK_ADDR, MAX_VMS, NET_SYNC, NET_SYNC_RESULT,
@@ -605,11 +605,4 @@ class NetdTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        taplib.skip_all("netd integration tests need root")
-    for tool in ("ip", "nsenter", "nft"):
-        if shutil.which(tool) is None:
-            taplib.skip_all("%s(8) is missing" % tool)
-    if not NETD:
-        sys.exit("NETD= must name the netd binary")
-    taplib.run_unittest()
+    netdlib.run_tests()

@@ -16,12 +16,12 @@ is only read (byte-identical before and after).  Needs root; skipped
 without it or without ip(8), nsenter(1) or nft(8).  TAP on stdout.
 """
 import os
-import shutil
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mcpvm_ipc as ipc  # noqa: E402
+import netdlib  # noqa: E402
 import taplib  # noqa: E402
 from netdlib import (NETD, PFX, NS_H, NS_I, UPLINK_ADDR,  # noqa: E402
                      NET_SYNC, NET_SYNC_RESULT, NET_SETUP, NET_SETUP_RESULT,
@@ -234,11 +234,4 @@ class NetdEgressTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    if os.geteuid() != 0:
-        taplib.skip_all("netd integration tests need root")
-    for tool in ("ip", "nsenter", "nft"):
-        if shutil.which(tool) is None:
-            taplib.skip_all("%s(8) is missing" % tool)
-    if not NETD:
-        sys.exit("NETD= must name the netd binary")
-    taplib.run_unittest()
+    netdlib.run_tests()
