@@ -32,6 +32,7 @@ struct conf_vmmd {
 	char		*run_dir;		/* per-VM sockets and logs */
 	char		*mcpd_user;		/* the only peer on socket */
 	char		*admin_group;		/* may use ctl_socket */
+	char		*approvers_dir;		/* enrolled approver keys */
 	char		*qemu;
 	char		*vmproxy;
 	int		 accel;			/* enum conf_accel */
