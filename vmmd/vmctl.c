@@ -17,6 +17,7 @@
 #include "conf.h"
 #include "ipc.h"
 #include "log.h"
+#include "vmctl_keys.h"
 
 #define EXIT_REFUSED	1
 #define EXIT_USAGE	2
@@ -43,6 +44,9 @@ usage_to(FILE *f, int code)
 	    "  audit verify              check the audit log's hash chain\n"
 	    "  snapshots [-w W]          every snapshot (of one workspace)\n"
 	    "  snapshot-delete ID        delete a snapshot\n"
+	    "  approver-key init [-o|--out PATH]\n"
+	    "                            make your approver key\n"
+	    "  approver-key enroll NAME PUBFILE | revoke NAME   (root)\n"
 	    "  -h, --help | -V, --version\n"
 	    "See vmctl(8).\n");
 	exit(code);
@@ -123,9 +127,11 @@ main(int argc, char *argv[])
 		{ "version", no_argument, NULL, 'V' },
 		{ "workspace", required_argument, NULL, 'w' },
 		{ "pause", no_argument, NULL, 'p' },
+		{ "out", required_argument, NULL, 'o' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conf_path = MCPVM_CONF_PATH, *sock = NULL, *ws = NULL;
+	const char *out_path = NULL;
 	struct json_object *req, *reply = NULL, *res;
 	struct mcpvm_conf conf;
 	uint32_t type = 0, rtype;
@@ -135,7 +141,7 @@ main(int argc, char *argv[])
 
 	log_init("vmctl", 1, 0);
 	/* -c as authctl spells it, -f as the daemons do: the same option. */
-	while ((ch = getopt_long(argc, argv, "c:f:js:w:hV", longopts, NULL)) !=
+	while ((ch = getopt_long(argc, argv, "c:f:js:w:o:hV", longopts, NULL)) !=
 	    -1) {
 		switch (ch) {
 		case 'c':
@@ -159,6 +165,9 @@ main(int argc, char *argv[])
 		case 'p':
 			pause = 1;
 			break;
+		case 'o':
+			out_path = optarg;
+			break;
 		default:
 			usage();
 		}
@@ -168,6 +177,15 @@ main(int argc, char *argv[])
 	if (argc < 1)
 		usage();
 	cmd = argv[0];
+	/* Files only, no vmmd: an approver's key, root's enrolment. */
+	if (strcmp(cmd, "approver-key") == 0) {
+		if ((rc = vmctl_approver_key(argc, argv, out_path,
+		    conf_path)) == -1)
+			usage();
+		return rc;
+	}
+	if (out_path != NULL)
+		usage();
 	req = json_object_new_object();
 	if (strcmp(cmd, "list") == 0 && argc == 1) {
 		type = IPC_VMCTL_LIST;
