@@ -21,6 +21,7 @@
 #include "request.h"
 #include "schema.h"
 #include "store.h"
+#include "vmmd_shared.h"
 
 static struct request_head requests = TAILQ_HEAD_INITIALIZER(requests);
 
@@ -46,6 +47,11 @@ request_new(struct ipc_conn *conn, uint32_t id)
 static void
 request_free(struct request *req)
 {
+	/* Answered some other way (request_drop): its retries ask again. */
+	if (req->joined != NULL)
+		joiners_error(req->joined, "unavailable", "the request it "
+		    "retried ended without an answer; ask again");
+	free(req->joined);
 	TAILQ_REMOVE(&requests, req, entry);
 	json_object_put(req->args);
 	json_object_put(req->body);
@@ -96,8 +102,21 @@ request_reply(struct request *req, struct json_object *result)
 	if (req->conn != NULL)
 		ipc_reply(req->conn, req->admin ? IPC_VMCTL_RESULT :
 		    IPC_VM_TOOL_RESULT, req->id, body, -1);
+	if (req->joined != NULL)
+		joiners_reply(req->joined, result);
 	json_object_put(body);
 	request_free(req);
+}
+
+int
+request_join(struct request *first, struct request *retry)
+{
+	if (first->on_join != NULL)
+		return first->on_join(first, retry);
+	if (first->joined == NULL &&
+	    (first->joined = calloc(1, sizeof(*first->joined))) == NULL)
+		return -1;
+	return joiners_add(first->joined, retry);
 }
 
 void
@@ -138,6 +157,8 @@ request_error(struct request *req, const char *code, const char *fmt, ...)
 	request_finish(req, body, code);
 	if (req->conn != NULL)
 		ipc_reply(req->conn, IPC_ERROR, req->id, body, -1);
+	if (req->joined != NULL)
+		joiners_error(req->joined, code, msg);
 	json_object_put(body);
 	request_free(req);
 }

@@ -18,6 +18,7 @@
 #include "store.h"
 
 struct ipc_conn;
+struct request_joiners;
 
 /* What authd says a credential may do. */
 struct policy {
@@ -77,7 +78,9 @@ struct request {
 	 * wait_seconds, vm_run): on_cancel when mcpd cancels it (it never
 	 * answers from inside), on_join when a retry of the same
 	 * request_id arrives meanwhile (0: it will be answered with this
-	 * request's answer).  When mcpd's connection ends instead (mcpd
+	 * request's answer).  A request without on_join keeps such retries
+	 * in joined, and request_reply or request_error answers them with
+	 * its own answer.  When mcpd's connection ends instead (mcpd
 	 * restarts), a request of a TOOL_OUTLIVES tool goes on unheard: its
 	 * job or run is not its caller's to lose, the receipt keeps the
 	 * answer, and a retry joins it meanwhile.  Any other is cancelled.
@@ -86,6 +89,7 @@ struct request {
 	void			(*on_cancel)(struct request *);
 	int			(*on_join)(struct request *,
 				    struct request *retry);
+	struct request_joiners	*joined;	/* NULL until a retry joins */
 	void			*hold;
 };
 
@@ -95,6 +99,12 @@ struct request_head *request_all(void);
 /* A new request on conn (NULL: none), among vmmd's requests. */
 struct request *request_new(struct ipc_conn *, uint32_t id);
 void	request_reply(struct request *, struct json_object *result);
+/*
+ * Makes retry, a retry of first's request_id, wait for first's answer:
+ * through first's on_join while a tool holds it, else in first->joined.
+ * 0, or -1 when max_joined_retries (or memory) says no.
+ */
+int	request_join(struct request *first, struct request *retry);
 void	request_error(struct request *, const char *code, const char *fmt, ...)
 	    __attribute__((format(printf, 3, 4)));
 /* The request was answered some other way (a stream, the stats). */

@@ -187,20 +187,22 @@ undigested(const struct tool_def *d, const char *key)
 	return 0;
 }
 
-/* A retry while the first still waits gets its answer; -1 either way. */
+/*
+ * A retry while the first is still in vmmd gets the first's answer, when
+ * it comes: starting, waiting, or anything between.  -1 either way.
+ */
 static int
 receipt_join(struct request *req, const char *rid)
 {
 	struct request *first;
 
 	TAILQ_FOREACH(first, request_all(), entry) {
-		if (first == req || first->on_join == NULL ||
-		    strcmp(first->request_id, rid) != 0 ||
+		if (first == req || strcmp(first->request_id, rid) != 0 ||
 		    first->def != req->def ||
 		    strcmp(first->workspace, req->workspace) != 0)
 			continue;
 		req->mutation = 0;	/* audited once */
-		if (first->on_join(first, req) == 0)
+		if (request_join(first, req) == 0)
 			return -1;
 		request_error(req, "conflict", "max_joined_retries: "
 		    "request '%s' already has %lld retries waiting "
