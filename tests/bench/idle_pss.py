@@ -6,8 +6,8 @@
 # One request has gone through mcpd and vmmd first, as a service that has
 # been used; nothing runs while measuring.
 #
-# With --detail, mcpd's and vmmd's mappings by name (heap, libraries,
-# stacks) follow, for finding where a daemon's memory goes.  Needs root
+# With --detail, each daemon's mappings by name (heap, libraries, stacks)
+# follow, for finding where its memory goes.  Needs root
 # and the image the vmmd integration test builds (tests/run --suite vmmd
 # first); it boots no VM.
 #
@@ -81,7 +81,7 @@ def detail(name, pid):
             elif line.startswith("Pss:"):
                 agg[cur] = agg.get(cur, 0) + int(line.split()[1])
     print("%s (pid %d), PSS by mapping:" % (name, pid))
-    for k, v in sorted(agg.items(), key=lambda kv: -kv[1])[:8]:
+    for k, v in sorted(agg.items(), key=lambda kv: -kv[1])[:6]:
         print("  %7d KiB  %s" % (v, k))
 
 
@@ -134,8 +134,7 @@ def main():
               "\tgoal (issue 29)\t%.2f" % (total / 1024, GOAL_MIB))
         if args.detail:
             for name, pid in procs:
-                if name in ("mcpd", "vmmd"):
-                    detail(name, pid)
+                detail(name, pid)
     finally:
         world.cleanup()
         h.cleanup()
