@@ -26,6 +26,7 @@ import vmmdlib as tv  # noqa: E402
 import test_e2e  # noqa: E402
 import netdlib  # noqa: E402
 import mcpd_vmmd  # noqa: E402
+from mcpdlib import free_port  # noqa: E402
 
 GOAL_MIB = 16.0     # issue 29: all host daemons, netd included
 
@@ -105,6 +106,9 @@ def main():
                  "first" % tv.IMAGE_OUT)
     tv.become_subreaper()
     tv.exit_cleanly_on_sigterm()
+    # It boots no VM and so runs outside the VM tests' lock: not on the
+    # e2e suite's fixed port, which a running suite may hold.
+    test_e2e.PORT = free_port()
     h = mcpd_vmmd.Stack(manifest)
     world = netdlib.World()
     try:
