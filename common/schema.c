@@ -49,6 +49,7 @@ struct schema {
 	int64_t		 min_items, max_items;
 	int64_t		 max_props;
 	int		 has_pattern;
+	int		 has_regex;	/* pattern holds a compiled regex */
 	regex_t		 pattern;
 	struct pattern	*fast;		/* the same, when pattern.c can */
 	char		*pattern_text;	/* printable, for messages */
@@ -127,7 +128,7 @@ schema_free(struct schema *s)
 	for (i = 0; i < s->n_any_of; i++)
 		schema_free(s->any_of[i]);
 	free(s->any_of);
-	if (s->has_pattern)
+	if (s->has_regex)
 		regfree(&s->pattern);
 	pattern_free(s->fast);
 	free(s->allowed_text);
@@ -300,8 +301,18 @@ compile_pattern(struct schema *s, json_object *v, const char *where,
 		return -1;
 	}
 	s->has_pattern = 1;
+	s->has_regex = 1;
 	/* regcomp decides what the pattern means; pattern.c only runs it. */
 	s->fast = pattern_compile(p);
+	/*
+	 * Then the regex goes: glibc's compiled form of a bounded repeat such
+	 * as {0,63} is tens of KiB, and tools.json's hundred patterns held
+	 * 4.5 MiB of each validating daemon's heap for nothing.
+	 */
+	if (s->fast != NULL) {
+		regfree(&s->pattern);
+		s->has_regex = 0;
+	}
 	/* Control characters are shown as escapes, never sent raw. */
 	if ((s->pattern_text = malloc(n * 4 + 1)) == NULL) {
 		say(err, errlen, "out of memory");

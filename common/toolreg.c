@@ -8,6 +8,7 @@
  * Everything here is written once, by tools_init() before any thread
  * exists, and only read afterwards.
  */
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,12 @@ tools_init(char *err, size_t errlen)
 		}
 	}
 	reg.ntools = n;
+	/*
+	 * Compiling left holes in the heap (each regex compiled, then freed
+	 * once pattern.c had it): give their pages back, once, before the
+	 * daemon settles.  Cheap (one pass over the arena) and idempotent.
+	 */
+	malloc_trim(0);
 	return 0;
  fail:
 	/* A truncated message may end inside a character. */

@@ -53,6 +53,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <grp.h>
+#include <malloc.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1117,6 +1118,12 @@ main(int argc, char *argv[])
 		    env->cg.v2_track[0] != '\0' ? ", tracked in " : "",
 		    env->cg.v2_track);
 
+	/*
+	 * What startup freed (check_images' 1 MiB read buffers, which glibc
+	 * serves from the heap once its mmap threshold has risen) goes back
+	 * now: the spawner's copy of the heap would hold it too.
+	 */
+	malloc_trim(0);
 	/*
 	 * The spawner, forked before anything below: it alone starts QEMU
 	 * and vmproxy (see spawn.h), so that vmmd can drop the capabilities

@@ -6,6 +6,7 @@ progress come back, a stream fd crosses by SCM_RIGHTS, vmmd's close notice
 ends a stream with 1001, and revocation ends one with 1008.  TAP output."""
 
 import array
+import http.client
 import json
 import os
 import shutil
@@ -402,6 +403,80 @@ def test_kept_answers_yield_to_events():
     code, reason = w.recv_close()
     assert code == 1008, (code, reason)
     w.close()
+
+
+def revoked_under_load(s, ws, *revoke):
+    """Four clients keep asking on keep-alive connections with ws's
+    credential while authctl runs revoke: every request sent after
+    authctl returned must be refused, whatever mcpd kept.  Returns the
+    statuses before the revocation, for the caller's checks."""
+    tok = s.issue(ws)
+    done = threading.Event()
+    revoked_at = [None]
+    runs = [[] for _ in range(4)]
+    warm = threading.Barrier(len(runs) + 1)
+
+    def client(out):
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        hdrs = {"Host": s.host, "Authorization": "Bearer " + tok,
+                "Content-Type": "application/json"}
+        after = 0
+        waited = False
+        try:
+            while not done.is_set() and after < 20:
+                t = time.monotonic()
+                conn.request("POST", "/v1/tools/vm_list", body=b"{}",
+                             headers=hdrs)
+                r = conn.getresponse()
+                r.read()
+                out.append((t, r.status))
+                if revoked_at[0] is not None and t > revoked_at[0]:
+                    after += 1
+                if not waited and len(out) >= 20:
+                    waited = True
+                    warm.wait(30)
+        finally:
+            conn.close()
+    threads = [threading.Thread(target=client, args=(r,)) for r in runs]
+    for t in threads:
+        t.start()
+    try:
+        # Every client has been answered 20 times: authd's answer is kept.
+        warm.wait(30)
+        s.authctl(*revoke)
+        revoked_at[0] = time.monotonic()
+        for t in threads:
+            t.join(60)
+    finally:
+        done.set()
+        for t in threads:
+            t.join(60)
+    before = [st for run in runs for t, st in run if t < revoked_at[0]]
+    after = [st for run in runs for t, st in run if t > revoked_at[0]]
+    assert len(after) == 20 * len(runs), len(after)
+    assert set(after) == {401}, "sent after the revocation returned: %s" % (
+        sorted(set(after)),)
+    return before
+
+
+def test_revoked_token_refused_at_once_under_load():
+    """The kept answer of a busy credential goes with its revocation:
+    not one request sent after authctl revoke-token returned gets
+    through, on any of the connections that kept using it."""
+    s = stack()
+    path = os.path.join(s.dir, "tok-frank")
+    before = revoked_under_load(s, "frank", "revoke-token", "--token-file",
+                                path)
+    assert before.count(200) >= 80, before.count(200)
+
+
+def test_revoked_workspace_refused_at_once_under_load():
+    """The same for a workspace revoked as a whole (one event for every
+    credential of it)."""
+    s = stack()
+    before = revoked_under_load(s, "grace", "revoke-workspace",
+                                "--workspace", "grace")
+    assert before.count(200) >= 80, before.count(200)
 
 
 def test_lost_authd_forgets_kept_answers():
