@@ -164,8 +164,27 @@ START_TEST(policy_patch_parse_apply_compare)
 	    JSON_C_TO_STRING_PLAIN), "{\"network\":true,\"images\":"
 	    "[\"a\",\"b\"],\"max_vms\":3,\"memory_mib\":1024,"
 	    "\"storage_gib\":10,\"max_streams\":8,\"egress\":"
-	    "{\"mode\":\"public\",\"deny\":[]}}");
+	    "{\"mode\":\"public\",\"deny\":[]},\"egress_rate\":0}");
 	json_object_put(j);
+	/* The egress rate: 0 lifts it, else within netd's bounds. */
+	o = json_tokener_parse("{\"policy\":{\"egress_rate\":131072}}");
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), 0);
+	ck_assert_uint_eq(pt.fields, POLICY_F_RATE);
+	policy_apply(&q, &pt);
+	ck_assert_uint_eq(q.egress_rate, 131072);
+	json_object_put(o);
+	o = json_tokener_parse("{\"policy\":{\"egress_rate\":4095}}");
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "$.policy.egress_rate: 4095 bytes "
+	    "a second is below the least limit, 4096"));
+	json_object_put(o);
+	o = json_tokener_parse("{\"policy\":{\"egress_rate\":-1}}");
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "egress_rate"));
+	json_object_put(o);
 }
 END_TEST
 
