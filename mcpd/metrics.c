@@ -78,23 +78,21 @@ render_drops(struct evbuffer *b)
 	n = json_object_array_length(vm_drops);
 	for (size_t i = 0; i < n && i < 4096; i++) {
 		struct json_object *e = json_object_array_get_idx(vm_drops, i);
-		struct json_object *id, *ws, *v;
+		struct json_object *id, *v;
 
+		/* The VM's id only: /metrics asks for no credential, and a
+		 * workspace's name is its owner's business. */
 		if (!json_object_object_get_ex(e, "vm_id", &id) ||
-		    !json_object_object_get_ex(e, "workspace", &ws) ||
 		    !json_object_is_type(id, json_type_string) ||
-		    !json_object_is_type(ws, json_type_string) ||
-		    !label_ok(json_object_get_string(id)) ||
-		    !label_ok(json_object_get_string(ws)))
+		    !label_ok(json_object_get_string(id)))
 			continue;
 		for (size_t k = 0; k < sizeof(why) / sizeof(why[0]); k++) {
 			if (!json_object_object_get_ex(e, why[k], &v) ||
 			    !json_object_is_type(v, json_type_int))
 				continue;
 			evbuffer_add_printf(b, "mcpd_vm_dropped_packets_total"
-			    "{vm_id=\"%s\",workspace=\"%s\",reason=\"%s\"} "
-			    "%lld\n", json_object_get_string(id),
-			    json_object_get_string(ws), why[k],
+			    "{vm_id=\"%s\",reason=\"%s\"} %lld\n",
+			    json_object_get_string(id), why[k],
 			    (long long)json_object_get_int64(v));
 		}
 	}

@@ -414,8 +414,6 @@ vmmd_stats(struct request *req)
 		o = json_object_new_object();
 		json_object_object_add(o, "vm_id",
 		    json_object_new_string(vm->rec.id));
-		json_object_object_add(o, "workspace",
-		    json_object_new_string(vm->rec.workspace));
 		json_object_object_add(o, "egress",
 		    json_object_new_int64(d.egress));
 		json_object_object_add(o, "bandwidth",
