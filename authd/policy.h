@@ -32,8 +32,9 @@ struct auth_policy {
 	uint32_t	storage_gib;
 	uint32_t	max_streams;
 	struct egress	egress;		/* default: public */
-	uint64_t	egress_rate;	/* bytes a second a VM may send, 0 for
-					 * no limit; else AUTH_RATE_MIN .. MAX */
+	/* Bytes a second a VM may send: 0 for no limit, else
+	 * AUTH_RATE_MIN .. AUTH_RATE_MAX. */
+	uint64_t	egress_rate;
 };
 
 /* A partial policy from a request: only the fields whose bit is set. */

@@ -65,8 +65,8 @@ void		 authclient_on_subscribed(struct authclient *,
  * policy, after the event callback.  vmmd's, to bring its running VMs'
  * egress up to date.
  */
-void		 authclient_on_policy(struct authclient *, authc_policy_cb cb,
-		    void *arg);
+void		 authclient_on_policy(struct authclient *,
+		    authc_policy_cb cb, void *arg);
 /*
  * Asks authd which of n distinct workspace names (at most
  * IPC_AUTH_REVOKED_MAX, each valid) are revoked.  cb runs exactly once,
