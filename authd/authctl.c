@@ -53,6 +53,7 @@ usage_to(FILE *f, int code)
 	    " [--max-streams N]\n"
 	    "        [--egress-public | --egress-allow CIDR... |"
 	    " --egress-deny CIDR...]\n"
+	    "        [--egress-rate BYTES]\n"
 	    "  rotate --workspace W (--output FILE [--owner USER] |"
 	    " --stdout)\n"
 	    "        [--ttl DURATION] [--credential ID]\n"
@@ -64,6 +65,7 @@ usage_to(FILE *f, int code)
 	    "        [--storage-gib N] [--max-streams N]\n"
 	    "        [--egress-public | --egress-allow CIDR... |"
 	    " --egress-deny CIDR...]\n"
+	    "        [--egress-rate BYTES]\n"
 	    "  list\n"
 	    "  show --workspace W\n"
 	    "  -h, --help | -V, --version\n"
@@ -157,6 +159,7 @@ enum {
 	O_WORKSPACE = 256, O_OUTPUT, O_OWNER, O_STDOUT, O_TTL, O_NET,
 	O_NONET, O_IMAGE, O_ALLIMG, O_VMS, O_MEM, O_STORE, O_STREAMS,
 	O_CRED, O_TOKFILE, O_JSON, O_EG_PUBLIC, O_EG_ALLOW, O_EG_DENY,
+	O_EG_RATE,
 };
 
 /* --egress-allow and --egress-deny: one prefix, checked as authd will. */
@@ -213,6 +216,7 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 		{ "egress-public", no_argument, NULL, O_EG_PUBLIC },
 		{ "egress-allow", required_argument, NULL, O_EG_ALLOW },
 		{ "egress-deny", required_argument, NULL, O_EG_DENY },
+		{ "egress-rate", required_argument, NULL, O_EG_RATE },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct json_object *images = NULL;
@@ -231,7 +235,8 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 		case O_TTL: need = A_TTL; break;
 		case O_NET: case O_IMAGE: case O_VMS: case O_MEM:
 		case O_STORE: case O_STREAMS: case O_EG_PUBLIC:
-		case O_EG_ALLOW: case O_EG_DENY: need = A_POL; break;
+		case O_EG_ALLOW: case O_EG_DENY: case O_EG_RATE:
+			need = A_POL; break;
 		case O_NONET: case O_ALLIMG: need = A_NONET; break;
 		case O_CRED: need = A_CRED; break;
 		case O_TOKFILE: need = A_TOKF; break;
@@ -325,6 +330,20 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 		case O_EG_DENY:
 			egress_flag(a, "--egress-deny", optarg, &a->deny,
 			    "public", "deny");
+			break;
+		case O_EG_RATE:
+			{
+				long long r = parse_number("--egress-rate",
+				    optarg, 0, AUTH_RATE_MAX);
+
+				if (r != 0 && r < AUTH_RATE_MIN)
+					die(EX_USAGE, "--egress-rate %lld: "
+					    "below the least limit, %d bytes "
+					    "a second (0 lifts the limit)", r,
+					    AUTH_RATE_MIN);
+				policy_flag(a, "egress_rate",
+				    json_object_new_int64(r));
+			}
 			break;
 		}
 	}
@@ -541,6 +560,11 @@ print_policy(FILE *f, struct json_object *p)
 	fprintf(f, "storage:      %" PRId64 " GiB\n", jint(p, "storage_gib"));
 	fprintf(f, "streams:      %" PRId64 "\n", jint(p, "max_streams"));
 	egress_print(f, jobj(p, "egress"));
+	if (jobj(p, "egress_rate") != NULL && jint(p, "egress_rate") != 0)
+		fprintf(f, "egress rate:  %" PRId64 " bytes/s\n",
+		    jint(p, "egress_rate"));
+	else
+		fprintf(f, "egress rate:  unlimited\n");
 }
 
 /* ---- token files -------------------------------------------------------- */

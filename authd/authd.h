@@ -57,6 +57,10 @@ void	authd_closed_peer(struct ipc_conn *, void *);
 void	peer_cache_flush(void);
 /* Tells every subscriber; cred_id NULL = the whole workspace. */
 void	peer_event(const char *ws, const char *cred_id, const char *reason);
+/* A "policy" event that carries the workspace's new policy, so that
+ * vmmd can bring its running VMs up to date without asking. */
+struct auth_policy;
+void	peer_event_policy(const char *ws, const struct auth_policy *);
 
 /* control.c: authctl.sock */
 void	authd_dispatch_authctl(struct ipc_conn *, struct ipc_msg *, void *);

@@ -234,8 +234,9 @@ ctl_policy_set(struct ipc_conn *c, struct ipc_msg *msg,
 	}
 	log_info("policy set: workspace %s by uid %u", req->workspace,
 	    (unsigned int)ipc_conn_peercred(c)->uid);
-	/* Peers re-verify to learn the new policy. */
-	peer_event(req->workspace, NULL, "policy");
+	/* Peers re-verify to learn the new policy; vmmd also takes it from
+	 * the event to its running VMs. */
+	peer_event_policy(req->workspace, &policy);
 	body = json_object_new_object();
 	json_object_object_add(body, "workspace",
 	    json_object_new_string(req->workspace));

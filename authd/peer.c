@@ -398,14 +398,31 @@ authd_closed_peer(struct ipc_conn *conn, void *arg)
 	free(p);
 }
 
+static void	peer_send_event(struct json_object *, const char *,
+		    const char *, const char *);
+
 void
 peer_event(const char *ws, const char *cred_id, const char *reason)
 {
-	struct json_object *body;
+	peer_send_event(json_object_new_object(), ws, cred_id, reason);
+}
+
+void
+peer_event_policy(const char *ws, const struct auth_policy *pol)
+{
+	struct json_object *body = json_object_new_object();
+
+	json_object_object_add(body, "policy", policy_to_json(pol));
+	peer_send_event(body, ws, NULL, "policy");
+}
+
+static void
+peer_send_event(struct json_object *body, const char *ws,
+    const char *cred_id, const char *reason)
+{
 	struct peer *p;
 	int n = 0;
 
-	body = json_object_new_object();
 	json_object_object_add(body, "workspace", json_object_new_string(ws));
 	if (cred_id != NULL)
 		json_object_object_add(body, "credential_id",

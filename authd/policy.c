@@ -96,6 +96,8 @@ policy_apply(struct auth_policy *p, const struct auth_policy_patch *pt)
 		p->max_streams = pt->p.max_streams;
 	if (pt->fields & POLICY_F_EGRESS)
 		p->egress = pt->p.egress;
+	if (pt->fields & POLICY_F_RATE)
+		p->egress_rate = pt->p.egress_rate;
 }
 
 int
@@ -105,6 +107,7 @@ policy_equal(const struct auth_policy *a, const struct auth_policy *b)
 	    a->max_vms != b->max_vms || a->memory_mib != b->memory_mib ||
 	    a->storage_gib != b->storage_gib ||
 	    a->max_streams != b->max_streams ||
+	    a->egress_rate != b->egress_rate ||
 	    !egress_equal(&a->egress, &b->egress))
 		return 0;
 	for (size_t i = 0; i < a->nimages; i++)
@@ -180,6 +183,8 @@ policy_to_json(const struct auth_policy *p)
 	if ((eg = egress_to_json(&p->egress)) == NULL)
 		goto fail;
 	json_object_object_add(o, "egress", eg);
+	json_object_object_add(o, "egress_rate",
+	    json_object_new_int64((int64_t)p->egress_rate));
 	return o;
 fail:
 	json_object_put(o);
@@ -258,7 +263,8 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 	/* Strict: a key authd does not know is a mistake, not an extra. */
 	json_object_object_foreach(pol, k, v) {
 		int known = strcmp(k, "network") == 0 ||
-		    strcmp(k, "images") == 0 || strcmp(k, "egress") == 0;
+		    strcmp(k, "images") == 0 || strcmp(k, "egress") == 0 ||
+		    strcmp(k, "egress_rate") == 0;
 
 		(void)v;
 		for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++)
@@ -267,7 +273,8 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 			/* The key itself is peer data: not echoed. */
 			snprintf(why, whylen, "$.%s: has an unknown key (known: "
 			    "network, images, max_vms, memory_mib, "
-			    "storage_gib, max_streams, egress)", key);
+			    "storage_gib, max_streams, egress, egress_rate)",
+			    key);
 			return -1;
 		}
 	}
@@ -289,6 +296,21 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 		    whylen) == -1)
 			return -1;
 		pt->fields |= POLICY_F_EGRESS;
+	}
+	/* 0 lifts the limit; anything else is within netd's bounds. */
+	snprintf(path, sizeof(path), "%s.egress_rate", key);
+	if ((r = jsonx_get_int64(parent, path, 0, 0, AUTH_RATE_MAX, &n,
+	    &jerr)) == -1)
+		goto jfail;
+	if (r == 1) {
+		if (n != 0 && n < AUTH_RATE_MIN) {
+			snprintf(why, whylen, "$.%s: %lld bytes a second is "
+			    "below the least limit, %d (0 for none)", path,
+			    (long long)n, AUTH_RATE_MIN);
+			return -1;
+		}
+		pt->p.egress_rate = (uint64_t)n;
+		pt->fields |= POLICY_F_RATE;
 	}
 	for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++) {
 		snprintf(path, sizeof(path), "%s.%s", key, quotas[i].key);

@@ -32,6 +32,9 @@ struct auth_policy {
 	uint32_t	storage_gib;
 	uint32_t	max_streams;
 	struct egress	egress;		/* default: public */
+	/* Bytes a second a VM may send: 0 for no limit, else
+	 * AUTH_RATE_MIN .. AUTH_RATE_MAX. */
+	uint64_t	egress_rate;
 };
 
 /* A partial policy from a request: only the fields whose bit is set. */
@@ -42,6 +45,11 @@ struct auth_policy {
 #define POLICY_F_STORAGE	0x10u
 #define POLICY_F_STREAMS	0x20u
 #define POLICY_F_EGRESS		0x40u
+#define POLICY_F_RATE		0x80u
+
+/* netd's bounds on a VM's egress rate (netd/nft.h NETD_RATE_*). */
+#define AUTH_RATE_MIN		4096
+#define AUTH_RATE_MAX		(1LL << 40)
 
 struct auth_policy_patch {
 	unsigned int	 fields;
@@ -70,7 +78,8 @@ int	policy_images_split(struct auth_policy *, const char *s);
 void	policy_set_egress_max(size_t);
 size_t	policy_egress_max(void);
 
-/* {"network":…,"images":[…],"max_vms":…,…,"egress":{…}}; NULL on
+/* {"network":…,"images":[…],"max_vms":…,…,"egress":{…},
+ * "egress_rate":n}; NULL on
  * allocation failure. */
 struct json_object *policy_to_json(const struct auth_policy *);
 

@@ -15,7 +15,7 @@
 #include "store.h"
 
 #define WS_COLS	"w.network, w.images, w.max_vms, w.memory_mib, " \
-		"w.storage_gib, w.max_streams, w.egress"
+		"w.storage_gib, w.max_streams, w.egress, w.egress_rate"
 #define IMAGES_TEXT_MAX	(AUTH_MAX_IMAGES * (AUTH_IMAGE_MAX + 1) + 1)
 
 struct store {
@@ -54,6 +54,9 @@ static const char *const migrations[] = {
 	/* 1 -> 2: egress policies; every workspace so far is public. */
 	"ALTER TABLE workspaces ADD COLUMN egress TEXT NOT NULL "
 	"  DEFAULT '{\"mode\":\"public\",\"deny\":[]}';",
+	/* 2 -> 3: a VM's egress bandwidth limit, bytes a second; 0 none. */
+	"ALTER TABLE workspaces ADD COLUMN egress_rate INTEGER NOT NULL "
+	"  DEFAULT 0;",
 };
 
 /* authd is the database's only user, and nobody else may read it. */
@@ -171,7 +174,7 @@ egress_text(const struct egress *e)
 	return s;
 }
 
-/* Reads the seven WS_COLS columns starting at col. */
+/* Reads the eight WS_COLS columns starting at col. */
 static int
 col_policy(sqlite3_stmt *st, int col, struct auth_policy *p)
 {
@@ -187,6 +190,7 @@ col_policy(sqlite3_stmt *st, int col, struct auth_policy *p)
 	p->memory_mib = (uint32_t)sqlite3_column_int64(st, col + 3);
 	p->storage_gib = (uint32_t)sqlite3_column_int64(st, col + 4);
 	p->max_streams = (uint32_t)sqlite3_column_int64(st, col + 5);
+	p->egress_rate = (uint64_t)sqlite3_column_int64(st, col + 7);
 	return col_egress(st, col + 6, &p->egress);
 }
 
@@ -375,8 +379,8 @@ store_issue(struct store *s, const char *ws,
 		}
 		st = prep(s, "INSERT INTO workspaces (id, created_at, "
 		    "network, images, max_vms, memory_mib, storage_gib, "
-		    "max_streams, egress) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-		    "?8, ?9)", err, errlen);
+		    "max_streams, egress, egress_rate) VALUES (?1, ?2, ?3, ?4, "
+		    "?5, ?6, ?7, ?8, ?9, ?10)", err, errlen);
 		if (st == NULL) {
 			rc = STORE_ERROR;
 			goto out;
@@ -390,6 +394,7 @@ store_issue(struct store *s, const char *ws,
 		sqlite3_bind_int64(st, 7, policy->storage_gib);
 		sqlite3_bind_int64(st, 8, policy->max_streams);
 		sqlite3_bind_text(st, 9, eg, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 10, (sqlite3_int64)policy->egress_rate);
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			rc = db_fail(s, "insert workspace", err, errlen);
 			goto out;
@@ -640,7 +645,8 @@ store_policy_set(struct store *s, const char *ws,
 	}
 	st = prep(s, "UPDATE workspaces SET network = ?2, images = ?3, "
 	    "max_vms = ?4, memory_mib = ?5, storage_gib = ?6, "
-	    "max_streams = ?7, egress = ?8 WHERE id = ?1", err, errlen);
+	    "max_streams = ?7, egress = ?8, egress_rate = ?9 WHERE id = ?1",
+	    err, errlen);
 	if (st == NULL) {
 		rc = STORE_ERROR;
 		goto out;
@@ -653,6 +659,7 @@ store_policy_set(struct store *s, const char *ws,
 	sqlite3_bind_int64(st, 6, out->storage_gib);
 	sqlite3_bind_int64(st, 7, out->max_streams);
 	sqlite3_bind_text(st, 8, eg, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 9, (sqlite3_int64)out->egress_rate);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		rc = db_fail(s, "update policy", err, errlen);
 		goto out;

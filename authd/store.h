@@ -12,7 +12,7 @@
 #include "cred.h"
 #include "policy.h"
 
-#define STORE_SCHEMA_VERSION	2
+#define STORE_SCHEMA_VERSION	3
 #define STORE_ERR_MAX		256
 
 /*

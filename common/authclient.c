@@ -31,6 +31,8 @@ struct authclient {
 	void			*arg;
 	authc_subscribed_cb	 on_subscribed;
 	void			*subscribed_arg;
+	authc_policy_cb		 on_policy;
+	void			*policy_arg;
 };
 
 /* An authclient_revoked in flight: the names asked, to check the answer. */
@@ -67,13 +69,15 @@ authc_dispatch_authd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct authclient *ac = arg;
 	struct jsonx_err jerr;
+	struct json_object *pol = NULL;
 	const char *ws, *cred = NULL, *reason = "revoked";
 
 	if (m->type != IPC_AUTH_EVENT)
 		return;
 	if (jsonx_get_string(m->body, "workspace", 1, &ws, &jerr) != 1 ||
 	    jsonx_get_string(m->body, "credential_id", 0, &cred, &jerr) < 0 ||
-	    jsonx_get_string(m->body, "reason", 0, &reason, &jerr) < 0) {
+	    jsonx_get_string(m->body, "reason", 0, &reason, &jerr) < 0 ||
+	    jsonx_get_object(m->body, "policy", 0, &pol, &jerr) < 0) {
 		/* Not knowing whose: forget everyone's. */
 		log_warnx("authd sent an event %s cannot read: %s", ac->role,
 		    jerr.msg);
@@ -87,6 +91,9 @@ authc_dispatch_authd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	authcache_drop(ac->cache, ws, cred);
 	if (ac->on_event != NULL)
 		ac->on_event(ws, cred, reason, ac->arg);
+	if (pol != NULL && cred == NULL && strcmp(reason, "policy") == 0 &&
+	    ac->on_policy != NULL)
+		ac->on_policy(ws, pol, ac->policy_arg);
 }
 
 static void
@@ -290,6 +297,13 @@ authclient_on_subscribed(struct authclient *ac, authc_subscribed_cb cb,
 {
 	ac->on_subscribed = cb;
 	ac->subscribed_arg = arg;
+}
+
+void
+authclient_on_policy(struct authclient *ac, authc_policy_cb cb, void *arg)
+{
+	ac->on_policy = cb;
+	ac->policy_arg = arg;
 }
 
 /*

@@ -28,6 +28,11 @@ typedef void	(*authc_verified_cb)(enum authc_status, json_object *result,
 typedef void	(*authc_event_cb)(const char *workspace,
 		    const char *credential_id, const char *reason, void *arg);
 
+/* A "policy" event's new policy, as authd's verify result carries it
+ * (borrowed for the call; the callee decodes it). */
+typedef void	(*authc_policy_cb)(const char *workspace,
+		    json_object *policy, void *arg);
+
 /* A (re)subscription succeeded: events from now on reach authc_event_cb,
  * those sent while the client was away were lost. */
 typedef void	(*authc_subscribed_cb)(void *arg);
@@ -55,6 +60,13 @@ void		 authclient_free(struct authclient *);
  */
 void		 authclient_on_subscribed(struct authclient *,
 		    authc_subscribed_cb cb, void *arg);
+/*
+ * Runs cb for each "policy" event that carries the workspace's new
+ * policy, after the event callback.  vmmd's, to bring its running VMs'
+ * egress up to date.
+ */
+void		 authclient_on_policy(struct authclient *,
+		    authc_policy_cb cb, void *arg);
 /*
  * Asks authd which of n distinct workspace names (at most
  * IPC_AUTH_REVOKED_MAX, each valid) are revoked.  cb runs exactly once,

@@ -284,3 +284,103 @@ egress_describe(const struct egress *e, char *buf, size_t len)
 	else
 		snprintf(buf, len, "public");
 }
+
+/* Appends c to e, 0; -1 when e is full. */
+static int
+push(struct egress *e, const struct cidr *c)
+{
+	if (e->ncidrs >= EGRESS_MAX_CIDRS)
+		return -1;
+	e->cidrs[e->ncidrs++] = *c;
+	return 0;
+}
+
+/*
+ * c less every prefix of d, appended to out as prefixes: where one of d
+ * lies strictly inside c, c splits into the halves that miss it.
+ */
+static int
+subtract(const struct cidr *c, const struct egress *d, struct egress *out)
+{
+	for (size_t i = 0; i < d->ncidrs; i++) {
+		const struct cidr *x = &d->cidrs[i];
+
+		if (cidr_within(c, x))
+			return 0;	/* all of c is denied */
+		if (cidr_within(x, c)) {
+			struct cidr lo, hi;
+
+			lo.len = hi.len = (uint8_t)(c->len + 1);
+			lo.addr = c->addr;
+			hi.addr = c->addr | (1u << (31 - c->len));
+			if (subtract(&lo, d, out) == -1 ||
+			    subtract(&hi, d, out) == -1)
+				return -1;
+			return 0;
+		}
+	}
+	return push(out, c);
+}
+
+static void
+normalise(struct egress *e)
+{
+	size_t out = 0;
+
+	qsort(e->cidrs, e->ncidrs, sizeof(e->cidrs[0]), cidr_cmp);
+	for (size_t i = 0; i < e->ncidrs; i++) {
+		if (out > 0 && cidr_within(&e->cidrs[i], &e->cidrs[out - 1]))
+			continue;
+		e->cidrs[out++] = e->cidrs[i];
+	}
+	e->ncidrs = out;
+}
+
+int
+egress_intersect(const struct egress *a, const struct egress *b,
+    struct egress *out)
+{
+	const struct egress *al, *other;
+
+	memset(out, 0, sizeof(*out));
+	if (a->mode == EGRESS_PUBLIC && b->mode == EGRESS_PUBLIC) {
+		/* Public less what either denies. */
+		out->mode = EGRESS_PUBLIC;
+		for (size_t i = 0; i < a->ncidrs; i++)
+			if (push(out, &a->cidrs[i]) == -1)
+				goto full;
+		for (size_t i = 0; i < b->ncidrs; i++)
+			if (push(out, &b->cidrs[i]) == -1)
+				goto full;
+		normalise(out);
+		return 0;
+	}
+	out->mode = EGRESS_ALLOWLIST;
+	if (a->mode == EGRESS_ALLOWLIST && b->mode == EGRESS_ALLOWLIST) {
+		/* Two prefixes meet only when one holds the other. */
+		for (size_t i = 0; i < a->ncidrs; i++)
+			for (size_t j = 0; j < b->ncidrs; j++) {
+				const struct cidr *x = &a->cidrs[i];
+				const struct cidr *y = &b->cidrs[j];
+
+				if (cidr_within(x, y) ? push(out, x) == -1 :
+				    cidr_within(y, x) ? push(out, y) == -1 : 0)
+					goto full;
+			}
+		normalise(out);
+		return 0;
+	}
+	/* An allowlist less a deny list. */
+	al = a->mode == EGRESS_ALLOWLIST ? a : b;
+	other = al == a ? b : a;
+	for (size_t i = 0; i < al->ncidrs; i++)
+		if (subtract(&al->cidrs[i], other, out) == -1)
+			goto full;
+	normalise(out);
+	return 0;
+ full:
+	/* Never wider than both: nothing at all. */
+	memset(out, 0, sizeof(*out));
+	out->mode = EGRESS_ALLOWLIST;
+	return -1;
+}

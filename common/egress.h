@@ -45,6 +45,14 @@ int	egress_equal(const struct egress *, const struct egress *);
  */
 int	egress_narrows(const struct egress *ws, const struct egress *vm,
 	    char *why, size_t whylen);
+/*
+ * What both a and b allow, into out: a running VM's own policy narrowed
+ * by its workspace's new one.  0; or -1 when the result would take more
+ * than EGRESS_MAX_CIDRS prefixes, with out an empty allowlist (never
+ * wider than either).
+ */
+int	egress_intersect(const struct egress *a, const struct egress *b,
+	    struct egress *out);
 /* "public", "public, denying 2 prefixes", "allowlist of 3 prefixes". */
 void	egress_describe(const struct egress *, char *buf, size_t len);
 

@@ -374,6 +374,7 @@ mcpd_closed_vmmd(struct ipc_conn *conn, void *arg)
 
 	vmmd.conn = NULL;
 	metrics_set_vms(NULL);
+	metrics_set_drops(NULL);
 	log_warnx("lost vmmd; reconnecting");
 	vmmd.warned = 1;
 	evtimer_add(vmmd.retry, &tv);
@@ -392,6 +393,10 @@ stats_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	    json_object_object_get_ex(m->body, "vms", &v) &&
 	    json_object_is_type(v, json_type_object))
 		metrics_set_vms(v);
+	if (m != NULL && m->type == IPC_VM_STATS_RESULT &&
+	    json_object_object_get_ex(m->body, "drops", &v) &&
+	    json_object_is_type(v, json_type_array))
+		metrics_set_drops(v);
 }
 
 static void

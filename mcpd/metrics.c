@@ -36,6 +36,68 @@ metrics_set_vms(struct json_object *vms)
 	vms_by_state = json_object_get(vms);
 }
 
+static struct json_object *vm_drops;
+
+void
+metrics_set_drops(struct json_object *drops)
+{
+	json_object_put(vm_drops);
+	vm_drops = json_object_get(drops);
+}
+
+/* A label value from vmmd, printed only when it is an id's characters. */
+static int
+label_ok(const char *s)
+{
+	size_t n = 0;
+
+	if (s == NULL)
+		return 0;
+	for (; s[n] != '\0'; n++)
+		if (n >= 64 || !((s[n] >= 'a' && s[n] <= 'z') ||
+		    (s[n] >= 'A' && s[n] <= 'Z') || (s[n] >= '0' &&
+		    s[n] <= '9') || s[n] == '-' || s[n] == '_'))
+			return 0;
+	return n > 0;
+}
+
+/* Per VM: its egress packets the host dropped, by why. */
+static void
+render_drops(struct evbuffer *b)
+{
+	static const char *const why[] = { "egress", "bandwidth",
+	    "conn_rate", "conn_count" };
+	size_t n;
+
+	if (vm_drops == NULL)
+		return;
+	evbuffer_add_printf(b, "# HELP mcpd_vm_dropped_packets_total Packets "
+	    "a VM sent that the host dropped, by reason (egress policy, "
+	    "bandwidth limit, connection rate and count), as vmmd last "
+	    "reported.\n# TYPE mcpd_vm_dropped_packets_total counter\n");
+	n = json_object_array_length(vm_drops);
+	for (size_t i = 0; i < n && i < 4096; i++) {
+		struct json_object *e = json_object_array_get_idx(vm_drops, i);
+		struct json_object *id, *v;
+
+		/* The VM's id only: /metrics asks for no credential, and a
+		 * workspace's name is its owner's business. */
+		if (!json_object_object_get_ex(e, "vm_id", &id) ||
+		    !json_object_is_type(id, json_type_string) ||
+		    !label_ok(json_object_get_string(id)))
+			continue;
+		for (size_t k = 0; k < sizeof(why) / sizeof(why[0]); k++) {
+			if (!json_object_object_get_ex(e, why[k], &v) ||
+			    !json_object_is_type(v, json_type_int))
+				continue;
+			evbuffer_add_printf(b, "mcpd_vm_dropped_packets_total"
+			    "{vm_id=\"%s\",reason=\"%s\"} %lld\n",
+			    json_object_get_string(id), why[k],
+			    (long long)json_object_get_int64(v));
+		}
+	}
+}
+
 void
 metrics_render(const struct metrics *m, struct evbuffer *b)
 {
@@ -118,4 +180,5 @@ metrics_render(const struct metrics *m, struct evbuffer *b)
 			    state, (long long)json_object_get_int64(v));
 		}
 	}
+	render_drops(b);
 }

@@ -31,6 +31,9 @@ void	metrics_request(struct metrics *, enum route_kind, int status,
 	    double seconds);
 /* VMs by state from vmmd ({"running":n,...}); NULL: not known now. */
 void	metrics_set_vms(struct json_object *);
+/* Each networked VM's drops from vmmd ([{"vm_id","egress","bandwidth",
+ * "conn_rate","conn_count"},…]); NULL: not known now. */
+void	metrics_set_drops(struct json_object *);
 /* Appends the Prometheus text exposition (format 0.0.4). */
 void	metrics_render(const struct metrics *, struct evbuffer *);
 

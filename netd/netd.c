@@ -52,6 +52,8 @@ static const struct ipc_rule vmmd_rules[] = {
 	{ IPC_NET_SETUP, 0 },
 	{ IPC_NET_TEARDOWN, 0 },
 	{ IPC_NET_STATUS, 0 },
+	{ IPC_NET_EGRESS, 0 },
+	{ IPC_NET_COUNTERS, 0 },
 };
 static const struct ipc_policy vmmd_policy = {
 	"vmmd", vmmd_rules, sizeof(vmmd_rules) / sizeof(vmmd_rules[0]),
@@ -313,7 +315,7 @@ ns_apply(unsigned slot, const char *text, const char *tag, const char *alt,
  */
 static int
 vm_rules_apply(unsigned slot, int keep, const struct egress *eg,
-    int *replaced, char *err, size_t errlen)
+    uint64_t rate, int *replaced, char *err, size_t errlen)
 {
 	struct nft_vm_spec vs;
 	uint32_t hostaddrs[NETD_MAX_HOSTADDRS];
@@ -344,7 +346,7 @@ vm_rules_apply(unsigned slot, int keep, const struct egress *eg,
 	}
 	if ((n = nft_build_vm(&vs, text, RULESET_MAX)) < 0 ||
 	    nft_vm_tag(text, tag, sizeof(tag)) == -1 ||
-	    (eg != NULL && nft_build_egress(slot, eg, text + n,
+	    (eg != NULL && nft_build_egress(slot, eg, rate, NULL, text + n,
 	    RULESET_MAX - (size_t)n) < 0) ||
 	    nft_build_hostaddrs(slot, hostaddrs, nh, alt, sizeof(alt)) < 0) {
 		snprintf(err, errlen, "ruleset: bad inputs");
@@ -464,13 +466,22 @@ unavailable(char *why, size_t len)
 	return NULL;
 }
 
+static const char *
+rate_text(uint64_t rate, char *buf, size_t len)
+{
+	if (rate == 0)
+		return "unlimited";
+	snprintf(buf, len, "%llu bytes/s", (unsigned long long)rate);
+	return buf;
+}
+
 static void
 do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
-    const struct egress *eg)
+    const struct egress *eg, uint64_t rate)
 {
 	struct json_object *o, *dns;
 	uint8_t mac[6];
-	char err[1024], why[128], macs[24], egs[64];
+	char err[1024], why[128], macs[24], egs[64], rates[32];
 	const char *u;
 	uint32_t gnet = netd->guest_range.addr | slot << 8;
 	int tap, replaced;
@@ -500,7 +511,8 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
 	}
 	/* The VM's table and its egress one in one transaction: the guest
 	 * never has a moment under the first alone. */
-	if (vm_rules_apply(slot, 0, eg, &replaced, err, sizeof(err)) == -1) {
+	if (vm_rules_apply(slot, 0, eg, rate, &replaced, err,
+	    sizeof(err)) == -1) {
 		log_warnx("slot %u: ruleset: %s", slot, err);
 		close(tap);
 		slot_teardown(slot, err, sizeof(err));
@@ -524,8 +536,9 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
 		json_object_array_add(dns, jip(netd->dns[i]));
 	json_object_object_add(o, "dns", dns);
 	egress_describe(eg, egs, sizeof(egs));
-	log_info("slot %u: network up, guest %u.%u.%u.2, egress %s", slot,
-	    gnet >> 24, (gnet >> 16) & 0xff, (gnet >> 8) & 0xff, egs);
+	log_info("slot %u: network up, guest %u.%u.%u.2, egress %s, rate %s",
+	    slot, gnet >> 24, (gnet >> 16) & 0xff, (gnet >> 8) & 0xff, egs,
+	    rate_text(rate, rates, sizeof(rates)));
 	if (ipc_reply(c, IPC_NET_SETUP_RESULT, id, o, tap) == -1)
 		log_warnx("slot %u: reply failed; vmmd's sync will remove it",
 		    slot);
@@ -586,7 +599,7 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 			    json_object_new_int((int)s));
 		else if (req->slots[s]) {
 			if (host_table_ensure(err, sizeof(err)) == -1 ||
-			    vm_rules_apply(s, 1, NULL, &replaced, err,
+			    vm_rules_apply(s, 1, NULL, 0, &replaced, err,
 			    sizeof(err)) == -1) {
 				log_warnx("slot %u: keeping: %s", s, err);
 				json_object_array_add(missing,
@@ -611,6 +624,138 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 	json_object_object_add(o, "removed", removed);
 	json_object_object_add(o, "missing", missing);
 	ipc_reply(c, IPC_NET_SYNC_RESULT, id, o, -1);
+	json_object_put(o);
+}
+
+/* The slot's drop counters, read in its netns; -1 when it has none. */
+static int
+slot_drops(struct nft_ctx *ctx, struct nft_drops *d)
+{
+	char *out;
+
+	memset(d, 0, sizeof(*d));
+	if ((out = nft_list(ctx, "list counters")) == NULL)
+		return -1;
+	nft_drops_parse(out, d);
+	free(out);
+	return 0;
+}
+
+static struct json_object *
+jcount(const struct nft_count *c)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "packets",
+	    json_object_new_int64((int64_t)(c->packets & INT64_MAX)));
+	json_object_object_add(o, "bytes",
+	    json_object_new_int64((int64_t)(c->bytes & INT64_MAX)));
+	return o;
+}
+
+static struct json_object *
+jdrops(unsigned slot, const struct nft_drops *d)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "slot", json_object_new_int((int)slot));
+	json_object_object_add(o, "egress", jcount(&d->egress));
+	json_object_object_add(o, "bandwidth", jcount(&d->bandwidth));
+	json_object_object_add(o, "conn_rate", jcount(&d->conn_rate));
+	json_object_object_add(o, "conn_count", jcount(&d->conn_count));
+	return o;
+}
+
+/*
+ * A running VM's new egress policy and rate: its egress table replaced
+ * in one transaction, so the guest's next packet meets the new rules
+ * (netd answers after the kernel took them).  The drop counts are read
+ * first and carried into the new table; the drops between the two
+ * (microseconds) are the only ones lost.
+ */
+static void
+do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
+    const struct egress *eg, uint64_t rate)
+{
+	struct json_object *o;
+	struct nft_ctx *ctx = NULL;
+	struct nft_drops d;
+	char *text = NULL, err[1024], egs[64], rates[32];
+	int rc = -1;
+
+	if (!netd->live[slot]) {
+		ipc_reply_error(c, id, "not_found", "slot %u has no network",
+		    slot);
+		return;
+	}
+	if ((text = malloc(RULESET_MAX)) == NULL) {
+		ipc_reply_error(c, id, "internal", "out of memory");
+		return;
+	}
+	if (link_enter(&netd->lc, slot) == -1) {
+		snprintf(err, sizeof(err), "netns: %s", strerror(errno));
+		goto out;
+	}
+	if ((ctx = nft_open()) == NULL)
+		snprintf(err, sizeof(err), "libnftables: cannot make a "
+		    "context");
+	else if (slot_drops(ctx, &d) == -1)
+		snprintf(err, sizeof(err), "listing its counters failed");
+	else if (nft_build_egress(slot, eg, rate, &d, text,
+	    RULESET_MAX) < 0)
+		snprintf(err, sizeof(err), "ruleset: bad inputs");
+	else
+		rc = nft_apply(ctx, text, err, sizeof(err));
+	nft_close(ctx);
+	link_leave(&netd->lc);
+ out:
+	free(text);
+	if (rc == -1) {
+		/* The old table is whole: a transaction is all or nothing. */
+		log_warnx("slot %u: egress: %s", slot, err);
+		ipc_reply_error(c, id, "internal", "slot %u: the new egress "
+		    "policy was not applied; the old one holds (see netd's "
+		    "log)", slot);
+		return;
+	}
+	egress_describe(eg, egs, sizeof(egs));
+	log_info("slot %u: egress now %s, rate %s", slot, egs,
+	    rate_text(rate, rates, sizeof(rates)));
+	o = json_object_new_object();
+	json_object_object_add(o, "slot", json_object_new_int((int)slot));
+	json_object_object_add(o, "counters", jdrops(slot, &d));
+	ipc_reply(c, IPC_NET_EGRESS_RESULT, id, o, -1);
+	json_object_put(o);
+}
+
+/* Every live slot's drop counters, for vmmd's vm_status and metrics. */
+static void
+do_counters(struct ipc_conn *c, uint32_t id)
+{
+	struct json_object *o, *slots;
+	struct nft_ctx *ctx;
+	struct nft_drops d;
+	int ok;
+
+	slots = json_object_new_array();
+	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
+		if (!netd->live[s])
+			continue;
+		if (link_enter(&netd->lc, s) == -1) {
+			log_warn("slot %u: counters: netns", s);
+			continue;
+		}
+		ok = (ctx = nft_open()) != NULL && slot_drops(ctx, &d) == 0;
+		nft_close(ctx);
+		link_leave(&netd->lc);
+		if (ok)
+			json_object_array_add(slots, jdrops(s, &d));
+		else
+			log_warnx("slot %u: its counters cannot be read", s);
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "slots", slots);
+	ipc_reply(c, IPC_NET_COUNTERS_RESULT, id, o, -1);
 	json_object_put(o);
 }
 
@@ -676,7 +821,13 @@ netd_dispatch_vmmd(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 	}
 	switch (req.type) {
 	case IPC_NET_SETUP:
-		do_setup(c, m->id, req.slot, &req.egress);
+		do_setup(c, m->id, req.slot, &req.egress, req.rate);
+		break;
+	case IPC_NET_EGRESS:
+		do_egress(c, m->id, req.slot, &req.egress, req.rate);
+		break;
+	case IPC_NET_COUNTERS:
+		do_counters(c, m->id);
 		break;
 	case IPC_NET_TEARDOWN:
 		do_teardown(c, m->id, req.slot);

@@ -379,9 +379,20 @@ nft_build_vm_delete(unsigned slot, char *buf, size_t len)
 	return finish(&o);
 }
 
+static void
+put_counter(struct out *o, const char *name, const struct nft_count *c)
+{
+	put(o, "\tcounter %s {\n", name);
+	if (c != NULL)
+		put(o, "\t\tpackets %llu bytes %llu\n",
+		    (unsigned long long)c->packets,
+		    (unsigned long long)c->bytes);
+	put(o, "\t}\n");
+}
+
 int
-nft_build_egress(unsigned slot, const struct egress *e, char *buf,
-    size_t len)
+nft_build_egress(unsigned slot, const struct egress *e, uint64_t rate,
+    const struct nft_drops *start, char *buf, size_t len)
 {
 	struct out o = { buf, len, 0, 0 };
 	const char *set = e->mode == EGRESS_ALLOWLIST ? "allow" : "deny";
@@ -389,13 +400,17 @@ nft_build_egress(unsigned slot, const struct egress *e, char *buf,
 
 	if (len == 0 || slot >= NETD_MAX_SLOTS ||
 	    (e->mode != EGRESS_PUBLIC && e->mode != EGRESS_ALLOWLIST) ||
-	    e->ncidrs > EGRESS_MAX_CIDRS)
+	    e->ncidrs > EGRESS_MAX_CIDRS || (rate != 0 &&
+	    (rate < NETD_RATE_MIN || rate > (uint64_t)NETD_RATE_MAX)))
 		return -1;
 	for (size_t i = 0; i < e->ncidrs; i++)
 		if (e->cidrs[i].len > 32 ||
 		    (e->cidrs[i].addr & ~cidr_mask(e->cidrs[i].len)) != 0)
 			return -1;
 	snprintf(tap, sizeof(tap), NETD_TAP_FMT, slot);
+	/* Creating then deleting makes the replacement one transaction
+	 * whether or not the slot had a table: the guest's packets meet
+	 * the old rules or the new, never none. */
 	put(&o, "table inet " NETD_EGRESS_FMT "\n", slot);
 	put(&o, "delete table inet " NETD_EGRESS_FMT "\n", slot);
 	put(&o, "table inet " NETD_EGRESS_FMT " {\n", slot);
@@ -410,20 +425,60 @@ nft_build_egress(unsigned slot, const struct egress *e, char *buf,
 		put(&o, " }\n");
 	}
 	put(&o, "\t}\n");
+	put_counter(&o, "egress_drop", start != NULL ? &start->egress : NULL);
+	put_counter(&o, "bandwidth_drop", start != NULL ? &start->bandwidth :
+	    NULL);
 	/*
 	 * After the VM's own forward chain (priority 0): a packet that one
 	 * dropped never gets here, and one it accepted still has to pass
 	 * this one.  Only what the guest sends is checked; replies follow
-	 * their connection.
+	 * their connection.  The rate polices what the policy let through:
+	 * a token bucket of one second's worth, the excess dropped (TCP
+	 * backs off to the rate), see netd.8.
 	 */
 	put(&o, "\tchain forward {\n");
 	put(&o, "\t\ttype filter hook forward priority 1; policy accept;\n");
 	if (e->mode == EGRESS_ALLOWLIST)
-		put(&o, "\t\tiifname \"%s\" ip daddr != @allow drop\n", tap);
+		put(&o, "\t\tiifname \"%s\" ip daddr != @allow counter name "
+		    "egress_drop drop\n", tap);
 	else
-		put(&o, "\t\tiifname \"%s\" ip daddr @deny drop\n", tap);
+		put(&o, "\t\tiifname \"%s\" ip daddr @deny counter name "
+		    "egress_drop drop\n", tap);
+	if (rate != 0)
+		put(&o, "\t\tiifname \"%s\" limit rate over %llu "
+		    "bytes/second counter name bandwidth_drop drop\n", tap,
+		    (unsigned long long)rate);
 	put(&o, "\t}\n}\n");
 	return finish(&o);
+}
+
+/* The figures after "counter <name> {" in text, if it has them. */
+static void
+parse_one(const char *text, const char *name, struct nft_count *c)
+{
+	char want[64];
+	const char *p;
+	unsigned long long pk, by;
+
+	snprintf(want, sizeof(want), "counter %s {", name);
+	if ((p = strstr(text, want)) == NULL)
+		return;
+	p += strlen(want);
+	while (*p == ' ' || *p == '\t' || *p == '\n')
+		p++;
+	if (sscanf(p, "packets %llu bytes %llu", &pk, &by) != 2)
+		return;
+	c->packets = pk;
+	c->bytes = by;
+}
+
+void
+nft_drops_parse(const char *text, struct nft_drops *d)
+{
+	parse_one(text, "egress_drop", &d->egress);
+	parse_one(text, "bandwidth_drop", &d->bandwidth);
+	parse_one(text, "over_rate", &d->conn_rate);
+	parse_one(text, "over_count", &d->conn_count);
 }
 
 int

@@ -20,6 +20,10 @@ struct nft_ctx;
 #define NETD_MAX_CIDRS	256
 #define NETD_MAX_DNS	3
 #define NETD_MAX_HOSTADDRS	256
+/* A guest's egress bandwidth limit, bytes a second: below a few KB/s a
+ * TCP connection barely opens; above 1 TB/s it means nothing. */
+#define NETD_RATE_MIN	4096
+#define NETD_RATE_MAX	(1LL << 40)
 
 /* Names netd builds for a slot; never taken from a request. */
 #define NETD_NS_FMT	"mcpvm-%u"	/* netns, in netns_dir */
@@ -79,15 +83,36 @@ int	nft_vm_tag(const char *text, char *tag, size_t len);
  */
 int	nft_build_hostaddrs(unsigned slot, const uint32_t *addrs, size_t n,
 	    char *buf, size_t len);
+/* A named counter's figures. */
+struct nft_count {
+	uint64_t	packets, bytes;
+};
+
+/* The drops of one slot (netd.8, "Counters"). */
+struct nft_drops {
+	struct nft_count	egress;		/* its egress policy's */
+	struct nft_count	bandwidth;	/* over its rate */
+	struct nft_count	conn_rate;	/* new flows over ct_rate */
+	struct nft_count	conn_count;	/* flows beyond ct_max */
+};
+
 /*
  * The slot's egress table, replacing any earlier one in the same
  * transaction: a forward chain of its own after the VM's (so the VM's
  * blocked ranges stay dropped whatever it lists) that drops what the
- * policy does not allow.  Kept apart from the VM's table, so a netd that
- * restarts and rebuilds that one leaves it as vmmd set it.
+ * policy does not allow and, with a rate (bytes a second, 0 for none),
+ * what the guest sends beyond it.  Its two counters start at start's
+ * figures (NULL: at zero), so that a replacement keeps the counts.
+ * Kept apart from the VM's table, so a netd that restarts and rebuilds
+ * that one leaves it as vmmd set it.
  */
-int	nft_build_egress(unsigned slot, const struct egress *, char *buf,
-	    size_t len);
+int	nft_build_egress(unsigned slot, const struct egress *, uint64_t rate,
+	    const struct nft_drops *start, char *buf, size_t len);
+/*
+ * Reads the figures of the counters of `nft list counters` text (a
+ * slot's netns's) into d; a counter the text lacks stays as it was.
+ */
+void	nft_drops_parse(const char *text, struct nft_drops *d);
 /* The host's shared table (forward limits, masquerade on the uplink). */
 int	nft_build_host(const struct nft_host_spec *, char *buf, size_t len);
 /* Deleting one VM's tables (its egress one too), or the host's. */

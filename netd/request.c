@@ -14,18 +14,22 @@
 #define K_SLOT		0x01u
 #define K_SLOTS		0x02u
 #define K_EGRESS	0x04u
+#define K_RATE		0x08u
 
 static const struct reqshape shapes[] = {
 	{ IPC_NET_SYNC, K_SLOTS, K_SLOTS },
-	{ IPC_NET_SETUP, K_SLOT | K_EGRESS, K_SLOT },
+	{ IPC_NET_SETUP, K_SLOT | K_EGRESS | K_RATE, K_SLOT },
 	{ IPC_NET_TEARDOWN, K_SLOT, K_SLOT },
 	{ IPC_NET_STATUS, 0, 0 },
+	{ IPC_NET_EGRESS, K_SLOT | K_EGRESS | K_RATE, K_SLOT | K_EGRESS },
+	{ IPC_NET_COUNTERS, 0, 0 },
 };
 
 static const struct reqshape_key keys[] = {
 	{ K_SLOT, "slot" },
 	{ K_SLOTS, "slots" },
 	{ K_EGRESS, "egress" },
+	{ K_RATE, "rate" },
 };
 
 /* arg: the number of slots, each slot below it. */
@@ -44,6 +48,16 @@ decode_key(void *r, unsigned int bit, struct json_object *body,
 	case K_EGRESS:
 		return egress_from_json(json_object_object_get(body, "egress"),
 		    "egress", EGRESS_MAX_CIDRS, &req->egress, why, whylen);
+	case K_RATE:
+		if (jsonx_get_int64(body, "rate", 1, NETD_RATE_MIN,
+		    NETD_RATE_MAX, &v, &jerr) != 1) {
+			snprintf(why, whylen, "%s (a rate is bytes a second, "
+			    "%d to %lld)", jerr.msg, NETD_RATE_MIN,
+			    (long long)NETD_RATE_MAX);
+			return -1;
+		}
+		req->rate = (uint64_t)v;
+		return 0;
 	case K_SLOT:
 		if (jsonx_get_int64(body, "slot", 1, 0, (int64_t)max - 1, &v,
 		    &jerr) != 1) {
@@ -91,7 +105,7 @@ decode_key(void *r, unsigned int bit, struct json_object *body,
 /* The refusal does not echo the key: it is peer data (a name, say). */
 static const struct reqshape_table table = REQSHAPE_TABLE(shapes, keys,
     "$: has a key this request type does not take (netd takes slot "
-    "numbers and a setup's egress policy only)", decode_key);
+    "numbers, egress policies and rates only)", decode_key);
 
 int
 netd_request_decode(uint32_t type, struct json_object *body,

@@ -2,8 +2,8 @@
  * Decoding of what vmmd sends netd into typed requests.  Strict: unknown
  * keys, wrong types, slots out of range and duplicates are refused with a
  * message naming the field.  netd never takes a name from a request, only
- * slot numbers and a setup's egress policy, whose prefixes it parses into
- * numbers (common/egress.c).  This is the fuzz target's entry point.
+ * slot numbers, egress policies (whose prefixes it parses into numbers,
+ * common/egress.c) and rates.  This is the fuzz target's entry point.
  */
 #ifndef MCPVM_NETD_REQUEST_H
 #define MCPVM_NETD_REQUEST_H
@@ -18,10 +18,13 @@ struct json_object;
 
 struct netd_request {
 	uint32_t	type;
-	unsigned	slot;				/* SETUP, TEARDOWN */
+	unsigned	slot;			/* SETUP, TEARDOWN, EGRESS */
 	size_t		nslots;				/* SYNC */
 	unsigned char	slots[NETD_MAX_SLOTS];		/* SYNC: 1 = live */
-	struct egress	egress;		/* SETUP: public when none is sent */
+	struct egress	egress;		/* SETUP: public when none is sent;
+					 * EGRESS */
+	uint64_t	rate;		/* SETUP, EGRESS: the guest's egress
+					 * bytes a second, 0 for no limit */
 };
 
 /*

@@ -135,8 +135,8 @@ enum ipc_type {
 	 * every mcpvm network object of any other slot */
 	IPC_NET_SYNC = 501,
 	IPC_NET_SYNC_RESULT = 502,	/* {"kept":[n,…],"removed":[n,…]} */
-	/* {"slot":n} -> {"slot","mac","address","prefix","gateway","dns":[…]}
-	 * + the TAP's fd */
+	/* {"slot":n,"egress"?,"rate"?} -> {"slot","mac","address","prefix",
+	 * "gateway","dns":[…]} + the TAP's fd */
 	IPC_NET_SETUP = 503,
 	IPC_NET_SETUP_RESULT = 504,
 	IPC_NET_TEARDOWN = 505,		/* {"slot":n} */
@@ -145,6 +145,15 @@ enum ipc_type {
 	 * "host_range","guest_range","forward_drop"} for vmctl preflight */
 	IPC_NET_STATUS = 507,
 	IPC_NET_STATUS_RESULT = 508,
+	/* {"slot":n,"egress":{…},"rate":bytes/s?}: a live slot's egress
+	 * table replaced in one transaction, its drop counts carried over
+	 * -> {"slot":n,"counters":{…}} */
+	IPC_NET_EGRESS = 509,
+	IPC_NET_EGRESS_RESULT = 510,
+	/* {} -> {"slots":[{"slot":n,"egress_dropped":…,…},…]}, the drop
+	 * counters of every live slot (netd.8) */
+	IPC_NET_COUNTERS = 511,
+	IPC_NET_COUNTERS_RESULT = 512,
 
 	/*
 	 * 600-699: vmmd <-> vmproxy.  vmproxy is the only process that

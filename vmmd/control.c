@@ -39,7 +39,7 @@ vm_detail(const struct vm *vm)
 	    json_object_new_string(vm->rec.failure));
 	if (vm->rec.network)
 		json_object_object_add(o, "egress",
-		    egress_to_json(&vm->rec.egress));
+		    egress_to_json(vm_egress_now(vm)));
 	return o;
 }
 

@@ -30,6 +30,8 @@ static const struct ipc_rule netd_rules[] = {
 	{ IPC_NET_SETUP_RESULT, IPC_RULE_FD },
 	{ IPC_NET_TEARDOWN_RESULT, 0 },
 	{ IPC_NET_STATUS_RESULT, 0 },
+	{ IPC_NET_EGRESS_RESULT, 0 },
+	{ IPC_NET_COUNTERS_RESULT, 0 },
 	{ IPC_ERROR, 0 },
 };
 static const struct ipc_policy netd_policy = {
@@ -43,6 +45,9 @@ static int synced, available;
 static char unavailable_why[256] = "netd is not running";
 /* Slots whose network netd made for a VM still using it. */
 static unsigned char up[NET_SLOTS];
+/* Each slot's drops as netd last counted them; known[s] says whether. */
+static struct net_drops drops[NET_SLOTS];
+static unsigned char drops_known[NET_SLOTS];
 /* vm_find, from netclient_init. */
 static struct vm *(*vm_by_id)(const char *);
 
@@ -104,6 +109,127 @@ netc_status(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 	    json_object_get(m->body) : NULL;
 }
 
+/* One {"packets","bytes"} count of netd's, bounded; -1 if malformed. */
+static int
+drop_count(struct json_object *o, const char *key, long long *out)
+{
+	struct json_object *c;
+	struct jsonx_err jerr;
+	int64_t v;
+
+	if (jsonx_get_object(o, key, 1, &c, &jerr) != 1 ||
+	    jsonx_get_int64(c, "packets", 1, 0, INT64_MAX, &v, &jerr) != 1)
+		return -1;
+	*out = (long long)v;
+	return 0;
+}
+
+/* One slot's entry of netd's counters, into drops[]; -1 if malformed. */
+static int
+drops_take(struct json_object *e)
+{
+	struct jsonx_err jerr;
+	struct net_drops d;
+	int64_t slot;
+
+	if (jsonx_get_int64(e, "slot", 1, 0, NET_SLOTS - 1, &slot,
+	    &jerr) != 1 || drop_count(e, "egress", &d.egress) == -1 ||
+	    drop_count(e, "bandwidth", &d.bandwidth) == -1 ||
+	    drop_count(e, "conn_rate", &d.conn_rate) == -1 ||
+	    drop_count(e, "conn_count", &d.conn_count) == -1)
+		return -1;
+	drops[slot] = d;
+	drops_known[slot] = 1;
+	return 0;
+}
+
+static void
+netc_counters(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	struct json_object *slots;
+	struct jsonx_err jerr;
+	size_t n;
+
+	if (m == NULL || m->type != IPC_NET_COUNTERS_RESULT ||
+	    jsonx_get_array(m->body, "slots", 1, &slots, &jerr) != 1)
+		return;
+	if ((n = json_object_array_length(slots)) > NET_SLOTS) {
+		log_warnx("netd: counters for %zu slots, more than %d", n,
+		    NET_SLOTS);
+		return;
+	}
+	memset(drops_known, 0, sizeof(drops_known));
+	for (size_t i = 0; i < n; i++)
+		if (drops_take(json_object_array_get_idx(slots, i)) == -1) {
+			log_warnx("netd: unreadable counters");
+			return;
+		}
+}
+
+int
+netclient_drops(int slot, struct net_drops *d)
+{
+	if (slot < 0 || slot >= NET_SLOTS || !drops_known[slot] || !up[slot])
+		return -1;
+	*d = drops[slot];
+	return 0;
+}
+
+struct egress_wait {
+	char		id[VM_ID_LEN + 1];
+	unsigned	slot;
+};
+
+static void
+egress_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
+{
+	struct egress_wait *w = arg;
+	struct json_object *cnt;
+	struct jsonx_err jerr;
+
+	if (m != NULL && m->type == IPC_NET_EGRESS_RESULT) {
+		log_info("vm %s: netd applied its new egress policy (slot %u)",
+		    w->id, w->slot);
+		if (jsonx_get_object(m->body, "counters", 1, &cnt, &jerr) ==
+		    1)
+			(void)drops_take(cnt);
+	} else
+		log_warnx("vm %s: netd did not apply its new egress policy "
+		    "(%s); the old one holds until its next setup", w->id,
+		    m == NULL ? "no answer" : "refused, see netd's log");
+	free(w);
+}
+
+int
+netclient_egress(const char *id, int slot, const struct egress *eg,
+    uint64_t rate)
+{
+	struct egress_wait *w;
+	struct json_object *b;
+
+	if (conn == NULL || !synced || slot < 0 || slot >= NET_SLOTS ||
+	    !up[slot])
+		return -1;
+	if ((w = calloc(1, sizeof(*w))) == NULL)
+		fatal("calloc");
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->slot = (unsigned)slot;
+	b = json_object_new_object();
+	json_object_object_add(b, "slot", json_object_new_int(slot));
+	json_object_object_add(b, "egress", egress_to_json(eg));
+	if (rate != 0)
+		json_object_object_add(b, "rate",
+		    json_object_new_int64((int64_t)rate));
+	if (ipc_request(conn, IPC_NET_EGRESS, b, -1, NETD_TIMEOUT_MS,
+	    egress_done, w) == -1) {
+		free(w);
+		json_object_put(b);
+		return -1;
+	}
+	json_object_put(b);
+	return 0;
+}
+
 /* The host changes under netd (forwarding, the uplink): ask again now
  * and then, so that vm_create and preflight answer from fresh facts. */
 static void
@@ -111,9 +237,12 @@ netc_status_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct timeval tv = { 10, 0 };
 
-	if (conn != NULL && synced)
+	if (conn != NULL && synced) {
 		ipc_request(conn, IPC_NET_STATUS, NULL, -1, NETD_TIMEOUT_MS,
 		    netc_status, NULL);
+		ipc_request(conn, IPC_NET_COUNTERS, NULL, -1, NETD_TIMEOUT_MS,
+		    netc_counters, NULL);
+	}
 	evtimer_add(status_ev, &tv);
 }
 
@@ -336,7 +465,7 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 
 void
 netclient_setup(struct vm *vm, const char *id, int slot,
-    const struct egress *eg, net_setup_cb cb, void *arg)
+    const struct egress *eg, uint64_t rate, net_setup_cb cb, void *arg)
 {
 	struct setup_wait *w;
 	struct json_object *b;
@@ -364,6 +493,9 @@ netclient_setup(struct vm *vm, const char *id, int slot,
 	 * understands. */
 	if (eg->mode != EGRESS_PUBLIC || eg->ncidrs > 0)
 		json_object_object_add(b, "egress", egress_to_json(eg));
+	if (rate != 0)
+		json_object_object_add(b, "rate",
+		    json_object_new_int64((int64_t)rate));
 	if (ipc_request(conn, IPC_NET_SETUP, b, -1, NETD_TIMEOUT_MS,
 	    setup_done, w) == -1) {
 		free(w);

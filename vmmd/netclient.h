@@ -8,6 +8,7 @@
 #define VMMD_NETCLIENT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct vm;
 
@@ -51,6 +52,27 @@ int	netclient_available(char *why, size_t whylen);
  * last said (refreshed every 10 s). */
 struct json_object;
 void	netclient_preflight(struct json_object *checks);
+/*
+ * A running VM's new egress policy and rate (bytes a second, 0 none):
+ * netd replaces its slot's egress table, and the outcome is logged.  0
+ * when asked; -1 when netd is away or the slot has no network (its next
+ * setup carries the policy).
+ */
+struct egress;
+int	netclient_egress(const char *id, int slot, const struct egress *,
+	    uint64_t rate);
+
+/* A slot's drops, in packets, as netd last counted them (netd.8). */
+struct net_drops {
+	long long	egress;		/* by its egress policy */
+	long long	bandwidth;	/* over its rate */
+	long long	conn_rate;	/* new connections over the rate */
+	long long	conn_count;	/* beyond its conntrack share */
+};
+/* The slot's drops as of netd's last count (every 10 s, and after each
+ * policy change): 0, or -1 when none is known. */
+int	netclient_drops(int slot, struct net_drops *);
+
 /* A VM taken up after a restart keeps the network netd still has for
  * its slot: the first sync lists it (call before netclient_init). */
 void	netclient_keep(int slot);
@@ -58,7 +80,7 @@ void	netclient_keep(int slot);
  * netd enforces from the start); cb runs exactly once, later. */
 struct egress;
 void	netclient_setup(struct vm *vm, const char *id, int slot,
-	    const struct egress *, net_setup_cb cb, void *arg);
+	    const struct egress *, uint64_t rate, net_setup_cb cb, void *arg);
 /* Removes the network of VM id's slot if it has one; nothing to wait
  * for. */
 void	netclient_release(const char *id, int slot);

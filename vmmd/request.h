@@ -30,6 +30,7 @@ struct policy {
 	long long	storage_gib;
 	long long	max_streams;
 	struct egress	egress;		/* public when authd sends none */
+	uint64_t	egress_rate;	/* bytes a second; 0 none */
 };
 
 struct tool;

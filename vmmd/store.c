@@ -11,6 +11,7 @@
 #include <json-c/json.h>
 #include <sqlite3.h>
 
+#include "jsonx.h"
 #include "log.h"
 #include "sqldb.h"
 #include "store.h"
@@ -138,6 +139,10 @@ static const char *const migrations[] = {
 	/* 8: a VM's egress policy as JSON; '' for older VMs, which had
 	 * public egress. */
 	"ALTER TABLE vms ADD COLUMN egress TEXT NOT NULL DEFAULT '';",
+	/* 9: what netd enforces now, after the workspace's policy changed
+	 * under a VM: {"network":b,"egress":{…},"rate":n}; '' for none
+	 * (egress as it was made, no rate). */
+	"ALTER TABLE vms ADD COLUMN egress_now TEXT NOT NULL DEFAULT '';",
 };
 
 /*
@@ -259,6 +264,49 @@ now_seconds(void)
 	return (long long)time(NULL);
 }
 
+/* The egress_now column's text, malloc'd; NULL on failure. */
+static char *
+egress_now_text(const struct vm_record *v)
+{
+	struct json_object *o = json_object_new_object();
+	char *s;
+
+	json_object_object_add(o, "network",
+	    json_object_new_boolean(!v->net_off));
+	json_object_object_add(o, "egress", egress_to_json(&v->egress_now));
+	json_object_object_add(o, "rate",
+	    json_object_new_int64((int64_t)v->egress_rate));
+	s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(o);
+	return s;
+}
+
+int
+store_vm_set_egress_now(struct store *s, const struct vm_record *v,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	char *text;
+	int rc;
+
+	if ((text = egress_now_text(v)) == NULL) {
+		snprintf(err, errlen, "vms: out of memory");
+		return -1;
+	}
+	if ((st = store_prepare(s, "UPDATE vms SET egress_now = ?2, "
+	    "updated_at = ?3 WHERE id = ?1", "vms", err, errlen)) == NULL) {
+		free(text);
+		return -1;
+	}
+	sqlite3_bind_text(st, 1, v->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, text, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, now_seconds());
+	rc = store_done(s, st, "vms", err, errlen);
+	free(text);
+	return rc;
+}
+
 int
 store_vm_insert(struct store *s, const struct vm_record *v, char *err,
     size_t errlen)
@@ -267,9 +315,10 @@ store_vm_insert(struct store *s, const struct vm_record *v, char *err,
 	    "INSERT INTO vms (id, workspace, slot, state, image, vcpus, "
 	    "memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, "
 	    "created_at, updated_at, generation, failure, vmgenid, snapshot_id, "
-	    "origin, run, egress) "
+	    "origin, run, egress, egress_now) "
 	    "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, "
-	    "?13, ?14, ?15, ?16, ?17, ?18, ?19)", "vms", err, errlen);
+	    "?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)", "vms", err, errlen);
+	char *now;
 	struct json_object *eg;
 	int rc;
 
@@ -304,6 +353,13 @@ store_vm_insert(struct store *s, const struct vm_record *v, char *err,
 	    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), -1,
 	    SQLITE_TRANSIENT);
 	json_object_put(eg);
+	if ((now = egress_now_text(v)) == NULL) {
+		sqldb_release(s->db, st);
+		snprintf(err, errlen, "vms: out of memory");
+		return -1;
+	}
+	sqlite3_bind_text(st, 20, now, -1, SQLITE_TRANSIENT);
+	free(now);
 	rc = store_done(s, st, "vms", err, errlen);
 	return rc;
 }
@@ -414,7 +470,7 @@ store_one(struct store *s, sqlite3_stmt *st,
 #define VM_COLUMNS	"id, workspace, slot, state, image, vcpus, " \
 	"memory_mib, disk_bytes, network, idle_seconds, idle_mode_pause, " \
 	"created_at, updated_at, generation, failure, vmgenid, snapshot_id, " \
-	"origin, run, egress"
+	"origin, run, egress, egress_now"
 
 /*
  * A VM's stored egress policy; '' (older VMs) is public.  One that does
@@ -438,6 +494,43 @@ row_egress(sqlite3_stmt *st, int col, struct vm_record *v)
 		    "reaches nothing", v->id);
 		memset(&v->egress, 0, sizeof(v->egress));
 		v->egress.mode = EGRESS_ALLOWLIST;
+	}
+	json_object_put(o);
+}
+
+/*
+ * The policy netd enforces now; '' is the VM's own.  One that does not
+ * read turns the network off, so that a damaged row never widens it.
+ */
+static void
+row_egress_now(sqlite3_stmt *st, int col, struct vm_record *v)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	struct json_object *o, *eg;
+	struct jsonx_err jerr;
+	char why[256];
+	int64_t rate;
+	int net;
+
+	v->egress_now = v->egress;
+	v->egress_rate = 0;
+	v->net_off = 0;
+	if (t == NULL || *t == '\0')
+		return;
+	o = json_tokener_parse((const char *)t);
+	if (o == NULL || jsonx_get_bool(o, "network", 1, &net, &jerr) != 1 ||
+	    jsonx_get_int64(o, "rate", 1, 0, INT64_MAX, &rate, &jerr) != 1 ||
+	    !json_object_object_get_ex(o, "egress", &eg) ||
+	    egress_from_json(eg, "egress_now", EGRESS_MAX_CIDRS,
+	    &v->egress_now, why, sizeof(why)) == -1) {
+		log_warnx("store: vm %s has an unreadable current egress "
+		    "policy; its network is off", v->id);
+		v->net_off = 1;
+		memset(&v->egress_now, 0, sizeof(v->egress_now));
+		v->egress_now.mode = EGRESS_ALLOWLIST;
+	} else {
+		v->net_off = !net;
+		v->egress_rate = (uint64_t)rate;
 	}
 	json_object_put(o);
 }
@@ -472,6 +565,7 @@ row_to_vm(sqlite3_stmt *st, struct vm_record *v)
 	sqldb_column_text(st, 17, v->origin, sizeof(v->origin));
 	v->run = sqlite3_column_int(st, 18) != 0;
 	row_egress(st, 19, v);
+	row_egress_now(st, 20, v);
 	return 0;
 }
 

@@ -55,6 +55,15 @@ struct vm_record {
 	/* Where it may connect, with network: its workspace's policy or
 	 * the narrowing it was made with, as netd enforces it. */
 	struct egress	 egress;
+	/*
+	 * What netd enforces now (vmmd.8, "Policy changes"): egress
+	 * narrowed by the workspace's policy as authd last pushed it, that
+	 * policy's rate (bytes a second, 0 none), and net_off when the
+	 * workspace's network was turned off since: nothing gets out.
+	 */
+	struct egress	 egress_now;
+	uint64_t	 egress_rate;
+	int		 net_off;
 };
 
 const char	*vm_state_name(enum vm_state);
@@ -82,6 +91,9 @@ int	store_vm_insert(struct store *, const struct vm_record *, char *err,
 /* Sets state (and failure text for VM_FAILED, else clears it). */
 int	store_vm_set_state(struct store *, const char *id, enum vm_state,
 	    const char *failure, char *err, size_t errlen);
+/* The three "now" fields of v, as vmmd applies a pushed policy. */
+int	store_vm_set_egress_now(struct store *, const struct vm_record *v,
+	    char *err, size_t errlen);
 int	store_vm_set_generation(struct store *, const char *id, int gen,
 	    char *err, size_t errlen);
 int	store_vm_get(struct store *, const char *id, struct vm_record *,

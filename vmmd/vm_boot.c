@@ -499,8 +499,8 @@ vm_boot(struct vm *vm, const char *checkpoint, char *err, size_t errlen)
 	}
 	vm_op_step(vm, VM_STEP_NONE);
 	bn->op = op_token(vm);
-	netclient_setup(vm, vm->rec.id, vm->rec.slot, &vm->rec.egress,
-	    boot_net_done, bn);
+	netclient_setup(vm, vm->rec.id, vm->rec.slot, vm_egress_now(vm),
+	    vm->rec.egress_rate, boot_net_done, bn);
 	return 0;
 }
 
@@ -807,6 +807,8 @@ create_vm(struct request *req, const struct conf_image *im,
 	rec.created_at = wall_ms() / 1000;
 	rec.run = strcmp(req->tool, "vm_run") == 0;
 	rec.egress = req->egress;
+	rec.egress_now = req->egress;
+	rec.egress_rate = req->policy.egress_rate;
 	snprintf(rec.origin, sizeof(rec.origin), "%s", snap == NULL ? "booted" :
 	    warmpool_is_pool(snap->workspace) ? "warm" :
 	    strcmp(snap->state, "fork") == 0 ? "fork" : "snapshot");

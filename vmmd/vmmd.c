@@ -197,7 +197,7 @@ vmmd_privdrop(void)
 
 /* ---- authd ------------------------------------------------------------- */
 
-static int
+int
 policy_from_json(struct json_object *o, struct policy *p, char *err,
     size_t errlen)
 {
@@ -242,6 +242,16 @@ policy_from_json(struct json_object *o, struct policy *p, char *err,
 	    egress_from_json(eg, "policy.egress", EGRESS_MAX_CIDRS,
 	    &p->egress, err, errlen) == -1)
 		return -1;
+	/* Nor a rate: none.  Else within netd's bounds, as authd keeps it. */
+	if (jsonx_get_int64(o, "egress_rate", 0, 0, 1LL << 40, &v, &jerr) ==
+	    -1)
+		goto bad;
+	if (json_object_object_get_ex(o, "egress_rate", NULL))
+		p->egress_rate = (uint64_t)v;
+	if (p->egress_rate != 0 && p->egress_rate < 4096) {
+		snprintf(err, errlen, "policy.egress_rate: below 4096");
+		return -1;
+	}
 	return 0;
  bad:
 	snprintf(err, errlen, "%s", jerr.msg);
@@ -377,6 +387,7 @@ vmmd_stats(struct request *req)
 {
 	struct json_object *res = json_object_new_object();
 	struct json_object *by = json_object_new_object();
+	struct json_object *drops;
 	int counts[VM_NSTATES] = { 0 }, streams = 0;
 	struct vm *vm;
 
@@ -392,6 +403,29 @@ vmmd_stats(struct request *req)
 	json_object_object_add(res, "vms", by);
 	json_object_object_add(res, "open_streams",
 	    json_object_new_int(streams));
+	/* Each networked VM's drops, as netd last counted them. */
+	drops = json_object_new_array();
+	TAILQ_FOREACH(vm, vm_all(), entry) {
+		struct json_object *o;
+		struct net_drops d;
+
+		if (!vm->rec.network || netclient_drops(vm->rec.slot,
+		    &d) == -1)
+			continue;
+		o = json_object_new_object();
+		json_object_object_add(o, "vm_id",
+		    json_object_new_string(vm->rec.id));
+		json_object_object_add(o, "egress",
+		    json_object_new_int64(d.egress));
+		json_object_object_add(o, "bandwidth",
+		    json_object_new_int64(d.bandwidth));
+		json_object_object_add(o, "conn_rate",
+		    json_object_new_int64(d.conn_rate));
+		json_object_object_add(o, "conn_count",
+		    json_object_new_int64(d.conn_count));
+		json_object_array_add(drops, o);
+	}
+	json_object_object_add(res, "drops", drops);
 	if (req->conn != NULL)
 		ipc_reply(req->conn, IPC_VM_STATS_RESULT, req->id, res, -1);
 	json_object_put(res);
@@ -1205,6 +1239,7 @@ main(int argc, char *argv[])
 	    NULL)
 		fatalx("cannot set up authd's client");
 	authclient_on_subscribed(env->authd, snap_revoke_subscribed, NULL);
+	authclient_on_policy(env->authd, egress_policy_pushed, NULL);
 	/* After vm_init_all: no VM has a network yet, so netd's first sync
 	 * removes whatever an earlier vmmd's VMs left. */
 	netclient_init(vm_find);

@@ -155,6 +155,14 @@ struct vm {
 /* vm.c, vm_boot.c, vm_suspend.c */
 /* vmmd's VMs, in the order they were made or taken up (vm.c). */
 TAILQ_HEAD(vm_head, vm);
+/* egress_push.c: what netd is to enforce for vm now (an empty allowlist
+ * when its workspace's network went off), and authd's pushed policies. */
+const struct egress *vm_egress_now(const struct vm *);
+void	egress_policy_pushed(const char *ws, struct json_object *policy,
+	    void *arg);
+/* vmmd.c: authd's policy object, decoded and bounded. */
+int	policy_from_json(struct json_object *, struct policy *, char *err,
+	    size_t errlen);
 struct vm_head *vm_all(void);
 void	vm_init_all(void);
 struct vm *vm_find(const char *id);

@@ -46,7 +46,7 @@ check(const struct egress *e, size_t max)
 	if (!egress_narrows(e, e, why, sizeof(why)))
 		abort();
 	if ((buf = malloc(16384)) != NULL) {
-		if (nft_build_egress(0, e, buf, 16384) < 0)
+		if (nft_build_egress(0, e, 0, NULL, buf, 16384) < 0)
 			abort();
 		free(buf);
 	}

@@ -1,7 +1,8 @@
 /*
  * libFuzzer target for netd's request decoding: a body as vmmd (or
  * whoever took vmmd's place) could send it goes through the socket's JSON
- * check (ipc_frame_check) and netd_request_decode().  The first byte picks
+ * check (ipc_frame_check) and netd_request_decode(); a decoded policy
+ * and rate then through the egress ruleset builder.  The first byte picks
  * the message type, the second the slot limit.  A decoded request must
  * hold what netd's handlers rely on; anything else aborts.
  */
@@ -19,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 static const struct ipc_rule rules[] = {
 	{ IPC_NET_SYNC, 0 }, { IPC_NET_SETUP, 0 }, { IPC_NET_TEARDOWN, 0 },
 	{ IPC_NET_STATUS, 0 }, { IPC_NET_SETUP_RESULT, 0 },
+	{ IPC_NET_EGRESS, 0 }, { IPC_NET_COUNTERS, 0 },
 };
 static const struct ipc_policy policy = { "fuzz", rules,
 	sizeof(rules) / sizeof(rules[0]) };
@@ -26,16 +28,22 @@ static const struct ipc_policy policy = { "fuzz", rules,
 static void
 check(const struct netd_request *r, uint32_t type, unsigned max)
 {
+	int has_slot = type == IPC_NET_SETUP || type == IPC_NET_TEARDOWN ||
+	    type == IPC_NET_EGRESS;
+	int has_egress = type == IPC_NET_SETUP || type == IPC_NET_EGRESS;
 	size_t n = 0;
 
 	if (r->type != type)
 		abort();
 	if (type == IPC_NET_SETUP_RESULT)
 		abort();	/* not a request netd serves */
-	if ((type == IPC_NET_SETUP || type == IPC_NET_TEARDOWN) &&
-	    r->slot >= max)
+	if (has_slot && r->slot >= max)
 		abort();
-	if (type != IPC_NET_SETUP && type != IPC_NET_TEARDOWN && r->slot != 0)
+	if (!has_slot && r->slot != 0)
+		abort();
+	/* A rate: none, or within netd's bounds, and only where taken. */
+	if (r->rate != 0 && (!has_egress || r->rate < NETD_RATE_MIN ||
+	    r->rate > (uint64_t)NETD_RATE_MAX))
 		abort();
 	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
 		if (r->slots[s] > 1 || (r->slots[s] && s >= max))
@@ -45,17 +53,25 @@ check(const struct netd_request *r, uint32_t type, unsigned max)
 	if (n != r->nslots || (type != IPC_NET_SYNC && n != 0))
 		abort();
 	/* The egress policy: bounded, each prefix without host bits, and
-	 * public unless a setup sent one. */
+	 * public unless a setup or an egress change sent one. */
 	if (r->egress.ncidrs > EGRESS_MAX_CIDRS ||
 	    (r->egress.mode != EGRESS_PUBLIC &&
 	    r->egress.mode != EGRESS_ALLOWLIST) ||
-	    (type != IPC_NET_SETUP && (r->egress.mode != EGRESS_PUBLIC ||
+	    (!has_egress && (r->egress.mode != EGRESS_PUBLIC ||
 	    r->egress.ncidrs != 0)))
 		abort();
 	for (size_t i = 0; i < r->egress.ncidrs; i++)
 		if (r->egress.cidrs[i].len > 32 || (r->egress.cidrs[i].addr &
 		    ~cidr_mask(r->egress.cidrs[i].len)) != 0)
 			abort();
+	/* What netd builds from it is always accepted by the builder. */
+	if (has_egress) {
+		static char buf[65536];
+
+		if (nft_build_egress(r->slot, &r->egress, r->rate, NULL, buf,
+		    sizeof(buf)) < 0)
+			abort();
+	}
 }
 
 int

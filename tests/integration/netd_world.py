@@ -19,7 +19,8 @@
   netd_world.py bench ADDR PORT MIB CONNECTS
       from the current netns: MIB MiB to a discard server at ADDR:PORT,
       then CONNECTS connections to a tcp server at ADDR:80; prints JSON
-      {"mib_s": throughput, "connect_ms": median connect time}
+      {"mib_s": throughput, "connect_ms": median connect time, or null
+      for no CONNECTS}
   netd_world.py flood ADDR TCPPORT UDPPORT SECONDS
       from the current netns, as fast as it goes for SECONDS: new UDP
       flows to ADDR:UDPPORT (a socket each) and new TCP connections to
@@ -242,7 +243,8 @@ def bench(addr, port, mib, connects):
         times.append((time.monotonic() - t) * 1000)
         c.close()
     print(json.dumps({"mib_s": int(mib) / secs,
-                      "connect_ms": statistics.median(times)}))
+                      "connect_ms": statistics.median(times) if times
+                      else None}))
 
 
 def flood(addr, tcp_port, udp_port, seconds):

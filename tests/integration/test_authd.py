@@ -202,7 +202,7 @@ class Verify(AuthdTest):
         self.assertEqual(body["policy"], {
             "network": True, "images": ["deb13"], "max_vms": 3,
             "memory_mib": 4096, "storage_gib": 20, "max_streams": 8,
-            "egress": {"mode": "public", "deny": []}})
+            "egress": {"mode": "public", "deny": []}, "egress_rate": 0})
 
     def test_unknown_malformed_revoked_unauthorized(self):
         tok, out, _ = self.a.issue("w1")
@@ -326,6 +326,23 @@ class Egress(AuthdTest):
         r = self.a.ctl("show", "--workspace", "eg")
         self.assertIn(b"egress:       public, denying 192.0.2.0/24\n",
                       r.stdout)
+        self.assertIn(b"egress rate:  unlimited\n", r.stdout)
+        # A rate: set, shown, refused below netd's least, lifted by 0.
+        r = self.a.ctl("policy", "set", "--workspace", "eg",
+                       "--egress-rate", "131072")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"egress rate:  131072 bytes/s\n", r.stdout)
+        self.assertEqual(self.policy(tok)["egress_rate"], 131072)
+        r = self.a.ctl("policy", "set", "--workspace", "eg",
+                       "--egress-rate", "100")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"--egress-rate 100: below the least limit, 4096",
+                      r.stderr)
+        self.assertEqual(self.policy(tok)["egress_rate"], 131072)
+        r = self.a.ctl("policy", "set", "--workspace", "eg",
+                       "--egress-rate", "0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.policy(tok)["egress_rate"], 0)
         r = self.a.ctl("policy", "set", "--workspace", "eg",
                        "--egress-public")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -774,8 +791,22 @@ class Events(AuthdTest):
             "reason": "revoked"})
         r = self.a.ctl("policy", "set", "--workspace", "rp", "--max-vms", "4")
         self.assertEqual(r.returncode, 0)
-        self.assertEqual(s.next_event()[1], {"workspace": "rp",
-                                             "reason": "policy"})
+        # The event carries the new policy, for vmmd's running VMs.
+        ev = s.next_event()[1]
+        self.assertEqual((ev["workspace"], ev["reason"]), ("rp", "policy"))
+        # The whole policy, as a verify answer carries it.
+        self.assertEqual(sorted(ev["policy"]), [
+            "egress", "egress_rate", "images", "max_streams", "max_vms",
+            "memory_mib", "network", "storage_gib"])
+        self.assertEqual(ev["policy"]["max_vms"], 4)
+        r = self.a.ctl("policy", "set", "--workspace", "rp",
+                       "--egress-rate", "65536", "--egress-allow",
+                       "203.0.113.0/24")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ev = s.next_event()[1]
+        self.assertEqual(ev["policy"]["egress_rate"], 65536)
+        self.assertEqual(ev["policy"]["egress"],
+                         {"mode": "allowlist", "allow": ["203.0.113.0/24"]})
         s.close()
 
 

@@ -88,8 +88,14 @@ class FakeVmmd:
 
     def answer(self, mtype, mid, body):
         if mtype == VM_STATS:
-            self.send(VM_STATS_RESULT, {"vms": {"running": 2,
-                                                "hibernated": 1}},
+            self.send(VM_STATS_RESULT, {
+                "vms": {"running": 2, "hibernated": 1},
+                "drops": [
+                    {"vm_id": "vm-a1", "egress": 7, "bandwidth": 3,
+                     "conn_rate": 0, "conn_count": 1},
+                    # Nothing a label may not hold gets printed.
+                    {"vm_id": "x\"} 1\nfake", "egress": 9,
+                     "bandwidth": 0, "conn_rate": 0, "conn_count": 0}]},
                       mid, REPLY)
         elif mtype == VM_TOOL:
             args = body["arguments"]
@@ -506,6 +512,18 @@ def test_metrics_show_vms_by_state():
     s = stack()
     r = request(s, "GET", "/metrics", port=s.mport, auth=None)
     assert 'mcpd_vms{state="running"} 2' in r.body.decode(), r.body
+
+
+def test_metrics_show_each_vms_drops():
+    s = stack()
+    body = request(s, "GET", "/metrics", port=s.mport, auth=None).body
+    text = body.decode()
+    for reason, n in (("egress", 7), ("bandwidth", 3), ("conn_rate", 0),
+                      ("conn_count", 1)):
+        line = ('mcpd_vm_dropped_packets_total{vm_id="vm-a1",'
+                'reason="%s"} %d' % (reason, n))
+        assert line in text.splitlines(), text
+    assert "fake" not in text, text
 
 
 def test_authd_down_is_503():

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Integration tests for netd's egress policies (issue 30's first slice:
-IPv4 prefixes), in the namespace world of test_netd.py: the real netd,
+"""Integration tests for netd's egress policies (issue 30: IPv4 prefixes,
+changes to a running slot's policy, drop counters and the bandwidth
+limit), in the namespace world of test_netd.py: the real netd,
 real nftables in each VM's namespace, real packets from a guest netns to
 fake remote hosts in the test's "internet" namespace.
 
@@ -15,6 +16,7 @@ This test acts as vmmd on netd.sock.  The machine's own nftables ruleset
 is only read (byte-identical before and after).  Needs root; skipped
 without it or without ip(8), nsenter(1) or nft(8).  TAP on stdout.
 """
+import json
 import os
 import sys
 import unittest
@@ -25,7 +27,9 @@ import netdlib  # noqa: E402
 import taplib  # noqa: E402
 from netdlib import (NETD, PFX, NS_H, NS_I, UPLINK_ADDR,  # noqa: E402
                      NET_SYNC, NET_SYNC_RESULT, NET_SETUP, NET_SETUP_RESULT,
-                     NET_TEARDOWN, NET_TEARDOWN_RESULT, World, sh, probe,
+                     NET_TEARDOWN, NET_TEARDOWN_RESULT, NET_EGRESS,
+                     NET_EGRESS_RESULT, NET_COUNTERS, NET_COUNTERS_RESULT,
+                     PY, WORLD, World, sh, probe,
                      host_ruleset, h_ruleset, mcpvm_links)
 
 ALLOWED, OTHER, UNLISTED = "203.0.113.20", "203.0.113.21", "192.0.2.10"
@@ -55,7 +59,8 @@ class NetdEgressTest(unittest.TestCase):
                 sh("ip", "addr", "add", a + "/32", "dev", "lo", ns=NS_I)
             cls.world.serve(NS_I, "tcp:%s:80" % ALLOWED, "udp:%s:7" % ALLOWED,
                             "tcp:%s:80" % OTHER, "udp:%s:7" % OTHER,
-                            "tcp:%s:80" % UNLISTED)
+                            "tcp:%s:80" % UNLISTED,
+                            "discard:%s:9000" % ALLOWED)
             cls.h_before = h_ruleset()
             cls.world.start_netd()
             cls.c = cls.world.conn()
@@ -100,6 +105,27 @@ class NetdEgressTest(unittest.TestCase):
             self.world.drop_guest(slot)
         t, body = self.c.call(NET_TEARDOWN, {"slot": slot})
         self.assertEqual(t, NET_TEARDOWN_RESULT, body)
+
+    def egress(self, slot, egress, rate=None):
+        body = {"slot": slot, "egress": egress}
+        if rate is not None:
+            body["rate"] = rate
+        t, reply = self.c.call(NET_EGRESS, body)
+        self.assertEqual(t, NET_EGRESS_RESULT, reply)
+        self.assertEqual(reply["slot"], slot)
+        return reply
+
+    def drops(self, slot):
+        t, body = self.c.call(NET_COUNTERS, {})
+        self.assertEqual(t, NET_COUNTERS_RESULT, body)
+        mine = [s for s in body["slots"] if s["slot"] == slot]
+        self.assertEqual(len(mine), 1, body)
+        return mine[0]
+
+    def transfer(self, g, mib):
+        """MiB a second of a real TCP transfer from g to ALLOWED."""
+        r = sh(PY, WORLD, "bench", ALLOWED, "9000", str(mib), "0", ns=g)
+        return json.loads(r.stdout)["mib_s"]
 
     def slot_ruleset(self, slot):
         path = os.path.join(self.world.netns_dir, "mcpvm-%d" % slot)
@@ -221,6 +247,93 @@ class NetdEgressTest(unittest.TestCase):
         # Refused before anything was made: the slot is free.
         self.assertEqual(mcpvm_links(NS_H), [])
         g = self.guest(3, allowlist(ALLOWED + "/32"))
+        self.assertReach(g, "tcp", ALLOWED, 80)
+
+    def test_09_running_slot_changes_policy(self):
+        # A running guest, public; then the policy changes under it, and
+        # the next packet after netd's answer meets the new rules.
+        g = self.guest(3)
+        self.assertReach(g, "tcp", OTHER, 80)
+        self.assertEqual(self.drops(3)["egress"]["packets"], 0)
+        self.egress(3, allowlist(ALLOWED + "/32"))
+        self.assertNoReach(g, "tcp", OTHER, 80)
+        self.assertNoReach(g, "udp", OTHER, 7)
+        self.assertReach(g, "tcp", ALLOWED, 80)
+        dropped = self.drops(3)["egress"]["packets"]
+        self.assertGreater(dropped, 0)
+        # Back again: reached, and the count is kept across the
+        # replacement, not started over.
+        reply = self.egress(3, denying(UNLISTED + "/32"))
+        self.assertEqual(reply["counters"]["egress"]["packets"], dropped)
+        self.assertReach(g, "tcp", OTHER, 80)
+        self.assertNoReach(g, "tcp", UNLISTED, 80)
+        self.assertGreater(self.drops(3)["egress"]["packets"], dropped)
+        self.assertIn("slot 3: egress now public, denying 1 prefix",
+                      self.world.log())
+
+    def test_10_network_off_removes_all_reach(self):
+        # vmmd's "network off" for a running VM: an empty allowlist.
+        g = self.guest(3, allowlist(ALLOWED + "/32", "203.0.113.53/32"))
+        self.assertReach(g, "tcp", ALLOWED, 80)
+        before = self.drops(3)["egress"]["packets"]
+        self.egress(3, allowlist())
+        for kind, addr, port in (("tcp", ALLOWED, 80), ("udp", ALLOWED, 7),
+                                 ("dns", "203.0.113.53", 53),
+                                 ("tcp", "203.0.113.10", 80)):
+            self.assertNoReach(g, kind, addr, port)
+        self.assertGreaterEqual(self.drops(3)["egress"]["packets"],
+                                before + 4)
+        # And given back.
+        self.egress(3, allowlist(ALLOWED + "/32"))
+        self.assertReach(g, "tcp", ALLOWED, 80)
+
+    def test_11_bad_changes_refused_old_policy_holds(self):
+        g = self.guest(3, allowlist(ALLOWED + "/32"))
+        for body, code, why in (
+                ({"slot": 4, "egress": allowlist()}, "not_found",
+                 "slot 4 has no network"),
+                ({"slot": 3, "egress": allowlist("203.0.113.1/24")},
+                 "invalid_argument", "$.egress.allow[0]: 203.0.113.1/24 "
+                 "has host bits set"),
+                ({"slot": 3, "egress": allowlist(), "rate": 100},
+                 "invalid_argument", "$.rate"),
+                ({"slot": 3}, "invalid_argument", "egress")):
+            t, reply = self.c.call(NET_EGRESS, body)
+            self.assertEqual(t, ipc.IPC_ERROR, body)
+            self.assertEqual(reply["error"]["code"], code)
+            self.assertIn(why, reply["error"]["message"])
+        self.assertReach(g, "tcp", ALLOWED, 80)
+        self.assertNoReach(g, "tcp", OTHER, 80)
+
+    def test_12_bandwidth_limit_bounds_a_real_transfer(self):
+        rate = 128 * 1024
+        g = self.guest(3)
+        free = self.transfer(g, 1)
+        if free * (1 << 20) < 4 * rate:
+            self.skipTest("this machine moves %.2f MiB/s unlimited, too "
+                          "slow to show a limit of %d bytes/s"
+                          % (free, rate))
+        self.egress(3, {"mode": "public", "deny": []}, rate=rate)
+        limited = self.transfer(g, 1) * (1 << 20)
+        # The kernel's bucket holds one second's worth; over the rest the
+        # guest gets the rate.  A generous bound: below twice it.
+        self.assertLess(limited, 2 * rate,
+                        "%.0f bytes/s through a limit of %d" % (limited,
+                                                                rate))
+        self.assertGreater(self.drops(3)["bandwidth"]["packets"], 0)
+        self.assertIn("rate %d bytes/s" % rate, self.world.log())
+        # Lifted again: no limit.
+        self.egress(3, {"mode": "public", "deny": []})
+        self.assertGreater(self.transfer(g, 1) * (1 << 20), 2 * rate)
+
+    def test_13_setup_with_a_rate(self):
+        rate = 64 * 1024
+        t, reply = self.c.call(NET_SETUP, {"slot": 5, "rate": rate})
+        self.assertEqual(t, NET_SETUP_RESULT, reply)
+        g = self.world.guest(5, reply, self.c.fds.pop())
+        # nft lists 65536 bytes/second in its own unit.
+        self.assertIn("limit rate over 64 kbytes/second",
+                      self.slot_ruleset(5))
         self.assertReach(g, "tcp", ALLOWED, 80)
 
     def test_99_teardown_leaves_nothing(self):

@@ -187,6 +187,88 @@ def case_egress(h, w, h_before):
        "the egress table included", (r, netd_objects(w)))
 
 
+def applied(w):
+    """How many egress changes netd has applied so far (its log)."""
+    return w.log().count(": egress now ")
+
+
+def case_live_policy(h, w, a, vm):
+    """`authctl policy set` on the workspace of a running networked VM:
+    what the guest reaches changes without a restart (authd pushes the
+    policy, vmmd narrows the VM's by it, netd replaces its table), network
+    off removes its reach, and vm_status shows the policy and the drops."""
+    addr = guest_addr(a, vm, "lp-addr")
+    okk, st = a("vm_status", vm_id=vm)
+    ok(okk and st.get("egress") == {"mode": "public", "deny": []} and
+       st.get("egress_rate") == 0 and st.get("network_cut") is False,
+       "live: vm_status shows public egress, no rate, network not cut", st)
+    n = applied(w)
+    h.authctl("policy", "set", "--workspace", "netws", "--egress-allow",
+              "203.0.113.53/32", "--egress-rate", "65536")
+    # netd answers vmmd once the kernel has the new table: its log line.
+    base.wait_for(lambda: applied(w) > n, 10, "netd to apply the change")
+    code, out, err = tcp(a, vm, "203.0.113.10", 80, "lp-tcp1")
+    ok(code != 0, "live: narrowed to the resolver, the running guest's "
+       "connection to 203.0.113.10 is dropped", (code, out, err))
+    code, out, err = guest(a, vm, "getent hosts " + netdlib.DNS_NAME,
+                           "lp-dns1")
+    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
+       "live: and the listed resolver still answers", (code, out, err))
+    okk, st = a("vm_status", vm_id=vm)
+    ok(okk and st.get("egress") == {"mode": "allowlist",
+                                    "allow": ["203.0.113.53/32"]} and
+       st.get("egress_rate") == 65536 and st.get("state") == "running",
+       "live: vm_status shows the new policy and rate, the VM still "
+       "running", st)
+    ok("limit rate over 64 kbytes/second" in netdlib.sh(
+        "nsenter", "--net=" + os.path.join(w.netns_dir, "mcpvm-%d" %
+                                            int(addr.split(".")[2])),
+        "nft", "list", "table", "inet", "mcpvm_%d_egress" %
+        int(addr.split(".")[2])).stdout,
+       "live: the rate is in the VM's egress table")
+    # netd's counters reach vm_status with vmmd's next poll (10 s).
+    st = base.wait_for(lambda: (lambda r: r[1] if r[0] and r[1].get(
+        "drops", {}).get("egress", 0) > 0 else None)(
+        a("vm_status", vm_id=vm)), 30, "the drops in vm_status")
+    ok(st["drops"]["egress"] > 0 and set(st["drops"]) ==
+       {"egress", "bandwidth", "conn_rate", "conn_count"},
+       "live: vm_status counts the dropped packets", st["drops"])
+    before = st["drops"]["egress"]
+    n = applied(w)
+    h.authctl("policy", "set", "--workspace", "netws", "--deny-network")
+    base.wait_for(lambda: applied(w) > n, 10, "netd to apply network off")
+    code, out, err = guest(a, vm, "getent hosts " + netdlib.DNS_NAME,
+                           "lp-dns2")
+    ok(code != 0, "live: network off, the running guest resolves nothing",
+       (code, out, err))
+    code, out, err = tcp(a, vm, "203.0.113.10", 80, "lp-tcp2")
+    ok(code != 0, "live: and reaches nothing", (code, out, err))
+    okk, st = a("vm_status", vm_id=vm)
+    ok(okk and st.get("network_cut") is True and st.get("egress") ==
+       {"mode": "allowlist", "allow": []}, "live: vm_status says the "
+       "network is cut", st)
+    st = base.wait_for(lambda: (lambda r: r[1] if r[0] and r[1].get(
+        "drops", {}).get("egress", 0) > before else None)(
+        a("vm_status", vm_id=vm)), 30, "more drops in vm_status")
+    ok(st["drops"]["egress"] > before, "live: the drop count rises on, "
+       "carried across the change", (before, st["drops"]))
+    # Given back: the same running guest, its own address, public again.
+    n = applied(w)
+    h.authctl("policy", "set", "--workspace", "netws", "--allow-network",
+              "--egress-public", "--egress-rate", "0")
+    base.wait_for(lambda: applied(w) > n, 10, "netd to apply network on")
+    code, out, err = tcp(a, vm, "203.0.113.10", 80, "lp-tcp3")
+    ok(code == 0 and guest_addr(a, vm, "lp-addr2") == addr,
+       "live: network on again, the same guest reaches the internet",
+       (code, out, err))
+    okk, st = a("vm_status", vm_id=vm)
+    ok(okk and st.get("egress") == {"mode": "public", "deny": []} and
+       st.get("egress_rate") == 0 and st.get("network_cut") is False,
+       "live: vm_status shows public egress again", st)
+    note("live policy: drops counted %d then %d packets"
+         % (before, st.get("drops", {}).get("egress", -1)))
+
+
 def counter(a, vm, rid):
     code, out, err = guest(a, vm, "cat /workspace/counter", rid)
     v = out.split()
@@ -502,6 +584,7 @@ def main():
         code, out, err = tcp(a, vm, "203.0.113.10", 80, "p-tcp")
         ok(code == 0, "egress after pause", (out, err))
 
+        case_live_policy(h, w, a, vm)
         case_clones(h, w, a, vm)
 
         # vmmd dies with the VM running: the next vmmd takes it up, and

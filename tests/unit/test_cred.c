@@ -164,8 +164,27 @@ START_TEST(policy_patch_parse_apply_compare)
 	    JSON_C_TO_STRING_PLAIN), "{\"network\":true,\"images\":"
 	    "[\"a\",\"b\"],\"max_vms\":3,\"memory_mib\":1024,"
 	    "\"storage_gib\":10,\"max_streams\":8,\"egress\":"
-	    "{\"mode\":\"public\",\"deny\":[]}}");
+	    "{\"mode\":\"public\",\"deny\":[]},\"egress_rate\":0}");
 	json_object_put(j);
+	/* The egress rate: 0 lifts it, else within netd's bounds. */
+	o = json_tokener_parse("{\"policy\":{\"egress_rate\":131072}}");
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), 0);
+	ck_assert_uint_eq(pt.fields, POLICY_F_RATE);
+	policy_apply(&q, &pt);
+	ck_assert_uint_eq(q.egress_rate, 131072);
+	json_object_put(o);
+	o = json_tokener_parse("{\"policy\":{\"egress_rate\":4095}}");
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "$.policy.egress_rate: 4095 bytes "
+	    "a second is below the least limit, 4096"));
+	json_object_put(o);
+	o = json_tokener_parse("{\"policy\":{\"egress_rate\":-1}}");
+	ck_assert_int_eq(policy_patch_from_json(o, "policy", &pt, why,
+	    sizeof(why)), -1);
+	ck_assert_ptr_nonnull(strstr(why, "egress_rate"));
+	json_object_put(o);
 }
 END_TEST
 
@@ -215,6 +234,85 @@ START_TEST(policy_egress)
 END_TEST
 
 /* A VM's egress may narrow its workspace's, never widen it. */
+/* A running VM's policy narrowed by its workspace's new one. */
+START_TEST(egress_intersection)
+{
+	static const struct {
+		const char *a, *b, *want;
+	} cases[] = {
+		{ "{\"mode\":\"public\",\"deny\":[\"192.0.2.0/24\"]}",
+		    "{\"mode\":\"public\",\"deny\":[\"192.0.0.0/16\","
+		    "\"203.0.113.0/24\"]}",
+		    "{\"mode\":\"public\",\"deny\":[\"192.0.0.0/16\","
+		    "\"203.0.113.0/24\"]}" },
+		{ "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.0/24\","
+		    "\"203.0.113.7/32\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.128/25\","
+		    "\"203.0.113.0/24\",\"192.0.2.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.128/25\","
+		    "\"203.0.113.7/32\"]}" },
+		/* An allowlist less a deny list splits what it must. */
+		{ "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.0/24\"]}",
+		    "{\"mode\":\"public\",\"deny\":[\"198.51.100.0/26\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.64/26\","
+		    "\"198.51.100.128/25\"]}" },
+		{ "{\"mode\":\"public\",\"deny\":[\"198.51.100.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.7/32\","
+		    "\"203.0.113.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"203.0.113.0/24\"]}" },
+		{ "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[]}" },
+	};
+	struct egress *a, *b, *out;
+	struct json_object *o;
+	char why[256];
+
+	a = calloc(3, sizeof(*a));
+	ck_assert_ptr_nonnull(a);
+	b = a + 1;
+	out = a + 2;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		o = json_tokener_parse(cases[i].a);
+		ck_assert_int_eq(egress_from_json(o, "a", 256, a, why,
+		    sizeof(why)), 0);
+		json_object_put(o);
+		o = json_tokener_parse(cases[i].b);
+		ck_assert_int_eq(egress_from_json(o, "b", 256, b, why,
+		    sizeof(why)), 0);
+		json_object_put(o);
+		ck_assert_int_eq(egress_intersect(a, b, out), 0);
+		o = egress_to_json(out);
+		ck_assert_str_eq(json_object_to_json_string_ext(o,
+		    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE),
+		    cases[i].want);
+		json_object_put(o);
+		/* Never wider than either. */
+		ck_assert(egress_narrows(a, out, why, sizeof(why)));
+		ck_assert(egress_narrows(b, out, why, sizeof(why)));
+		ck_assert_int_eq(egress_intersect(b, a, out), 0);
+		ck_assert(egress_narrows(a, out, why, sizeof(why)));
+	}
+	/* Too many pieces: nothing at all, never more. */
+	memset(a, 0, sizeof(*a));
+	a->mode = EGRESS_ALLOWLIST;
+	a->ncidrs = 1;
+	a->cidrs[0].addr = 0;
+	a->cidrs[0].len = 0;
+	memset(b, 0, sizeof(*b));
+	b->mode = EGRESS_PUBLIC;
+	for (size_t i = 0; i < 200; i++) {
+		b->cidrs[i].addr = 0x0b000000u + (uint32_t)i * 0x200u;
+		b->cidrs[i].len = 32;
+	}
+	b->ncidrs = 200;
+	ck_assert_int_eq(egress_intersect(a, b, out), -1);
+	ck_assert_int_eq(out->mode, EGRESS_ALLOWLIST);
+	ck_assert_uint_eq(out->ncidrs, 0);
+	free(a);
+}
+END_TEST
+
 START_TEST(egress_narrowing)
 {
 	static const struct {
@@ -328,6 +426,7 @@ main(void)
 	tcase_add_test(tc, image_ids);
 	tcase_add_test(tc, policy_egress);
 	tcase_add_test(tc, egress_narrowing);
+	tcase_add_test(tc, egress_intersection);
 	tcase_add_test(tc, policy_patch_parse_apply_compare);
 	tcase_add_test(tc, policy_patch_refusals);
 	suite_add_tcase(s, tc);

@@ -50,6 +50,21 @@ START_TEST(request_shapes)
 	ck_assert_uint_eq(r.nslots, 0);
 	ck_assert_int_eq(decode(IPC_NET_STATUS, "{}", 16, &r, why,
 	    sizeof(why)), 0);
+	ck_assert_int_eq(decode(IPC_NET_COUNTERS, "{}", 16, &r, why,
+	    sizeof(why)), 0);
+	ck_assert_int_eq(decode(IPC_NET_EGRESS, "{\"slot\":4,\"egress\":"
+	    "{\"mode\":\"allowlist\",\"allow\":[]},\"rate\":65536}", 16, &r,
+	    why, sizeof(why)), 0);
+	ck_assert_uint_eq(r.slot, 4);
+	ck_assert_int_eq(r.egress.mode, EGRESS_ALLOWLIST);
+	ck_assert_uint_eq(r.egress.ncidrs, 0);
+	ck_assert_uint_eq(r.rate, 65536);
+	ck_assert_int_eq(decode(IPC_NET_SETUP, "{\"slot\":4,\"rate\":4096}",
+	    16, &r, why, sizeof(why)), 0);
+	ck_assert_uint_eq(r.rate, 4096);
+	ck_assert_int_eq(decode(IPC_NET_SETUP, "{\"slot\":4}", 16, &r, why,
+	    sizeof(why)), 0);
+	ck_assert_uint_eq(r.rate, 0);
 }
 END_TEST
 
@@ -72,6 +87,22 @@ START_TEST(request_refusals)
 		{ IPC_NET_SYNC, "{\"slots\":[true]}", "slots[0]" },
 		{ IPC_NET_SYNC, "{\"slots\":{}}", "slots" },
 		{ IPC_NET_STATUS, "{\"slot\":1}", "does not take" },
+		{ IPC_NET_COUNTERS, "{\"slot\":1}", "does not take" },
+		{ IPC_NET_EGRESS, "{\"slot\":1}", "required" },
+		{ IPC_NET_EGRESS, "{\"egress\":{\"mode\":\"public\","
+		    "\"deny\":[]}}", "required" },
+		{ IPC_NET_EGRESS, "{\"slot\":16,\"egress\":{\"mode\":"
+		    "\"public\",\"deny\":[]}}", "slot" },
+		{ IPC_NET_EGRESS, "{\"slot\":1,\"egress\":{\"mode\":"
+		    "\"public\",\"deny\":[]},\"rate\":4095}", "4096 to" },
+		{ IPC_NET_EGRESS, "{\"slot\":1,\"egress\":{\"mode\":"
+		    "\"public\",\"deny\":[]},\"rate\":1099511627777}",
+		    "$.rate" },
+		{ IPC_NET_EGRESS, "{\"slot\":1,\"egress\":{\"mode\":"
+		    "\"public\",\"deny\":[]},\"rate\":\"1M\"}", "$.rate" },
+		{ IPC_NET_SETUP, "{\"slot\":1,\"rate\":0}", "4096 to" },
+		{ IPC_NET_TEARDOWN, "{\"slot\":1,\"rate\":8192}",
+		    "does not take" },
 		{ IPC_NET_SETUP_RESULT, "{}", "not a request" },
 		{ IPC_VM_TOOL, "{}", "not a request" },
 	};
@@ -162,6 +193,38 @@ START_TEST(request_egress)
 }
 END_TEST
 
+START_TEST(drops_parse)
+{
+	static const char text[] =
+	    "table inet mcpvm_3 {\n"
+	    "\tcounter over_rate {\n\t\tpackets 5 bytes 300\n\t}\n"
+	    "\tcounter over_count {\n\t\tpackets 0 bytes 0\n\t}\n"
+	    "}\n"
+	    "table inet mcpvm_3_egress {\n"
+	    "\tcounter egress_drop {\n\t\tpackets 18446744073709551615 "
+	    "bytes 9\n\t}\n"
+	    "\tcounter bandwidth_drop {\n\t\tpackets 2 bytes 3000\n\t}\n"
+	    "}\n";
+	struct nft_drops d;
+
+	memset(&d, 0, sizeof(d));
+	nft_drops_parse(text, &d);
+	ck_assert_uint_eq(d.conn_rate.packets, 5);
+	ck_assert_uint_eq(d.conn_rate.bytes, 300);
+	ck_assert_uint_eq(d.conn_count.packets, 0);
+	ck_assert_uint_eq(d.egress.packets, UINT64_MAX);
+	ck_assert_uint_eq(d.egress.bytes, 9);
+	ck_assert_uint_eq(d.bandwidth.packets, 2);
+	ck_assert_uint_eq(d.bandwidth.bytes, 3000);
+	/* What a text lacks, or garbles, stays as it was. */
+	d.egress.packets = 44;
+	nft_drops_parse("counter egress_drop { packets x bytes 1 }", &d);
+	ck_assert_uint_eq(d.egress.packets, 44);
+	nft_drops_parse("", &d);
+	ck_assert_uint_eq(d.bandwidth.bytes, 3000);
+}
+END_TEST
+
 START_TEST(ruleset_egress)
 {
 	struct egress e;
@@ -174,28 +237,58 @@ START_TEST(ruleset_egress)
 	e.cidrs[0].len = 24;
 	e.cidrs[1].addr = 0xcb007107u;
 	e.cidrs[1].len = 32;
-	ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
+	ck_assert_int_gt(nft_build_egress(7, &e, 0, NULL, buf,
+	    sizeof(buf)), 0);
 	ck_assert_ptr_nonnull(strstr(buf, "delete table inet "
 	    "mcpvm_7_egress\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "elements = { 198.51.100.0/24, "
 	    "203.0.113.7/32 }"));
 	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ip daddr != "
-	    "@allow drop"));
+	    "@allow counter name egress_drop drop"));
+	ck_assert_ptr_null(strstr(buf, "limit rate"));
 	ck_assert_ptr_nonnull(strstr(buf, "priority 1;"));
 	e.mode = EGRESS_PUBLIC;
-	ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
-	ck_assert_ptr_nonnull(strstr(buf, "ip daddr @deny drop"));
+	ck_assert_int_gt(nft_build_egress(7, &e, 0, NULL, buf,
+	    sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "ip daddr @deny counter name "
+	    "egress_drop drop"));
 	ck_assert_ptr_null(strstr(buf, "@allow"));
 	/* Host bits, an unknown mode, a slot out of range: refused. */
 	e.cidrs[1].len = 24;
-	ck_assert_int_eq(nft_build_egress(7, &e, buf, sizeof(buf)), -1);
+	ck_assert_int_eq(nft_build_egress(7, &e, 0, NULL, buf,
+	    sizeof(buf)), -1);
 	e.cidrs[1].len = 32;
 	e.mode = (enum egress_mode)7;
-	ck_assert_int_eq(nft_build_egress(7, &e, buf, sizeof(buf)), -1);
-	e.mode = EGRESS_PUBLIC;
-	ck_assert_int_eq(nft_build_egress(NETD_MAX_SLOTS, &e, buf,
+	ck_assert_int_eq(nft_build_egress(7, &e, 0, NULL, buf,
 	    sizeof(buf)), -1);
-	ck_assert_int_eq(nft_build_egress(7, &e, buf, 16), -1);
+	e.mode = EGRESS_PUBLIC;
+	ck_assert_int_eq(nft_build_egress(NETD_MAX_SLOTS, &e, 0, NULL, buf,
+	    sizeof(buf)), -1);
+	ck_assert_int_eq(nft_build_egress(7, &e, 0, NULL, buf, 16), -1);
+	/* A rate, and counts carried from an earlier table. */
+	{
+		struct nft_drops d;
+
+		memset(&d, 0, sizeof(d));
+		d.egress.packets = 12;
+		d.egress.bytes = 3456;
+		d.bandwidth.packets = 7;
+		d.bandwidth.bytes = 70000;
+		ck_assert_int_gt(nft_build_egress(7, &e, 131072, &d, buf,
+		    sizeof(buf)), 0);
+		ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" limit "
+		    "rate over 131072 bytes/second counter name "
+		    "bandwidth_drop drop"));
+		ck_assert_ptr_nonnull(strstr(buf, "counter egress_drop {\n"
+		    "\t\tpackets 12 bytes 3456\n"));
+		ck_assert_ptr_nonnull(strstr(buf, "counter bandwidth_drop {\n"
+		    "\t\tpackets 7 bytes 70000\n"));
+		/* Out of bounds either way. */
+		ck_assert_int_eq(nft_build_egress(7, &e, NETD_RATE_MIN - 1,
+		    NULL, buf, sizeof(buf)), -1);
+		ck_assert_int_eq(nft_build_egress(7, &e,
+		    (uint64_t)NETD_RATE_MAX + 1, NULL, buf, sizeof(buf)), -1);
+	}
 	/* Deleting the VM's tables takes its egress table too. */
 	ck_assert_int_gt(nft_build_vm_delete(7, buf, sizeof(buf)), 0);
 	ck_assert_ptr_nonnull(strstr(buf, "delete table inet "
@@ -408,23 +501,50 @@ START_TEST(ruleset_nft_accepts)
 
 		memset(&e, 0, sizeof(e));
 		e.mode = EGRESS_ALLOWLIST;
-		ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
+		ck_assert_int_gt(nft_build_egress(7, &e, 0, NULL, buf,
+		    sizeof(buf)), 0);
 		ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0,
 		    "%s", err);
 		e.ncidrs = 1;
 		e.cidrs[0].addr = 0xc6336400u;
 		e.cidrs[0].len = 24;
-		ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
+		ck_assert_int_gt(nft_build_egress(7, &e, 0, NULL, buf,
+		    sizeof(buf)), 0);
 		ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0,
 		    "%s", err);
 		e.mode = EGRESS_PUBLIC;
-		ck_assert_int_gt(nft_build_egress(7, &e, buf, sizeof(buf)), 0);
+		ck_assert_int_gt(nft_build_egress(7, &e, 0, NULL, buf,
+		    sizeof(buf)), 0);
 		ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0,
 		    "%s", err);
 		out = nft_list(ctx, "list set inet mcpvm_7_egress deny");
 		ck_assert_ptr_nonnull(out);
 		ck_assert_ptr_nonnull(strstr(out, "198.51.100.0/24"));
 		free(out);
+		/* With a rate and carried counts: the kernel keeps both, and
+		 * its listing reads back as they were given. */
+		{
+			struct nft_drops d, got;
+
+			memset(&d, 0, sizeof(d));
+			d.egress.packets = 9;
+			d.egress.bytes = 900;
+			d.bandwidth.packets = 4;
+			d.bandwidth.bytes = 6000;
+			ck_assert_int_gt(nft_build_egress(7, &e, 65536, &d, buf,
+			    sizeof(buf)), 0);
+			ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) ==
+			    0, "%s", err);
+			out = nft_list(ctx, "list counters");
+			ck_assert_ptr_nonnull(out);
+			memset(&got, 0, sizeof(got));
+			nft_drops_parse(out, &got);
+			free(out);
+			ck_assert_mem_eq(&got.egress, &d.egress,
+			    sizeof(d.egress));
+			ck_assert_mem_eq(&got.bandwidth, &d.bandwidth,
+			    sizeof(d.bandwidth));
+		}
 	}
 	ck_assert_int_gt(nft_build_vm_delete(7, buf, sizeof(buf)), 0);
 	ck_assert_msg(nft_apply(ctx, buf, err, sizeof(err)) == 0, "%s", err);
@@ -450,6 +570,7 @@ netd_suite(void)
 	tcase_add_test(tc, request_refusals);
 	tcase_add_test(tc, request_egress);
 	tcase_add_test(tc, ruleset_egress);
+	tcase_add_test(tc, drops_parse);
 	tcase_add_test(tc, cidrs);
 	tcase_add_test(tc, ruleset_vm);
 	tcase_add_test(tc, ruleset_tag);

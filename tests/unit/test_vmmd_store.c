@@ -624,6 +624,59 @@ END_TEST
  * (no such column then) reads as "", no device, so it restores as it
  * was booted.
  */
+/*
+ * What netd enforces now survives reopening (a restarted vmmd keeps a
+ * pushed policy); a row without it is the VM's own policy, a damaged
+ * one turns the network off.
+ */
+START_TEST(egress_now_kept_old_rows_own_damaged_off)
+{
+	struct store *s = open_store();
+	struct vm_record *v, *got;
+	sqlite3 *db;
+
+	v = calloc(2, sizeof(*v));
+	ck_assert_ptr_nonnull(v);
+	got = v + 1;
+	make_vm(v, "eeee", "ws-a", 4);
+	v->network = 1;
+	v->egress.mode = EGRESS_PUBLIC;
+	v->egress_now = v->egress;
+	ck_assert_int_eq(store_vm_insert(s, v, err, sizeof(err)), 0);
+	ck_assert_int_eq(store_vm_get(s, "eeee", got, err, sizeof(err)), 0);
+	ck_assert(egress_equal(&got->egress_now, &v->egress));
+	ck_assert_int_eq(got->net_off, 0);
+	ck_assert_uint_eq(got->egress_rate, 0);
+	v->egress_now.mode = EGRESS_ALLOWLIST;
+	v->egress_now.ncidrs = 1;
+	v->egress_now.cidrs[0].addr = 0xcb007135u;
+	v->egress_now.cidrs[0].len = 32;
+	v->egress_rate = 65536;
+	v->net_off = 1;
+	ck_assert_int_eq(store_vm_set_egress_now(s, v, err, sizeof(err)), 0);
+	store_close(s);
+	s = open_store();
+	ck_assert_int_eq(store_vm_get(s, "eeee", got, err, sizeof(err)), 0);
+	ck_assert(egress_equal(&got->egress_now, &v->egress_now));
+	ck_assert(egress_equal(&got->egress, &v->egress));
+	ck_assert_uint_eq(got->egress_rate, 65536);
+	ck_assert_int_eq(got->net_off, 1);
+	store_close(s);
+	ck_assert_int_eq(sqlite3_open(dbpath, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "UPDATE vms SET egress_now = "
+	    "'{\"network\":true,\"rate\":0}'", NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	s = open_store();
+	ck_assert_int_eq(store_vm_get(s, "eeee", got, err, sizeof(err)), 0);
+	ck_assert_int_eq(got->net_off, 1);
+	ck_assert_int_eq(got->egress_now.mode, EGRESS_ALLOWLIST);
+	ck_assert_uint_eq(got->egress_now.ncidrs, 0);
+	store_close(s);
+	free(v);
+}
+END_TEST
+
 START_TEST(vmgenid_kept_and_empty_for_old_rows)
 {
 	struct store *s = open_store();
@@ -780,6 +833,7 @@ main(void)
 	tcase_add_test(tc, refuses_symlink);
 	tcase_add_test(tc, refuses_newer_schema);
 	tcase_add_test(tc, digest_is_canonical);
+	tcase_add_test(tc, egress_now_kept_old_rows_own_damaged_off);
 	tcase_add_test(tc, image_digests_by_identity);
 	tcase_add_test(tc, vmgenid_kept_and_empty_for_old_rows);
 	tcase_add_test(tc, snapshot_network_kept_and_off_for_old_rows);
