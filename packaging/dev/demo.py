@@ -6,11 +6,17 @@ With --smoke (packaging/dev/up --check, the installed-system test) it
 always creates a new VM and then goes on: hibernate it, resume it, run the
 command again, destroy it, and exit non-zero when any step did not do
 what it says.  With --origin ORIGIN as well, the new VM must say it was
-made that way (vm_status's origin: warm, booted, snapshot).
+made that way (vm_status's origin: warm, booted, snapshot).  With
+--network MIRROR_URL as well (packaging/dev/up --check --network), it then
+shows the workspace's egress allowlist at work from inside guests: a VM
+with network on fetches MIRROR_URL (this machine's Debian mirror, which
+the allowlist lists), and a VM narrowed to the resolvers alone (vm_create's
+egress) cannot connect to the mirror's address.
 
 Standard library only: Streamable HTTP is POST with JSON-RPC, answered as
 application/json or as an SSE stream.
-usage: demo.py [--smoke [--origin ORIGIN]] BASE_URL TOKEN_FILE
+usage: demo.py [--smoke [--origin ORIGIN] [--network MIRROR_URL]]
+               BASE_URL TOKEN_FILE
 """
 import json
 import sys
@@ -76,11 +82,11 @@ class Mcp:
         return res["structuredContent"]
 
 
-def run(mcp, vm, label):
-    """Runs COMMAND in vm, prints its output; returns stdout and state."""
+def run(mcp, vm, label, command=COMMAND):
+    """Runs command in vm, prints its output; returns stdout and state."""
     job = mcp.tool("vm_exec", vm_id=vm, request_id="%s-%d" % (
-        label, time.time() * 1000), command=COMMAND)["job_id"]
-    print("up: $ " + COMMAND)
+        label, time.time() * 1000), command=command)["job_id"]
+    print("up: $ " + command)
     cursor = {"stdout": 0, "stderr": 0}
     text = ""
     while True:
@@ -124,14 +130,72 @@ def smoke(mcp, vm):
     print("up: smoke test passed")
 
 
+# Run in the guest: GET the URL (argv[1]) and print its HTTP status (any
+# status: the server answered), or why there was none.
+FETCH = """python3 -c 'import sys, urllib.request as u, urllib.error as e
+try: print("HTTP", u.urlopen(sys.argv[1], timeout=8).status)
+except e.HTTPError as x: print("HTTP", x.code)
+except Exception as x: print("failed:", x)' """
+
+
+def network_smoke(mcp, mirror):
+    """The egress allowlist seen from guests: the mirror is reachable from
+    a VM with the workspace's policy and not from one narrowed to the
+    resolvers."""
+    def expect(what, cond):
+        if not cond:
+            raise SystemExit("up: network smoke test failed: " + what)
+    policy = None
+    vms = []
+    try:
+        t0 = time.time()
+        vm = mcp.tool("vm_create", request_id="dev-up-net-%d" % time.time(),
+                      network="on")["vm_id"]
+        vms.append(vm)
+        st = mcp.tool("vm_status", vm_id=vm)
+        policy = st["egress"]
+        print("up: created VM %s with network in %.1f s (origin %s), "
+              "egress %s" % (vm, time.time() - t0, st["origin"],
+                             json.dumps(policy)))
+        text, state, code = run(mcp, vm, "net-fetch", FETCH + mirror)
+        expect("the mirror is reachable from the allowlisted VM: " + text,
+               text.startswith("HTTP "))
+        # Narrowed: the resolvers only, so no address of the mirror.
+        host = mirror.split("://", 1)[1].split("/", 1)[0].split(":", 1)[0]
+        text, _, _ = run(mcp, vm, "net-resolve",
+                         "getent ahostsv4 %s | cut -d' ' -f1 | sort -u" %
+                         host)
+        mirror_addrs = {a + "/32" for a in text.split()}
+        expect("the guest resolves the mirror", bool(mirror_addrs))
+        narrow = [c for c in policy.get("allow", [])
+                  if c not in mirror_addrs]
+        expect("the allowlist has more than the mirror", bool(narrow))
+        t0 = time.time()
+        vm2 = mcp.tool("vm_create", request_id="dev-up-net2-%d" % time.time(),
+                       network="on",
+                       egress={"mode": "allowlist", "allow": narrow})["vm_id"]
+        vms.append(vm2)
+        print("up: created VM %s narrowed to %s in %.1f s" %
+              (vm2, " ".join(narrow), time.time() - t0))
+        text, _, _ = run(mcp, vm2, "net-fetch-narrow", FETCH + mirror)
+        expect("the narrowed VM cannot reach the mirror: " + text,
+               text.startswith("failed:"))
+        print("up: network smoke test passed")
+    finally:
+        for v in vms:
+            mcp.tool("vm_destroy", vm_id=v)
+
+
 def main():
     args = sys.argv[1:]
     check = args[:1] == ["--smoke"]
     if check:
         args = args[1:]
-    origin = None
+    origin = mirror = None
     if check and args[:1] == ["--origin"]:
         origin, args = args[1], args[2:]
+    if check and args[:1] == ["--network"]:
+        mirror, args = args[1], args[2:]
     base, token = args[0], open(args[1]).read().strip()
     mcp = Mcp(base, token)
     for _ in range(100):
@@ -167,6 +231,8 @@ def main():
                              "not %s" % (vm, made, origin))
     if check:
         smoke(mcp, vm)
+        if mirror is not None:
+            network_smoke(mcp, mirror)
     else:
         run(mcp, vm, "dev-up-exec")
 
