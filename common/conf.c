@@ -221,6 +221,9 @@ static const struct cfg_key authd_keys[] = {
 	{ "egress_max_cidrs", CFG_INT, AK(egress_max_cidrs), 0, "64",
 	    0, 256, NULL, "the most prefixes a workspace's egress allow or "
 	    "deny list may hold" },
+	{ "egress_max_names", CFG_INT, AK(egress_max_names), 0, "32",
+	    0, 64, NULL, "the most domain names a workspace's egress "
+	    "allowlist may hold" },
 	{ "fail_rate", CFG_INT, AK(fail_rate), 0, "20", 1, 1000000, NULL,
 	    "failed verifications answered per second per peer user" },
 	{ "fail_burst", CFG_INT, AK(fail_burst), 0, "100", 1, 1000000, NULL,

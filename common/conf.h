@@ -101,6 +101,7 @@ struct conf_authd {
 	long long	 default_storage_gib;
 	long long	 default_max_streams;
 	long long	 egress_max_cidrs;
+	long long	 egress_max_names;
 	long long	 fail_rate;
 	long long	 fail_burst;
 	long long	 fail_queue;
