@@ -323,6 +323,12 @@ static const struct cfg_key netd_keys[] = {
 	{ "connection_rate_per_vm", CFG_INT, NK(connection_rate_per_vm), 0,
 	    "100", 1, 100000, NULL, "new connections one guest may open a "
 	    "second, and at once; more are dropped" },
+	{ "dns_ttl_min", CFG_INT, NK(dns_ttl_min), 0, "30", 1, 86400, NULL,
+	    "the shortest time an address resolved for an allowlisted name "
+	    "stays reachable (s)" },
+	{ "dns_ttl_max", CFG_INT, NK(dns_ttl_max), 0, "3600", 1, 604800,
+	    NULL, "the longest time an address resolved for an allowlisted "
+	    "name stays reachable (s)" },
 };
 
 #define NKEYS(t)	(sizeof(t) / sizeof((t)[0]))

@@ -146,6 +146,7 @@ struct conf_netd {
 	struct cfg_list	 blocked_cidrs;	/* destinations no guest reaches */
 	long long	 max_conntrack_per_vm;	/* tracked flows of one VM */
 	long long	 connection_rate_per_vm; /* its new flows a second */
+	long long	 dns_ttl_min, dns_ttl_max;	/* allow4 timeouts */
 };
 
 struct mcpvm_conf {

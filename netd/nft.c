@@ -301,6 +301,11 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put(&o, "\tchain input {\n");
 	put(&o, "\t\ttype filter hook input priority filter; policy drop;\n");
 	put(&o, "\t\tiif \"lo\" accept\n");
+	/* But the slot's DNS forwarder, which listens only when the VM's
+	 * allowlist holds names (dnsfwd.c); else nothing answers there. */
+	put(&o, "\t\tiifname \"%s\" ip daddr ", tap);
+	put_ip(&o, guest - 1);
+	put(&o, " udp dport 53 accept\n");
 	put(&o, "\t}\n");
 	put(&o, "\tchain output {\n");
 	put(&o, "\t\ttype filter hook output priority filter; "
@@ -385,11 +390,12 @@ nft_build_egress(unsigned slot, const struct egress *e, char *buf,
 {
 	struct out o = { buf, len, 0, 0 };
 	const char *set = e->mode == EGRESS_ALLOWLIST ? "allow" : "deny";
+	int names = e->mode == EGRESS_ALLOWLIST && e->nnames > 0;
 	char tap[16];
 
 	if (len == 0 || slot >= NETD_MAX_SLOTS ||
 	    (e->mode != EGRESS_PUBLIC && e->mode != EGRESS_ALLOWLIST) ||
-	    e->ncidrs > EGRESS_MAX_CIDRS)
+	    e->ncidrs > EGRESS_MAX_CIDRS || e->nnames > EGRESS_MAX_NAMES)
 		return -1;
 	for (size_t i = 0; i < e->ncidrs; i++)
 		if (e->cidrs[i].len > 32 ||
@@ -410,6 +416,11 @@ nft_build_egress(unsigned slot, const struct egress *e, char *buf,
 		put(&o, " }\n");
 	}
 	put(&o, "\t}\n");
+	/* The addresses netd's forwarder answered for allowed names, each
+	 * for its record's (bounded) TTL. */
+	if (names)
+		put(&o, "\tset allow4 {\n\t\ttype ipv4_addr\n"
+		    "\t\tflags timeout\n\t}\n");
 	/*
 	 * After the VM's own forward chain (priority 0): a packet that one
 	 * dropped never gets here, and one it accepted still has to pass
@@ -418,11 +429,52 @@ nft_build_egress(unsigned slot, const struct egress *e, char *buf,
 	 */
 	put(&o, "\tchain forward {\n");
 	put(&o, "\t\ttype filter hook forward priority 1; policy accept;\n");
-	if (e->mode == EGRESS_ALLOWLIST)
+	if (names) {
+		/* Its resolver is the forwarder: DNS and DNS over TLS to
+		 * anywhere else are dropped, listed or not. */
+		put(&o, "\t\tiifname \"%s\" meta l4proto { tcp, udp } "
+		    "th dport { 53, 853 } drop\n", tap);
+		put(&o, "\t\tiifname \"%s\" ip daddr @allow accept\n", tap);
+		put(&o, "\t\tiifname \"%s\" ip daddr @allow4 accept\n", tap);
+		put(&o, "\t\tiifname \"%s\" drop\n", tap);
+	} else if (e->mode == EGRESS_ALLOWLIST)
 		put(&o, "\t\tiifname \"%s\" ip daddr != @allow drop\n", tap);
 	else
 		put(&o, "\t\tiifname \"%s\" ip daddr @deny drop\n", tap);
 	put(&o, "\t}\n}\n");
+	return finish(&o);
+}
+
+int
+nft_build_allow4(unsigned slot, const uint32_t *addrs, const uint32_t *secs,
+    size_t n, char *buf, size_t len)
+{
+	struct out o = { buf, len, 0, 0 };
+
+	if (len == 0 || slot >= NETD_MAX_SLOTS || n == 0 || n > 64)
+		return -1;
+	/* An element already there gets the new timeout (delete, add). */
+	put(&o, "add element inet " NETD_EGRESS_FMT " allow4 { ", slot);
+	for (size_t i = 0; i < n; i++) {
+		put(&o, i == 0 ? "" : ", ");
+		put_ip(&o, addrs[i]);
+	}
+	put(&o, " }\n");
+	put(&o, "delete element inet " NETD_EGRESS_FMT " allow4 { ", slot);
+	for (size_t i = 0; i < n; i++) {
+		put(&o, i == 0 ? "" : ", ");
+		put_ip(&o, addrs[i]);
+	}
+	put(&o, " }\n");
+	put(&o, "add element inet " NETD_EGRESS_FMT " allow4 { ", slot);
+	for (size_t i = 0; i < n; i++) {
+		if (secs[i] == 0 || secs[i] > 604800)
+			return -1;
+		put(&o, i == 0 ? "" : ", ");
+		put_ip(&o, addrs[i]);
+		put(&o, " timeout %us", secs[i]);
+	}
+	put(&o, " }\n");
 	return finish(&o);
 }
 
