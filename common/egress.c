@@ -68,7 +68,10 @@ name_from_json(const char *s, size_t len, const char *path, const char *key,
 			    (unsigned char)s[k] > 0x7e || s[k] == '"' ||
 			    s[k] == '\\')
 				plain = 0;
-		if (plain)
+		if (plain && len > 64)	/* long: its start names it */
+			snprintf(why, whylen, "$.%s.%s[%zu]: \"%.40s...\" %s",
+			    path, key, i, s, rule);
+		else if (plain)
 			snprintf(why, whylen, "$.%s.%s[%zu]: \"%s\" %s", path,
 			    key, i, s, rule);
 		else
