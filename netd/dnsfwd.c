@@ -310,7 +310,7 @@ dnsfwd_main(void)
 }
 
 int
-dnsfwd_start(const struct fwd_cfg *c)
+dnsfwd_start(const struct fwd_cfg *c, pid_t *pidp)
 {
 	int sv[2];
 	pid_t pid;
@@ -321,6 +321,7 @@ dnsfwd_start(const struct fwd_cfg *c)
 		fatal("fork");
 	if (pid > 0) {
 		close(sv[1]);
+		*pidp = pid;
 		return sv[0];
 	}
 	close(sv[0]);

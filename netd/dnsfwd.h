@@ -8,6 +8,7 @@
 #ifndef MCPVM_NETD_DNSFWD_H
 #define MCPVM_NETD_DNSFWD_H
 
+#include <sys/types.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,6 @@ struct fwd_cfg {
  * user nobody with no capabilities, NoNewPrivs and a seccomp allowlist,
  * and serves until its end of the socketpair closes.  Returns netd's end.
  */
-int	dnsfwd_start(const struct fwd_cfg *);
+int	dnsfwd_start(const struct fwd_cfg *, pid_t *pid);
 
 #endif

@@ -7,6 +7,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <errno.h>
@@ -79,6 +80,7 @@ static const char *const netd_syscalls[] = {
 	"openat", "ioctl", "unshare", "setns", "mount", "umount2",
 	"unlink", "unlinkat", "getdents64", "access", "faccessat",
 	"faccessat2", "readlink", "readlinkat", "getcwd", "sysinfo",
+	"wait4",
 };
 
 struct netd *netd;
@@ -1009,6 +1011,7 @@ main(int argc, char **argv)
 {
 	static struct netd n;
 	static struct fwd_cfg fwd_cfg;
+	pid_t fwd_pid;
 	struct daemon_args args;
 	struct mcpvm_conf conf;
 	struct ipc_server *srv;
@@ -1036,7 +1039,7 @@ main(int argc, char **argv)
 	fwd_cfg.ndns = n.ndns;
 	fwd_cfg.ttl_min = n.ttl_min;
 	fwd_cfg.ttl_max = n.ttl_max;
-	n.fwd_fd = dnsfwd_start(&fwd_cfg);
+	n.fwd_fd = dnsfwd_start(&fwd_cfg, &fwd_pid);
 
 	if ((n.lc.host_ns = open("/proc/self/ns/net", O_RDONLY |
 	    O_CLOEXEC)) == -1)
@@ -1097,7 +1100,9 @@ main(int argc, char **argv)
 	event_free(sig[1]);
 	event_free(n.addr_ev);
 	event_free(n.fwd_ev);
-	close(n.fwd_fd);	/* the forwarder exits */
+	close(n.fwd_fd);	/* the forwarder exits; netd waits for it */
+	while (waitpid(fwd_pid, NULL, 0) == -1 && errno == EINTR)
+		;
 	link_addr_unwatch(n.addr_sk);
 	/* Closing the context's socket removes mcpvm_host (owner flag). */
 	nft_close(n.host_nft);

@@ -83,10 +83,17 @@ class NetdEgressTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        pid = cls.world.netd.pid if cls.world.netd is not None else None
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            forwarder = f.read().split()
         try:
             cls.c.close()
         finally:
             cls.world.cleanup()
+        # netd's DNS forwarder went with it.
+        for kid in forwarder:
+            assert not os.path.exists("/proc/%s" % kid), \
+                "netd's child %s outlived it" % kid
         assert host_ruleset() == cls.real_ruleset, \
             "the machine's nft ruleset changed"
         now = sorted(os.listdir("/run/netns")) \
