@@ -51,7 +51,7 @@ usage_to(FILE *f, int code)
 	    "        [--ttl DURATION] [--allow-network] [--image ID]...\n"
 	    "        [--max-vms N] [--memory-mib N] [--storage-gib N]"
 	    " [--max-streams N]\n"
-	    "        [--egress-public | --egress-allow CIDR... |"
+	    "        [--egress-public | --egress-allow CIDR|NAME... |"
 	    " --egress-deny CIDR...]\n"
 	    "        [--egress-rate BYTES]\n"
 	    "  rotate --workspace W (--output FILE [--owner USER] |"
@@ -63,7 +63,7 @@ usage_to(FILE *f, int code)
 	    "        [--image ID]... [--all-images] [--max-vms N]"
 	    " [--memory-mib N]\n"
 	    "        [--storage-gib N] [--max-streams N]\n"
-	    "        [--egress-public | --egress-allow CIDR... |"
+	    "        [--egress-public | --egress-allow CIDR|NAME... |"
 	    " --egress-deny CIDR...]\n"
 	    "        [--egress-rate BYTES]\n"
 	    "  list\n"
@@ -162,15 +162,27 @@ enum {
 	O_EG_RATE,
 };
 
-/* --egress-allow and --egress-deny: one prefix, checked as authd will. */
+/* --egress-allow and --egress-deny: one prefix, or for --egress-allow a
+ * domain name, checked as authd will. */
 static void
 egress_flag(struct args *a, const char *opt, const char *v,
     struct json_object **list, const char *mode, const char *key)
 {
 	struct json_object *eg;
 	struct cidr c;
+	char name[DNSNAME_MAX + 1], why[128];
 
-	if (cidr_parse(v, 0, &c) == -1)
+	if (strcmp(key, "allow") == 0 && dnsname_like(v)) {
+		if (dnsname_check(v, strlen(v), 1, name, why,
+		    sizeof(why)) == -1)
+			die(EX_USAGE, "%s '%.*s': the name %s", opt,
+			    DNSNAME_MAX + 8, v, why);
+		v = name;
+	} else if (strcmp(key, "deny") == 0 && dnsname_like(v))
+		die(EX_USAGE, "%s '%.*s': a deny list holds prefixes only; "
+		    "names are taken by --egress-allow", opt, DNSNAME_MAX + 8,
+		    v);
+	else if (cidr_parse(v, 0, &c) == -1)
 		die(EX_USAGE, "%s '%s': not an IPv4 prefix a.b.c.d/n with its "
 		    "host bits zero", opt, v);
 	if (*list == NULL) {

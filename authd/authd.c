@@ -271,6 +271,7 @@ main(int argc, char **argv)
 	a.set.defaults.storage_gib = (uint32_t)conf.authd.default_storage_gib;
 	a.set.defaults.max_streams = (uint32_t)conf.authd.default_max_streams;
 	policy_set_egress_max((size_t)conf.authd.egress_max_cidrs);
+	policy_set_egress_max_names((size_t)conf.authd.egress_max_names);
 	a.set.fail_rate = (unsigned int)conf.authd.fail_rate;
 	a.set.fail_burst = (unsigned int)conf.authd.fail_burst;
 	a.set.fail_queue = (unsigned int)conf.authd.fail_queue;

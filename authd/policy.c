@@ -12,13 +12,21 @@
 #include "jsonx.h"
 #include "policy.h"
 
-/* [authd] egress_max_cidrs; its default until authd sets it. */
+/* [authd] egress_max_cidrs and egress_max_names; their defaults until
+ * authd sets them. */
 static size_t egress_max = 64;
+static size_t egress_max_names = 32;
 
 void
 policy_set_egress_max(size_t n)
 {
 	egress_max = n > EGRESS_MAX_CIDRS ? EGRESS_MAX_CIDRS : n;
+}
+
+void
+policy_set_egress_max_names(size_t n)
+{
+	egress_max_names = n > EGRESS_MAX_NAMES ? EGRESS_MAX_NAMES : n;
 }
 
 size_t
@@ -292,8 +300,8 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 		return -1;
 	snprintf(path, sizeof(path), "%s.egress", key);
 	if (json_object_object_get_ex(pol, "egress", &eg)) {
-		if (egress_from_json(eg, path, egress_max, &pt->p.egress, why,
-		    whylen) == -1)
+		if (egress_from_json_lim(eg, path, egress_max,
+		    egress_max_names, &pt->p.egress, why, whylen) == -1)
 			return -1;
 		pt->fields |= POLICY_F_EGRESS;
 	}

@@ -76,6 +76,8 @@ int	policy_images_split(struct auth_policy *, const char *s);
  * at most EGRESS_MAX_CIDRS), which policy_patch_from_json enforces.
  */
 void	policy_set_egress_max(size_t);
+/* The most names an allowlist may hold ([authd] egress_max_names). */
+void	policy_set_egress_max_names(size_t);
 size_t	policy_egress_max(void);
 
 /* {"network":…,"images":[…],"max_vms":…,…,"egress":{…},

@@ -224,6 +224,9 @@ static const struct cfg_key authd_keys[] = {
 	{ "egress_max_cidrs", CFG_INT, AK(egress_max_cidrs), 0, "64",
 	    0, 256, NULL, "the most prefixes a workspace's egress allow or "
 	    "deny list may hold" },
+	{ "egress_max_names", CFG_INT, AK(egress_max_names), 0, "32",
+	    0, 64, NULL, "the most domain names a workspace's egress "
+	    "allowlist may hold" },
 	{ "fail_rate", CFG_INT, AK(fail_rate), 0, "20", 1, 1000000, NULL,
 	    "failed verifications answered per second per peer user" },
 	{ "fail_burst", CFG_INT, AK(fail_burst), 0, "100", 1, 1000000, NULL,
@@ -323,6 +326,12 @@ static const struct cfg_key netd_keys[] = {
 	{ "connection_rate_per_vm", CFG_INT, NK(connection_rate_per_vm), 0,
 	    "100", 1, 100000, NULL, "new connections one guest may open a "
 	    "second, and at once; more are dropped" },
+	{ "dns_ttl_min", CFG_INT, NK(dns_ttl_min), 0, "30", 1, 86400, NULL,
+	    "the shortest time an address resolved for an allowlisted name "
+	    "stays reachable (s)" },
+	{ "dns_ttl_max", CFG_INT, NK(dns_ttl_max), 0, "3600", 1, 604800,
+	    NULL, "the longest time an address resolved for an allowlisted "
+	    "name stays reachable (s)" },
 };
 
 #define NKEYS(t)	(sizeof(t) / sizeof((t)[0]))

@@ -102,6 +102,7 @@ struct conf_authd {
 	long long	 default_storage_gib;
 	long long	 default_max_streams;
 	long long	 egress_max_cidrs;
+	long long	 egress_max_names;
 	long long	 fail_rate;
 	long long	 fail_burst;
 	long long	 fail_queue;
@@ -146,6 +147,7 @@ struct conf_netd {
 	struct cfg_list	 blocked_cidrs;	/* destinations no guest reaches */
 	long long	 max_conntrack_per_vm;	/* tracked flows of one VM */
 	long long	 connection_rate_per_vm; /* its new flows a second */
+	long long	 dns_ttl_min, dns_ttl_max;	/* allow4 timeouts */
 };
 
 struct mcpvm_conf {

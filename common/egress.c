@@ -38,28 +38,96 @@ entry_text(const char *s)
 }
 
 static int
-list_from_json(struct json_object *arr, const char *path, const char *key,
-    size_t max, struct egress *e, char *why, size_t whylen)
+name_cmp(const void *a, const void *b)
 {
-	size_t n = json_object_array_length(arr);
+	return strcmp(a, b);
+}
 
-	if (n > max) {
-		snprintf(why, whylen, "$.%s.%s: has %zu entries; the limit is "
-		    "%zu (egress_max_cidrs)", path, key, n, max);
+/* One name entry into e->names[e->nnames]. */
+static int
+name_from_json(const char *s, size_t len, const char *path, const char *key,
+    size_t i, struct egress *e, char *why, size_t whylen)
+{
+	char rule[128];
+
+	if (strcmp(key, "deny") == 0) {
+		snprintf(why, whylen, "$.%s.%s[%zu]: names are taken in "
+		    "allowlists only; a deny list holds prefixes", path, key,
+		    i);
 		return -1;
 	}
+	if (strlen(s) != len || dnsname_check(s, len, 1,
+	    e->names[e->nnames], rule, sizeof(rule)) == -1) {
+		if (strlen(s) != len)
+			snprintf(rule, sizeof(rule), "has a NUL byte");
+		/* Name it when it is printable and not too long to read. */
+		int plain = strlen(s) == len && len <= DNSNAME_MAX + 8;
+
+		for (size_t k = 0; plain && k < len; k++)
+			if ((unsigned char)s[k] < 0x20 ||
+			    (unsigned char)s[k] > 0x7e || s[k] == '"' ||
+			    s[k] == '\\')
+				plain = 0;
+		if (plain && len > 64)	/* long: its start names it */
+			snprintf(why, whylen, "$.%s.%s[%zu]: \"%.40s...\" %s",
+			    path, key, i, s, rule);
+		else if (plain)
+			snprintf(why, whylen, "$.%s.%s[%zu]: \"%s\" %s", path,
+			    key, i, s, rule);
+		else
+			snprintf(why, whylen, "$.%s.%s[%zu]: the name %s", path,
+			    key, i, rule);
+		return -1;
+	}
+	e->nnames++;
+	return 0;
+}
+
+static int
+list_from_json(struct json_object *arr, const char *path, const char *key,
+    size_t max, size_t max_names, struct egress *e, char *why,
+    size_t whylen)
+{
+	size_t n = json_object_array_length(arr), nc = 0, nn = 0;
+
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *v = json_object_array_get_idx(arr, i);
-		const char *s, *shown;
 
 		if (!json_object_is_type(v, json_type_string)) {
 			snprintf(why, whylen, "$.%s.%s[%zu]: expected a string, "
 			    "got %s", path, key, i, jsonx_type_name(v));
 			return -1;
 		}
+		if (dnsname_like(json_object_get_string(v)))
+			nn++;
+		else
+			nc++;
+	}
+	if (nc > max) {
+		snprintf(why, whylen, "$.%s.%s: has %zu %s; the limit is "
+		    "%zu (egress_max_cidrs)", path, key, nc, nn == 0 ?
+		    "entries" : "prefixes", max);
+		return -1;
+	}
+	if (nn > max_names && strcmp(key, "deny") != 0) {
+		snprintf(why, whylen, "$.%s.%s: has %zu names; the limit is "
+		    "%zu (egress_max_names)", path, key, nn, max_names);
+		return -1;
+	}
+	nc = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *v = json_object_array_get_idx(arr, i);
+		const char *s, *shown;
+
 		s = json_object_get_string(v);
+		if (dnsname_like(s)) {
+			if (name_from_json(s, (size_t)json_object_get_string_len(
+			    v), path, key, i, e, why, whylen) == -1)
+				return -1;
+			continue;
+		}
 		if (strlen(s) != (size_t)json_object_get_string_len(v) ||
-		    cidr_parse(s, 0, &e->cidrs[i]) == -1) {
+		    cidr_parse(s, 0, &e->cidrs[nc]) == -1) {
 			struct cidr c;
 			const char *slash;
 
@@ -89,18 +157,20 @@ list_from_json(struct json_object *arr, const char *path, const char *key,
 				}
 			}
 			snprintf(why, whylen, "$.%s.%s[%zu]: %s%s%sis not an IPv4 "
-			    "prefix a.b.c.d/n", path, key, i,
+			    "prefix a.b.c.d/n%s", path, key, i,
 			    shown != NULL ? "\"" : "", shown != NULL ? shown : "",
-			    shown != NULL ? "\" " : "");
+			    shown != NULL ? "\" " : "", strcmp(key, "allow") == 0 ?
+			    " or a domain name" : "");
 			return -1;
 		}
+		nc++;
 	}
-	e->ncidrs = n;
-	qsort(e->cidrs, n, sizeof(e->cidrs[0]), cidr_cmp);
+	e->ncidrs = nc;
+	qsort(e->cidrs, nc, sizeof(e->cidrs[0]), cidr_cmp);
 	{
 		size_t out = 0;
 
-		for (size_t i = 0; i < n; i++) {
+		for (size_t i = 0; i < nc; i++) {
 			if (out > 0 && cidr_cmp(&e->cidrs[out - 1],
 			    &e->cidrs[i]) == 0)
 				continue;
@@ -108,12 +178,35 @@ list_from_json(struct json_object *arr, const char *path, const char *key,
 		}
 		e->ncidrs = out;
 	}
+	qsort(e->names, e->nnames, sizeof(e->names[0]), name_cmp);
+	{
+		size_t out = 0;
+
+		for (size_t i = 0; i < e->nnames; i++) {
+			if (out > 0 && strcmp(e->names[out - 1],
+			    e->names[i]) == 0)
+				continue;
+			if (out != i)
+				memcpy(e->names[out], e->names[i],
+				    sizeof(e->names[0]));
+			out++;
+		}
+		e->nnames = out;
+	}
 	return 0;
 }
 
 int
 egress_from_json(struct json_object *o, const char *path, size_t max,
     struct egress *out, char *why, size_t whylen)
+{
+	return egress_from_json_lim(o, path, max, EGRESS_MAX_NAMES, out, why,
+	    whylen);
+}
+
+int
+egress_from_json_lim(struct json_object *o, const char *path, size_t max,
+    size_t max_names, struct egress *out, char *why, size_t whylen)
 {
 	static const char *const modes[] = { "public", "allowlist", NULL };
 	struct json_object *arr = NULL;
@@ -124,6 +217,8 @@ egress_from_json(struct json_object *o, const char *path, size_t max,
 
 	if (max > EGRESS_MAX_CIDRS)
 		max = EGRESS_MAX_CIDRS;
+	if (max_names > EGRESS_MAX_NAMES)
+		max_names = EGRESS_MAX_NAMES;
 	if (o == NULL || !json_object_is_type(o, json_type_object)) {
 		snprintf(why, whylen, "$.%s: expected an object", path);
 		return -1;
@@ -165,7 +260,7 @@ egress_from_json(struct json_object *o, const char *path, size_t max,
 	}
 	if (r == EGRESS_ALLOWLIST && arr == NULL) {
 		snprintf(why, whylen, "$.%s: mode allowlist needs \"allow\", "
-		    "the prefixes a VM may reach", path);
+		    "the prefixes and names a VM may reach", path);
 		return -1;
 	}
 	if ((e = calloc(1, sizeof(*e))) == NULL) {
@@ -174,7 +269,8 @@ egress_from_json(struct json_object *o, const char *path, size_t max,
 	}
 	e->mode = (enum egress_mode)r;
 	if (arr != NULL &&
-	    list_from_json(arr, path, want, max, e, why, whylen) == -1) {
+	    list_from_json(arr, path, want, max, max_names, e, why,
+	    whylen) == -1) {
 		free(e);
 		return -1;
 	}
@@ -201,6 +297,9 @@ egress_to_json(const struct egress *e)
 		cidr_format(&e->cidrs[i], buf, sizeof(buf));
 		json_object_array_add(arr, json_object_new_string(buf));
 	}
+	for (size_t i = 0; i < e->nnames; i++)
+		json_object_array_add(arr, json_object_new_string(
+		    e->names[i]));
 	json_object_object_add(o, e->mode == EGRESS_ALLOWLIST ? "allow" :
 	    "deny", arr);
 	return o;
@@ -214,7 +313,23 @@ egress_equal(const struct egress *a, const struct egress *b)
 	for (size_t i = 0; i < a->ncidrs; i++)
 		if (cidr_cmp(&a->cidrs[i], &b->cidrs[i]) != 0)
 			return 0;
+	if (a->nnames != b->nnames)
+		return 0;
+	for (size_t i = 0; i < a->nnames; i++)
+		if (strcmp(a->names[i], b->names[i]) != 0)
+			return 0;
 	return 1;
+}
+
+int
+egress_name_allowed(const struct egress *e, const char *q)
+{
+	if (e->mode != EGRESS_ALLOWLIST)
+		return 0;
+	for (size_t i = 0; i < e->nnames; i++)
+		if (dnsname_match(e->names[i], q))
+			return 1;
+	return 0;
 }
 
 /* Whether c lies inside one of the prefixes of e. */
@@ -247,7 +362,31 @@ egress_narrows(const struct egress *ws, const struct egress *vm, char *why,
 			    "the workspace's allowlist", a);
 			return 0;
 		}
+		for (size_t i = 0; i < vm->nnames; i++) {
+			size_t j;
+
+			for (j = 0; j < ws->nnames; j++)
+				if (dnsname_covers(ws->names[j],
+				    vm->names[i]))
+					break;
+			if (j < ws->nnames)
+				continue;
+			snprintf(why, whylen, "egress.allow: %s is not "
+			    "covered by a name of the workspace's allowlist%s",
+			    vm->names[i], vm->names[i][0] == '*' ? " (a "
+			    "wildcard needs a wildcard that covers it)" : "");
+			return 0;
+		}
 		return 1;
+	}
+	/* A name resolves to any address, denied prefixes too. */
+	if (ws->ncidrs > 0 && vm->mode == EGRESS_ALLOWLIST &&
+	    vm->nnames > 0) {
+		snprintf(why, whylen, "egress.allow: %s may resolve into "
+		    "prefixes the workspace denies; names need a workspace "
+		    "that is public without a deny list, or an allowlist",
+		    vm->names[0]);
+		return 0;
 	}
 	/* The workspace is public less ws->cidrs. */
 	for (size_t i = 0; i < ws->ncidrs; i++) {
@@ -275,7 +414,11 @@ egress_narrows(const struct egress *ws, const struct egress *vm, char *why,
 void
 egress_describe(const struct egress *e, char *buf, size_t len)
 {
-	if (e->mode == EGRESS_ALLOWLIST)
+	if (e->mode == EGRESS_ALLOWLIST && e->nnames > 0)
+		snprintf(buf, len, "allowlist of %zu prefix%s and %zu name%s",
+		    e->ncidrs, e->ncidrs == 1 ? "" : "es", e->nnames,
+		    e->nnames == 1 ? "" : "s");
+	else if (e->mode == EGRESS_ALLOWLIST)
 		snprintf(buf, len, "allowlist of %zu prefix%s", e->ncidrs,
 		    e->ncidrs == 1 ? "" : "es");
 	else if (e->ncidrs > 0)
@@ -334,6 +477,34 @@ normalise(struct egress *e)
 		e->cidrs[out++] = e->cidrs[i];
 	}
 	e->ncidrs = out;
+	qsort(e->names, e->nnames, sizeof(e->names[0]), name_cmp);
+	out = 0;
+	for (size_t i = 0; i < e->nnames; i++) {
+		if (out > 0 && strcmp(e->names[out - 1], e->names[i]) == 0)
+			continue;
+		if (out != i)
+			memcpy(e->names[out], e->names[i], sizeof(e->names[0]));
+		out++;
+	}
+	e->nnames = out;
+}
+
+/* Each name of from that one of by's covers, into out; -1 when full. */
+static int
+names_within(const struct egress *from, const struct egress *by,
+    struct egress *out)
+{
+	for (size_t i = 0; i < from->nnames; i++)
+		for (size_t j = 0; j < by->nnames; j++) {
+			if (!dnsname_covers(by->names[j], from->names[i]))
+				continue;
+			if (out->nnames == EGRESS_MAX_NAMES)
+				return -1;
+			memcpy(out->names[out->nnames++], from->names[i],
+			    sizeof(out->names[0]));
+			break;
+		}
+	return 0;
 }
 
 int
@@ -367,10 +538,19 @@ egress_intersect(const struct egress *a, const struct egress *b,
 				    cidr_within(y, x) ? push(out, y) == -1 : 0)
 					goto full;
 			}
+		/* A name both allow: one covered by a name of the other. */
+		if (names_within(a, b, out) == -1 ||
+		    names_within(b, a, out) == -1)
+			goto full;
 		normalise(out);
 		return 0;
 	}
-	/* An allowlist less a deny list. */
+	/*
+	 * An allowlist less a deny list.  Its names go: a name may resolve
+	 * into a denied prefix, and netd opens what a name resolves to
+	 * whatever the prefixes say (a VM allowlist with names under a
+	 * workspace that denies prefixes is refused for the same reason).
+	 */
 	al = a->mode == EGRESS_ALLOWLIST ? a : b;
 	other = al == a ? b : a;
 	for (size_t i = 0; i < al->ncidrs; i++)

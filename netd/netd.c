@@ -5,8 +5,11 @@
  * vmmd alone on netd.sock.
  */
 #include <sys/queue.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -20,6 +23,8 @@
 
 #include "conf.h"
 #include "daemon.h"
+#include "dnsfwd.h"
+#include "fdmsg.h"
 #include "log.h"
 #include "netd.h"
 #include "privdrop.h"
@@ -44,7 +49,11 @@
  *
  * Privileges: starts as root and keeps netd_caps (CAP_NET_ADMIN for
  * links, addresses, routes and rulesets; CAP_SYS_ADMIN for unshare,
- * setns and the netns bind mounts), root's uid, NoNewPrivs.  Seccomp:
+ * setns and the netns bind mounts; CAP_NET_BIND_SERVICE for the DNS
+ * forwarder's port 53 in a slot's netns), root's uid, NoNewPrivs.
+ * The DNS forwarder (dnsfwd.c) is forked first and runs as nobody with
+ * no capabilities and a seccomp allowlist of its own; it asks netd, over
+ * a socketpair, only to open addresses in a slot's set allow4.  Seccomp:
  * common/privdrop.c's base allowlist and netd_syscalls below.
  */
 static const struct ipc_rule vmmd_rules[] = {
@@ -65,13 +74,15 @@ static const struct ipc_handlers vmmd_handlers = {
 	.closed = netd_closed_vmmd,
 };
 
-static const cap_value_t netd_caps[] = { CAP_NET_ADMIN, CAP_SYS_ADMIN };
+static const cap_value_t netd_caps[] = { CAP_NET_ADMIN, CAP_SYS_ADMIN,
+	CAP_NET_BIND_SERVICE };
 
 /* Namespaces, TAPs, bind mounts and libnftables on top of the base. */
 static const char *const netd_syscalls[] = {
 	"openat", "ioctl", "unshare", "setns", "mount", "umount2",
 	"unlink", "unlinkat", "getdents64", "access", "faccessat",
 	"faccessat2", "readlink", "readlinkat", "getcwd", "sysinfo",
+	"wait4",
 };
 
 struct netd *netd;
@@ -432,11 +443,193 @@ vm_rules_delete(unsigned slot)
 	link_leave(&netd->lc);
 }
 
+/* ---- the DNS forwarder's side in netd -------------------------------- */
+
+static int
+fwd_send(const struct fwd_msg *m, int fd)
+{
+	struct msghdr msg;
+	struct iovec iov = { (void *)m, sizeof(*m) };
+	FDMSG_BUF(cbuf, 1);
+
+	memset(&msg, 0, sizeof(msg));
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (fd != -1)
+		fdmsg_attach(&msg, cbuf.buf, sizeof(cbuf.buf), &fd, 1);
+	return sendmsg(netd->fwd_fd, &msg, MSG_NOSIGNAL) ==
+	    (ssize_t)sizeof(*m) ? 0 : -1;
+}
+
+static void
+fwd_forget(unsigned slot)
+{
+	static struct fwd_msg m;
+
+	if (!netd->fwd[slot])
+		return;
+	memset(&m, 0, sizeof(m));
+	m.type = FWD_DEL;
+	m.slot = slot;
+	if (fwd_send(&m, -1) == -1)
+		log_warn("slot %u: telling the dns forwarder", slot);
+	netd->fwd[slot] = 0;
+}
+
+/*
+ * The slot's forwarder: a UDP socket on its gateway's port 53, made in
+ * its netns and handed with the allowed names to the forwarder.  Again
+ * for a slot that has one (a live policy change): the forwarder takes
+ * the new socket and names in place of the old, and SO_REUSEPORT lets
+ * the new socket bind while the old is still open.
+ */
+static int
+fwd_add(unsigned slot, const struct egress *eg, char *err, size_t errlen)
+{
+	static struct fwd_msg m;
+	struct sockaddr_in sin;
+	int s, one = 1;
+
+	if (link_enter(&netd->lc, slot) == -1) {
+		snprintf(err, errlen, "netns: %s", strerror(errno));
+		return -1;
+	}
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(53);
+	sin.sin_addr.s_addr = htonl(netd->guest_range.addr | slot << 8 | 1);
+	if (s == -1 || setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one,
+	    sizeof(one)) == -1 ||
+	    bind(s, (struct sockaddr *)&sin, sizeof(sin)) == -1) {
+		snprintf(err, errlen, "dns forwarder socket: %s",
+		    strerror(errno));
+		if (s != -1)
+			close(s);
+		link_leave(&netd->lc);
+		return -1;
+	}
+	link_leave(&netd->lc);
+	memset(&m, 0, sizeof(m));
+	m.type = FWD_ADD;
+	m.slot = slot;
+	m.n = (uint32_t)eg->nnames;
+	for (size_t i = 0; i < eg->nnames; i++)
+		memcpy(m.names[i], eg->names[i], sizeof(m.names[i]));
+	if (fwd_send(&m, s) == -1) {
+		snprintf(err, errlen, "dns forwarder: %s", strerror(errno));
+		close(s);
+		return -1;
+	}
+	close(s);
+	netd->fwd[slot] = 1;
+	memset(&netd->refused[slot], 0, sizeof(netd->refused[slot]));
+	return 0;
+}
+
+/* The forwarder asks to open addresses; netd checks and does it. */
+static void
+fwd_open(const struct fwd_msg *m)
+{
+	static struct fwd_msg r;
+	uint32_t a[DNSMSG_MAX_ADDRS], t[DNSMSG_MAX_ADDRS];
+	char text[4096], err[512];
+	size_t n = 0;
+
+	memset(&r, 0, sizeof(r));
+	r.type = FWD_OPENED;
+	r.slot = m->slot;
+	r.seq = m->seq;
+	if (m->n == 0 || m->n > DNSMSG_MAX_ADDRS || !netd->fwd[m->slot])
+		goto reply;
+	for (uint32_t i = 0; i < m->n; i++) {
+		size_t j;
+		uint32_t ttl = m->ttls[i];
+
+		/* Re-checked: the child is not trusted with the bounds. */
+		ttl = ttl < netd->ttl_min ? netd->ttl_min :
+		    ttl > netd->ttl_max ? netd->ttl_max : ttl;
+		for (j = 0; j < n; j++)
+			if (a[j] == m->addrs[i])
+				break;
+		if (j < n) {
+			if (ttl > t[j])
+				t[j] = ttl;
+			continue;
+		}
+		a[n] = m->addrs[i];
+		t[n++] = ttl;
+	}
+	if (nft_build_allow4(m->slot, a, t, n, text, sizeof(text)) < 0 ||
+	    ns_apply(m->slot, text, NULL, NULL, NULL, err, sizeof(err)) == -1)
+		log_warnx("slot %u: opening %zu resolved address%s: %s",
+		    m->slot, n, n == 1 ? "" : "es", err);
+	else
+		r.ok = 1;
+reply:
+	if (fwd_send(&r, -1) == -1)
+		log_warn("dns forwarder: reply");
+}
+
+/* A refused name: kept (the last few) and counted; logged at most once a
+ * second per slot, with how many went unlogged. */
+static void
+fwd_refused(const struct fwd_msg *m)
+{
+	struct netd_refused *r = &netd->refused[m->slot];
+	char name[DNSNAME_MAX + 2];
+	time_t now = time(NULL);
+
+	if (!netd->fwd[m->slot])
+		return;
+	snprintf(name, sizeof(name), "%s", m->name);
+	for (char *p = name; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+	r->count++;
+	snprintf(r->last[r->next], sizeof(r->last[0]), "%s", name);
+	r->next = (r->next + 1) % NETD_REFUSED_KEEP;
+	if (r->logged == now) {
+		r->unlogged++;
+		return;
+	}
+	log_info("slot %u: dns: refused %s (not in its allowlist; %llu "
+	    "more since the last line)", m->slot, name,
+	    (unsigned long long)r->unlogged);
+	r->logged = now;
+	r->unlogged = 0;
+}
+
+static void
+on_fwd(int fd, short ev, void *arg)
+{
+	static struct fwd_msg m;
+	ssize_t n;
+
+	n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
+	if (n == -1 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n != (ssize_t)sizeof(m) || m.slot >= NETD_MAX_SLOTS) {
+		if (n <= 0)
+			fatalx("the dns forwarder has gone");
+		log_warnx("dns forwarder: a malformed message");
+		return;
+	}
+	m.name[sizeof(m.name) - 1] = '\0';
+	if (m.type == FWD_OPEN)
+		fwd_open(&m);
+	else if (m.type == FWD_REFUSED)
+		fwd_refused(&m);
+	else
+		log_warnx("dns forwarder: message type %u", m.type);
+}
+
 static int
 slot_teardown(unsigned slot, char *err, size_t errlen)
 {
 	int rc;
 
+	fwd_forget(slot);
 	vm_rules_delete(slot);
 	rc = link_teardown(&netd->lc, slot, err, errlen);
 	if (netd->live[slot]) {
@@ -520,6 +713,15 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
 		    "failed (see netd's log)", slot);
 		return;
 	}
+	if (eg->mode == EGRESS_ALLOWLIST && eg->nnames > 0 &&
+	    fwd_add(slot, eg, err, sizeof(err)) == -1) {
+		log_warnx("slot %u: %s", slot, err);
+		close(tap);
+		slot_teardown(slot, err, sizeof(err));
+		ipc_reply_error(c, id, "internal", "slot %u: its dns "
+		    "forwarder failed (see netd's log)", slot);
+		return;
+	}
 	netd->live[slot] = 1;
 	netd->nlive++;
 	netd_guest_mac(slot, mac);
@@ -532,8 +734,11 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
 	json_object_object_add(o, "prefix", json_object_new_int(30));
 	json_object_object_add(o, "gateway", jip(gnet | 1));
 	dns = json_object_new_array();
-	for (size_t i = 0; i < netd->ndns; i++)
-		json_object_array_add(dns, jip(netd->dns[i]));
+	if (netd->fwd[slot])	/* its forwarder, on its gateway */
+		json_object_array_add(dns, jip(gnet | 1));
+	else
+		for (size_t i = 0; i < netd->ndns; i++)
+			json_object_array_add(dns, jip(netd->dns[i]));
 	json_object_object_add(o, "dns", dns);
 	egress_describe(eg, egs, sizeof(egs));
 	log_info("slot %u: network up, guest %u.%u.%u.2, egress %s, rate %s",
@@ -718,6 +923,20 @@ do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
 		    "log)", slot);
 		return;
 	}
+	/*
+	 * The forwarder answers the new names only.  A slot that had none
+	 * gets a forwarder, though its guest keeps the resolver it was
+	 * given until its next setup; one that has none now, or whose
+	 * forwarder cannot take them, loses it: never wider.
+	 */
+	if (eg->mode == EGRESS_ALLOWLIST && eg->nnames > 0) {
+		if (fwd_add(slot, eg, err, sizeof(err)) == -1) {
+			log_warnx("slot %u: egress: %s; its names are no longer "
+			    "answered", slot, err);
+			fwd_forget(slot);
+		}
+	} else
+		fwd_forget(slot);
 	egress_describe(eg, egs, sizeof(egs));
 	log_info("slot %u: egress now %s, rate %s", slot, egs,
 	    rate_text(rate, rates, sizeof(rates)));
@@ -759,6 +978,39 @@ do_counters(struct ipc_conn *c, uint32_t id)
 	json_object_put(o);
 }
 
+/* {"<slot>": {"count": n, "last": [oldest … newest]}} of the slots with
+ * a forwarder. */
+static struct json_object *
+fwd_status(void)
+{
+	struct json_object *o = json_object_new_object();
+
+	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
+		struct netd_refused *r = &netd->refused[s];
+		struct json_object *e, *last;
+		char key[8];
+
+		if (!netd->fwd[s])
+			continue;
+		e = json_object_new_object();
+		last = json_object_new_array();
+		for (unsigned i = 0; i < NETD_REFUSED_KEEP; i++) {
+			const char *n = r->last[(r->next + i) %
+			    NETD_REFUSED_KEEP];
+
+			if (*n != '\0')
+				json_object_array_add(last,
+				    json_object_new_string(n));
+		}
+		json_object_object_add(e, "count",
+		    json_object_new_int64((int64_t)r->count));
+		json_object_object_add(e, "last", last);
+		snprintf(key, sizeof(key), "%u", s);
+		json_object_object_add(o, key, e);
+	}
+	return o;
+}
+
 static void
 do_status(struct ipc_conn *c, uint32_t id)
 {
@@ -773,6 +1025,7 @@ do_status(struct ipc_conn *c, uint32_t id)
 			json_object_array_add(slots,
 			    json_object_new_int((int)s));
 	json_object_object_add(o, "slots", slots);
+	json_object_object_add(o, "dns_refused", fwd_status());
 	json_object_object_add(o, "uplink",
 	    json_object_new_string(netd->uplink));
 	json_object_object_add(o, "uplink_ok", json_object_new_boolean(
@@ -910,6 +1163,11 @@ netd_configure(struct netd *n, const struct mcpvm_conf *conf)
 			    conf->netd.dns.v[i]);
 		n->dns[n->ndns++] = c.addr;
 	}
+	n->ttl_min = (uint32_t)conf->netd.dns_ttl_min;
+	n->ttl_max = (uint32_t)conf->netd.dns_ttl_max;
+	if (n->ttl_min > n->ttl_max)
+		fatalx("[netd] dns_ttl_min %u is over dns_ttl_max %u",
+		    n->ttl_min, n->ttl_max);
 	/* Ranges checked by conf.c: 16 to 2^20 entries, 1 to 10^5 a second. */
 	n->ct_max = (uint32_t)conf->netd.max_conntrack_per_vm;
 	n->ct_rate = (uint32_t)conf->netd.connection_rate_per_vm;
@@ -922,6 +1180,8 @@ int
 main(int argc, char **argv)
 {
 	static struct netd n;
+	static struct fwd_cfg fwd_cfg;
+	pid_t fwd_pid;
 	struct daemon_args args;
 	struct mcpvm_conf conf;
 	struct ipc_server *srv;
@@ -944,6 +1204,12 @@ main(int argc, char **argv)
 	log_init("netd", args.foreground, args.verbose);
 	umask(022);
 	signal(SIGPIPE, SIG_IGN);
+	/* Forked before netd opens anything, so it inherits nothing. */
+	fwd_cfg.dns = n.dns;
+	fwd_cfg.ndns = n.ndns;
+	fwd_cfg.ttl_min = n.ttl_min;
+	fwd_cfg.ttl_max = n.ttl_max;
+	n.fwd_fd = dnsfwd_start(&fwd_cfg, &fwd_pid);
 
 	if ((n.lc.host_ns = open("/proc/self/ns/net", O_RDONLY |
 	    O_CLOEXEC)) == -1)
@@ -961,6 +1227,9 @@ main(int argc, char **argv)
 		fatalx("watching the host's addresses: %s", err);
 	if ((n.addr_ev = event_new(n.base, fd, EV_READ | EV_PERSIST,
 	    on_addr_event, NULL)) == NULL || event_add(n.addr_ev, NULL) == -1)
+		fatalx("event_new failed");
+	if ((n.fwd_ev = event_new(n.base, n.fwd_fd, EV_READ | EV_PERSIST,
+	    on_fwd, NULL)) == NULL || event_add(n.fwd_ev, NULL) == -1)
 		fatalx("event_new failed");
 	srv = netd_listen(conf.netd.socket);
 	sd_notify_init();
@@ -1000,6 +1269,10 @@ main(int argc, char **argv)
 	event_free(sig[0]);
 	event_free(sig[1]);
 	event_free(n.addr_ev);
+	event_free(n.fwd_ev);
+	close(n.fwd_fd);	/* the forwarder exits; netd waits for it */
+	while (waitpid(fwd_pid, NULL, 0) == -1 && errno == EINTR)
+		;
 	link_addr_unwatch(n.addr_sk);
 	/* Closing the context's socket removes mcpvm_host (owner flag). */
 	nft_close(n.host_nft);

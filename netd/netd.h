@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "ipc.h"
 #include "link.h"
@@ -17,6 +18,9 @@
 struct event;
 struct event_base;
 struct nl_sock;
+
+/* Refused names kept per slot, newest last. */
+#define NETD_REFUSED_KEEP	8
 
 struct netd {
 	struct event_base	*base;
@@ -30,6 +34,20 @@ struct netd {
 	uint32_t		 dns[NETD_MAX_DNS];
 	size_t			 ndns;
 	uint32_t		 ct_max, ct_rate;	/* per VM */
+	/* The DNS forwarder (dnsfwd.c): netd's end of its socketpair, the
+	 * bounds of the timeouts it asks for, and per slot whether it
+	 * serves it and the names it refused. */
+	int			 fwd_fd;
+	struct event		*fwd_ev;
+	uint32_t		 ttl_min, ttl_max;
+	unsigned char		 fwd[NETD_MAX_SLOTS];
+	struct netd_refused {
+		uint64_t	 count;
+		unsigned	 next;
+		char		 last[NETD_REFUSED_KEEP][DNSNAME_MAX + 2];
+		time_t		 logged;	/* the last log line's second */
+		uint64_t	 unlogged;
+	}			 refused[NETD_MAX_SLOTS];
 	/* The host's addresses as the slots' hostaddrs sets last got
 	 * them, and the socket that hears them change. */
 	uint32_t		 hostaddrs[NETD_MAX_HOSTADDRS];

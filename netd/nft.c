@@ -301,6 +301,11 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put(&o, "\tchain input {\n");
 	put(&o, "\t\ttype filter hook input priority filter; policy drop;\n");
 	put(&o, "\t\tiif \"lo\" accept\n");
+	/* But the slot's DNS forwarder, which listens only when the VM's
+	 * allowlist holds names (dnsfwd.c); else nothing answers there. */
+	put(&o, "\t\tiifname \"%s\" ip daddr ", tap);
+	put_ip(&o, guest - 1);
+	put(&o, " udp dport 53 accept\n");
 	put(&o, "\t}\n");
 	put(&o, "\tchain output {\n");
 	put(&o, "\t\ttype filter hook output priority filter; "
@@ -396,11 +401,13 @@ nft_build_egress(unsigned slot, const struct egress *e, uint64_t rate,
 {
 	struct out o = { buf, len, 0, 0 };
 	const char *set = e->mode == EGRESS_ALLOWLIST ? "allow" : "deny";
+	int names = e->mode == EGRESS_ALLOWLIST && e->nnames > 0;
 	char tap[16];
 
 	if (len == 0 || slot >= NETD_MAX_SLOTS ||
 	    (e->mode != EGRESS_PUBLIC && e->mode != EGRESS_ALLOWLIST) ||
-	    e->ncidrs > EGRESS_MAX_CIDRS || (rate != 0 &&
+	    e->ncidrs > EGRESS_MAX_CIDRS || e->nnames > EGRESS_MAX_NAMES ||
+	    (rate != 0 &&
 	    (rate < NETD_RATE_MIN || rate > (uint64_t)NETD_RATE_MAX)))
 		return -1;
 	for (size_t i = 0; i < e->ncidrs; i++)
@@ -428,6 +435,11 @@ nft_build_egress(unsigned slot, const struct egress *e, uint64_t rate,
 	put_counter(&o, "egress_drop", start != NULL ? &start->egress : NULL);
 	put_counter(&o, "bandwidth_drop", start != NULL ? &start->bandwidth :
 	    NULL);
+	/* The addresses netd's forwarder answered for allowed names, each
+	 * for its record's (bounded) TTL. */
+	if (names)
+		put(&o, "\tset allow4 {\n\t\ttype ipv4_addr\n"
+		    "\t\tflags timeout\n\t}\n");
 	/*
 	 * After the VM's own forward chain (priority 0): a packet that one
 	 * dropped never gets here, and one it accepted still has to pass
@@ -438,7 +450,17 @@ nft_build_egress(unsigned slot, const struct egress *e, uint64_t rate,
 	 */
 	put(&o, "\tchain forward {\n");
 	put(&o, "\t\ttype filter hook forward priority 1; policy accept;\n");
-	if (e->mode == EGRESS_ALLOWLIST)
+	if (names) {
+		/* Its resolver is the forwarder: DNS and DNS over TLS to
+		 * anywhere else are dropped, listed or not. */
+		put(&o, "\t\tiifname \"%s\" meta l4proto { tcp, udp } "
+		    "th dport { 53, 853 } counter name egress_drop drop\n",
+		    tap);
+		/* Neither listed nor answered by the forwarder.  No accept
+		 * here: what passes still meets the rate limit below. */
+		put(&o, "\t\tiifname \"%s\" ip daddr != @allow "
+		    "ip daddr != @allow4 counter name egress_drop drop\n", tap);
+	} else if (e->mode == EGRESS_ALLOWLIST)
 		put(&o, "\t\tiifname \"%s\" ip daddr != @allow counter name "
 		    "egress_drop drop\n", tap);
 	else
@@ -479,6 +501,39 @@ nft_drops_parse(const char *text, struct nft_drops *d)
 	parse_one(text, "bandwidth_drop", &d->bandwidth);
 	parse_one(text, "over_rate", &d->conn_rate);
 	parse_one(text, "over_count", &d->conn_count);
+}
+
+int
+nft_build_allow4(unsigned slot, const uint32_t *addrs, const uint32_t *secs,
+    size_t n, char *buf, size_t len)
+{
+	struct out o = { buf, len, 0, 0 };
+
+	if (len == 0 || slot >= NETD_MAX_SLOTS || n == 0 || n > 64)
+		return -1;
+	/* An element already there gets the new timeout (delete, add). */
+	put(&o, "add element inet " NETD_EGRESS_FMT " allow4 { ", slot);
+	for (size_t i = 0; i < n; i++) {
+		put(&o, i == 0 ? "" : ", ");
+		put_ip(&o, addrs[i]);
+	}
+	put(&o, " }\n");
+	put(&o, "delete element inet " NETD_EGRESS_FMT " allow4 { ", slot);
+	for (size_t i = 0; i < n; i++) {
+		put(&o, i == 0 ? "" : ", ");
+		put_ip(&o, addrs[i]);
+	}
+	put(&o, " }\n");
+	put(&o, "add element inet " NETD_EGRESS_FMT " allow4 { ", slot);
+	for (size_t i = 0; i < n; i++) {
+		if (secs[i] == 0 || secs[i] > 604800)
+			return -1;
+		put(&o, i == 0 ? "" : ", ");
+		put_ip(&o, addrs[i]);
+		put(&o, " timeout %us", secs[i]);
+	}
+	put(&o, " }\n");
+	return finish(&o);
 }
 
 int

@@ -113,6 +113,13 @@ int	nft_build_egress(unsigned slot, const struct egress *, uint64_t rate,
  * slot's netns's) into d; a counter the text lacks stays as it was.
  */
 void	nft_drops_parse(const char *text, struct nft_drops *d);
+/*
+ * Adds addrs to the slot's egress set allow4 (an allowlist with names),
+ * each with its timeout secs[i] (1 s to a week), replacing the timeout
+ * of one already there.
+ */
+int	nft_build_allow4(unsigned slot, const uint32_t *addrs,
+	    const uint32_t *secs, size_t n, char *buf, size_t len);
 /* The host's shared table (forward limits, masquerade on the uplink). */
 int	nft_build_host(const struct nft_host_spec *, char *buf, size_t len);
 /* Deleting one VM's tables (its egress one too), or the host's. */

@@ -379,7 +379,9 @@ tools_egress(struct request *req, const struct egress *base)
 	}
 	if ((e = calloc(1, sizeof(*e))) == NULL)
 		fatal("calloc");
-	if (egress_from_json(arg, "egress", max, e, why, sizeof(why)) == -1) {
+	if (egress_from_json_lim(arg, "egress", max,
+	    (size_t)vmmd_conf()->authd.egress_max_names, e, why,
+	    sizeof(why)) == -1) {
 		request_error(req, "invalid_argument", "%s", why);
 		free(e);
 		return -1;

@@ -5,7 +5,9 @@
       tcp:ADDR:PORT  answers "tcp ADDR PEER" and closes
       udp:ADDR:PORT  echoes "udp ADDR PEER DATA"
       dns:ADDR       answers A queries for NAME (env DNS_NAME) with
-                     env DNS_ADDR, NXDOMAIN for anything else
+                     env DNS_ADDR, and for each NAME=ADDR of env
+                     DNS_EXTRA (comma-separated), NXDOMAIN for anything
+                     else; TTL env DNS_TTL (60)
       sink:ADDR:PORT appends each UDP datagram's "PEER DATA" to env SINK
       discard:ADDR:PORT  reads a TCP stream to its end, answers "done"
   netd_world.py pump FD MAC ADDR/PLEN GW
@@ -15,6 +17,7 @@
   netd_world.py probe KIND ADDR PORT [SRC]
       one try from the current netns, prints a JSON result:
       tcp (connect, read), udp (send, await echo), dns (query NAME),
+      resolve (query the name given as SRC: {"rcode", "addrs"}),
       udp-send (send one datagram, no answer expected), tcp6
   netd_world.py bench ADDR PORT MIB CONNECTS
       from the current netns: MIB MiB to a discard server at ADDR:PORT,
@@ -53,6 +56,14 @@ def dns_query(name, qid=0x1234):
         b"\0" + struct.pack("!HH", 1, 1)
 
 
+def dns_names():
+    names = {os.environ["DNS_NAME"].lower(): os.environ["DNS_ADDR"]}
+    for item in filter(None, os.environ.get("DNS_EXTRA", "").split(",")):
+        n, a = item.split("=")
+        names[n.lower()] = a
+    return names
+
+
 def dns_answer(query, name, addr):
     qid, = struct.unpack("!H", query[:2])
     # The question, as asked: labels up to the root, then type and class.
@@ -64,12 +75,38 @@ def dns_answer(query, name, addr):
     while i < end:
         labels.append(query[i + 1:i + 1 + query[i]].decode(errors="replace"))
         i += 1 + query[i]
-    if ".".join(labels).lower() == name.lower():
+    if isinstance(name, dict) and ".".join(labels).lower() in name:
+        name, addr = ".".join(labels).lower(), name[".".join(labels).lower()]
+    if isinstance(name, str) and ".".join(labels).lower() == name.lower():
         hdr = struct.pack("!HHHHHH", qid, 0x8180, 1, 1, 0, 0)
-        rr = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 60, 4) + \
+        ttl = int(os.environ.get("DNS_TTL", "60"))
+        rr = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, ttl, 4) + \
             socket.inet_aton(addr)
         return hdr + question + rr
     return struct.pack("!HHHHHH", qid, 0x8183, 1, 0, 0, 0) + question
+
+
+def parse_reply(data):
+    """A reply's rcode and its A records' addresses."""
+    def skip_name(i):
+        while data[i] != 0:
+            if data[i] & 0xC0 == 0xC0:
+                return i + 2
+            i += 1 + data[i]
+        return i + 1
+    qd, an = struct.unpack("!HH", data[4:8])
+    i = 12
+    for _ in range(qd):
+        i = skip_name(i) + 4
+    addrs = []
+    for _ in range(an):
+        i = skip_name(i)
+        typ, cls, _ttl, rdlen = struct.unpack("!HHIH", data[i:i + 10])
+        i += 10
+        if typ == 1 and cls == 1 and rdlen == 4:
+            addrs.append(socket.inet_ntoa(data[i:i + 4]))
+        i += rdlen
+    return {"rcode": data[3] & 0x0F, "addrs": addrs}
 
 
 def serve(specs):
@@ -132,8 +169,7 @@ def serve(specs):
             def dns_loop(s=s):
                 while True:
                     data, peer = s.recvfrom(512)
-                    s.sendto(dns_answer(data, os.environ["DNS_NAME"],
-                                        os.environ["DNS_ADDR"]), peer)
+                    s.sendto(dns_answer(data, dns_names(), None), peer)
             threads.append(threading.Thread(target=dns_loop, daemon=True))
         else:
             sys.exit("unknown server kind " + kind)
@@ -198,13 +234,18 @@ def probe(kind, addr, port, src=None):
                 data += chunk
             res["data"] = data.decode(errors="replace").strip()
             res["ok"] = True
-        elif kind in ("udp", "udp-send", "dns", "udp6"):
+        elif kind in ("udp", "udp-send", "dns", "udp6", "resolve"):
             fam = socket.AF_INET6 if kind == "udp6" else socket.AF_INET
             s = socket.socket(fam, socket.SOCK_DGRAM)
             s.settimeout(2.0)
-            if src:
+            if src and kind != "resolve":
                 s.bind((src, 0))
-            if kind == "dns":
+            if kind == "resolve":
+                s.sendto(dns_query(src), (addr, port))
+                data, _ = s.recvfrom(1232)
+                res.update(parse_reply(data))
+                res["ok"] = True
+            elif kind == "dns":
                 s.sendto(dns_query(os.environ["DNS_NAME"]), (addr, port))
                 data, _ = s.recvfrom(512)
                 ancount, = struct.unpack("!H", data[6:8])

@@ -78,7 +78,9 @@ class NetConn(ipc.Conn):
 class World:
     """The namespaces, servers and one netd, built once for the class."""
 
-    def __init__(self, max_vms=MAX_VMS, conntrack=None, conn_rate=None):
+    def __init__(self, max_vms=MAX_VMS, conntrack=None, conn_rate=None,
+                 extra_conf="", dns_extra="", dns_ttl=60):
+        self.dns_extra, self.dns_ttl = dns_extra, dns_ttl
         self.procs = []
         self.dir = tempfile.mkdtemp(prefix="netd-it.")
         os.chmod(self.dir, 0o755)
@@ -100,6 +102,7 @@ class World:
                 f.write("max_conntrack_per_vm = %d\n" % conntrack)
             if conn_rate is not None:
                 f.write("connection_rate_per_vm = %d\n" % conn_rate)
+            f.write(extra_conf)
         self.netd = None
         self.guests = {}
 
@@ -152,7 +155,8 @@ class World:
 
     def serve(self, ns, *specs):
         env = dict(os.environ, DNS_NAME=DNS_NAME, DNS_ADDR=DNS_ADDR,
-                   SINK=self.sink_i)
+                   SINK=self.sink_i, DNS_EXTRA=self.dns_extra,
+                   DNS_TTL=str(self.dns_ttl))
         p = subprocess.Popen(["nsenter", "--net=" + ns_path(ns), PY, WORLD,
                               "serve", *specs], stdout=subprocess.PIPE,
                              env=env, text=True)

@@ -299,7 +299,7 @@ class Egress(AuthdTest):
     """A workspace's egress policy: set and shown by authctl, handed to
     vmmd with the rest of the policy, refused whole when any entry is
     wrong, the list limit a key of mcpvm.conf."""
-    extra = "egress_max_cidrs = 3\n"
+    extra = "egress_max_cidrs = 3\negress_max_names = 2\n"
 
     def policy(self, tok):
         return self.a.verify(tok)[1]["policy"]
@@ -355,6 +355,52 @@ class Egress(AuthdTest):
         self.a.start()
         self.assertEqual(self.policy(tok)["egress"],
                          {"mode": "allowlist", "allow": ["203.0.113.0/24"]})
+
+    def test_names_in_an_allowlist(self):
+        tok, _, _ = self.a.issue("eg", "--allow-network")
+        r = self.a.ctl("policy", "set", "--workspace", "eg",
+                       "--egress-allow", "Pkgs.Example.org",
+                       "--egress-allow", "*.github.com",
+                       "--egress-allow", "203.0.113.0/24")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"egress:       allowlist 203.0.113.0/24 *.github.com "
+                      b"pkgs.example.org\n", r.stdout)
+        self.assertEqual(self.policy(tok)["egress"], {
+            "mode": "allowlist",
+            "allow": ["203.0.113.0/24", "*.github.com", "pkgs.example.org"]})
+        for flags, why in (
+                (["--egress-allow", "b\u00fccher.example"], b"punycode"),
+                (["--egress-allow", "-x.example"], b"'-x.example': the "
+                 b"name has a label that starts or ends with '-'"),
+                (["--egress-allow", "a." + "b" * 64 + ".example"],
+                 b"label of 64 bytes"),
+                (["--egress-deny", "pkgs.example.org"], b"'pkgs.example.org': a deny list "
+                 b"holds prefixes only")):
+            r = self.a.ctl("policy", "set", "--workspace", "eg", *flags)
+            self.assertEqual(r.returncode, EX_USAGE, flags)
+            self.assertIn(why, r.stderr)
+        c = ipc.Conn(self.a.ctl_sock, "authctl")
+        try:
+            for eg, why in (
+                    ({"mode": "allowlist", "allow": [
+                        "a.example", "b.example", "c.example"]},
+                     "$.policy.egress.allow: has 3 names; the limit is 2 "
+                     "(egress_max_names)"),
+                    ({"mode": "allowlist", "allow": ["a.*.example"]},
+                     "$.policy.egress.allow[0]: \"a.*.example\" has a '*' "
+                     "that is not a leading \"*.\""),
+                    ({"mode": "public", "deny": ["pkgs.example.org"]},
+                     "$.policy.egress.deny[0]: names are taken in "
+                     "allowlists only")):
+                rtype, body = c.call(ipc.AUTHCTL_POLICY_SET, {
+                    "workspace": "eg", "policy": {"egress": eg}})
+                self.assertEqual(rtype, ipc.IPC_ERROR, eg)
+                self.assertEqual(body["error"]["code"], "invalid_argument")
+                self.assertIn(why, body["error"]["message"])
+        finally:
+            c.close()
+        self.assertEqual(self.policy(tok)["egress"]["allow"],
+                         ["203.0.113.0/24", "*.github.com", "pkgs.example.org"])
 
     def test_bad_input_refused_and_nothing_lost(self):
         tok, _, _ = self.a.issue("eg", "--allow-network", "--max-vms", "3")

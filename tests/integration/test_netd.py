@@ -158,10 +158,25 @@ class NetdTest(unittest.TestCase):
         with open("/proc/%d/status" % self.world.netd.pid) as f:
             st = dict(ln.split(":", 1) for ln in f.read().splitlines()
                       if ":" in ln)
-        caps = (1 << 12) | (1 << 21)    # CAP_NET_ADMIN, CAP_SYS_ADMIN
+        # CAP_NET_ADMIN, CAP_SYS_ADMIN, CAP_NET_BIND_SERVICE (the DNS
+        # forwarder's port 53 in a slot's netns)
+        caps = (1 << 12) | (1 << 21) | (1 << 10)
         for key in ("CapEff", "CapPrm", "CapBnd"):
             self.assertEqual(int(st[key].strip(), 16), caps, key)
         self.assertEqual(int(st["CapInh"].strip(), 16), 0)
+        self.assertEqual(st["NoNewPrivs"].strip(), "1")
+        self.assertEqual(st["Seccomp"].strip(), "2")
+        # Its DNS forwarder: nobody, no capabilities, its own seccomp.
+        pid = self.world.netd.pid
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            kids = f.read().split()
+        self.assertEqual(len(kids), 1, kids)
+        with open("/proc/%s/status" % kids[0]) as f:
+            st = dict(ln.split(":", 1) for ln in f.read().splitlines()
+                      if ":" in ln)
+        self.assertEqual(st["Uid"].split(), ["65534"] * 4)
+        for key in ("CapEff", "CapPrm", "CapInh"):
+            self.assertEqual(int(st[key].strip(), 16), 0, key)
         self.assertEqual(st["NoNewPrivs"].strip(), "1")
         self.assertEqual(st["Seccomp"].strip(), "2")
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Integration tests for netd's egress policies (issue 30: IPv4 prefixes,
-changes to a running slot's policy, drop counters and the bandwidth
-limit), in the namespace world of test_netd.py: the real netd,
+changes to a running slot's policy, drop counters, the bandwidth limit,
+and domain names through netd's DNS forwarder), in the namespace world
+of test_netd.py: the real netd,
 real nftables in each VM's namespace, real packets from a guest netns to
 fake remote hosts in the test's "internet" namespace.
 
@@ -9,6 +10,11 @@ The remotes, on I's loopback behind H's uplink:
   203.0.113.20  TCP 80 and UDP 7: the allowlisted one
   203.0.113.21  TCP 80 and UDP 7: the same remote's other address
   192.0.2.10    TCP 80: a network no list allows
+  203.0.113.22  TCP 80: api.forge.example, under an allowed wildcard
+  203.0.113.23  TCP 80: forge.example, the wildcard's bare parent
+The world's resolver 203.0.113.53, netd's upstream, answers
+pkg.example (ALLOWED), other.example (OTHER) and the forge names, with a
+TTL of 60 s that the test's [netd] dns_ttl_max bounds to 2 s.
 and those of the world: 203.0.113.10 (TCP, UDP), the resolver
 203.0.113.53, the private LAN and the metadata address behind lan0.
 
@@ -19,6 +25,7 @@ without it or without ip(8), nsenter(1) or nft(8).  TAP on stdout.
 import json
 import os
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -33,6 +40,11 @@ from netdlib import (NETD, PFX, NS_H, NS_I, UPLINK_ADDR,  # noqa: E402
                      host_ruleset, h_ruleset, mcpvm_links)
 
 ALLOWED, OTHER, UNLISTED = "203.0.113.20", "203.0.113.21", "192.0.2.10"
+FORGE_API, FORGE = "203.0.113.22", "203.0.113.23"
+NAMES = {"pkg.example": ALLOWED, "other.example": OTHER,
+         "api.forge.example": FORGE_API, "forge.example": FORGE}
+TTL_MAX = 2
+REFUSED = 5
 
 
 def allowlist(*cidrs):
@@ -49,17 +61,21 @@ class NetdEgressTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.real_ruleset = host_ruleset()
-        cls.world = World()
+        cls.world = World(
+            extra_conf="dns_ttl_min = 1\ndns_ttl_max = %d\n" % TTL_MAX,
+            dns_extra=",".join("%s=%s" % kv for kv in NAMES.items()))
         try:
             cls.world.build()
             if sh("ip", "link", "show", "up0", check=False).returncode == 0:
                 raise unittest.SkipTest("this machine has an up0 of its "
                                         "own; refusing to use that name")
-            for a in (ALLOWED, OTHER, UNLISTED):
+            for a in (ALLOWED, OTHER, UNLISTED, FORGE_API, FORGE):
                 sh("ip", "addr", "add", a + "/32", "dev", "lo", ns=NS_I)
             cls.world.serve(NS_I, "tcp:%s:80" % ALLOWED, "udp:%s:7" % ALLOWED,
                             "tcp:%s:80" % OTHER, "udp:%s:7" % OTHER,
-                            "tcp:%s:80" % UNLISTED,
+                            "tcp:%s:80" % UNLISTED, "tcp:%s:853" % ALLOWED,
+                            "tcp:%s:80" % FORGE_API, "tcp:%s:80" % FORGE,
+                            "udp:%s:53" % ALLOWED,
                             "discard:%s:9000" % ALLOWED)
             cls.h_before = h_ruleset()
             cls.world.start_netd()
@@ -72,10 +88,17 @@ class NetdEgressTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        pid = cls.world.netd.pid if cls.world.netd is not None else None
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            forwarder = f.read().split()
         try:
             cls.c.close()
         finally:
             cls.world.cleanup()
+        # netd's DNS forwarder went with it.
+        for kid in forwarder:
+            assert not os.path.exists("/proc/%s" % kid), \
+                "netd's child %s outlived it" % kid
         assert host_ruleset() == cls.real_ruleset, \
             "the machine's nft ruleset changed"
         now = sorted(os.listdir("/run/netns")) \
@@ -97,8 +120,14 @@ class NetdEgressTest(unittest.TestCase):
             body["egress"] = egress
         t, reply = self.c.call(NET_SETUP, body)
         self.assertEqual(t, NET_SETUP_RESULT, reply)
+        self.reply = reply
         fd = self.c.fds.pop()
         return self.world.guest(slot, reply, fd)
+
+    def resolve(self, g, name, server=None):
+        r = probe(g, "resolve", server or self.reply["dns"][0], 53, name)
+        self.assertTrue(r["ok"], "resolving %s: %s" % (name, r))
+        return r
 
     def teardown_slot(self, slot):
         if slot in self.world.guests:
@@ -336,11 +365,94 @@ class NetdEgressTest(unittest.TestCase):
                       self.slot_ruleset(5))
         self.assertReach(g, "tcp", ALLOWED, 80)
 
+    def test_10_names_resolve_through_the_forwarder_only(self):
+        g = self.guest(3, allowlist("pkg.example", "*.forge.example"))
+        # The guest's one resolver is its forwarder, on its gateway.
+        self.assertEqual(self.reply["dns"], [self.reply["gateway"]])
+        self.assertIn("egress allowlist of 0 prefixes and 2 names",
+                      self.world.log())
+        # Nothing is open before a name is resolved.
+        self.assertNoReach(g, "tcp", ALLOWED, 80)
+        r = self.resolve(g, "pkg.example")
+        self.assertEqual((r["rcode"], r["addrs"]), (0, [ALLOWED]))
+        r = self.assertReach(g, "tcp", ALLOWED, 80)
+        self.assertEqual(r["data"], "tcp %s %s" % (ALLOWED, UPLINK_ADDR))
+        self.assertReach(g, "udp", ALLOWED, 7)
+        # A name not listed is refused, and its address stays shut; so do
+        # the same remote's other address and a network nobody listed.
+        r = self.resolve(g, "other.example")
+        self.assertEqual((r["rcode"], r["addrs"]), (REFUSED, []))
+        for kind, addr, port in (("tcp", OTHER, 80), ("udp", OTHER, 7),
+                                 ("tcp", UNLISTED, 80)):
+            self.assertNoReach(g, kind, addr, port)
+        # A wildcard: names under it, not its bare parent.
+        r = self.resolve(g, "api.forge.example")
+        self.assertEqual((r["rcode"], r["addrs"]), (0, [FORGE_API]))
+        self.assertReach(g, "tcp", FORGE_API, 80)
+        r = self.resolve(g, "forge.example")
+        self.assertEqual((r["rcode"], r["addrs"]), (REFUSED, []))
+        self.assertNoReach(g, "tcp", FORGE, 80)
+        # Other resolvers (the upstream itself, a resolver on an opened
+        # address) and DNS over TLS to an opened address: dropped.
+        self.assertFalse(probe(g, "resolve", "203.0.113.53", 53,
+                               "pkg.example")["ok"])
+        self.assertNoReach(g, "tcp", ALLOWED, 853)
+        self.assertNoReach(g, "udp", ALLOWED, 53)
+        # The refused names, counted and the last few kept.
+        t, st = self.c.call(netdlib.NET_STATUS, {})
+        self.assertEqual(st["dns_refused"]["3"],
+                         {"count": 2, "last": ["other.example",
+                                               "forge.example"]})
+        self.assertIn("slot 3: dns: refused other.example",
+                      self.world.log())
+
+    def test_11_an_address_closes_when_its_ttl_runs_out(self):
+        g = self.guest(3, allowlist("pkg.example"))
+        self.assertEqual(self.resolve(g, "pkg.example")["addrs"], [ALLOWED])
+        self.assertReach(g, "tcp", ALLOWED, 80)
+        self.assertIn("timeout %ds" % TTL_MAX, self.slot_ruleset(3))
+        # The world's TTL is 60 s; dns_ttl_max holds it to 2 s.
+        deadline = time.monotonic() + 10 * TTL_MAX
+        while probe(g, "tcp", ALLOWED, 80)["ok"]:
+            self.assertLess(time.monotonic(), deadline,
+                            "%s still open past its timeout" % ALLOWED)
+        self.assertNotIn(ALLOWED, self.slot_ruleset(3))
+        # Resolved again, it is open again.
+        self.assertEqual(self.resolve(g, "pkg.example")["addrs"], [ALLOWED])
+        self.assertReach(g, "tcp", ALLOWED, 80)
+
+    def test_12_bad_names_refused_naming_the_entry(self):
+        long_name = ".".join(["a" * 62] * 4) + ".example"     # 259
+        many = ["n%d.example" % i for i in range(65)]
+        for eg, why in (
+                (allowlist(long_name), "$.egress.allow[0]: \"%s...\" is 259 "
+                 "bytes long; a name is at most 253" % long_name[:40]),
+                (allowlist("pkg.example", "-bad.example"),
+                 "$.egress.allow[1]: \"-bad.example\" has a label that "
+                 "starts or ends with '-'"),
+                (allowlist("b\u00fccher.example"), "$.egress.allow[0]: the "
+                 "name is not ASCII; give an internationalised name as "
+                 "punycode"),
+                (allowlist("a.*.example"), "$.egress.allow[0]: \"a.*.example"
+                 "\" has a '*' that is not a leading"),
+                (allowlist(*many), "$.egress.allow: has 65 names; the limit "
+                 "is 64 (egress_max_names)"),
+                (denying("pkg.example"), "$.egress.deny[0]: names are taken "
+                 "in allowlists only")):
+            t, body = self.c.call(NET_SETUP, {"slot": 3, "egress": eg})
+            self.assertEqual(t, ipc.IPC_ERROR, eg)
+            self.assertEqual(body["error"]["code"], "invalid_argument")
+            self.assertIn(why, body["error"]["message"])
+        self.assertEqual(mcpvm_links(NS_H), [])
+
     def test_99_teardown_leaves_nothing(self):
         self.guest(3, allowlist(ALLOWED + "/32"))
         self.guest(7, denying(OTHER + "/32"))
+        g = self.guest(9, allowlist("pkg.example"))
+        self.assertEqual(self.resolve(g, "pkg.example")["addrs"], [ALLOWED])
         self.teardown_slot(3)
         self.teardown_slot(7)
+        self.teardown_slot(9)
         self.assertEqual(mcpvm_links(NS_H), [])
         self.assertEqual(os.listdir(self.world.netns_dir), [])
         self.assertEqual(h_ruleset(), self.h_before)

@@ -289,6 +289,34 @@ START_TEST(ruleset_egress)
 		ck_assert_int_eq(nft_build_egress(7, &e,
 		    (uint64_t)NETD_RATE_MAX + 1, NULL, buf, sizeof(buf)), -1);
 	}
+	/* Names: a timeout set for the forwarder's answers, DNS and DNS
+	 * over TLS dropped to any address, everything else unlisted. */
+	e.mode = EGRESS_ALLOWLIST;
+	e.nnames = 1;
+	snprintf(e.names[0], sizeof(e.names[0]), "pkgs.example.org");
+	ck_assert_int_gt(nft_build_egress(7, &e, 0, NULL, buf,
+	    sizeof(buf)), 0);
+	ck_assert_ptr_nonnull(strstr(buf, "set allow4 {\n\t\ttype ipv4_addr\n"
+	    "\t\tflags timeout\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" meta l4proto "
+	    "{ tcp, udp } th dport { 53, 853 } counter name egress_drop drop\n"
+	    "\t\tiifname \"mcpvm-7t\" ip daddr != @allow ip daddr != @allow4 "
+	    "counter name egress_drop drop\n"));
+	e.nnames = 0;
+	{
+		uint32_t a[2] = { 0xcb007114u, 0xcb007115u }, t[2] = { 1, 30 };
+
+		ck_assert_int_gt(nft_build_allow4(7, a, t, 2, buf,
+		    sizeof(buf)), 0);
+		ck_assert_ptr_nonnull(strstr(buf, "add element inet "
+		    "mcpvm_7_egress allow4 { 203.0.113.20 timeout 1s, "
+		    "203.0.113.21 timeout 30s }\n"));
+		t[0] = 0;	/* no timeout: never forever */
+		ck_assert_int_eq(nft_build_allow4(7, a, t, 2, buf,
+		    sizeof(buf)), -1);
+		ck_assert_int_eq(nft_build_allow4(7, a, t, 0, buf,
+		    sizeof(buf)), -1);
+	}
 	/* Deleting the VM's tables takes its egress table too. */
 	ck_assert_int_gt(nft_build_vm_delete(7, buf, sizeof(buf)), 0);
 	ck_assert_ptr_nonnull(strstr(buf, "delete table inet "

@@ -449,7 +449,7 @@ static const struct call inputs[] = {
 	    "{\"mode\":\"open\"}}",
 	    "$.egress.mode: must be one of \"public\", \"allowlist\"" },
 	{ "vm_create", "{\"request_id\":\"c1\",\"egress\":"
-	    "{\"mode\":\"allowlist\",\"allow\":[\"example.com\"]}}",
+	    "{\"mode\":\"allowlist\",\"allow\":[\"\"]}}",
 	    "$.egress.allow[0]: " },
 	{ "vm_fork", "{\"vm_id\":\"0123456789abcdef0123456789abcdef\","
 	    "\"request_id\":\"f1\",\"egress\":{\"allow\":[]}}",

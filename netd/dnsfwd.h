@@ -1,0 +1,48 @@
+/*
+ * netd's DNS forwarder: one unprivileged child of netd that answers the
+ * guests of allowlisted slots with names, each slot on a socket netd
+ * made in that slot's netns.  It forwards the allowed names to [netd] dns
+ * and hands each A record to netd, which opens it in the slot's set
+ * allow4 before the answer is sent; every other name gets REFUSED.
+ */
+#ifndef MCPVM_NETD_DNSFWD_H
+#define MCPVM_NETD_DNSFWD_H
+
+#include <sys/types.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dnsmsg.h"
+#include "egress.h"
+
+enum fwd_type {
+	FWD_ADD = 1,	/* netd -> child: a slot, its names, its socket */
+	FWD_DEL,	/* netd -> child: forget a slot, close its socket */
+	FWD_OPEN,	/* child -> netd: open these addresses, then say so */
+	FWD_OPENED,	/* netd -> child: done (ok 1) or not (ok 0) */
+	FWD_REFUSED,	/* child -> netd: a name it refused */
+};
+
+struct fwd_msg {
+	uint32_t	 type, slot, seq, ok;
+	uint32_t	 n;			/* addrs, or names */
+	uint32_t	 addrs[DNSMSG_MAX_ADDRS];
+	uint32_t	 ttls[DNSMSG_MAX_ADDRS];	/* clamped, seconds */
+	char		 name[DNSNAME_MAX + 2];	/* FWD_REFUSED */
+	char		 names[EGRESS_MAX_NAMES][DNSNAME_MAX + 1];
+};
+
+struct fwd_cfg {
+	const uint32_t	*dns;		/* upstream resolvers */
+	size_t		 ndns;
+	uint32_t	 ttl_min, ttl_max;
+};
+
+/*
+ * Forks the forwarder (before netd drops privileges): the child drops to
+ * user nobody with no capabilities, NoNewPrivs and a seccomp allowlist,
+ * and serves until its end of the socketpair closes.  Returns netd's end.
+ */
+int	dnsfwd_start(const struct fwd_cfg *, pid_t *pid);
+
+#endif
