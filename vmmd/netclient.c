@@ -175,6 +175,21 @@ netclient_drops(int slot, struct net_drops *d)
 	return 0;
 }
 
+struct json_object *
+net_drops_json(const struct net_drops *d)
+{
+	struct json_object *o = json_object_new_object();
+
+	json_object_object_add(o, "egress", json_object_new_int64(d->egress));
+	json_object_object_add(o, "bandwidth",
+	    json_object_new_int64(d->bandwidth));
+	json_object_object_add(o, "conn_rate",
+	    json_object_new_int64(d->conn_rate));
+	json_object_object_add(o, "conn_count",
+	    json_object_new_int64(d->conn_count));
+	return o;
+}
+
 struct egress_wait {
 	char		id[VM_ID_LEN + 1];
 	unsigned	slot;

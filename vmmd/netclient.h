@@ -72,6 +72,9 @@ struct net_drops {
 /* The slot's drops as of netd's last count (every 10 s, and after each
  * policy change): 0, or -1 when none is known. */
 int	netclient_drops(int slot, struct net_drops *);
+/* {"egress":…,"bandwidth":…,"conn_rate":…,"conn_count":…}, as vm_status
+ * and the stats show them. */
+struct json_object *net_drops_json(const struct net_drops *);
 
 /* A VM taken up after a restart keeps the network netd still has for
  * its slot: the first sync lists it (call before netclient_init). */

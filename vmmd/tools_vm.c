@@ -335,19 +335,9 @@ tool_vm_status(struct request *req)
 		    json_object_new_int64((int64_t)vm->rec.egress_rate));
 		json_object_object_add(res, "network_cut",
 		    json_object_new_boolean(vm->rec.net_off));
-		if (netclient_drops(vm->rec.slot, &d) == 0) {
-			struct json_object *o = json_object_new_object();
-
-			json_object_object_add(o, "egress",
-			    json_object_new_int64(d.egress));
-			json_object_object_add(o, "bandwidth",
-			    json_object_new_int64(d.bandwidth));
-			json_object_object_add(o, "conn_rate",
-			    json_object_new_int64(d.conn_rate));
-			json_object_object_add(o, "conn_count",
-			    json_object_new_int64(d.conn_count));
-			json_object_object_add(res, "drops", o);
-		}
+		if (netclient_drops(vm->rec.slot, &d) == 0)
+			json_object_object_add(res, "drops",
+			    net_drops_json(&d));
 	}
 	arr = json_object_new_array();
 	if (store_job_list(vmmd_store(), vm->rec.id, &jobs, &n, err,

@@ -412,17 +412,9 @@ vmmd_stats(struct request *req)
 		if (!vm->rec.network || netclient_drops(vm->rec.slot,
 		    &d) == -1)
 			continue;
-		o = json_object_new_object();
+		o = net_drops_json(&d);
 		json_object_object_add(o, "vm_id",
 		    json_object_new_string(vm->rec.id));
-		json_object_object_add(o, "egress",
-		    json_object_new_int64(d.egress));
-		json_object_object_add(o, "bandwidth",
-		    json_object_new_int64(d.bandwidth));
-		json_object_object_add(o, "conn_rate",
-		    json_object_new_int64(d.conn_rate));
-		json_object_object_add(o, "conn_count",
-		    json_object_new_int64(d.conn_count));
 		json_object_array_add(drops, o);
 	}
 	json_object_object_add(res, "drops", drops);
