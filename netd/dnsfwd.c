@@ -5,14 +5,19 @@
  * nftables, on the child's FWD_OPEN, and answers FWD_OPENED before the
  * child releases the answer to the guest.
  *
- * Queries are served one at a time, each waiting at most FWD_WAIT_MS for
- * an upstream answer and as long for netd.
+ * Queries are served side by side: each allowed one is a pending entry
+ * (at most FWD_PENDING_MAX, FWD_PENDING_PER_SLOT of one slot) that waits
+ * at most FWD_WAIT_MS for each upstream resolver in turn and as long for
+ * netd, while the others go on.  A slot whose guest asks for names that
+ * never answer fills only its own share; a query over the share gets
+ * SERVFAIL at once.
  */
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,7 +32,29 @@
 #include "nft.h"
 #include "privdrop.h"
 
-#define FWD_WAIT_MS	2000
+#define FWD_WAIT_MS		2000
+#define FWD_PENDING_MAX		64
+#define FWD_PENDING_PER_SLOT	8
+
+/* An allowed query on its way: asking upstream, then waiting for netd. */
+struct pending {
+	int			 used;
+	unsigned		 slot;
+	int			 sock;		/* upstream; -1 once answered */
+	size_t			 resolver;	/* the one asked, in cfg->dns */
+	uint16_t		 id;		/* the id upstream saw */
+	uint32_t		 seq;		/* FWD_OPEN's, while netd acts */
+	struct timespec		 deadline;
+	struct sockaddr_in	 peer;		/* the guest */
+	socklen_t		 plen;
+	struct dnsmsg_q		 q;
+	uint8_t			 query[DNSMSG_MAX];	/* the guest's */
+	size_t			 qlen;
+	uint8_t			 ans[DNSMSG_MAX];	/* upstream's */
+	size_t			 alen;
+};
+
+static struct pending pend[FWD_PENDING_MAX];
 
 struct fwd_slot {
 	int		 fd;		/* -1: no forwarder for the slot */
@@ -130,94 +157,170 @@ ctl_send(const struct fwd_msg *m)
 	return n == (ssize_t)sizeof(*m) ? 0 : -1;
 }
 
-/* Asks netd to open the addresses and waits for its word (handling its
- * other messages meanwhile).  1 when netd opened them. */
-static int
-open_addrs(unsigned slot, const uint32_t *addrs, const uint32_t *ttls,
-    int n)
+static void
+deadline_in(struct timespec *t, long ms)
 {
-	static struct fwd_msg m, r;
-	struct timespec end;
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += (ms % 1000) * 1000000;
+	if (t->tv_nsec >= 1000000000) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000;
+	}
+}
 
+/* Answers the guest with m (its own id put back) when its slot still has
+ * a forwarder socket. */
+static void
+reply(unsigned slot, const struct sockaddr_in *peer, socklen_t plen,
+    uint8_t *m, size_t len, const uint8_t *guest_id)
+{
+	if (slots[slot].fd == -1)
+		return;
+	m[0] = guest_id[0];
+	m[1] = guest_id[1];
+	(void)sendto(slots[slot].fd, m, len, MSG_DONTWAIT,
+	    (const struct sockaddr *)peer, plen);
+}
+
+static void
+pending_end(struct pending *p)
+{
+	if (p->sock != -1)
+		close(p->sock);
+	p->sock = -1;
+	p->used = 0;
+}
+
+/* SERVFAIL to the guest, and the entry ends. */
+static void
+pending_fail(struct pending *p)
+{
+	size_t n = dnsmsg_refuse(p->query, &p->q, 2);
+
+	reply(p->slot, &p->peer, p->plen, p->query, n, p->query);
+	pending_end(p);
+}
+
+/* Sends the query to resolver from or the next that takes it; -1 when
+ * none is left. */
+static int
+ask_upstream(struct pending *p, size_t from)
+{
+	uint8_t out[DNSMSG_MAX];
+
+	memcpy(out, p->query, p->qlen);
+	for (size_t i = from; i < cfg->ndns; i++) {
+		struct sockaddr_in sin;
+		int s;
+
+		if (getrandom(&p->id, sizeof(p->id), 0) != sizeof(p->id))
+			return -1;
+		out[0] = (uint8_t)(p->id >> 8);
+		out[1] = (uint8_t)p->id;
+		memset(&sin, 0, sizeof(sin));
+		sin.sin_family = AF_INET;
+		sin.sin_port = htons(53);
+		sin.sin_addr.s_addr = htonl(cfg->dns[i]);
+		if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC |
+		    SOCK_NONBLOCK, 0)) == -1)
+			return -1;
+		if (connect(s, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
+		    send(s, out, p->qlen, 0) != (ssize_t)p->qlen) {
+			close(s);
+			continue;
+		}
+		p->sock = s;
+		p->resolver = i;
+		deadline_in(&p->deadline, FWD_WAIT_MS);
+		return 0;
+	}
+	return -1;
+}
+
+/* Upstream said something: the answer, or a datagram to ignore. */
+static void
+upstream_read(struct pending *p)
+{
+	static struct fwd_msg m;
+	uint32_t addrs[DNSMSG_MAX_ADDRS], ttls[DNSMSG_MAX_ADDRS];
+	ssize_t n;
+	int na;
+
+	if ((n = recv(p->sock, p->ans, sizeof(p->ans), MSG_DONTWAIT)) <= 0)
+		return;		/* the timeout decides */
+	if ((na = dnsmsg_answer(p->ans, (size_t)n, p->id, &p->q, addrs,
+	    ttls)) == -1)
+		return;		/* not the answer: wait on */
+	close(p->sock);
+	p->sock = -1;
+	p->alen = (size_t)n;
+	if (na == 0) {
+		reply(p->slot, &p->peer, p->plen, p->ans, p->alen, p->query);
+		pending_end(p);
+		return;
+	}
+	/* netd opens the addresses first; the answer waits for its word. */
 	memset(&m, 0, sizeof(m));
 	m.type = FWD_OPEN;
-	m.slot = slot;
-	m.seq = ++seq;
-	m.n = (uint32_t)n;
-	for (int i = 0; i < n; i++) {
+	m.slot = p->slot;
+	if (++seq == 0)		/* 0 is no request's */
+		seq = 1;
+	m.seq = p->seq = seq;
+	m.n = (uint32_t)na;
+	for (int i = 0; i < na; i++) {
 		m.addrs[i] = addrs[i];
 		m.ttls[i] = ttls[i] < cfg->ttl_min ? cfg->ttl_min :
 		    ttls[i] > cfg->ttl_max ? cfg->ttl_max : ttls[i];
 	}
 	if (ctl_send(&m) == -1)
 		_exit(0);
-	clock_gettime(CLOCK_MONOTONIC, &end);
-	end.tv_sec += FWD_WAIT_MS / 1000;
-	for (;;) {
-		struct pollfd p = { ctl, POLLIN, 0 };
-		long left = ms_left(&end);
+	deadline_in(&p->deadline, FWD_WAIT_MS);
+}
 
-		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-			return 0;
-		memset(&r, 0, sizeof(r));
-		r.type = 0;
-		ctl_read(&r);
-		if (r.type == FWD_OPENED && r.seq == m.seq)
-			return r.ok == 1;
+/* netd's FWD_OPENED: the answer it waited for goes out, or SERVFAIL. */
+static void
+opened(const struct fwd_msg *m)
+{
+	for (size_t i = 0; i < FWD_PENDING_MAX; i++) {
+		struct pending *p = &pend[i];
+
+		if (!p->used || p->sock != -1 || p->seq != m->seq)
+			continue;
+		if (m->ok == 1 && m->slot == p->slot) {
+			reply(p->slot, &p->peer, p->plen, p->ans, p->alen,
+			    p->query);
+			pending_end(p);
+		} else
+			pending_fail(p);
+		return;
 	}
 }
 
-/* The upstream's answer to query m (id replaced), or -1. */
-static ssize_t
-upstream(const uint8_t *m, size_t len, const struct dnsmsg_q *q,
-    uint8_t *ans, uint32_t *addrs, uint32_t *ttls, int *naddrs)
+/* Entries past their deadline: the next resolver, or SERVFAIL; and those
+ * of slots that no longer have a forwarder end. */
+static void
+pending_tick(void)
 {
-	uint8_t out[DNSMSG_MAX];
-	uint16_t id;
+	for (size_t i = 0; i < FWD_PENDING_MAX; i++) {
+		struct pending *p = &pend[i];
 
-	memcpy(out, m, len);
-	for (size_t i = 0; i < cfg->ndns; i++) {
-		struct sockaddr_in sin;
-		struct timespec end;
-		int s;
-
-		if (getrandom(&id, sizeof(id), 0) != sizeof(id))
-			return -1;
-		out[0] = (uint8_t)(id >> 8);
-		out[1] = (uint8_t)id;
-		memset(&sin, 0, sizeof(sin));
-		sin.sin_family = AF_INET;
-		sin.sin_port = htons(53);
-		sin.sin_addr.s_addr = htonl(cfg->dns[i]);
-		if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
-			return -1;
-		if (connect(s, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
-		    send(s, out, len, 0) != (ssize_t)len) {
-			close(s);
+		if (!p->used)
+			continue;
+		if (slots[p->slot].fd == -1) {
+			pending_end(p);
 			continue;
 		}
-		clock_gettime(CLOCK_MONOTONIC, &end);
-		end.tv_sec += FWD_WAIT_MS / 1000;
-		for (;;) {
-			struct pollfd p = { s, POLLIN, 0 };
-			long left = ms_left(&end);
-			ssize_t n;
-			int na;
-
-			if (left <= 0 || poll(&p, 1, (int)left) <= 0)
-				break;
-			if ((n = recv(s, ans, DNSMSG_MAX, 0)) <= 0)
-				break;
-			if ((na = dnsmsg_answer(ans, (size_t)n, id, q, addrs,
-			    ttls)) == -1)
-				continue;	/* not the answer: wait on */
-			close(s);
-			*naddrs = na;
-			return n;
+		if (ms_left(&p->deadline) > 0)
+			continue;
+		if (p->sock != -1) {
+			close(p->sock);
+			p->sock = -1;
+			if (ask_upstream(p, p->resolver + 1) == 0)
+				continue;
 		}
-		close(s);
+		pending_fail(p);
 	}
-	return -1;
 }
 
 static void
@@ -239,13 +342,14 @@ static void
 serve_query(unsigned slot)
 {
 	struct fwd_slot *s = &slots[slot];
-	uint8_t m[DNSMSG_MAX], ans[DNSMSG_MAX];
-	uint32_t addrs[DNSMSG_MAX_ADDRS], ttls[DNSMSG_MAX_ADDRS];
+	uint8_t m[DNSMSG_MAX];
 	struct sockaddr_in peer;
 	socklen_t plen = sizeof(peer);
 	struct dnsmsg_q q;
-	ssize_t n, an;
-	int na = 0, ok = 0;
+	struct pending *p = NULL;
+	size_t mine = 0;
+	ssize_t n;
+	int ok = 0;
 
 	if ((n = recvfrom(s->fd, m, sizeof(m), MSG_DONTWAIT,
 	    (struct sockaddr *)&peer, &plen)) <= 0)
@@ -258,30 +362,44 @@ serve_query(unsigned slot)
 	if (!ok) {
 		n = (ssize_t)dnsmsg_refuse(m, &q, 5);	/* REFUSED */
 		refused(slot, &q);
-	} else if ((an = upstream(m, (size_t)n, &q, ans, addrs, ttls,
-	    &na)) == -1) {
-		n = (ssize_t)dnsmsg_refuse(m, &q, 2);	/* SERVFAIL */
-	} else if (na > 0 && !open_addrs(slot, addrs, ttls, na)) {
-		n = (ssize_t)dnsmsg_refuse(m, &q, 2);
-	} else {
-		ans[0] = m[0];	/* the guest's id back */
-		ans[1] = m[1];
-		memcpy(m, ans, (size_t)an);
-		n = an;
+		reply(slot, &peer, plen, m, (size_t)n, m);
+		return;
 	}
-	(void)sendto(s->fd, m, (size_t)n, MSG_DONTWAIT,
-	    (struct sockaddr *)&peer, plen);
+	for (size_t i = 0; i < FWD_PENDING_MAX; i++) {
+		if (pend[i].used && pend[i].slot == slot)
+			mine++;
+		else if (!pend[i].used && p == NULL)
+			p = &pend[i];
+	}
+	if (p == NULL || mine >= FWD_PENDING_PER_SLOT) {
+		/* Its share (or everyone's) is out: no waiting in line. */
+		n = (ssize_t)dnsmsg_refuse(m, &q, 2);	/* SERVFAIL */
+		reply(slot, &peer, plen, m, (size_t)n, m);
+		return;
+	}
+	memset(p, 0, sizeof(*p));
+	p->used = 1;
+	p->slot = slot;
+	p->sock = -1;
+	p->peer = peer;
+	p->plen = plen;
+	p->q = q;
+	memcpy(p->query, m, (size_t)n);
+	p->qlen = (size_t)n;
+	if (ask_upstream(p, 0) == -1)
+		pending_fail(p);
 }
 
 static void
 dnsfwd_main(void)
 {
-	struct pollfd p[NETD_MAX_SLOTS + 1];
-	unsigned idx[NETD_MAX_SLOTS + 1];
+	struct pollfd p[NETD_MAX_SLOTS + 1 + FWD_PENDING_MAX];
+	unsigned idx[NETD_MAX_SLOTS + 1 + FWD_PENDING_MAX];
 	static struct fwd_msg m;
 
 	for (;;) {
 		nfds_t np = 0;
+		long wait = -1;
 
 		p[np].fd = ctl;
 		p[np].events = POLLIN;
@@ -293,7 +411,24 @@ dnsfwd_main(void)
 			p[np].events = POLLIN;
 			idx[np++] = i;
 		}
-		if (poll(p, np, -1) == -1) {
+		/* idx past NETD_MAX_SLOTS: a pending entry's upstream. */
+		for (unsigned i = 0; i < FWD_PENDING_MAX; i++) {
+			long left;
+
+			if (!pend[i].used)
+				continue;
+			left = ms_left(&pend[i].deadline);
+			if (left < 0)
+				left = 0;
+			if (wait == -1 || left < wait)
+				wait = left;
+			if (pend[i].sock == -1)
+				continue;
+			p[np].fd = pend[i].sock;
+			p[np].events = POLLIN;
+			idx[np++] = NETD_MAX_SLOTS + 1 + i;
+		}
+		if (poll(p, np, wait > INT_MAX ? INT_MAX : (int)wait) == -1) {
 			if (errno == EINTR)
 				continue;
 			_exit(1);
@@ -301,11 +436,21 @@ dnsfwd_main(void)
 		for (nfds_t i = 0; i < np; i++) {
 			if ((p[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0)
 				continue;
-			if (idx[i] == NETD_MAX_SLOTS)
+			if (idx[i] == NETD_MAX_SLOTS) {
+				memset(&m, 0, sizeof(m));
 				ctl_read(&m);
-			else if (slots[idx[i]].fd == p[i].fd)
+				if (m.type == FWD_OPENED)
+					opened(&m);
+			} else if (idx[i] > NETD_MAX_SLOTS) {
+				struct pending *e =
+				    &pend[idx[i] - NETD_MAX_SLOTS - 1];
+
+				if (e->used && e->sock == p[i].fd)
+					upstream_read(e);
+			} else if (slots[idx[i]].fd == p[i].fd)
 				serve_query(idx[i]);
 		}
+		pending_tick();
 	}
 }
 

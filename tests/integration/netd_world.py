@@ -64,6 +64,15 @@ def dns_names():
     return names
 
 
+def dns_qname(query):
+    """The question's name, lowercase, as text."""
+    labels, i = [], 12
+    while i < len(query) and query[i] != 0:
+        labels.append(query[i + 1:i + 1 + query[i]].decode(errors="replace"))
+        i += 1 + query[i]
+    return ".".join(labels).lower()
+
+
 def dns_answer(query, name, addr):
     qid, = struct.unpack("!H", query[:2])
     # The question, as asked: labels up to the root, then type and class.
@@ -169,6 +178,14 @@ def serve(specs):
             def dns_loop(s=s):
                 while True:
                     data, peer = s.recvfrom(512)
+                    # A name under "silent." is never answered, as a
+                    # zone whose servers drop queries; the sink says it
+                    # was asked.
+                    asked = dns_qname(data)
+                    if asked.startswith("silent"):
+                        with open(os.environ["SINK"], "a") as f:
+                            f.write("dns-silent %s\n" % asked)
+                        continue
                     s.sendto(dns_answer(data, dns_names(), None), peer)
             threads.append(threading.Thread(target=dns_loop, daemon=True))
         else:
