@@ -96,6 +96,24 @@ render_drops(struct evbuffer *b)
 			    (long long)json_object_get_int64(v));
 		}
 	}
+	evbuffer_add_printf(b, "# HELP mcpd_vm_dns_refused_total Names a VM "
+	    "asked its egress allowlist's DNS forwarder for that the list "
+	    "does not name, as vmmd last reported.\n"
+	    "# TYPE mcpd_vm_dns_refused_total counter\n");
+	for (size_t i = 0; i < n && i < 4096; i++) {
+		struct json_object *e = json_object_array_get_idx(vm_drops, i);
+		struct json_object *id, *v;
+
+		if (!json_object_object_get_ex(e, "vm_id", &id) ||
+		    !json_object_is_type(id, json_type_string) ||
+		    !label_ok(json_object_get_string(id)) ||
+		    !json_object_object_get_ex(e, "dns_refused", &v) ||
+		    !json_object_is_type(v, json_type_int))
+			continue;
+		evbuffer_add_printf(b, "mcpd_vm_dns_refused_total{vm_id=\"%s\"} "
+		    "%lld\n", json_object_get_string(id),
+		    (long long)json_object_get_int64(v));
+	}
 }
 
 void

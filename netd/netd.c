@@ -523,7 +523,6 @@ fwd_add(unsigned slot, const struct egress *eg, char *err, size_t errlen)
 	}
 	close(s);
 	netd->fwd[slot] = 1;
-	memset(&netd->refused[slot], 0, sizeof(netd->refused[slot]));
 	return 0;
 }
 
@@ -630,6 +629,9 @@ slot_teardown(unsigned slot, char *err, size_t errlen)
 	int rc;
 
 	fwd_forget(slot);
+	/* The next VM in the slot starts its refused names afresh; a
+	 * policy change keeps them counting. */
+	memset(&netd->refused[slot], 0, sizeof(netd->refused[slot]));
 	vm_rules_delete(slot);
 	rc = link_teardown(&netd->lc, slot, err, errlen);
 	if (netd->live[slot]) {
@@ -858,6 +860,22 @@ jcount(const struct nft_count *c)
 	return o;
 }
 
+/* The slot's last refused names, oldest first. */
+static struct json_object *
+jrefused_last(unsigned s)
+{
+	struct netd_refused *r = &netd->refused[s];
+	struct json_object *last = json_object_new_array();
+
+	for (unsigned i = 0; i < NETD_REFUSED_KEEP; i++) {
+		const char *n = r->last[(r->next + i) % NETD_REFUSED_KEEP];
+
+		if (*n != '\0')
+			json_object_array_add(last, json_object_new_string(n));
+	}
+	return last;
+}
+
 static struct json_object *
 jdrops(unsigned slot, const struct nft_drops *d)
 {
@@ -868,6 +886,10 @@ jdrops(unsigned slot, const struct nft_drops *d)
 	json_object_object_add(o, "bandwidth", jcount(&d->bandwidth));
 	json_object_object_add(o, "conn_rate", jcount(&d->conn_rate));
 	json_object_object_add(o, "conn_count", jcount(&d->conn_count));
+	/* Names its forwarder refused: a count and the last few. */
+	json_object_object_add(o, "dns_refused", json_object_new_int64(
+	    (int64_t)(netd->refused[slot].count & INT64_MAX)));
+	json_object_object_add(o, "dns_refused_last", jrefused_last(slot));
 	return o;
 }
 
@@ -986,25 +1008,16 @@ fwd_status(void)
 	struct json_object *o = json_object_new_object();
 
 	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
-		struct netd_refused *r = &netd->refused[s];
-		struct json_object *e, *last;
+		struct json_object *e;
 		char key[8];
 
 		if (!netd->fwd[s])
 			continue;
 		e = json_object_new_object();
-		last = json_object_new_array();
-		for (unsigned i = 0; i < NETD_REFUSED_KEEP; i++) {
-			const char *n = r->last[(r->next + i) %
-			    NETD_REFUSED_KEEP];
-
-			if (*n != '\0')
-				json_object_array_add(last,
-				    json_object_new_string(n));
-		}
 		json_object_object_add(e, "count",
-		    json_object_new_int64((int64_t)r->count));
-		json_object_object_add(e, "last", last);
+		    json_object_new_int64((int64_t)(netd->refused[s].count &
+		    INT64_MAX)));
+		json_object_object_add(e, "last", jrefused_last(s));
 		snprintf(key, sizeof(key), "%u", s);
 		json_object_object_add(o, key, e);
 	}

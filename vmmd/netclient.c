@@ -124,6 +124,51 @@ drop_count(struct json_object *o, const char *key, long long *out)
 	return 0;
 }
 
+/*
+ * The refused names of a slot's entry (optional: a netd from before them
+ * sends none): a count, and at most NET_REFUSED_KEEP names, each short
+ * printable ASCII.  -1 if malformed.
+ */
+static int
+refused_take(struct json_object *e, struct net_drops *d)
+{
+	struct json_object *last;
+	struct jsonx_err jerr;
+	int64_t v;
+	size_t n;
+	int r;
+
+	if ((r = jsonx_get_int64(e, "dns_refused", 0, 0, INT64_MAX, &v,
+	    &jerr)) == -1)
+		return -1;
+	d->dns_refused = r == 1 ? (long long)v : 0;
+	if ((r = jsonx_get_array(e, "dns_refused_last", 0, &last,
+	    &jerr)) == -1)
+		return -1;
+	if (r == 0)
+		return 0;
+	if ((n = json_object_array_length(last)) > NET_REFUSED_KEEP)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *s = json_object_array_get_idx(last, i);
+		const char *t;
+		size_t len;
+
+		if (!json_object_is_type(s, json_type_string))
+			return -1;
+		t = json_object_get_string(s);
+		len = (size_t)json_object_get_string_len(s);
+		if (len == 0 || len >= NET_REFUSED_NAME || strlen(t) != len)
+			return -1;
+		for (size_t k = 0; k < len; k++)
+			if (t[k] < 0x20 || t[k] > 0x7e)
+				return -1;
+		memcpy(d->refused_last[i], t, len + 1);
+	}
+	d->nrefused_last = n;
+	return 0;
+}
+
 /* One slot's entry of netd's counters, into drops[]; -1 if malformed. */
 static int
 drops_take(struct json_object *e)
@@ -132,11 +177,13 @@ drops_take(struct json_object *e)
 	struct net_drops d;
 	int64_t slot;
 
+	memset(&d, 0, sizeof(d));
 	if (jsonx_get_int64(e, "slot", 1, 0, NET_SLOTS - 1, &slot,
 	    &jerr) != 1 || drop_count(e, "egress", &d.egress) == -1 ||
 	    drop_count(e, "bandwidth", &d.bandwidth) == -1 ||
 	    drop_count(e, "conn_rate", &d.conn_rate) == -1 ||
-	    drop_count(e, "conn_count", &d.conn_count) == -1)
+	    drop_count(e, "conn_count", &d.conn_count) == -1 ||
+	    refused_take(e, &d) == -1)
 		return -1;
 	drops[slot] = d;
 	drops_known[slot] = 1;
@@ -178,7 +225,7 @@ netclient_drops(int slot, struct net_drops *d)
 struct json_object *
 net_drops_json(const struct net_drops *d)
 {
-	struct json_object *o = json_object_new_object();
+	struct json_object *o = json_object_new_object(), *last;
 
 	json_object_object_add(o, "egress", json_object_new_int64(d->egress));
 	json_object_object_add(o, "bandwidth",
@@ -187,6 +234,13 @@ net_drops_json(const struct net_drops *d)
 	    json_object_new_int64(d->conn_rate));
 	json_object_object_add(o, "conn_count",
 	    json_object_new_int64(d->conn_count));
+	json_object_object_add(o, "dns_refused",
+	    json_object_new_int64(d->dns_refused));
+	last = json_object_new_array();
+	for (size_t i = 0; i < d->nrefused_last; i++)
+		json_object_array_add(last,
+		    json_object_new_string(d->refused_last[i]));
+	json_object_object_add(o, "dns_refused_last", last);
 	return o;
 }
 

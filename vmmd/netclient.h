@@ -63,11 +63,18 @@ int	netclient_egress(const char *id, int slot, const struct egress *,
 	    uint64_t rate);
 
 /* A slot's drops, in packets, as netd last counted them (netd.8). */
+#define NET_REFUSED_KEEP	8	/* netd's NETD_REFUSED_KEEP */
+#define NET_REFUSED_NAME	256	/* a name, or netd's "(not a host name)" */
 struct net_drops {
 	long long	egress;		/* by its egress policy */
 	long long	bandwidth;	/* over its rate */
 	long long	conn_rate;	/* new connections over the rate */
 	long long	conn_count;	/* beyond its conntrack share */
+	/* Names its DNS forwarder refused: how many, and the last few,
+	 * oldest first (printable ASCII, checked as they came). */
+	long long	dns_refused;
+	size_t		nrefused_last;
+	char		refused_last[NET_REFUSED_KEEP][NET_REFUSED_NAME];
 };
 /* The slot's drops as of netd's last count (every 10 s, and after each
  * policy change): 0, or -1 when none is known. */

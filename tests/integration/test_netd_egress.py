@@ -25,6 +25,7 @@ without it or without ip(8), nsenter(1) or nft(8).  TAP on stdout.
 import json
 import os
 import sys
+import threading
 import time
 import unittest
 
@@ -405,6 +406,13 @@ class NetdEgressTest(unittest.TestCase):
                                                "forge.example"]})
         self.assertIn("slot 3: dns: refused other.example",
                       self.world.log())
+        # The same in the counters vmmd polls for vm_status and /metrics.
+        t, cnt = self.c.call(NET_COUNTERS, {})
+        self.assertEqual(t, NET_COUNTERS_RESULT, cnt)
+        mine = [e for e in cnt["slots"] if e["slot"] == 3]
+        self.assertEqual([(e["dns_refused"], e["dns_refused_last"])
+                          for e in mine],
+                         [(2, ["other.example", "forge.example"])])
 
     def test_11_an_address_closes_when_its_ttl_runs_out(self):
         g = self.guest(3, allowlist("pkg.example"))
@@ -444,6 +452,49 @@ class NetdEgressTest(unittest.TestCase):
             self.assertEqual(body["error"]["code"], "invalid_argument")
             self.assertIn(why, body["error"]["message"])
         self.assertEqual(mcpvm_links(NS_H), [])
+
+    def test_14_a_silent_name_holds_up_no_other_slot(self):
+        # Slot 3's guest asks for names whose servers never answer (its
+        # allowlist lets it); while the forwarder waits on those, slot 4's
+        # guest resolves its own name, within its resolver's own 2 s
+        # timeout.  A forwarder that served one query at a time (this
+        # test passed against it with the slots the other way round: it
+        # took the lower slot's next query, then the higher's) kept slot
+        # 4 waiting 2 s behind each of slot 3's.
+        ga = self.guest(3, allowlist("*.forge.example"))
+        dns_a = self.reply["dns"][0]
+        gb = self.guest(4, allowlist("pkg.example"))
+        dns_b = self.reply["dns"][0]
+        def sink():
+            try:
+                with open(self.world.sink_i) as f:
+                    return f.read()
+            except FileNotFoundError:
+                return ""
+        mark = len(sink())
+        slow = []
+
+        def ask(i):
+            slow.append(probe(ga, "resolve", dns_a, 53,
+                              "silent%d.forge.example" % i))
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        # The upstream has been asked: the forwarder waits on it.
+        for _ in range(100):
+            if "dns-silent silent" in sink()[mark:]:
+                break
+            time.sleep(0.1)
+        else:
+            self.fail("the silent names never reached the upstream")
+        r = self.resolve(gb, "pkg.example", dns_b)
+        self.assertEqual((r["rcode"], r["addrs"]), (0, [ALLOWED]))
+        for t in threads:
+            t.join(30)
+        # Slot 4's names got no address: SERVFAIL, or its own timeout.
+        self.assertEqual(len(slow), 4)
+        for a in slow:
+            self.assertEqual(a.get("addrs", []), [], a)
 
     def test_99_teardown_leaves_nothing(self):
         self.guest(3, allowlist(ALLOWED + "/32"))

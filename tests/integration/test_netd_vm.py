@@ -185,6 +185,47 @@ def case_egress(h, w, h_before):
     okk, r = eg("vm_destroy", vm_id=vm)
     ok(okk and all_gone(w, h_before), "egress: destroy leaves nothing, "
        "the egress table included", (r, netd_objects(w)))
+    case_egress_names(h, w, h_before)
+
+
+def case_egress_names(h, w, h_before):
+    """A workspace allowing one name: its VM's resolver is netd's
+    forwarder on its gateway, the name resolves and opens its address,
+    another name is refused, and vm_status counts and names the refusal."""
+    nw = base.Client(h, h.issue("namews", "--allow-network",
+                                "--egress-allow", netdlib.DNS_NAME))
+    okk, r = nw("vm_create", request_id="nm-1", network="on",
+                idle_seconds=3600)
+    ok(okk and r.get("state") == "running", "names: a VM whose workspace "
+       "allows one name", r)
+    vm = r["vm_id"]
+    addr = guest_addr(nw, vm, "nm-addr")
+    gw = addr.rsplit(".", 1)[0] + ".1"
+    code, out, err = guest(nw, vm, "cat /etc/resolv.conf", "nm-conf")
+    ok(("nameserver %s" % gw) in out and "203.0.113.53" not in out,
+       "names: its one resolver is the forwarder on its gateway", out)
+    code, out, err = tcp(nw, vm, "203.0.113.10", 80, "nm-tcp0")
+    ok(code != 0, "names: the name's address is shut before it is "
+       "resolved", (code, out, err))
+    code, out, err = guest(nw, vm, "getent hosts " + netdlib.DNS_NAME,
+                           "nm-dns")
+    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
+       "names: the allowed name resolves", (code, out, err))
+    code, out, err = tcp(nw, vm, "203.0.113.10", 80, "nm-tcp1")
+    ok(code == 0, "names: and its address opens", (code, out, err))
+    code, out, err = guest(nw, vm, "getent hosts other.mcpvm.example",
+                           "nm-refused")
+    ok(code != 0, "names: another name does not resolve", (code, out))
+    # netd's counters reach vm_status with vmmd's next poll (10 s).
+    st = base.wait_for(lambda: (lambda r: r[1] if r[0] and r[1].get(
+        "drops", {}).get("dns_refused", 0) > 0 else None)(
+        nw("vm_status", vm_id=vm)), 30, "the refused name in vm_status")
+    ok(st["drops"]["dns_refused"] >= 1 and "other.mcpvm.example" in
+       st["drops"]["dns_refused_last"], "names: vm_status counts the "
+       "refused name and shows it", st["drops"])
+    okk, r = nw("vm_destroy", vm_id=vm)
+    ok(okk and all_gone(w, h_before), "names: destroy leaves nothing, "
+       "the forwarder's socket included", (r, netd_objects(w)))
 
 
 def applied(w):
@@ -231,7 +272,8 @@ def case_live_policy(h, w, a, vm):
         "drops", {}).get("egress", 0) > 0 else None)(
         a("vm_status", vm_id=vm)), 30, "the drops in vm_status")
     ok(st["drops"]["egress"] > 0 and set(st["drops"]) ==
-       {"egress", "bandwidth", "conn_rate", "conn_count"},
+       {"egress", "bandwidth", "conn_rate", "conn_count", "dns_refused",
+        "dns_refused_last"},
        "live: vm_status counts the dropped packets", st["drops"])
     before = st["drops"]["egress"]
     n = applied(w)
