@@ -367,6 +367,9 @@ vm_rules_apply(unsigned slot, int keep, const struct egress *eg,
 	rc = ns_apply(slot, text, keep ? tag : NULL, alt, &same, err, errlen);
 	*replaced = !same;
 	free(text);
+	/* A new egress table has an empty allow4. */
+	if (eg != NULL)
+		memset(netd->opened[slot], 0, sizeof(netd->opened[slot]));
 	return rc;
 }
 
@@ -533,6 +536,8 @@ fwd_open(const struct fwd_msg *m)
 	static struct fwd_msg r;
 	uint32_t a[DNSMSG_MAX_ADDRS], t[DNSMSG_MAX_ADDRS];
 	char text[4096], err[512];
+	struct netd_opened *op;
+	struct timespec now;
 	size_t n = 0;
 
 	memset(&r, 0, sizeof(r));
@@ -541,6 +546,8 @@ fwd_open(const struct fwd_msg *m)
 	r.seq = m->seq;
 	if (m->n == 0 || m->n > DNSMSG_MAX_ADDRS || !netd->fwd[m->slot])
 		goto reply;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	op = netd->opened[m->slot];
 	for (uint32_t i = 0; i < m->n; i++) {
 		size_t j;
 		uint32_t ttl = m->ttls[i];
@@ -548,6 +555,17 @@ fwd_open(const struct fwd_msg *m)
 		/* Re-checked: the child is not trusted with the bounds. */
 		ttl = ttl < netd->ttl_min ? netd->ttl_min :
 		    ttl > netd->ttl_max ? netd->ttl_max : ttl;
+		/*
+		 * Open for this TTL more already: nothing to do.  (A
+		 * recursive resolver's cached answers count down, so asking
+		 * again for a name mostly lands here.)
+		 */
+		for (j = 0; j < NETD_OPENED_KEEP; j++)
+			if (op[j].addr == m->addrs[i] &&
+			    op[j].until - now.tv_sec >= (time_t)ttl)
+				break;
+		if (j < NETD_OPENED_KEEP)
+			continue;
 		for (j = 0; j < n; j++)
 			if (a[j] == m->addrs[i])
 				break;
@@ -559,12 +577,32 @@ fwd_open(const struct fwd_msg *m)
 		a[n] = m->addrs[i];
 		t[n++] = ttl;
 	}
+	if (n == 0) {
+		r.ok = 1;
+		goto reply;
+	}
 	if (nft_build_allow4(m->slot, a, t, n, text, sizeof(text)) < 0 ||
-	    ns_apply(m->slot, text, NULL, NULL, NULL, err, sizeof(err)) == -1)
+	    ns_apply(m->slot, text, NULL, NULL, NULL, err, sizeof(err)) == -1) {
 		log_warnx("slot %u: opening %zu resolved address%s: %s",
 		    m->slot, n, n == 1 ? "" : "es", err);
-	else
-		r.ok = 1;
+		goto reply;
+	}
+	r.ok = 1;
+	for (size_t i = 0; i < n; i++) {
+		size_t j, oldest = 0;
+
+		/* Its entry, or else the one that ends first. */
+		for (j = 0; j < NETD_OPENED_KEEP; j++) {
+			if (op[j].addr == a[i])
+				break;
+			if (op[j].until < op[oldest].until)
+				oldest = j;
+		}
+		if (j == NETD_OPENED_KEEP)
+			j = oldest;
+		op[j].addr = a[i];
+		op[j].until = now.tv_sec + (time_t)t[i];
+	}
 reply:
 	if (fwd_send(&r, -1) == -1)
 		log_warn("dns forwarder: reply");
@@ -632,6 +670,7 @@ slot_teardown(unsigned slot, char *err, size_t errlen)
 	/* The next VM in the slot starts its refused names afresh; a
 	 * policy change keeps them counting. */
 	memset(&netd->refused[slot], 0, sizeof(netd->refused[slot]));
+	memset(netd->opened[slot], 0, sizeof(netd->opened[slot]));
 	vm_rules_delete(slot);
 	rc = link_teardown(&netd->lc, slot, err, errlen);
 	if (netd->live[slot]) {
@@ -935,6 +974,9 @@ do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
 		rc = nft_apply(ctx, text, err, sizeof(err));
 	nft_close(ctx);
 	link_leave(&netd->lc);
+	/* The new table's allow4 is empty (and the old one's is whole only
+	 * if this failed, when forgetting costs one re-add). */
+	memset(netd->opened[slot], 0, sizeof(netd->opened[slot]));
  out:
 	free(text);
 	if (rc == -1) {

@@ -21,6 +21,7 @@ struct nl_sock;
 
 /* Refused names kept per slot, newest last. */
 #define NETD_REFUSED_KEEP	8
+#define NETD_OPENED_KEEP	32
 
 struct netd {
 	struct event_base	*base;
@@ -41,6 +42,17 @@ struct netd {
 	struct event		*fwd_ev;
 	uint32_t		 ttl_min, ttl_max;
 	unsigned char		 fwd[NETD_MAX_SLOTS];
+	/*
+	 * What the forwarder opened lately in each slot's allow4, and until
+	 * when (CLOCK_MONOTONIC seconds): an answer whose addresses are open
+	 * for at least their new TTL already needs no nft transaction, which
+	 * is most of an answer's cost.  Emptied with the set (a new egress
+	 * table, a teardown).
+	 */
+	struct netd_opened {
+		uint32_t	 addr;
+		time_t		 until;
+	}			 opened[NETD_MAX_SLOTS][NETD_OPENED_KEEP];
 	struct netd_refused {
 		uint64_t	 count;
 		unsigned	 next;

@@ -305,6 +305,30 @@ def bench(addr, port, mib, connects):
                       else None}))
 
 
+def rates(addr, port, resolver, name, seconds):
+    """For the egress benchmark: DNS answers a second for name from
+    resolver (one query at a time), then new TCP connections a second to
+    addr:port (each opened and closed), each for the given seconds.  The
+    answers come first: with names, they open the address."""
+    secs = float(seconds)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(2.0)
+    n, bad, t0 = 0, 0, time.monotonic()
+    while time.monotonic() - t0 < secs:
+        s.sendto(dns_query(name, n & 0xffff), (resolver, 53))
+        data, _ = s.recvfrom(1232)
+        if parse_reply(data)["rcode"] != 0:
+            bad += 1
+        n += 1
+    dns = n / (time.monotonic() - t0)
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < secs:
+        socket.create_connection((addr, int(port)), timeout=5).close()
+        n += 1
+    print(json.dumps({"conns_s": n / (time.monotonic() - t0),
+                      "dns_s": dns, "dns_failed": bad}))
+
+
 def flood(addr, tcp_port, udp_port, seconds):
     end = time.monotonic() + float(seconds)
     held, udp = [], 0
@@ -363,6 +387,8 @@ if __name__ == "__main__":
         bench(*sys.argv[2:6])
     elif cmd == "flood":
         flood(*sys.argv[2:6])
+    elif cmd == "rates":
+        rates(*sys.argv[2:7])
     elif cmd == "sniff":
         sniff(*sys.argv[2:4])
     else:
