@@ -41,7 +41,9 @@ budget() {
 	# 1.9 before each VM's mount namespace: CAP_SYS_ADMIN, mount and
 	# RestrictNamespaces=mnt are the spawner's jail's.
 	mcpvm-vmmd) echo 2.4 ;;
-	mcpvm-netd) echo 3.0 ;;
+	# 3.0 before the DNS forwarder: AF_INET, no IPAddressDeny, and
+	# CAP_NET_BIND_SERVICE CAP_SETUID CAP_SETGID are its.
+	mcpvm-netd) echo 3.3 ;;
 	# Root, for vmmd's writes in its cgroup; nothing else.
 	mcpvm-vms) echo 1.5 ;;
 	*) echo none ;;
