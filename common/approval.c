@@ -292,23 +292,14 @@ approval_hex(const uint8_t in[32], char out[APPROVAL_HEX_LEN + 1])
 	out[APPROVAL_HEX_LEN] = '\0';
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 int
 approval_unhex(const char *s, uint8_t out[32])
 {
 	if (strnlen(s, APPROVAL_HEX_LEN + 1) != APPROVAL_HEX_LEN)
 		return -1;
 	for (size_t i = 0; i < 32; i++) {
-		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
+		int hi = hex_lower_digit((unsigned char)s[2 * i]);
+		int lo = hex_lower_digit((unsigned char)s[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
 			return -1;

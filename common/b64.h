@@ -55,4 +55,16 @@ b64_digit(unsigned char c)
 	return -1;
 }
 
+/* The value of one lowercase hex digit (0-9, a-f), or -1: the broker
+ * preamble's secret and an approval's argument digest take only these. */
+static inline int
+hex_lower_digit(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
 #endif

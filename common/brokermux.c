@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "b64.h"
 #include "brokermux.h"
 
 static uint32_t
@@ -126,16 +127,6 @@ bmux_feed(struct bmux_dec *d, const void *buf, size_t n, bmux_cb cb,
 	return 0;
 }
 
-static int
-hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
-
 int
 broker_preamble_parse(const uint8_t *p, size_t n, struct broker_preamble *pr)
 {
@@ -158,7 +149,7 @@ broker_preamble_parse(const uint8_t *p, size_t n, struct broker_preamble *pr)
 		return -1;
 	idlen = i++;
 	for (; i < n && i < idlen + 1 + BROKER_SECRET_HEX; i++)
-		if (hexval(p[i]) == -1)
+		if (hex_lower_digit(p[i]) == -1)
 			return -1;
 	if (i == n)
 		return 0;
@@ -167,7 +158,7 @@ broker_preamble_parse(const uint8_t *p, size_t n, struct broker_preamble *pr)
 	memcpy(pr->job_id, p, idlen);
 	pr->job_id[idlen] = '\0';
 	for (i = 0; i < BROKER_SECRET_HEX / 2; i++)
-		pr->secret[i] = (uint8_t)(hexval(p[idlen + 1 + 2 * i]) << 4 |
-		    hexval(p[idlen + 2 + 2 * i]));
+		pr->secret[i] = (uint8_t)(hex_lower_digit(p[idlen + 1 + 2 * i]) << 4 |
+		    hex_lower_digit(p[idlen + 2 + 2 * i]));
 	return (int)(idlen + 1 + BROKER_SECRET_HEX + 1);
 }
