@@ -32,6 +32,9 @@ ctl_store_error(struct ipc_conn *c, uint32_t id, enum store_rc rc,
 	case STORE_CONFLICT:
 		ipc_reply_error(c, id, "conflict", "%s", msg);
 		break;
+	case STORE_INVALID:
+		ipc_reply_error(c, id, "invalid_argument", "%s", msg);
+		break;
 	case STORE_BUSY:
 		ipc_reply_error(c, id, "busy", "credential store is busy: %s",
 		    msg);

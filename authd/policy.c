@@ -106,6 +106,39 @@ policy_apply(struct auth_policy *p, const struct auth_policy_patch *pt)
 		p->egress = pt->p.egress;
 	if (pt->fields & POLICY_F_RATE)
 		p->egress_rate = pt->p.egress_rate;
+	if (pt->fields & POLICY_F_GATES) {
+		for (int c = 0; c < GATE_NCLASSES; c++)
+			if (pt->gate_fields & GATE_F_CLASS(c))
+				p->gates.need[c] = pt->p.gates.need[c];
+		if (pt->gate_fields & GATE_F_MEMORY)
+			p->gates.memory_mib_above =
+			    pt->p.gates.memory_mib_above;
+		if (pt->gate_fields & GATE_F_VCPUS)
+			p->gates.vcpus_above = pt->p.gates.vcpus_above;
+	}
+}
+
+int
+policy_valid(const struct auth_policy *p, char *why, size_t whylen)
+{
+	if (p->gates.need[GATE_RESOURCES] != 0 &&
+	    p->gates.memory_mib_above == 0 && p->gates.vcpus_above == 0) {
+		snprintf(why, whylen, "a resources gate needs a threshold: "
+		    "memory_mib_above or vcpus_above (authctl "
+		    "--gate-memory-above MIB or --gate-vcpus-above N)");
+		return 0;
+	}
+	return 1;
+}
+
+static int
+gates_equal(const struct gates *a, const struct gates *b)
+{
+	for (int c = 0; c < GATE_NCLASSES; c++)
+		if (a->need[c] != b->need[c])
+			return 0;
+	return a->memory_mib_above == b->memory_mib_above &&
+	    a->vcpus_above == b->vcpus_above;
 }
 
 int
@@ -116,6 +149,7 @@ policy_equal(const struct auth_policy *a, const struct auth_policy *b)
 	    a->storage_gib != b->storage_gib ||
 	    a->max_streams != b->max_streams ||
 	    a->egress_rate != b->egress_rate ||
+	    !gates_equal(&a->gates, &b->gates) ||
 	    !egress_equal(&a->egress, &b->egress))
 		return 0;
 	for (size_t i = 0; i < a->nimages; i++)
@@ -168,7 +202,7 @@ policy_images_split(struct auth_policy *p, const char *s)
 struct json_object *
 policy_to_json(const struct auth_policy *p)
 {
-	struct json_object *o, *imgs, *eg;
+	struct json_object *o, *imgs, *eg, *ga;
 
 	if ((o = json_object_new_object()) == NULL)
 		return NULL;
@@ -193,6 +227,9 @@ policy_to_json(const struct auth_policy *p)
 	json_object_object_add(o, "egress", eg);
 	json_object_object_add(o, "egress_rate",
 	    json_object_new_int64((int64_t)p->egress_rate));
+	if ((ga = gates_to_json(&p->gates)) == NULL)
+		goto fail;
+	json_object_object_add(o, "approvals", ga);
 	return o;
 fail:
 	json_object_put(o);
@@ -255,6 +292,76 @@ policy_images_from_json(struct json_object *arr, const char *path,
 	return 0;
 }
 
+/*
+ * The members of parent[path] ("policy.approvals") that a patch sets, each
+ * checked as gates_from_json checks it.  Whether a resources gate has its
+ * threshold is policy_valid's question, once the patch met the policy.
+ */
+static int
+policy_gates_from_json(struct json_object *parent, const char *path,
+    struct auth_policy_patch *pt, char *why, size_t whylen)
+{
+	static const struct {
+		const char	*key;
+		unsigned int	 bit;
+		int64_t		 max;
+	} limits[] = {
+		{ "memory_mib_above", GATE_F_MEMORY, GATE_MEMORY_MIB_MAX },
+		{ "vcpus_above", GATE_F_VCPUS, GATE_VCPUS_MAX },
+	};
+	struct json_object *ga;
+	struct jsonx_err jerr;
+	char mpath[96];
+	int64_t n;
+	int r;
+
+	if ((r = jsonx_get_object(parent, path, 0, &ga, &jerr)) == -1)
+		goto jfail;
+	if (r == 0)
+		return 0;
+	json_object_object_foreach(ga, k, v) {
+		(void)v;
+		if (gate_class_from_name(k) != -1 ||
+		    strcmp(k, limits[0].key) == 0 ||
+		    strcmp(k, limits[1].key) == 0)
+			continue;
+		/* The key itself is peer data: not echoed. */
+		snprintf(why, whylen, "$.%s: has an unknown key (known: exec, "
+		    "network, resources, destroy, snapshot_delete, "
+		    "broker_pipe, memory_mib_above, vcpus_above)", path);
+		return -1;
+	}
+	for (int c = 0; c < GATE_NCLASSES; c++) {
+		snprintf(mpath, sizeof(mpath), "%s.%s", path,
+		    gate_class_name(c));
+		if ((r = jsonx_get_int64(parent, mpath, 0, 0, GATE_NEED_MAX,
+		    &n, &jerr)) == -1)
+			goto jfail;
+		if (r == 1) {
+			pt->p.gates.need[c] = (uint8_t)n;
+			pt->gate_fields |= GATE_F_CLASS(c);
+		}
+	}
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		snprintf(mpath, sizeof(mpath), "%s.%s", path, limits[i].key);
+		if ((r = jsonx_get_int64(parent, mpath, 0, 0, limits[i].max,
+		    &n, &jerr)) == -1)
+			goto jfail;
+		if (r == 0)
+			continue;
+		if (limits[i].bit == GATE_F_MEMORY)
+			pt->p.gates.memory_mib_above = (uint32_t)n;
+		else
+			pt->p.gates.vcpus_above = (uint32_t)n;
+		pt->gate_fields |= limits[i].bit;
+	}
+	pt->fields |= POLICY_F_GATES;
+	return 0;
+jfail:
+	snprintf(why, whylen, "%s", jerr.msg);
+	return -1;
+}
+
 int
 policy_patch_from_json(struct json_object *parent, const char *key,
     struct auth_policy_patch *pt, char *why, size_t whylen)
@@ -272,7 +379,8 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 	json_object_object_foreach(pol, k, v) {
 		int known = strcmp(k, "network") == 0 ||
 		    strcmp(k, "images") == 0 || strcmp(k, "egress") == 0 ||
-		    strcmp(k, "egress_rate") == 0;
+		    strcmp(k, "egress_rate") == 0 ||
+		    strcmp(k, "approvals") == 0;
 
 		(void)v;
 		for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++)
@@ -281,7 +389,8 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 			/* The key itself is peer data: not echoed. */
 			snprintf(why, whylen, "$.%s: has an unknown key (known: "
 			    "network, images, max_vms, memory_mib, "
-			    "storage_gib, max_streams, egress, egress_rate)",
+			    "storage_gib, max_streams, egress, egress_rate, "
+			    "approvals)",
 			    key);
 			return -1;
 		}
@@ -320,6 +429,9 @@ policy_patch_from_json(struct json_object *parent, const char *key,
 		pt->p.egress_rate = (uint64_t)n;
 		pt->fields |= POLICY_F_RATE;
 	}
+	snprintf(path, sizeof(path), "%s.approvals", key);
+	if (policy_gates_from_json(parent, path, pt, why, whylen) == -1)
+		return -1;
 	for (size_t i = 0; i < sizeof(quotas) / sizeof(quotas[0]); i++) {
 		snprintf(path, sizeof(path), "%s.%s", key, quotas[i].key);
 		if ((r = jsonx_get_int64(parent, path, 0, 1, quotas[i].max, &n,

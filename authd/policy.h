@@ -11,6 +11,7 @@
 struct json_object;
 
 #include "egress.h"
+#include "gates.h"
 #include "wsname.h"
 
 #define AUTH_WORKSPACE_MAX	WSNAME_MAX	/* [a-z0-9-]{1,63} */
@@ -35,6 +36,7 @@ struct auth_policy {
 	/* Bytes a second a VM may send: 0 for no limit, else
 	 * AUTH_RATE_MIN .. AUTH_RATE_MAX. */
 	uint64_t	egress_rate;
+	struct gates	gates;		/* default: nothing gated */
 };
 
 /* A partial policy from a request: only the fields whose bit is set. */
@@ -46,13 +48,24 @@ struct auth_policy {
 #define POLICY_F_STREAMS	0x20u
 #define POLICY_F_EGRESS		0x40u
 #define POLICY_F_RATE		0x80u
+#define POLICY_F_GATES		0x100u	/* some of gate_fields */
 
 /* netd's bounds on a VM's egress rate (netd/nft.h NETD_RATE_*). */
 #define AUTH_RATE_MIN		4096
 #define AUTH_RATE_MAX		(1LL << 40)
 
+/*
+ * Which members of "approvals" a patch sets: GATE_F_CLASS(c) for a class,
+ * and the two thresholds.  Those it does not name keep their values, so
+ * gating exec leaves a destroy gate as it was.
+ */
+#define GATE_F_CLASS(c)		(1u << (c))
+#define GATE_F_MEMORY		(1u << GATE_NCLASSES)
+#define GATE_F_VCPUS		(1u << (GATE_NCLASSES + 1))
+
 struct auth_policy_patch {
 	unsigned int	 fields;
+	unsigned int	 gate_fields;	/* with POLICY_F_GATES */
 	struct auth_policy p;
 };
 
@@ -64,6 +77,11 @@ int	image_id_valid(const char *id, char *why, size_t whylen);
 
 /* Applies the set fields of patch to p. */
 void	policy_apply(struct auth_policy *p, const struct auth_policy_patch *);
+/*
+ * Whether a policy, patched or not, holds together: a resources gate needs
+ * a threshold.  1, or 0 with a sentence naming the options in why.
+ */
+int	policy_valid(const struct auth_policy *, char *why, size_t whylen);
 /* 1 when the two policies grant exactly the same. */
 int	policy_equal(const struct auth_policy *, const struct auth_policy *);
 
@@ -81,8 +99,8 @@ void	policy_set_egress_max_names(size_t);
 size_t	policy_egress_max(void);
 
 /* {"network":…,"images":[…],"max_vms":…,…,"egress":{…},
- * "egress_rate":n}; NULL on
- * allocation failure. */
+ * "egress_rate":n,"approvals":{gates_to_json}}; NULL on allocation
+ * failure. */
 struct json_object *policy_to_json(const struct auth_policy *);
 
 /*

@@ -15,7 +15,8 @@
 #include "store.h"
 
 #define WS_COLS	"w.network, w.images, w.max_vms, w.memory_mib, " \
-		"w.storage_gib, w.max_streams, w.egress, w.egress_rate"
+		"w.storage_gib, w.max_streams, w.egress, w.egress_rate, " \
+		"w.approvals"
 #define IMAGES_TEXT_MAX	(AUTH_MAX_IMAGES * (AUTH_IMAGE_MAX + 1) + 1)
 
 struct store {
@@ -57,6 +58,10 @@ static const char *const migrations[] = {
 	/* 2 -> 3: a VM's egress bandwidth limit, bytes a second; 0 none. */
 	"ALTER TABLE workspaces ADD COLUMN egress_rate INTEGER NOT NULL "
 	"  DEFAULT 0;",
+	/* 3 -> 4: the actions a human must approve (#28), gates_to_json;
+	 * every workspace so far has none. */
+	"ALTER TABLE workspaces ADD COLUMN approvals TEXT NOT NULL "
+	"  DEFAULT '{}';",
 };
 
 /* authd is the database's only user, and nobody else may read it. */
@@ -174,7 +179,37 @@ egress_text(const struct egress *e)
 	return s;
 }
 
-/* Reads the eight WS_COLS columns starting at col. */
+/* The gates as stored: their JSON; -1 when it does not read. */
+static int
+col_gates(sqlite3_stmt *st, int col, struct gates *g)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+	struct json_object *o;
+	char why[256];
+	int rc;
+
+	if (t == NULL || (o = json_tokener_parse((const char *)t)) == NULL)
+		return -1;
+	rc = gates_from_json(o, "approvals", g, why, sizeof(why));
+	json_object_put(o);
+	return rc;
+}
+
+/* The gates' JSON text to store, malloc'd; NULL on failure. */
+static char *
+gates_text(const struct gates *g)
+{
+	struct json_object *o = gates_to_json(g);
+	char *s;
+
+	if (o == NULL)
+		return NULL;
+	s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	json_object_put(o);
+	return s;
+}
+
+/* Reads the nine WS_COLS columns starting at col. */
 static int
 col_policy(sqlite3_stmt *st, int col, struct auth_policy *p)
 {
@@ -191,6 +226,8 @@ col_policy(sqlite3_stmt *st, int col, struct auth_policy *p)
 	p->storage_gib = (uint32_t)sqlite3_column_int64(st, col + 4);
 	p->max_streams = (uint32_t)sqlite3_column_int64(st, col + 5);
 	p->egress_rate = (uint64_t)sqlite3_column_int64(st, col + 7);
+	if (col_gates(st, col + 8, &p->gates) == -1)
+		return -1;
 	return col_egress(st, col + 6, &p->egress);
 }
 
@@ -341,7 +378,7 @@ store_issue(struct store *s, const char *ws,
 {
 	sqlite3_stmt *st = NULL;
 	int64_t revoked_at = 0;
-	char imgs[IMAGES_TEXT_MAX], *eg = NULL;
+	char imgs[IMAGES_TEXT_MAX], *eg = NULL, *ga = NULL;
 	enum store_rc rc;
 
 	*created = 0;
@@ -371,16 +408,21 @@ store_issue(struct store *s, const char *ws,
 		*policy = *defaults;
 		if (patch != NULL)
 			policy_apply(policy, patch);
+		if (!policy_valid(policy, err, errlen)) {
+			rc = STORE_INVALID;
+			goto out;
+		}
 		policy_images_join(policy, imgs, sizeof(imgs));
-		if ((eg = egress_text(&policy->egress)) == NULL) {
+		if ((eg = egress_text(&policy->egress)) == NULL ||
+		    (ga = gates_text(&policy->gates)) == NULL) {
 			seterr(err, errlen, "insert workspace: out of memory");
 			rc = STORE_ERROR;
 			goto out;
 		}
 		st = prep(s, "INSERT INTO workspaces (id, created_at, "
 		    "network, images, max_vms, memory_mib, storage_gib, "
-		    "max_streams, egress, egress_rate) VALUES (?1, ?2, ?3, ?4, "
-		    "?5, ?6, ?7, ?8, ?9, ?10)", err, errlen);
+		    "max_streams, egress, egress_rate, approvals) VALUES (?1, "
+		    "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", err, errlen);
 		if (st == NULL) {
 			rc = STORE_ERROR;
 			goto out;
@@ -395,6 +437,7 @@ store_issue(struct store *s, const char *ws,
 		sqlite3_bind_int64(st, 8, policy->max_streams);
 		sqlite3_bind_text(st, 9, eg, -1, SQLITE_STATIC);
 		sqlite3_bind_int64(st, 10, (sqlite3_int64)policy->egress_rate);
+		sqlite3_bind_text(st, 11, ga, -1, SQLITE_STATIC);
 		if (sqlite3_step(st) != SQLITE_DONE) {
 			rc = db_fail(s, "insert workspace", err, errlen);
 			goto out;
@@ -408,6 +451,7 @@ store_issue(struct store *s, const char *ws,
 	rc = commit(s, err, errlen);
 out:
 	free(eg);
+	free(ga);
 	sqldb_release(s->db, st);
 	if (rc != STORE_OK) {
 		rollback(s);
@@ -624,7 +668,7 @@ store_policy_set(struct store *s, const char *ws,
 {
 	sqlite3_stmt *st = NULL;
 	int64_t revoked_at = 0;
-	char imgs[IMAGES_TEXT_MAX], *eg = NULL;
+	char imgs[IMAGES_TEXT_MAX], *eg = NULL, *ga = NULL;
 	enum store_rc rc;
 
 	if ((rc = begin(s, err, errlen)) != STORE_OK)
@@ -637,16 +681,21 @@ store_policy_set(struct store *s, const char *ws,
 		goto out;
 	}
 	policy_apply(out, patch);
+	if (!policy_valid(out, err, errlen)) {
+		rc = STORE_INVALID;
+		goto out;
+	}
 	policy_images_join(out, imgs, sizeof(imgs));
-	if ((eg = egress_text(&out->egress)) == NULL) {
+	if ((eg = egress_text(&out->egress)) == NULL ||
+	    (ga = gates_text(&out->gates)) == NULL) {
 		seterr(err, errlen, "update policy: out of memory");
 		rc = STORE_ERROR;
 		goto out;
 	}
 	st = prep(s, "UPDATE workspaces SET network = ?2, images = ?3, "
 	    "max_vms = ?4, memory_mib = ?5, storage_gib = ?6, "
-	    "max_streams = ?7, egress = ?8, egress_rate = ?9 WHERE id = ?1",
-	    err, errlen);
+	    "max_streams = ?7, egress = ?8, egress_rate = ?9, approvals = ?10 "
+	    "WHERE id = ?1", err, errlen);
 	if (st == NULL) {
 		rc = STORE_ERROR;
 		goto out;
@@ -660,6 +709,7 @@ store_policy_set(struct store *s, const char *ws,
 	sqlite3_bind_int64(st, 7, out->max_streams);
 	sqlite3_bind_text(st, 8, eg, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 9, (sqlite3_int64)out->egress_rate);
+	sqlite3_bind_text(st, 10, ga, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_DONE) {
 		rc = db_fail(s, "update policy", err, errlen);
 		goto out;
@@ -667,6 +717,7 @@ store_policy_set(struct store *s, const char *ws,
 	rc = commit(s, err, errlen);
 out:
 	free(eg);
+	free(ga);
 	sqldb_release(s->db, st);
 	if (rc != STORE_OK)
 		rollback(s);

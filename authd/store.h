@@ -12,7 +12,7 @@
 #include "cred.h"
 #include "policy.h"
 
-#define STORE_SCHEMA_VERSION	3
+#define STORE_SCHEMA_VERSION	4
 #define STORE_ERR_MAX		256
 
 /*
@@ -24,6 +24,7 @@ enum store_rc {
 	STORE_OK = 0,
 	STORE_NOT_FOUND,	/* no such workspace or credential */
 	STORE_CONFLICT,		/* the request contradicts what is stored */
+	STORE_INVALID,		/* the policy it would store does not hold */
 	STORE_UNAUTHORIZED,	/* verify: unknown, expired or revoked */
 	STORE_BUSY,		/* the database stayed locked */
 	STORE_ERROR,		/* I/O, corruption, libsqlite3 */
@@ -77,7 +78,8 @@ void	store_close(struct store *);
  * Issues a credential (given by its hash) for workspace ws, creating the
  * workspace with defaults + patch if it does not exist.  For an existing
  * workspace the stored policy is kept: a patch that would change it is a
- * STORE_CONFLICT, as is a revoked workspace.  expires_at 0 = never.
+ * STORE_CONFLICT, as is a revoked workspace.  A new workspace whose policy
+ * would not hold (policy_valid) is STORE_INVALID.  expires_at 0 = never.
  * On success *created says whether the workspace is new and *policy holds
  * the policy in force.
  */
@@ -121,7 +123,9 @@ enum store_rc store_revoked(struct store *, const char *const *ws, size_t n,
 	    void (*cb)(const char *ws, void *), void *arg, char *err,
 	    size_t errlen);
 
-/* Changes the policy of an existing, unrevoked workspace. */
+/* Changes the policy of an existing, unrevoked workspace: the patch's
+ * fields over the stored ones; STORE_INVALID when the result would not hold
+ * (policy_valid). */
 enum store_rc store_policy_set(struct store *, const char *ws,
 	    const struct auth_policy_patch *, struct auth_policy *out,
 	    char *err, size_t errlen);

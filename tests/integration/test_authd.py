@@ -33,6 +33,11 @@ TOKEN_RE = re.compile(rb"mcpvm_[A-Za-z0-9_-]{43}")
 # Exit codes authctl documents.
 EX_OK, EX_REFUSED, EX_USAGE, EX_UNREACHABLE, EX_TOKENFILE = 0, 1, 2, 3, 4
 
+# A policy's "approvals" with nothing gated (common/gates.h).
+NO_GATES = {"exec": 0, "network": 0, "resources": 0, "destroy": 0,
+            "snapshot_delete": 0, "broker_pipe": 0, "memory_mib_above": 0,
+            "vcpus_above": 0}
+
 
 def nobody():
     pw = pwd.getpwnam("nobody")
@@ -202,7 +207,8 @@ class Verify(AuthdTest):
         self.assertEqual(body["policy"], {
             "network": True, "images": ["deb13"], "max_vms": 3,
             "memory_mib": 4096, "storage_gib": 20, "max_streams": 8,
-            "egress": {"mode": "public", "deny": []}, "egress_rate": 0})
+            "egress": {"mode": "public", "deny": []}, "egress_rate": 0,
+            "approvals": NO_GATES})
 
     def test_unknown_malformed_revoked_unauthorized(self):
         tok, out, _ = self.a.issue("w1")
@@ -842,9 +848,10 @@ class Events(AuthdTest):
         self.assertEqual((ev["workspace"], ev["reason"]), ("rp", "policy"))
         # The whole policy, as a verify answer carries it.
         self.assertEqual(sorted(ev["policy"]), [
-            "egress", "egress_rate", "images", "max_streams", "max_vms",
-            "memory_mib", "network", "storage_gib"])
+            "approvals", "egress", "egress_rate", "images", "max_streams",
+            "max_vms", "memory_mib", "network", "storage_gib"])
         self.assertEqual(ev["policy"]["max_vms"], 4)
+        self.assertEqual(ev["policy"]["approvals"], NO_GATES)
         r = self.a.ctl("policy", "set", "--workspace", "rp",
                        "--egress-rate", "65536", "--egress-allow",
                        "203.0.113.0/24")

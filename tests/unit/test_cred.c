@@ -164,7 +164,10 @@ START_TEST(policy_patch_parse_apply_compare)
 	    JSON_C_TO_STRING_PLAIN), "{\"network\":true,\"images\":"
 	    "[\"a\",\"b\"],\"max_vms\":3,\"memory_mib\":1024,"
 	    "\"storage_gib\":10,\"max_streams\":8,\"egress\":"
-	    "{\"mode\":\"public\",\"deny\":[]},\"egress_rate\":0}");
+	    "{\"mode\":\"public\",\"deny\":[]},\"egress_rate\":0,"
+	    "\"approvals\":{\"exec\":0,\"network\":0,\"resources\":0,"
+	    "\"destroy\":0,\"snapshot_delete\":0,\"broker_pipe\":0,"
+	    "\"memory_mib_above\":0,\"vcpus_above\":0}}");
 	json_object_put(j);
 	/* The egress rate: 0 lifts it, else within netd's bounds. */
 	o = json_tokener_parse("{\"policy\":{\"egress_rate\":131072}}");
@@ -185,6 +188,94 @@ START_TEST(policy_patch_parse_apply_compare)
 	    sizeof(why)), -1);
 	ck_assert_ptr_nonnull(strstr(why, "egress_rate"));
 	json_object_put(o);
+}
+END_TEST
+
+/* Parses parent's "policy" into pt; the refusal's reason into why. */
+static int
+patch_of(const char *json, struct auth_policy_patch *pt, char *why,
+    size_t whylen)
+{
+	struct json_object *o = json_tokener_parse(json);
+	int rc;
+
+	ck_assert_ptr_nonnull(o);
+	rc = policy_patch_from_json(o, "policy", pt, why, whylen);
+	json_object_put(o);
+	return rc;
+}
+
+START_TEST(policy_gates)
+{
+	static const struct {
+		const char	*json;
+		const char	*why;
+	} bad[] = {
+		{ "{\"policy\":{\"approvals\":{\"exec\":3}}}",
+		    "policy.approvals.exec" },
+		{ "{\"policy\":{\"approvals\":{\"exec\":-1}}}",
+		    "policy.approvals.exec" },
+		{ "{\"policy\":{\"approvals\":{\"exec\":true}}}",
+		    "policy.approvals.exec" },
+		{ "{\"policy\":{\"approvals\":{\"deploy\":1}}}",
+		    "$.policy.approvals: has an unknown key (known: exec, "
+		    "network, resources, destroy, snapshot_delete, "
+		    "broker_pipe, memory_mib_above, vcpus_above)" },
+		{ "{\"policy\":{\"approvals\":[]}}", "policy.approvals" },
+		{ "{\"policy\":{\"approvals\":{\"vcpus_above\":1025}}}",
+		    "policy.approvals.vcpus_above" },
+		{ "{\"policy\":{\"approvals\":{\"memory_mib_above\":"
+		    "1048577}}}", "policy.approvals.memory_mib_above" },
+	};
+	struct auth_policy_patch pt;
+	struct auth_policy p, q;
+	char why[256];
+
+	memset(&p, 0, sizeof(p));
+	/* A patch sets what it names and keeps the rest. */
+	ck_assert_int_eq(patch_of("{\"policy\":{\"approvals\":"
+	    "{\"destroy\":2}}}", &pt, why, sizeof(why)), 0);
+	ck_assert_uint_eq(pt.fields, POLICY_F_GATES);
+	ck_assert_uint_eq(pt.gate_fields, GATE_F_CLASS(GATE_DESTROY));
+	q = p;
+	policy_apply(&q, &pt);
+	ck_assert(!policy_equal(&p, &q));
+	ck_assert_int_eq(q.gates.need[GATE_DESTROY], 2);
+	ck_assert_int_eq(patch_of("{\"policy\":{\"approvals\":"
+	    "{\"exec\":1}}}", &pt, why, sizeof(why)), 0);
+	policy_apply(&q, &pt);
+	ck_assert_int_eq(q.gates.need[GATE_EXEC], 1);
+	ck_assert_int_eq(q.gates.need[GATE_DESTROY], 2);
+	ck_assert(policy_valid(&q, why, sizeof(why)));
+	/* A resources gate without a threshold does not hold, with one it
+	 * does, and a later patch of the gate alone keeps the threshold. */
+	ck_assert_int_eq(patch_of("{\"policy\":{\"approvals\":"
+	    "{\"resources\":1}}}", &pt, why, sizeof(why)), 0);
+	p = q;
+	policy_apply(&p, &pt);
+	ck_assert(!policy_valid(&p, why, sizeof(why)));
+	ck_assert_ptr_nonnull(strstr(why, "a resources gate needs a "
+	    "threshold"));
+	ck_assert_ptr_nonnull(strstr(why, "--gate-memory-above"));
+	ck_assert_int_eq(patch_of("{\"policy\":{\"approvals\":"
+	    "{\"vcpus_above\":4}}}", &pt, why, sizeof(why)), 0);
+	policy_apply(&p, &pt);
+	ck_assert(policy_valid(&p, why, sizeof(why)));
+	ck_assert_uint_eq(p.gates.vcpus_above, 4);
+	ck_assert_int_eq(patch_of("{\"policy\":{\"approvals\":"
+	    "{\"resources\":2,\"exec\":0}}}", &pt, why, sizeof(why)), 0);
+	policy_apply(&p, &pt);
+	ck_assert_int_eq(p.gates.need[GATE_RESOURCES], 2);
+	ck_assert_int_eq(p.gates.need[GATE_EXEC], 0);
+	ck_assert_int_eq(p.gates.need[GATE_DESTROY], 2);
+	ck_assert_uint_eq(p.gates.vcpus_above, 4);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		why[0] = '\0';
+		ck_assert_msg(patch_of(bad[i].json, &pt, why, sizeof(why)) ==
+		    -1, "%s accepted", bad[i].json);
+		ck_assert_msg(strstr(why, bad[i].why) != NULL, "%s: %s",
+		    bad[i].json, why);
+	}
 }
 END_TEST
 
@@ -424,6 +515,7 @@ main(void)
 	tcase_add_test(tc, hash_is_sha256_and_id_is_its_prefix);
 	tcase_add_test(tc, workspace_ids);
 	tcase_add_test(tc, image_ids);
+	tcase_add_test(tc, policy_gates);
 	tcase_add_test(tc, policy_egress);
 	tcase_add_test(tc, egress_narrowing);
 	tcase_add_test(tc, egress_intersection);

@@ -299,6 +299,61 @@ START_TEST(policy_set_changes_policy)
 }
 END_TEST
 
+START_TEST(policy_set_gates)
+{
+	struct auth_policy_patch exec = { .fields = POLICY_F_GATES,
+	    .gate_fields = GATE_F_CLASS(GATE_EXEC) }, res = exec, thr = exec;
+	struct auth_policy_patch destroy = { .fields = POLICY_F_GATES,
+	    .gate_fields = GATE_F_CLASS(GATE_DESTROY) };
+	struct store_verdict v;
+	struct auth_policy p;
+	struct tok a, b;
+	int created;
+
+	/* A new workspace gets its gates with its first credential. */
+	destroy.p.gates.need[GATE_DESTROY] = 2;
+	issue("w", &destroy, &a, 100, 0);
+	ck_assert_int_eq(verify(&a, 120, &v), STORE_OK);
+	ck_assert_int_eq(v.policy.gates.need[GATE_DESTROY], 2);
+	ck_assert_int_eq(v.policy.gates.need[GATE_EXEC], 0);
+	/* Gating exec keeps the destroy gate. */
+	exec.p.gates.need[GATE_EXEC] = 1;
+	ck_assert_int_eq(store_policy_set(st, "w", &exec, &p, serr,
+	    sizeof(serr)), STORE_OK);
+	ck_assert_int_eq(verify(&a, 120, &v), STORE_OK);
+	ck_assert_int_eq(v.policy.gates.need[GATE_EXEC], 1);
+	ck_assert_int_eq(v.policy.gates.need[GATE_DESTROY], 2);
+	/* A resources gate without a threshold is refused, nothing
+	 * changed; with one stored it is taken. */
+	res.gate_fields = GATE_F_CLASS(GATE_RESOURCES);
+	res.p.gates.need[GATE_RESOURCES] = 1;
+	ck_assert_int_eq(store_policy_set(st, "w", &res, &p, serr,
+	    sizeof(serr)), STORE_INVALID);
+	ck_assert_ptr_nonnull(strstr(serr, "a resources gate needs a "
+	    "threshold"));
+	ck_assert_int_eq(verify(&a, 120, &v), STORE_OK);
+	ck_assert_int_eq(v.policy.gates.need[GATE_RESOURCES], 0);
+	thr.gate_fields = GATE_F_MEMORY;
+	thr.p.gates.memory_mib_above = 8192;
+	ck_assert_int_eq(store_policy_set(st, "w", &thr, &p, serr,
+	    sizeof(serr)), STORE_OK);
+	ck_assert_int_eq(store_policy_set(st, "w", &res, &p, serr,
+	    sizeof(serr)), STORE_OK);
+	ck_assert_int_eq(verify(&a, 120, &v), STORE_OK);
+	ck_assert_int_eq(v.policy.gates.need[GATE_RESOURCES], 1);
+	ck_assert_uint_eq(v.policy.gates.memory_mib_above, 8192);
+	ck_assert_int_eq(v.policy.gates.need[GATE_DESTROY], 2);
+	/* Nor does a new workspace take one; no workspace is made. */
+	tok_new(&b);
+	ck_assert_int_eq(store_issue(st, "x", &res, &defaults, b.hash, 100, 0,
+	    &created, &p, serr, sizeof(serr)), STORE_INVALID);
+	ck_assert_int_eq(created, 0);
+	ck_assert_int_eq(verify(&b, 120, NULL), STORE_UNAUTHORIZED);
+	ck_assert_int_eq(store_policy_set(st, "x", &exec, &p, serr,
+	    sizeof(serr)), STORE_NOT_FOUND);
+}
+END_TEST
+
 START_TEST(list_and_show)
 {
 	struct store_workspace *ws, w;
@@ -481,6 +536,7 @@ main(void)
 	tcase_add_test(tc, reissue_keeps_policy_and_never_widens);
 	tcase_add_test(tc, rotate_keeps_policy_and_revokes_old);
 	tcase_add_test(tc, policy_set_changes_policy);
+	tcase_add_test(tc, policy_set_gates);
 	tcase_add_test(tc, list_and_show);
 	tcase_add_test(tc, expired_window);
 	tcase_add_test(tc, only_hashes_are_stored);
