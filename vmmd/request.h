@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "decode.h"
+#include "gates.h"
 #include "store.h"
 
 struct ipc_conn;
@@ -31,6 +32,8 @@ struct policy {
 	long long	max_streams;
 	struct egress	egress;		/* public when authd sends none */
 	uint64_t	egress_rate;	/* bytes a second; 0 none */
+	struct gates	gates;		/* what needs approval; none when
+					 * authd sends none */
 };
 
 struct tool;

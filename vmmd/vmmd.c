@@ -202,7 +202,7 @@ policy_from_json(struct json_object *o, struct policy *p, char *err,
     size_t errlen)
 {
 	struct jsonx_err jerr;
-	struct json_object *images, *eg;
+	struct json_object *images, *eg, *ga;
 	int64_t v;
 	int b;
 
@@ -252,6 +252,12 @@ policy_from_json(struct json_object *o, struct policy *p, char *err,
 		snprintf(err, errlen, "policy.egress_rate: below 4096");
 		return -1;
 	}
+	/* Nor gates (an authd from before #28): nothing needs approval.
+	 * What it does send is decoded strictly. */
+	if (json_object_object_get_ex(o, "approvals", &ga) &&
+	    gates_from_json(ga, "policy.approvals", &p->gates, err,
+	    errlen) == -1)
+		return -1;
 	return 0;
  bad:
 	snprintf(err, errlen, "%s", jerr.msg);
