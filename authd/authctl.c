@@ -54,6 +54,8 @@ usage_to(FILE *f, int code)
 	    "        [--egress-public | --egress-allow CIDR|NAME... |"
 	    " --egress-deny CIDR...]\n"
 	    "        [--egress-rate BYTES]\n"
+	    "        [--gate CLASS[=N]]... [--ungate CLASS]... [--supervised]\n"
+	    "        [--gate-memory-above MIB] [--gate-vcpus-above N]\n"
 	    "  rotate --workspace W (--output FILE [--owner USER] |"
 	    " --stdout)\n"
 	    "        [--ttl DURATION] [--credential ID]\n"
@@ -66,6 +68,8 @@ usage_to(FILE *f, int code)
 	    "        [--egress-public | --egress-allow CIDR|NAME... |"
 	    " --egress-deny CIDR...]\n"
 	    "        [--egress-rate BYTES]\n"
+	    "        [--gate CLASS[=N]]... [--ungate CLASS]... [--supervised]\n"
+	    "        [--gate-memory-above MIB] [--gate-vcpus-above N]\n"
 	    "  list\n"
 	    "  show --workspace W\n"
 	    "  -h, --help | -V, --version\n"
@@ -107,6 +111,10 @@ struct args {
 	int		 egress_public;
 	struct json_object *allow, *deny;	/* the egress lists given */
 	struct json_object *policy;	/* what the flags set */
+	struct json_object *gates;	/* its "approvals", if any */
+	unsigned int	 gate_set;	/* classes named by the flags */
+	int		 gate_mem, gate_vcpus;	/* a threshold given: 1 + n */
+	int		 gate_resources;	/* --gate resources given */
 };
 
 static long long
@@ -159,8 +167,56 @@ enum {
 	O_WORKSPACE = 256, O_OUTPUT, O_OWNER, O_STDOUT, O_TTL, O_NET,
 	O_NONET, O_IMAGE, O_ALLIMG, O_VMS, O_MEM, O_STORE, O_STREAMS,
 	O_CRED, O_TOKFILE, O_JSON, O_EG_PUBLIC, O_EG_ALLOW, O_EG_DENY,
-	O_EG_RATE,
+	O_EG_RATE, O_GATE, O_UNGATE, O_SUPERVISED, O_GATE_MEM, O_GATE_VCPUS,
 };
+
+static const char gate_classes[] = "exec, network, resources, destroy, "
+    "snapshot_delete, broker_pipe";
+
+/* One member of the policy's "approvals". */
+static void
+gate_flag(struct args *a, const char *key, int64_t v)
+{
+	if (a->gates == NULL) {
+		a->gates = json_object_new_object();
+		policy_flag(a, "approvals", a->gates);
+	}
+	json_object_object_add(a->gates, key, json_object_new_int64(v));
+}
+
+/* --gate CLASS[=N], --ungate CLASS (off) and --supervised (exec). */
+static void
+gate_class_flag(struct args *a, const char *opt, const char *v, int off)
+{
+	char name[32];
+	const char *eq = strchr(v, '=');
+	size_t n = eq != NULL ? (size_t)(eq - v) : strlen(v);
+	long long need;
+	int c;
+
+	if (n >= sizeof(name))
+		n = sizeof(name) - 1;
+	memcpy(name, v, n);
+	name[n] = '\0';
+	if ((c = gate_class_from_name(name)) == -1)
+		die(EX_USAGE, "%s '%s': no such gated action (the classes are "
+		    "%s)", opt, name, gate_classes);
+	if (eq != NULL && off)
+		die(EX_USAGE, "%s '%s': takes a class alone", opt, v);
+	if (off)
+		need = 0;
+	else if (eq != NULL) {
+		need = parse_number(opt, eq + 1, 1, GATE_NEED_MAX);
+	} else
+		need = gate_default_need(c);
+	if (a->gate_set & (1u << c))
+		die(EX_USAGE, "%s: %s is named twice (by --gate, --ungate or "
+		    "--supervised)", opt, name);
+	a->gate_set |= 1u << c;
+	if (c == GATE_RESOURCES)
+		a->gate_resources = need != 0;
+	gate_flag(a, name, need);
+}
 
 /* --egress-allow and --egress-deny: one prefix, or for --egress-allow a
  * domain name, checked as authd will. */
@@ -229,16 +285,21 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 		{ "egress-allow", required_argument, NULL, O_EG_ALLOW },
 		{ "egress-deny", required_argument, NULL, O_EG_DENY },
 		{ "egress-rate", required_argument, NULL, O_EG_RATE },
+		{ "gate", required_argument, NULL, O_GATE },
+		{ "ungate", required_argument, NULL, O_UNGATE },
+		{ "supervised", no_argument, NULL, O_SUPERVISED },
+		{ "gate-memory-above", required_argument, NULL, O_GATE_MEM },
+		{ "gate-vcpus-above", required_argument, NULL, O_GATE_VCPUS },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct json_object *images = NULL;
 	char why[160];
-	int ch;
+	int ch, li = 0;
 
 	memset(a, 0, sizeof(*a));
 	optind = 1;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "", opts, &li)) != -1) {
 		unsigned int need;
 
 		switch (ch) {
@@ -248,6 +309,8 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 		case O_NET: case O_IMAGE: case O_VMS: case O_MEM:
 		case O_STORE: case O_STREAMS: case O_EG_PUBLIC:
 		case O_EG_ALLOW: case O_EG_DENY: case O_EG_RATE:
+		case O_GATE: case O_UNGATE: case O_SUPERVISED:
+		case O_GATE_MEM: case O_GATE_VCPUS:
 			need = A_POL; break;
 		case O_NONET: case O_ALLIMG: need = A_NONET; break;
 		case O_CRED: need = A_CRED; break;
@@ -257,9 +320,10 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 			die(EX_USAGE, "%s: unknown option or missing value "
 			    "(see authctl --help)", argv[optind - 1]);
 		}
+		/* Named by the option, not by its value ("--gate exec"). */
 		if (need != 0 && (allowed & need) == 0)
-			die(EX_USAGE, "%s: not an option of '%s'",
-			    argv[optind - 1], argv[0]);
+			die(EX_USAGE, "--%s: not an option of '%s'",
+			    opts[li].name, argv[0]);
 		switch (ch) {
 		case O_WORKSPACE:
 			if (!workspace_id_valid(optarg, why, sizeof(why)))
@@ -357,6 +421,26 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 				    json_object_new_int64(r));
 			}
 			break;
+		case O_GATE:
+			gate_class_flag(a, "--gate", optarg, 0);
+			break;
+		case O_UNGATE:
+			gate_class_flag(a, "--ungate", optarg, 1);
+			break;
+		case O_SUPERVISED:
+			gate_class_flag(a, "--supervised", "exec", 0);
+			break;
+		case O_GATE_MEM:
+			a->gate_mem = 1 + (int)parse_number(
+			    "--gate-memory-above", optarg, 0,
+			    GATE_MEMORY_MIB_MAX);
+			gate_flag(a, "memory_mib_above", a->gate_mem - 1);
+			break;
+		case O_GATE_VCPUS:
+			a->gate_vcpus = 1 + (int)parse_number(
+			    "--gate-vcpus-above", optarg, 0, GATE_VCPUS_MAX);
+			gate_flag(a, "vcpus_above", a->gate_vcpus - 1);
+			break;
 		}
 	}
 	if (optind < argc)
@@ -368,6 +452,14 @@ parse_args(int argc, char **argv, unsigned int allowed, struct args *a)
 		    "contradict each other (one egress policy at a time)");
 	if ((allowed & A_WS) && a->workspace == NULL)
 		die(EX_USAGE, "%s needs --workspace", argv[0]);
+	/* A resources gate needs a threshold: a new workspace has none
+	 * stored, and 0 given for both clears them. */
+	if (a->gate_resources &&
+	    a->gate_mem <= 1 && a->gate_vcpus <= 1 &&
+	    ((allowed & A_OUT) || (a->gate_mem == 1 && a->gate_vcpus == 1)))
+		die(EX_USAGE, "--gate resources needs a threshold: "
+		    "--gate-memory-above MIB or --gate-vcpus-above N (above "
+		    "0)");
 	if (allowed & A_OUT) {
 		if (a->output != NULL && a->to_stdout)
 			die(EX_USAGE, "--output and --stdout contradict each "
@@ -558,6 +650,38 @@ egress_print(FILE *f, struct json_object *eg)
 	fputc('\n', f);
 }
 
+/* "approvals:    exec 1, destroy 2, resources 1 (over 4096 MiB or 8
+ * vCPUs)": each gated class and the approvals it needs. */
+static void
+gates_print(FILE *f, struct json_object *g)
+{
+	int64_t mem = jint(g, "memory_mib_above"), cpus = jint(g,
+	    "vcpus_above");
+	int any = 0;
+
+	fprintf(f, "approvals:    ");
+	for (int c = 0; c < GATE_NCLASSES; c++) {
+		const char *name = gate_class_name(c);
+		int64_t need = jint(g, name);
+
+		if (need == 0)
+			continue;
+		fprintf(f, "%s%s %" PRId64, any ? ", " : "", name, need);
+		any = 1;
+		if (c != GATE_RESOURCES)
+			continue;
+		fprintf(f, " (over");
+		if (mem != 0)
+			fprintf(f, " %" PRId64 " MiB", mem);
+		if (mem != 0 && cpus != 0)
+			fprintf(f, " or");
+		if (cpus != 0)
+			fprintf(f, " %" PRId64 " vCPUs", cpus);
+		fputc(')', f);
+	}
+	fprintf(f, "%s\n", any ? "" : "none");
+}
+
 static void
 print_policy(FILE *f, struct json_object *p)
 {
@@ -577,6 +701,7 @@ print_policy(FILE *f, struct json_object *p)
 		    jint(p, "egress_rate"));
 	else
 		fprintf(f, "egress rate:  unlimited\n");
+	gates_print(f, jobj(p, "approvals"));
 }
 
 /* ---- token files -------------------------------------------------------- */

@@ -14,6 +14,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -456,6 +457,192 @@ class Egress(AuthdTest):
         self.assertEqual(before["max_vms"], 3)
 
 
+class Gates(AuthdTest):
+    """The actions a human must approve (#28): set, kept and cleared by
+    authctl one class at a time, shown, stored, handed to vmmd in the
+    policy; mistakes refused with the valid choices named."""
+
+    def policy(self, tok):
+        rtype, body = self.a.verify(tok)
+        self.assertEqual(rtype, ipc.AUTH_VERIFY_RESULT, body)
+        return body["policy"]
+
+    def set(self, *flags):
+        r = self.a.ctl("policy", "set", "--workspace", "g", *flags)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.decode()
+
+    def test_set_keep_clear_show(self):
+        tok, out, _ = self.a.issue("g", "--gate", "destroy")
+        self.assertEqual(out["policy"]["approvals"],
+                         dict(NO_GATES, destroy=2))
+        self.assertEqual(self.policy(tok)["approvals"],
+                         dict(NO_GATES, destroy=2))
+        # Gating exec leaves the destroy gate as it was.
+        self.assertIn("approvals:    exec 1, destroy 2\n",
+                      self.set("--supervised"))
+        self.assertEqual(self.policy(tok)["approvals"],
+                         dict(NO_GATES, exec=1, destroy=2))
+        self.set("--gate", "destroy=1", "--gate", "network=2",
+                 "--gate", "snapshot_delete", "--gate", "broker_pipe")
+        self.assertEqual(self.policy(tok)["approvals"], dict(
+            NO_GATES, exec=1, destroy=1, network=2, snapshot_delete=2,
+            broker_pipe=1))
+        self.set("--ungate", "exec", "--ungate", "network")
+        self.assertEqual(self.policy(tok)["approvals"], dict(
+            NO_GATES, destroy=1, snapshot_delete=2, broker_pipe=1))
+        # Resources: a threshold, then the gate alone keeps it.
+        self.assertIn("resources 1 (over 8 vCPUs)", self.set(
+            "--gate", "resources", "--gate-vcpus-above", "8"))
+        self.assertIn("resources 2 (over 4096 MiB or 8 vCPUs)", self.set(
+            "--gate", "resources=2", "--gate-memory-above", "4096"))
+        want = dict(NO_GATES, destroy=1, snapshot_delete=2, broker_pipe=1,
+                    resources=2, memory_mib_above=4096, vcpus_above=8)
+        self.assertEqual(self.policy(tok)["approvals"], want)
+        # Other policy changes keep the gates.
+        self.set("--max-vms", "5")
+        self.assertEqual(self.policy(tok)["approvals"], want)
+        r = self.a.ctl("show", "--workspace", "g")
+        self.assertIn(b"approvals:    resources 2 (over 4096 MiB or 8 "
+                      b"vCPUs), destroy 1, snapshot_delete 2, broker_pipe "
+                      b"1\n", r.stdout)
+        # Reissuing with the same gates is no change; other gates are.
+        self.a.issue("g", "--gate", "destroy=1")
+        r = self.a.ctl("issue", "--workspace", "g", "--stdout", "--gate",
+                       "exec")
+        self.assertEqual(r.returncode, EX_REFUSED)
+        self.assertIn(b"conflict: workspace g exists with another policy",
+                      r.stderr)
+        # They are in the database.
+        self.a.stop()
+        self.a.start()
+        self.assertEqual(self.policy(tok)["approvals"], want)
+        self.assertIn("approvals:    none\n", self.set(
+            "--ungate", "destroy", "--ungate", "resources", "--ungate",
+            "snapshot_delete", "--ungate", "broker_pipe"))
+        self.assertEqual(self.policy(tok)["approvals"], dict(
+            NO_GATES, memory_mib_above=4096, vcpus_above=8))
+
+    def test_refusals_name_the_choices(self):
+        tok, _, _ = self.a.issue("g", "--gate", "destroy")
+        before = self.policy(tok)
+        classes = (b"(the classes are exec, network, resources, destroy, "
+                   b"snapshot_delete, broker_pipe)")
+        for flags, why in (
+                (["--gate", "deploy"],
+                 b"--gate 'deploy': no such gated action " + classes),
+                (["--ungate", "vm_exec"],
+                 b"--ungate 'vm_exec': no such gated action " + classes),
+                (["--gate", "exec=3"],
+                 b"--gate: '3' is not a number between 1 and 2"),
+                (["--gate", "exec=0"],
+                 b"--gate: '0' is not a number between 1 and 2"),
+                (["--ungate", "exec=1"],
+                 b"--ungate 'exec=1': takes a class alone"),
+                (["--supervised", "--ungate", "exec"],
+                 b"exec is named twice"),
+                (["--gate-vcpus-above", "1025"],
+                 b"--gate-vcpus-above: '1025' is not a number between 0 "
+                 b"and 1024"),
+                (["--gate-memory-above", "-1"],
+                 b"--gate-memory-above: '-1' is not a number"),
+                (["--gate", "resources", "--gate-memory-above", "0",
+                  "--gate-vcpus-above", "0"],
+                 b"--gate resources needs a threshold: --gate-memory-above "
+                 b"MIB or --gate-vcpus-above N")):
+            r = self.a.ctl("policy", "set", "--workspace", "g", *flags)
+            self.assertEqual(r.returncode, EX_USAGE, flags)
+            self.assertIn(why, r.stderr)
+        # A new workspace has no threshold stored: authctl says so ...
+        r = self.a.ctl("issue", "--workspace", "h", "--stdout", "--gate",
+                       "resources")
+        self.assertEqual(r.returncode, EX_USAGE)
+        self.assertIn(b"--gate resources needs a threshold", r.stderr)
+        r = self.a.ctl("rotate", "--workspace", "g", "--stdout", "--gate",
+                       "exec")
+        self.assertEqual(r.returncode, EX_USAGE)
+        self.assertIn(b"--gate: not an option of 'rotate'", r.stderr)
+        # ... and for a stored workspace authd does, after the merge.
+        r = self.a.ctl("policy", "set", "--workspace", "g", "--gate",
+                       "resources")
+        self.assertEqual(r.returncode, EX_REFUSED)
+        self.assertIn(b"invalid_argument: a resources gate needs a "
+                      b"threshold: memory_mib_above or vcpus_above",
+                      r.stderr)
+        # authd refuses the same and more from any client.
+        c = ipc.Conn(self.a.ctl_sock, "authctl")
+        try:
+            for ga, why in (
+                    ({"deploy": 1}, "$.policy.approvals: has an unknown "
+                     "key (known: exec, network, resources, destroy, "
+                     "snapshot_delete, broker_pipe, memory_mib_above, "
+                     "vcpus_above)"),
+                    ({"exec": 3}, "policy.approvals.exec"),
+                    ({"exec": "1"}, "policy.approvals.exec"),
+                    ({"vcpus_above": 1.5}, "policy.approvals.vcpus_above"),
+                    ({"resources": 1, "vcpus_above": 0},
+                     "a resources gate needs a threshold"),
+                    ([], "policy.approvals")):
+                rtype, body = c.call(ipc.AUTHCTL_POLICY_SET, {
+                    "workspace": "g",
+                    "policy": {"max_vms": 1, "approvals": ga}})
+                self.assertEqual(rtype, ipc.IPC_ERROR, ga)
+                self.assertEqual(body["error"]["code"], "invalid_argument")
+                self.assertIn(why, body["error"]["message"])
+            rtype, body = c.call(ipc.AUTHCTL_ISSUE, {
+                "workspace": "h", "policy": {"approvals": {
+                    "resources": 1}}})
+            self.assertEqual(rtype, ipc.IPC_ERROR)
+            self.assertEqual(body["error"]["code"], "invalid_argument")
+        finally:
+            c.close()
+        # Nothing changed, nothing was made.
+        self.assertEqual(self.policy(tok), before)
+        r = self.a.ctl("show", "--workspace", "h")
+        self.assertEqual(r.returncode, EX_REFUSED)
+
+    def test_schema_3_database_migrates(self):
+        """A database authd wrote before gates existed (schema 3) is
+        migrated in place: its workspaces keep their credentials and
+        policies and gate nothing until told to."""
+        tok, _, _ = self.a.issue("old", "--max-vms", "3",
+                                 "--egress-rate", "65536")
+        self.a.stop()
+        st = os.stat(self.a.db)
+        db = sqlite3.connect(self.a.db)
+        db.execute("ALTER TABLE workspaces DROP COLUMN approvals")
+        db.execute("PRAGMA user_version = 3")
+        db.commit()
+        db.close()
+        for f in os.listdir(os.path.dirname(self.a.db)):
+            os.chown(os.path.join(os.path.dirname(self.a.db), f),
+                     st.st_uid, st.st_gid)
+        self.assertNotIn("approvals", self.columns())
+        self.a.start()
+        pol = self.policy(tok)
+        self.assertEqual(pol["approvals"], NO_GATES)
+        self.assertEqual((pol["max_vms"], pol["egress_rate"]), (3, 65536))
+        r = self.a.ctl("policy", "set", "--workspace", "old", "--gate",
+                       "exec=2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.a.stop()
+        self.assertIn("approvals", self.columns())
+        db = sqlite3.connect("file:%s?mode=ro" % self.a.db, uri=True)
+        self.assertEqual(db.execute("PRAGMA user_version").fetchone()[0], 4)
+        db.close()
+        self.a.start()
+        self.assertEqual(self.policy(tok)["approvals"],
+                         dict(NO_GATES, exec=2))
+
+    def columns(self):
+        db = sqlite3.connect("file:%s?mode=ro" % self.a.db, uri=True)
+        try:
+            return [r[1] for r in db.execute(
+                "PRAGMA table_info(workspaces)")]
+        finally:
+            db.close()
+
+
 class Revoked(AuthdTest):
     """IPC_AUTH_REVOKED: which of a list of workspaces are revoked, for
     the revocations vmmd missed while it was away."""
@@ -860,6 +1047,17 @@ class Events(AuthdTest):
         self.assertEqual(ev["policy"]["egress_rate"], 65536)
         self.assertEqual(ev["policy"]["egress"],
                          {"mode": "allowlist", "allow": ["203.0.113.0/24"]})
+        # Gates travel the same way, and the verify answer agrees.
+        r = self.a.ctl("policy", "set", "--workspace", "rp", "--supervised",
+                       "--gate", "destroy")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ev = s.next_event()[1]
+        self.assertEqual(ev["policy"]["approvals"],
+                         dict(NO_GATES, exec=1, destroy=2))
+        tok, _, _ = self.a.issue("rp")
+        rtype, body = self.a.verify(tok)
+        self.assertEqual(rtype, ipc.AUTH_VERIFY_RESULT)
+        self.assertEqual(body["policy"], ev["policy"])
         s.close()
 
 
