@@ -355,7 +355,9 @@ policy_gates_from_json(struct json_object *parent, const char *path,
 			pt->p.gates.vcpus_above = (uint32_t)n;
 		pt->gate_fields |= limits[i].bit;
 	}
-	pt->fields |= POLICY_F_GATES;
+	/* {} sets nothing, as "policy":{} does not. */
+	if (pt->gate_fields != 0)
+		pt->fields |= POLICY_F_GATES;
 	return 0;
 jfail:
 	snprintf(why, whylen, "%s", jerr.msg);

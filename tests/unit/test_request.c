@@ -104,6 +104,16 @@ START_TEST(other_shapes)
 	ck_assert_int_eq(decode(IPC_AUTHCTL_POLICY_SET,
 	    "{\"workspace\":\"w\",\"policy\":{}}", &r, why, sizeof(why)), -1);
 	ck_assert_str_eq(why, "$.policy: sets nothing");
+	ck_assert_int_eq(decode(IPC_AUTHCTL_POLICY_SET, "{\"workspace\":"
+	    "\"w\",\"policy\":{\"approvals\":{}}}", &r, why, sizeof(why)),
+	    -1);
+	ck_assert_str_eq(why, "$.policy: sets nothing");
+	ck_assert_int_eq(decode(IPC_AUTHCTL_POLICY_SET, "{\"workspace\":"
+	    "\"w\",\"policy\":{\"approvals\":{\"exec\":1}}}", &r, why,
+	    sizeof(why)), 0);
+	ck_assert_uint_eq(r.patch.fields, POLICY_F_GATES);
+	ck_assert_uint_eq(r.patch.gate_fields, GATE_F_CLASS(GATE_EXEC));
+	ck_assert_int_eq(r.patch.p.gates.need[GATE_EXEC], 1);
 	ck_assert_int_eq(decode(IPC_AUTHCTL_POLICY_SET,
 	    "{\"workspace\":\"w\"}", &r, why, sizeof(why)), -1);
 	ck_assert_str_eq(why, "$.policy: is required");
