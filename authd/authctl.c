@@ -205,9 +205,9 @@ gate_class_flag(struct args *a, const char *opt, const char *v, int off)
 		die(EX_USAGE, "%s '%s': takes a class alone", opt, v);
 	if (off)
 		need = 0;
-	else if (eq != NULL) {
+	else if (eq != NULL)
 		need = parse_number(opt, eq + 1, 1, GATE_NEED_MAX);
-	} else
+	else
 		need = gate_default_need(c);
 	if (a->gate_set & (1u << c))
 		die(EX_USAGE, "%s: %s is named twice (by --gate, --ungate or "
@@ -650,8 +650,9 @@ egress_print(FILE *f, struct json_object *eg)
 	fputc('\n', f);
 }
 
-/* "approvals:    exec 1, destroy 2, resources 1 (over 4096 MiB or 8
- * vCPUs)": each gated class and the approvals it needs. */
+/* "approvals:    exec 1, resources 1 (over 4096 MiB or 8 vCPUs),
+ * destroy 2": each gated class, in gates.h's order, and the approvals it
+ * needs; "none" without any. */
 static void
 gates_print(FILE *f, struct json_object *g)
 {
