@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 
 #include "auth.h"
+#include "proposal.h"
 
 struct backend_call;
 
@@ -25,6 +26,11 @@ struct backend_result {
 	struct json_object	*result;
 	const char		*code;		/* !ok: a public error code */
 	const char		*message;	/* !ok: for a person to act on */
+	/*
+	 * !ok with code approval_required, approval_denied or
+	 * approval_expired: the proposal, decoded (proposal.h); else NULL.
+	 */
+	const struct proposal	*proposal;
 };
 
 /* result, text and the strings are valid only during the callback. */

@@ -108,6 +108,37 @@ error_of(struct ipc_msg *m, const char **code, const char **msg)
 				*code = public_codes[i];
 }
 
+/*
+ * A gated call's error (approval_required, approval_denied,
+ * approval_expired) carries vmmd's proposal: decoded into *p and set in
+ * br, or -1 when it is missing or malformed.  0 for any other error.
+ */
+static int
+approval_of(struct ipc_msg *m, struct backend_result *br, struct proposal *p)
+{
+	struct json_object *v;
+	const char *code;
+	char err[256];
+
+	if (m->type != IPC_ERROR || !json_object_object_get_ex(m->body,
+	    "error", &v) || !json_object_object_get_ex(v, "code", &v) ||
+	    !json_object_is_type(v, json_type_string) ||
+	    (code = proposal_code(json_object_get_string(v))) == NULL)
+		return 0;
+	if (!json_object_object_get_ex(m->body, "proposal", &v)) {
+		log_warnx("vmmd: %s without a proposal", code);
+		return -1;
+	}
+	if (proposal_from_json(v, p, err, sizeof(err)) == -1) {
+		log_warnx("vmmd: %s with a proposal mcpd refuses: %s", code,
+		    err);
+		return -1;
+	}
+	br->code = code;
+	br->proposal = p;
+	return 0;
+}
+
 static void
 call_free(struct backend_call *c)
 {
@@ -163,6 +194,7 @@ tool_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 {
 	struct backend_call *c = arg;
 	struct backend_result br = { 0 };
+	struct proposal p;
 	size_t off, len;
 
 	if (c->cancelled) {
@@ -187,6 +219,11 @@ tool_reply(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 		br.textlen = len;
 	} else {
 		error_of(m, &br.code, &br.message);
+		if (approval_of(m, &br, &p) == -1) {
+			br.code = "internal";
+			br.message = "vmmd sent an approval answer mcpd "
+			    "refuses (logged)";
+		}
 	}
 	c->done(&br, c->arg);
 	call_free(c);

@@ -66,6 +66,10 @@ http_status_for_code(const char *code)
 		{ "quota_exceeded", 429 },
 		{ "rate_limited", 429 },
 		{ "internal", 500 },
+		/* A gated call (issue #28): accepted, not yet run. */
+		{ "approval_required", 202 },
+		{ "approval_denied", 403 },
+		{ "approval_expired", 410 },
 		{ "unavailable", 503 },
 		{ "timeout", 504 },
 	};

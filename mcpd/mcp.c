@@ -175,6 +175,25 @@ tool_result_text(const char *text, size_t len, int stateless)
 	return r;
 }
 
+/* "exec, network": the classes that gate p, for people. */
+static const char *
+gates_list(const struct proposal *p)
+{
+	static char buf[128];
+	size_t i, off = 0;
+	int n;
+
+	buf[0] = '\0';
+	for (i = 0; i < p->ngates && off < sizeof(buf); i++) {
+		n = snprintf(buf + off, sizeof(buf) - off, "%s%s",
+		    i > 0 ? ", " : "", gate_class_name(p->gates[i]));
+		if (n < 0)
+			break;
+		off += (size_t)n;
+	}
+	return buf;
+}
+
 static struct json_object *
 server_info(void)
 {
@@ -206,6 +225,83 @@ stateless_result(struct json_object *r)
 	return mcp_stateless_meta(r);
 }
 
+/*
+ * What the agent must do about a gated call, in words: a human decides
+ * outside its reach, and the same call comes back with the outcome.
+ */
+void
+mcp_proposal_advice(const struct backend_result *br, char *buf, size_t len)
+{
+	const struct proposal *p = br->proposal;
+	char retry[256];
+
+	if (p->request_id[0] != '\0')
+		snprintf(retry, sizeof(retry), "the same request_id (\"%s\") "
+		    "and the same arguments", p->request_id);
+	else
+		snprintf(retry, sizeof(retry), "the same arguments (and still "
+		    "no request_id)");
+	if (strcmp(br->code, "approval_denied") == 0)
+		snprintf(buf, len, "%s was not run: a human approver denied "
+		    "proposal %s. Do not retry it; tell the user, who can ask "
+		    "an approver why.", p->tool, p->id);
+	else if (strcmp(br->code, "approval_expired") == 0)
+		snprintf(buf, len, "%s was not run: proposal %s expired at %s "
+		    "before enough approvals. Retrying it the same way "
+		    "answers approval_expired again; call it with a new "
+		    "request_id to propose it anew.", p->tool, p->id,
+		    p->expires_at);
+	else
+		snprintf(buf, len, "%s has not run yet: this workspace needs "
+		    "a human's approval for it (gated: %s; approvals: %d of "
+		    "%d). A human approver must approve proposal %s on the "
+		    "host, outside your reach: `vmctl approval show %s`, then "
+		    "`vmctl approval approve %s`. You cannot approve it "
+		    "yourself; ask the user. Then retry the call with %s: it "
+		    "runs once and returns its result. Until then the retry "
+		    "answers approval_required again; the proposal expires "
+		    "at %s.", p->tool, gates_list(p), p->approvals,
+		    p->approvals_needed, p->id, p->id, p->id, retry,
+		    p->expires_at);
+}
+
+/*
+ * A gated call's tool error: the JSON {"error","proposal"} as text and as
+ * structuredContent (tools.json's outputSchema of every gateable tool has
+ * it as a shape, so SDK clients validating it accept it), then the advice.
+ */
+static struct json_object *
+proposal_result(const struct backend_result *br, int stateless)
+{
+	struct json_object *r = json_object_new_object();
+	struct json_object *content = json_object_new_array();
+	struct json_object *text, *sc, *e;
+	char advice[1536];
+
+	sc = json_object_new_object();
+	e = json_object_new_object();
+	json_object_object_add(e, "code", json_object_new_string(br->code));
+	json_object_object_add(e, "message",
+	    json_object_new_string(br->message));
+	json_object_object_add(sc, "error", e);
+	json_object_object_add(sc, "proposal", proposal_to_json(br->proposal));
+	text = json_object_new_object();
+	json_object_object_add(text, "type", json_object_new_string("text"));
+	json_object_object_add(text, "text", json_object_new_string(
+	    json_object_to_json_string_ext(sc, JSON_C_TO_STRING_PLAIN |
+	    JSON_C_TO_STRING_NOSLASHESCAPE)));
+	json_object_array_add(content, text);
+	mcp_proposal_advice(br, advice, sizeof(advice));
+	text = json_object_new_object();
+	json_object_object_add(text, "type", json_object_new_string("text"));
+	json_object_object_add(text, "text", json_object_new_string(advice));
+	json_object_array_add(content, text);
+	json_object_object_add(r, "content", content);
+	json_object_object_add(r, "structuredContent", sc);
+	json_object_object_add(r, "isError", json_object_new_boolean(1));
+	return stateless ? stateless_result(r) : r;
+}
+
 static struct json_object *
 tool_result(const struct backend_result *br, int stateless)
 {
@@ -215,6 +311,8 @@ tool_result(const struct backend_result *br, int stateless)
 
 	if (br->ok && br->text != NULL)
 		return tool_result_text(br->text, br->textlen, stateless);
+	if (!br->ok && br->proposal != NULL)
+		return proposal_result(br, stateless);
 	r = json_object_new_object();
 	content = json_object_new_array();
 	text = json_object_new_object();

@@ -98,6 +98,9 @@ struct json_object *mcp_progress(struct json_object *token, double progress,
 	    double total, const char *message);
 /* A tools/call result from a backend answer (success or tool error). */
 struct json_object *mcp_tool_result(const struct backend_result *);
+/* What the agent must do about a gated call (br->proposal set), in words. */
+void	mcp_proposal_advice(const struct backend_result *br, char *buf,
+	    size_t len);
 /* The same for a stateless (2026-07-28) request: with resultType and the
  * server's identity in _meta. */
 struct json_object *mcp_tool_result_stateless(const struct backend_result *);

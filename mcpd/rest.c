@@ -2,6 +2,8 @@
  * JSON HTTP for mcpd: POST /v1/tools/{name} takes the tool's arguments as
  * the body and answers with the tool's result, or a non-2xx status with
  * {"error":{"code","message"}}.  Same validation and authorization as MCP.
+ * A call waiting for a human's approval (issue #28) answers 202, 403 or 410
+ * with {"error":{...},"proposal":{...}}.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,25 @@ rest_free(struct rest_call *rc)
 	free(rc);
 }
 
+/*
+ * A gated call: 202 approval_required, 403 approval_denied or 410
+ * approval_expired, with the proposal beside the error.
+ */
+static void
+rest_proposal(struct hreq *hr, const struct backend_result *br)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *e = json_object_new_object();
+
+	json_object_object_add(e, "code", json_object_new_string(br->code));
+	json_object_object_add(e, "message",
+	    json_object_new_string(br->message));
+	json_object_object_add(o, "error", e);
+	json_object_object_add(o, "proposal", proposal_to_json(br->proposal));
+	http_reply_json(hr, http_status_for_code(br->code), o);
+	json_object_put(o);
+}
+
 static void
 rest_done(const struct backend_result *br, void *arg)
 {
@@ -44,6 +65,8 @@ rest_done(const struct backend_result *br, void *arg)
 		    br->textlen);
 	else if (br->ok)
 		http_reply_json(hr, 200, br->result);
+	else if (br->proposal != NULL)
+		rest_proposal(hr, br);
 	else
 		http_reply_error(hr, br->code, "%s", br->message);
 	rest_free(rc);
