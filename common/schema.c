@@ -810,15 +810,22 @@ check_array(const struct schema *s, json_object *v, struct walk *w)
 /*
  * 0 when the value contradicts a const member of an object branch, such as
  * vm_job_output's "encoding": then it was plainly not aiming at that shape.
+ * -1, lower still, when the value has members and the branch names none of
+ * them (a gated tool's approval shape, to a result that failed its own).
  */
 static int
 consts_match(const struct schema *s, json_object *v)
 {
 	json_object *member;
-	size_t	 i;
+	size_t	 i, named = 0;
 
 	if (!json_object_is_type(v, json_type_object))
 		return 1;
+	for (i = 0; i < s->nprops; i++)
+		if (json_object_object_get_ex(v, s->props[i].name, NULL))
+			named++;
+	if (named == 0 && s->nprops > 0 && json_object_object_length(v) > 0)
+		return -1;
 	for (i = 0; i < s->nprops; i++) {
 		if (!s->props[i].schema->has_const ||
 		    !json_object_object_get_ex(v, s->props[i].name, &member))

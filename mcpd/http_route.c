@@ -72,6 +72,7 @@ method_allowed(struct hreq *hr, const char **allow)
 	case ROUTE_BROKER:
 	case ROUTE_HEALTHZ:
 	case ROUTE_METRICS:
+	case ROUTE_APPROVAL:
 		*allow = "GET";
 		return t == EVHTTP_REQ_GET;
 	case ROUTE_NONE:
@@ -79,6 +80,36 @@ method_allowed(struct hreq *hr, const char **allow)
 	}
 	*allow = "";
 	return 0;
+}
+
+/*
+ * GET /v1/approvals/{id}: where a 2026-07-28 URL-mode elicitation sends the
+ * person at the MCP client.  Approving is not done here, nor over any other
+ * route of mcpd: the page says so and how, and holds nothing but the id in
+ * its URL (no credential: a browser has none), so it shows no workspace
+ * anything of another's.
+ */
+static void
+approval_page(struct hreq *hr)
+{
+	const char *id = hr->route.proposal;
+	char page[2048];
+	int n;
+
+	n = snprintf(page, sizeof(page),
+	    "mcpvm: proposal %s\n\n"
+	    "An agent's tool call is waiting for a human's approval.  It is\n"
+	    "approved or denied on the mcpvm host, by a member of the\n"
+	    "mcpvm-approvers group with an enrolled approver key, never from\n"
+	    "here nor by the agent:\n\n"
+	    "    vmctl approval show %s\n"
+	    "    vmctl approval approve %s\n"
+	    "    vmctl approval deny %s\n\n"
+	    "`show` prints what the call would do and its arguments in full.\n"
+	    "Once enough approvers have approved, the agent's retry of the\n"
+	    "same call runs it, once.  This page shows nothing of the\n"
+	    "proposal itself.\n", id, id, id, id);
+	http_reply(hr, 200, "text/plain; charset=utf-8", page, (size_t)n);
 }
 
 void
@@ -116,6 +147,10 @@ http_route(struct hreq *hr)
 		static const char ok[] = "{\"status\":\"ok\"}";
 
 		http_reply(hr, 200, "application/json", ok, sizeof(ok) - 1);
+		return;
+	}
+	if (hr->route.kind == ROUTE_APPROVAL) {
+		approval_page(hr);
 		return;
 	}
 	authz = http_in_header(hr, "Authorization");

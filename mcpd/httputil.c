@@ -70,6 +70,20 @@ route_parse(const char *target, struct route *r)
 		r->kind = ROUTE_TOOL;
 		return;
 	}
+	if (strncmp(target, "/v1/approvals/", 14) == 0) {
+		size_t i;
+
+		p = target + 14;
+		if ((n = segment(p, r->proposal, sizeof(r->proposal))) != 33 ||
+		    !at_end(p + n) || p[0] != 'p')
+			goto none;
+		for (i = 1; i < n; i++)
+			if (!((p[i] >= '0' && p[i] <= '9') ||
+			    (p[i] >= 'a' && p[i] <= 'f')))
+				goto none;
+		r->kind = ROUTE_APPROVAL;
+		return;
+	}
 	if (strncmp(target, "/v1/vms/", 8) == 0) {
 		unsigned long port = 0;
 		size_t i;
@@ -124,6 +138,8 @@ route_label(enum route_kind k)
 		return "healthz";
 	case ROUTE_METRICS:
 		return "metrics";
+	case ROUTE_APPROVAL:
+		return "approvals";
 	case ROUTE_NONE:
 		break;
 	}

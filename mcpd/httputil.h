@@ -19,6 +19,7 @@ enum route_kind {
 	ROUTE_HEALTHZ,		/* /healthz */
 	ROUTE_METRICS,		/* /metrics */
 	ROUTE_BROKER,		/* /v1/vms/{vm_id}/jobs/{job_id}/broker */
+	ROUTE_APPROVAL,		/* /v1/approvals/{proposal id} */
 };
 
 #define ROUTE_NAME_MAX	64
@@ -28,6 +29,7 @@ struct route {
 	char		tool[ROUTE_NAME_MAX];
 	char		vm_id[ROUTE_NAME_MAX];
 	char		job_id[ROUTE_NAME_MAX];
+	char		proposal[ROUTE_NAME_MAX];	/* p + 32 hex */
 	uint16_t	port;
 };
 

@@ -351,6 +351,40 @@ tool_result(const struct backend_result *br, int stateless)
 }
 
 struct json_object *
+mcp_input_required(const struct backend_result *br, const char *base)
+{
+	const struct proposal *p = br->proposal;
+	struct json_object *r = json_object_new_object();
+	struct json_object *reqs = json_object_new_object();
+	struct json_object *req = json_object_new_object();
+	struct json_object *params = json_object_new_object();
+	char url[512], msg[PROPOSAL_EFFECT_MAX + 1024];
+
+	snprintf(url, sizeof(url), "%s/v1/approvals/%s", base, p->id);
+	snprintf(msg, sizeof(msg), "The agent's %s call needs a human's "
+	    "approval before it runs (this workspace gates: %s; approvals: %d "
+	    "of %d). Have proposal %s approved on the mcpvm host by an "
+	    "approver: `vmctl approval show %s`, then `vmctl approval approve "
+	    "%s`. It would: %s. Accept once it is approved: the call is then "
+	    "retried and runs once. It expires at %s.", p->tool, gates_list(p),
+	    p->approvals, p->approvals_needed, p->id, p->id, p->id, p->effect,
+	    p->expires_at);
+	json_object_object_add(params, "mode", json_object_new_string("url"));
+	json_object_object_add(params, "message", json_object_new_string(msg));
+	json_object_object_add(params, "url", json_object_new_string(url));
+	json_object_object_add(params, "elicitationId",
+	    json_object_new_string(p->id));
+	json_object_object_add(req, "method",
+	    json_object_new_string("elicitation/create"));
+	json_object_object_add(req, "params", params);
+	json_object_object_add(reqs, MCP_APPROVAL_INPUT, req);
+	json_object_object_add(r, "resultType",
+	    json_object_new_string("input_required"));
+	json_object_object_add(r, "inputRequests", reqs);
+	return stateless_result(r);
+}
+
+struct json_object *
 mcp_tool_result(const struct backend_result *br)
 {
 	return tool_result(br, 0);
@@ -820,6 +854,68 @@ do_task(enum task_op op, int declared, struct json_object *id,
 	out->status = 200;
 }
 
+/* Did the client declare URL-mode elicitation on this request? */
+static int
+declares_url_elicitation(struct json_object *caps)
+{
+	struct json_object *e, *u;
+
+	return json_object_object_get_ex(caps, "elicitation", &e) &&
+	    json_object_is_type(e, json_type_object) &&
+	    json_object_object_get_ex(e, "url", &u) &&
+	    json_object_is_type(u, json_type_object);
+}
+
+/*
+ * A tools/call's inputResponses: ours (MCP_APPROVAL_INPUT) is the person's
+ * answer to a URL-mode elicitation of an earlier try.  The call goes to
+ * vmmd again either way, which alone knows whether a human approved; after
+ * a decline or cancel, a call still waiting is the 2025 tool error, not the
+ * same question again.  -1 when inputResponses is malformed (answered).
+ */
+static int
+approval_input(struct json_object *id, struct json_object *caps,
+    struct json_object *params, struct mcp_out *out)
+{
+	struct json_object *resp, *mine, *action;
+	const char *a;
+
+	out->url_elicit = declares_url_elicitation(caps);
+	if (!json_object_object_get_ex(params, "inputResponses", &resp))
+		return 0;
+	if (!json_object_is_type(resp, json_type_object)) {
+		mcp_out_free(out);
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "tools/call: params.inputResponses must be an object"));
+		out->stateless = 1;
+		return -1;
+	}
+	if (!json_object_object_get_ex(resp, MCP_APPROVAL_INPUT, &mine))
+		return 0;
+	if (!json_object_is_type(mine, json_type_object) ||
+	    !json_object_object_get_ex(mine, "action", &action) ||
+	    !json_object_is_type(action, json_type_string)) {
+		mcp_out_free(out);
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "tools/call: params.inputResponses." MCP_APPROVAL_INPUT
+		    " must be an elicitation result with an action"));
+		out->stateless = 1;
+		return -1;
+	}
+	a = json_object_get_string(action);
+	if (strcmp(a, "decline") == 0 || strcmp(a, "cancel") == 0)
+		out->url_elicit = 0;
+	else if (strcmp(a, "accept") != 0) {
+		mcp_out_free(out);
+		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
+		    "tools/call: params.inputResponses." MCP_APPROVAL_INPUT
+		    ".action must be accept, decline or cancel"));
+		out->stateless = 1;
+		return -1;
+	}
+	return 0;
+}
+
 static void
 do_stateless(const struct mcp_env *env, const char *method, int has_id,
     struct json_object *id, struct json_object *params, struct mcp_out *out)
@@ -908,6 +1004,8 @@ do_stateless(const struct mcp_env *env, const char *method, int has_id,
 		reply(out, 200, jsonrpc_result(id, cacheable_result(r)));
 	} else if (strcmp(method, "tools/call") == 0) {
 		do_tools_call(id, params, out);
+		if (out->call && approval_input(id, caps, params, out) == -1)
+			return;
 		/* A job is a task: the client polls instead of waiting. */
 		if (out->call && strcmp(out->tool, "vm_exec") == 0 &&
 		    declares_tasks(caps))

@@ -65,6 +65,12 @@ struct mcp_out {
 	char			 tool[64];
 	struct json_object	*args;
 	struct json_object	*progress_token;	/* or NULL */
+	/*
+	 * 2026-07-28: the client declared URL-mode elicitation, so a call
+	 * waiting for approval is answered input_required; not when it
+	 * already declined or cancelled ours (inputResponses).
+	 */
+	int			 url_elicit;
 
 	int			 cancel;	/* notifications/cancelled */
 	struct json_object	*cancel_id;
@@ -104,6 +110,16 @@ void	mcp_proposal_advice(const struct backend_result *br, char *buf,
 /* The same for a stateless (2026-07-28) request: with resultType and the
  * server's identity in _meta. */
 struct json_object *mcp_tool_result_stateless(const struct backend_result *);
+/*
+ * 2026-07-28, a call waiting for approval (br->proposal) from a client that
+ * declared URL-mode elicitation: an InputRequiredResult asking the person
+ * to have the proposal approved, with base (scheme://host of mcpd as the
+ * client reached it) + "/v1/approvals/" + id as the URL.
+ */
+struct json_object *mcp_input_required(const struct backend_result *br,
+	    const char *base);
+/* The key of that elicitation in inputRequests and inputResponses. */
+#define MCP_APPROVAL_INPUT	"approval"
 /* Adds resultType "complete" (unless r has a type) and the server's
  * identity in _meta to a 2026-07-28 result; returns r. */
 struct json_object *mcp_stateless_meta(struct json_object *r);

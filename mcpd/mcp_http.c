@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <event2/buffer.h>
 
@@ -28,6 +29,8 @@ struct mcp_call {
 	struct budget		*budget;	/* its workspace's calls */
 	int			 stateless;	/* no session; 2026-07-28 */
 	int			 task_create;	/* answer with a task */
+	int			 url_elicit;	/* mcp_out's */
+	char			 base[300];	/* scheme://host, for its URL */
 	char			 request_id[TASK_REQUEST_ID_MAX + 1];
 	struct json_object	*id;
 	struct json_object	*progress_token;
@@ -136,6 +139,10 @@ call_done(const struct backend_result *br, void *arg)
 	if (call->task_create && (r = task_created(br,
 	    call->request_id)) != NULL)
 		msg = jsonrpc_result(call->id, r);
+	else if (call->url_elicit && !br->ok && br->proposal != NULL &&
+	    strcmp(br->code, "approval_required") == 0)
+		msg = jsonrpc_result(call->id, mcp_input_required(br,
+		    call->base));
 	else
 		msg = jsonrpc_result(call->id, call_result(call->stateless,
 		    br));
@@ -208,6 +215,25 @@ call_timer_cb(evutil_socket_t fd, short ev, void *arg)
 	evtimer_add(call->timer, &tv);
 }
 
+/*
+ * mcpd as the client reached it, for the URL of an approval elicitation:
+ * http on a loopback Host, else https, as mcpd takes remote clients only
+ * through a TLS proxy (docs/tls-proxy.md).  Host passed allowed_hosts.
+ */
+static void
+approval_base(struct hreq *hr, char *buf, size_t len)
+{
+	const char *host = http_in_header(hr, "Host");
+	int local;
+
+	if (host == NULL)
+		host = "localhost";
+	local = strncmp(host, "127.", 4) == 0 || strncmp(host, "[::1]",
+	    5) == 0 || (strncasecmp(host, "localhost", 9) == 0 &&
+	    (host[9] == '\0' || host[9] == ':'));
+	snprintf(buf, len, "%s://%.256s", local ? "http" : "https", host);
+}
+
 static void
 call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 {
@@ -251,6 +277,10 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	call->hr = hr;
 	call->sess = out->session;
 	call->stateless = out->stateless;
+	if (out->stateless && out->url_elicit) {
+		call->url_elicit = 1;
+		approval_base(hr, call->base, sizeof(call->base));
+	}
 	if (out->task_create) {
 		struct json_object *v;
 

@@ -11,7 +11,7 @@
 
 #include "httputil.h"
 
-#define METRICS_ROUTES	7	/* enum route_kind */
+#define METRICS_ROUTES	8	/* enum route_kind */
 #define METRICS_BUCKETS	12
 
 struct metrics {

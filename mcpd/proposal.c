@@ -32,6 +32,9 @@ static const char *const codes[] = {
 	"approval_required", "approval_denied", "approval_expired",
 };
 
+static int	fail(char *, size_t, const char *, ...)
+		    __attribute__((format(printf, 3, 4)));
+
 static int
 fail(char *err, size_t errlen, const char *fmt, ...)
 {

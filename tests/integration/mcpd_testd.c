@@ -18,6 +18,13 @@
  * to a socketpair served by a thread: port 5001 echoes, 5002 counts bytes
  * until EOF and answers "bytes=<n>\n", 5003 closes at once; vm "nope" is
  * not_found and port 4444 has no listener (conflict).
+ *
+ * Gated calls (issue #28) double vmmd, whose side of approvals is another
+ * change: a vm_id of "gated-required", "gated-denied" or "gated-expired"
+ * answers that approval code with a proposal, and "gated-once" answers
+ * approval_required the first time a request_id comes and runs the retry
+ * (as if a human had approved in between).  The proposal goes through
+ * mcpd's own decoder (proposal.c), as vmmd's would.
  */
 #include <sys/socket.h>
 #include <errno.h>
@@ -155,6 +162,69 @@ fake_job(struct backend_call *c, struct json_object *r)
 	}
 }
 
+/*
+ * The proposal vmmd would send for c, through mcpd's decoder; 0, or 1 when
+ * the call should run (gated-once, retried).
+ */
+static int
+fake_gated(struct backend_call *c, const char *vm_id, struct proposal *p,
+    struct backend_result *br)
+{
+	static char seen[16][129];
+	static size_t nseen;
+	struct json_object *o, *g, *v;
+	const char *state = "pending", *rid = "";
+	char err[256];
+	size_t i;
+
+	br->code = "approval_required";
+	br->message = "this call needs a human's approval";
+	if (strcmp(vm_id, "gated-denied") == 0) {
+		state = "denied";
+		br->code = "approval_denied";
+		br->message = "an approver denied this call";
+	} else if (strcmp(vm_id, "gated-expired") == 0) {
+		state = "expired";
+		br->code = "approval_expired";
+		br->message = "the proposal expired";
+	}
+	if (json_object_object_get_ex(c->args, "request_id", &v))
+		rid = json_object_get_string(v);
+	if (strcmp(vm_id, "gated-once") == 0 && rid[0] != '\0') {
+		for (i = 0; i < nseen; i++)
+			if (strcmp(seen[i], rid) == 0)
+				return 1;
+		if (nseen < 16)
+			snprintf(seen[nseen++], sizeof(seen[0]), "%s", rid);
+	}
+	o = json_object_new_object();
+	g = json_object_new_array();
+	json_object_array_add(g, json_object_new_string(
+	    strcmp(c->tool, "vm_destroy") == 0 ? "destroy" : "exec"));
+	json_object_object_add(o, "id", json_object_new_string(
+	    "p0123456789abcdef0123456789abcdef"));
+	json_object_object_add(o, "tool", json_object_new_string(c->tool));
+	json_object_object_add(o, "request_id", json_object_new_string(rid));
+	json_object_object_add(o, "args_digest", json_object_new_string(
+	    "5d41402abc4b2a76b9719d911017c5925d41402abc4b2a76b9719d911017c592"));
+	json_object_object_add(o, "effect", json_object_new_string(
+	    "run a command in the VM"));
+	json_object_object_add(o, "gates", g);
+	json_object_object_add(o, "approvals_needed", json_object_new_int(
+	    strcmp(c->tool, "vm_destroy") == 0 ? 2 : 1));
+	json_object_object_add(o, "approvals", json_object_new_int(0));
+	json_object_object_add(o, "state", json_object_new_string(state));
+	json_object_object_add(o, "requested_at",
+	    json_object_new_string("2026-12-01T10:00:00Z"));
+	json_object_object_add(o, "expires_at",
+	    json_object_new_string("2026-12-01T11:00:00Z"));
+	if (proposal_from_json(o, p, err, sizeof(err)) == -1)
+		fatalx("the fake proposal: %s", err);
+	json_object_put(o);
+	br->proposal = p;
+	return 0;
+}
+
 static void
 fake_step(evutil_socket_t fd, short ev, void *arg)
 {
@@ -162,6 +232,7 @@ fake_step(evutil_socket_t fd, short ev, void *arg)
 	struct backend_result br = { 0 };
 	struct json_object *r, *v;
 	struct timeval tv = { 0, 100000 };
+	struct proposal p;
 
 	if (c->sdone != NULL) {
 		int sfd = c->fd;
@@ -189,6 +260,13 @@ fake_step(evutil_socket_t fd, short ev, void *arg)
 		br.ok = 0;
 		br.code = json_object_get_string(v) + 4;
 		br.message = "the fake backend was asked to fail";
+		c->done(&br, c->arg);
+		fake_free(c);
+		return;
+	}
+	if (json_object_object_get_ex(c->args, "vm_id", &v) &&
+	    strncmp(json_object_get_string(v), "gated-", 6) == 0 &&
+	    fake_gated(c, json_object_get_string(v), &p, &br) == 0) {
 		c->done(&br, c->arg);
 		fake_free(c);
 		return;
