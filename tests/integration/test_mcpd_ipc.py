@@ -3,7 +3,11 @@
 vmmd stand-in speaking the real IPC protocol on vmmd's socket: the
 credential is verified by authd and forwarded to vmmd, results, errors and
 progress come back, a stream fd crosses by SCM_RIGHTS, vmmd's close notice
-ends a stream with 1001, and revocation ends one with 1008.  TAP output."""
+ends a stream with 1001, and revocation ends one with 1008.  A gated call's
+proposal (issue #28) is decoded by the product mcpd: vmmd's side of
+approvals is another change, so the stand-in sends what vmmd would, and
+hostile proposals, which mcpd must refuse whole without crashing.  TAP
+output."""
 
 import array
 import http.client
@@ -41,6 +45,7 @@ class FakeVmmd:
         self.srv.bind(path)
         self.srv.listen(4)
         self.seen = []
+        self.gated = {}
         self.guests = []
         self.conn = None
         self.lock = threading.Lock()
@@ -106,6 +111,9 @@ class FakeVmmd:
                     time.sleep(0.05)
                 self.send(VM_TOOL_RESULT, {"result": {"vm_id": "v1"}},
                           mid, REPLY)
+            elif args.get("vm_id", "") in self.gated:
+                # vmmd's answer to a gated call: a test sets the body.
+                self.send(ERROR, self.gated[args["vm_id"]], mid, REPLY)
             elif args.get("vm_id", "").startswith("err-"):
                 self.send(ERROR, {"error": {"code": args["vm_id"][4:],
                                             "message": "from vmmd"}},
@@ -316,6 +324,137 @@ def test_vmmd_errors_map_to_statuses():
         r = request(s, "POST", "/v1/tools/vm_status",
                     body={"vm_id": "err-" + code}, auth=TOK)
         assert r.status == status, (code, r.status)
+
+
+PROPOSAL = {
+    "id": "p" + "0123456789abcdef" * 2, "tool": "vm_exec",
+    "request_id": "r1", "args_digest": "ab" * 32,
+    "effect": "run `make test` as uid 1000 in vm-3f2a9c1e",
+    "gates": ["exec"], "approvals_needed": 1, "approvals": 0,
+    "state": "pending", "requested_at": "2026-12-01T10:00:00.000Z",
+    "expires_at": "2026-12-01T11:00:00.000Z"}
+
+
+def gated(code, proposal):
+    body = {"error": {"code": code, "message": "from vmmd"}}
+    if proposal is not None:
+        body["proposal"] = proposal
+    return body
+
+
+def gated_exec(s, vm, body):
+    s.vmmd.gated[vm] = body
+    return request(s, "POST", "/v1/tools/vm_exec", body={
+        "vm_id": vm, "request_id": "r1", "command": "make test"}, auth=TOK)
+
+
+def test_proposal_from_vmmd_reaches_the_agent():
+    s = stack()
+    for code, status, state in (("approval_required", 202, "pending"),
+                                ("approval_denied", 403, "denied"),
+                                ("approval_expired", 410, "expired")):
+        p = dict(PROPOSAL, state=state)
+        r = gated_exec(s, "prop-" + state, gated(code, p))
+        assert r.status == status, (code, r.status, r.body)
+        assert r.json() == {"error": {"code": code, "message": "from vmmd"},
+                            "proposal": p}, r.body
+    c = MCP(s, auth=TOK)
+    assert c.initialize().status == 200
+    res = c.call("tools/call", {"name": "vm_exec", "arguments": {
+        "vm_id": "prop-pending", "request_id": "r1",
+        "command": "make test"}}).json()["result"]
+    assert res["isError"] is True and \
+        res["structuredContent"]["proposal"] == PROPOSAL, res
+    assert "vmctl approval approve " + PROPOSAL["id"] in \
+        res["content"][1]["text"]
+
+
+def hostile_proposals():
+    """(what, vmmd's error body) that mcpd must refuse."""
+    def p(**kw):
+        d = dict(PROPOSAL)
+        d.update(kw)
+        return gated("approval_required", d)
+
+    def without(k):
+        d = dict(PROPOSAL)
+        del d[k]
+        return gated("approval_required", d)
+    # Nested within the IPC frame's depth bound (a deeper frame is the
+    # frame check's to refuse, and ends the connection).
+    deep = {}
+    for _ in range(20):
+        deep = {"a": deep}
+    return [
+        ("no proposal", gated("approval_required", None)),
+        ("proposal null", gated("approval_required", None) | {
+            "proposal": None}),
+        ("proposal an array", gated("approval_required", [PROPOSAL])),
+        ("proposal a string", gated("approval_required", "p" * 33)),
+        ("an unknown member", p(approved_by="agent")),
+        ("an unknown nested member", p(x=deep)),
+        ("no effect", without("effect")),
+        ("no expires_at", without("expires_at")),
+        ("effect past 4096 bytes", p(effect="e" * 4097)),
+        ("effect of 200 KiB", p(effect="e" * 204800)),
+        ("effect with a terminal escape", p(effect="ok\x1b[2J")),
+        ("id of 10000 characters", p(id="p" + "a" * 9999)),
+        ("id not hex", p(id="p" + "g" * 32)),
+        ("id uppercase", p(id="P" + "A" * 32)),
+        ("id a number", p(id=1)),
+        ("request_id with a slash", p(request_id="../r1")),
+        ("request_id with NUL", p(request_id="r1\u0000x")),
+        ("request_id past 128", p(request_id="r" * 129)),
+        ("args_digest short", p(args_digest="ab" * 31)),
+        ("tool not gateable", p(tool="vm_list")),
+        ("gates empty", p(gates=[])),
+        ("gates twice", p(gates=["exec", "exec"])),
+        ("gates unknown", p(gates=["root"])),
+        ("gates a string", p(gates="exec")),
+        ("gates of numbers", p(gates=[1])),
+        ("approvals_needed a string", p(approvals_needed="1")),
+        ("approvals_needed 3", p(approvals_needed=3)),
+        ("approvals_needed 1.0", p(approvals_needed=1.0)),
+        ("approvals negative", p(approvals=-1)),
+        ("approvals huge", p(approvals=2 ** 62)),
+        ("state unknown", p(state="approved_by_agent")),
+        ("state null", p(state=None)),
+        ("expires_at not a time", p(expires_at="tomorrow")),
+        ("requested_at with an offset", p(
+            requested_at="2026-12-01T10:00:00+01:00")),
+        ("a code mcpd does not know", gated("approval_granted",
+                                            PROPOSAL)),
+    ]
+
+
+def test_hostile_proposals_refused_whole():
+    s = stack()
+    c = MCP(s, auth=TOK)
+    assert c.initialize().status == 200
+    for i, (what, body) in enumerate(hostile_proposals()):
+        vm = "prop-bad%d" % i
+        r = gated_exec(s, vm, body)
+        assert r.status == 500, (what, r.status, r.body)
+        j = r.json()
+        assert j["error"]["code"] == "internal" and "proposal" not in j, \
+            (what, j)
+        res = c.call("tools/call", {"name": "vm_exec", "arguments": {
+            "vm_id": vm, "request_id": "r1",
+            "command": "make test"}}).json()["result"]
+        assert res["isError"] is True and "structuredContent" not in res, \
+            (what, res)
+        assert json.loads(res["content"][0]["text"])["error"]["code"] == \
+            "internal", (what, res)
+    assert s.mcpd.poll() is None, "mcpd died"
+    log = s.log()
+    assert "with a proposal mcpd refuses: proposal: unknown member " \
+        "\"approved_by\"" in log, log[-2000:]
+    assert "proposal.effect: 4097 bytes; between 1 and 4096" in log
+    assert "approval_required without a proposal" in log
+    # Still serving, and a good proposal after the bad ones is whole.
+    r = gated_exec(s, "prop-pending", gated("approval_required",
+                                            PROPOSAL))
+    assert r.status == 202 and r.json()["proposal"] == PROPOSAL
 
 
 def test_mcp_progress_from_vmmd():
