@@ -17,6 +17,8 @@ import { StreamableHTTPClientTransport } from
   '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { InputRequiredCallToolResultV2Schema, CallToolResultV2Schema } from
   '@modelcontextprotocol/ext-tasks/core/v2';
+import { Client as ClientV2, StreamableHTTPClientTransport as TransportV2 }
+  from '@modelcontextprotocol/client';
 
 const [base, token] = process.argv.slice(2);
 const PID = 'p0123456789abcdef0123456789abcdef';
@@ -103,4 +105,37 @@ CallToolResultV2Schema.parse(plain);
 assert.equal(plain.isError, true);
 assert.equal(plain.structuredContent.error.code, 'approval_required');
 ok('2026-07-28 without URL elicitation: the tool error');
+// The 2026-07-28 SDK client, declaring URL-mode elicitation: its
+// multi-round-trip driver hands the request to the elicitation handler (the
+// person at the client), then retries the call with the answer.
+const asks = [];
+let answer = 'accept';
+const v2 = new ClientV2({ name: 'mcpvm-approvals-v2', version: '1.0.0' }, {
+  capabilities: { elicitation: { url: {} } },
+  versionNegotiation: { mode: { pin: '2026-07-28' } } });
+v2.setRequestHandler('elicitation/create', async (req) => {
+  asks.push(req.params);
+  return { action: answer };
+});
+await v2.connect(new TransportV2(new URL('/mcp', base),
+  { requestInit: { headers: { Authorization: `Bearer ${token}` } } }));
+const got = await v2.callTool({ name: 'vm_exec', arguments:
+  { vm_id: 'gated-once', request_id: 'sdk-v2', command: 'ls' } });
+assert.equal(asks.length, 1);
+assert.equal(asks[0].mode, 'url');
+assert.equal(asks[0].url, `${base}/v1/approvals/${PID}`);
+assert.equal(got.isError, false);
+assert.equal(got.structuredContent.job_id, 'j1');
+ok('2026-07-28 SDK client: the elicitation goes to its handler, the ' +
+  'retry returns the result');
+
+answer = 'decline';
+const declined = await v2.callTool({ name: 'vm_exec', arguments:
+  { vm_id: 'gated-required', request_id: 'sdk-v2-no', command: 'ls' } });
+assert.equal(asks.length, 2);
+assert.equal(declined.isError, true);
+assert.equal(declined.structuredContent.error.code, 'approval_required');
+assert.match(declined.content[1].text, /vmctl approval approve/);
+ok('2026-07-28 SDK client: declined, the call ends as the tool error');
+await v2.close();
 console.log(`1..${n}`);
