@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mcpdlib import MCP, TOKEN_A, Daemon, request  # noqa: E402
+from mcpdlib import MCP, TOKEN_A, Daemon, free_port, request  # noqa: E402
 import taplib  # noqa: E402
 from taplib import run_tests  # noqa: E402
 
@@ -140,7 +140,8 @@ def test_tools_list_says_which_calls_may_wait():
         assert "approval" not in tools[name]["description"], name
 
 
-def sl_call(d, args, caps=None, responses=None, rid=1, tool="vm_exec"):
+def sl_call(d, args, caps=None, responses=None, rid=1, tool="vm_exec",
+            host=None):
     meta = {"io.modelcontextprotocol/protocolVersion": SL,
             "io.modelcontextprotocol/clientCapabilities": caps or {}}
     params = {"name": tool, "arguments": args, "_meta": meta}
@@ -149,7 +150,7 @@ def sl_call(d, args, caps=None, responses=None, rid=1, tool="vm_exec"):
     h = {"Accept": "application/json, text/event-stream",
          "MCP-Protocol-Version": SL, "Mcp-Method": "tools/call",
          "Mcp-Name": tool}
-    return request(d, "POST", "/mcp", headers=h,
+    return request(d, "POST", "/mcp", headers=h, host=host,
                    body={"jsonrpc": "2.0", "id": rid, "method": "tools/call",
                          "params": params})
 
@@ -190,6 +191,25 @@ def test_mcp_2026_input_required_with_url_elicitation():
         res = sl_call(d, exec_args(vm), URL_CAPS).json()["result"]
         assert res["resultType"] == "complete"
         tool_error(res, code)
+
+
+def test_elicitation_url_behind_a_tls_proxy():
+    # A remote client reaches mcpd through a TLS proxy that passes its Host:
+    # the URL it is given is https on that name.
+    port = free_port()
+    d = Daemon({"listen": "127.0.0.1:%d" % port,
+                "allowed_hosts": "127.0.0.1:%d mcpvm.example.org" % port})
+    try:
+        r = sl_call(d, exec_args("gated-required"), URL_CAPS,
+                    host="mcpvm.example.org")
+        p = r.json()["result"]["inputRequests"]["approval"]["params"]
+        assert p["url"] == "https://mcpvm.example.org/v1/approvals/" + PID, p
+        r = sl_call(d, exec_args("gated-required"), URL_CAPS)
+        p = r.json()["result"]["inputRequests"]["approval"]["params"]
+        assert p["url"] == "http://127.0.0.1:%d/v1/approvals/%s" % (port,
+                                                                    PID), p
+    finally:
+        d.stop()
 
 
 def test_mcp_2026_retry_returns_the_outcome():
