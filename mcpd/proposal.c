@@ -106,6 +106,33 @@ is_request_id(const char *s, size_t n)
 	return 1;
 }
 
+/*
+ * The effect quotes the agent's own arguments (a command may hold any
+ * character): it is kept, but a control character other than newline and
+ * tab, C0, DEL or C1 (U+0080-U+009F, terminal escapes too), becomes '?',
+ * so that no terminal or client showing it to a person obeys it.  s is
+ * UTF-8 (the IPC frame check made sure); out has room for n + 1 bytes.
+ */
+static void
+effect_copy(char *out, const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t i, o = 0;
+
+	for (i = 0; i < n; i++) {
+		if ((u[i] < 0x20 && u[i] != '\n' && u[i] != '\t') ||
+		    u[i] == 0x7f)
+			out[o++] = '?';
+		else if (u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 &&
+		    u[i + 1] <= 0x9f) {
+			out[o++] = '?';
+			i++;
+		} else
+			out[o++] = s[i];
+	}
+	out[o] = '\0';
+}
+
 /* The string member key, its length in *n; -1 with err when not one. */
 static int
 get_string(struct json_object *o, const char *key, const char **s,
@@ -227,12 +254,7 @@ proposal_from_json(struct json_object *o, struct proposal *p, char *err,
 	if (n == 0 || n > PROPOSAL_EFFECT_MAX)
 		return fail(err, errlen, "proposal.effect: %zu bytes; between "
 		    "1 and %d", n, PROPOSAL_EFFECT_MAX);
-	for (i = 0; i < n; i++)
-		if (((unsigned char)s[i] < 0x20 && s[i] != '\n' &&
-		    s[i] != '\t') || s[i] == 0x7f)
-			return fail(err, errlen, "proposal.effect: a control "
-			    "character at byte %zu", i);
-	memcpy(p->effect, s, n);
+	effect_copy(p->effect, s, n);
 
 	if (decode_gates(o, p, err, errlen) == -1)
 		return -1;

@@ -47,7 +47,8 @@ struct json_object;
 /*
  * Strict decode of vmmd's "proposal" object: every member required, no
  * other member, each of its type and within its bound (the message names
- * the member and the bound).  0, or -1 with err.
+ * the member and the bound).  0, or -1 with err.  The effect's control
+ * characters but newline and tab come out as '?'.
  */
 int	 proposal_from_json(struct json_object *, struct proposal *,
 	    char *err, size_t errlen);
