@@ -225,6 +225,19 @@ def test_mcp_2026_retry_returns_the_outcome():
     assert res["structuredContent"]["job_id"] == "j1", res
 
 
+def test_mcp_2026_task_augmented_exec_waits_too():
+    # With the tasks extension a vm_exec becomes a task once its job runs;
+    # a gated one has no job yet, so it is the same question or error.
+    d = daemon()
+    tasks = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+    res = sl_call(d, exec_args("gated-required"),
+                  dict(tasks, **URL_CAPS)).json()["result"]
+    assert res["resultType"] == "input_required", res
+    res = sl_call(d, exec_args("gated-required"), tasks).json()["result"]
+    assert res["resultType"] == "complete", res
+    tool_error(res, "approval_required")
+
+
 def test_mcp_2026_decline_ends_the_question():
     d = daemon()
     for action in ("decline", "cancel"):
