@@ -15,6 +15,7 @@
 #include <json-c/json.h>
 
 #include "decode.h"
+#include "gates.h"
 #include "store.h"
 
 struct ipc_conn;
@@ -31,6 +32,7 @@ struct policy {
 	long long	max_streams;
 	struct egress	egress;		/* public when authd sends none */
 	uint64_t	egress_rate;	/* bytes a second; 0 none */
+	struct gates	gates;		/* what needs a human's approval */
 };
 
 struct tool;
@@ -92,6 +94,11 @@ struct request {
 				    struct request *retry);
 	struct request_joiners	*joined;	/* NULL until a retry joins */
 	void			*hold;
+	/* A gated call's proposal (approve.c): its IPC_ERROR carries it. */
+	struct json_object	*proposal;
+	/* The proposal whose approvals this call used: its outcome goes
+	 * there too. */
+	char			 proposal_id[PROPOSAL_ID_LEN + 1];
 };
 
 /* vmmd's requests in flight, oldest first. */
