@@ -544,6 +544,29 @@ propose(struct request *req, struct json_object *stored, const char *digest,
 	return -1;
 }
 
+/*
+ * A denial or expiry, recorded and, for a proposal without request_id,
+ * marked told: the same call again makes a new proposal, where one with
+ * a request_id keeps its answer.
+ */
+static void
+told(struct proposal_record *r)
+{
+	char err[256];
+
+	if (r->request_id[0] == '\0')
+		snprintf(r->outcome, sizeof(r->outcome), "told");
+	if (store_proposal_update(vmmd_store(), r, err, sizeof(err)) == -1)
+		store_warn(r, err);
+}
+
+static const char *
+again(const struct proposal_record *r)
+{
+	return r->request_id[0] != '\0' ? "; a new request_id proposes it "
+	    "again" : "; the same call again proposes it anew";
+}
+
 /* Whether a receipt already governs this request_id. */
 static int
 receipt_known(struct request *req, const char *rid)
@@ -622,21 +645,19 @@ approve_gate(struct request *req)
 		goto out;
 	}
 	if (strcmp(r.state, "denied") == 0) {
-		answer(req, &r, "approval_denied", "proposal %s was denied "
-		    "(%s): it will not run", r.id, r.decided_by);
+		told(&r);
+		answer(req, &r, "approval_denied", "proposal %s was denied: "
+		    "it will not run%s", r.id, again(&r));
 		goto out;
 	}
 	if (strcmp(r.state, "expired") == 0 || now >= r.expires_at) {
 		if (strcmp(r.state, "expired") != 0) {
 			snprintf(r.state, sizeof(r.state), "expired");
-			if (store_proposal_update(vmmd_store(), &r, err,
-			    sizeof(err)) == -1)
-				store_warn(&r, err);
 			audit_proposal(&r, "expired");
 		}
+		told(&r);
 		answer(req, &r, "approval_expired", "proposal %s expired "
-		    "before enough approvals; call again for a new one",
-		    r.id);
+		    "before enough approvals%s", r.id, again(&r));
 		goto out;
 	}
 	if (tally(&r, now, &t, err, sizeof(err)) == -1) {
@@ -650,11 +671,9 @@ approve_gate(struct request *req)
 	}
 	if (t.denied) {
 		snprintf(r.state, sizeof(r.state), "denied");
-		if (store_proposal_update(vmmd_store(), &r, err,
-		    sizeof(err)) == -1)
-			store_warn(&r, err);
+		told(&r);
 		answer(req, &r, "approval_denied", "proposal %s was denied: "
-		    "it will not run", r.id);
+		    "it will not run%s", r.id, again(&r));
 		goto out;
 	}
 	if (t.valid < (size_t)r.need) {

@@ -1467,7 +1467,8 @@ store_proposal_find(struct store *s, const char *workspace,
 	}
 	st = store_prepare(s, "SELECT " PROPOSAL_COLUMNS " FROM proposals "
 	    "WHERE workspace = ?1 AND tool = ?2 AND args_digest = ?3 AND "
-	    "request_id = '' AND state <> 'used' "
+	    "request_id = '' AND state <> 'used' AND NOT (state IN "
+	    "('denied', 'expired') AND outcome = 'told') "
 	    "ORDER BY requested_at DESC, rowid DESC LIMIT 1", "proposals",
 	    err, errlen);
 	if (st == NULL)

@@ -286,7 +286,8 @@ int	store_proposal_get(struct store *, const char *id,
 	    struct proposal_record *, char *err, size_t errlen);
 /*
  * The proposal a call retries: by (workspace, request_id) when it has
- * one, else the newest unused one of (workspace, tool, digest) without.
+ * one, else the newest one of (workspace, tool, digest) without, unless
+ * it was used, or denied or expired and that told (outcome "told").
  */
 int	store_proposal_find(struct store *, const char *workspace,
 	    const char *tool, const char *request_id, const char *digest,

@@ -461,6 +461,43 @@ def body(h):
              "proposals deleted")
     ok(gone_rows() == 0, "a revoked workspace's proposals are deleted")
 
+    # ---- two approvers for vm_destroy ----------------------------------
+    res = call(conn, "tok-sup", "vm_destroy", vm_id=vm)
+    ok(code(res) == "approval_required", "vm_destroy is proposed",
+       repr(res))
+    pd0 = res[1]["proposal"]
+    okk, sh = appr.show(pd0["id"])
+    okk, r = appr.decide(pd0["id"], sign_for(bob, sh["proposal"], DENY))
+    res = call(conn, "tok-sup", "vm_destroy", vm_id=vm)
+    ok(code(res) == "approval_denied" and
+       res[1]["proposal"]["id"] == pd0["id"],
+       "a denied call without request_id hears approval_denied",
+       repr(res))
+    res = call(conn, "tok-sup", "vm_destroy", vm_id=vm)
+    ok(code(res) == "approval_required" and
+       res[1]["proposal"]["id"] != pd0["id"] and
+       res[1]["proposal"]["approvals_needed"] == 2 and
+       res[1]["proposal"]["gates"] == ["destroy"],
+       "vm_destroy needs two approvals", repr(res))
+    pd = res[1]["proposal"]
+    okk, sh = appr.show(pd["id"])
+    okk, r = appr.decide(pd["id"], sign_for(alice, sh["proposal"]))
+    okk2, r2 = appr.decide(pd["id"], sign_for(alice, sh["proposal"]))
+    ok(okk and okk2 and r2["proposal"]["approvals"] == 1,
+       "the same key twice counts once", repr(r2))
+    res = call(conn, "tok-sup", "vm_destroy", vm_id=vm)
+    ok(code(res) == "approval_required" and
+       res[1]["proposal"]["id"] == pd["id"],
+       "one approver is not enough", repr(res))
+    okk, r = appr.decide(pd["id"], sign_for(bob, sh["proposal"]))
+    ok(okk and r["proposal"]["approvals"] == 2, "bob approves too",
+       repr(r))
+    res = call(conn, "tok-sup", "vm_destroy", vm_id=vm)
+    ok(res[0] and res[1].get("destroyed"),
+       "with two distinct approvers it is destroyed", repr(res))
+    if not res[0]:
+        note("destroy was refused: the VM is left to cleanup")
+
     # ---- restart: proposals survive; expiry ----------------------------
     pending = propose("r9", "echo later")
     h.kill_vmmd()
@@ -488,32 +525,6 @@ def body(h):
     okk, r = appr.decide(p["id"], late)
     ok(not okk and r["code"] == "conflict",
        "an expired proposal takes no decision", repr(r))
-
-    # ---- two approvers for vm_destroy ----------------------------------
-    res = call(conn, "tok-sup", "vm_destroy", vm_id=vm)
-    ok(code(res) == "approval_required" and
-       res[1]["proposal"]["approvals_needed"] == 2 and
-       res[1]["proposal"]["gates"] == ["destroy"],
-       "vm_destroy needs two approvals", repr(res))
-    pd = res[1]["proposal"]
-    okk, sh = appr.show(pd["id"])
-    # approval_ttl is 5 s now: sign and decide at once.
-    okk, r = appr.decide(pd["id"], sign_for(alice, sh["proposal"]))
-    okk2, r2 = appr.decide(pd["id"], sign_for(alice, sh["proposal"]))
-    ok(okk and okk2 and r2["proposal"]["approvals"] == 1,
-       "the same key twice counts once", repr(r2))
-    res = call(conn, "tok-sup", "vm_destroy", vm_id=vm)
-    ok(code(res) == "approval_required" and
-       res[1]["proposal"]["id"] == pd["id"],
-       "one approver is not enough", repr(res))
-    okk, r = appr.decide(pd["id"], sign_for(bob, sh["proposal"]))
-    ok(okk and r["proposal"]["approvals"] == 2, "bob approves too",
-       repr(r))
-    res = call(conn, "tok-sup", "vm_destroy", vm_id=vm)
-    ok(res[0] and res[1].get("destroyed"),
-       "with two distinct approvers it is destroyed", repr(res))
-    if not res[0]:
-        note("destroy was refused: the VM is left to cleanup")
 
     audit = read(os.path.join(h.mnt, "audit.log"))
     for what in ("proposed: gates exec", "decision: approve by key alice",
