@@ -273,6 +273,26 @@ def body(h):
        "approvals.sock is 0660 root:mcpvm-approvers (or root's alone)",
        "%o %d:%d" % (st.st_mode, st.st_uid, st.st_gid))
 
+    r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534",
+                        "--clear-groups", "python3", "-c",
+                        "import socket,sys; s=socket.socket(socket.AF_UNIX);"
+                        "s.connect(sys.argv[1])", sock],
+                       capture_output=True, text=True)
+    ok(r.returncode != 0 and "PermissionError" in r.stderr,
+       "a user outside mcpvm-approvers cannot connect to approvals.sock",
+       r.stderr[-300:])
+    # mcpd's socket, which carries the agents' calls, has no approval
+    # path: vmmd closes a connection that sends one.
+    rogue = h.conn()
+    rogue.send(APPROVAL_DECIDE, {"id": "p" + "0" * 32, "envelope": "AA=="})
+    try:
+        t, _, b, _ = rogue.recv()
+        refused = t == ipc.ERROR
+    except (EOFError, OSError):
+        refused = True
+    ok(refused, "vmmd.sock refuses the approval messages")
+    rogue.close()
+
     res = call(conn, "tok-sup", "vm_create", request_id="mk")
     ok(res[0], "vm_create is not gated in a workspace gating exec",
        repr(res))
@@ -501,7 +521,14 @@ def body(h):
     # ---- restart: proposals survive; expiry ----------------------------
     pending = propose("r9", "echo later")
     h.kill_vmmd()
-    h.write_conf(approvers_dir=adir, approval_ttl=5)
+    c = sqlite3.connect(db)
+    waiting = c.execute("SELECT COUNT(*) FROM proposals WHERE workspace = "
+                        "'sup' AND state IN ('pending', 'approved')"
+                        ).fetchone()[0]
+    c.close()
+    # Room for one more: r10's.
+    h.write_conf(approvers_dir=adir, approval_ttl=5,
+                 max_proposals=waiting + 1)
     h.start_vmmd()
     conn = h.conn()
     appr = Approvals(h)
@@ -513,6 +540,10 @@ def body(h):
        res[1]["proposal"]["id"] == pending["id"],
        "a pending proposal is still pending after it", repr(res))
     p = propose("r10", "echo expiring")
+    res = exec_("r11", "echo one too many")
+    ok(code(res) == "quota_exceeded" and
+       "max_proposals" in res[1]["error"]["message"],
+       "one proposal over max_proposals is refused, naming it", repr(res))
     okk, sh = appr.show(p["id"])
     late = sign_for(alice, sh["proposal"])
     until = epoch(p["expires_at"])
@@ -525,6 +556,10 @@ def body(h):
     okk, r = appr.decide(p["id"], late)
     ok(not okk and r["code"] == "conflict",
        "an expired proposal takes no decision", repr(r))
+    res = exec_("r11", "echo one too many")
+    ok(code(res) == "approval_required",
+       "an expired proposal no longer counts against max_proposals",
+       repr(res))
 
     audit = read(os.path.join(h.mnt, "audit.log"))
     for what in ("proposed: gates exec", "decision: approve by key alice",
