@@ -103,7 +103,8 @@ envelopes_with(const struct proposal_record *r,
     const struct approval_envelope *env, const char *b64)
 {
 	const char *p = r->envelopes, *nl;
-	size_t cap = strlen(r->envelopes) + strlen(b64) + 2, kept = 0;
+	/* Each kept line with its newline, a last one perhaps without. */
+	size_t cap = strlen(r->envelopes) + strlen(b64) + 4, kept = 0;
 	char *out, err[64];
 
 	if ((out = calloc(1, cap)) == NULL)

@@ -86,8 +86,10 @@ classify(struct request *req, int *need)
 		/* A memory snapshot brings its machine's NIC along. */
 		if (net == NULL && has_snap)
 			net = snap.network ? "on" : "off";
-		if (g->need[GATE_NETWORK] && net != NULL &&
-		    strcmp(net, "on") == 0)
+		/* A workspace that may not have network is refused by the
+		 * handler: no human is asked to approve what can not run. */
+		if (g->need[GATE_NETWORK] && req->policy.network &&
+		    net != NULL && strcmp(net, "on") == 0)
 			m |= 1u << GATE_NETWORK;
 		im = image != NULL ? conf_find_image(vmmd_conf(), image) :
 		    conf_default_image(vmmd_conf());

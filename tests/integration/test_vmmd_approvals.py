@@ -31,6 +31,8 @@ APPROVAL_LIST, APPROVAL_SHOW, APPROVAL_DECIDE = 411, 412, 413
 APPROVE, DENY = 1, 2
 
 SUP = {"exec": 1, "destroy": 2}
+NET = {"network": 1, "resources": 2, "memory_mib_above": 512,
+       "snapshot_delete": 1, "broker_pipe": 1}
 
 
 # ---- a fake authd ------------------------------------------------------
@@ -80,7 +82,7 @@ class FakeAuthd:
         return t, i, json.loads(exact(n)) if n else {}
 
     def policy(self, gates):
-        return {"network": False, "images": [], "max_vms": 0,
+        return {"network": "network" in gates, "images": [], "max_vms": 0,
                 "memory_mib": 0, "storage_gib": 0, "max_streams": 4,
                 "approvals": gates}
 
@@ -129,6 +131,7 @@ class Host(vmmdlib.Host):
             "tok-sup": ("sup", SUP),
             "tok-gone": ("gone", {"exec": 1}),
             "tok-open": ("open", {}),
+            "tok-net": ("net", NET),
         })
 
 
@@ -462,6 +465,50 @@ def body(h):
     ok(jobs() == ["r1"], "no attack ran anything", repr(jobs()))
     res = exec_("r8", "echo writable", wait_seconds=30)
     ok(res[0], "once the directory is root's again the approval runs it",
+       repr(res))
+
+    # ---- which classes a call meets --------------------------------------
+    tok = "A" * 43
+    p = propose("r12", "cat", broker_pipe_token=tok, wait_seconds=5)
+    okk, sh = appr.show(p["id"])
+    ok(okk and sh["args"] == {"vm_id": vm, "command": "cat",
+                              "broker_pipe": True},
+       "a pipe's token is not stored, but that a pipe was asked for is",
+       repr(sh))
+    ok(p["args_digest"] != digest({"vm_id": vm, "command": "cat"}),
+       "so an approval without a pipe cannot serve a call with one")
+    ok("broker pipe" in p["effect"], "the effect says a pipe is attached",
+       p["effect"])
+
+    def net(name, **args):
+        return call(conn, "tok-net", name, **args)
+    res = net("vm_create", image="nope", memory_mib=256)
+    ok(code(res) == "invalid_argument", "an ungated vm_create goes on to "
+       "its own checks", repr(res))
+    res = net("vm_create", image="nope", memory_mib=1024, request_id="n1")
+    pr = res[1].get("proposal", {}) if not res[0] else {}
+    ok(code(res) == "approval_required" and pr["gates"] == ["resources"]
+       and pr["approvals_needed"] == 2 and "1024 MiB" in pr["effect"],
+       "memory above memory_mib_above is gated", repr(res))
+    res = net("vm_create", image="nope", network="on", memory_mib=1024,
+              request_id="n2")
+    pr = res[1].get("proposal", {}) if not res[0] else {}
+    ok(code(res) == "approval_required" and
+       pr["gates"] == ["network", "resources"] and
+       pr["approvals_needed"] == 2 and "network ON" in pr["effect"],
+       "network on and memory: both gates, the larger need", repr(res))
+    res = net("vm_snapshot_delete", snapshot_id="0" * 32)
+    pr = res[1].get("proposal", {}) if not res[0] else {}
+    ok(code(res) == "approval_required" and
+       pr["gates"] == ["snapshot_delete"] and pr["request_id"] == "",
+       "vm_snapshot_delete is gated", repr(res))
+    res = net("vm_exec", vm_id=vm, request_id="n3", command="true",
+              broker_pipe_token=tok)
+    pr = res[1].get("proposal", {}) if not res[0] else {}
+    ok(code(res) == "approval_required" and pr["gates"] == ["broker_pipe"],
+       "a broker pipe is gated on its own", repr(res))
+    res = net("vm_status", vm_id=vm)
+    ok(code(res) == "not_found", "ungated calls of that workspace go on",
        repr(res))
 
     # ---- a revoked workspace's proposals go with it --------------------
