@@ -358,14 +358,28 @@ def body(h):
        "approval show gives the full args, whose digest vmctl can "
        "recompute", repr(sh))
     p1w = sh["proposal"]
-    okk, r = appr.decide(p1["id"], sign_for(alice, p1w))
+    env1 = sign_for(alice, p1w)
+    t0 = time.monotonic()
+    okk, r = appr.decide(p1["id"], env1)
+    t_decide = time.monotonic() - t0
     ok(okk and r["proposal"]["approvals"] == 1 and
        r["proposal"]["state"] == "approved",
        "alice's signed approval is taken", repr(r))
+    t0 = time.monotonic()
     res = exec_("r1", cmd, wait_seconds=30)
+    t_run = time.monotonic() - t0
     ok(res[0] and res[1]["state"] == "completed" and
        res[1]["output"]["stdout"].strip() == "1" if res[0] else False,
        "the retry runs it, once", repr(res))
+    # What an approval adds beyond the human: the decision's check and
+    # store, and the retry's gate check (the rest of t_run is the job).
+    exec_("r1-pending", cmd)
+    t0 = time.monotonic()
+    exec_("r1-pending", cmd)
+    t_gate = time.monotonic() - t0
+    note("decide %.1f ms; a pending retry's check %.1f ms; the approved "
+         "retry with its job %.1f ms" % (t_decide * 1e3, t_gate * 1e3,
+                                         t_run * 1e3))
     job = res[1].get("job_id") if res[0] else None
     res = exec_("r1", cmd, wait_seconds=30)
     ok(res[0] and res[1]["job_id"] == job,
