@@ -33,6 +33,9 @@ struct conf_vmmd {
 	char		*mcpd_user;		/* the only peer on socket */
 	char		*admin_group;		/* may use ctl_socket */
 	char		*approvers_dir;		/* enrolled approver keys */
+	char		*approvals_socket;	/* vmctl approval */
+	long long	 approval_ttl;		/* seconds a proposal lives */
+	long long	 max_proposals;		/* pending, per workspace */
 	char		*qemu;
 	char		*vmproxy;
 	int		 accel;			/* enum conf_accel */

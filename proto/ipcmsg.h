@@ -124,6 +124,13 @@ enum ipc_type {
 	IPC_VMCTL_AUDIT_VERIFY = 408,	/* {} */
 	IPC_VMCTL_SNAPSHOTS = 409,	/* {"workspace"?} */
 	IPC_VMCTL_SNAPSHOT_DELETE = 410, /* {"snapshot_id"} */
+	/* On approvals_socket alone (root and mcpvm-approvers; issue #28):
+	 * the proposals of gated calls and the signed decisions on them.
+	 * P is the proposal object with "workspace" (vmmd.8). */
+	IPC_APPROVAL_LIST = 411,	/* {} -> {"proposals":[P…]} */
+	IPC_APPROVAL_SHOW = 412,	/* {"id"} -> {"proposal":P,"args":{…}} */
+	IPC_APPROVAL_DECIDE = 413,	/* {"id","envelope":base64} ->
+					 * {"proposal":P} */
 	IPC_VMCTL_RESULT = 420,
 
 	/*

@@ -225,6 +225,63 @@ decode_vmctl(uint32_t type, struct json_object *body, struct vmctl_msg *m,
 	return DECODE_OK;
 }
 
+enum decode_verdict
+decode_approval(uint32_t type, struct json_object *body,
+    struct approval_msg *m, struct decode_err *e)
+{
+	static const char *const none[] = { NULL };
+	static const char *const show_keys[] = { "id", NULL };
+	static const char *const decide_keys[] = { "id", "envelope", NULL };
+	const char *const *keys;
+	struct jsonx_err jerr;
+	const char *extra = NULL;
+
+	memset(m, 0, sizeof(*m));
+	m->type = type;
+	if (body == NULL || !json_object_is_type(body, json_type_object))
+		return verdict(e, DECODE_REFUSE, "invalid_argument",
+		    "the request is no object");
+	switch (type) {
+	case IPC_APPROVAL_LIST:
+		keys = none;
+		break;
+	case IPC_APPROVAL_SHOW:
+		keys = show_keys;
+		break;
+	case IPC_APPROVAL_DECIDE:
+		keys = decide_keys;
+		break;
+	default:
+		return verdict(e, DECODE_BAD, NULL, "message type %u is not "
+		    "an approval request", type);
+	}
+	if (!only_members(body, keys, &extra))
+		return verdict(e, DECODE_REFUSE, "invalid_argument",
+		    "unknown member '%.64s'", extra);
+	if (type == IPC_APPROVAL_LIST)
+		return DECODE_OK;
+	if (jsonx_get_string(body, "id", 1, &m->id, &jerr) != 1)
+		return verdict(e, DECODE_REFUSE, "invalid_argument", "%s",
+		    jerr.msg);
+	if (strlen(m->id) != DECODE_PROPOSAL_ID_LEN || m->id[0] != 'p' ||
+	    strspn(m->id + 1, "0123456789abcdef") !=
+	    DECODE_PROPOSAL_ID_LEN - 1)
+		return verdict(e, DECODE_REFUSE, "not_found", "there is no "
+		    "proposal '%.64s' (ids are p and 32 hex digits)", m->id);
+	if (type == IPC_APPROVAL_SHOW)
+		return DECODE_OK;
+	if (jsonx_get_string(body, "envelope", 1, &m->envelope, &jerr) != 1)
+		return verdict(e, DECODE_REFUSE, "invalid_argument", "%s",
+		    jerr.msg);
+	m->envelope_len = strlen(m->envelope);
+	if (m->envelope_len == 0 ||
+	    m->envelope_len > DECODE_ENVELOPE_B64_MAX)
+		return verdict(e, DECODE_REFUSE, "invalid_argument",
+		    "envelope: 1 to %d characters of base64, not %zu",
+		    DECODE_ENVELOPE_B64_MAX, m->envelope_len);
+	return DECODE_OK;
+}
+
 /*
  * vmproxy's unasked messages.  decode_vmproxy checks that the body is an
  * object of no members but the type's keys; each type's decoder then

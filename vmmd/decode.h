@@ -51,6 +51,22 @@ struct vmctl_msg {
 enum decode_verdict decode_vmctl(uint32_t type, struct json_object *body,
 	    struct vmctl_msg *, struct decode_err *);
 
+/* approvals.sock: vmctl approval (IPC_APPROVAL_*). */
+#define DECODE_PROPOSAL_ID_LEN	33	/* "p" and 32 lowercase hex */
+#define DECODE_ENVELOPE_B64_MAX	1024	/* > base64 of APPROVAL_ENVELOPE_MAX */
+
+struct approval_msg {
+	uint32_t	 type;
+	const char	*id;		/* SHOW, DECIDE: a proposal id */
+	const char	*envelope;	/* DECIDE: base64, not yet decoded */
+	size_t		 envelope_len;
+};
+
+/* Shapes and bounds only: the envelope is decoded and verified by
+ * approval_ctl.c (approval_envelope_from_b64, approval_verify). */
+enum decode_verdict decode_approval(uint32_t type, struct json_object *body,
+	    struct approval_msg *, struct decode_err *);
+
 /*
  * What vmproxy sends unasked, one message type per event (proto/ipcmsg.h,
  * 612-617).  vmproxy speaks for the guest.

@@ -20,10 +20,11 @@ struct vmmd {
 	struct worker_pool	*workers;
 	struct qemu_backend	*qemu;
 	struct cg_host		 cg;
-	struct ipc_server	*srv_mcpd, *srv_ctl;
+	struct ipc_server	*srv_mcpd, *srv_ctl, *srv_approvals;
 	struct authclient	*authd;
 	uid_t			 mcpd_uid;
 	gid_t			 admin_gid;
+	gid_t			 approvers_gid;	/* -1: no such group */
 	int			 foreground, verbose;
 	int			 shutting_down;
 	/* Every step of the shutdown has started: until then no step's

@@ -14,6 +14,7 @@
 
 #include <json-c/json.h>
 
+#include "approve.h"
 #include "audit.h"
 #include "env.h"
 #include "ipc.h"
@@ -55,6 +56,7 @@ request_free(struct request *req)
 	TAILQ_REMOVE(&requests, req, entry);
 	json_object_put(req->args);
 	json_object_put(req->body);
+	json_object_put(req->proposal);
 	free(req);
 }
 
@@ -77,6 +79,10 @@ request_finish(struct request *req, struct json_object *stored,
 	if (req->mutation && vmmd_audit() != NULL)
 		audit_append(vmmd_audit(), req->workspace, req->tool,
 		    req->vm_id, outcome);
+	if (req->proposal_id[0] != '\0') {
+		approve_outcome(req->proposal_id, outcome);
+		req->proposal_id[0] = '\0';
+	}
 }
 
 void
@@ -136,6 +142,11 @@ request_error(struct request *req, const char *code, const char *fmt, ...)
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	body = ipc_error_body(code, msg);
+	/* A gated call's answer names its proposal (approve.c). */
+	if (req->proposal != NULL) {
+		json_object_object_add(body, "proposal", req->proposal);
+		req->proposal = NULL;
+	}
 	if (req->request_id[0] != '\0' && req->uncertain) {
 		/* It may have run: a retry is refused, never run again. */
 		if (store_receipt_uncertain(vmmd_store(), req->workspace,

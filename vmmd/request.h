@@ -95,6 +95,11 @@ struct request {
 				    struct request *retry);
 	struct request_joiners	*joined;	/* NULL until a retry joins */
 	void			*hold;
+	/* A gated call's proposal (approve.c): its IPC_ERROR carries it. */
+	struct json_object	*proposal;
+	/* The proposal whose approvals this call used: its outcome goes
+	 * there too. */
+	char			 proposal_id[PROPOSAL_ID_LEN + 1];
 };
 
 /* vmmd's requests in flight, oldest first. */

@@ -108,6 +108,11 @@ snap_revoke_workspace(const char *ws, const char *how)
 
 	if (warmpool_is_pool(ws))
 		return;
+	/* Its proposals go too: none of them may run now (issue #28). */
+	if (store_proposals_delete_workspace(vmmd_store(), ws, dberr,
+	    sizeof(dberr)) == -1)
+		log_warnx("workspace %s revoked (%s): its proposals cannot be "
+		    "deleted (%s)", ws, how, dberr);
 	if (store_snap_list(vmmd_store(), ws, &recs, &n, dberr,
 	    sizeof(dberr)) == -1) {
 		log_warnx("workspace %s revoked (%s): its snapshots cannot be "

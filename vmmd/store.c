@@ -143,6 +143,28 @@ static const char *const migrations[] = {
 	 * under a VM: {"network":b,"egress":{…},"rate":n}; '' for none
 	 * (egress as it was made, no rate). */
 	"ALTER TABLE vms ADD COLUMN egress_now TEXT NOT NULL DEFAULT '';",
+	/* 10: proposals of gated calls awaiting a human's signed decision
+	 * (approve.c).  state is a hint for lists: what runs is decided by
+	 * the signatures in envelopes, verified again each time. */
+	"CREATE TABLE proposals ("
+	"  id TEXT PRIMARY KEY,"
+	"  workspace TEXT NOT NULL,"
+	"  tool TEXT NOT NULL,"
+	"  request_id TEXT NOT NULL,"	/* '' none */
+	"  args_digest TEXT NOT NULL,"
+	"  args TEXT NOT NULL,"
+	"  effect TEXT NOT NULL,"
+	"  classes TEXT NOT NULL,"
+	"  need INTEGER NOT NULL,"
+	"  requested_at INTEGER NOT NULL,"	/* unix seconds */
+	"  expires_at INTEGER NOT NULL,"
+	"  state TEXT NOT NULL,"	/* pending|approved|denied|expired|used */
+	"  envelopes TEXT NOT NULL DEFAULT '',"
+	"  decided_by TEXT NOT NULL DEFAULT '',"
+	"  outcome TEXT NOT NULL DEFAULT '');"
+	"CREATE INDEX proposals_key ON proposals(workspace, request_id);"
+	"CREATE INDEX proposals_args ON proposals(workspace, tool, "
+	"args_digest);",
 };
 
 /*
@@ -768,6 +790,25 @@ store_receipt_begin(struct store *s, const char *workspace,
 }
 
 int
+store_receipt_known(struct store *s, const char *workspace,
+    const char *request_id, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT 1 FROM receipts WHERE "
+	    "workspace = ?1 AND request_id = ?2", "receipts", err, errlen);
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		step_fail(s, "receipts", err, errlen);
+	sqldb_release(s->db, st);
+	return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+int
 store_receipt_finish(struct store *s, const char *workspace,
     const char *request_id, const char *result, char *err, size_t errlen)
 {
@@ -1280,4 +1321,253 @@ store_snap_take(struct store *s, const char *id, char *err, size_t errlen)
 		return -1;
 	}
 	return 0;
+}
+
+/* ---- proposals --------------------------------------------------------- */
+
+#define PROPOSAL_COLUMNS	"id, workspace, tool, request_id, " \
+	"args_digest, args, effect, classes, need, requested_at, " \
+	"expires_at, state, envelopes, decided_by, outcome"
+
+static char *
+col_dup(sqlite3_stmt *st, int col)
+{
+	const char *t = (const char *)sqlite3_column_text(st, col);
+	char *d = strdup(t != NULL ? t : "");
+
+	if (d == NULL)
+		fatal("strdup");
+	return d;
+}
+
+static void
+col_copy(sqlite3_stmt *st, int col, char *dst, size_t dstsz)
+{
+	const char *t = (const char *)sqlite3_column_text(st, col);
+
+	snprintf(dst, dstsz, "%s", t != NULL ? t : "");
+}
+
+static void
+fill_proposal(sqlite3_stmt *st, void *out)
+{
+	struct proposal_record *r = out;
+
+	memset(r, 0, sizeof(*r));
+	col_copy(st, 0, r->id, sizeof(r->id));
+	col_copy(st, 1, r->workspace, sizeof(r->workspace));
+	col_copy(st, 2, r->tool, sizeof(r->tool));
+	col_copy(st, 3, r->request_id, sizeof(r->request_id));
+	col_copy(st, 4, r->args_digest, sizeof(r->args_digest));
+	r->args = col_dup(st, 5);
+	r->effect = col_dup(st, 6);
+	col_copy(st, 7, r->classes, sizeof(r->classes));
+	r->need = sqlite3_column_int(st, 8);
+	r->requested_at = sqlite3_column_int64(st, 9);
+	r->expires_at = sqlite3_column_int64(st, 10);
+	col_copy(st, 11, r->state, sizeof(r->state));
+	r->envelopes = col_dup(st, 12);
+	col_copy(st, 13, r->decided_by, sizeof(r->decided_by));
+	col_copy(st, 14, r->outcome, sizeof(r->outcome));
+}
+
+void
+proposal_record_free(struct proposal_record *r)
+{
+	if (r == NULL)
+		return;
+	free(r->args);
+	free(r->effect);
+	free(r->envelopes);
+	r->args = r->effect = r->envelopes = NULL;
+}
+
+void
+proposal_records_free(struct proposal_record *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		proposal_record_free(&v[i]);
+	free(v);
+}
+
+int
+store_proposal_insert(struct store *s, const struct proposal_record *r,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "INSERT INTO proposals ("
+	    PROPOSAL_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+	    "?10, ?11, ?12, ?13, ?14, ?15)", "proposals", err, errlen);
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, r->workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, r->tool, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, r->request_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, r->args_digest, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, r->args, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 7, r->effect, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 8, r->classes, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 9, r->need);
+	sqlite3_bind_int64(st, 10, r->requested_at);
+	sqlite3_bind_int64(st, 11, r->expires_at);
+	sqlite3_bind_text(st, 12, r->state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 13, r->envelopes != NULL ? r->envelopes : "",
+	    -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 14, r->decided_by, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 15, r->outcome, -1, SQLITE_STATIC);
+	return store_done(s, st, "proposals", err, errlen);
+}
+
+/* One row of st into r: 0, 1 when there is none, -1 with err. */
+static int
+proposal_one(struct store *s, sqlite3_stmt *st, struct proposal_record *r,
+    char *err, size_t errlen)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		fill_proposal(st, r);
+	else if (rc != SQLITE_DONE)
+		step_fail(s, "proposals", err, errlen);
+	sqldb_release(s->db, st);
+	return rc == SQLITE_ROW ? 0 : rc == SQLITE_DONE ? 1 : -1;
+}
+
+int
+store_proposal_get(struct store *s, const char *id,
+    struct proposal_record *r, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT " PROPOSAL_COLUMNS
+	    " FROM proposals WHERE id = ?1", "proposals", err, errlen);
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	return proposal_one(s, st, r, err, errlen);
+}
+
+int
+store_proposal_find(struct store *s, const char *workspace,
+    const char *tool, const char *request_id, const char *digest,
+    struct proposal_record *r, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+
+	if (request_id[0] != '\0') {
+		st = store_prepare(s, "SELECT " PROPOSAL_COLUMNS " FROM "
+		    "proposals WHERE workspace = ?1 AND request_id = ?2 "
+		    "ORDER BY requested_at DESC, rowid DESC LIMIT 1",
+		    "proposals", err, errlen);
+		if (st == NULL)
+			return -1;
+		sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
+		return proposal_one(s, st, r, err, errlen);
+	}
+	st = store_prepare(s, "SELECT " PROPOSAL_COLUMNS " FROM proposals "
+	    "WHERE workspace = ?1 AND tool = ?2 AND args_digest = ?3 AND "
+	    "request_id = '' AND state <> 'used' AND NOT (state IN "
+	    "('denied', 'expired') AND outcome = 'told') "
+	    "ORDER BY requested_at DESC, rowid DESC LIMIT 1", "proposals",
+	    err, errlen);
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, tool, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, digest, -1, SQLITE_STATIC);
+	return proposal_one(s, st, r, err, errlen);
+}
+
+int
+store_proposal_update(struct store *s, const struct proposal_record *r,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "UPDATE proposals SET "
+	    "state = ?2, envelopes = ?3, decided_by = ?4, outcome = ?5 "
+	    "WHERE id = ?1", "proposals", err, errlen);
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, r->state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, r->envelopes != NULL ? r->envelopes : "",
+	    -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, r->decided_by, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, r->outcome, -1, SQLITE_STATIC);
+	return store_done(s, st, "proposals", err, errlen);
+}
+
+int
+store_proposal_take(struct store *s, const char *id, char *err,
+    size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "UPDATE proposals SET "
+	    "state = 'used' WHERE id = ?1 AND state <> 'used'", "proposals",
+	    err, errlen);
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_DONE) {
+		step_fail(s, "proposals", err, errlen);
+		sqldb_release(s->db, st);
+		return -1;
+	}
+	sqldb_release(s->db, st);
+	return sqlite3_changes(sqldb_handle(s->db)) == 1 ? 0 : 1;
+}
+
+int
+store_proposal_pending(struct store *s, const char *workspace,
+    long long now, long long *n, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT COUNT(*) FROM proposals "
+	    "WHERE workspace = ?1 AND state IN ('pending', 'approved') AND "
+	    "expires_at > ?2", "proposals", err, errlen);
+	int rc;
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, now);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		*n = sqlite3_column_int64(st, 0);
+	else
+		step_fail(s, "proposals", err, errlen);
+	sqldb_release(s->db, st);
+	return rc == SQLITE_ROW ? 0 : -1;
+}
+
+int
+store_proposal_list(struct store *s, long long since,
+    struct proposal_record **out, size_t *n, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT " PROPOSAL_COLUMNS
+	    " FROM proposals WHERE state IN ('pending', 'approved', "
+	    "'denied') OR (state = 'used' AND requested_at >= ?1) OR "
+	    "(state = 'expired' AND expires_at >= ?1) "
+	    "ORDER BY requested_at DESC, rowid DESC LIMIT 1000", "proposals",
+	    err, errlen);
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_int64(st, 1, since);
+	return store_collect(s, st, sizeof(**out), fill_proposal,
+	    (void **)out, n, "proposals", err, errlen);
+}
+
+int
+store_proposals_delete_workspace(struct store *s, const char *workspace,
+    char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "DELETE FROM proposals WHERE "
+	    "workspace = ?1", "proposals", err, errlen);
+
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	return store_done(s, st, "proposals", err, errlen);
 }

@@ -128,6 +128,9 @@ enum receipt_status {
 int	store_receipt_begin(struct store *, const char *workspace,
 	    const char *request_id, const char *tool, const char *digest,
 	    enum receipt_status *, char **result, char *err, size_t errlen);
+/* 1 when request_id has a receipt (of any status), 0 when not, -1. */
+int	store_receipt_known(struct store *, const char *workspace,
+	    const char *request_id, char *err, size_t errlen);
 int	store_receipt_finish(struct store *, const char *workspace,
 	    const char *request_id, const char *result, char *err,
 	    size_t errlen);
@@ -248,5 +251,62 @@ int	store_snap_delete(struct store *, const char *id, char *err,
 /* A ready one taken for one use: state 'fork', never listed. */
 int	store_snap_take(struct store *, const char *id, char *err,
 	    size_t errlen);
+
+/*
+ * Proposals of gated calls (approve.c).  state is what vmmd last
+ * recorded, for lists and the first check; whether a proposal may run is
+ * decided by verifying its envelopes again, never by state.
+ */
+#define PROPOSAL_ID_LEN	33	/* "p" and 32 hex */
+
+struct proposal_record {
+	char		 id[PROPOSAL_ID_LEN + 1];
+	char		 workspace[WORKSPACE_MAX + 1];
+	char		 tool[32];
+	char		 request_id[129];	/* "" none */
+	char		 args_digest[65];
+	char		*args;		/* JSON, the broker token left out */
+	char		*effect;
+	char		 classes[128];	/* gate names, comma separated */
+	int		 need;
+	long long	 requested_at;	/* unix seconds */
+	long long	 expires_at;
+	char		 state[12];	/* pending|approved|denied|expired|used */
+	char		*envelopes;	/* base64 envelopes, one a line */
+	char		 decided_by[256];
+	char		 outcome[256];
+};
+
+void	proposal_record_free(struct proposal_record *);
+void	proposal_records_free(struct proposal_record *, size_t n);
+int	store_proposal_insert(struct store *, const struct proposal_record *,
+	    char *err, size_t errlen);
+/* These three: 0 with *r filled (free it), 1 when there is none, -1. */
+int	store_proposal_get(struct store *, const char *id,
+	    struct proposal_record *, char *err, size_t errlen);
+/*
+ * The proposal a call retries: by (workspace, request_id) when it has
+ * one, else the newest one of (workspace, tool, digest) without, unless
+ * it was used, or denied or expired and that told (outcome "told").
+ */
+int	store_proposal_find(struct store *, const char *workspace,
+	    const char *tool, const char *request_id, const char *digest,
+	    struct proposal_record *, char *err, size_t errlen);
+/* state, envelopes, decided_by, outcome of r->id. */
+int	store_proposal_update(struct store *, const struct proposal_record *,
+	    char *err, size_t errlen);
+/* Marks id used: 0 when this call did, 1 when it was already, -1. */
+int	store_proposal_take(struct store *, const char *id, char *err,
+	    size_t errlen);
+/* A workspace's proposals still awaiting a decision at now. */
+int	store_proposal_pending(struct store *, const char *workspace,
+	    long long now, long long *n, char *err, size_t errlen);
+/* Every proposal but those used or expired before since; newest first. */
+int	store_proposal_list(struct store *, long long since,
+	    struct proposal_record **out, size_t *n, char *err,
+	    size_t errlen);
+/* A revoked workspace's proposals go with it. */
+int	store_proposals_delete_workspace(struct store *,
+	    const char *workspace, char *err, size_t errlen);
 
 #endif

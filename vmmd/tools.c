@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "approve.h"
 #include "jsonx.h"
 #include "log.h"
 #include "receipts.h"
@@ -313,6 +314,9 @@ tools_dispatch(struct request *req)
 		return;
 	}
 	req->mutation = (req->def->flags & TOOL_MUTATES) != 0;
+	/* A gated call runs only with its approvals (approve.c), once. */
+	if (approve_gate(req) == -1)
+		return;
 	if ((req->def->flags & TOOL_RECEIPT) && receipt_check(req) == -1)
 		return;
 	req->def->handler(req);

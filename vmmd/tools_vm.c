@@ -349,6 +349,9 @@ tool_vm_status(struct request *req)
 		free(jobs);
 	}
 	json_object_object_add(res, "jobs", arr);
+	/* What of this workspace's calls needs a human's approval. */
+	json_object_object_add(res, "approvals",
+	    gates_to_json(&req->policy.gates));
 	request_reply(req, res);
 }
 

@@ -65,6 +65,7 @@
 
 #include <event2/event.h>
 
+#include "approve.h"
 #include "audit.h"
 #include "authclient.h"
 #include "backend.h"
@@ -128,6 +129,15 @@ static const struct ipc_rule vmctl_rules[] = {
 	{ IPC_VMCTL_AUDIT_VERIFY, 0 },
 	{ IPC_VMCTL_SNAPSHOTS, 0 },
 	{ IPC_VMCTL_SNAPSHOT_DELETE, 0 },
+};
+static const struct ipc_rule approvals_rules[] = {
+	{ IPC_APPROVAL_LIST, 0 },
+	{ IPC_APPROVAL_SHOW, 0 },
+	{ IPC_APPROVAL_DECIDE, 0 },
+};
+static const struct ipc_policy approvals_policy = {
+	"vmctl approval", approvals_rules,
+	sizeof(approvals_rules) / sizeof(approvals_rules[0])
 };
 static const struct ipc_policy vmctl_policy = {
 	"vmctl", vmctl_rules, sizeof(vmctl_rules) / sizeof(vmctl_rules[0])
@@ -565,8 +575,8 @@ vmmd_dispatch_mcpd(struct ipc_conn *conn, struct ipc_msg *m, void *arg)
 	request_verify(req, mm.credential);
 }
 
-/* Connections open now on vmmd.sock and vmctl.sock. */
-static long long nconns_mcpd, nconns_vmctl;
+/* Connections open now on vmmd.sock, vmctl.sock and approvals.sock. */
+static long long nconns_mcpd, nconns_vmctl, nconns_approvals;
 
 /* One more connection on a socket, if its limit allows. */
 static int
@@ -671,6 +681,49 @@ accept_vmctl(const struct ucred *cred, void *arg)
 	    &vmctl_policy : NULL;
 }
 
+static void
+vmmd_closed_approvals(struct ipc_conn *conn, void *arg)
+{
+	nconns_approvals--;
+	conn_forget(conn);
+}
+
+static const struct ipc_handlers approvals_handlers = {
+	approvals_dispatch, vmmd_closed_approvals
+};
+
+static const struct ipc_policy *
+accept_approvals(const struct ucred *cred, void *arg)
+{
+	return conn_admit(&nconns_approvals, "approvals.sock", cred) ?
+	    &approvals_policy : NULL;
+}
+
+/*
+ * approvals.sock (issue #28): 0660 root:mcpvm-approvers, and admitted by
+ * the same rule: root, or a process in that group.
+ */
+static void
+approvals_listen(void)
+{
+	struct ipc_admit ap = { 0 };
+	const char *path = env->conf.vmmd.approvals_socket;
+
+	(void)ipc_admit_uid(&ap, 0);
+	if (env->approvers_gid != (gid_t)-1)
+		(void)ipc_admit_gid(&ap, env->approvers_gid);
+	snprintf(ap.need, sizeof(ap.need), "neither root nor in group "
+	    APPROVERS_GROUP);
+	env->srv_approvals = ipc_server_new(env->base, path, 0660, "vmmd",
+	    accept_approvals, &approvals_handlers, NULL);
+	if (env->srv_approvals == NULL)
+		fatal("%s", path);
+	if (chown(path, 0, env->approvers_gid != (gid_t)-1 ?
+	    env->approvers_gid : 0) == -1)
+		fatal("chown %s", path);
+	ipc_server_set_admit(env->srv_approvals, &ap);
+}
+
 /*
  * vmmd.sock: mcpd's user, and root; vmctl.sock: root, and a process whose
  * groups include the admin group, as the kernel saw them at connect
@@ -700,6 +753,7 @@ vmmd_listen(void)
 	if (env->srv_ctl == NULL)
 		fatal("%s", env->conf.vmmd.ctl_socket);
 	ipc_server_set_admit(env->srv_ctl, &vmctl);
+	approvals_listen();
 }
 
 struct request *control_request_new(struct ipc_conn *, uint32_t);
@@ -1108,6 +1162,13 @@ main(int argc, char *argv[])
 	else
 		log_warnx("admin_group %s does not exist: only root may use "
 		    "vmctl", env->conf.vmmd.admin_group);
+	env->approvers_gid = (gid_t)-1;
+	if ((gr = getgrnam(APPROVERS_GROUP)) != NULL)
+		env->approvers_gid = gr->gr_gid;
+	else
+		log_warnx("group %s does not exist: only root may decide "
+		    "approvals on %s", APPROVERS_GROUP,
+		    env->conf.vmmd.approvals_socket);
 
 	make_dir(env->conf.paths.state_dir, 0711);
 	make_dir(env->conf.paths.runtime_dir, 0755);

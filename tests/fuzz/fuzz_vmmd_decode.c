@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for vmmd's decoders (vmmd/decode.c): a frame body as
- * mcpd, vmctl or vmproxy could send it goes through the socket's JSON
+ * mcpd, vmctl (on vmctl.sock or approvals.sock) or vmproxy could send it goes through the socket's JSON
  * check (ipc_frame_check) and then every decoder of vmmd's, each of which
  * must turn away another peer's types.  The first byte picks the message
  * type, its index in rules[] modulo their number (and, for vmproxy's QEMU
@@ -40,6 +40,9 @@ static const struct ipc_rule rules[] = {
 	{ IPC_VM_BROKER_OPEN, 0 },
 	/* Last, so that the corpus's first bytes keep their types. */
 	{ IPC_VMCTL_SNAPSHOTS, 0 }, { IPC_VMCTL_SNAPSHOT_DELETE, 0 },
+	/* approvals.sock's (issue #28). */
+	{ IPC_APPROVAL_LIST, 0 }, { IPC_APPROVAL_SHOW, 0 },
+	{ IPC_APPROVAL_DECIDE, 0 },
 };
 static const struct ipc_policy policy = { "fuzz", rules,
 	sizeof(rules) / sizeof(rules[0]) };
@@ -175,6 +178,42 @@ check_proxy(uint32_t type, struct json_object *body)
 	}
 }
 
+/* approvals.sock: an id of exactly a proposal's shape, a bounded
+ * envelope; nothing of another socket's. */
+static void
+check_approval(uint32_t type, struct json_object *body)
+{
+	struct approval_msg m;
+	struct decode_err e;
+	enum decode_verdict v = decode_approval(type, body, &m, &e);
+
+	verdict_ok(v, &e);
+	if (v != DECODE_OK)
+		return;
+	if (m.type != type)
+		abort();
+	switch (type) {
+	case IPC_APPROVAL_DECIDE:
+		if (m.envelope == NULL || m.envelope_len == 0 ||
+		    m.envelope_len > DECODE_ENVELOPE_B64_MAX ||
+		    strlen(m.envelope) != m.envelope_len)
+			abort();
+		/* FALLTHROUGH */
+	case IPC_APPROVAL_SHOW:
+		if (m.id == NULL || strlen(m.id) != DECODE_PROPOSAL_ID_LEN ||
+		    m.id[0] != 'p' || strspn(m.id + 1, "0123456789abcdef") !=
+		    DECODE_PROPOSAL_ID_LEN - 1)
+			abort();
+		break;
+	case IPC_APPROVAL_LIST:
+		if (m.id != NULL || m.envelope != NULL)
+			abort();
+		break;
+	default:
+		abort();	/* another socket's type was accepted */
+	}
+}
+
 /* What the QEMU backend relies on in a result it is handed. */
 static void
 check_qmp_result(enum vmq_op op, struct json_object *body)
@@ -225,6 +264,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_mcpd(f.type, body);
 		check_vmctl(f.type, body);
 		check_proxy(f.type, body);
+		check_approval(f.type, body);
 		if (f.type == IPC_PROXY_QMP_RESULT)
 			check_qmp_result((enum vmq_op)(data[0] / policy.nrules %
 			    VMQ_OP_COUNT), body);
