@@ -47,6 +47,10 @@ usage_to(FILE *f, int code)
 	    "  approver-key init [-o|--out PATH]\n"
 	    "                            make your approver key\n"
 	    "  approver-key enroll NAME PUBFILE | revoke NAME   (root)\n"
+	    "  approval list             proposals waiting for a decision\n"
+	    "  approval show ID          one proposal, in full\n"
+	    "  approval approve|deny [-k|--key PATH] ID\n"
+	    "                            sign your decision (mcpvm-approvers)\n"
 	    "  -h, --help | -V, --version\n"
 	    "See vmctl(8).\n");
 	exit(code);
@@ -128,10 +132,11 @@ main(int argc, char *argv[])
 		{ "workspace", required_argument, NULL, 'w' },
 		{ "pause", no_argument, NULL, 'p' },
 		{ "out", required_argument, NULL, 'o' },
+		{ "key", required_argument, NULL, 'k' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *conf_path = MCPVM_CONF_PATH, *sock = NULL, *ws = NULL;
-	const char *out_path = NULL;
+	const char *out_path = NULL, *key_path = NULL;
 	struct json_object *req, *reply = NULL, *res;
 	struct mcpvm_conf conf;
 	uint32_t type = 0, rtype;
@@ -141,7 +146,7 @@ main(int argc, char *argv[])
 
 	log_init("vmctl", 1, 0);
 	/* -c as authctl spells it, -f as the daemons do: the same option. */
-	while ((ch = getopt_long(argc, argv, "c:f:js:w:o:hV", longopts, NULL)) !=
+	while ((ch = getopt_long(argc, argv, "c:f:js:w:o:k:hV", longopts, NULL)) !=
 	    -1) {
 		switch (ch) {
 		case 'c':
@@ -168,6 +173,9 @@ main(int argc, char *argv[])
 		case 'o':
 			out_path = optarg;
 			break;
+		case 'k':
+			key_path = optarg;
+			break;
 		default:
 			usage();
 		}
@@ -185,6 +193,15 @@ main(int argc, char *argv[])
 		return rc;
 	}
 	if (out_path != NULL)
+		usage();
+	/* The approvals socket, for members of mcpvm-approvers. */
+	if (strcmp(cmd, "approval") == 0) {
+		if ((rc = vmctl_approval(argc, argv, sock, conf_path,
+		    key_path, json_out)) == -1)
+			usage();
+		return rc;
+	}
+	if (key_path != NULL)
 		usage();
 	req = json_object_new_object();
 	if (strcmp(cmd, "list") == 0 && argc == 1) {

@@ -108,23 +108,26 @@ print_fingerprint(const char *what, EVP_PKEY *k)
 	printf("%s fingerprint SHA256:%s\n", what, hex);
 }
 
-/* The default key path: ~/.config/mcpvm/approver.pem of the real uid. */
-static int
-default_path(char *path, size_t pathsz)
+/*
+ * The default key path, ~/.config/mcpvm/approver.pem of the real uid;
+ * with create, its directories are made (0700) as needed.
+ */
+int
+vmctl_approver_key_path(char *path, size_t pathsz, int create)
 {
 	struct passwd *pw = getpwuid(getuid());
 	char dir[PATH_MAX];
 
 	if (pw == NULL || pw->pw_dir == NULL || pw->pw_dir[0] != '/') {
-		fprintf(stderr, "vmctl: approver-key init: no home directory "
-		    "for uid %u; give --out PATH\n", (unsigned)getuid());
+		fprintf(stderr, "vmctl: no home directory for uid %u; give "
+		    "the key's path\n", (unsigned)getuid());
 		return -1;
 	}
 	snprintf(dir, sizeof(dir), "%s/.config", pw->pw_dir);
-	if (mkdir(dir, 0700) == -1 && errno != EEXIST)
+	if (create && mkdir(dir, 0700) == -1 && errno != EEXIST)
 		goto fail;
 	snprintf(dir, sizeof(dir), "%s/.config/mcpvm", pw->pw_dir);
-	if (mkdir(dir, 0700) == -1 && errno != EEXIST)
+	if (create && mkdir(dir, 0700) == -1 && errno != EEXIST)
 		goto fail;
 	if ((size_t)snprintf(path, pathsz, "%s/approver.pem", dir) >= pathsz) {
 		errno = ENAMETOOLONG;
@@ -132,8 +135,7 @@ default_path(char *path, size_t pathsz)
 	}
 	return 0;
  fail:
-	fprintf(stderr, "vmctl: approver-key init: %s: %s\n", dir,
-	    strerror(errno));
+	fprintf(stderr, "vmctl: %s: %s\n", dir, strerror(errno));
 	return -1;
 }
 
@@ -151,7 +153,7 @@ key_init(const char *out)
 			return 2;
 		}
 		strcpy(path, out);
-	} else if (default_path(path, sizeof(path)) == -1)
+	} else if (vmctl_approver_key_path(path, sizeof(path), 1) == -1)
 		return 1;
 	/* Refuse early, before asking for a passphrase. */
 	if (access(path, F_OK) == 0) {

@@ -1,8 +1,11 @@
 /*
- * vmctl approver-key init|enroll|revoke (vmctl_keys.c).
+ * vmctl approver-key init|enroll|revoke (vmctl_keys.c) and vmctl
+ * approval list|show|approve|deny (vmctl_approval.c).
  */
 #ifndef MCPVM_VMCTL_KEYS_H
 #define MCPVM_VMCTL_KEYS_H
+
+#include <stddef.h>
 
 /*
  * argv[0] is "approver-key".  Returns vmctl's exit status, or -1 for a
@@ -10,5 +13,17 @@
  */
 int	vmctl_approver_key(int argc, char **argv, const char *out,
 	    const char *conf_path);
+
+/* ~/.config/mcpvm/approver.pem of the real uid (its directories made
+ * when create): 0, or -1 having said why. */
+int	vmctl_approver_key_path(char *path, size_t pathsz, int create);
+
+/*
+ * argv[0] is "approval"; sock NULL means the configuration's
+ * approvals_socket, key NULL the default key.  Returns vmctl's exit
+ * status, or -1 for a usage error.
+ */
+int	vmctl_approval(int argc, char **argv, const char *sock,
+	    const char *conf_path, const char *key, int json_out);
 
 #endif
