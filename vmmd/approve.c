@@ -194,6 +194,26 @@ effect_command(struct request *req, char *buf, size_t len)
 	    strcmp(req->tool, "vm_run") == 0 ? 60 : 600));
 }
 
+/*
+ * A full buffer may end inside a character of the agent's command, and
+ * mcpd refuses a frame that is not UTF-8 (and with it vmmd's connection):
+ * cut back to a character boundary and say so.  The arguments, in full,
+ * go beside the effect everywhere it is shown.
+ */
+static void
+effect_cut(char *buf, size_t len)
+{
+	static const char mark[] = " [cut: the arguments are in full]";
+	size_t n = strlen(buf);
+
+	if (n < len - 1)
+		return;
+	n = len - sizeof(mark);
+	while (n > 0 && ((unsigned char)buf[n] & 0xc0) == 0x80)
+		n--;
+	memcpy(buf + n, mark, sizeof(mark));
+}
+
 static char *
 effect_text(struct request *req)
 {
@@ -252,6 +272,7 @@ effect_text(struct request *req)
 	} else
 		addf(buf, len, "Calls %s", req->tool);
 	addf(buf, len, "; workspace %s", req->workspace);
+	effect_cut(buf, len);
 	return buf;
 }
 

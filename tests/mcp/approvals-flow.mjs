@@ -30,8 +30,8 @@ async function decided() {
 	}
 }
 const args = { vm_id: process.env.VM_ID, request_id: process.env.REQUEST_ID,
-    command: "echo sdk-ran >> /root/sdk-ran-" + process.env.REQUEST_ID +
-    "; wc -l < /root/sdk-ran-" + process.env.REQUEST_ID,
+    command: "echo sdk-ran >> /workspace/sdk-ran-" + process.env.REQUEST_ID +
+    "; wc -l < /workspace/sdk-ran-" + process.env.REQUEST_ID,
     wait_seconds: 60 };
 const headers = { Authorization: `Bearer ${process.env.TOKEN}` };
 
