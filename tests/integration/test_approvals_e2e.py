@@ -30,6 +30,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import taplib  # noqa: E402
 import vmmdlib as base  # noqa: E402
 import test_e2e  # noqa: E402
 
@@ -37,16 +38,12 @@ PORT = int(os.environ.get("APPROVALS_PORT", "18094"))
 PASS = {"alice": "alice's long passphrase", "bob": "bob's long passphrase"}
 TTL = 60            # [vmmd] approval_ttl: the expiry case waits it out
 VMCTL = os.environ["VMCTL"]
-RESULTS = []
 
 
 def tap(good, what, detail=None):
-    print("%s %d - %s" % ("ok" if good else "not ok", len(RESULTS) + 1, what),
-          flush=True)
-    if not good and detail is not None:
-        print("# " + repr(detail)[:4000].replace("\n", "\n# "), flush=True)
-    RESULTS.append(bool(good))
-    return good
+    """One check, numbered with build_image's by taplib."""
+    return taplib.ok(good, what, "" if good or detail is None else
+                     repr(detail)[:4000])
 
 
 class Stack(test_e2e.Stack):
@@ -174,7 +171,7 @@ def main():
         return 1
     base.become_subreaper()
     base.exit_cleanly_on_sigterm()
-    h = Stack(base.built_image())
+    h = Stack(base.build_image())
     try:
         return body(h, gid)
     finally:
@@ -414,8 +411,7 @@ def body(h, gid):
         "the audit chain holds, with the proposals, decisions and uses",
         (r.stdout + r.stderr, [w for w in want if w not in log]))
     rest(sup, "vm_destroy", {"vm_id": vm})
-    print("1..%d" % len(RESULTS))
-    return 0 if all(RESULTS) else 1
+    taplib.done()
 
 
 if __name__ == "__main__":
