@@ -357,6 +357,28 @@ def body(h):
        digest(sh["args"]) == sh["proposal"]["args_digest"],
        "approval show gives the full args, whose digest vmctl can "
        "recompute", repr(sh))
+    # vmctl approval, as the person runs it: what the agent wrote can not
+    # act on the terminal or reorder the text (escapes shown instead).
+    trick = "echo \x1b[2J\x1b[31mok \u202egnp.exe\u202c; rm -rf /workspace/x"
+    ptrick = propose("r-trick", trick)
+    vmctl = [os.environ["VMCTL"], "-s", sock, "approval"]
+    r = subprocess.run(vmctl + ["show", ptrick.get("id", "")],
+                       capture_output=True, text=True)
+    ok(r.returncode == 0 and "\x1b" not in r.stdout and
+       "\u202e" not in r.stdout and "\\x1b[2J" in r.stdout and
+       "\\u{202e}" in r.stdout and "rm -rf /workspace/x" in r.stdout and
+       "matches the arguments above" in r.stdout,
+       "vmctl approval show escapes terminal controls and direction "
+       "overrides, and checks the digest", repr(r.stdout + r.stderr))
+    r = subprocess.run(vmctl + ["list"], capture_output=True, text=True)
+    ok(r.returncode == 0 and ptrick.get("id", "-") in r.stdout and
+       p1["id"] in r.stdout and "\x1b" not in r.stdout,
+       "vmctl approval list shows both, escaped", r.stdout + r.stderr)
+    r = subprocess.run(vmctl + ["show", "p" + "0" * 32],
+                       capture_output=True, text=True)
+    ok(r.returncode == 1 and "not_found" in r.stderr,
+       "vmctl approval show of no such proposal: not_found, exit 1",
+       r.stdout + r.stderr)
     p1w = sh["proposal"]
     env1 = sign_for(alice, p1w)
     t0 = time.monotonic()
