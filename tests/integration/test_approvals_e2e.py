@@ -36,7 +36,7 @@ import test_e2e  # noqa: E402
 
 PORT = int(os.environ.get("APPROVALS_PORT", "18094"))
 PASS = {"alice": "alice's long passphrase", "bob": "bob's long passphrase"}
-TTL = 60            # [vmmd] approval_ttl: the expiry case waits it out
+TTL = 25            # [vmmd] approval_ttl: the expiry case waits it out
 VMCTL = os.environ["VMCTL"]
 
 
