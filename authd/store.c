@@ -147,16 +147,24 @@ col_time(sqlite3_stmt *st, int col)
 	return sqlite3_column_int64(st, col);
 }
 
+/* A column's JSON text, parsed; NULL when it is NULL or does not parse. */
+static struct json_object *
+col_json(sqlite3_stmt *st, int col)
+{
+	const unsigned char *t = sqlite3_column_text(st, col);
+
+	return t == NULL ? NULL : json_tokener_parse((const char *)t);
+}
+
 /* The egress policy as stored: its JSON; -1 when it does not read. */
 static int
 col_egress(sqlite3_stmt *st, int col, struct egress *e)
 {
-	const unsigned char *t = sqlite3_column_text(st, col);
-	struct json_object *o;
+	struct json_object *o = col_json(st, col);
 	char why[256];
 	int rc;
 
-	if (t == NULL || (o = json_tokener_parse((const char *)t)) == NULL)
+	if (o == NULL)
 		return -1;
 	rc = egress_from_json(o, "egress", EGRESS_MAX_CIDRS, e, why,
 	    sizeof(why));
@@ -164,47 +172,31 @@ col_egress(sqlite3_stmt *st, int col, struct egress *e)
 	return rc;
 }
 
-/* The egress policy's JSON text to store, malloc'd; NULL on failure. */
-static char *
-egress_text(const struct egress *e)
-{
-	struct json_object *o = egress_to_json(e);
-	char *s;
-
-	if (o == NULL)
-		return NULL;
-	s = strdup(json_object_to_json_string_ext(o,
-	    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-	json_object_put(o);
-	return s;
-}
-
 /* The gates as stored: their JSON; -1 when it does not read. */
 static int
 col_gates(sqlite3_stmt *st, int col, struct gates *g)
 {
-	const unsigned char *t = sqlite3_column_text(st, col);
-	struct json_object *o;
+	struct json_object *o = col_json(st, col);
 	char why[256];
 	int rc;
 
-	if (t == NULL || (o = json_tokener_parse((const char *)t)) == NULL)
+	if (o == NULL)
 		return -1;
 	rc = gates_from_json(o, "approvals", g, why, sizeof(why));
 	json_object_put(o);
 	return rc;
 }
 
-/* The gates' JSON text to store, malloc'd; NULL on failure. */
+/* o's JSON text to store, malloc'd, o released; NULL on failure. */
 static char *
-gates_text(const struct gates *g)
+json_text(struct json_object *o)
 {
-	struct json_object *o = gates_to_json(g);
 	char *s;
 
 	if (o == NULL)
 		return NULL;
-	s = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN));
+	s = strdup(json_object_to_json_string_ext(o,
+	    JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
 	json_object_put(o);
 	return s;
 }
@@ -413,8 +405,8 @@ store_issue(struct store *s, const char *ws,
 			goto out;
 		}
 		policy_images_join(policy, imgs, sizeof(imgs));
-		if ((eg = egress_text(&policy->egress)) == NULL ||
-		    (ga = gates_text(&policy->gates)) == NULL) {
+		if ((eg = json_text(egress_to_json(&policy->egress))) == NULL ||
+		    (ga = json_text(gates_to_json(&policy->gates))) == NULL) {
 			seterr(err, errlen, "insert workspace: out of memory");
 			rc = STORE_ERROR;
 			goto out;
@@ -686,8 +678,8 @@ store_policy_set(struct store *s, const char *ws,
 		goto out;
 	}
 	policy_images_join(out, imgs, sizeof(imgs));
-	if ((eg = egress_text(&out->egress)) == NULL ||
-	    (ga = gates_text(&out->gates)) == NULL) {
+	if ((eg = json_text(egress_to_json(&out->egress))) == NULL ||
+	    (ga = json_text(gates_to_json(&out->gates))) == NULL) {
 		seterr(err, errlen, "update policy: out of memory");
 		rc = STORE_ERROR;
 		goto out;

@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -194,47 +193,20 @@ parse_utc(const char *s, int64_t *out)
 static int
 ask_passphrase(const char *path, char *buf, size_t bufsz)
 {
-	struct termios old, noecho;
-	size_t len = 0;
-	char prompt[PATH_MAX + 32], c;
-	int tty, rc = -1;
+	char prompt[PATH_MAX + 32];
+	int tty, len;
 
 	if ((tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)) == -1) {
 		fprintf(stderr, "vmctl: the passphrase is read from a "
 		    "terminal: /dev/tty: %s\n", strerror(errno));
 		return -1;
 	}
-	if (tcgetattr(tty, &old) == -1)
-		goto out;
-	noecho = old;
-	noecho.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
-	noecho.c_lflag |= ICANON;
-	if (tcsetattr(tty, TCSAFLUSH, &noecho) == -1)
-		goto out;
 	snprintf(prompt, sizeof(prompt), "Passphrase for %s: ", path);
-	if (write(tty, prompt, strlen(prompt)) != -1) {
-		for (;;) {
-			ssize_t n = read(tty, &c, 1);
-
-			if (n == -1 && errno == EINTR)
-				continue;
-			if (n <= 0 || c == '\n' || c == '\r')
-				break;
-			if (len + 1 >= bufsz) {
-				len = 0;
-				goto restore;
-			}
-			buf[len++] = c;
-		}
-		buf[len] = '\0';
-		rc = (int)len;
-	}
- restore:
-	(void)write(tty, "\n", 1);
-	tcsetattr(tty, TCSAFLUSH, &old);
- out:
+	if ((len = vmctl_ask(tty, prompt, buf, bufsz)) == -1)
+		fprintf(stderr, "vmctl: cannot read the passphrase (at most "
+		    "%zu characters)\n", bufsz - 1);
 	close(tty);
-	return rc;
+	return len;
 }
 
 static EVP_PKEY *

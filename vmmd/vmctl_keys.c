@@ -25,9 +25,8 @@
 #define PASS_MIN	8
 #define PASS_MAX	1024
 
-/* Read one line from the terminal with echo off: its length, or -1. */
-static int
-ask(int tty, const char *prompt, char *buf, size_t bufsz)
+int
+vmctl_ask(int tty, const char *prompt, char *buf, size_t bufsz)
 {
 	struct termios old, noecho;
 	size_t len = 0;
@@ -73,7 +72,7 @@ read_passphrase(char *pass, size_t passsz)
 		    "read from a terminal: /dev/tty: %s\n", strerror(errno));
 		return -1;
 	}
-	if ((len = ask(tty, "New passphrase: ", pass, passsz)) == -1) {
+	if ((len = vmctl_ask(tty, "New passphrase: ", pass, passsz)) == -1) {
 		fprintf(stderr, "vmctl: approver-key init: cannot read the "
 		    "passphrase (at most %zu characters)\n", passsz - 1);
 		goto out;
@@ -83,7 +82,7 @@ read_passphrase(char *pass, size_t passsz)
 		    "at least %d characters\n", PASS_MIN);
 		goto out;
 	}
-	if (ask(tty, "Again: ", again, sizeof(again)) == -1 ||
+	if (vmctl_ask(tty, "Again: ", again, sizeof(again)) == -1 ||
 	    strcmp(again, pass) != 0) {
 		fprintf(stderr, "vmctl: approver-key init: the passphrases "
 		    "differ\n");

@@ -14,6 +14,12 @@
 int	vmctl_approver_key(int argc, char **argv, const char *out,
 	    const char *conf_path);
 
+/*
+ * One line from the terminal tty, prompt shown and echo off: its length,
+ * or -1 (unreadable, or longer than bufsz - 1).
+ */
+int	vmctl_ask(int tty, const char *prompt, char *buf, size_t bufsz);
+
 /* ~/.config/mcpvm/approver.pem of the real uid (its directories made
  * when create): 0, or -1 having said why. */
 int	vmctl_approver_key_path(char *path, size_t pathsz, int create);

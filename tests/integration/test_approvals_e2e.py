@@ -53,19 +53,7 @@ class Stack(test_e2e.Stack):
 
 
 def rest(token, tool, args):
-    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120)
-    try:
-        c.request("POST", "/v1/tools/" + tool, json.dumps(args),
-                  {"Authorization": "Bearer " + token,
-                   "Content-Type": "application/json"})
-        r = c.getresponse()
-        body = r.read()
-        try:
-            return r.status, json.loads(body)
-        except ValueError:
-            return r.status, {"raw": body.decode(errors="replace")}
-    finally:
-        c.close()
+    return test_e2e.rest(token, tool, args, port=PORT)
 
 
 def mcp2026(token, tool, args, elicitation):

@@ -120,10 +120,12 @@ def check_stdio_bridge(token):
     return good
 
 
-def rest(token, tool, args, timeout=120):
-    """POST /v1/tools/{tool}: (HTTP status, decoded body), or (0, the
-    error) when the connection ended without an answer."""
-    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=timeout)
+def rest(token, tool, args, timeout=120, port=None):
+    """POST /v1/tools/{tool} to mcpd on port (E2E_PORT): (HTTP status,
+    decoded body), or (0, the error) when the connection ended without an
+    answer."""
+    c = http.client.HTTPConnection("127.0.0.1", port or PORT,
+                                   timeout=timeout)
     try:
         c.request("POST", "/v1/tools/" + tool, json.dumps(args),
                   {"Authorization": "Bearer " + token,
