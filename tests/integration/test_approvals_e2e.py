@@ -10,10 +10,13 @@ typing the passphrase as a person does.  Workspaces:
   ap-two   `--gate destroy`: vm_destroy needs two distinct approvers;
   ap-free  no gates: nothing waits.
 
-The flows go through JSON HTTP, the official TypeScript SDK clients on MCP
-2025-11-25 and on 2026-07-28 with URL-mode elicitation
-(tests/mcp/approvals-flow.mjs), and a raw 2026-07-28 request without it.  The attacks that need forged envelopes
-or a hand-edited database are test_approvals.py's, against vmmd alone.
+Each outcome -- approved and run once, denied, expired, and a destroy
+needing two distinct approvers -- goes through JSON HTTP and through the
+official TypeScript SDK clients on MCP 2025-11-25 and on 2026-07-28 with
+URL-mode elicitation (tests/mcp/approvals-flow.mjs); a raw 2026-07-28
+call without it gets the 2025 tool error.  The attacks that need forged
+envelopes or a hand-edited database are test_vmmd_approvals.py's,
+against vmmd alone.
 Prints the latency an approval adds beyond the human (the CLI's decision
 to the retry's answer) as figures; nothing asserts on time.  TAP.
 """
@@ -144,6 +147,43 @@ class Approver:
                               preexec_fn=lambda: self._child(g))
 
 
+class SdkFlow:
+    """tests/mcp/approvals-flow.mjs: one gated call through an SDK client,
+    proposed now; finish() lets it retry once the human decided (or the
+    proposal expired) and says whether it got what it expected."""
+
+    def __init__(self, rev, token, tool, args, expect, gates=("exec",)):
+        self.what = "MCP %s (the SDK client): %s" % (rev, tool)
+        env = dict(os.environ, MCPVM_URL="http://127.0.0.1:%d" % PORT,
+                   TOKEN=token, TOOL=tool, ARGS=json.dumps(args),
+                   GATES=json.dumps(list(gates)), EXPECT=expect,
+                   REVISION=rev)
+        mcp = os.path.join(base.SRCDIR, "tests", "mcp")
+        self.node = subprocess.Popen(
+            [os.environ.get("NODE", "node"),
+             os.path.join(mcp, "approvals-flow.mjs")],
+            cwd=mcp, env=env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.seen, self.pid = "", ""
+        for line in self.node.stdout:
+            self.seen += line
+            if line.startswith("PROPOSAL "):
+                self.pid = line.split()[1]
+                break
+        self.expires = time.time() + TTL
+
+    def finish(self):
+        try:
+            self.node.stdin.write("decided\n")
+            self.node.stdin.close()
+        except BrokenPipeError:
+            pass
+        self.seen += self.node.stdout.read()
+        self.node.wait(120)
+        return bool(self.pid) and self.node.returncode == 0 and \
+            "SDK OK" in self.seen
+
+
 def proposal_of(body):
     return body.get("proposal", {}) if isinstance(body, dict) else {}
 
@@ -197,7 +237,7 @@ def body(h, gid):
             "nobody; root enrolls it" % a.name, out + e.stderr)
 
     sup = h.issue("ap-sup", "--supervised")
-    two = h.issue("ap-two", "--gate", "destroy")
+    two = h.issue("ap-two", "--gate", "destroy", "--max-vms", "3")
     free = h.issue("ap-free")
 
     # -- who may reach the decision: people, never the agent ---------------
@@ -239,6 +279,11 @@ def body(h, gid):
     s, b = rest(sup, "vm_exec", eargs)
     epid = proposal_of(b).get("id", "")
     expires_at = time.time() + TTL
+    # The SDK clients' expiries too: nobody decides these.
+    late = [SdkFlow(rev, sup, "vm_exec", {
+        "vm_id": vm, "request_id": "late-" + rev,
+        "command": "touch /workspace/late-" + rev}, "expired")
+        for rev in ("2025-11-25", "2026-07-28")]
     args = {"vm_id": vm, "request_id": "h-1", "wait_seconds": 60,
             "command": "echo ran >> /workspace/ran; wc -l < /workspace/ran"}
     s, b = rest(sup, "vm_exec", args)
@@ -320,32 +365,14 @@ def body(h, gid):
             ("m-2", "deny", "denied", "2025-11-25"),
             ("v-1", "approve", "ran", "2026-07-28"),
             ("v-2", "deny", "denied", "2026-07-28")):
-        env = dict(os.environ, MCPVM_URL="http://127.0.0.1:%d" % PORT,
-                   TOKEN=sup, VM_ID=vm, REQUEST_ID=rid, EXPECT=expect,
-                   REVISION=rev)
-        node = subprocess.Popen(
-            [os.environ.get("NODE", "node"),
-             os.path.join(base.SRCDIR, "tests", "mcp",
-                          "approvals-flow.mjs")],
-            cwd=os.path.join(base.SRCDIR, "tests", "mcp"), env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
-        line, pid = "", ""
-        for line in node.stdout:
-            if line.startswith("PROPOSAL "):
-                pid = line.split()[1]
-                break
-        rc, out, _ = (alice.decide(verb, pid) if pid else (1, line, 0))
-        node.stdin.write("decided\n")
-        node.stdin.close()
-        rest_out = node.stdout.read()
-        node.wait(120)
-        tap(pid and rc == 0 and node.returncode == 0 and
-            "SDK OK" in rest_out, "MCP %s (the SDK client): proposed, %s "
-            "with vmctl, then %s" % (rev, {"approve": "approved",
-                                               "deny": "denied"}[verb],
-                                              expect),
-            line + out + rest_out)
+        f = SdkFlow(rev, sup, "vm_exec", {
+            "vm_id": vm, "request_id": rid, "wait_seconds": 60,
+            "command": "echo sdk >> /workspace/sdk-%s; wc -l < "
+            "/workspace/sdk-%s" % (rid, rid)}, expect)
+        rc, out, _ = alice.decide(verb, f.pid) if f.pid else (1, "", 0)
+        tap(f.finish() and rc == 0, "%s proposed, %s with vmctl, then %s" %
+            (f.what, {"approve": "approved", "deny": "denied"}[verb],
+             expect), f.seen + out)
 
     # -- MCP 2026-07-28 without URL elicitation: the tool error ------------
     s, b = mcp2026(sup, "vm_exec", {"vm_id": vm, "request_id": "n-1",
@@ -377,10 +404,22 @@ def body(h, gid):
     tap(rc == 0 and "2 of 2" in out and s == 200 and s2 == 404,
         "bob's approval makes two: the retry destroys it", (out, s, b, s2))
 
+    for rev in ("2025-11-25", "2026-07-28"):
+        s, b = rest(two, "vm_create", {"request_id": "t-vm-" + rev})
+        f = SdkFlow(rev, two, "vm_destroy", {"vm_id": b.get("vm_id", "")},
+                    "destroyed", gates=("destroy",))
+        rc1, out1, _ = alice.decide("approve", f.pid) if f.pid else \
+            (1, "", 0)
+        rc2, out2, _ = bob.decide("approve", f.pid) if f.pid else (1, "", 0)
+        tap(f.finish() and rc1 == 0 and "1 of 2" in out1 and rc2 == 0 and
+            "2 of 2" in out2, "%s proposed, approved by alice and bob, "
+            "then destroyed" % f.what, f.seen + out1 + out2)
+
     # -- expired: proposed first thing, checked last -----------------------
     # A person who comes back after the proposal's expiry.  The wait is
     # the behaviour under test; the cases above fill most of it.
-    time.sleep(max(0, expires_at - time.time() + 1))
+    time.sleep(max(0, max([expires_at] + [f.expires for f in late]) -
+                   time.time() + 1))
     rc, out, _ = alice.decide("approve", epid)
     s, b = rest(sup, "vm_exec", eargs)
     s2, _ = rest(sup, "vm_read_file", {"vm_id": vm, "path": "/workspace/late"})
@@ -388,6 +427,13 @@ def body(h, gid):
         "approval_expired" and s2 != 200,
         "after approval_ttl: the approval is refused, the retry is 410 "
         "approval_expired, nothing ran", (out, s, b))
+    for f in late:
+        good = f.finish()
+        s2, _ = rest(sup, "vm_read_file", {"vm_id": vm, "path":
+                                           "/workspace/late-" +
+                                           f.what.split()[1]})
+        tap(good and s2 != 200, "%s proposed, nobody decided, then "
+            "expired; nothing ran" % f.what, f.seen)
 
     # -- what the audit log holds ------------------------------------------
     r = h.vmctl("audit", "verify")

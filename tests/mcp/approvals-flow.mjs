@@ -5,14 +5,17 @@
 // handler is the person at the client).  tests/integration/
 // test_approvals_e2e.py runs it and is the approver: this script prints
 // "PROPOSAL <id>" when the call was proposed and waits for a line on
-// standard input ("decided") before it retries, so that the decision is
-// made with vmctl, outside this client's reach.  (tests/mcp/approvals.mjs
-// is mcpd's shaping alone, against a vmmd double.)
+// standard input ("decided", or the end of it) before it retries, so that
+// the decision is made with vmctl, outside this client's reach, or not at
+// all until the proposal expired.  (tests/mcp/approvals.mjs is mcpd's
+// shaping alone, against a vmmd double.)
 //   MCPVM_URL   mcpd's base URL
-//   TOKEN       a supervised workspace's credential (vm_exec gated)
-//   VM_ID       a running VM of that workspace
-//   REQUEST_ID  the call's request_id
-//   EXPECT      "ran" (approved: the retry runs it) or "denied"
+//   TOKEN       the workspace's credential
+//   TOOL        the gated tool (vm_exec by default)
+//   ARGS        its arguments as JSON
+//   GATES       the gates the proposal must name, as JSON (["exec"])
+//   EXPECT      what the retry gets: "ran" (vm_exec's output is "1\n"),
+//               "destroyed", "denied" or "expired"
 //   REVISION    "2025-11-25" (default) or "2026-07-28"
 import assert from "node:assert/strict";
 import { createInterface } from "node:readline";
@@ -29,11 +32,34 @@ async function decided() {
 			return;
 	}
 }
-const args = { vm_id: process.env.VM_ID, request_id: process.env.REQUEST_ID,
-    command: "echo sdk-ran >> /workspace/sdk-ran-" + process.env.REQUEST_ID +
-    "; wc -l < /workspace/sdk-ran-" + process.env.REQUEST_ID,
-    wait_seconds: 60 };
+const tool = process.env.TOOL || "vm_exec";
+const args = JSON.parse(process.env.ARGS);
+const gates = JSON.parse(process.env.GATES || '["exec"]');
+const expect = process.env.EXPECT;
+const url = new URL("/mcp", process.env.MCPVM_URL);
 const headers = { Authorization: `Bearer ${process.env.TOKEN}` };
+
+// The retry's answer, as EXPECT says it must be.
+function outcome(res) {
+	const sc = res.structuredContent;
+
+	switch (expect) {
+	case "ran":
+		assert.ok(!res.isError, JSON.stringify(res));
+		assert.equal(sc.exit_code, 0);
+		assert.equal(sc.output.stdout, "1\n");
+		break;
+	case "destroyed":
+		assert.ok(!res.isError, JSON.stringify(res));
+		assert.equal(sc.destroyed, true);
+		assert.equal(sc.vm_id, args.vm_id);
+		break;
+	default:	/* denied, expired */
+		assert.equal(res.isError, true, JSON.stringify(res));
+		assert.equal(sc.error.code, `approval_${expect}`);
+		assert.equal(sc.proposal.state, expect);
+	}
+}
 
 if (process.env.REVISION === "2026-07-28") {
 	// The SDK's multi-round-trip driver hands the URL-mode request to this
@@ -44,32 +70,22 @@ if (process.env.REVISION === "2026-07-28") {
 		versionNegotiation: { mode: { pin: "2026-07-28" } } });
 	v2.setRequestHandler("elicitation/create", async (req) => {
 		asked.push(req.params);
-		const id = req.params.url.split("/").pop();
-		console.log(`PROPOSAL ${id}`);
+		console.log(`PROPOSAL ${req.params.url.split("/").pop()}`);
 		await decided();
 		return { action: "accept" };
 	});
-	await v2.connect(new TransportV2(new URL("/mcp", process.env.MCPVM_URL),
-	    { requestInit: { headers } }));
-	const got = await v2.callTool({ name: "vm_exec", arguments: args });
+	await v2.connect(new TransportV2(url, { requestInit: { headers } }));
+	outcome(await v2.callTool({ name: tool, arguments: args }));
 	assert.equal(asked.length, 1, JSON.stringify(asked));
 	assert.equal(asked[0].mode, "url");
-	if (process.env.EXPECT === "ran") {
-		assert.ok(!got.isError, JSON.stringify(got));
-		assert.equal(got.structuredContent.output.stdout, "1\n");
-	} else {
-		assert.equal(got.isError, true, JSON.stringify(got));
-		assert.equal(got.structuredContent.error.code,
-		    "approval_denied");
-	}
 	await v2.close();
 	console.log("SDK OK");
 	process.exit(0);
 }
 
 const client = new Client({ name: "mcpvm-approvals", version: "1.0.0" });
-await client.connect(new StreamableHTTPClientTransport(
-    new URL("/mcp", process.env.MCPVM_URL), { requestInit: { headers } }));
+await client.connect(new StreamableHTTPClientTransport(url,
+    { requestInit: { headers } }));
 const { tools } = await client.listTools();
 for (const name of ["vm_exec", "vm_run", "vm_create", "vm_destroy",
     "vm_snapshot_delete"]) {
@@ -80,34 +96,27 @@ for (const name of ["vm_exec", "vm_run", "vm_create", "vm_destroy",
 assert.ok(!tools.some((t) => /approv/.test(t.name)),
     "no tool decides an approval");
 
-const first = await client.callTool({ name: "vm_exec", arguments: args });
+const first = await client.callTool({ name: tool, arguments: args });
 assert.equal(first.isError, true, JSON.stringify(first));
 const sc = first.structuredContent;
 assert.equal(sc.error.code, "approval_required", JSON.stringify(first));
 assert.equal(sc.proposal.state, "pending");
-assert.equal(sc.proposal.tool, "vm_exec");
-assert.deepEqual(sc.proposal.gates, ["exec"]);
-assert.match(first.content[0].text, new RegExp(sc.proposal.id));
+assert.equal(sc.proposal.tool, tool);
+assert.deepEqual(sc.proposal.gates, gates);
+assert.match(first.content.map((c) => c.text).join("\n"),
+    new RegExp(sc.proposal.id));
 // The same call again before anyone decided: the same proposal.
-const again = await client.callTool({ name: "vm_exec", arguments: args });
+const again = await client.callTool({ name: tool, arguments: args });
 assert.equal(again.structuredContent?.proposal?.id, sc.proposal.id);
 console.log(`PROPOSAL ${sc.proposal.id}`);
-
 await decided();
 
-const after = await client.callTool({ name: "vm_exec", arguments: args });
-if (process.env.EXPECT === "ran") {
-	assert.ok(!after.isError, JSON.stringify(after));
-	assert.equal(after.structuredContent.exit_code, 0);
-	assert.equal(after.structuredContent.output.stdout, "1\n");
+const after = await client.callTool({ name: tool, arguments: args });
+outcome(after);
+if (expect === "ran") {
 	// Once more: the receipt's answer, not a second run.
-	const replay = await client.callTool({ name: "vm_exec",
-	    arguments: args });
+	const replay = await client.callTool({ name: tool, arguments: args });
 	assert.equal(replay.structuredContent.output.stdout, "1\n");
-} else {
-	assert.equal(after.isError, true, JSON.stringify(after));
-	assert.equal(after.structuredContent.error.code, "approval_denied");
-	assert.equal(after.structuredContent.proposal.state, "denied");
 }
 await client.close();
 console.log("SDK OK");
