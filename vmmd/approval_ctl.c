@@ -226,8 +226,18 @@ ctl_decide(struct request *req, const struct approval_msg *m, uid_t uid)
 	}
 	snprintf(line, sizeof(line), "decision: %s by key %s (uid %u)",
 	    v == APPROVAL_DENIED ? "deny" : "approve", name, (unsigned)uid);
-	ctl_audit(&r, line);
 	log_info("proposal %s: %s", r.id, line);
+	/* The signed envelope itself: with the proposed line's digest and
+	 * expiry, the audit log alone lets anyone check the decision
+	 * against the enrolled keys. */
+	{
+		char *aline;
+
+		if (asprintf(&aline, "%s, envelope %s", line, b64) == -1)
+			fatal("asprintf");
+		ctl_audit(&r, aline);
+		free(aline);
+	}
 	{
 		struct json_object *res = json_object_new_object();
 

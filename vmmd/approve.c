@@ -553,8 +553,8 @@ propose(struct request *req, struct json_object *stored, const char *digest,
 		return -1;
 	}
 	audit_proposal(&r, "proposed: gates %s, %d approval%s needed, "
-	    "expires %lld", r.classes, need, need == 1 ? "" : "s",
-	    r.expires_at);
+	    "expires %lld, args digest %s", r.classes, need, need == 1 ? "" :
+	    "s", r.expires_at, r.args_digest);
 	log_info("proposal %s: %s %s in workspace %s awaits %d approval%s",
 	    r.id, req->tool, digest, req->workspace, need, need == 1 ? "" :
 	    "s");

@@ -438,11 +438,13 @@ def body(h, gid):
     # -- what the audit log holds ------------------------------------------
     r = h.vmctl("audit", "verify")
     log = base.read(os.path.join(h.mnt, "audit.log"))
-    want = ("proposed: gates exec", "decision: approve by key alice",
+    want = ("proposed: gates exec", "args digest ",
+            "decision: approve by key alice", ", envelope ",
             "decision: deny by key bob", "used: approved by keys alice,bob",
             "outcome: ok")
     tap(r.returncode == 0 and all(w in log for w in want),
-        "the audit chain holds, with the proposals, decisions and uses",
+        "the audit chain holds, with the proposals, the signed decisions "
+        "and the uses",
         (r.stdout + r.stderr, [w for w in want if w not in log]))
     rest(sup, "vm_destroy", {"vm_id": vm})
     taplib.done()
