@@ -15,8 +15,11 @@
 #include "dnsmsg.h"
 #include "egress.h"
 
+#define FWD_TCP_BACKLOG	4	/* a slot's TCP listener's queue */
+
 enum fwd_type {
-	FWD_ADD = 1,	/* netd -> child: a slot, its names, its socket */
+	FWD_ADD = 1,	/* netd -> child: a slot, its names, its UDP socket
+			 * and TCP listener */
 	FWD_DEL,	/* netd -> child: forget a slot, close its socket */
 	FWD_OPEN,	/* child -> netd: open these addresses, then say so */
 	FWD_OPENED,	/* netd -> child: done (ok 1) or not (ok 0) */

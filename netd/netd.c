@@ -448,18 +448,19 @@ vm_rules_delete(unsigned slot)
 
 /* ---- the DNS forwarder's side in netd -------------------------------- */
 
+/* m to the forwarder with nfds descriptors (0 to 2). */
 static int
-fwd_send(const struct fwd_msg *m, int fd)
+fwd_send(const struct fwd_msg *m, const int *fds, size_t nfds)
 {
 	struct msghdr msg;
 	struct iovec iov = { (void *)m, sizeof(*m) };
-	FDMSG_BUF(cbuf, 1);
+	FDMSG_BUF(cbuf, 2);
 
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
-	if (fd != -1)
-		fdmsg_attach(&msg, cbuf.buf, sizeof(cbuf.buf), &fd, 1);
+	if (nfds > 0)
+		fdmsg_attach(&msg, cbuf.buf, sizeof(cbuf.buf), fds, nfds);
 	return sendmsg(netd->fwd_fd, &msg, MSG_NOSIGNAL) ==
 	    (ssize_t)sizeof(*m) ? 0 : -1;
 }
@@ -474,41 +475,58 @@ fwd_forget(unsigned slot)
 	memset(&m, 0, sizeof(m));
 	m.type = FWD_DEL;
 	m.slot = slot;
-	if (fwd_send(&m, -1) == -1)
+	if (fwd_send(&m, NULL, 0) == -1)
 		log_warn("slot %u: telling the dns forwarder", slot);
 	netd->fwd[slot] = 0;
 }
 
+/* A socket of type on sin, reusable by the next (SO_REUSEPORT). */
+static int
+fwd_socket(int type, const struct sockaddr_in *sin)
+{
+	int s, one = 1;
+
+	if ((s = socket(AF_INET, type | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	if (setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one,
+	    sizeof(one)) == -1 ||
+	    bind(s, (const struct sockaddr *)sin, sizeof(*sin)) == -1 ||
+	    ((type & SOCK_STREAM) && listen(s, FWD_TCP_BACKLOG) == -1)) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
 /*
- * The slot's forwarder: a UDP socket on its gateway's port 53, made in
- * its netns and handed with the allowed names to the forwarder.  Again
- * for a slot that has one (a live policy change): the forwarder takes
- * the new socket and names in place of the old, and SO_REUSEPORT lets
- * the new socket bind while the old is still open.
+ * The slot's forwarder: a UDP socket and a TCP listener on its gateway's
+ * port 53, made in its netns and handed with the allowed names to the
+ * forwarder.  Again for a slot that has one (a live policy change): the
+ * forwarder takes the new sockets and names in place of the old, and
+ * SO_REUSEPORT lets the new sockets bind while the old are still open.
  */
 static int
 fwd_add(unsigned slot, const struct egress *eg, char *err, size_t errlen)
 {
 	static struct fwd_msg m;
 	struct sockaddr_in sin;
-	int s, one = 1;
+	int s[2];
 
 	if (link_enter(&netd->lc, slot) == -1) {
 		snprintf(err, errlen, "netns: %s", strerror(errno));
 		return -1;
 	}
-	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_port = htons(53);
 	sin.sin_addr.s_addr = htonl(netd->guest_range.addr | slot << 8 | 1);
-	if (s == -1 || setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one,
-	    sizeof(one)) == -1 ||
-	    bind(s, (struct sockaddr *)&sin, sizeof(sin)) == -1) {
+	s[1] = -1;
+	if ((s[0] = fwd_socket(SOCK_DGRAM, &sin)) == -1 ||
+	    (s[1] = fwd_socket(SOCK_STREAM | SOCK_NONBLOCK, &sin)) == -1) {
 		snprintf(err, errlen, "dns forwarder socket: %s",
 		    strerror(errno));
-		if (s != -1)
-			close(s);
+		if (s[0] != -1)
+			close(s[0]);
 		link_leave(&netd->lc);
 		return -1;
 	}
@@ -519,12 +537,14 @@ fwd_add(unsigned slot, const struct egress *eg, char *err, size_t errlen)
 	m.n = (uint32_t)eg->nnames;
 	for (size_t i = 0; i < eg->nnames; i++)
 		memcpy(m.names[i], eg->names[i], sizeof(m.names[i]));
-	if (fwd_send(&m, s) == -1) {
+	if (fwd_send(&m, s, 2) == -1) {
 		snprintf(err, errlen, "dns forwarder: %s", strerror(errno));
-		close(s);
+		close(s[0]);
+		close(s[1]);
 		return -1;
 	}
-	close(s);
+	close(s[0]);
+	close(s[1]);
 	netd->fwd[slot] = 1;
 	return 0;
 }
@@ -604,7 +624,7 @@ fwd_open(const struct fwd_msg *m)
 		op[j].until = now.tv_sec + (time_t)t[i];
 	}
 reply:
-	if (fwd_send(&r, -1) == -1)
+	if (fwd_send(&r, NULL, 0) == -1)
 		log_warn("dns forwarder: reply");
 }
 

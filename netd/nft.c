@@ -305,7 +305,7 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	 * allowlist holds names (dnsfwd.c); else nothing answers there. */
 	put(&o, "\t\tiifname \"%s\" ip daddr ", tap);
 	put_ip(&o, guest - 1);
-	put(&o, " udp dport 53 accept\n");
+	put(&o, " meta l4proto { tcp, udp } th dport 53 accept\n");
 	put(&o, "\t}\n");
 	put(&o, "\tchain output {\n");
 	put(&o, "\t\ttype filter hook output priority filter; "
