@@ -69,6 +69,8 @@ static const struct ipc_policy vmmd_policy = {
 };
 static void netd_dispatch_vmmd(struct ipc_conn *, struct ipc_msg *, void *);
 static void netd_closed_vmmd(struct ipc_conn *, void *);
+static int egress_apply(unsigned, const struct egress *, uint64_t,
+    struct nft_drops *, char *, size_t);
 static const struct ipc_handlers vmmd_handlers = {
 	.dispatch = netd_dispatch_vmmd,
 	.closed = netd_closed_vmmd,
@@ -833,13 +835,17 @@ do_teardown(struct ipc_conn *c, uint32_t id, unsigned slot)
 /*
  * vmmd's list of live networks: every mcpvm object of another slot is an
  * orphan (a VM that died with netd or vmmd down) and goes; the listed
- * ones that exist are kept and get their ruleset re-applied.
+ * ones that exist are kept and get their ruleset re-applied, and those
+ * whose policy came too get it (egress_apply): their egress table anew
+ * and, for names, their forwarder, which a restarted netd has not.
  */
 static void
 do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 {
-	unsigned char have[NETD_MAX_SLOTS];
+	static struct netd_request one;
+	unsigned char have[NETD_MAX_SLOTS], keep[NETD_MAX_SLOTS];
 	struct json_object *o, *kept, *removed, *missing;
+	struct nft_drops d;
 	char err[1024];
 	int replaced;
 
@@ -851,6 +857,7 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 	kept = json_object_new_array();
 	removed = json_object_new_array();
 	missing = json_object_new_array();
+	memset(keep, 0, sizeof(keep));
 	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
 		if ((have[s] || netd->live[s]) && !req->slots[s]) {
 			if (slot_teardown(s, err, sizeof(err)) == -1)
@@ -879,9 +886,23 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 				netd->live[s] = 1;
 				netd->nlive++;
 			}
+			keep[s] = 1;
 			json_object_array_add(kept,
 			    json_object_new_int((int)s));
 		}
+	}
+	for (size_t i = 0; req->policies != NULL &&
+	    i < json_object_array_length(req->policies); i++) {
+		/* Decoded before (netd_request_decode): cannot fail. */
+		if (netd_request_decode(IPC_NET_EGRESS,
+		    json_object_array_get_idx(req->policies, i),
+		    netd->max_slots, &one, err, sizeof(err)) == -1 ||
+		    !keep[one.slot])
+			continue;
+		if (egress_apply(one.slot, &one.egress, one.rate, &d, err,
+		    sizeof(err)) == -1)
+			log_warnx("slot %u: sync: its egress policy was not "
+			    "applied; its table holds: %s", one.slot, err);
 	}
 	if (netd->nlive == 0)
 		host_table_remove();
@@ -953,60 +974,44 @@ jdrops(unsigned slot, const struct nft_drops *d)
 }
 
 /*
- * A running VM's new egress policy and rate: its egress table replaced
- * in one transaction, so the guest's next packet meets the new rules
- * (netd answers after the kernel took them).  The drop counts are read
- * first and carried into the new table; the drops between the two
- * (microseconds) are the only ones lost.
+ * A live slot's egress policy and rate: its egress table replaced in one
+ * transaction, its drop counts (into d) read first and carried into the
+ * new table, then its forwarder given the new names or stopped.  0, or
+ * -1 with err when the old table holds.
  */
-static void
-do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
-    const struct egress *eg, uint64_t rate)
+static int
+egress_apply(unsigned slot, const struct egress *eg, uint64_t rate,
+    struct nft_drops *d, char *err, size_t errlen)
 {
-	struct json_object *o;
 	struct nft_ctx *ctx = NULL;
-	struct nft_drops d;
-	char *text = NULL, err[1024], egs[64], rates[32];
+	char *text, fwderr[512], egs[64], rates[32];
 	int rc = -1;
 
-	if (!netd->live[slot]) {
-		ipc_reply_error(c, id, "not_found", "slot %u has no network",
-		    slot);
-		return;
-	}
 	if ((text = malloc(RULESET_MAX)) == NULL) {
-		ipc_reply_error(c, id, "internal", "out of memory");
-		return;
+		snprintf(err, errlen, "out of memory");
+		return -1;
 	}
 	if (link_enter(&netd->lc, slot) == -1) {
-		snprintf(err, sizeof(err), "netns: %s", strerror(errno));
-		goto out;
+		snprintf(err, errlen, "netns: %s", strerror(errno));
+		free(text);
+		return -1;
 	}
 	if ((ctx = nft_open()) == NULL)
-		snprintf(err, sizeof(err), "libnftables: cannot make a "
-		    "context");
-	else if (slot_drops(ctx, &d) == -1)
-		snprintf(err, sizeof(err), "listing its counters failed");
-	else if (nft_build_egress(slot, eg, rate, &d, text,
-	    RULESET_MAX) < 0)
-		snprintf(err, sizeof(err), "ruleset: bad inputs");
+		snprintf(err, errlen, "libnftables: cannot make a context");
+	else if (slot_drops(ctx, d) == -1)
+		snprintf(err, errlen, "listing its counters failed");
+	else if (nft_build_egress(slot, eg, rate, d, text, RULESET_MAX) < 0)
+		snprintf(err, errlen, "ruleset: bad inputs");
 	else
-		rc = nft_apply(ctx, text, err, sizeof(err));
+		rc = nft_apply(ctx, text, err, errlen);
 	nft_close(ctx);
 	link_leave(&netd->lc);
+	free(text);
 	/* The new table's allow4 is empty (and the old one's is whole only
 	 * if this failed, when forgetting costs one re-add). */
 	memset(netd->opened[slot], 0, sizeof(netd->opened[slot]));
- out:
-	free(text);
-	if (rc == -1) {
-		/* The old table is whole: a transaction is all or nothing. */
-		log_warnx("slot %u: egress: %s", slot, err);
-		ipc_reply_error(c, id, "internal", "slot %u: the new egress "
-		    "policy was not applied; the old one holds (see netd's "
-		    "log)", slot);
-		return;
-	}
+	if (rc == -1)
+		return -1;	/* a transaction is all or nothing */
 	/*
 	 * The forwarder answers the new names only.  A slot that had none
 	 * gets a forwarder, though its guest keeps the resolver it was
@@ -1014,9 +1019,9 @@ do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
 	 * forwarder cannot take them, loses it: never wider.
 	 */
 	if (eg->mode == EGRESS_ALLOWLIST && eg->nnames > 0) {
-		if (fwd_add(slot, eg, err, sizeof(err)) == -1) {
+		if (fwd_add(slot, eg, fwderr, sizeof(fwderr)) == -1) {
 			log_warnx("slot %u: egress: %s; its names are no longer "
-			    "answered", slot, err);
+			    "answered", slot, fwderr);
 			fwd_forget(slot);
 		}
 	} else
@@ -1024,6 +1029,35 @@ do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
 	egress_describe(eg, egs, sizeof(egs));
 	log_info("slot %u: egress now %s, rate %s", slot, egs,
 	    rate_text(rate, rates, sizeof(rates)));
+	return 0;
+}
+
+/*
+ * A running VM's new egress policy and rate (egress_apply), so the
+ * guest's next packet meets the new rules (netd answers after the kernel
+ * took them); the drops between reading the counts and the new table
+ * (microseconds) are the only ones lost.
+ */
+static void
+do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
+    const struct egress *eg, uint64_t rate)
+{
+	struct json_object *o;
+	struct nft_drops d;
+	char err[1024];
+
+	if (!netd->live[slot]) {
+		ipc_reply_error(c, id, "not_found", "slot %u has no network",
+		    slot);
+		return;
+	}
+	if (egress_apply(slot, eg, rate, &d, err, sizeof(err)) == -1) {
+		log_warnx("slot %u: egress: %s", slot, err);
+		ipc_reply_error(c, id, "internal", "slot %u: the new egress "
+		    "policy was not applied; the old one holds (see netd's "
+		    "log)", slot);
+		return;
+	}
 	o = json_object_new_object();
 	json_object_object_add(o, "slot", json_object_new_int((int)slot));
 	json_object_object_add(o, "counters", jdrops(slot, &d));

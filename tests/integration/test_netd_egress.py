@@ -158,10 +158,12 @@ class NetdEgressTest(unittest.TestCase):
 
     # -- helpers ---------------------------------------------------------
 
-    def guest(self, slot, egress=None):
+    def guest(self, slot, egress=None, rate=None):
         body = {"slot": slot}
         if egress is not None:
             body["egress"] = egress
+        if rate is not None:
+            body["rate"] = rate
         t, reply = self.c.call(NET_SETUP, body)
         self.assertEqual(t, NET_SETUP_RESULT, reply)
         self.reply = reply
@@ -570,6 +572,37 @@ class NetdEgressTest(unittest.TestCase):
         self.assertEqual(json.loads(r.stdout), {
             "fifth": "closed", "oversized": "closed",
             "back_to_back": [[0, [ALLOWED]], [REFUSED, []]]})
+
+    def test_16_netd_restart_keeps_the_names(self):
+        pol = allowlist("pkg.example")
+        g = self.guest(3, pol, rate=65536)
+        dns = self.reply["dns"][0]
+        self.assertEqual(self.resolve(g, "pkg.example")["addrs"], [ALLOWED])
+        self.c.close()
+        self.world.stop_netd()
+        self.world.start_netd()
+        type(self).c = self.world.conn()
+        # A policy for a slot the sync does not list is refused whole.
+        t, body = self.c.call(NET_SYNC, {"slots": [3], "policies": [
+            {"slot": 4, "egress": pol}]})
+        self.assertEqual(t, ipc.IPC_ERROR, body)
+        self.assertIn("$.policies: slot 4 is not in $.slots",
+                      body["error"]["message"])
+        t, body = self.c.call(NET_SYNC, {"slots": [3], "policies": [
+            {"slot": 3, "egress": pol, "rate": 65536}]})
+        self.assertEqual(t, NET_SYNC_RESULT, body)
+        self.assertEqual(body["kept"], [3])
+        # The kept slot has its forwarder again: the name resolves on
+        # the same address the guest was given, another is refused, and
+        # the answer opens its address in the table the sync rebuilt.
+        r = self.resolve(g, "pkg.example", dns)
+        self.assertEqual((r["rcode"], r["addrs"]), (0, [ALLOWED]))
+        self.assertReach(g, "tcp", ALLOWED, 80)
+        r = self.resolve(g, "other.example", dns)
+        self.assertEqual((r["rcode"], r["addrs"]), (REFUSED, []))
+        self.assertNoReach(g, "tcp", OTHER, 80)
+        self.assertIn("limit rate over 64 kbytes/second",
+                      self.slot_ruleset(3))
 
     def test_99_teardown_leaves_nothing(self):
         self.guest(3, allowlist(ALLOWED + "/32"))
