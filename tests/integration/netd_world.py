@@ -368,9 +368,10 @@ def bench(addr, port, mib, connects):
 
 def rates(addr, port, resolver, name, seconds):
     """For the egress benchmark: DNS answers a second for name from
-    resolver (one query at a time), then new TCP connections a second to
-    addr:port (each opened and closed), each for the given seconds.  The
-    answers come first: with names, they open the address."""
+    resolver (one query at a time), the same over one TCP connection,
+    then new TCP connections a second to addr:port (each opened and
+    closed), each for the given seconds.  The answers come first: with
+    names, they open the address."""
     secs = float(seconds)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(2.0)
@@ -382,12 +383,24 @@ def rates(addr, port, resolver, name, seconds):
             bad += 1
         n += 1
     dns = n / (time.monotonic() - t0)
+    s = socket.create_connection((resolver, 53), timeout=2.0)
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < secs:
+        q = dns_query(name, n & 0xffff)
+        s.sendall(struct.pack("!H", len(q)) + q)
+        ln, = struct.unpack("!H", recv_all(s, 2))
+        if parse_reply(recv_all(s, ln))["rcode"] != 0:
+            bad += 1
+        n += 1
+    dns_tcp = n / (time.monotonic() - t0)
+    s.close()
     n, t0 = 0, time.monotonic()
     while time.monotonic() - t0 < secs:
         socket.create_connection((addr, int(port)), timeout=5).close()
         n += 1
     print(json.dumps({"conns_s": n / (time.monotonic() - t0),
-                      "dns_s": dns, "dns_failed": bad}))
+                      "dns_s": dns, "dns_tcp_s": dns_tcp,
+                      "dns_failed": bad}))
 
 
 def flood(addr, tcp_port, udp_port, seconds):
