@@ -86,6 +86,7 @@ static struct pending pend[FWD_PENDING_MAX];
 struct fwd_slot {
 	int		 fd;		/* -1: no forwarder for the slot */
 	int		 tfd;		/* its TCP listener, or -1 */
+	int		 deny;		/* names refused, the rest answered */
 	size_t		 nnames;
 	char		(*names)[DNSNAME_MAX + 1];
 };
@@ -162,6 +163,7 @@ ctl_read(struct fwd_msg *m)
 		free(s->names);
 		s->fd = fd;
 		s->tfd = tfd;
+		s->deny = m->deny != 0;
 		s->nnames = m->n;
 		if ((s->names = calloc(m->n + 1, sizeof(s->names[0]))) ==
 		    NULL)
@@ -338,7 +340,8 @@ answered(struct pending *p, uint8_t *a, size_t n,
 	close(p->sock);
 	p->sock = -1;
 	p->alen = n;
-	if (na == 0) {
+	/* A public slot reaches its answers without netd's help. */
+	if (na == 0 || slots[p->slot].deny) {
 		reply(p->slot, p->tcp, &p->peer, p->plen, a, n, p->query);
 		pending_end(p);
 		return;
@@ -529,9 +532,12 @@ query(unsigned slot, int tcp, uint8_t *m, ssize_t n,
 
 	if (dnsmsg_query(m, (size_t)n, &q) == -1)
 		return -1;
-	if (q.name_ok)
+	if (q.name_ok) {
 		for (size_t i = 0; i < s->nnames && !ok; i++)
 			ok = dnsname_match(s->names[i], q.name);
+		if (s->deny)
+			ok = !ok;
+	}
 	if (!ok) {
 		n = (ssize_t)dnsmsg_refuse(m, &q, 5);	/* REFUSED */
 		refused(slot, &q);

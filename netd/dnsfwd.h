@@ -26,8 +26,14 @@ enum fwd_type {
 	FWD_REFUSED,	/* child -> netd: a name it refused */
 };
 
+/* netd's record of a slot's forwarder (0: none). */
+#define FWD_ALLOWING	1	/* answers the names listed, opens answers */
+#define FWD_DENYING	2	/* refuses the names listed, opens nothing */
+
 struct fwd_msg {
 	uint32_t	 type, slot, seq, ok;
+	uint32_t	 deny;		/* FWD_ADD: names are denied, not
+					 * allowed (a public policy's) */
 	uint32_t	 n;			/* addrs, or names */
 	uint32_t	 addrs[DNSMSG_MAX_ADDRS];
 	uint32_t	 ttls[DNSMSG_MAX_ADDRS];	/* clamped, seconds */

@@ -536,6 +536,7 @@ fwd_add(unsigned slot, const struct egress *eg, char *err, size_t errlen)
 	memset(&m, 0, sizeof(m));
 	m.type = FWD_ADD;
 	m.slot = slot;
+	m.deny = eg->mode == EGRESS_PUBLIC;
 	m.n = (uint32_t)eg->nnames;
 	for (size_t i = 0; i < eg->nnames; i++)
 		memcpy(m.names[i], eg->names[i], sizeof(m.names[i]));
@@ -547,7 +548,7 @@ fwd_add(unsigned slot, const struct egress *eg, char *err, size_t errlen)
 	}
 	close(s[0]);
 	close(s[1]);
-	netd->fwd[slot] = 1;
+	netd->fwd[slot] = m.deny ? FWD_DENYING : FWD_ALLOWING;
 	return 0;
 }
 
@@ -566,7 +567,9 @@ fwd_open(const struct fwd_msg *m)
 	r.type = FWD_OPENED;
 	r.slot = m->slot;
 	r.seq = m->seq;
-	if (m->n == 0 || m->n > DNSMSG_MAX_ADDRS || !netd->fwd[m->slot])
+	/* A public slot's forwarder has nothing to open. */
+	if (m->n == 0 || m->n > DNSMSG_MAX_ADDRS ||
+	    netd->fwd[m->slot] != FWD_ALLOWING)
 		goto reply;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	op = netd->opened[m->slot];
@@ -652,8 +655,9 @@ fwd_refused(const struct fwd_msg *m)
 		r->unlogged++;
 		return;
 	}
-	log_info("slot %u: dns: refused %s (not in its allowlist; %llu "
-	    "more since the last line)", m->slot, name,
+	log_info("slot %u: dns: refused %s (%s; %llu more since the last "
+	    "line)", m->slot, name, netd->fwd[m->slot] == FWD_DENYING ?
+	    "its policy denies it" : "not in its allowlist",
 	    (unsigned long long)r->unlogged);
 	r->logged = now;
 	r->unlogged = 0;
@@ -776,8 +780,7 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
 		    "failed (see netd's log)", slot);
 		return;
 	}
-	if (eg->mode == EGRESS_ALLOWLIST && eg->nnames > 0 &&
-	    fwd_add(slot, eg, err, sizeof(err)) == -1) {
+	if (eg->nnames > 0 && fwd_add(slot, eg, err, sizeof(err)) == -1) {
 		log_warnx("slot %u: %s", slot, err);
 		close(tap);
 		slot_teardown(slot, err, sizeof(err));
@@ -1018,7 +1021,7 @@ egress_apply(unsigned slot, const struct egress *eg, uint64_t rate,
 	 * given until its next setup; one that has none now, or whose
 	 * forwarder cannot take them, loses it: never wider.
 	 */
-	if (eg->mode == EGRESS_ALLOWLIST && eg->nnames > 0) {
+	if (eg->nnames > 0) {
 		if (fwd_add(slot, eg, fwderr, sizeof(fwderr)) == -1) {
 			log_warnx("slot %u: egress: %s; its names are no longer "
 			    "answered", slot, fwderr);
