@@ -50,12 +50,6 @@ name_from_json(const char *s, size_t len, const char *path, const char *key,
 {
 	char rule[128];
 
-	if (strcmp(key, "deny") == 0) {
-		snprintf(why, whylen, "$.%s.%s[%zu]: names are taken in "
-		    "allowlists only; a deny list holds prefixes", path, key,
-		    i);
-		return -1;
-	}
 	if (strlen(s) != len || dnsname_check(s, len, 1,
 	    e->names[e->nnames], rule, sizeof(rule)) == -1) {
 		if (strlen(s) != len)
@@ -109,7 +103,7 @@ list_from_json(struct json_object *arr, const char *path, const char *key,
 		    "entries" : "prefixes", max);
 		return -1;
 	}
-	if (nn > max_names && strcmp(key, "deny") != 0) {
+	if (nn > max_names) {
 		snprintf(why, whylen, "$.%s.%s: has %zu names; the limit is "
 		    "%zu (egress_max_names)", path, key, nn, max_names);
 		return -1;
@@ -324,12 +318,10 @@ egress_equal(const struct egress *a, const struct egress *b)
 int
 egress_name_allowed(const struct egress *e, const char *q)
 {
-	if (e->mode != EGRESS_ALLOWLIST)
-		return 0;
 	for (size_t i = 0; i < e->nnames; i++)
 		if (dnsname_match(e->names[i], q))
-			return 1;
-	return 0;
+			return e->mode == EGRESS_ALLOWLIST;
+	return e->mode == EGRESS_PUBLIC;
 }
 
 /* Whether c lies inside one of the prefixes of e. */
@@ -379,13 +371,28 @@ egress_narrows(const struct egress *ws, const struct egress *vm, char *why,
 		}
 		return 1;
 	}
-	/* A name resolves to any address, denied prefixes too. */
-	if (ws->ncidrs > 0 && vm->mode == EGRESS_ALLOWLIST &&
-	    vm->nnames > 0) {
+	/* A name resolves to any address, denied prefixes too, and one
+	 * an allowlist holds may be one the workspace denies. */
+	if ((ws->ncidrs > 0 || ws->nnames > 0) &&
+	    vm->mode == EGRESS_ALLOWLIST && vm->nnames > 0) {
 		snprintf(why, whylen, "egress.allow: %s may resolve into "
-		    "prefixes the workspace denies; names need a workspace "
+		    "what the workspace denies; names need a workspace "
 		    "that is public without a deny list, or an allowlist",
 		    vm->names[0]);
+		return 0;
+	}
+	/* The names it denies, the VM denies too (or a wider name). */
+	for (size_t i = 0; i < ws->nnames && vm->mode == EGRESS_PUBLIC;
+	    i++) {
+		size_t j;
+
+		for (j = 0; j < vm->nnames; j++)
+			if (dnsname_covers(vm->names[j], ws->names[i]))
+				break;
+		if (j < vm->nnames)
+			continue;
+		snprintf(why, whylen, "egress.deny: the workspace denies %s; "
+		    "a VM's policy must deny it too", ws->names[i]);
 		return 0;
 	}
 	/* The workspace is public less ws->cidrs. */
@@ -421,6 +428,10 @@ egress_describe(const struct egress *e, char *buf, size_t len)
 	else if (e->mode == EGRESS_ALLOWLIST)
 		snprintf(buf, len, "allowlist of %zu prefix%s", e->ncidrs,
 		    e->ncidrs == 1 ? "" : "es");
+	else if (e->nnames > 0)
+		snprintf(buf, len, "public, denying %zu prefix%s and %zu "
+		    "name%s", e->ncidrs, e->ncidrs == 1 ? "" : "es",
+		    e->nnames, e->nnames == 1 ? "" : "s");
 	else if (e->ncidrs > 0)
 		snprintf(buf, len, "public, denying %zu prefix%s", e->ncidrs,
 		    e->ncidrs == 1 ? "" : "es");
@@ -523,6 +534,21 @@ egress_intersect(const struct egress *a, const struct egress *b,
 		for (size_t i = 0; i < b->ncidrs; i++)
 			if (push(out, &b->cidrs[i]) == -1)
 				goto full;
+		for (size_t i = 0; i < a->nnames + b->nnames; i++) {
+			const char *n = i < a->nnames ? a->names[i] :
+			    b->names[i - a->nnames];
+			size_t j;
+
+			for (j = 0; j < out->nnames; j++)
+				if (strcmp(out->names[j], n) == 0)
+					break;
+			if (j < out->nnames)
+				continue;
+			if (out->nnames == EGRESS_MAX_NAMES)
+				goto full;
+			memcpy(out->names[out->nnames++], n,
+			    sizeof(out->names[0]));
+		}
 		normalise(out);
 		return 0;
 	}

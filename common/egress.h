@@ -39,7 +39,7 @@ struct egress {
  * Decodes the egress object o, {"mode":"public","deny":[…]} or
  * {"mode":"allowlist","allow":[…]}, strictly: unknown keys, a list the
  * mode does not take, a prefix with host bits, a name that is not one
- * (dnsname_check), a name in a deny list, and more than max prefixes or
+ * (dnsname_check), and more than max prefixes or
  * EGRESS_MAX_NAMES names are refused with a message naming path and the
  * entry.  0, or -1 with why; *e is only written on success.
  */
@@ -49,7 +49,8 @@ int	egress_from_json(struct json_object *o, const char *path, size_t max,
 int	egress_from_json_lim(struct json_object *o, const char *path,
 	    size_t max_cidrs, size_t max_names, struct egress *e, char *why,
 	    size_t whylen);
-/* 1 when the checked, lowercase query name q is one e allows by name. */
+/* 1 when the checked, lowercase query name q is one e lets resolve: one
+ * an allowlist names, or one a public policy does not deny. */
 int	egress_name_allowed(const struct egress *e, const char *q);
 /* The same shape; NULL on allocation failure. */
 struct json_object *egress_to_json(const struct egress *);

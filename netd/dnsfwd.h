@@ -15,16 +15,25 @@
 #include "dnsmsg.h"
 #include "egress.h"
 
+#define FWD_TCP_BACKLOG	4	/* a slot's TCP listener's queue */
+
 enum fwd_type {
-	FWD_ADD = 1,	/* netd -> child: a slot, its names, its socket */
+	FWD_ADD = 1,	/* netd -> child: a slot, its names, its UDP socket
+			 * and TCP listener */
 	FWD_DEL,	/* netd -> child: forget a slot, close its socket */
 	FWD_OPEN,	/* child -> netd: open these addresses, then say so */
 	FWD_OPENED,	/* netd -> child: done (ok 1) or not (ok 0) */
 	FWD_REFUSED,	/* child -> netd: a name it refused */
 };
 
+/* netd's record of a slot's forwarder (0: none). */
+#define FWD_ALLOWING	1	/* answers the names listed, opens answers */
+#define FWD_DENYING	2	/* refuses the names listed, opens nothing */
+
 struct fwd_msg {
 	uint32_t	 type, slot, seq, ok;
+	uint32_t	 deny;		/* FWD_ADD: names are denied, not
+					 * allowed (a public policy's) */
 	uint32_t	 n;			/* addrs, or names */
 	uint32_t	 addrs[DNSMSG_MAX_ADDRS];
 	uint32_t	 ttls[DNSMSG_MAX_ADDRS];	/* clamped, seconds */

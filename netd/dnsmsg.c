@@ -109,7 +109,7 @@ dnsmsg_answer(const uint8_t *m, size_t len, uint16_t id,
 	unsigned an;
 	int n = 0;
 
-	if (len < 12 || len > DNSMSG_MAX || get16(m) != id ||
+	if (len < 12 || len > DNSMSG_TCP_MAX || get16(m) != id ||
 	    (m[2] & 0x80) == 0 || (m[2] & 0x78) != 0 || get16(m + 4) != 1)
 		return -1;
 	an = get16(m + 6);
@@ -146,6 +146,19 @@ dnsmsg_answer(const uint8_t *m, size_t len, uint16_t id,
 		off += rdlen;
 	}
 	return n;
+}
+
+long
+dnsmsg_tcp_frame(const uint8_t *m, size_t have, size_t max)
+{
+	size_t len;
+
+	if (have < 2)
+		return 0;
+	len = get16(m);
+	if (len < 12 || len > max)
+		return -1;
+	return have >= 2 + len ? (long)len : 0;
 }
 
 size_t

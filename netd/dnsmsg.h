@@ -13,9 +13,10 @@
 #include "dnsname.h"
 
 #define DNSMSG_MAX	1232	/* what the forwarder reads or sends */
+#define DNSMSG_TCP_MAX	65535	/* an answer over TCP (RFC 1035 4.2.2) */
 #define DNSMSG_MAX_ADDRS	32	/* A records taken from one answer */
 #define DNSMSG_MAX_PTRS	16
-#define DNSMSG_MAX_RRS	64
+#define DNSMSG_MAX_RRS	1024	/* answer records read, a TCP answer's too */
 
 struct dnsmsg_q {
 	char		 name[DNSNAME_MAX + 2];	/* lowercase, no final dot */
@@ -30,10 +31,18 @@ struct dnsmsg_q {
  */
 int	dnsmsg_query(const uint8_t *m, size_t len, struct dnsmsg_q *q);
 /*
+ * A message framed for TCP: a 2-byte length, then that many bytes.  With
+ * have bytes of it read into m: the message's length once all of it is
+ * there, 0 while more is to come, -1 when its length is under 12 (no DNS
+ * header) or over max.
+ */
+long	dnsmsg_tcp_frame(const uint8_t *m, size_t have, size_t max);
+/*
  * An answer to q (same id as id, QR 1, the same one question): each A
  * record of class IN in the answer section into addrs/ttls (host byte
- * order), at most DNSMSG_MAX_ADDRS.  Returns how many, or -1 when the
- * message is malformed or not the answer to q.
+ * order), at most DNSMSG_MAX_ADDRS; len is at most DNSMSG_TCP_MAX (a UDP
+ * answer is at most DNSMSG_MAX by the forwarder's buffer).  Returns how
+ * many, or -1 when the message is malformed or not the answer to q.
  */
 int	dnsmsg_answer(const uint8_t *m, size_t len, uint16_t id,
 	    const struct dnsmsg_q *q, uint32_t *addrs, uint32_t *ttls);

@@ -69,6 +69,8 @@ static const struct ipc_policy vmmd_policy = {
 };
 static void netd_dispatch_vmmd(struct ipc_conn *, struct ipc_msg *, void *);
 static void netd_closed_vmmd(struct ipc_conn *, void *);
+static int egress_apply(unsigned, const struct egress *, uint64_t,
+    struct nft_drops *, char *, size_t);
 static const struct ipc_handlers vmmd_handlers = {
 	.dispatch = netd_dispatch_vmmd,
 	.closed = netd_closed_vmmd,
@@ -448,18 +450,19 @@ vm_rules_delete(unsigned slot)
 
 /* ---- the DNS forwarder's side in netd -------------------------------- */
 
+/* m to the forwarder with nfds descriptors (0 to 2). */
 static int
-fwd_send(const struct fwd_msg *m, int fd)
+fwd_send(const struct fwd_msg *m, const int *fds, size_t nfds)
 {
 	struct msghdr msg;
 	struct iovec iov = { (void *)m, sizeof(*m) };
-	FDMSG_BUF(cbuf, 1);
+	FDMSG_BUF(cbuf, 2);
 
 	memset(&msg, 0, sizeof(msg));
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
-	if (fd != -1)
-		fdmsg_attach(&msg, cbuf.buf, sizeof(cbuf.buf), &fd, 1);
+	if (nfds > 0)
+		fdmsg_attach(&msg, cbuf.buf, sizeof(cbuf.buf), fds, nfds);
 	return sendmsg(netd->fwd_fd, &msg, MSG_NOSIGNAL) ==
 	    (ssize_t)sizeof(*m) ? 0 : -1;
 }
@@ -474,41 +477,58 @@ fwd_forget(unsigned slot)
 	memset(&m, 0, sizeof(m));
 	m.type = FWD_DEL;
 	m.slot = slot;
-	if (fwd_send(&m, -1) == -1)
+	if (fwd_send(&m, NULL, 0) == -1)
 		log_warn("slot %u: telling the dns forwarder", slot);
 	netd->fwd[slot] = 0;
 }
 
+/* A socket of type on sin, reusable by the next (SO_REUSEPORT). */
+static int
+fwd_socket(int type, const struct sockaddr_in *sin)
+{
+	int s, one = 1;
+
+	if ((s = socket(AF_INET, type | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	if (setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one,
+	    sizeof(one)) == -1 ||
+	    bind(s, (const struct sockaddr *)sin, sizeof(*sin)) == -1 ||
+	    ((type & SOCK_STREAM) && listen(s, FWD_TCP_BACKLOG) == -1)) {
+		close(s);
+		return -1;
+	}
+	return s;
+}
+
 /*
- * The slot's forwarder: a UDP socket on its gateway's port 53, made in
- * its netns and handed with the allowed names to the forwarder.  Again
- * for a slot that has one (a live policy change): the forwarder takes
- * the new socket and names in place of the old, and SO_REUSEPORT lets
- * the new socket bind while the old is still open.
+ * The slot's forwarder: a UDP socket and a TCP listener on its gateway's
+ * port 53, made in its netns and handed with the allowed names to the
+ * forwarder.  Again for a slot that has one (a live policy change): the
+ * forwarder takes the new sockets and names in place of the old, and
+ * SO_REUSEPORT lets the new sockets bind while the old are still open.
  */
 static int
 fwd_add(unsigned slot, const struct egress *eg, char *err, size_t errlen)
 {
 	static struct fwd_msg m;
 	struct sockaddr_in sin;
-	int s, one = 1;
+	int s[2];
 
 	if (link_enter(&netd->lc, slot) == -1) {
 		snprintf(err, errlen, "netns: %s", strerror(errno));
 		return -1;
 	}
-	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_port = htons(53);
 	sin.sin_addr.s_addr = htonl(netd->guest_range.addr | slot << 8 | 1);
-	if (s == -1 || setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one,
-	    sizeof(one)) == -1 ||
-	    bind(s, (struct sockaddr *)&sin, sizeof(sin)) == -1) {
+	s[1] = -1;
+	if ((s[0] = fwd_socket(SOCK_DGRAM, &sin)) == -1 ||
+	    (s[1] = fwd_socket(SOCK_STREAM | SOCK_NONBLOCK, &sin)) == -1) {
 		snprintf(err, errlen, "dns forwarder socket: %s",
 		    strerror(errno));
-		if (s != -1)
-			close(s);
+		if (s[0] != -1)
+			close(s[0]);
 		link_leave(&netd->lc);
 		return -1;
 	}
@@ -516,16 +536,19 @@ fwd_add(unsigned slot, const struct egress *eg, char *err, size_t errlen)
 	memset(&m, 0, sizeof(m));
 	m.type = FWD_ADD;
 	m.slot = slot;
+	m.deny = eg->mode == EGRESS_PUBLIC;
 	m.n = (uint32_t)eg->nnames;
 	for (size_t i = 0; i < eg->nnames; i++)
 		memcpy(m.names[i], eg->names[i], sizeof(m.names[i]));
-	if (fwd_send(&m, s) == -1) {
+	if (fwd_send(&m, s, 2) == -1) {
 		snprintf(err, errlen, "dns forwarder: %s", strerror(errno));
-		close(s);
+		close(s[0]);
+		close(s[1]);
 		return -1;
 	}
-	close(s);
-	netd->fwd[slot] = 1;
+	close(s[0]);
+	close(s[1]);
+	netd->fwd[slot] = m.deny ? FWD_DENYING : FWD_ALLOWING;
 	return 0;
 }
 
@@ -544,7 +567,9 @@ fwd_open(const struct fwd_msg *m)
 	r.type = FWD_OPENED;
 	r.slot = m->slot;
 	r.seq = m->seq;
-	if (m->n == 0 || m->n > DNSMSG_MAX_ADDRS || !netd->fwd[m->slot])
+	/* A public slot's forwarder has nothing to open. */
+	if (m->n == 0 || m->n > DNSMSG_MAX_ADDRS ||
+	    netd->fwd[m->slot] != FWD_ALLOWING)
 		goto reply;
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	op = netd->opened[m->slot];
@@ -604,7 +629,7 @@ fwd_open(const struct fwd_msg *m)
 		op[j].until = now.tv_sec + (time_t)t[i];
 	}
 reply:
-	if (fwd_send(&r, -1) == -1)
+	if (fwd_send(&r, NULL, 0) == -1)
 		log_warn("dns forwarder: reply");
 }
 
@@ -630,8 +655,9 @@ fwd_refused(const struct fwd_msg *m)
 		r->unlogged++;
 		return;
 	}
-	log_info("slot %u: dns: refused %s (not in its allowlist; %llu "
-	    "more since the last line)", m->slot, name,
+	log_info("slot %u: dns: refused %s (%s; %llu more since the last "
+	    "line)", m->slot, name, netd->fwd[m->slot] == FWD_DENYING ?
+	    "its policy denies it" : "not in its allowlist",
 	    (unsigned long long)r->unlogged);
 	r->logged = now;
 	r->unlogged = 0;
@@ -754,8 +780,7 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
 		    "failed (see netd's log)", slot);
 		return;
 	}
-	if (eg->mode == EGRESS_ALLOWLIST && eg->nnames > 0 &&
-	    fwd_add(slot, eg, err, sizeof(err)) == -1) {
+	if (eg->nnames > 0 && fwd_add(slot, eg, err, sizeof(err)) == -1) {
 		log_warnx("slot %u: %s", slot, err);
 		close(tap);
 		slot_teardown(slot, err, sizeof(err));
@@ -813,13 +838,17 @@ do_teardown(struct ipc_conn *c, uint32_t id, unsigned slot)
 /*
  * vmmd's list of live networks: every mcpvm object of another slot is an
  * orphan (a VM that died with netd or vmmd down) and goes; the listed
- * ones that exist are kept and get their ruleset re-applied.
+ * ones that exist are kept and get their ruleset re-applied, and those
+ * whose policy came too get it (egress_apply): their egress table anew
+ * and, for names, their forwarder, which a restarted netd has not.
  */
 static void
 do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 {
-	unsigned char have[NETD_MAX_SLOTS];
+	static struct netd_request one;
+	unsigned char have[NETD_MAX_SLOTS], keep[NETD_MAX_SLOTS];
 	struct json_object *o, *kept, *removed, *missing;
+	struct nft_drops d;
 	char err[1024];
 	int replaced;
 
@@ -831,6 +860,7 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 	kept = json_object_new_array();
 	removed = json_object_new_array();
 	missing = json_object_new_array();
+	memset(keep, 0, sizeof(keep));
 	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
 		if ((have[s] || netd->live[s]) && !req->slots[s]) {
 			if (slot_teardown(s, err, sizeof(err)) == -1)
@@ -859,9 +889,23 @@ do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
 				netd->live[s] = 1;
 				netd->nlive++;
 			}
+			keep[s] = 1;
 			json_object_array_add(kept,
 			    json_object_new_int((int)s));
 		}
+	}
+	for (size_t i = 0; req->policies != NULL &&
+	    i < json_object_array_length(req->policies); i++) {
+		/* Decoded before (netd_request_decode): cannot fail. */
+		if (netd_request_decode(IPC_NET_EGRESS,
+		    json_object_array_get_idx(req->policies, i),
+		    netd->max_slots, &one, err, sizeof(err)) == -1 ||
+		    !keep[one.slot])
+			continue;
+		if (egress_apply(one.slot, &one.egress, one.rate, &d, err,
+		    sizeof(err)) == -1)
+			log_warnx("slot %u: sync: its egress policy was not "
+			    "applied; its table holds: %s", one.slot, err);
 	}
 	if (netd->nlive == 0)
 		host_table_remove();
@@ -933,70 +977,54 @@ jdrops(unsigned slot, const struct nft_drops *d)
 }
 
 /*
- * A running VM's new egress policy and rate: its egress table replaced
- * in one transaction, so the guest's next packet meets the new rules
- * (netd answers after the kernel took them).  The drop counts are read
- * first and carried into the new table; the drops between the two
- * (microseconds) are the only ones lost.
+ * A live slot's egress policy and rate: its egress table replaced in one
+ * transaction, its drop counts (into d) read first and carried into the
+ * new table, then its forwarder given the new names or stopped.  0, or
+ * -1 with err when the old table holds.
  */
-static void
-do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
-    const struct egress *eg, uint64_t rate)
+static int
+egress_apply(unsigned slot, const struct egress *eg, uint64_t rate,
+    struct nft_drops *d, char *err, size_t errlen)
 {
-	struct json_object *o;
 	struct nft_ctx *ctx = NULL;
-	struct nft_drops d;
-	char *text = NULL, err[1024], egs[64], rates[32];
+	char *text, fwderr[512], egs[64], rates[32];
 	int rc = -1;
 
-	if (!netd->live[slot]) {
-		ipc_reply_error(c, id, "not_found", "slot %u has no network",
-		    slot);
-		return;
-	}
 	if ((text = malloc(RULESET_MAX)) == NULL) {
-		ipc_reply_error(c, id, "internal", "out of memory");
-		return;
+		snprintf(err, errlen, "out of memory");
+		return -1;
 	}
 	if (link_enter(&netd->lc, slot) == -1) {
-		snprintf(err, sizeof(err), "netns: %s", strerror(errno));
-		goto out;
+		snprintf(err, errlen, "netns: %s", strerror(errno));
+		free(text);
+		return -1;
 	}
 	if ((ctx = nft_open()) == NULL)
-		snprintf(err, sizeof(err), "libnftables: cannot make a "
-		    "context");
-	else if (slot_drops(ctx, &d) == -1)
-		snprintf(err, sizeof(err), "listing its counters failed");
-	else if (nft_build_egress(slot, eg, rate, &d, text,
-	    RULESET_MAX) < 0)
-		snprintf(err, sizeof(err), "ruleset: bad inputs");
+		snprintf(err, errlen, "libnftables: cannot make a context");
+	else if (slot_drops(ctx, d) == -1)
+		snprintf(err, errlen, "listing its counters failed");
+	else if (nft_build_egress(slot, eg, rate, d, text, RULESET_MAX) < 0)
+		snprintf(err, errlen, "ruleset: bad inputs");
 	else
-		rc = nft_apply(ctx, text, err, sizeof(err));
+		rc = nft_apply(ctx, text, err, errlen);
 	nft_close(ctx);
 	link_leave(&netd->lc);
+	free(text);
 	/* The new table's allow4 is empty (and the old one's is whole only
 	 * if this failed, when forgetting costs one re-add). */
 	memset(netd->opened[slot], 0, sizeof(netd->opened[slot]));
- out:
-	free(text);
-	if (rc == -1) {
-		/* The old table is whole: a transaction is all or nothing. */
-		log_warnx("slot %u: egress: %s", slot, err);
-		ipc_reply_error(c, id, "internal", "slot %u: the new egress "
-		    "policy was not applied; the old one holds (see netd's "
-		    "log)", slot);
-		return;
-	}
+	if (rc == -1)
+		return -1;	/* a transaction is all or nothing */
 	/*
 	 * The forwarder answers the new names only.  A slot that had none
 	 * gets a forwarder, though its guest keeps the resolver it was
 	 * given until its next setup; one that has none now, or whose
 	 * forwarder cannot take them, loses it: never wider.
 	 */
-	if (eg->mode == EGRESS_ALLOWLIST && eg->nnames > 0) {
-		if (fwd_add(slot, eg, err, sizeof(err)) == -1) {
+	if (eg->nnames > 0) {
+		if (fwd_add(slot, eg, fwderr, sizeof(fwderr)) == -1) {
 			log_warnx("slot %u: egress: %s; its names are no longer "
-			    "answered", slot, err);
+			    "answered", slot, fwderr);
 			fwd_forget(slot);
 		}
 	} else
@@ -1004,6 +1032,35 @@ do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
 	egress_describe(eg, egs, sizeof(egs));
 	log_info("slot %u: egress now %s, rate %s", slot, egs,
 	    rate_text(rate, rates, sizeof(rates)));
+	return 0;
+}
+
+/*
+ * A running VM's new egress policy and rate (egress_apply), so the
+ * guest's next packet meets the new rules (netd answers after the kernel
+ * took them); the drops between reading the counts and the new table
+ * (microseconds) are the only ones lost.
+ */
+static void
+do_egress(struct ipc_conn *c, uint32_t id, unsigned slot,
+    const struct egress *eg, uint64_t rate)
+{
+	struct json_object *o;
+	struct nft_drops d;
+	char err[1024];
+
+	if (!netd->live[slot]) {
+		ipc_reply_error(c, id, "not_found", "slot %u has no network",
+		    slot);
+		return;
+	}
+	if (egress_apply(slot, eg, rate, &d, err, sizeof(err)) == -1) {
+		log_warnx("slot %u: egress: %s", slot, err);
+		ipc_reply_error(c, id, "internal", "slot %u: the new egress "
+		    "policy was not applied; the old one holds (see netd's "
+		    "log)", slot);
+		return;
+	}
 	o = json_object_new_object();
 	json_object_object_add(o, "slot", json_object_new_int((int)slot));
 	json_object_object_add(o, "counters", jdrops(slot, &d));

@@ -305,7 +305,7 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	 * allowlist holds names (dnsfwd.c); else nothing answers there. */
 	put(&o, "\t\tiifname \"%s\" ip daddr ", tap);
 	put_ip(&o, guest - 1);
-	put(&o, " udp dport 53 accept\n");
+	put(&o, " meta l4proto { tcp, udp } th dport 53 accept\n");
 	put(&o, "\t}\n");
 	put(&o, "\tchain output {\n");
 	put(&o, "\t\ttype filter hook output priority filter; "
@@ -402,6 +402,7 @@ nft_build_egress(unsigned slot, const struct egress *e, uint64_t rate,
 	struct out o = { buf, len, 0, 0 };
 	const char *set = e->mode == EGRESS_ALLOWLIST ? "allow" : "deny";
 	int names = e->mode == EGRESS_ALLOWLIST && e->nnames > 0;
+	int denied_names = e->mode == EGRESS_PUBLIC && e->nnames > 0;
 	char tap[16];
 
 	if (len == 0 || slot >= NETD_MAX_SLOTS ||
@@ -463,9 +464,16 @@ nft_build_egress(unsigned slot, const struct egress *e, uint64_t rate,
 	} else if (e->mode == EGRESS_ALLOWLIST)
 		put(&o, "\t\tiifname \"%s\" ip daddr != @allow counter name "
 		    "egress_drop drop\n", tap);
-	else
+	else {
+		/* Denied names: the forwarder, which refuses them, is its
+		 * only resolver, as for an allowlist's names. */
+		if (denied_names)
+			put(&o, "\t\tiifname \"%s\" meta l4proto { tcp, udp } "
+			    "th dport { 53, 853 } counter name egress_drop "
+			    "drop\n", tap);
 		put(&o, "\t\tiifname \"%s\" ip daddr @deny counter name "
 		    "egress_drop drop\n", tap);
+	}
 	if (rate != 0)
 		put(&o, "\t\tiifname \"%s\" limit rate over %llu "
 		    "bytes/second counter name bandwidth_drop drop\n", tap,

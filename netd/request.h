@@ -25,6 +25,11 @@ struct netd_request {
 					 * EGRESS */
 	uint64_t	rate;		/* SETUP, EGRESS: the guest's egress
 					 * bytes a second, 0 for no limit */
+	/* SYNC: the listed slots whose policy came too (1), and the
+	 * array of them, each checked as an IPC_NET_EGRESS body; a
+	 * pointer into the message's body, which outlives the request. */
+	unsigned char	policy[NETD_MAX_SLOTS];
+	struct json_object *policies;
 };
 
 /*

@@ -138,8 +138,11 @@ enum ipc_type {
 	 * only slot numbers and builds every name and address itself.
 	 */
 	IPC_NET_BASE = 500,
-	/* {"slots":[n,…]}: the slots of live VMs with network; netd removes
-	 * every mcpvm network object of any other slot */
+	/* {"slots":[n,…],"policies"?:[{"slot","egress","rate"?},…]}: the
+	 * slots of live VMs with network, and their egress policies (each
+	 * an IPC_NET_EGRESS body, for a listed slot); netd removes every
+	 * mcpvm network object of any other slot, and applies each kept
+	 * slot's policy, its forwarder too (netd.8) */
 	IPC_NET_SYNC = 501,
 	IPC_NET_SYNC_RESULT = 502,	/* {"kept":[n,…],"removed":[n,…]} */
 	/* {"slot":n,"egress"?,"rate"?} -> {"slot","mac","address","prefix",

@@ -45,6 +45,9 @@ static int synced, available;
 static char unavailable_why[256] = "netd is not running";
 /* Slots whose network netd made for a VM still using it. */
 static unsigned char up[NET_SLOTS];
+/* Each such slot's egress policy (IPC_NET_EGRESS's body) as vmmd last
+ * sent it: every sync carries them, so a restarted netd has them too. */
+static struct json_object *policy[NET_SLOTS];
 /* Each slot's drops as netd last counted them; known[s] says whether. */
 static struct net_drops drops[NET_SLOTS];
 static unsigned char drops_known[NET_SLOTS];
@@ -60,6 +63,30 @@ struct setup_wait {
 };
 
 static void	netc_connect(void);
+
+/* Remembers slot's policy for the syncs to come. */
+static void
+policy_set(unsigned slot, const struct egress *eg, uint64_t rate)
+{
+	struct json_object *b = json_object_new_object();
+
+	json_object_object_add(b, "slot", json_object_new_int((int)slot));
+	json_object_object_add(b, "egress", egress_to_json(eg));
+	if (rate != 0)
+		json_object_object_add(b, "rate",
+		    json_object_new_int64((int64_t)rate));
+	if (policy[slot] != NULL)
+		json_object_put(policy[slot]);
+	policy[slot] = b;
+}
+
+static void
+policy_forget(unsigned slot)
+{
+	if (policy[slot] != NULL)
+		json_object_put(policy[slot]);
+	policy[slot] = NULL;
+}
 
 static void
 vmmd_dispatch_netd(struct ipc_conn *c, struct ipc_msg *m, void *arg)
@@ -274,7 +301,6 @@ netclient_egress(const char *id, int slot, const struct egress *eg,
     uint64_t rate)
 {
 	struct egress_wait *w;
-	struct json_object *b;
 
 	if (conn == NULL || !synced || slot < 0 || slot >= NET_SLOTS ||
 	    !up[slot])
@@ -283,19 +309,14 @@ netclient_egress(const char *id, int slot, const struct egress *eg,
 		fatal("calloc");
 	snprintf(w->id, sizeof(w->id), "%s", id);
 	w->slot = (unsigned)slot;
-	b = json_object_new_object();
-	json_object_object_add(b, "slot", json_object_new_int(slot));
-	json_object_object_add(b, "egress", egress_to_json(eg));
-	if (rate != 0)
-		json_object_object_add(b, "rate",
-		    json_object_new_int64((int64_t)rate));
-	if (ipc_request(conn, IPC_NET_EGRESS, b, -1, NETD_TIMEOUT_MS,
-	    egress_done, w) == -1) {
+	/* The next sync sends it again, whether or not netd takes it now:
+	 * the VM's record has it. */
+	policy_set((unsigned)slot, eg, rate);
+	if (ipc_request(conn, IPC_NET_EGRESS, policy[slot], -1,
+	    NETD_TIMEOUT_MS, egress_done, w) == -1) {
 		free(w);
-		json_object_put(b);
 		return -1;
 	}
-	json_object_put(b);
 	return 0;
 }
 
@@ -341,7 +362,7 @@ static void
 netc_connect(void)
 {
 	struct timeval tv = { NETD_RETRY_SECONDS, 0 };
-	struct json_object *body, *slots;
+	struct json_object *body, *slots, *pols;
 
 	conn = ipc_connect(vmmd_base(), vmmd_conf()->vmmd.netd_socket, "vmmd",
 	    &netd_policy, &netd_handlers, NULL);
@@ -351,13 +372,21 @@ netc_connect(void)
 		evtimer_add(retry_ev, &tv);
 		return;
 	}
-	/* First on the connection: what vmmd still uses; the rest goes. */
+	/* First on the connection: what vmmd still uses, with each one's
+	 * policy (a restarted netd has none); the rest goes. */
 	body = json_object_new_object();
 	slots = json_object_new_array();
-	for (unsigned s = 0; s < NET_SLOTS; s++)
-		if (up[s])
-			json_object_array_add(slots, json_object_new_int((int)s));
+	pols = json_object_new_array();
+	for (unsigned s = 0; s < NET_SLOTS; s++) {
+		if (!up[s])
+			continue;
+		json_object_array_add(slots, json_object_new_int((int)s));
+		if (policy[s] != NULL)
+			json_object_array_add(pols,
+			    json_object_get(policy[s]));
+	}
 	json_object_object_add(body, "slots", slots);
+	json_object_object_add(body, "policies", pols);
 	if (ipc_request(conn, IPC_NET_SYNC, body, -1, NETD_TIMEOUT_MS,
 	    netc_synced, NULL) == -1)
 		log_warnx("netd: cannot send the sync");
@@ -456,7 +485,8 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 		fd = m->fd;
 		m->fd = -1;
 		up[w->slot] = 1;
-	}
+	} else
+		policy_forget(w->slot);
 	if (!alive) {
 		/* Destroyed meanwhile: give the network straight back. */
 		if (fd != -1)
@@ -472,6 +502,7 @@ setup_done(struct ipc_conn *c, struct ipc_msg *m, void *arg)
 			json_object_put(b);
 		}
 		up[w->slot] = 0;
+		policy_forget(w->slot);
 		w->cb(NULL, -1, NULL, "not_found", "the VM is gone",
 		    w->arg);
 		free(w);
@@ -562,6 +593,7 @@ netclient_setup(struct vm *vm, const char *id, int slot,
 	 * understands. */
 	if (eg->mode != EGRESS_PUBLIC || eg->ncidrs > 0)
 		json_object_object_add(b, "egress", egress_to_json(eg));
+	policy_set((unsigned)slot, eg, rate);
 	if (rate != 0)
 		json_object_object_add(b, "rate",
 		    json_object_new_int64((int64_t)rate));
@@ -575,10 +607,12 @@ netclient_setup(struct vm *vm, const char *id, int slot,
 }
 
 void
-netclient_keep(int slot)
+netclient_keep(int slot, const struct egress *eg, uint64_t rate)
 {
-	if (slot >= 0 && slot < NET_SLOTS)
-		up[slot] = 1;
+	if (slot < 0 || slot >= NET_SLOTS)
+		return;
+	up[slot] = 1;
+	policy_set((unsigned)slot, eg, rate);
 }
 
 void
@@ -591,6 +625,7 @@ netclient_release(const char *id, int slot)
 		return;
 	s = (unsigned)slot;
 	up[s] = 0;
+	policy_forget(s);
 	/* Without netd now, its next sync leaves this slot out. */
 	if (conn == NULL)
 		return;

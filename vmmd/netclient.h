@@ -84,8 +84,10 @@ int	netclient_drops(int slot, struct net_drops *);
 struct json_object *net_drops_json(const struct net_drops *);
 
 /* A VM taken up after a restart keeps the network netd still has for
- * its slot: the first sync lists it (call before netclient_init). */
-void	netclient_keep(int slot);
+ * its slot: the first sync lists it, with its egress policy and rate
+ * (call before netclient_init). */
+struct egress;
+void	netclient_keep(int slot, const struct egress *, uint64_t rate);
 /* Asks for the network of vm (its id, slot and egress policy, which
  * netd enforces from the start); cb runs exactly once, later. */
 struct egress;

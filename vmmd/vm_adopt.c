@@ -304,6 +304,7 @@ vm_adopt(struct vm *vm, char *why, size_t len)
 	}
 	/* netd keeps the slot's objects: its next sync must list it. */
 	if (vm->rec.network)
-		netclient_keep(vm->rec.slot);
+		netclient_keep(vm->rec.slot, vm_egress_now(vm),
+		    vm->rec.egress_rate);
 	return 0;
 }

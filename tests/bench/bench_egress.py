@@ -7,7 +7,8 @@ same run:
   - DNS answers a second for that name, one query at a time: through the
     forwarder (which asks the upstream and has netd open the address
     before it answers) against the public slot asking the upstream
-    directly.
+    directly; over UDP, and over one TCP connection (the forwarder asks
+    its upstream over a new TCP connection each time).
 The guests are TAPs joined by a Python pump as in the tests, so both
 sides carry the pump's cost; the difference is the policy's.
 Needs root.  Usage: NETD=build/netd/netd python3 tests/bench/bench_egress.py
@@ -81,6 +82,9 @@ def main():
         row("DNS answers through the forwarder, one at a time",
             med(1, "dns_s"), "answers/s", "upstream direct, no policy",
             med(0, "dns_s"))
+        row("DNS answers over TCP through the forwarder, one at a time",
+            med(1, "dns_tcp_s"), "answers/s", "upstream direct over TCP, "
+            "no policy", med(0, "dns_tcp_s"))
         for slot in guests:
             c.call(tn.NET_TEARDOWN, {"slot": slot})
         c.close()

@@ -4,7 +4,8 @@
  * upstream's answer to the query "pkg.example" and to itself.  What the
  * parser accepts must be what the forwarder relies on: a question name
  * within bounds, answers within the count, and a REFUSED that is a prefix
- * of the query.
+ * of the query.  Read as a TCP stream too: a frame's length within what
+ * was read and the bound, and the framed answer (up to DNSMSG_TCP_MAX).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -42,6 +43,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct dnsmsg_q q, pkg;
 	uint8_t m[DNSMSG_MAX];
 
+	long flen;
+
+	if (size > 2 + DNSMSG_TCP_MAX)
+		return 0;
+	if (dnsmsg_query(pkg_query, sizeof(pkg_query), &pkg) != 0)
+		abort();
+	flen = dnsmsg_tcp_frame(data, size, DNSMSG_TCP_MAX);
+	if (flen < -1 || flen > DNSMSG_TCP_MAX ||
+	    (flen > 0 && (flen < 12 || (size_t)flen + 2 > size)) ||
+	    dnsmsg_tcp_frame(data, size, DNSMSG_MAX) > DNSMSG_MAX)
+		abort();
+	if (flen > 0)
+		answers(data + 2, (size_t)flen, &pkg);
 	if (size > DNSMSG_MAX)
 		return 0;
 	if (dnsmsg_query(pkg_query, sizeof(pkg_query), &pkg) != 0 ||

@@ -4,7 +4,9 @@
  * check (ipc_frame_check) and netd_request_decode(); a decoded policy
  * and rate then through the egress ruleset builder.  The first byte picks
  * the message type, the second the slot limit.  A decoded request must
- * hold what netd's handlers rely on; anything else aborts.
+ * hold what netd's handlers rely on; anything else aborts.  A sync's
+ * policies are each decoded again as netd's sync does, and must be for
+ * listed slots and build a ruleset.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,6 +66,30 @@ check(const struct netd_request *r, uint32_t type, unsigned max)
 		if (r->egress.cidrs[i].len > 32 || (r->egress.cidrs[i].addr &
 		    ~cidr_mask(r->egress.cidrs[i].len)) != 0)
 			abort();
+	/* A sync's policies: only there, only for listed slots, and each
+	 * decodes again (as do_sync does) to a slot marked and a ruleset. */
+	n = 0;
+	for (unsigned s = 0; s < NETD_MAX_SLOTS; s++) {
+		if (r->policy[s] > 1 || (r->policy[s] && !r->slots[s]))
+			abort();
+		n += r->policy[s];
+	}
+	if ((type != IPC_NET_SYNC && (n != 0 || r->policies != NULL)) ||
+	    (n != 0 && r->policies == NULL) || (r->policies != NULL &&
+	    json_object_array_length(r->policies) != n))
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		static struct netd_request one;
+		static char buf[65536];
+		char why[256];
+
+		if (netd_request_decode(IPC_NET_EGRESS,
+		    json_object_array_get_idx(r->policies, i), max, &one, why,
+		    sizeof(why)) == -1 || !r->policy[one.slot] ||
+		    nft_build_egress(one.slot, &one.egress, one.rate, NULL,
+		    buf, sizeof(buf)) < 0)
+			abort();
+	}
 	/* What netd builds from it is always accepted by the builder. */
 	if (has_egress) {
 		static char buf[65536];

@@ -7,7 +7,10 @@
       dns:ADDR       answers A queries for NAME (env DNS_NAME) with
                      env DNS_ADDR, and for each NAME=ADDR of env
                      DNS_EXTRA (comma-separated), NXDOMAIN for anything
-                     else; TTL env DNS_TTL (60)
+                     else; TTL env DNS_TTL (60); a name starting "big."
+                     has BIG_RRS A records, its address first (too many
+                     for UDP: there the answer is cut, TC set); over
+                     UDP and TCP (RFC 1035 framing) on port 53
       sink:ADDR:PORT appends each UDP datagram's "PEER DATA" to env SINK
       discard:ADDR:PORT  reads a TCP stream to its end, answers "done"
   netd_world.py pump FD MAC ADDR/PLEN GW
@@ -18,6 +21,7 @@
       one try from the current netns, prints a JSON result:
       tcp (connect, read), udp (send, await echo), dns (query NAME),
       resolve (query the name given as SRC: {"rcode", "addrs"}),
+      resolve-tcp (the same over TCP, with "tc" and "bytes" too),
       udp-send (send one datagram, no answer expected), tcp6
   netd_world.py bench ADDR PORT MIB CONNECTS
       from the current netns: MIB MiB to a discard server at ADDR:PORT,
@@ -73,7 +77,10 @@ def dns_qname(query):
     return ".".join(labels).lower()
 
 
-def dns_answer(query, name, addr):
+BIG_RRS = 100
+
+
+def dns_answer(query, name, addr, tcp=False):
     qid, = struct.unpack("!H", query[:2])
     # The question, as asked: labels up to the root, then type and class.
     end = 12
@@ -91,7 +98,16 @@ def dns_answer(query, name, addr):
         ttl = int(os.environ.get("DNS_TTL", "60"))
         rr = b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, ttl, 4) + \
             socket.inet_aton(addr)
-        return hdr + question + rr
+        if not name.startswith("big."):
+            return hdr + question + rr
+        # The rest in 198.51.100.0/24, which nothing serves.
+        for i in range(1, BIG_RRS):
+            rr += b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, ttl, 4) + \
+                socket.inet_aton("198.51.100.%d" % i)
+        if tcp:
+            return struct.pack("!HHHHHH", qid, 0x8180, 1, BIG_RRS, 0, 0) + \
+                question + rr
+        return struct.pack("!HHHHHH", qid, 0x8380, 1, 0, 0, 0) + question
     return struct.pack("!HHHHHH", qid, 0x8183, 1, 0, 0, 0) + question
 
 
@@ -116,6 +132,17 @@ def parse_reply(data):
             addrs.append(socket.inet_ntoa(data[i:i + 4]))
         i += rdlen
     return {"rcode": data[3] & 0x0F, "addrs": addrs}
+
+
+def recv_all(s, n):
+    """n bytes from s, or fewer when it closes first."""
+    data = b""
+    while len(data) < n:
+        chunk = s.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def serve(specs):
@@ -188,6 +215,29 @@ def serve(specs):
                         continue
                     s.sendto(dns_answer(data, dns_names(), None), peer)
             threads.append(threading.Thread(target=dns_loop, daemon=True))
+            ts = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            ts.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            ts.bind((rest, 53))
+            ts.listen(16)
+
+            def dns_tcp_one(c):
+                with c:
+                    c.settimeout(5)
+                    while True:
+                        hdr = recv_all(c, 2)
+                        if len(hdr) < 2:
+                            return
+                        data = recv_all(c, struct.unpack("!H", hdr)[0])
+                        a = dns_answer(data, dns_names(), None, tcp=True)
+                        c.sendall(struct.pack("!H", len(a)) + a)
+
+            def dns_tcp_loop(ts=ts):
+                while True:
+                    c, _ = ts.accept()
+                    threading.Thread(target=dns_tcp_one, args=(c,),
+                                     daemon=True).start()
+            threads.append(threading.Thread(target=dns_tcp_loop,
+                                            daemon=True))
         else:
             sys.exit("unknown server kind " + kind)
     for t in threads:
@@ -251,6 +301,16 @@ def probe(kind, addr, port, src=None):
                 data += chunk
             res["data"] = data.decode(errors="replace").strip()
             res["ok"] = True
+        elif kind == "resolve-tcp":
+            s = socket.create_connection((addr, port), timeout=3.0)
+            q = dns_query(src)
+            s.sendall(struct.pack("!H", len(q)) + q)
+            n, = struct.unpack("!H", recv_all(s, 2))
+            data = recv_all(s, n)
+            res.update(parse_reply(data))
+            res["tc"] = bool(data[2] & 0x02)
+            res["bytes"] = len(data)
+            res["ok"] = True
         elif kind in ("udp", "udp-send", "dns", "udp6", "resolve"):
             fam = socket.AF_INET6 if kind == "udp6" else socket.AF_INET
             s = socket.socket(fam, socket.SOCK_DGRAM)
@@ -261,6 +321,7 @@ def probe(kind, addr, port, src=None):
                 s.sendto(dns_query(src), (addr, port))
                 data, _ = s.recvfrom(1232)
                 res.update(parse_reply(data))
+                res["tc"] = bool(data[2] & 0x02)
                 res["ok"] = True
             elif kind == "dns":
                 s.sendto(dns_query(os.environ["DNS_NAME"]), (addr, port))
@@ -307,9 +368,10 @@ def bench(addr, port, mib, connects):
 
 def rates(addr, port, resolver, name, seconds):
     """For the egress benchmark: DNS answers a second for name from
-    resolver (one query at a time), then new TCP connections a second to
-    addr:port (each opened and closed), each for the given seconds.  The
-    answers come first: with names, they open the address."""
+    resolver (one query at a time), the same over one TCP connection,
+    then new TCP connections a second to addr:port (each opened and
+    closed), each for the given seconds.  The answers come first: with
+    names, they open the address."""
     secs = float(seconds)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.settimeout(2.0)
@@ -321,12 +383,24 @@ def rates(addr, port, resolver, name, seconds):
             bad += 1
         n += 1
     dns = n / (time.monotonic() - t0)
+    s = socket.create_connection((resolver, 53), timeout=2.0)
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < secs:
+        q = dns_query(name, n & 0xffff)
+        s.sendall(struct.pack("!H", len(q)) + q)
+        ln, = struct.unpack("!H", recv_all(s, 2))
+        if parse_reply(recv_all(s, ln))["rcode"] != 0:
+            bad += 1
+        n += 1
+    dns_tcp = n / (time.monotonic() - t0)
+    s.close()
     n, t0 = 0, time.monotonic()
     while time.monotonic() - t0 < secs:
         socket.create_connection((addr, int(port)), timeout=5).close()
         n += 1
     print(json.dumps({"conns_s": n / (time.monotonic() - t0),
-                      "dns_s": dns, "dns_failed": bad}))
+                      "dns_s": dns, "dns_tcp_s": dns_tcp,
+                      "dns_failed": bad}))
 
 
 def flood(addr, tcp_port, udp_port, seconds):

@@ -396,9 +396,10 @@ class Egress(AuthdTest):
                     ({"mode": "allowlist", "allow": ["a.*.example"]},
                      "$.policy.egress.allow[0]: \"a.*.example\" has a '*' "
                      "that is not a leading \"*.\""),
-                    ({"mode": "public", "deny": ["pkgs.example.org"]},
-                     "$.policy.egress.deny[0]: names are taken in "
-                     "allowlists only")):
+                    ({"mode": "public", "deny": [
+                        "a.example", "b.example", "c.example"]},
+                     "$.policy.egress.deny: has 3 names; the limit is 2 "
+                     "(egress_max_names)")):
                 rtype, body = c.call(ipc.AUTHCTL_POLICY_SET, {
                     "workspace": "eg", "policy": {"egress": eg}})
                 self.assertEqual(rtype, ipc.IPC_ERROR, eg)

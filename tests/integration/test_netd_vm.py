@@ -223,9 +223,59 @@ def case_egress_names(h, w, h_before):
     ok(st["drops"]["dns_refused"] >= 1 and "other.mcpvm.example" in
        st["drops"]["dns_refused_last"], "names: vm_status counts the "
        "refused name and shows it", st["drops"])
+    case_egress_names_fork(nw, vm, gw)
     okk, r = nw("vm_destroy", vm_id=vm)
     ok(okk and all_gone(w, h_before), "names: destroy leaves nothing, "
        "the forwarder's socket included", (r, netd_objects(w)))
+
+
+# The rcode of an A query for argv[2] to argv[1], port 53, over UDP.
+RCODE_PY = ("import socket,struct,sys; s=socket.socket(socket.AF_INET,"
+            "socket.SOCK_DGRAM); s.settimeout(5); q=b''.join(bytes([len(l)])"
+            "+l.encode() for l in sys.argv[2].split('.'))+b'\\0'; "
+            "s.sendto(struct.pack('>HHHHHH',0x4d43,0x100,1,0,0,0)+q+"
+            "struct.pack('>HH',1,1),(sys.argv[1],53)); "
+            "print(s.recv(4096)[3]&15)")
+
+
+def rcode(a, vm, server, name, rid):
+    """The rcode the guest gets from server for name (5 is REFUSED)."""
+    code, out, err = guest(a, vm, "python3 -c \"%s\" %s %s" %
+                           (RCODE_PY, server, name), rid)
+    return out if code == 0 else "error: %s %s" % (out, err)
+
+
+def case_egress_names_fork(nw, vm, src_gw):
+    """A fork of an allowlisted VM is allowlisted in its own slot: its
+    guest's one resolver is the forwarder on its own slot's gateway (not
+    the source's), through which the allowed name resolves and opens its
+    address, and another name is REFUSED."""
+    okk, f = nw("vm_fork", vm_id=vm, request_id="nm-f1", count=1)
+    ok(okk and len(f.get("vm_ids", [])) == 1, "names: a fork", f)
+    child = f["vm_ids"][0]
+    addr = guest_addr(nw, child, "nm-faddr")
+    gw = addr.rsplit(".", 1)[0] + ".1"
+    ok(gw != src_gw, "names: the fork has a slot of its own", (gw, src_gw))
+    code, out, err = guest(nw, child, "cat /etc/resolv.conf", "nm-fconf")
+    ok(("nameserver %s" % gw) in out and ("nameserver %s" % src_gw) not in
+       out and "203.0.113.53" not in out, "names: the fork's one resolver "
+       "is the forwarder on its own slot's gateway", out)
+    code, out, err = tcp(nw, child, "203.0.113.10", 80, "nm-ftcp0")
+    ok(code != 0, "names: the fork's slot has not opened the name's "
+       "address before the fork resolves it", (code, out, err))
+    code, out, err = guest(nw, child, "getent hosts " + netdlib.DNS_NAME,
+                           "nm-fdns")
+    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
+       "names: the allowed name resolves in the fork", (code, out, err))
+    code, out, err = tcp(nw, child, "203.0.113.10", 80, "nm-ftcp1")
+    ok(code == 0, "names: and its address opens in the fork's slot",
+       (code, out, err))
+    ok(rcode(nw, child, gw, "other.mcpvm.example", "nm-frc") == "5",
+       "names: the fork's forwarder answers another name REFUSED")
+    ok(rcode(nw, child, gw, netdlib.DNS_NAME, "nm-frc0") == "0",
+       "names: and the allowed name NOERROR")
+    okk, r = nw("vm_destroy", vm_id=child)
+    ok(okk, "names: the fork is destroyed", r)
 
 
 def applied(w):

@@ -150,10 +150,6 @@ START_TEST(policies)
 	    "\"a.org\",\"b.org\",\"c.org\"]}", 2, &vm, why), -1);
 	ck_assert_str_eq(why, "$.egress.allow: has 3 names; the limit is 2 "
 	    "(egress_max_names)");
-	ck_assert_int_eq(decode("{\"mode\":\"public\",\"deny\":[\"a.org\"]}",
-	    8, &vm, why), -1);
-	ck_assert_ptr_nonnull(strstr(why, "$.egress.deny[0]: names are taken "
-	    "in allowlists only"));
 
 	/* Narrowing by names. */
 	ck_assert_int_eq(decode("{\"mode\":\"allowlist\",\"allow\":["
@@ -177,6 +173,42 @@ START_TEST(policies)
 	ck_assert_ptr_nonnull(strstr(why, "pkgs.example.org may resolve into"));
 	ck_assert_int_eq(decode("{\"mode\":\"public\"}", 8, &ws, why), 0);
 	ck_assert(egress_narrows(&ws, &vm, why, sizeof(why)));
+
+	/* Public less names: the VM denies them too, or wider ones. */
+	ck_assert_int_eq(decode("{\"mode\":\"public\",\"deny\":["
+	    "\"*.evil.example\",\"ads.example\"]}", 8, &ws, why), 0);
+	ck_assert(!egress_name_allowed(&ws, "x.evil.example"));
+	ck_assert(egress_name_allowed(&ws, "evil.example"));
+	ck_assert(!egress_name_allowed(&ws, "ads.example"));
+	ck_assert(egress_name_allowed(&ws, "pkgs.example.org"));
+	egress_describe(&ws, why, sizeof(why));
+	ck_assert_str_eq(why, "public, denying 0 prefixes and 2 names");
+	ck_assert(!egress_narrows(&ws, &vm, why, sizeof(why)));
+	ck_assert_ptr_nonnull(strstr(why, "may resolve into what the "
+	    "workspace denies"));
+	ck_assert_int_eq(decode("{\"mode\":\"public\",\"deny\":["
+	    "\"ads.example\"]}", 8, &vm, why), 0);
+	ck_assert(!egress_narrows(&ws, &vm, why, sizeof(why)));
+	ck_assert_str_eq(why, "egress.deny: the workspace denies "
+	    "*.evil.example; a VM's policy must deny it too");
+	ck_assert_int_eq(decode("{\"mode\":\"public\",\"deny\":["
+	    "\"*.evil.example\",\"ads.example\",\"more.example\"]}", 8, &vm,
+	    why), 0);
+	ck_assert_msg(egress_narrows(&ws, &vm, why, sizeof(why)), "%s", why);
+	{
+		struct egress both;
+
+		ck_assert_int_eq(decode("{\"mode\":\"public\",\"deny\":["
+		    "\"ads.example\",\"b.example\",\"10.0.0.0/8\"]}", 8, &vm,
+		    why), 0);
+		ck_assert_int_eq(egress_intersect(&ws, &vm, &both), 0);
+		ck_assert_int_eq(both.mode, EGRESS_PUBLIC);
+		ck_assert_uint_eq(both.ncidrs, 1);
+		ck_assert_uint_eq(both.nnames, 3);
+		ck_assert_str_eq(both.names[0], "*.evil.example");
+		ck_assert_str_eq(both.names[1], "ads.example");
+		ck_assert_str_eq(both.names[2], "b.example");
+	}
 }
 END_TEST
 

@@ -48,6 +48,12 @@ START_TEST(request_shapes)
 	ck_assert_int_eq(decode(IPC_NET_SYNC, "{\"slots\":[]}", 16, &r, why,
 	    sizeof(why)), 0);
 	ck_assert_uint_eq(r.nslots, 0);
+	ck_assert_ptr_null(r.policies);
+	ck_assert_int_eq(decode(IPC_NET_SYNC, "{\"policies\":[{\"slot\":5,"
+	    "\"egress\":{\"mode\":\"allowlist\",\"allow\":[\"pkg.example\"]},"
+	    "\"rate\":65536}],\"slots\":[0,5]}", 16, &r, why, sizeof(why)), 0);
+	ck_assert(r.policy[5] && !r.policy[0]);
+	ck_assert_ptr_nonnull(r.policies);	/* into the body, now gone */
 	ck_assert_int_eq(decode(IPC_NET_STATUS, "{}", 16, &r, why,
 	    sizeof(why)), 0);
 	ck_assert_int_eq(decode(IPC_NET_COUNTERS, "{}", 16, &r, why,
@@ -86,6 +92,20 @@ START_TEST(request_refusals)
 		{ IPC_NET_SYNC, "{\"slots\":[16]}", "slots[0]" },
 		{ IPC_NET_SYNC, "{\"slots\":[true]}", "slots[0]" },
 		{ IPC_NET_SYNC, "{\"slots\":{}}", "slots" },
+		{ IPC_NET_SYNC, "{\"slots\":[1],\"policies\":[{\"slot\":2,"
+		    "\"egress\":{\"mode\":\"public\",\"deny\":[]}}]}",
+		    "$.policies: slot 2 is not in $.slots" },
+		{ IPC_NET_SYNC, "{\"slots\":[1],\"policies\":[{\"slot\":1,"
+		    "\"egress\":{\"mode\":\"public\",\"deny\":[]}},{\"slot\":1,"
+		    "\"egress\":{\"mode\":\"public\",\"deny\":[]}}]}",
+		    "$.policies[1]: slot 1 has two policies" },
+		{ IPC_NET_SYNC, "{\"slots\":[1],\"policies\":[{\"slot\":1,"
+		    "\"egress\":{\"mode\":\"allowlist\",\"allow\":"
+		    "[\"10.0.0.1/8\"]}}]}", "$.policies[0].egress.allow[0]" },
+		{ IPC_NET_SYNC, "{\"slots\":[1],\"policies\":[{\"slot\":1}]}",
+		    "$.policies[0]" },
+		{ IPC_NET_SYNC, "{\"slots\":[1],\"policies\":[3]}",
+		    "$.policies[0]: expected an object" },
 		{ IPC_NET_STATUS, "{\"slot\":1}", "does not take" },
 		{ IPC_NET_COUNTERS, "{\"slot\":1}", "does not take" },
 		{ IPC_NET_EGRESS, "{\"slot\":1}", "required" },
