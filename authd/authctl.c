@@ -218,8 +218,8 @@ gate_class_flag(struct args *a, const char *opt, const char *v, int off)
 	gate_flag(a, name, need);
 }
 
-/* --egress-allow and --egress-deny: one prefix, or for --egress-allow a
- * domain name, checked as authd will. */
+/* --egress-allow and --egress-deny: one prefix or domain name, checked
+ * as authd will. */
 static void
 egress_flag(struct args *a, const char *opt, const char *v,
     struct json_object **list, const char *mode, const char *key)
@@ -228,17 +228,13 @@ egress_flag(struct args *a, const char *opt, const char *v,
 	struct cidr c;
 	char name[DNSNAME_MAX + 1], why[128];
 
-	if (strcmp(key, "allow") == 0 && dnsname_like(v)) {
+	if (dnsname_like(v)) {
 		if (dnsname_check(v, strlen(v), 1, name, why,
 		    sizeof(why)) == -1)
 			die(EX_USAGE, "%s '%.*s': the name %s", opt,
 			    DNSNAME_MAX + 8, v, why);
 		v = name;
-	} else if (strcmp(key, "deny") == 0 && dnsname_like(v))
-		die(EX_USAGE, "%s '%.*s': a deny list holds prefixes only; "
-		    "names are taken by --egress-allow", opt, DNSNAME_MAX + 8,
-		    v);
-	else if (cidr_parse(v, 0, &c) == -1)
+	} else if (cidr_parse(v, 0, &c) == -1)
 		die(EX_USAGE, "%s '%s': not an IPv4 prefix a.b.c.d/n with its "
 		    "host bits zero", opt, v);
 	if (*list == NULL) {

@@ -381,8 +381,8 @@ class Egress(AuthdTest):
                  b"name has a label that starts or ends with '-'"),
                 (["--egress-allow", "a." + "b" * 64 + ".example"],
                  b"label of 64 bytes"),
-                (["--egress-deny", "pkgs.example.org"], b"'pkgs.example.org': a deny list "
-                 b"holds prefixes only")):
+                (["--egress-deny", "x_y.example"], b"'x_y.example': the "
+                 b"name")):
             r = self.a.ctl("policy", "set", "--workspace", "eg", *flags)
             self.assertEqual(r.returncode, EX_USAGE, flags)
             self.assertIn(why, r.stderr)
@@ -409,6 +409,17 @@ class Egress(AuthdTest):
             c.close()
         self.assertEqual(self.policy(tok)["egress"]["allow"],
                          ["203.0.113.0/24", "*.github.com", "pkgs.example.org"])
+        # A deny list takes names too: public, less them.
+        r = self.a.ctl("policy", "set", "--workspace", "eg",
+                       "--egress-deny", "Tracker.Example.NET",
+                       "--egress-deny", "*.ads.example",
+                       "--egress-deny", "192.0.2.0/24")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        eg = self.policy(tok)["egress"]
+        self.assertEqual(eg["mode"], "public")
+        self.assertEqual(sorted(eg["deny"]), ["*.ads.example",
+                                              "192.0.2.0/24",
+                                              "tracker.example.net"])
 
     def test_bad_input_refused_and_nothing_lost(self):
         tok, _, _ = self.a.issue("eg", "--allow-network", "--max-vms", "3")
