@@ -62,14 +62,59 @@ usage(void)
 	usage_to(stderr, EXIT_USAGE);
 }
 
-static const char *
-str(struct json_object *o, const char *key)
+const char *
+vmctl_str(struct json_object *o, const char *key)
 {
 	struct json_object *v;
 
 	if (!json_object_object_get_ex(o, key, &v) || v == NULL)
 		return "-";
 	return json_object_get_string(v);
+}
+
+int
+vmctl_call(const char *sock, const char *admits, uint32_t type,
+    struct json_object *req, int as_json, int timeout_ms,
+    struct json_object **reply, struct json_object **res)
+{
+	uint32_t rtype;
+	int fd;
+
+	*reply = *res = NULL;
+	if ((fd = ipc_sync_connect(sock, "vmctl", 5000)) == -1) {
+		fprintf(stderr, "vmctl: cannot reach vmmd at %s: ", sock);
+		if (errno == EPROTO || errno == ECONNRESET || errno == EACCES)
+			fprintf(stderr, "refused (root or %s only)\n", admits);
+		else
+			fprintf(stderr, "%s\n", strerror(errno));
+		return EXIT_UNREACHABLE;
+	}
+	if (ipc_sync_call(fd, type, req, -1, &rtype, reply, NULL,
+	    timeout_ms) == -1) {
+		fprintf(stderr, "vmctl: %s\n", strerror(errno));
+		close(fd);
+		return EXIT_UNREACHABLE;
+	}
+	close(fd);
+	if (rtype == IPC_ERROR) {
+		struct json_object *e = json_object_object_get(*reply, "error");
+
+		if (as_json)
+			printf("%s\n", json_object_to_json_string_ext(*reply,
+			    JSON_C_TO_STRING_PRETTY));
+		else {
+			/* Its message may quote what an agent chose. */
+			fprintf(stderr, "vmctl: %s: ", vmctl_str(e, "code"));
+			vmctl_put_safe(stderr, vmctl_str(e, "message"), 0);
+			fputc('\n', stderr);
+		}
+		return EXIT_REFUSED;
+	}
+	if ((*res = json_object_object_get(*reply, "result")) == NULL) {
+		fprintf(stderr, "vmctl: vmmd's answer has no result\n");
+		return EXIT_REFUSED;
+	}
+	return 0;
 }
 
 static void
@@ -83,9 +128,10 @@ print_vms(struct json_object *res)
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *vm = json_object_array_get_idx(vms, i);
 
-		printf("%-32s  %-16s  %-11s  %-16s  %5s  %6s\n", str(vm, "vm_id"),
-		    str(vm, "workspace"), str(vm, "state"), str(vm, "image"),
-		    str(vm, "vcpus"), str(vm, "memory_mib"));
+		printf("%-32s  %-16s  %-11s  %-16s  %5s  %6s\n",
+		    vmctl_str(vm, "vm_id"), vmctl_str(vm, "workspace"),
+		    vmctl_str(vm, "state"), vmctl_str(vm, "image"),
+		    vmctl_str(vm, "vcpus"), vmctl_str(vm, "memory_mib"));
 	}
 	if (n == 0)
 		printf("(no VMs)\n");
@@ -103,10 +149,10 @@ print_snapshots(struct json_object *res)
 		struct json_object *s = json_object_array_get_idx(l, i);
 
 		printf("%-32s  %-16s  %-6s  %-32s  %12s  %s\n",
-		    str(s, "snapshot_id"), str(s, "workspace"),
+		    vmctl_str(s, "snapshot_id"), vmctl_str(s, "workspace"),
 		    json_object_get_boolean(json_object_object_get(s,
-		    "memory")) ? "yes" : "no", str(s, "source_vm_id"),
-		    str(s, "size_bytes"), str(s, "name"));
+		    "memory")) ? "yes" : "no", vmctl_str(s, "source_vm_id"),
+		    vmctl_str(s, "size_bytes"), vmctl_str(s, "name"));
 	}
 	if (n == 0)
 		printf("(no snapshots)\n");
@@ -139,9 +185,9 @@ main(int argc, char *argv[])
 	const char *out_path = NULL, *key_path = NULL;
 	struct json_object *req, *reply = NULL, *res;
 	struct mcpvm_conf conf;
-	uint32_t type = 0, rtype;
+	uint32_t type = 0;
 	char err[1024];
-	int ch, fd = -1, pause = 0, rc = 0;
+	int ch, pause = 0, rc = 0;
 	const char *cmd;
 
 	log_init("vmctl", 1, 0);
@@ -253,33 +299,9 @@ main(int argc, char *argv[])
 		}
 		sock = conf.vmmd.ctl_socket;
 	}
-	if ((fd = ipc_sync_connect(sock, "vmctl", 5000)) == -1) {
-		fprintf(stderr, "vmctl: cannot reach vmmd at %s: %s\n", sock,
-		    errno == EPROTO || errno == ECONNRESET ?
-		    "refused (root or the admin group only)" :
-		    strerror(errno));
-		rc = EXIT_UNREACHABLE;
+	if ((rc = vmctl_call(sock, "the admin group", type, req, json_out,
+	    CALL_TIMEOUT_MS, &reply, &res)) != 0)
 		goto out;
-	}
-	if (ipc_sync_call(fd, type, req, -1, &rtype, &reply, NULL,
-	    CALL_TIMEOUT_MS) == -1) {
-		fprintf(stderr, "vmctl: %s\n", strerror(errno));
-		rc = EXIT_UNREACHABLE;
-		goto out;
-	}
-	if (rtype == IPC_ERROR) {
-		struct json_object *e = json_object_object_get(reply, "error");
-
-		if (json_out)
-			printf("%s\n", json_object_to_json_string_ext(reply,
-			    JSON_C_TO_STRING_PRETTY));
-		else
-			fprintf(stderr, "vmctl: %s: %s\n", str(e, "code"),
-			    str(e, "message"));
-		rc = EXIT_REFUSED;
-		goto out;
-	}
-	res = json_object_object_get(reply, "result");
 	if (json_out)
 		printf("%s\n", json_object_to_json_string_ext(res,
 		    JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
@@ -297,19 +319,19 @@ main(int argc, char *argv[])
 
 			printf("%-4s %-10s %s\n", json_object_get_boolean(
 			    json_object_object_get(c, "ok")) ? "ok" : "FAIL",
-			    str(c, "check"), str(c, "message"));
+			    vmctl_str(c, "check"), vmctl_str(c, "message"));
 		}
 	} else if (type == IPC_VMCTL_AUDIT_VERIFY) {
 		if (json_object_get_boolean(json_object_object_get(res, "ok")))
-			printf("%s: %s lines, chain intact\n", str(res, "path"),
-			    str(res, "lines"));
+			printf("%s: %s lines, chain intact\n",
+			    vmctl_str(res, "path"), vmctl_str(res, "lines"));
 		else
-			printf("%s: BROKEN: %s\n", str(res, "path"),
-			    str(res, "error"));
+			printf("%s: BROKEN: %s\n", vmctl_str(res, "path"),
+			    vmctl_str(res, "error"));
 	} else if (type == IPC_VMCTL_STOP_WORKSPACE) {
 		struct json_object *s = json_object_object_get(res, "stopped");
 
-		printf("workspace %s: %zu VM(s) stopped\n", str(res,
+		printf("workspace %s: %zu VM(s) stopped\n", vmctl_str(res,
 		    "workspace"), json_object_array_length(s));
 		for (size_t i = 0; i < json_object_array_length(s); i++)
 			printf("  %s\n", json_object_get_string(
@@ -327,8 +349,6 @@ main(int argc, char *argv[])
  out:
 	json_object_put(reply);
 	json_object_put(req);
-	if (fd != -1)
-		close(fd);
 	conf_free(&conf);
 	return rc;
 }

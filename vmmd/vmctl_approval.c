@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,23 +32,13 @@
 
 #define CALL_TIMEOUT_MS	30000
 
-static const char *
-jstr(struct json_object *o, const char *key)
-{
-	struct json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v) || v == NULL)
-		return "";
-	return json_object_get_string(v);
-}
-
 /*
  * Writes s for a person: printable ASCII and other UTF-8 as they are,
  * newline and tab too when keep_nl, and everything that could act on a
  * terminal or reorder text escaped as \xNN or \u{NNNN}.
  */
-static void
-put_safe(FILE *f, const char *s, int keep_nl)
+void
+vmctl_put_safe(FILE *f, const char *s, int keep_nl)
 {
 	const unsigned char *p = (const unsigned char *)s;
 
@@ -101,12 +90,12 @@ put_safe(FILE *f, const char *s, int keep_nl)
 static void
 print_proposal_row(struct json_object *p)
 {
-	printf("%-33s  %-16s  %-18s  %-8s  %3s/%-3s  %s\n", jstr(p, "id"),
-	    jstr(p, "workspace"), jstr(p, "tool"), jstr(p, "state"),
-	    jstr(p, "approvals"), jstr(p, "approvals_needed"),
-	    jstr(p, "expires_at"));
+	printf("%-33s  %-16s  %-18s  %-8s  %3s/%-3s  %s\n", vmctl_str(p, "id"),
+	    vmctl_str(p, "workspace"), vmctl_str(p, "tool"),
+	    vmctl_str(p, "state"), vmctl_str(p, "approvals"),
+	    vmctl_str(p, "approvals_needed"), vmctl_str(p, "expires_at"));
 	fputs("    ", stdout);
-	put_safe(stdout, jstr(p, "effect"), 0);
+	vmctl_put_safe(stdout, vmctl_str(p, "effect"), 0);
 	fputc('\n', stdout);
 }
 
@@ -139,31 +128,31 @@ print_show(struct json_object *res)
 
 	ok = p != NULL && json_object_is_type(args, json_type_object) &&
 	    receipt_digest(args, digest) == 0 &&
-	    strcmp(digest, jstr(p, "args_digest")) == 0;
-	printf("proposal      %s\n", jstr(p, "id"));
-	printf("workspace     %s\n", jstr(p, "workspace"));
-	printf("tool          %s\n", jstr(p, "tool"));
+	    strcmp(digest, vmctl_str(p, "args_digest")) == 0;
+	printf("proposal      %s\n", vmctl_str(p, "id"));
+	printf("workspace     %s\n", vmctl_str(p, "workspace"));
+	printf("tool          %s\n", vmctl_str(p, "tool"));
 	printf("request id    ");
-	put_safe(stdout, jstr(p, "request_id"), 0);
-	printf("\nstate         %s\n", jstr(p, "state"));
-	printf("approvals     %s of %s\n", jstr(p, "approvals"),
-	    jstr(p, "approvals_needed"));
+	vmctl_put_safe(stdout, vmctl_str(p, "request_id"), 0);
+	printf("\nstate         %s\n", vmctl_str(p, "state"));
+	printf("approvals     %s of %s\n", vmctl_str(p, "approvals"),
+	    vmctl_str(p, "approvals_needed"));
 	printf("gated by      ");
 	gates = json_object_object_get(p, "gates");
 	for (size_t i = 0; gates != NULL &&
 	    i < json_object_array_length(gates); i++)
 		printf("%s%s", i ? ", " : "", json_object_get_string(
 		    json_object_array_get_idx(gates, i)));
-	printf("\nrequested at  %s\n", jstr(p, "requested_at"));
-	printf("expires at    %s\n", jstr(p, "expires_at"));
+	printf("\nrequested at  %s\n", vmctl_str(p, "requested_at"));
+	printf("expires at    %s\n", vmctl_str(p, "expires_at"));
 	printf("effect\n    ");
-	put_safe(stdout, jstr(p, "effect"), 0);
+	vmctl_put_safe(stdout, vmctl_str(p, "effect"), 0);
 	printf("\narguments (every byte; escapes as \\xNN and \\u{NNNN})\n");
 	/* json-c escapes control characters inside strings already; the
 	 * direction overrides it leaves as UTF-8 are escaped here. */
-	put_safe(stdout, json_object_to_json_string_ext(args,
+	vmctl_put_safe(stdout, json_object_to_json_string_ext(args,
 	    JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE), 1);
-	printf("\nargs digest   %s (%s)\n", jstr(p, "args_digest"),
+	printf("\nargs digest   %s (%s)\n", vmctl_str(p, "args_digest"),
 	    ok ? "matches the arguments above" :
 	    "DOES NOT match the arguments above");
 	return ok ? 0 : -1;
@@ -241,40 +230,13 @@ load_private_key(const char *key_path)
 	return k;
 }
 
-/* One call on the approvals socket: 0 with *res (the "result"), 1 when
- * vmmd refused (said on stderr), 3 when it could not be reached. */
+/* One call on the approvals socket (vmctl_call). */
 static int
-call(const char *sock, uint32_t type, struct json_object *req,
+call(const char *sock, uint32_t type, struct json_object *req, int json_out,
     struct json_object **reply, struct json_object **res)
 {
-	uint32_t rtype;
-	int fd;
-
-	*reply = *res = NULL;
-	if ((fd = ipc_sync_connect(sock, "vmctl", 5000)) == -1) {
-		fprintf(stderr, "vmctl: cannot reach vmmd at %s: %s\n", sock,
-		    errno == EPROTO || errno == ECONNRESET || errno == EACCES ?
-		    "refused (root or the mcpvm-approvers group only)" :
-		    strerror(errno));
-		return 3;
-	}
-	if (ipc_sync_call(fd, type, req, -1, &rtype, reply, NULL,
-	    CALL_TIMEOUT_MS) == -1) {
-		fprintf(stderr, "vmctl: %s\n", strerror(errno));
-		close(fd);
-		return 3;
-	}
-	close(fd);
-	if (rtype == IPC_ERROR) {
-		struct json_object *e = json_object_object_get(*reply, "error");
-
-		fprintf(stderr, "vmctl: %s: ", jstr(e, "code"));
-		put_safe(stderr, jstr(e, "message"), 0);
-		fputc('\n', stderr);
-		return 1;
-	}
-	*res = json_object_object_get(*reply, "result");
-	return *res != NULL ? 0 : 1;
+	return vmctl_call(sock, "the mcpvm-approvers group", type, req,
+	    json_out, CALL_TIMEOUT_MS, reply, res);
 }
 
 /* approve or deny: show, check, sign, send. */
@@ -292,7 +254,8 @@ decide(const char *sock, const char *id, int decision, const char *key_path,
 
 	req = json_object_new_object();
 	json_object_object_add(req, "id", json_object_new_string(id));
-	if ((rc = call(sock, IPC_APPROVAL_SHOW, req, &reply, &res)) != 0)
+	if ((rc = call(sock, IPC_APPROVAL_SHOW, req, json_out, &reply,
+	    &res)) != 0)
 		goto out;
 	rc = 1;
 	if (print_show(res) == -1) {
@@ -301,28 +264,28 @@ decide(const char *sock, const char *id, int decision, const char *key_path,
 		goto out;
 	}
 	p = json_object_object_get(res, "proposal");
-	if (strcmp(jstr(p, "state"), "pending") != 0 &&
-	    strcmp(jstr(p, "state"), "approved") != 0) {
+	if (strcmp(vmctl_str(p, "state"), "pending") != 0 &&
+	    strcmp(vmctl_str(p, "state"), "approved") != 0) {
 		fprintf(stderr, "vmctl: proposal %s is %s: nothing to "
-		    "decide\n", id, jstr(p, "state"));
+		    "decide\n", id, vmctl_str(p, "state"));
 		goto out;
 	}
 	memset(&st, 0, sizeof(st));
 	if (snprintf(st.proposal_id, sizeof(st.proposal_id), "%s",
-	    jstr(p, "id")) >= (int)sizeof(st.proposal_id) ||
+	    vmctl_str(p, "id")) >= (int)sizeof(st.proposal_id) ||
 	    snprintf(st.workspace, sizeof(st.workspace), "%s",
-	    jstr(p, "workspace")) >= (int)sizeof(st.workspace) ||
-	    snprintf(st.tool, sizeof(st.tool), "%s", jstr(p, "tool")) >=
+	    vmctl_str(p, "workspace")) >= (int)sizeof(st.workspace) ||
+	    snprintf(st.tool, sizeof(st.tool), "%s", vmctl_str(p, "tool")) >=
 	    (int)sizeof(st.tool) ||
-	    approval_unhex(jstr(p, "args_digest"), st.args_digest) == -1 ||
-	    parse_utc(jstr(p, "expires_at"), &st.expires_at) == -1) {
+	    approval_unhex(vmctl_str(p, "args_digest"), st.args_digest) == -1 ||
+	    parse_utc(vmctl_str(p, "expires_at"), &st.expires_at) == -1) {
 		fprintf(stderr, "vmctl: proposal %s: vmmd's answer is not a "
 		    "proposal vmctl can sign\n", id);
 		goto out;
 	}
 	if (st.expires_at <= (int64_t)time(NULL)) {
 		fprintf(stderr, "vmctl: proposal %s expired at %s\n", id,
-		    jstr(p, "expires_at"));
+		    vmctl_str(p, "expires_at"));
 		goto out;
 	}
 	st.decision = decision;
@@ -341,7 +304,8 @@ decide(const char *sock, const char *id, int decision, const char *key_path,
 	json_object_object_add(req, "id", json_object_new_string(
 	    st.proposal_id));
 	json_object_object_add(req, "envelope", json_object_new_string(b64));
-	if ((rc = call(sock, IPC_APPROVAL_DECIDE, req, &reply2, &res2)) != 0)
+	if ((rc = call(sock, IPC_APPROVAL_DECIDE, req, json_out, &reply2,
+	    &res2)) != 0)
 		goto out;
 	p = json_object_object_get(res2, "proposal");
 	if (json_out)
@@ -349,11 +313,11 @@ decide(const char *sock, const char *id, int decision, const char *key_path,
 		    JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
 	else if (decision == APPROVAL_APPROVE)
 		printf("approved: proposal %s has %s of %s approvals (%s)\n",
-		    jstr(p, "id"), jstr(p, "approvals"),
-		    jstr(p, "approvals_needed"), jstr(p, "state"));
+		    vmctl_str(p, "id"), vmctl_str(p, "approvals"),
+		    vmctl_str(p, "approvals_needed"), vmctl_str(p, "state"));
 	else
-		printf("denied: proposal %s (%s)\n", jstr(p, "id"),
-		    jstr(p, "state"));
+		printf("denied: proposal %s (%s)\n", vmctl_str(p, "id"),
+		    vmctl_str(p, "state"));
 	rc = 0;
  out:
 	free(b64);
@@ -398,11 +362,11 @@ vmctl_approval(int argc, char **argv, const char *sock,
 	}
 	req = json_object_new_object();
 	if (strcmp(argv[1], "list") == 0)
-		rc = call(sock, IPC_APPROVAL_LIST, req, &reply, &res);
+		rc = call(sock, IPC_APPROVAL_LIST, req, json_out, &reply, &res);
 	else if (strcmp(argv[1], "show") == 0) {
 		json_object_object_add(req, "id", json_object_new_string(
 		    argv[2]));
-		rc = call(sock, IPC_APPROVAL_SHOW, req, &reply, &res);
+		rc = call(sock, IPC_APPROVAL_SHOW, req, json_out, &reply, &res);
 	} else {
 		json_object_put(req);
 		conf_free(&conf);
