@@ -866,6 +866,16 @@ declares_url_elicitation(struct json_object *caps)
 	    json_object_is_type(u, json_type_object);
 }
 
+/* A malformed inputResponses: -32602 with why, stateless. */
+static int
+bad_input(struct json_object *id, const char *why, struct mcp_out *out)
+{
+	mcp_out_free(out);
+	reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS, "%s", why));
+	out->stateless = 1;
+	return -1;
+}
+
 /*
  * A tools/call's inputResponses: ours (MCP_APPROVAL_INPUT) is the person's
  * answer to a URL-mode elicitation of an earlier try.  The call goes to
@@ -883,36 +893,24 @@ approval_input(struct json_object *id, struct json_object *caps,
 	out->url_elicit = declares_url_elicitation(caps);
 	if (!json_object_object_get_ex(params, "inputResponses", &resp))
 		return 0;
-	if (!json_object_is_type(resp, json_type_object)) {
-		mcp_out_free(out);
-		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
-		    "tools/call: params.inputResponses must be an object"));
-		out->stateless = 1;
-		return -1;
-	}
+	if (!json_object_is_type(resp, json_type_object))
+		return bad_input(id, "tools/call: params.inputResponses must "
+		    "be an object", out);
 	if (!json_object_object_get_ex(resp, MCP_APPROVAL_INPUT, &mine))
 		return 0;
 	if (!json_object_is_type(mine, json_type_object) ||
 	    !json_object_object_get_ex(mine, "action", &action) ||
-	    !json_object_is_type(action, json_type_string)) {
-		mcp_out_free(out);
-		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
-		    "tools/call: params.inputResponses." MCP_APPROVAL_INPUT
-		    " must be an elicitation result with an action"));
-		out->stateless = 1;
-		return -1;
-	}
+	    !json_object_is_type(action, json_type_string))
+		return bad_input(id, "tools/call: params.inputResponses."
+		    MCP_APPROVAL_INPUT " must be an elicitation result with an "
+		    "action", out);
 	a = json_object_get_string(action);
 	if (strcmp(a, "decline") == 0 || strcmp(a, "cancel") == 0)
 		out->url_elicit = 0;
-	else if (strcmp(a, "accept") != 0) {
-		mcp_out_free(out);
-		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
-		    "tools/call: params.inputResponses." MCP_APPROVAL_INPUT
-		    ".action must be accept, decline or cancel"));
-		out->stateless = 1;
-		return -1;
-	}
+	else if (strcmp(a, "accept") != 0)
+		return bad_input(id, "tools/call: params.inputResponses."
+		    MCP_APPROVAL_INPUT ".action must be accept, decline or "
+		    "cancel", out);
 	return 0;
 }
 
