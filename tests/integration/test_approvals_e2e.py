@@ -21,7 +21,6 @@ Prints the latency an approval adds beyond the human (the CLI's decision
 to the retry's answer) as figures; nothing asserts on time.  TAP.
 """
 import grp
-import http.client
 import json
 import os
 import pty
@@ -57,27 +56,6 @@ class Stack(test_e2e.Stack):
 
 def rest(token, tool, args):
     return test_e2e.rest(token, tool, args, port=PORT)
-
-
-def mcp2026(token, tool, args, elicitation):
-    """One stateless MCP 2026-07-28 tools/call: (status, body)."""
-    caps = {"elicitation": {"url": {}}} if elicitation else {}
-    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120)
-    try:
-        c.request("POST", "/mcp", json.dumps({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": tool, "arguments": args, "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": caps}}}),
-            {"Authorization": "Bearer " + token,
-             "Content-Type": "application/json",
-             "Accept": "application/json",
-             "MCP-Protocol-Version": "2026-07-28",
-             "Mcp-Method": "tools/call", "Mcp-Name": tool})
-        r = c.getresponse()
-        return r.status, json.loads(r.read())
-    finally:
-        c.close()
 
 
 class Approver:
@@ -375,9 +353,12 @@ def body(h, gid):
              expect), f.seen + out)
 
     # -- MCP 2026-07-28 without URL elicitation: the tool error ------------
-    s, b = mcp2026(sup, "vm_exec", {"vm_id": vm, "request_id": "n-1",
-                                    "command": "echo n26"},
-                   elicitation=False)
+    s, b = test_e2e.mcp_stateless(sup, "tools/call", {
+        "name": "vm_exec", "arguments": {"vm_id": vm, "request_id": "n-1",
+                                         "command": "echo n26"}},
+        "vm_exec", meta={
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}, port=PORT)
     sc = b.get("result", {}).get("structuredContent", {})
     tap(b.get("result", {}).get("isError") is True and
         sc.get("error", {}).get("code") == "approval_required" and

@@ -191,6 +191,15 @@ class AuthdTest(unittest.TestCase):
         self.assertEqual(body, {"error": {"code": "unauthorized",
                                           "message": "unauthorized"}})
 
+    def assertPolicyRefused(self, conn, ws, policy, why):
+        """AUTHCTL_POLICY_SET of policy for ws over conn is refused as
+        invalid_argument, with why in the message."""
+        rtype, body = conn.call(ipc.AUTHCTL_POLICY_SET, {
+            "workspace": ws, "policy": policy})
+        self.assertEqual(rtype, ipc.IPC_ERROR, policy)
+        self.assertEqual(body["error"]["code"], "invalid_argument")
+        self.assertIn(why, body["error"]["message"])
+
 
 class Verify(AuthdTest):
     def test_issue_then_verify(self):
@@ -400,11 +409,7 @@ class Egress(AuthdTest):
                         "a.example", "b.example", "c.example"]},
                      "$.policy.egress.deny: has 3 names; the limit is 2 "
                      "(egress_max_names)")):
-                rtype, body = c.call(ipc.AUTHCTL_POLICY_SET, {
-                    "workspace": "eg", "policy": {"egress": eg}})
-                self.assertEqual(rtype, ipc.IPC_ERROR, eg)
-                self.assertEqual(body["error"]["code"], "invalid_argument")
-                self.assertIn(why, body["error"]["message"])
+                self.assertPolicyRefused(c, "eg", {"egress": eg}, why)
         finally:
             c.close()
         self.assertEqual(self.policy(tok)["egress"]["allow"],
@@ -455,12 +460,8 @@ class Egress(AuthdTest):
                     ({"mode": "allowlist", "allow": ["::/0"]},
                      "is not an IPv4 prefix"),
                     ({"mode": "everything"}, "$.policy.egress.mode")):
-                rtype, body = c.call(ipc.AUTHCTL_POLICY_SET, {
-                    "workspace": "eg",
-                    "policy": {"max_vms": 1, "egress": eg}})
-                self.assertEqual(rtype, ipc.IPC_ERROR, eg)
-                self.assertEqual(body["error"]["code"], "invalid_argument")
-                self.assertIn(why, body["error"]["message"])
+                self.assertPolicyRefused(c, "eg", {"max_vms": 1,
+                                                   "egress": eg}, why)
         finally:
             c.close()
         # Nothing of the old policy was lost, the quota sent alongside
@@ -595,12 +596,8 @@ class Gates(AuthdTest):
                     ({"resources": 1, "vcpus_above": 0},
                      "a resources gate needs a threshold"),
                     ([], "policy.approvals")):
-                rtype, body = c.call(ipc.AUTHCTL_POLICY_SET, {
-                    "workspace": "g",
-                    "policy": {"max_vms": 1, "approvals": ga}})
-                self.assertEqual(rtype, ipc.IPC_ERROR, ga)
-                self.assertEqual(body["error"]["code"], "invalid_argument")
-                self.assertIn(why, body["error"]["message"])
+                self.assertPolicyRefused(c, "g", {"max_vms": 1,
+                                                  "approvals": ga}, why)
             rtype, body = c.call(ipc.AUTHCTL_ISSUE, {
                 "workspace": "h", "policy": {"approvals": {
                     "resources": 1}}})

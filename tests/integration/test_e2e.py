@@ -223,14 +223,15 @@ TASKS_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                   "io.modelcontextprotocol/tasks": {}}}}
 
 
-def mcp_stateless(token, method, params, name):
-    """One 2026-07-28 request declaring the tasks extension: (HTTP status,
+def mcp_stateless(token, method, params, name, meta=None, port=None):
+    """One 2026-07-28 request, by default declaring the tasks extension
+    (meta: another _meta), to mcpd on port (E2E_PORT): (HTTP status,
     decoded body), or (0, the error) when no answer came."""
-    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=120)
+    c = http.client.HTTPConnection("127.0.0.1", port or PORT, timeout=120)
     try:
         c.request("POST", "/mcp", json.dumps({
             "jsonrpc": "2.0", "id": 1, "method": method,
-            "params": dict(params, _meta=TASKS_META)}),
+            "params": dict(params, _meta=meta or TASKS_META)}),
             {"Authorization": "Bearer " + token,
              "Content-Type": "application/json",
              "Accept": "application/json",
