@@ -13,6 +13,7 @@
 #include "ipc.h"
 #include "ipc_priv.h"
 #include "jsonx.h"
+#include "utf8.h"
 
 /* ---- frame reader ------------------------------------------------------ */
 
@@ -387,6 +388,15 @@ ipc_encode(uint32_t type, uint32_t id, uint32_t flags,
 	hdr[3] = flags;
 	memcpy(o->buf, hdr, IPC_HDR_LEN);
 	memcpy(o->buf + IPC_HDR_LEN, js, jlen);
+	/*
+	 * json-c writes a string's bytes as they are, and a peer refuses
+	 * (and drops the connection over) a frame that is not UTF-8.  A
+	 * message that quotes a client's text, or was cut inside one of its
+	 * characters, must not cost the connection: the ill-formed bytes
+	 * become '?', which can only be inside a string here, since
+	 * everything else json-c writes is ASCII.
+	 */
+	utf8_scrub_len((char *)o->buf + IPC_HDR_LEN, jlen);
 	o->len = IPC_HDR_LEN + jlen;
 	o->fd = fd;
 	return o;

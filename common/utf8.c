@@ -153,8 +153,14 @@ utf8_complete(const struct utf8_stream *st)
 void
 utf8_scrub(char *s)
 {
-	uint8_t	*p = (uint8_t *)s;
-	size_t	 len = strlen(s), i = 0, n;
+	utf8_scrub_len(s, strlen(s));
+}
+
+void
+utf8_scrub_len(char *buf, size_t len)
+{
+	uint8_t	*p = (uint8_t *)buf;
+	size_t	 i = 0, n;
 
 	while (i < len) {
 		if (classify(p + i, len - i, &n) != SEQ_OK)

@@ -41,6 +41,8 @@ int	utf8_complete(const struct utf8_stream *);
  * when it goes into a JSON reply.
  */
 void	utf8_scrub(char *s);
+/* The same for len bytes that may hold NULs. */
+void	utf8_scrub_len(char *buf, size_t len);
 
 /* Code points in a buffer already known to be valid UTF-8. */
 size_t	utf8_count(const char *buf, size_t len);

@@ -25,6 +25,7 @@
 #include <event2/event.h>
 
 #include "ipc.h"
+#include "ipc_priv.h"	/* ipc_encode, for what a sender writes */
 #include "log.h"
 #include "../check_run.h"
 
@@ -407,6 +408,38 @@ START_TEST(frame_check_cases)
 		ck_assert_int_eq(check_payload(IPC_TEST_ECHO, 0, deep,
 		    sizeof(deep), err, sizeof(err)), -1);
 	}
+}
+END_TEST
+
+/*
+ * What a daemon sends always passes its peer's check: a string that is not
+ * UTF-8 (a client's text quoted in an error, or cut inside a character)
+ * has its ill-formed bytes sent as '?', and well-formed ones untouched.
+ */
+START_TEST(encode_scrubs_ill_formed_utf8)
+{
+	struct json_object *body, *got;
+	struct ipc_out *o;
+	char err[256];
+
+	body = json_object_new_object();
+	json_object_object_add(body, "m", json_object_new_string(
+	    "a\xff b \xc3 \xc3\xa9 \xf0\x9f\x98\x80 \xe2\x82"));
+	o = ipc_encode(IPC_TEST_ECHO, 7, 0, body, -1);
+	json_object_put(body);
+	ck_assert_ptr_nonnull(o);
+	{
+		struct ipc_frame f = { IPC_TEST_ECHO, 7, 0,
+		    (const char *)o->buf + IPC_HDR_LEN, o->len - IPC_HDR_LEN,
+		    -1 };
+
+		ck_assert_int_eq(ipc_frame_check(&f, &test_policy, &got, NULL,
+		    err, sizeof(err)), 0);
+	}
+	ck_assert_str_eq(json_object_get_string(json_object_object_get(got,
+	    "m")), "a? b ? \xc3\xa9 \xf0\x9f\x98\x80 ??");
+	json_object_put(got);
+	ipc_out_free(o);
 }
 END_TEST
 
@@ -1146,6 +1179,7 @@ main(void)
 	tcase_add_test(reader, bulk_reader_descriptor_attribution);
 	tcase_add_test(reader, bulk_reader_big_frame);
 	tcase_add_test(reader, frame_check_cases);
+	tcase_add_test(reader, encode_scrubs_ill_formed_utf8);
 	suite_add_tcase(s, reader);
 
 	tcase_set_timeout(live, 60);
