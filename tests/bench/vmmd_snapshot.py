@@ -18,7 +18,7 @@
 # guestd's answer to a hello on its link (where vmmd's "ready" begins:
 # vmmd then gives the clone its identity and thaws it).
 #
-# usage: tests/bench/vmmd_snapshot.py [--build DIR] [--runs N]
+# usage: tests/bench/vmmd_snapshot.py [--build DIR] [--runs N] [--warm-only]
 #                                     [--big-mib N] [--many N]
 import argparse
 import json
@@ -82,6 +82,9 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--big-mib", type=int, default=1024)
     ap.add_argument("--many", type=int, default=10)
+    ap.add_argument("--warm-only", action="store_true",
+                    help="only the warm pool's creates and their two "
+                    "references")
     args = ap.parse_args()
     b = os.path.abspath(args.build)  # vmmd runs vmproxy from elsewhere
     os.environ.update({
@@ -117,89 +120,93 @@ def main():
         h.start_vmmd()
         a = tv.Client(h, h.issue("bench", "--max-vms", "64", "--memory-mib",
                                  "65536", "--storage-gib", "4096"))
-        src = call(a, "vm_create", request_id="src", memory_mib=tv.MEM,
-                   idle_seconds=0)["vm_id"]
-        a.sh(src, "echo stage > /workspace/stage && sync", "w")
-        dsnap = snap(a, vm_id=src, request_id="d")["snapshot_id"]
-        for n in range(args.runs):
-            # Interleaved, so a busy neighbour slows every column alike.
-            bares.append(vmmd_vm.bare_boot(manifest_path, tmp, n)[0])
-            t, r = timed(a, "vm_create", request_id="c%d" % n,
-                         memory_mib=tv.MEM, idle_seconds=0)
-            cold.append(t)
-            call(a, "vm_destroy", vm_id=r["vm_id"])
-            t, r = timed(a, "vm_create", request_id="d%d" % n,
-                         snapshot=dsnap, memory_mib=tv.MEM, idle_seconds=0)
-            fdisk.append(t)
-            call(a, "vm_destroy", vm_id=r["vm_id"])
-            t = time.monotonic()
-            s = snap(a, vm_id=src, request_id="m%d" % n, memory=True)
-            msnap.append((time.monotonic() - t, s["paused_ms"] / 1000))
-            t, r = timed(a, "vm_create", request_id="r%d" % n,
-                         snapshot=s["snapshot_id"], idle_seconds=0)
-            fmem.append(t)
-            call(a, "vm_destroy", vm_id=r["vm_id"])
-            call(a, "vm_snapshot_delete", snapshot_id=s["snapshot_id"])
-            for count, out in ((1, fork1), (2, fork2)):
-                t, r = timed(a, "vm_fork", vm_id=src,
-                             request_id="f%d-%d" % (count, n), count=count)
-                out.append((t, r["paused_ms"] / 1000))
+        if not args.warm_only:
+            src = call(a, "vm_create", request_id="src", memory_mib=tv.MEM,
+                       idle_seconds=0)["vm_id"]
+            a.sh(src, "echo stage > /workspace/stage && sync", "w")
+            dsnap = snap(a, vm_id=src, request_id="d")["snapshot_id"]
+            for n in range(args.runs):
+                # Interleaved, so a busy neighbour slows every column alike.
+                bares.append(vmmd_vm.bare_boot(manifest_path, tmp, n)[0])
+                t, r = timed(a, "vm_create", request_id="c%d" % n,
+                             memory_mib=tv.MEM, idle_seconds=0)
+                cold.append(t)
+                call(a, "vm_destroy", vm_id=r["vm_id"])
+                t, r = timed(a, "vm_create", request_id="d%d" % n,
+                             snapshot=dsnap, memory_mib=tv.MEM, idle_seconds=0)
+                fdisk.append(t)
+                call(a, "vm_destroy", vm_id=r["vm_id"])
+                t = time.monotonic()
+                s = snap(a, vm_id=src, request_id="m%d" % n, memory=True)
+                msnap.append((time.monotonic() - t, s["paused_ms"] / 1000))
+                t, r = timed(a, "vm_create", request_id="r%d" % n,
+                             snapshot=s["snapshot_id"], idle_seconds=0)
+                fmem.append(t)
+                call(a, "vm_destroy", vm_id=r["vm_id"])
+                call(a, "vm_snapshot_delete", snapshot_id=s["snapshot_id"])
+                for count, out in ((1, fork1), (2, fork2)):
+                    t, r = timed(a, "vm_fork", vm_id=src,
+                                 request_id="f%d-%d" % (count, n), count=count)
+                    out.append((t, r["paused_ms"] / 1000))
+                    for k in r["vm_ids"]:
+                        call(a, "vm_destroy", vm_id=k)
+
+            # Storage: 2 VMs from the disk snapshot against 2 cold-booted, each
+            # after writing the same 64 MiB.
+            used0 = df_used_mib(h.mnt)
+            ids = [call(a, "vm_create", request_id="s%d" % i, snapshot=dsnap,
+                        memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
+                   for i in range(2)]
+            for i, vm in enumerate(ids):
+                a.sh(vm, "head -c 64M /dev/urandom > /workspace/x && sync",
+                     "sw%d" % i)
+            used_snap = df_used_mib(h.mnt) - used0
+            for vm in ids:
+                call(a, "vm_destroy", vm_id=vm)
+            time.sleep(2)
+            used0 = df_used_mib(h.mnt)
+            ids = [call(a, "vm_create", request_id="k%d" % i,
+                        memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
+                   for i in range(2)]
+            for i, vm in enumerate(ids):
+                a.sh(vm, "head -c 64M /dev/urandom > /workspace/x && sync",
+                     "kw%d" % i)
+            used_cold = df_used_mib(h.mnt) - used0
+            for vm in ids:
+                call(a, "vm_destroy", vm_id=vm)
+
+            # vm_fork of a bigger VM, count 1 and 4.
+            big = call(a, "vm_create", request_id="big",
+                       memory_mib=args.big_mib,
+                       idle_seconds=0)["vm_id"]
+            time.sleep(3)
+            for count in (1, 4):
+                t, r = timed(a, "vm_fork", vm_id=big,
+                             request_id="bf%d" % count,
+                             count=count)
+                bigfork[count] = (t, r["paused_ms"] / 1000)
                 for k in r["vm_ids"]:
                     call(a, "vm_destroy", vm_id=k)
-        bhs, brs, _, bready = vmmd_vm.bare_hibernate(manifest_path, tmp,
-                                                     args.runs)
+            call(a, "vm_destroy", vm_id=big)
 
-        # Storage: 2 VMs from the disk snapshot against 2 cold-booted, each
-        # after writing the same 64 MiB.
-        used0 = df_used_mib(h.mnt)
-        ids = [call(a, "vm_create", request_id="s%d" % i, snapshot=dsnap,
-                    memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
-               for i in range(2)]
-        for i, vm in enumerate(ids):
-            a.sh(vm, "head -c 64M /dev/urandom > /workspace/x && sync",
-                 "sw%d" % i)
-        used_snap = df_used_mib(h.mnt) - used0
-        for vm in ids:
-            call(a, "vm_destroy", vm_id=vm)
-        time.sleep(2)
-        used0 = df_used_mib(h.mnt)
-        ids = [call(a, "vm_create", request_id="k%d" % i,
-                    memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
-               for i in range(2)]
-        for i, vm in enumerate(ids):
-            a.sh(vm, "head -c 64M /dev/urandom > /workspace/x && sync",
-                 "kw%d" % i)
-        used_cold = df_used_mib(h.mnt) - used0
-        for vm in ids:
-            call(a, "vm_destroy", vm_id=vm)
-
-        # vm_fork of a bigger VM, count 1 and 4.
-        big = call(a, "vm_create", request_id="big", memory_mib=args.big_mib,
-                   idle_seconds=0)["vm_id"]
-        time.sleep(3)
-        for count in (1, 4):
-            t, r = timed(a, "vm_fork", vm_id=big, request_id="bf%d" % count,
-                         count=count)
-            bigfork[count] = (t, r["paused_ms"] / 1000)
+            # Space: --many VMs forked from one VM, then as many cold-booted.
+            used0 = df_used_mib(h.mnt)
+            r = call(a, "vm_fork", vm_id=src, request_id="many",
+                     count=args.many)
+            many["fork"] = df_used_mib(h.mnt) - used0
             for k in r["vm_ids"]:
                 call(a, "vm_destroy", vm_id=k)
-        call(a, "vm_destroy", vm_id=big)
+            time.sleep(2)
+            used0 = df_used_mib(h.mnt)
+            ids = [call(a, "vm_create", request_id="mc%d" % i,
+                        memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
+                   for i in range(args.many)]
+            many["cold"] = df_used_mib(h.mnt) - used0
+            for vm in ids:
+                call(a, "vm_destroy", vm_id=vm)
 
-        # Space: --many VMs forked from one VM, then as many cold-booted.
-        used0 = df_used_mib(h.mnt)
-        r = call(a, "vm_fork", vm_id=src, request_id="many", count=args.many)
-        many["fork"] = df_used_mib(h.mnt) - used0
-        for k in r["vm_ids"]:
-            call(a, "vm_destroy", vm_id=k)
-        time.sleep(2)
-        used0 = df_used_mib(h.mnt)
-        ids = [call(a, "vm_create", request_id="mc%d" % i,
-                    memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
-               for i in range(args.many)]
-        many["cold"] = df_used_mib(h.mnt) - used0
-        for vm in ids:
-            call(a, "vm_destroy", vm_id=vm)
-
+        bhs, brs, _, bready = vmmd_vm.bare_hibernate(manifest_path, tmp,
+                                                     args.runs)
         # The warm pool: vmmd again with warm_pool = 1.
         h.stop_vmmd()
         h.write_conf(max_memory_mib=tv.MEM * (args.many + 2) +
@@ -207,7 +214,8 @@ def main():
                      max_vms=tv.MAX_VMS, warm_pool=1)
         h.start_vmmd()
         a.reconnect()
-        call(a, "vm_destroy", vm_id=src)
+        if not args.warm_only:
+            call(a, "vm_destroy", vm_id=src)
         for n in range(args.runs):
             tv.wait_for(lambda: pool_ready(h), 600, "a ready pool snapshot")
             t, r = timed(a, "vm_create", request_id="w%d" % n,
@@ -232,52 +240,57 @@ def main():
         print("%-40s %8.3f %s %10.3f %s %7.2fx" % (label, v, unit, base,
                                                     unit, v / base))
         bench.append((name, v, unit, ref, base))
-    br, bb = med(brs), med(bares)
-    row("vm_create cold / bare boot", med(cold), bb,
-        "vmmd vm_create cold", "bare QEMU boot to guestd hello")
-    row("vm_create from disk snapshot", med(fdisk), bb,
-        "vmmd vm_create from a disk-only snapshot",
-        "bare QEMU boot to guestd hello")
-    row("vm_create from memory snapshot", med(fmem), br,
-        "vmmd vm_create from a memory snapshot", "bare QEMU -incoming + cont")
+    br = med(brs)
+    if not args.warm_only:
+        bb = med(bares)
+        row("vm_create cold / bare boot", med(cold), bb,
+            "vmmd vm_create cold", "bare QEMU boot to guestd hello")
+        row("vm_create from disk snapshot", med(fdisk), bb,
+            "vmmd vm_create from a disk-only snapshot",
+            "bare QEMU boot to guestd hello")
+        row("vm_create from memory snapshot", med(fmem), br,
+            "vmmd vm_create from a memory snapshot",
+            "bare QEMU -incoming + cont")
     row("vm_create from the warm pool", med(warm), br,
         "vmmd vm_create from the warm pool", "bare QEMU -incoming + cont")
     row("  ... / bare to guestd's answer", med(warm), med(bready),
         "vmmd vm_create from the warm pool",
         "bare QEMU -incoming + cont + guestd's answer to hello")
-    row("vm_create from the warm pool / cold", med(warm), med(cold),
-        "vmmd vm_create from the warm pool", "vmmd vm_create cold")
-    bh = med(bhs)
-    row("vm_snapshot memory: source paused", med(p for _, p in msnap), bh,
-        "vmmd vm_snapshot memory, the source's pause",
-        "bare QMP stop, migrate to file, quit")
-    print("%-40s %8.3f s" % ("vm_snapshot memory: call", med(
-        t for t, _ in msnap)))
-    for label, f in (("vm_fork count 1", fork1), ("vm_fork count 2", fork2)):
-        print("%-40s %8.3f s  (source paused %.3f s)" % (
-            label + ": to children ready", med(t for t, _ in f),
-            med(p for _, p in f)))
-        bench.append(("vmmd %s, source paused" % label,
-                      med(p for _, p in f), "s",
-                      "bare QMP stop, migrate to file, quit", bh))
-    for count, (t, p) in sorted(bigfork.items()):
-        print("%-40s %8.3f s  (source paused %.3f s)" % (
-            "vm_fork %d MiB, count %d: children ready" % (args.big_mib,
-                                                          count), t, p))
-        bench.append(("vmmd vm_fork of a %d MiB VM, count %d, source "
-                      "paused" % (args.big_mib, count), p, "s",
-                      "bare QMP stop, migrate to file, quit (%d MiB)" %
-                      tv.MEM, bh))
-    print("%-40s %8.1f MiB %8.1f MiB  (%d VMs)" % (
-        "space: forked from one VM / cold", many["fork"], many["cold"],
-        args.many))
-    bench.append(("space of %d VMs forked from one VM" % args.many,
-                  many["fork"], "MiB", "%d cold-booted VMs" % args.many,
-                  many["cold"]))
-    print("%-40s %8.1f MiB %8.1f MiB  (2 VMs, 64 MiB written in each)" % (
-        "storage: from one snapshot / cold", used_snap, used_cold))
-    bench.append(("storage of 2 VMs from one snapshot", used_snap, "MiB",
-                  "storage of 2 cold-booted VMs", used_cold))
+    if not args.warm_only:
+        row("vm_create from the warm pool / cold", med(warm), med(cold),
+            "vmmd vm_create from the warm pool", "vmmd vm_create cold")
+        bh = med(bhs)
+        row("vm_snapshot memory: source paused", med(p for _, p in msnap), bh,
+            "vmmd vm_snapshot memory, the source's pause",
+            "bare QMP stop, migrate to file, quit")
+        print("%-40s %8.3f s" % ("vm_snapshot memory: call", med(
+            t for t, _ in msnap)))
+        for label, f in (("vm_fork count 1", fork1),
+                         ("vm_fork count 2", fork2)):
+            print("%-40s %8.3f s  (source paused %.3f s)" % (
+                label + ": to children ready", med(t for t, _ in f),
+                med(p for _, p in f)))
+            bench.append(("vmmd %s, source paused" % label,
+                          med(p for _, p in f), "s",
+                          "bare QMP stop, migrate to file, quit", bh))
+        for count, (t, p) in sorted(bigfork.items()):
+            print("%-40s %8.3f s  (source paused %.3f s)" % (
+                "vm_fork %d MiB, count %d: children ready" % (args.big_mib,
+                                                              count), t, p))
+            bench.append(("vmmd vm_fork of a %d MiB VM, count %d, source "
+                          "paused" % (args.big_mib, count), p, "s",
+                          "bare QMP stop, migrate to file, quit (%d MiB)" %
+                          tv.MEM, bh))
+        print("%-40s %8.1f MiB %8.1f MiB  (%d VMs)" % (
+            "space: forked from one VM / cold", many["fork"], many["cold"],
+            args.many))
+        bench.append(("space of %d VMs forked from one VM" % args.many,
+                      many["fork"], "MiB", "%d cold-booted VMs" % args.many,
+                      many["cold"]))
+        print("%-40s %8.1f MiB %8.1f MiB  (2 VMs, 64 MiB written in each)" % (
+            "storage: from one snapshot / cold", used_snap, used_cold))
+        bench.append(("storage of 2 VMs from one snapshot", used_snap, "MiB",
+                      "storage of 2 cold-booted VMs", used_cold))
     for name, v, unit, ref, base in bench:
         print("BENCH\t%s\t%.3f\t%s\t%s\t%.3f" % (name, v, unit, ref, base),
               flush=True)
