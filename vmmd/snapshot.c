@@ -489,8 +489,8 @@ finish_run(void *arg)
 		if (quota_assign_path(path, 0, mk->werr,
 		    sizeof(mk->werr)) == -1)
 			return;
-		if (pf_sha256_file(path, mk->rec.memory_sha256, mk->werr,
-		    sizeof(mk->werr)) == -1)
+		if (snap_memory_digest(&mk->rec, path, mk->rec.memory_sha256,
+		    mk->werr, sizeof(mk->werr)) == -1)
 			return;
 	}
 	m = manifest_new(&mk->rec, mk->im);

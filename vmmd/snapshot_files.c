@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -462,11 +463,103 @@ snap_json(const struct snap_record *r)
 
 /* ---- verifying before a restore ---------------------------------------- */
 
+/*
+ * The warm pool's snapshots are made by vmmd itself, restored once and
+ * then removed, and hashing a pool snapshot's memory file again before
+ * its one restore is most of what a warm vm_create waits for beyond the
+ * bare restore (#29).  So when vmmd has digested a pool snapshot's
+ * memory file as it made it, it remembers what that file was: device,
+ * inode, size, modification and change times, the same before and after
+ * the hash.  The restore's check takes that entry and, when the file is
+ * still the same, does not hash it again.
+ *
+ * What keeps the file whole meanwhile: it is root's, 0600, in root's
+ * snapshot directory, hidden from every VM's jail; QEMU wrote it through
+ * vmmd's descriptor, which is closed.  Any write to it, or a new file in
+ * its place, changes its change time or inode (which no one can set
+ * back), and then it is hashed as every other snapshot is.  What this
+ * does not catch is the storage itself altering bytes in the seconds a
+ * pool snapshot waits; neither does anything for the image's files.  An
+ * entry lives in this vmmd's memory only: after a restart every pool
+ * snapshot is hashed before its restore.
+ */
+#define DIGESTED_MAX	16	/* about the pool's keys; more are hashed */
+
+static struct digested {
+	char		id[VM_ID_LEN + 1];
+	struct stat	st;
+} digested[DIGESTED_MAX];
+static size_t ndigested;
+static pthread_mutex_t digested_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int
+same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	    a->st_size == b->st_size &&
+	    a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	    a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	    a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
+	    a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+int
+snap_memory_digest(const struct snap_record *r, const char *path,
+    char hex[65], char *err, size_t errlen)
+{
+	struct stat before, after;
+
+	if (stat(path, &before) == -1)
+		return errf(err, errlen, "%s: %s", path, strerror(errno));
+	if (pf_sha256_file(path, hex, err, errlen) == -1)
+		return -1;
+	/* Remembered only when the file did not change during the hash;
+	 * when the table is full the oldest entry goes (and is hashed). */
+	if (!warmpool_is_pool(r->workspace) || stat(path, &after) == -1 ||
+	    !same_file(&before, &after))
+		return 0;
+	pthread_mutex_lock(&digested_mu);
+	if (ndigested == DIGESTED_MAX) {
+		memmove(&digested[0], &digested[1],
+		    (DIGESTED_MAX - 1) * sizeof(digested[0]));
+		ndigested--;
+	}
+	snprintf(digested[ndigested].id, sizeof(digested[0].id), "%s", r->id);
+	digested[ndigested++].st = after;
+	pthread_mutex_unlock(&digested_mu);
+	return 0;
+}
+
+/* 1 when id's memory file at path is the one vmmd digested; the entry
+ * is used up either way (a pool snapshot is restored once). */
+static int
+digested_take(const char *id, const char *path)
+{
+	struct stat st;
+	int same = 0;
+
+	if (stat(path, &st) == -1)
+		return 0;
+	pthread_mutex_lock(&digested_mu);
+	for (size_t i = 0; i < ndigested; i++) {
+		if (strcmp(digested[i].id, id) != 0)
+			continue;
+		same = same_file(&digested[i].st, &st);
+		memmove(&digested[i], &digested[i + 1],
+		    (ndigested - i - 1) * sizeof(digested[0]));
+		ndigested--;
+		break;
+	}
+	pthread_mutex_unlock(&digested_mu);
+	return same;
+}
+
 struct verify_job {
 	struct snap_record	 rec;
 	const struct conf_image	*im;
 	char			 dir[PATH_MAX];
 	int			 rc;
+	int			 unhashed;	/* digested_take said so */
 	char			 err[512];
 	snap_verify_cb		 cb;
 	void			*arg;
@@ -508,6 +601,11 @@ verify_run(void *arg)
 		    j->err, sizeof(j->err)) == -1)
 			goto out;
 		pjoin(path, sizeof(path), j->dir, SNAP_MEMORY);
+		if (digested_take(j->rec.id, path)) {
+			j->unhashed = 1;
+			j->rc = 0;
+			goto out;
+		}
 		if (pf_sha256_file(path, hex, j->err, sizeof(j->err)) == -1)
 			goto out;
 		if (strcmp(hex, j->rec.memory_sha256) != 0) {
@@ -527,6 +625,9 @@ verify_done(void *arg)
 {
 	struct verify_job *j = arg;
 
+	if (j->unhashed)
+		log_debug("snapshot %s: its memory file is the one vmmd "
+		    "digested as it made it; not hashed again", j->rec.id);
 	j->cb(j->rc, j->err, j->arg);
 	free(j);
 }

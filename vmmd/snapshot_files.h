@@ -31,6 +31,14 @@ void	snap_file(const struct snap_record *, int memory, char *buf,
  * err names the file that is wrong.  -1: not queued.
  */
 typedef void (*snap_verify_cb)(int rc, const char *err, void *arg);
+/*
+ * The SHA-256 of a snapshot's memory file at path, as r's is made (on a
+ * worker).  For a warm-pool snapshot, vmmd also remembers the file it
+ * hashed, and its one restore checks that the file is still that one
+ * instead of hashing it again (see snapshot_files.c).
+ */
+int	snap_memory_digest(const struct snap_record *r, const char *path,
+	    char hex[65], char *err, size_t errlen);
 int	snap_verify_async(const struct snap_record *,
 	    const struct conf_image *, snap_verify_cb, void *);
 /* Renamed away, its row dropped, its files removed on the worker pool. */

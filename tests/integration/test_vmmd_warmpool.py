@@ -99,6 +99,12 @@ def case_ready_and_take(h, a, b):
        "take: vm_status says origin warm", st)
     ok(out(a, vm, "echo hello-from-warm", "w-echo") == "hello-from-warm",
        "take: the VM runs commands")
+    # vmmd hashed the memory file as it made it; the restore checked that
+    # the file is still that one instead of hashing it again (the damaged
+    # case below shows a changed file is hashed, and refused).
+    ok("snapshot %s: its memory file is the one vmmd digested as it made "
+       "it; not hashed again" % sid in base.read(h.vmmd_log),
+       "take: the restore did not hash the pool's memory file again")
     ok(not os.path.exists(snapdir(h, sid)) and
        sid not in [x["snapshot_id"] for x in pool_snaps(h)],
        "take: the snapshot served that one VM and is gone")
