@@ -153,27 +153,21 @@ def main():
 
             # Storage: 2 VMs from the disk snapshot against 2 cold-booted, each
             # after writing the same 64 MiB.
-            used0 = df_used_mib(h.mnt)
-            ids = [call(a, "vm_create", request_id="s%d" % i, snapshot=dsnap,
-                        memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
-                   for i in range(2)]
-            for i, vm in enumerate(ids):
-                a.sh(vm, "head -c 64M /dev/urandom > /workspace/x && sync",
-                     "sw%d" % i)
-            used_snap = df_used_mib(h.mnt) - used0
-            for vm in ids:
-                call(a, "vm_destroy", vm_id=vm)
+            def used_by_two(prefix, **create):
+                used0 = df_used_mib(h.mnt)
+                ids = [call(a, "vm_create", request_id="%s%d" % (prefix, i),
+                            memory_mib=tv.MEM, idle_seconds=0,
+                            **create)["vm_id"] for i in range(2)]
+                for i, vm in enumerate(ids):
+                    a.sh(vm, "head -c 64M /dev/urandom > /workspace/x && "
+                         "sync", "%sw%d" % (prefix, i))
+                used = df_used_mib(h.mnt) - used0
+                for vm in ids:
+                    call(a, "vm_destroy", vm_id=vm)
+                return used
+            used_snap = used_by_two("s", snapshot=dsnap)
             time.sleep(2)
-            used0 = df_used_mib(h.mnt)
-            ids = [call(a, "vm_create", request_id="k%d" % i,
-                        memory_mib=tv.MEM, idle_seconds=0)["vm_id"]
-                   for i in range(2)]
-            for i, vm in enumerate(ids):
-                a.sh(vm, "head -c 64M /dev/urandom > /workspace/x && sync",
-                     "kw%d" % i)
-            used_cold = df_used_mib(h.mnt) - used0
-            for vm in ids:
-                call(a, "vm_destroy", vm_id=vm)
+            used_cold = used_by_two("k")
 
             # vm_fork of a bigger VM, count 1 and 4.
             big = call(a, "vm_create", request_id="big",
