@@ -325,7 +325,8 @@ static const struct cfg_key netd_keys[] = {
 	{ "guest_range", CFG_STRING, NK(guest_range), 0, "10.232.0.0/16", 0,
 	    0, NULL, "a /16 for the netns<->guest links, 10.232.<slot>.0/30" },
 	{ "dns", CFG_LIST, NK(dns), 0, "", 0, 0, NULL,
-	    "IPv4 resolvers guests may query (at most 3); empty: none" },
+	    "IPv4 resolvers netd's DNS forwarder asks for the guests (at "
+	    "most 3); empty: none" },
 	{ "blocked_cidrs", CFG_LIST, NK(blocked_cidrs), 0, "", 0, 0, NULL,
 	    "more IPv4 destinations guests never reach" },
 	{ "max_conntrack_per_vm", CFG_INT, NK(max_conntrack_per_vm), 0,

@@ -572,16 +572,24 @@ egress_intersect(const struct egress *a, const struct egress *b,
 		return 0;
 	}
 	/*
-	 * An allowlist less a deny list.  Its names go: a name may resolve
-	 * into a denied prefix, and netd opens what a name resolves to
-	 * whatever the prefixes say (a VM allowlist with names under a
-	 * workspace that denies prefixes is refused for the same reason).
+	 * An allowlist less a deny list.  Its names go when the deny list
+	 * holds anything: a name may resolve into a denied prefix, and
+	 * netd opens what a name resolves to whatever the prefixes say (a
+	 * VM allowlist with names under a workspace that denies anything
+	 * is refused for the same reason).  Under public denying nothing,
+	 * the allowlist stays whole, names included: a public VM whose
+	 * workspace becomes an allowlist of names resolves them.
 	 */
 	al = a->mode == EGRESS_ALLOWLIST ? a : b;
 	other = al == a ? b : a;
 	for (size_t i = 0; i < al->ncidrs; i++)
 		if (subtract(&al->cidrs[i], other, out) == -1)
 			goto full;
+	if (other->ncidrs == 0 && other->nnames == 0) {
+		memcpy(out->names, al->names, al->nnames *
+		    sizeof(out->names[0]));
+		out->nnames = al->nnames;
+	}
 	normalise(out);
 	return 0;
  full:

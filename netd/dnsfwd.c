@@ -39,9 +39,17 @@
 #include "privdrop.h"
 
 #define FWD_WAIT_MS		2000
-#define FWD_PENDING_MAX		64
+/*
+ * Every networked slot has a forwarder (netd.c), so the totals are sized
+ * for NETD_MAX_SLOTS: 32 slots at their share of waiting queries, 16 at
+ * their share of TCP connections, before a query past the total gets
+ * SERVFAIL.  With a socket per slot's UDP and listener, an upstream one
+ * per entry and the connections, the child holds at most 2 * 256 + 256 +
+ * 64 + 1 descriptors, under the 1024 of a default RLIMIT_NOFILE.
+ */
+#define FWD_PENDING_MAX		256
 #define FWD_PENDING_PER_SLOT	8
-#define FWD_TCP_MAX		16
+#define FWD_TCP_MAX		64
 #define FWD_TCP_PER_SLOT	4
 #define FWD_TCP_IDLE_MS		10000
 
@@ -532,7 +540,12 @@ query(unsigned slot, int tcp, uint8_t *m, ssize_t n,
 
 	if (dnsmsg_query(m, (size_t)n, &q) == -1)
 		return -1;
-	if (q.name_ok) {
+	/* A public slot that denies no name: every query goes on as the
+	 * guest asked it, host name or not, as a resolver of its own would
+	 * take it. */
+	if (s->deny && s->nnames == 0)
+		ok = 1;
+	else if (q.name_ok) {
 		for (size_t i = 0; i < s->nnames && !ok; i++)
 			ok = dnsname_match(s->names[i], q.name);
 		if (s->deny)

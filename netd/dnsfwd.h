@@ -1,9 +1,11 @@
 /*
- * netd's DNS forwarder: one unprivileged child of netd that answers the
- * guests of allowlisted slots with names, each slot on a socket netd
- * made in that slot's netns.  It forwards the allowed names to [netd] dns
- * and hands each A record to netd, which opens it in the slot's set
- * allow4 before the answer is sent; every other name gets REFUSED.
+ * netd's DNS forwarder: one unprivileged child of netd that is the one
+ * resolver of every networked slot's guest, each slot on sockets netd
+ * made in that slot's netns.  It forwards the names the slot's policy
+ * lets through to [netd] dns (every name, for public denying none); for
+ * an allowlist it hands each A record to netd, which opens it in the
+ * slot's set allow4 before the answer is sent.  Every other name gets
+ * REFUSED.
  */
 #ifndef MCPVM_NETD_DNSFWD_H
 #define MCPVM_NETD_DNSFWD_H
@@ -28,7 +30,8 @@ enum fwd_type {
 
 /* netd's record of a slot's forwarder (0: none). */
 #define FWD_ALLOWING	1	/* answers the names listed, opens answers */
-#define FWD_DENYING	2	/* refuses the names listed, opens nothing */
+#define FWD_DENYING	2	/* refuses the names listed (public, maybe
+				 * none), opens nothing */
 
 struct fwd_msg {
 	uint32_t	 type, slot, seq, ok;

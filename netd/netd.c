@@ -349,8 +349,6 @@ vm_rules_apply(unsigned slot, int keep, const struct egress *eg,
 	vs.nblocked = netd->nblocked;
 	vs.hostaddrs = hostaddrs;
 	vs.nhostaddrs = nh;
-	vs.dns = netd->dns;
-	vs.ndns = netd->ndns;
 	vs.ct_max = netd->ct_max;
 	vs.ct_rate = netd->ct_rate;
 	if ((text = malloc(RULESET_MAX)) == NULL) {
@@ -780,7 +778,8 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
 		    "failed (see netd's log)", slot);
 		return;
 	}
-	if (eg->nnames > 0 && fwd_add(slot, eg, err, sizeof(err)) == -1) {
+	/* Every networked slot's one resolver: its forwarder. */
+	if (fwd_add(slot, eg, err, sizeof(err)) == -1) {
 		log_warnx("slot %u: %s", slot, err);
 		close(tap);
 		slot_teardown(slot, err, sizeof(err));
@@ -800,11 +799,7 @@ do_setup(struct ipc_conn *c, uint32_t id, unsigned slot,
 	json_object_object_add(o, "prefix", json_object_new_int(30));
 	json_object_object_add(o, "gateway", jip(gnet | 1));
 	dns = json_object_new_array();
-	if (netd->fwd[slot])	/* its forwarder, on its gateway */
-		json_object_array_add(dns, jip(gnet | 1));
-	else
-		for (size_t i = 0; i < netd->ndns; i++)
-			json_object_array_add(dns, jip(netd->dns[i]));
+	json_object_array_add(dns, jip(gnet | 1));	/* its forwarder */
 	json_object_object_add(o, "dns", dns);
 	egress_describe(eg, egs, sizeof(egs));
 	log_info("slot %u: network up, guest %u.%u.%u.2, egress %s, rate %s",
@@ -840,7 +835,9 @@ do_teardown(struct ipc_conn *c, uint32_t id, unsigned slot)
  * orphan (a VM that died with netd or vmmd down) and goes; the listed
  * ones that exist are kept and get their ruleset re-applied, and those
  * whose policy came too get it (egress_apply): their egress table anew
- * and, for names, their forwarder, which a restarted netd has not.
+ * and their forwarder, which a restarted netd has not.  A kept slot
+ * without a policy keeps its egress table and has no forwarder: its
+ * guest resolves nothing, rather than more than its policy allows.
  */
 static void
 do_sync(struct ipc_conn *c, uint32_t id, const struct netd_request *req)
@@ -979,7 +976,8 @@ jdrops(unsigned slot, const struct nft_drops *d)
 /*
  * A live slot's egress policy and rate: its egress table replaced in one
  * transaction, its drop counts (into d) read first and carried into the
- * new table, then its forwarder given the new names or stopped.  0, or
+ * new table, then its forwarder given the new view (or, for a restarted
+ * netd, made again).  0, or
  * -1 with err when the old table holds.
  */
 static int
@@ -1016,19 +1014,16 @@ egress_apply(unsigned slot, const struct egress *eg, uint64_t rate,
 	if (rc == -1)
 		return -1;	/* a transaction is all or nothing */
 	/*
-	 * The forwarder answers the new names only.  A slot that had none
-	 * gets a forwarder, though its guest keeps the resolver it was
-	 * given until its next setup; one that has none now, or whose
-	 * forwarder cannot take them, loses it: never wider.
+	 * The forwarder, the guest's one resolver since its setup, takes
+	 * the new view in place (fwd_add replaces it), so the guest's next
+	 * query meets it.  One that cannot take it is stopped: its names
+	 * are no longer answered, never answered wider.
 	 */
-	if (eg->nnames > 0) {
-		if (fwd_add(slot, eg, fwderr, sizeof(fwderr)) == -1) {
-			log_warnx("slot %u: egress: %s; its names are no longer "
-			    "answered", slot, fwderr);
-			fwd_forget(slot);
-		}
-	} else
+	if (fwd_add(slot, eg, fwderr, sizeof(fwderr)) == -1) {
+		log_warnx("slot %u: egress: %s; its names are no longer "
+		    "answered", slot, fwderr);
 		fwd_forget(slot);
+	}
 	egress_describe(eg, egs, sizeof(egs));
 	log_info("slot %u: egress now %s, rate %s", slot, egs,
 	    rate_text(rate, rates, sizeof(rates)));

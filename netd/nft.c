@@ -116,20 +116,6 @@ put_closed_timeout(struct out *o)
 	    CLOSED_SECONDS, CLOSED_SECONDS);
 }
 
-/* A set's elements line, or nothing for an empty set. */
-static void
-put_elements(struct out *o, const uint32_t *a, size_t n)
-{
-	if (n == 0)
-		return;
-	put(o, "\t\telements = { ");
-	for (size_t i = 0; i < n; i++) {
-		put(o, i == 0 ? "" : ", ");
-		put_ip(o, a[i]);
-	}
-	put(o, " }\n");
-}
-
 static void
 put_cidr(struct out *o, const struct cidr *c)
 {
@@ -199,7 +185,7 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 
 	if (len == 0 || n >= NETD_MAX_SLOTS || !base_ok(s->host_base) ||
 	    !base_ok(s->guest_base) || s->nblocked > NETD_MAX_CIDRS ||
-	    s->nhostaddrs > NETD_MAX_HOSTADDRS || s->ndns > NETD_MAX_DNS ||
+	    s->nhostaddrs > NETD_MAX_HOSTADDRS ||
 	    s->ct_max == 0 || s->ct_rate == 0)
 		return -1;
 	for (size_t i = 0; i < s->nblocked; i++)
@@ -261,12 +247,10 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put_closed_timeout(&o);
 	put(&o, "\tcounter over_rate {\n\t}\n");
 	put(&o, "\tcounter over_count {\n\t}\n");
-	put(&o, "\tset dns {\n\t\ttype ipv4_addr\n");
-	put_elements(&o, s->dns, s->ndns);
-	put(&o, "\t}\n");
 
 	/* Out: new connections from the guest's address to the public
-	 * Internet (and its resolvers); in: only replies. */
+	 * Internet; in: only replies.  Its resolver is the forwarder on
+	 * its gateway (input below), never a forwarded address. */
 	put(&o, "\tchain forward {\n");
 	put(&o, "\t\ttype filter hook forward priority filter; "
 	    "policy drop;\n");
@@ -277,7 +261,7 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put(&o, " drop\n");
 	/*
 	 * The guest's share of connection tracking, before anything it
-	 * may open (its resolvers too): a new flow over the rate, or
+	 * may open: a new flow over the rate, or
 	 * beyond the entries it may hold, is dropped unconfirmed, so it
 	 * never takes an entry here or on the host.
 	 */
@@ -288,8 +272,6 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	    "counter name over_count drop\n", tap, s->ct_max);
 	put(&o, "\t\tiifname \"%s\" ct state new ct timeout set "
 	    "\"closed_tcp\"\n", tap);
-	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ip daddr @dns "
-	    "meta l4proto { tcp, udp } th dport 53 accept\n", tap, nsif);
 	put(&o, "\t\tiifname \"%s\" ip daddr @blocked drop\n", tap);
 	put(&o, "\t\tiifname \"%s\" ip daddr @hostaddrs drop\n", tap);
 	put(&o, "\t\tiifname \"%s\" oifname \"%s\" ct state "
@@ -301,8 +283,8 @@ nft_build_vm(const struct nft_vm_spec *s, char *buf, size_t len)
 	put(&o, "\tchain input {\n");
 	put(&o, "\t\ttype filter hook input priority filter; policy drop;\n");
 	put(&o, "\t\tiif \"lo\" accept\n");
-	/* But the slot's DNS forwarder, which listens only when the VM's
-	 * allowlist holds names (dnsfwd.c); else nothing answers there. */
+	/* But the slot's DNS forwarder (dnsfwd.c), the guest's one
+	 * resolver whatever its egress policy. */
 	put(&o, "\t\tiifname \"%s\" ip daddr ", tap);
 	put_ip(&o, guest - 1);
 	put(&o, " meta l4proto { tcp, udp } th dport 53 accept\n");
@@ -402,7 +384,6 @@ nft_build_egress(unsigned slot, const struct egress *e, uint64_t rate,
 	struct out o = { buf, len, 0, 0 };
 	const char *set = e->mode == EGRESS_ALLOWLIST ? "allow" : "deny";
 	int names = e->mode == EGRESS_ALLOWLIST && e->nnames > 0;
-	int denied_names = e->mode == EGRESS_PUBLIC && e->nnames > 0;
 	char tap[16];
 
 	if (len == 0 || slot >= NETD_MAX_SLOTS ||
@@ -451,29 +432,24 @@ nft_build_egress(unsigned slot, const struct egress *e, uint64_t rate,
 	 */
 	put(&o, "\tchain forward {\n");
 	put(&o, "\t\ttype filter hook forward priority 1; policy accept;\n");
-	if (names) {
-		/* Its resolver is the forwarder: DNS and DNS over TLS to
-		 * anywhere else are dropped, listed or not. */
-		put(&o, "\t\tiifname \"%s\" meta l4proto { tcp, udp } "
-		    "th dport { 53, 853 } counter name egress_drop drop\n",
-		    tap);
+	/*
+	 * Whatever the policy, the guest's one resolver is the forwarder
+	 * on its gateway (the netns's input, not forwarded): DNS and DNS
+	 * over TLS to anywhere else are dropped, listed or public.
+	 */
+	put(&o, "\t\tiifname \"%s\" meta l4proto { tcp, udp } "
+	    "th dport { 53, 853 } counter name egress_drop drop\n", tap);
+	if (names)
 		/* Neither listed nor answered by the forwarder.  No accept
 		 * here: what passes still meets the rate limit below. */
 		put(&o, "\t\tiifname \"%s\" ip daddr != @allow "
 		    "ip daddr != @allow4 counter name egress_drop drop\n", tap);
-	} else if (e->mode == EGRESS_ALLOWLIST)
+	else if (e->mode == EGRESS_ALLOWLIST)
 		put(&o, "\t\tiifname \"%s\" ip daddr != @allow counter name "
 		    "egress_drop drop\n", tap);
-	else {
-		/* Denied names: the forwarder, which refuses them, is its
-		 * only resolver, as for an allowlist's names. */
-		if (denied_names)
-			put(&o, "\t\tiifname \"%s\" meta l4proto { tcp, udp } "
-			    "th dport { 53, 853 } counter name egress_drop "
-			    "drop\n", tap);
+	else
 		put(&o, "\t\tiifname \"%s\" ip daddr @deny counter name "
 		    "egress_drop drop\n", tap);
-	}
 	if (rate != 0)
 		put(&o, "\t\tiifname \"%s\" limit rate over %llu "
 		    "bytes/second counter name bandwidth_drop drop\n", tap,

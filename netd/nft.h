@@ -43,8 +43,6 @@ struct nft_vm_spec {
 	size_t			 nblocked;
 	const uint32_t		*hostaddrs;	/* the host's own addresses */
 	size_t			 nhostaddrs;
-	const uint32_t		*dns;		/* resolvers the guest may use */
-	size_t			 ndns;
 	uint32_t		 ct_max;	/* its conntrack entries, >= 1 */
 	uint32_t		 ct_rate;	/* new connections a second (and
 						 * at once), >= 1 */

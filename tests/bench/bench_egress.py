@@ -4,13 +4,18 @@ same run:
   - new TCP connections a second from a guest to an allowed address: a
     slot whose allowlist names the host (the address opened by netd's DNS
     forwarder into the slot's allow4 set) against a public slot;
-  - DNS answers a second for that name, one query at a time: through the
+  - DNS answers a second for that name, one query at a time, over UDP
+    and over one TCP connection (the forwarder asks its upstream over a
+    new TCP connection each time): through the allowlisted slot's
     forwarder (which asks the upstream and has netd open the address
-    before it answers) against the public slot asking the upstream
-    directly; over UDP, and over one TCP connection (the forwarder asks
-    its upstream over a new TCP connection each time).
+    before it answers) against the public slot's, which passes the
+    answer on as it came;
+  - the public slot's answers through its forwarder against the upstream
+    asked directly from the host's namespace: a guest has no direct way
+    (DNS to anywhere but its forwarder is dropped), so that figure lacks
+    the guest's pump as well as the forwarder.
 The guests are TAPs joined by a Python pump as in the tests, so both
-sides carry the pump's cost; the difference is the policy's.
+guest sides carry the pump's cost; the difference is the policy's.
 Needs root.  Usage: NETD=build/netd/netd python3 tests/bench/bench_egress.py
 """
 import json
@@ -65,12 +70,13 @@ def main():
                             reply["dns"][0])
         # Interleaved rounds, so that a busy neighbour on the machine
         # weighs on both sides alike.
-        runs = {0: [], 1: []}
+        guests["host"] = (tn.NS_H, "203.0.113.53")
+        runs = {0: [], 1: [], "host": []}
         for _ in range(ROUNDS):
-            for slot in (1, 0):
+            for slot in (1, 0, "host"):
                 r = rates(*guests[slot])
                 if r["dns_failed"]:
-                    raise RuntimeError("slot %d: %d DNS queries failed"
+                    raise RuntimeError("%s: %d DNS queries failed"
                                        % (slot, r["dns_failed"]))
                 runs[slot].append(r)
 
@@ -79,13 +85,19 @@ def main():
         row("new TCP connections to an allowed name's address (median of "
             "%d)" % ROUNDS, med(1, "conns_s"), "conn/s", "no policy",
             med(0, "conns_s"))
-        row("DNS answers through the forwarder, one at a time",
-            med(1, "dns_s"), "answers/s", "upstream direct, no policy",
+        row("DNS answers through an allowlist's forwarder, one at a time",
+            med(1, "dns_s"), "answers/s", "a public slot's forwarder",
             med(0, "dns_s"))
-        row("DNS answers over TCP through the forwarder, one at a time",
-            med(1, "dns_tcp_s"), "answers/s", "upstream direct over TCP, "
-            "no policy", med(0, "dns_tcp_s"))
-        for slot in guests:
+        row("DNS answers over TCP through an allowlist's forwarder, one at "
+            "a time", med(1, "dns_tcp_s"), "answers/s", "a public slot's "
+            "forwarder over TCP", med(0, "dns_tcp_s"))
+        row("DNS answers through a public slot's forwarder, one at a time",
+            med(0, "dns_s"), "answers/s", "upstream direct from the host's "
+            "namespace", med("host", "dns_s"))
+        row("DNS answers over TCP through a public slot's forwarder, one at "
+            "a time", med(0, "dns_tcp_s"), "answers/s", "upstream direct "
+            "over TCP from the host's namespace", med("host", "dns_tcp_s"))
+        for slot in (0, 1):
             c.call(tn.NET_TEARDOWN, {"slot": slot})
         c.close()
     finally:

@@ -83,8 +83,6 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	hosts[0] = 0xc6336401u;
 	vs.hostaddrs = hosts;
 	vs.nhostaddrs = 1;
-	vs.dns = dns;
-	vs.ndns = nd;
 	vs.ct_max = 16u + (uint32_t)(data[1] >> 1) * 8209u;
 	vs.ct_rate = 1u + (uint32_t)(data[0] ^ data[1]) * 391u;
 	n = nft_build_vm(&vs, buf, sizeof(buf));

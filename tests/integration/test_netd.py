@@ -108,7 +108,8 @@ class NetdTest(unittest.TestCase):
         self.assertEqual(body["address"], "10.232.%d.2" % slot)
         self.assertEqual(body["gateway"], "10.232.%d.1" % slot)
         self.assertEqual(body["prefix"], 30)
-        self.assertEqual(body["dns"], ["203.0.113.53"])
+        # Its one resolver: netd's forwarder on its gateway.
+        self.assertEqual(body["dns"], ["10.232.%d.1" % slot])
         return body, fd
 
     def teardown_slot(self, slot, conn=None):
@@ -233,8 +234,11 @@ class NetdTest(unittest.TestCase):
         r = self.assertReach(g, "udp", "203.0.113.10", 7)
         self.assertTrue(r["data"].startswith("udp 203.0.113.10 " +
                                              UPLINK_ADDR), r)
-        r = self.assertReach(g, "dns", "203.0.113.53", 53)
+        # Names resolve through the forwarder on its gateway, which asks
+        # the configured resolver; that one is not the guest's to ask.
+        r = self.assertReach(g, "dns", "10.232.3.1", 53)
         self.assertEqual(r["data"], DNS_ADDR)
+        self.assertNoReach(g, "dns", "203.0.113.53", 53)
         # netd's accept rules sit in H's dropping FORWARD chain.
         self.assertIn('comment "mcpvm-netd"', h_ruleset())
 
@@ -252,8 +256,6 @@ class NetdTest(unittest.TestCase):
             if not addr.startswith("10.23") and addr != "127.0.0.1":
                 self.assertReach(NS_H, "tcp", addr, port)
             self.assertNoReach(g, "tcp", addr, port)
-        # The resolver is reachable on 53 only.
-        self.assertNoReach(g, "udp", "203.0.113.53", 7)
 
     def test_04_spoofed_sources_do_not_leave(self):
         g = self.guest(3)

@@ -223,7 +223,20 @@ class NetdEgressTest(unittest.TestCase):
         g = self.guest(3)
         for a in (ALLOWED, OTHER, UNLISTED):
             self.assertReach(g, "tcp", a, 80)
-        self.assertReach(g, "dns", "203.0.113.53", 53)
+        # Public too, its one resolver is the forwarder on its gateway,
+        # which passes every name on: the world's resolver answers
+        # through it, and is not the guest's to ask directly.
+        self.assertEqual(self.reply["dns"], [self.reply["gateway"]])
+        self.assertReach(g, "dns", self.reply["gateway"], 53)
+        for name, addr in (("pkg.example", ALLOWED),
+                           ("other.example", OTHER)):
+            r = self.resolve(g, name)
+            self.assertEqual((r["rcode"], r["addrs"]), (0, [addr]))
+        r = probe(g, "resolve-tcp", self.reply["gateway"], 53, "big.example")
+        self.assertEqual((r.get("rcode"), len(r.get("addrs", []))),
+                         (0, 100), r)
+        self.assertNoReach(g, "dns", "203.0.113.53", 53)
+        self.assertNoReach(g, "tcp", ALLOWED, 853)
         self.assertIn("egress public", self.world.log())
 
     def test_02_allowlist_reaches_only_what_it_lists(self):
@@ -241,9 +254,15 @@ class NetdEgressTest(unittest.TestCase):
         self.assertNoReach(g, "dns", "203.0.113.53", 53)
         self.assertIn("egress allowlist of 1 prefix", self.world.log())
 
-    def test_03_resolver_reachable_when_listed(self):
+    def test_03_prefixes_alone_resolve_no_name(self):
+        # A resolver's address listed is still not the guest's resolver:
+        # DNS goes to the forwarder alone, which refuses every name of an
+        # allowlist without names.
         g = self.guest(3, allowlist("203.0.113.53/32", ALLOWED + "/32"))
-        self.assertReach(g, "dns", "203.0.113.53", 53)
+        self.assertNoReach(g, "dns", "203.0.113.53", 53)
+        self.assertNoReach(g, "udp", ALLOWED, 53)
+        r = self.resolve(g, "pkg.example")
+        self.assertEqual((r["rcode"], r["addrs"]), (REFUSED, []))
         self.assertReach(g, "tcp", ALLOWED, 80)
         self.assertNoReach(g, "tcp", OTHER, 80)
 
@@ -251,7 +270,8 @@ class NetdEgressTest(unittest.TestCase):
         g = self.guest(3, denying(OTHER + "/32", "192.0.2.0/24"))
         self.assertReach(g, "tcp", ALLOWED, 80)
         self.assertReach(g, "udp", ALLOWED, 7)
-        self.assertReach(g, "dns", "203.0.113.53", 53)
+        self.assertReach(g, "dns", self.reply["gateway"], 53)
+        self.assertNoReach(g, "dns", "203.0.113.53", 53)
         self.assertNoReach(g, "tcp", OTHER, 80)
         self.assertNoReach(g, "udp", OTHER, 7)
         self.assertNoReach(g, "tcp", UNLISTED, 80)
@@ -356,6 +376,9 @@ class NetdEgressTest(unittest.TestCase):
                                  ("dns", "203.0.113.53", 53),
                                  ("tcp", "203.0.113.10", 80)):
             self.assertNoReach(g, kind, addr, port)
+        # Its forwarder is there still, and refuses every name.
+        r = self.resolve(g, "pkg.example")
+        self.assertEqual((r["rcode"], r["addrs"]), (REFUSED, []))
         self.assertGreaterEqual(self.drops(3)["egress"]["packets"],
                                 before + 4)
         # And given back.
@@ -637,10 +660,63 @@ class NetdEgressTest(unittest.TestCase):
         self.assertReach(g, "tcp", FORGE_API, 80)
         self.assertReach(g, "tcp", OTHER, 80)
         self.assertNoReach(g, "tcp", UNLISTED, 80)
-        # The denial goes with a change to a policy without names.
+        # The denial goes with a change to a policy without names: the
+        # same resolver answers the name it refused.
         self.egress(3, denying(UNLISTED + "/32"))
-        self.assertFalse(probe(g, "resolve", self.reply["dns"][0], 53,
-                               "pkg.example")["ok"])
+        r = self.resolve(g, "other.example")
+        self.assertEqual((r["rcode"], r["addrs"]), (0, [OTHER]))
+
+    def test_18_live_change_swaps_the_forwarders_view(self):
+        # A public guest resolves through its gateway; a live change to
+        # an allowlist of names is answered by that same resolver right
+        # after netd's reply, with no new setup, and back again.
+        g = self.guest(3)
+        dns = self.reply["dns"][0]
+        self.assertEqual(dns, self.reply["gateway"])
+        r = self.resolve(g, "other.example", dns)
+        self.assertEqual((r["rcode"], r["addrs"]), (0, [OTHER]))
+        start = time.monotonic()
+        self.egress(3, allowlist("pkg.example"))
+        applied = time.monotonic()
+        r = self.resolve(g, "pkg.example", dns)
+        resolved = time.monotonic()
+        self.assertEqual((r["rcode"], r["addrs"]), (0, [ALLOWED]))
+        taplib.note("public -> allowlist of names: netd applied it in "
+                    "%.1f ms; the allowed name resolved %.1f ms later"
+                    % ((applied - start) * 1000,
+                       (resolved - applied) * 1000))
+        self.assertReach(g, "tcp", ALLOWED, 80)
+        r = self.resolve(g, "other.example", dns)
+        self.assertEqual((r["rcode"], r["addrs"]), (REFUSED, []))
+        self.assertNoReach(g, "tcp", OTHER, 80)
+        self.assertNoReach(g, "dns", "203.0.113.53", 53)
+        # Public again: every name resolves on the same resolver, and
+        # what it answers is reached.
+        self.egress(3, {"mode": "public", "deny": []})
+        r = self.resolve(g, "other.example", dns)
+        self.assertEqual((r["rcode"], r["addrs"]), (0, [OTHER]))
+        self.assertReach(g, "tcp", OTHER, 80)
+        self.assertNoReach(g, "dns", "203.0.113.53", 53)
+
+    def test_19_netd_restart_keeps_a_public_slots_forwarder(self):
+        g = self.guest(3)
+        dns = self.reply["dns"][0]
+        self.assertEqual(self.resolve(g, "pkg.example", dns)["addrs"],
+                         [ALLOWED])
+        self.c.close()
+        self.world.stop_netd()
+        # netd gone, its forwarder with it: nothing answers there.
+        self.assertFalse(probe(g, "resolve", dns, 53, "pkg.example")["ok"])
+        self.world.start_netd()
+        type(self).c = self.world.conn()
+        t, body = self.c.call(NET_SYNC, {"slots": [3], "policies": [
+            {"slot": 3, "egress": {"mode": "public", "deny": []}}]})
+        self.assertEqual(t, NET_SYNC_RESULT, body)
+        self.assertEqual(body["kept"], [3])
+        r = self.resolve(g, "other.example", dns)
+        self.assertEqual((r["rcode"], r["addrs"]), (0, [OTHER]))
+        self.assertReach(g, "tcp", OTHER, 80)
+        self.assertNoReach(g, "dns", "203.0.113.53", 53)
 
     def test_99_teardown_leaves_nothing(self):
         self.guest(3, allowlist(ALLOWED + "/32"))

@@ -81,7 +81,7 @@ def check_egress(w, a, vm, tag):
     code, out, err = guest(a, vm, "getent hosts " + netdlib.DNS_NAME,
                            tag + "-dns")
     ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
-       "%s: the test name resolves through the configured resolver" % tag,
+       "%s: the test name resolves through the slot's forwarder" % tag,
        (code, out, err))
     code, out, err = guest(a, vm, "timeout 3 bash -c 'echo hi >"
                            "/dev/udp/203.0.113.10/7'", tag + "-udp")
@@ -129,8 +129,10 @@ def case_egress(h, w, h_before):
        "egress: without network there is nothing to narrow", r)
     ok(netd_objects(w) == ([], []), "egress: nothing was made for the "
        "refused requests", netd_objects(w))
-    # Narrowed to the resolver alone: names resolve, the workspace's
-    # 203.0.113.10 is out of this VM's reach.
+    # Narrowed to the resolver's address alone: the workspace's
+    # 203.0.113.10 is out of this VM's reach, and so is every name: its
+    # one resolver is its forwarder, which refuses them all for an
+    # allowlist without names, and the listed resolver is not asked.
     okk, r = eg("vm_create", request_id="e-4", network="on",
                 idle_seconds=3600,
                 egress={"mode": "allowlist", "allow": ["203.0.113.53/32"]})
@@ -140,10 +142,15 @@ def case_egress(h, w, h_before):
     ok(okk and r.get("egress") == {"mode": "allowlist",
                                    "allow": ["203.0.113.53/32"]},
        "egress: vm_status shows the VM's policy", r)
-    code, out, err = guest(eg, vm, "getent hosts " + netdlib.DNS_NAME,
-                           "e-dns")
-    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
-       "egress: the listed resolver answers", (code, out, err))
+    gw = guest_addr(eg, vm, "e-addr").rsplit(".", 1)[0] + ".1"
+    code, out, err = guest(eg, vm, "cat /etc/resolv.conf", "e-conf")
+    ok(("nameserver %s" % gw) in out and "203.0.113.53" not in out,
+       "egress: its one resolver is the forwarder on its gateway", out)
+    ok(rcode(eg, vm, gw, netdlib.DNS_NAME, "e-rc") == "5",
+       "egress: which refuses a name for an allowlist of prefixes alone")
+    ok(rcode(eg, vm, "203.0.113.53", netdlib.DNS_NAME, "e-rc53")
+       .startswith("error"), "egress: and the listed resolver's address "
+       "takes no DNS")
     code, out, err = tcp(eg, vm, "203.0.113.10", 80, "e-tcp")
     ok(code != 0, "egress: what only the workspace allows is dropped for "
        "the narrowed VM", (code, out, err))
@@ -155,10 +162,8 @@ def case_egress(h, w, h_before):
     code, out, err = tcp(eg, vm, "203.0.113.10", 80, "e-tcp2")
     ok(code != 0 and eg.state(vm) == "running", "egress: resumed from "
        "hibernation, the VM keeps its narrowed policy", (code, out, err))
-    code, out, err = guest(eg, vm, "getent hosts " + netdlib.DNS_NAME,
-                           "e-dns2")
-    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
-       "egress: and reaches its resolver still", (code, out, err))
+    ok(rcode(eg, vm, gw, netdlib.DNS_NAME, "e-rc2") == "5",
+       "egress: and its forwarder answers it again, by the same policy")
     # A fork may not widen its source's policy, and without egress its
     # child has the source's, in a slot of its own.
     okk, r = eg("vm_fork", vm_id=vm, request_id="e-f0", count=1,
@@ -176,10 +181,13 @@ def case_egress(h, w, h_before):
     code, out, err = tcp(eg, child, "203.0.113.10", 80, "e-ftcp")
     ok(code != 0, "egress: and the fork's own slot enforces it",
        (code, out, err))
-    code, out, err = guest(eg, child, "getent hosts " + netdlib.DNS_NAME,
-                           "e-fdns")
-    ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
-       "egress: the fork reaches the listed resolver", (code, out, err))
+    fgw = guest_addr(eg, child, "e-faddr").rsplit(".", 1)[0] + ".1"
+    code, out, err = guest(eg, child, "cat /etc/resolv.conf", "e-fconf")
+    ok(fgw != gw and ("nameserver %s" % fgw) in out and
+       ("nameserver %s" % gw) not in out, "egress: the fork's one "
+       "resolver is the forwarder on its own slot's gateway", out)
+    ok(rcode(eg, child, fgw, netdlib.DNS_NAME, "e-frc") == "5",
+       "egress: which answers by the fork's policy")
     okk, r = eg("vm_destroy", vm_id=child)
     ok(okk, "egress: the fork is destroyed", r)
     okk, r = eg("vm_destroy", vm_id=vm)
@@ -293,21 +301,33 @@ def case_live_policy(h, w, a, vm):
     ok(okk and st.get("egress") == {"mode": "public", "deny": []} and
        st.get("egress_rate") == 0 and st.get("network_cut") is False,
        "live: vm_status shows public egress, no rate, network not cut", st)
+    gw = addr.rsplit(".", 1)[0] + ".1"
     n = applied(w)
+    t = time.monotonic()
     h.authctl("policy", "set", "--workspace", "netws", "--egress-allow",
-              "203.0.113.53/32", "--egress-rate", "65536")
+              netdlib.DNS_NAME, "--egress-rate", "65536")
     # netd answers vmmd once the kernel has the new table: its log line.
     base.wait_for(lambda: applied(w) > n, 10, "netd to apply the change")
+    note("live policy: public to an allowlist of one name applied %.2f s "
+         "after authctl started" % (time.monotonic() - t))
     code, out, err = tcp(a, vm, "203.0.113.10", 80, "lp-tcp1")
-    ok(code != 0, "live: narrowed to the resolver, the running guest's "
-       "connection to 203.0.113.10 is dropped", (code, out, err))
+    ok(code != 0, "live: narrowed to one name, the running guest's "
+       "connection to its address is dropped before it resolves it",
+       (code, out, err))
+    # The guest's resolver, its forwarder since boot, answers by the new
+    # policy at once: no resume.
     code, out, err = guest(a, vm, "getent hosts " + netdlib.DNS_NAME,
                            "lp-dns1")
     ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
-       "live: and the listed resolver still answers", (code, out, err))
+       "live: the newly allowed name resolves without a resume",
+       (code, out, err))
+    code, out, err = tcp(a, vm, "203.0.113.10", 80, "lp-tcp1b")
+    ok(code == 0, "live: and its address opens", (code, out, err))
+    ok(rcode(a, vm, gw, "other.mcpvm.example", "lp-rc") == "5",
+       "live: another name is REFUSED")
     okk, st = a("vm_status", vm_id=vm)
     ok(okk and st.get("egress") == {"mode": "allowlist",
-                                    "allow": ["203.0.113.53/32"]} and
+                                    "allow": [netdlib.DNS_NAME]} and
        st.get("egress_rate") == 65536 and st.get("state") == "running",
        "live: vm_status shows the new policy and rate, the VM still "
        "running", st)
@@ -353,6 +373,9 @@ def case_live_policy(h, w, a, vm):
     ok(code == 0 and guest_addr(a, vm, "lp-addr2") == addr,
        "live: network on again, the same guest reaches the internet",
        (code, out, err))
+    ok(rcode(a, vm, gw, "other.mcpvm.example", "lp-rc2") == "3",
+       "live: public again, its forwarder passes every name on "
+       "(NXDOMAIN from the world's resolver)")
     okk, st = a("vm_status", vm_id=vm)
     ok(okk and st.get("egress") == {"mode": "public", "deny": []} and
        st.get("egress_rate") == 0 and st.get("network_cut") is False,
@@ -409,8 +432,9 @@ def check_clone(w, a, vm, src_nic, token, tag):
     ok(old_gw not in arp, "%s: no neighbour entry of the source's gateway "
        "%s survived" % (tag, old_gw), arp)
     code, out, err = guest(a, vm, "cat /etc/resolv.conf", tag + "-res")
-    ok("nameserver 203.0.113.53" in out, "%s: resolv.conf has the "
-       "resolver" % tag, out)
+    ok(("nameserver %s.1" % addr.rsplit(".", 1)[0]) in out and
+       ("nameserver %s" % old_gw) not in out, "%s: resolv.conf names the "
+       "forwarder on its own slot's gateway" % tag, out)
     check_egress(w, a, vm, tag)
     tok, n = counter(a, vm, tag + "-cnt")
     ok(tok == token, "%s: the source's process runs on with its memory "
@@ -626,8 +650,9 @@ def main():
            "vm_list says network on", r)
         code, out, err = guest(a, vm, "cat /etc/resolv.conf; "
                                "cat /sys/class/net/eth0/address", "g-1")
-        ok("nameserver 203.0.113.53" in out and "02:6d:76:00:00:" in out,
-           "eth0 has netd's MAC and resolv.conf the resolver", out)
+        ok("nameserver 10.232." in out and "203.0.113.53" not in out and
+           "02:6d:76:00:00:" in out, "eth0 has netd's MAC and resolv.conf "
+           "the forwarder on its gateway", out)
         check_egress(w, a, vm, "booted")
         addr = guest_addr(a, vm, "addr-1")
         ok(addr.startswith("10.232.") and addr.endswith(".2"),
@@ -665,6 +690,11 @@ def main():
             time.sleep(0.5)
         ok(code == 0, "netd restarted: vmmd's sync restores egress to the "
            "same running guest", (code, out, err))
+        code, out, err = guest(a, vm, "getent hosts " + netdlib.DNS_NAME,
+                               "r-dns")
+        ok(code == 0 and out.split()[:1] == [netdlib.DNS_ADDR],
+           "and its public slot's forwarder, made again, resolves",
+           (code, out, err))
         code, out, err = tcp(a, vm, "10.77.0.2", 80, "r-tcp2")
         ok(code != 0, "and the private LAN stays blocked", out)
 

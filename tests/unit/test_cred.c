@@ -354,6 +354,20 @@ START_TEST(egress_intersection)
 		{ "{\"mode\":\"allowlist\",\"allow\":[\"198.51.100.0/24\"]}",
 		    "{\"mode\":\"allowlist\",\"allow\":[]}",
 		    "{\"mode\":\"allowlist\",\"allow\":[]}" },
+		/* Under public denying nothing, an allowlist keeps its names;
+		 * under one denying anything, its names go. */
+		{ "{\"mode\":\"public\",\"deny\":[]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"pkgs.example.org\","
+		    "\"203.0.113.0/24\",\"*.github.com\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"203.0.113.0/24\","
+		    "\"*.github.com\",\"pkgs.example.org\"]}" },
+		{ "{\"mode\":\"public\",\"deny\":[\"192.0.2.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"pkgs.example.org\","
+		    "\"203.0.113.0/24\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"203.0.113.0/24\"]}" },
+		{ "{\"mode\":\"public\",\"deny\":[\"ads.example\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[\"pkgs.example.org\"]}",
+		    "{\"mode\":\"allowlist\",\"allow\":[]}" },
 	};
 	struct egress *a, *b, *out;
 	struct json_object *o;

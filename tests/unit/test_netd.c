@@ -263,14 +263,22 @@ START_TEST(ruleset_egress)
 	    "mcpvm_7_egress\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "elements = { 198.51.100.0/24, "
 	    "203.0.113.7/32 }"));
-	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ip daddr != "
-	    "@allow counter name egress_drop drop"));
+	/* Its resolver is the forwarder, names or not: DNS and DNS over
+	 * TLS are dropped first, to a listed prefix too. */
+	ck_assert_ptr_nonnull(strstr(buf, "policy accept;\n"
+	    "\t\tiifname \"mcpvm-7t\" meta l4proto { tcp, udp } th dport "
+	    "{ 53, 853 } counter name egress_drop drop\n"
+	    "\t\tiifname \"mcpvm-7t\" ip daddr != @allow counter name "
+	    "egress_drop drop"));
 	ck_assert_ptr_null(strstr(buf, "limit rate"));
 	ck_assert_ptr_nonnull(strstr(buf, "priority 1;"));
 	e.mode = EGRESS_PUBLIC;
 	ck_assert_int_gt(nft_build_egress(7, &e, 0, NULL, buf,
 	    sizeof(buf)), 0);
-	ck_assert_ptr_nonnull(strstr(buf, "ip daddr @deny counter name "
+	ck_assert_ptr_nonnull(strstr(buf, "policy accept;\n"
+	    "\t\tiifname \"mcpvm-7t\" meta l4proto { tcp, udp } th dport "
+	    "{ 53, 853 } counter name egress_drop drop\n"
+	    "\t\tiifname \"mcpvm-7t\" ip daddr @deny counter name "
 	    "egress_drop drop"));
 	ck_assert_ptr_null(strstr(buf, "@allow"));
 	/* Host bits, an unknown mode, a slot out of range: refused. */
@@ -378,9 +386,8 @@ build_with(unsigned slot, size_t nhosts, uint32_t ct_max, char *buf,
 	static const struct cidr blocked[] = { { 0xc6120000u, 15 },
 	    { 0x0a000000u, 8 } };
 	static const uint32_t hosts[] = { 0xc6336401u, 0xc0a84d01u };
-	static const uint32_t dns[] = { 0xcb007135u };
 	struct nft_vm_spec vs = { slot, 0x0ae70000u, 0x0ae80000u, { 0 },
-	    blocked, 2, hosts, nhosts, dns, 1, ct_max, 25 };
+	    blocked, 2, hosts, nhosts, ct_max, 25 };
 
 	netd_guest_mac(slot, vs.mac);
 	return nft_build_vm(&vs, buf, len);
@@ -415,14 +422,16 @@ START_TEST(ruleset_vm)
 	ck_assert_ptr_nonnull(strstr(buf, "add element inet mcpvm_7 hostaddrs "
 	    "{ 198.51.100.1, 192.168.77.1 }\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "ip daddr @hostaddrs drop"));
-	ck_assert_ptr_nonnull(strstr(buf, "elements = { 203.0.113.53 }"));
-	/* The guest's connection limits, before even its resolvers. */
+	/* No resolver is forwarded to: the guest's is its gateway. */
+	ck_assert_ptr_null(strstr(buf, "@dns"));
+	ck_assert_ptr_null(strstr(buf, "oifname \"mcpvm-7n\" meta l4proto"));
+	/* The guest's connection limits, before anything it may open. */
 	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ct state new "
 	    "limit rate over 25/second burst 25 packets counter name over_rate "
 	    "drop\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "iifname \"mcpvm-7t\" ct state new "
 	    "ct count over 64 counter name over_count drop\n"));
-	ck_assert(strstr(buf, "ct count over") < strstr(buf, "@dns"));
+	ck_assert(strstr(buf, "ct count over") < strstr(buf, "@blocked"));
 	/* Closed connections, which ct count leaves out, go soon. */
 	ck_assert_ptr_nonnull(strstr(buf, "policy = { time_wait: 10, "
 	    "close: 10 }"));
