@@ -151,9 +151,10 @@ static const struct cfg_key vmmd_keys[] = {
 	    0, "1024", 256, 1000000, NULL, "finished jobs vmmd remembers per "
 	    "VM; the oldest go first" },
 	{ "warm_pool", CFG_INT, V(warm_pool), 0, "0", 0, 8, NULL,
-	    "ready memory snapshots vmmd keeps per image at the default size "
-	    "for vm_create to restore instead of booting; 0 turns the pool "
-	    "off; 1 is recommended (vmmd -n says what it costs)" },
+	    "ready memory snapshots vmmd keeps per image at the default size, "
+	    "network off and (while netd works) on, restored instead of "
+	    "booting; 0 turns the pool off; 1 is recommended (vmmd -n: its "
+	    "cost)" },
 };
 #undef V
 

@@ -39,7 +39,8 @@ struct warm_ctx {
 	struct request		*req;
 	const struct conf_image	*im;
 	struct snap_record	 snap;
-	int			 vcpus, memory, idle_seconds, idle_pause;
+	int			 vcpus, memory, network, idle_seconds;
+	int			 idle_pause;
 	vm_done_cb		 done;
 	void			*arg;
 };
@@ -50,8 +51,14 @@ warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
 	struct warm_ctx *w = arg;
 	struct request *req = w->req;
 	char err[512];
-	int fallback = code != NULL && vm != NULL &&
-	    vm->rec.state != VM_DESTROYING;
+	int fallback;
+
+	/*
+	 * A failed restore boots instead; netd's refusal of the clone's
+	 * slot is the caller's answer, as a boot would ask netd the same.
+	 */
+	fallback = code != NULL && vm != NULL &&
+	    vm->rec.state != VM_DESTROYING && !vm->net_refused;
 
 	/* The caller first: the delete is a rename and a store write, and
 	 * a crash before it leaves the 'fork' row to snap_init. */
@@ -59,7 +66,7 @@ warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
 		w->done(vm, code, msg, w->arg);
 	if (snap_delete(&w->snap, err, sizeof(err)) == -1)
 		log_warnx("warm pool: snapshot %s: %s", w->snap.id, err);
-	warmpool_used(w->im);
+	warmpool_used(w->im, w->network);
 	if (fallback) {
 		char acode[32], amsg[256];
 
@@ -74,7 +81,7 @@ warm_done(struct vm *vm, const char *code, const char *msg, void *arg)
 		    sizeof(acode), amsg, sizeof(amsg)) == -1)
 			w->done(NULL, acode, amsg, w->arg);
 		else
-			vm_create(req, w->im, w->vcpus, w->memory, 0,
+			vm_create(req, w->im, w->vcpus, w->memory, w->network,
 			    w->idle_seconds, w->idle_pause, w->done, w->arg);
 	}
 	free(w);
@@ -211,7 +218,8 @@ tools_create_check(struct request *req, struct create_args *c)
  * The one way vm_create and vm_run make their VM, checked: from the
  * snapshot if one was named (a disk-only one boots on a clone of its
  * disk, one with memory is restored), else restored from the warm pool
- * when it has a VM of this image and size, else booted.  done hears the
+ * when it has a VM of this image, size and network (with network in a
+ * slot of its own, under the egress policy checked above), else booted.  done hears the
  * VM once it is ready, or the error.
  */
 void
@@ -243,12 +251,13 @@ tools_create(struct request *req, struct create_args *c, int idle_seconds,
 	w->snap = c->snap;
 	w->vcpus = c->vcpus;
 	w->memory = c->memory_mib;
+	w->network = c->network;
 	w->idle_seconds = idle_seconds;
 	w->idle_pause = idle_pause;
 	w->done = done;
 	w->arg = arg;
-	vm_create_snap(req, c->im, &w->snap, c->vcpus, c->memory_mib, 0,
-	    idle_seconds, idle_pause, warm_done, w);
+	vm_create_snap(req, c->im, &w->snap, c->vcpus, c->memory_mib,
+	    c->network, idle_seconds, idle_pause, warm_done, w);
 }
 
 void

@@ -467,6 +467,7 @@ boot_net_done(struct vm *vm, int tap_fd, const struct net_lease *lease,
 		free(bn);
 		return;
 	}
+	vm->net_refused = code != NULL;
 	if (code == NULL)
 		vm->net = *lease;
 	if (code != NULL)

@@ -778,9 +778,10 @@ gib(long long bytes)
 /*
  * vmmd -n: what the warm pool will cost, as admission counts it (a pool
  * snapshot is a root disk and a memory file; a reflink clone of the disk
- * takes less until written, but max_storage_gib counts it whole).  At
- * rest the pool holds no memory: only its one VM per image that builds
- * the next snapshot does, for a boot.
+ * takes less until written, but max_storage_gib counts it whole), for
+ * each kind: network off, and network on while netd works.  At rest the
+ * pool holds no memory: only its one VM per image that builds the next
+ * snapshot does, for a boot (with network on, a netd slot as long).
  */
 static void
 pool_cost(const struct mcpvm_conf *c)
@@ -800,15 +801,18 @@ pool_cost(const struct mcpvm_conf *c)
 		    (long long)st.st_size : 0, mem = im->memory_mib << 20;
 
 		printf("warm pool: image %s (1 vCPU, %lld MiB), %lld "
-		    "snapshot(s): %.1f GiB disk + %.1f GiB memory file each, "
-		    "%.1f GiB of storage; memory: one %lld MiB VM while a "
-		    "snapshot is built, none at rest\n", im->id,
-		    im->memory_mib, n, gib(disk), gib(mem), gib((disk + mem) * n),
+		    "snapshot(s) with network off and %lld with network on: "
+		    "%.1f GiB disk + %.1f GiB memory file each, %.1f GiB of "
+		    "storage (%.1f GiB without netd); memory: one %lld MiB VM "
+		    "while a snapshot is built, none at rest\n", im->id,
+		    im->memory_mib, n, n, gib(disk), gib(mem),
+		    gib((disk + mem) * n * 2), gib((disk + mem) * n),
 		    im->memory_mib);
-		all += (disk + mem) * n;
+		all += (disk + mem) * n * 2;
 	}
 	printf("warm pool: %.1f GiB of storage in all, of max_storage_gib "
-	    "= %lld\n", gib(all), c->vmmd.max_storage_gib);
+	    "= %lld; network on is built only while netd says guest "
+	    "networking works\n", gib(all), c->vmmd.max_storage_gib);
 }
 
 static void

@@ -109,6 +109,8 @@ struct vm {
 	/* Its network as netd gave it at this boot (net.mac "": none): a
 	 * clone's identity op carries it. */
 	struct net_lease	 net;
+	/* Its last boot failed because netd gave it no network. */
+	int			 net_refused;
 	/* The operation, its step and op_seq are vm_fsm.c's to write. */
 	int			 busy;		/* a lifecycle op runs */
 	int			 adopted;	/* its QEMU outlived the last

@@ -1,18 +1,26 @@
 /*
  * vmmd's warm pool.  With [vmmd] warm_pool = N > 0, vmmd keeps N ready
  * memory snapshots of each configured image at vm_create's default size
- * (1 vCPU, the image's memory_mib, no network).  One is built in the
- * background, one at a time per image: an internal VM of the pool's own
+ * (1 vCPU, the image's memory_mib) for each kind of create: network off,
+ * and, while netd says guest networking works, network on.  The two kinds
+ * differ in their machine (one has a NIC, the other none), so neither
+ * serves the other.  One is built in the background, one at a time per
+ * image: an internal VM of the pool's own
  * workspace (POOL_WORKSPACE, which no credential can name) is created,
  * snapshotted with its memory as vm_snapshot does (snapshot.c) and
- * destroyed.  Every step is one of the asynchronous VM operations or the
+ * destroyed.  A network-on build's VM has a netd slot of its own while it
+ * lives, with an empty allowlist (it reaches nothing), released with it;
+ * the snapshot keeps the NIC's device state, and each VM restored from it
+ * gets a slot of its own as a fork's child does (vm_boot.c).  Every step
+ * is one of the asynchronous VM operations or the
  * worker pool's, so the loop is never held.  A failure is logged and
  * retried after a back-off; a build that host limits would refuse is
  * skipped, logged once, and tried again later.
  *
  * Each pool snapshot is named by its key: the SHA-256 of everything a
  * restore needs to match (the image's files and pinned digests, the QEMU
- * binary and its version, the machine and accelerator, the size).  One
+ * binary and its version, the machine and accelerator, the size, and for
+ * network on the NIC).  One
  * whose key is not the current one is retired at startup and whenever a
  * vm_create looks, and the pool builds anew.
  *
@@ -20,9 +28,10 @@
  * listed, so a crash during the restore leaves it to snap_init to
  * remove; the VM's create deletes it once the disk is cloned and the
  * memory restored.  The pool builds again only when no restore from it
- * is under way (warmpool_used), so that a tenant's restore does not share
- * the CPU with a pool VM's boot.  A pool VM that a crash left is destroyed
- * at startup; a half-made pool snapshot is snap_init's, as any other.
+ * of the image is under way (warmpool_used), so that a tenant's restore
+ * does not share the CPU with a pool VM's boot.  A pool VM that a crash
+ * left is destroyed at startup; a half-made pool snapshot is snap_init's,
+ * as any other.
  */
 #include <sys/stat.h>
 
@@ -34,6 +43,7 @@
 
 #include "admit.h"
 #include "log.h"
+#include "netclient.h"
 #include "preflight.h"
 #include "snapshot.h"
 #include "vm_local.h"
@@ -44,12 +54,15 @@
 #define LIMITS_RETRY_S	30	/* after a build host limits refused */
 #define POOL_IDLE_S	3600	/* a pool VM is destroyed long before */
 
+/* One kind of one image: pools[2 * i] network off, pools[2 * i + 1] on. */
 struct pool_image {
 	const struct conf_image	*im;
+	int			 network;	/* its machine has a NIC */
 	char			 key[65];
 	int			 building;	/* one operation at a time */
 	int			 retry_s;	/* the next back-off */
 	int			 limited;	/* skipped, said once */
+	int			 nonet;		/* no netd now, said once */
 	int			 taken;		/* restores not yet done */
 	struct request		*req;		/* the build's own */
 	char			 vm_id[VM_ID_LEN + 1];
@@ -90,7 +103,7 @@ key_add_file(EVP_MD_CTX *c, const char *name, const char *path)
 }
 
 static void
-pool_key(const struct conf_image *im, int vcpus, int memory_mib,
+pool_key(const struct conf_image *im, int vcpus, int memory_mib, int network,
     char key[65])
 {
 	unsigned char md[EVP_MAX_MD_SIZE];
@@ -122,6 +135,9 @@ pool_key(const struct conf_image *im, int vcpus, int memory_mib,
 	key_add(c, "vcpus", num);
 	snprintf(num, sizeof(num), "%d", memory_mib);
 	key_add(c, "memory_mib", num);
+	/* Network off adds nothing: its keys stay what they were. */
+	if (network)
+		key_add(c, "network", "virtio-net tap");
 	if (EVP_DigestFinal_ex(c, md, &mdlen) != 1 || mdlen != 32)
 		fatalx("%s: sha256", __func__);
 	EVP_MD_CTX_free(c);
@@ -130,12 +146,39 @@ pool_key(const struct conf_image *im, int vcpus, int memory_mib,
 }
 
 static struct pool_image *
-pool_of(const char *image)
+pool_of(const char *image, int network)
 {
 	for (size_t i = 0; i < npools; i++)
-		if (strcmp(pools[i].im->id, image) == 0)
+		if (strcmp(pools[i].im->id, image) == 0 &&
+		    pools[i].network == network)
 			return &pools[i];
 	return NULL;
+}
+
+/* The other kind of pi's image. */
+static struct pool_image *
+pool_sibling(struct pool_image *pi)
+{
+	return &pools[(size_t)(pi - pools) ^ 1];
+}
+
+/* One build at a time per image, and none while a restore of it runs. */
+static int
+pool_busy(struct pool_image *pi)
+{
+	struct pool_image *o = pool_sibling(pi);
+
+	return pi->building || pi->taken > 0 || o->building || o->taken > 0;
+}
+
+/* Both kinds of pi's image may build now: the first that wants to does. */
+static void
+pool_kick_image(struct pool_image *pi)
+{
+	struct pool_image *first = pi->network ? pool_sibling(pi) : pi;
+
+	pool_kick(first);
+	pool_kick(pool_sibling(first));
 }
 
 /* Deletes a pool snapshot that no restore may use, and says why. */
@@ -170,7 +213,7 @@ pool_scan(struct pool_image *pi, int take, struct snap_record *out)
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct snap_record *r = &recs[i];
-		struct pool_image *of = pool_of(r->image);
+		struct pool_image *of = pool_of(r->image, r->network);
 
 		if (strcmp(r->state, "ready") != 0)
 			continue;
@@ -215,7 +258,7 @@ pool_later(struct pool_image *pi, int seconds)
 /* The pool's own request, answered nowhere: a VM's create and snapshot
  * need one, as a tool's do. */
 static struct request *
-pool_request(void)
+pool_request(int network)
 {
 	struct request *req;
 
@@ -225,6 +268,9 @@ pool_request(void)
 	snprintf(req->workspace, sizeof(req->workspace), "%s",
 	    POOL_WORKSPACE);
 	req->admin = 1;
+	/* A network-on build's VM reaches nothing: an empty allowlist. */
+	if (network)
+		req->egress.mode = EGRESS_ALLOWLIST;
 	TAILQ_INSERT_TAIL(request_all(), req, entry);
 	return req;
 }
@@ -237,7 +283,9 @@ pool_vm_gone(struct vm *vm, const char *code, const char *msg, void *arg)
 	pi->building = 0;
 	pi->vm_id[0] = '\0';
 	if (pi->retry_s == 0)
-		pool_kick(pi);		/* the next, if more are wanted */
+		pool_kick_image(pi);	/* the next, if more are wanted */
+	else
+		pool_kick(pool_sibling(pi));
 }
 
 /* The build is over, either way: its VM goes, the pool goes on. */
@@ -267,7 +315,9 @@ pool_end(struct pool_image *pi, const char *why)
 	pi->building = 0;
 	pi->vm_id[0] = '\0';
 	if (why == NULL)
-		pool_kick(pi);
+		pool_kick_image(pi);
+	else
+		pool_kick(pool_sibling(pi));
 }
 
 static void
@@ -332,13 +382,24 @@ pool_kick(struct pool_image *pi)
 	char code[32], msg[256];
 	struct request *req;
 
-	if (vmmd_shutting_down() || pi->building || pi->taken > 0 ||
+	if (vmmd_shutting_down() || pool_busy(pi) ||
 	    vmmd_conf()->vmmd.warm_pool == 0 ||
 	    evtimer_pending(pi->timer, NULL))
 		return;
 	if (pool_scan(pi, 0, NULL) >= vmmd_conf()->vmmd.warm_pool)
 		return;
-	req = pool_request();
+	/* Network on is built only while netd can give its VM a slot. */
+	if (pi->network && !netclient_available(msg, sizeof(msg))) {
+		if (!pi->nonet)
+			log_info("warm pool: image %s: network on not built "
+			    "now (%s); tried again every %d s", im->id, msg,
+			    LIMITS_RETRY_S);
+		pi->nonet = 1;
+		pool_later(pi, LIMITS_RETRY_S);
+		return;
+	}
+	pi->nonet = 0;
+	req = pool_request(pi->network);
 	/*
 	 * Host limits only (the pool's workspace has no policy of its own),
 	 * with room for a tenant's VM besides: tenants do not count the
@@ -360,8 +421,9 @@ pool_kick(struct pool_image *pi)
 	pi->building = 1;
 	pi->req = req;
 	pi->vm_id[0] = '\0';
-	log_info("warm pool: image %s: building a snapshot", im->id);
-	vm_create(req, im, 1, (int)im->memory_mib, 0, POOL_IDLE_S, 0,
+	log_info("warm pool: image %s: building a snapshot, network %s",
+	    im->id, pi->network ? "on" : "off");
+	vm_create(req, im, 1, (int)im->memory_mib, pi->network, POOL_IDLE_S, 0,
 	    pool_vm_up, pi);
 }
 
@@ -374,32 +436,34 @@ warmpool_take(const struct conf_image *im, int vcpus, int memory_mib,
 	struct pool_image *pi;
 	int rc;
 
-	if (vmmd_conf()->vmmd.warm_pool == 0 || network || vcpus != 1 ||
-	    memory_mib != im->memory_mib || (pi = pool_of(im->id)) == NULL)
+	if (vmmd_conf()->vmmd.warm_pool == 0 || vcpus != 1 ||
+	    memory_mib != im->memory_mib ||
+	    (pi = pool_of(im->id, network != 0)) == NULL)
 		return -1;
 	/* The key again: a file changed since startup retires them all. */
-	pool_key(im, 1, (int)im->memory_mib, pi->key);
+	pool_key(im, 1, (int)im->memory_mib, 0, pool_of(im->id, 0)->key);
+	pool_key(im, 1, (int)im->memory_mib, 1, pool_of(im->id, 1)->key);
 	rc = pool_scan(pi, 1, r);
 	if (rc == 0) {
-		log_info("warm pool: image %s: snapshot %s taken", im->id,
-		    r->id);
+		log_info("warm pool: image %s: snapshot %s taken, network %s",
+		    im->id, r->id, network ? "on" : "off");
 		/* No build starts before warmpool_used: a pool VM booting
 		 * now would take the CPU from the restore it replaces. */
 		pi->taken++;
 	} else
-		pool_kick(pi);
+		pool_kick_image(pi);
 	return rc;
 }
 
 void
-warmpool_used(const struct conf_image *im)
+warmpool_used(const struct conf_image *im, int network)
 {
 	struct pool_image *pi;
 
-	if ((pi = pool_of(im->id)) == NULL || pi->taken == 0)
+	if ((pi = pool_of(im->id, network != 0)) == NULL || pi->taken == 0)
 		return;
 	if (--pi->taken == 0)
-		pool_kick(pi);
+		pool_kick_image(pi);
 }
 
 /* ---- startup and shutdown ---------------------------------------------- */
@@ -455,14 +519,15 @@ warmpool_init(void)
 		memset(&pr, 0, sizeof(pr));
 		pf_check_qemu(vmmd_conf()->vmmd.qemu, &pr);
 		snprintf(qemu_version, sizeof(qemu_version), "%s", pr.msg);
-		npools = vmmd_conf()->images.n;
+		npools = 2 * vmmd_conf()->images.n;
 		if ((pools = calloc(npools ? npools : 1, sizeof(*pools))) ==
 		    NULL)
 			fatal("calloc");
 		for (size_t i = 0; i < npools; i++) {
-			pools[i].im = &ims[i];
-			pool_key(&ims[i], 1, (int)ims[i].memory_mib,
-			    pools[i].key);
+			pools[i].im = &ims[i / 2];
+			pools[i].network = (int)(i % 2);
+			pool_key(pools[i].im, 1, (int)pools[i].im->memory_mib,
+			    pools[i].network, pools[i].key);
 			if ((pools[i].timer = evtimer_new(vmmd_base(),
 			    pool_timer_cb, &pools[i])) == NULL)
 				fatal("%s: evtimer_new", __func__);
@@ -471,8 +536,10 @@ warmpool_init(void)
 	/* Retires what no longer matches (all of it with the pool off). */
 	pool_scan(NULL, 0, NULL);
 	for (size_t i = 0; i < npools; i++) {
-		log_info("warm pool: image %s: keeping %lld snapshots, key %s",
-		    pools[i].im->id, vmmd_conf()->vmmd.warm_pool, pools[i].key);
+		log_info("warm pool: image %s: keeping %lld snapshots with "
+		    "network %s, key %s", pools[i].im->id,
+		    vmmd_conf()->vmmd.warm_pool, pools[i].network ? "on" :
+		    "off", pools[i].key);
 		pool_later(&pools[i], 0);
 	}
 }

@@ -4,8 +4,10 @@
 # the namespace test world of netdlib.py (its "host" netns, uplink to
 # an "internet" netns, a "private LAN").  vmmd runs in the machine's own
 # netns and reaches netd by its socket; QEMU gets the TAP netd made.
-# Everything is driven through the tools, as a client would.  TAP on
-# stdout; needs root and what the vmmd suites need (vmmdlib.py).
+# Everything is driven through the tools, as a client would.  Last, the
+# same vmmd restarts with warm_pool = 1, and a networked vm_create and
+# vm_run come from the pool, each in a slot of its own.  TAP on stdout;
+# needs root and what the vmmd suites need (vmmdlib.py).
 import base64
 import json
 import os
@@ -594,6 +596,118 @@ def case_clones(h, w, a, vm):
     guest(a, vm, "pkill -f counter.py; true", "c-kill")
 
 
+POOL = "@warm-pool"
+
+
+def pool_ready(h, network):
+    """The warm pool's ready snapshots with that network, with no pool VM
+    left (its build is over)."""
+    p = h.vmctl("-j", "snapshots", "--workspace", POOL)
+    v = h.vmctl("-j", "--workspace", POOL, "list")
+    if p.returncode != 0 or v.returncode != 0 or json.loads(v.stdout)["vms"]:
+        return []
+    return [x for x in json.loads(p.stdout)["snapshots"]
+            if x["network"] == network]
+
+
+def set_up_since(w, mark):
+    """The guest addresses netd set up since its log was mark long."""
+    return [ln.split("network up, guest ")[1].split(",")[0]
+            for ln in w.log()[mark:].splitlines()
+            if "network up, guest " in ln]
+
+
+def resolvers_own(a, vm, addr, rid):
+    """The guest's resolvers are the world's or its own slot's gateway
+    (netd's forwarder), never another slot's."""
+    code, out, err = guest(a, vm, "cat /etc/resolv.conf", rid)
+    ns = [ln.split()[1] for ln in out.splitlines()
+          if ln.startswith("nameserver ")]
+    gw = addr.rsplit(".", 1)[0] + ".1"
+    return ns and all(n in ("203.0.113.53", gw) for n in ns), ns
+
+
+def case_warm(h, w, a, h_before):
+    """vmmd restarted with warm_pool = 1: the pool keeps a network-on
+    snapshot besides the network-off one, built in a slot netd gives its
+    VM for the build only.  A networked vm_create and a networked vm_run
+    are restored from it (origin warm), each in a slot of its own, not
+    the build's (a VM holds the lowest slot while the pool builds, and
+    gives it up before each take), with the workspace's egress policy
+    or the run's narrowing from their first packet."""
+    okk, r = a("vm_create", request_id="wp-hold", idle_seconds=3600)
+    ok(okk, "warm: a VM holds the lowest slot", r)
+    hold = r.get("vm_id")
+    rc, secs = h.stop_vmmd()
+    ok(rc == 0, "warm: vmmd stops, hibernating it", rc)
+    h.write_conf(netd_socket=w.sock, warm_pool=1)
+    mark = len(w.log())
+    h.start_vmmd()
+    a.reconnect()
+    base.wait_for(lambda: pool_ready(h, "on"), 600, "the pool's network-on "
+                  "snapshot")
+    builds = set_up_since(w, mark)
+    ok(len(builds) == 1, "warm: netd set up one slot for the pool's "
+       "network-on build", builds)
+    ok(len(pool_ready(h, "off")) == 1, "warm: and the pool keeps a "
+       "network-off snapshot besides", pool_ready(h, "off"))
+    ok(all_gone(w, h_before), "warm: the build's slot was released with "
+       "its VM", netd_objects(w))
+    okk, r = a("vm_destroy", vm_id=hold)
+    ok(okk, "warm: the holding VM is destroyed", r)
+
+    okk, r = a("vm_create", request_id="wp-c", network="on",
+               idle_seconds=3600)
+    ok(okk and r.get("network") == "on", "warm: a networked vm_create", r)
+    vm = r.get("vm_id")
+    okk, st = a("vm_status", vm_id=vm)
+    ok(okk and st["origin"] == "warm" and st["network"] == "on",
+       "warm: it comes from the pool (origin warm)", st)
+    mac, addr, arp = nic(a, vm, "wp-nic")
+    ok(slot_nic(mac, addr) and addr not in builds, "warm: its own slot's "
+       "MAC and address, not the build's %s" % builds, (mac, addr))
+    old_gw = builds[0].rsplit(".", 1)[0] + ".1" if builds else None
+    ok(old_gw not in arp, "warm: no neighbour entry of the build's "
+       "gateway", arp)
+    good, ns = resolvers_own(a, vm, addr, "wp-res")
+    ok(good, "warm: its resolvers are re-applied for its slot", ns)
+    check_egress(w, a, vm, "warm-create")
+
+    # The pool refills (its build in the next free slot); a network-off
+    # VM from the pool then holds that slot, so that the run's is new.
+    base.wait_for(lambda: pool_ready(h, "on"), 600, "the pool refilled")
+    builds = [b for b in set_up_since(w, mark) if b != addr]
+    okk, r = a("vm_create", request_id="wp-off", idle_seconds=3600)
+    okk2, st = a("vm_status", vm_id=r.get("vm_id")) if okk else (False, r)
+    ok(okk2 and st["origin"] == "warm" and st["network"] == "off",
+       "warm: a network-off vm_create takes the network-off snapshot", st)
+    off = r.get("vm_id")
+    okk, r = a("vm_run", request_id="wp-run", network="on",
+               egress={"mode": "allowlist", "allow": ["203.0.113.10/32"]},
+               timeout_seconds=60,
+               command="python3 -c 'import socket; s=socket.socket(socket."
+               "AF_INET, socket.SOCK_DGRAM); s.connect((\"203.0.113.10\", "
+               "7)); print(s.getsockname()[0])'; "
+               "timeout 3 bash -c 'exec 3<>/dev/tcp/203.0.113.10/80 && "
+               "cat <&3'; echo; timeout 3 bash -c "
+               "'exec 3<>/dev/tcp/203.0.113.53/53'; echo dns-tcp $?")
+    lines = r.get("stdout", "").split("\n") if okk else []
+    ok(okk and r.get("origin") == "warm" and r.get("exit_code") == 0,
+       "warm: a networked vm_run comes from the pool (origin warm)", r)
+    run_addr = lines[0] if lines else ""
+    ok(run_addr.startswith("10.232.") and run_addr not in builds and
+       run_addr != addr, "warm: the run has a slot of its own, not the "
+       "create's %s nor the builds' %s" % (addr, builds), run_addr)
+    ok(len(lines) > 1 and lines[1] == "tcp 203.0.113.10 " +
+       netdlib.UPLINK_ADDR, "warm: the run reaches what its narrowing "
+       "allows, through NAT", lines)
+    ok("dns-tcp 124" in lines, "warm: and what only the workspace allows "
+       "is dropped (timed out, not refused)", lines)
+    for v in (vm, off):
+        okk, r = a("vm_destroy", vm_id=v)
+        ok(okk, "warm: destroyed", r)
+
+
 def main():
     if os.geteuid() != 0:
         base.skip_all("needs root")
@@ -768,6 +882,9 @@ def main():
            "destroy leaves no network object and the ruleset as it was",
            (r, netd_objects(w)))
         case_egress(h, w, h_before)
+        case_warm(h, w, a, h_before)
+        ok(all_gone(w, h_before), "warm: nothing of the pool's network is "
+           "left", netd_objects(w))
         rc, secs = h.stop_vmmd()
         ok(rc == 0, "vmmd exits 0", rc)
     except Exception:

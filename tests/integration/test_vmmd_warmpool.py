@@ -88,6 +88,10 @@ def case_ready_and_take(h, a, b):
        "ready: its directory is whole", os.listdir(snapdir(h, sid)))
     wait_for(lambda: pool_vms(h) == [], 60, "the pool's VM destroyed")
     ok(True, "ready: and its VM was destroyed")
+    ok([x["network"] for x in pool_snaps(h)] == ["off"] and
+       "network on not built now (guest networking is unavailable" in
+       base.read(h.vmmd_log), "ready: without netd the pool keeps no "
+       "network-on snapshot, and its log says why")
     ok(lists_nothing(a) and lists_nothing(b), "ready: no workspace lists "
        "the pool's VM or snapshot")
     okk, r = a("vm_create", request_id="warm-1", idle_seconds=0)
