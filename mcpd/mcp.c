@@ -838,8 +838,8 @@ do_task(enum task_op op, int declared, struct json_object *id,
 	    (size_t)json_object_get_string_len(v), &out->task) == -1) {
 		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
 		    "Failed to retrieve task: task not found (a task id is "
-		    "vm_id.job_id.request_id, as the task-augmented vm_exec "
-		    "returned it)"));
+		    "vm_id.job_id.request_id or run:request_id, as the "
+		    "task-augmented vm_exec or vm_run returned it)"));
 		return;
 	}
 	if (op == TASK_UPDATE && (!json_object_object_get_ex(params,
@@ -1004,9 +1004,10 @@ do_stateless(const struct mcp_env *env, const char *method, int has_id,
 		do_tools_call(id, params, out);
 		if (out->call && approval_input(id, caps, params, out) == -1)
 			return;
-		/* A job is a task: the client polls instead of waiting. */
-		if (out->call && strcmp(out->tool, "vm_exec") == 0 &&
-		    declares_tasks(caps))
+		/* A job or a run is a task: the client polls instead of
+		 * waiting. */
+		if (out->call && (strcmp(out->tool, "vm_exec") == 0 ||
+		    strcmp(out->tool, "vm_run") == 0) && declares_tasks(caps))
 			out->task_create = 1;
 	} else if (task_method(method) != TASK_NONE) {
 		do_task(task_method(method), declares_tasks(caps), id, params,

@@ -29,6 +29,12 @@ struct mcp_call {
 	struct budget		*budget;	/* its workspace's calls */
 	int			 stateless;	/* no session; 2026-07-28 */
 	int			 task_create;	/* answer with a task */
+	/* A task-augmented vm_run: answered with its task once vmmd took
+	 * it on (its first progress), then detached (hr NULL) until its
+	 * run ends, still one of its workspace's calls in flight.  mcpd
+	 * never cancels it then: tasks/cancel does, through vmmd. */
+	int			 run_task;
+	int			 detached;
 	int			 url_elicit;	/* mcp_out's */
 	char			 base[300];	/* scheme://host, for its URL */
 	char			 request_id[TASK_REQUEST_ID_MAX + 1];
@@ -87,6 +93,15 @@ sse_event(struct hreq *hr, struct json_object *msg)
 	evbuffer_free(b);
 }
 
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void
 call_free(struct mcp_call *call)
 {
@@ -103,9 +118,9 @@ call_free(struct mcp_call *call)
 	free(call);
 }
 
-/* Sends msg (or, for an event stream, nothing when msg is NULL) and ends. */
+/* Sends msg (or, for an event stream, nothing when msg is NULL). */
 static void
-call_finish(struct mcp_call *call, struct json_object *msg)
+call_send_msg(struct mcp_call *call, struct json_object *msg)
 {
 	struct hreq *hr = call->hr;
 
@@ -119,7 +134,46 @@ call_finish(struct mcp_call *call, struct json_object *msg)
 	} else {
 		http_reply(hr, 204, NULL, NULL, 0);
 	}
+}
+
+/* Sends msg as call_send_msg does and ends the call. */
+static void
+call_finish(struct mcp_call *call, struct json_object *msg)
+{
+	if (!call->detached)
+		call_send_msg(call, msg);
 	call_free(call);
+}
+
+/*
+ * A task-augmented vm_run that vmmd took on: its task is the answer, and
+ * the call goes on without a client until the run ends (status: working,
+ * or how a run that ended before it was asked ended).
+ */
+static void
+call_detach(struct mcp_call *call, const char *status)
+{
+	struct json_object *r, *msg;
+
+	if ((r = task_run_created(call->request_id, now_ms(), status)) ==
+	    NULL) {
+		msg = jsonrpc_error(call->id, JSONRPC_INTERNAL_ERROR, "the "
+		    "vm_run task could not be named");
+		call_send_msg(call, msg);
+		json_object_put(msg);
+		call->detached = 1;
+		if (call->bc == NULL)
+			call_free(call);
+		return;
+	}
+	msg = jsonrpc_result(call->id, r);
+	call_send_msg(call, msg);
+	json_object_put(msg);
+	call->hr = NULL;
+	call->detached = 1;
+	evtimer_del(call->timer);
+	if (call->bc == NULL)
+		call_free(call);
 }
 
 static struct json_object *
@@ -135,8 +189,25 @@ call_done(const struct backend_result *br, void *arg)
 	struct json_object *msg, *r;
 
 	call->bc = NULL;
+	if (call->detached) {
+		/* A vm_run task's run ended: vmmd's receipt keeps its answer. */
+		call_free(call);
+		return;
+	}
+	/* A run that ended before its first progress (a retry of one that
+	 * ended) is still a task; a refusal is the tool's answer. */
+	if (call->run_task && br->ok) {
+		struct json_object *res = task_result_object(br), *v;
+		int cancelled = res != NULL &&
+		    json_object_object_get_ex(res, "state", &v) &&
+		    strcmp(json_object_get_string(v), "cancelled") == 0;
+
+		json_object_put(res);
+		call_detach(call, cancelled ? "cancelled" : "completed");
+		return;
+	}
 	/* A started job is the task; any error is the tool's answer. */
-	if (call->task_create && (r = task_created(br,
+	if (call->task_create && !call->run_task && (r = task_created(br,
 	    call->request_id)) != NULL)
 		msg = jsonrpc_result(call->id, r);
 	else if (call->url_elicit && !br->ok && br->proposal != NULL &&
@@ -156,6 +227,11 @@ call_progress(double progress, double total, const char *message, void *arg)
 	struct mcp_call *call = arg;
 	struct json_object *msg;
 
+	if (call->run_task) {
+		if (!call->detached)
+			call_detach(call, "working");
+		return;
+	}
 	if (!call->sse || call->progress_token == NULL)
 		return;
 	msg = mcp_progress(call->progress_token, progress, total, message);
@@ -167,6 +243,9 @@ call_progress(double progress, double total, const char *message, void *arg)
 static void
 call_abort(struct mcp_call *call, struct json_object *err)
 {
+	/* A detached run is vmmd's: mcpd stopping does not cancel it. */
+	if (call->detached)
+		call->bc = NULL;
 	if (call->bc != NULL) {
 		call->m->backend->cancel(call->m->backend_ctx, call->bc);
 		call->bc = NULL;
@@ -284,13 +363,17 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	if (out->task_create) {
 		struct json_object *v;
 
-		/* The task is the wait: the job's id comes back at once. */
+		/* The task is the wait: the job's id comes back at once, a
+		 * run's once vmmd took it on. */
 		call->task_create = 1;
 		if (json_object_object_get_ex(out->args, "request_id", &v))
 			snprintf(call->request_id, sizeof(call->request_id),
 			    "%s", json_object_get_string(v));
-		json_object_object_add(out->args, "wait_seconds",
-		    json_object_new_int(0));
+		if (strcmp(out->tool, "vm_run") == 0)
+			call->run_task = 1;
+		else
+			json_object_object_add(out->args, "wait_seconds",
+			    json_object_new_int(0));
 	}
 	call->id = json_object_get(out->call_id);
 	call->progress_token = json_object_get(out->progress_token);

@@ -1,9 +1,10 @@
 /*
  * tasks/get, tasks/cancel and tasks/update over MCP Streamable HTTP for
  * mcpd: each is answered from the backend with the caller's credential
- * (vm_job_status, then vm_job_output once the job ended; vm_job_cancel),
- * so a task is found only in the workspace that made it and outlives an
- * mcpd restart as its job does.  mcp.c has checked the request and parsed
+ * (a vm_exec's: vm_job_status, then vm_job_output once the job ended;
+ * vm_job_cancel; a vm_run's: the backend's run_task), so a task is found
+ * only in the workspace that made it and outlives an mcpd restart as its
+ * job or run does.  mcp.c has checked the request and parsed
  * the task id; tasks.c shapes the answers.
  */
 #include <stdio.h>
@@ -100,8 +101,10 @@ task_error(struct task_req *tr, const char *code, const char *message)
 		    "found (%.200s)", message));
 	else
 		task_finish(tr, 500, jsonrpc_error(tr->id,
-		    JSONRPC_INTERNAL_ERROR, "task %s.%s: %s: %.200s",
-		    tr->t.vm_id, tr->t.job_id, code, message));
+		    JSONRPC_INTERNAL_ERROR, "task %s%s%s: %s: %.200s",
+		    tr->t.run ? TASK_RUN_PREFIX : tr->t.vm_id,
+		    tr->t.run ? "" : ".", tr->t.run ? tr->t.request_id :
+		    tr->t.job_id, code, message));
 }
 
 static struct json_object *
@@ -190,6 +193,37 @@ task_cancel_done(const struct backend_result *br, void *arg)
 		task_result(tr, task_ack());
 }
 
+/* vmmd's answer about a vm_run task's run. */
+static void
+task_run_done(const struct backend_result *br, void *arg)
+{
+	struct task_req *tr = arg;
+	struct json_object *look, *r;
+
+	tr->bc = NULL;
+	if (!br->ok) {
+		task_error(tr, br->code, br->message);
+		return;
+	}
+	if ((look = task_result_object(br)) == NULL) {
+		task_error(tr, "internal", "the run's state could not be read");
+		return;
+	}
+	if (tr->op == TASK_GET) {
+		if ((r = task_run_get(&tr->t, look)) == NULL)
+			task_error(tr, "internal", "the run's state could not "
+			    "be read");
+		else
+			task_result(tr, r);
+	} else if (tr->op == TASK_CANCEL && task_run_ended(look))
+		task_finish(tr, 400, jsonrpc_error(tr->id,
+		    JSONRPC_INVALID_PARAMS, "Cannot cancel task: already in "
+		    "terminal status (the vm_run ended)"));
+	else
+		task_result(tr, task_ack());
+	json_object_put(look);
+}
+
 static void
 task_gone(struct hreq *hr)
 {
@@ -249,7 +283,13 @@ tasks_http_start(struct hreq *hr, const struct mcp_out *out, unsigned int acc)
 	hr->on_gone = task_gone;
 	http_watch_gone(hr);
 	evtimer_add(tr->timer, &tv);
-	if (tr->op == TASK_CANCEL)
+	if (tr->t.run && m->backend->run_task == NULL)
+		task_error(tr, "not_found", "this mcpd runs no vm_run tasks");
+	else if (tr->t.run)
+		tr->bc = m->backend->run_task(m->backend_ctx, tr->op ==
+		    TASK_CANCEL ? "cancel" : "get", tr->t.request_id,
+		    hr->token, &hr->id, task_run_done, tr);
+	else if (tr->op == TASK_CANCEL)
 		task_call(tr, "vm_job_cancel", task_cancel_done);
 	else
 		task_call(tr, "vm_job_status", task_status_done);

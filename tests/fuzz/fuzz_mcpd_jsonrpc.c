@@ -131,9 +131,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		/* A task id that parses formats back to the same bytes. */
 		if (task_id_parse((const char *)data, size, &t) == 0 &&
-		    (task_id_format(t.vm_id, t.job_id, t.request_id, id,
-		    sizeof(id)) == -1 || strlen(id) != size ||
-		    memcmp(id, data, size) != 0))
+		    ((t.run ? task_run_id_format(t.request_id, id,
+		    sizeof(id)) : task_id_format(t.vm_id, t.job_id,
+		    t.request_id, id, sizeof(id))) == -1 ||
+		    strlen(id) != size || memcmp(id, data, size) != 0))
 			abort();
 	}
 	/* initialize opens sessions: keep the table from filling. */
