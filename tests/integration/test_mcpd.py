@@ -861,6 +861,68 @@ def test_mcp_tasks_wire():
             r.json()["error"]["code"] == -32601, (method, r.body)
 
 
+def test_mcp_run_tasks_wire():
+    """A task-augmented vm_run against the fake backend's runs
+    (mcpd_testd.c: vm_run is taken on, then runs; request_id "live..."
+    runs in v1 as j1, "done..." ended, "bad..." was refused; workspace B
+    has none)."""
+    d = daemon()
+    calls = sl_metric(d, "mcpd_inflight_tool_calls")
+    args = {"request_id": "live-1", "command": "make test"}
+    r = sl_post(d, "tools/call", {"name": "vm_run", "arguments": args,
+                                  "_meta": SL_TASKS_META},
+                name="vm_run", accept="application/json")
+    assert r.status == 200, r.body
+    t = r.json()["result"]
+    assert t["resultType"] == "task" and t["taskId"] == "run:live-1" and \
+        t["status"] == "working" and "result" not in t, t
+    # Answered, the call goes on: one of the workspace's calls in flight.
+    assert sl_metric(d, "mcpd_inflight_tool_calls") == calls + 1
+    # Running: where its output so far is.
+    g = task_post(d, "tasks/get", "run:live-1").json()["result"]
+    assert g["status"] == "working" and g["taskId"] == "run:live-1" and \
+        "VM v1 as job j1; 4 bytes of stdout" in g["statusMessage"] and \
+        g["createdAt"] == "2026-12-01T10:00:00.000Z", g
+    # Ended: vm_run's result as a plain vm_run gives it, or its error.
+    g = task_post(d, "tasks/get", "run:done.7").json()["result"]
+    sc = g["result"]["structuredContent"]
+    assert g["status"] == "completed" and \
+        g["lastUpdatedAt"] == "2026-12-01T10:00:01.000Z" and \
+        g["result"]["isError"] is False and sc["origin"] == "warm" and \
+        sc["stdout"] == "out\n", g
+    g = task_post(d, "tasks/get", "run:bad-1").json()["result"]
+    assert g["status"] == "failed" and g["result"]["isError"] is True and \
+        "max_vms" in g["statusMessage"], g
+    # Cancel: a run under way acknowledges, an ended one is an error.
+    r = task_post(d, "tasks/cancel", "run:live-1")
+    assert r.status == 200 and "status" not in r.json()["result"], r.body
+    # ... and the run's end ends mcpd's call, unheard.
+    assert sl_metric(d, "mcpd_inflight_tool_calls") == calls
+    r = task_post(d, "tasks/cancel", "run:done.7")
+    assert r.status == 400 and r.json()["error"]["code"] == -32602, r.body
+    # Another workspace's, an unknown one and malformed ids: not found.
+    for tid, auth in (("run:live-1", TOKEN_B), ("run:nope", TOKEN_A),
+                      ("run:", TOKEN_A), ("run:a b", TOKEN_A),
+                      ("run:" + "r" * 129, TOKEN_A)):
+        r = task_post(d, "tasks/get", tid, auth=auth, name="=?base64?%s?=" %
+                      base64.b64encode(tid.encode()).decode())
+        assert r.status == 400 and \
+            r.json()["error"]["code"] == -32602, (tid, r.body)
+    # A retry of a run that had ended (answered before any progress) is
+    # its task, ended.
+    r = sl_post(d, "tools/call", {"name": "vm_run", "arguments": dict(
+        args, request_id="done.7"), "_meta": SL_TASKS_META}, name="vm_run",
+        accept="application/json")
+    t = r.json()["result"]
+    assert t["resultType"] == "task" and t["taskId"] == "run:done.7" and \
+        t["status"] == "completed", t
+    # Without the extension, vm_run is no task.
+    r = sl_post(d, "tools/call", {"name": "vm_run", "arguments": dict(
+        args, request_id="done-plain")}, name="vm_run",
+        accept="application/json")
+    assert r.json()["result"]["resultType"] == "complete", r.body
+
+
 def sl_stream(d, method, params, name=None, auth=TOKEN_A):
     """Opens a stateless request on a raw socket and returns it."""
     p = dict(params)
