@@ -280,15 +280,6 @@ task_run_created(const char *request_id, long long created_ms,
 	return mcp_stateless_meta(r);
 }
 
-int
-task_run_ended(struct json_object *look)
-{
-	const char *state = str_member(look, "state");
-
-	return state != NULL && (strcmp(state, "ended") == 0 ||
-	    strcmp(state, "uncertain") == 0);
-}
-
 /* A running run's status line: where to page its output so far. */
 static void
 run_message(struct json_object *look, char *buf, size_t len)

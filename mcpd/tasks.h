@@ -104,11 +104,6 @@ struct json_object *task_run_created(const char *request_id,
  */
 struct json_object *task_run_get(const struct task_id *,
 	    struct json_object *look);
-/*
- * Whether vmmd's answer about a run says it has ended (tasks/cancel of an
- * ended task is an error).
- */
-int	task_run_ended(struct json_object *look);
 /* The empty acknowledgement of tasks/cancel and tasks/update. */
 struct json_object *task_ack(void);
 /*

@@ -215,11 +215,8 @@ task_run_done(const struct backend_result *br, void *arg)
 			    "be read");
 		else
 			task_result(tr, r);
-	} else if (tr->op == TASK_CANCEL && task_run_ended(look))
-		task_finish(tr, 400, jsonrpc_error(tr->id,
-		    JSONRPC_INVALID_PARAMS, "Cannot cancel task: already in "
-		    "terminal status (the vm_run ended)"));
-	else
+	} else
+		/* Cancelling a run that ended changes nothing, as a job's. */
 		task_result(tr, task_ack());
 	json_object_put(look);
 }

@@ -806,7 +806,6 @@ START_TEST(task_run_shapes)
 	r = task_run_get(&t, look);
 	ck_assert_str_eq(member_str(r, "status"), "working");
 	ck_assert_str_eq(member_str(r, "resultType"), "complete");
-	ck_assert(!task_run_ended(look));
 	json_object_put(r);
 	json_object_put(look);
 
@@ -826,7 +825,6 @@ START_TEST(task_run_shapes)
 	    "\"2026-12-01T10:00:00.000Z\",\"finished_at\":"
 	    "\"2026-12-01T10:00:09.000Z\",\"result\":{\"vm_id\":\"vm9\","
 	    "\"state\":\"completed\",\"exit_code\":0,\"origin\":\"warm\"}}");
-	ck_assert(task_run_ended(look));
 	r = task_run_get(&t, look);
 	ck_assert_str_eq(member_str(r, "status"), "completed");
 	ck_assert_str_eq(member_str(r, "lastUpdatedAt"),
@@ -856,7 +854,6 @@ START_TEST(task_run_shapes)
 	json_object_put(r);
 	json_object_put(look);
 	look = json_tokener_parse("{\"state\":\"uncertain\"}");
-	ck_assert(task_run_ended(look));
 	r = task_run_get(&t, look);
 	ck_assert_str_eq(member_str(r, "status"), "failed");
 	json_object_put(r);
