@@ -330,12 +330,19 @@ task_run_get(const struct task_id *t, struct json_object *look)
 		r = task_base(id, "working", created, created, "the command "
 		    "ended; vm_run is committing or destroying its VM");
 	else if (strcmp(state, "uncertain") == 0) {
-		br.code = "conflict";
-		br.message = "vmmd stopped while this vm_run was under way: "
-		    "its outcome is unknown, and it is not run again";
-		r = task_base(id, "failed", created, finished, br.message);
-		json_object_object_add(r, "result",
-		    mcp_tool_result_stateless(&br));
+		/* No tool result to give: the extension's failed task, with
+		 * the error inlined. */
+		static const char why[] = "vmmd stopped while this vm_run was "
+		    "under way: its outcome is unknown, and it is not run "
+		    "again";
+
+		r = task_base(id, "failed", created, finished, why);
+		v = json_object_new_object();
+		json_object_object_add(v, "code",
+		    json_object_new_int(JSONRPC_INTERNAL_ERROR));
+		json_object_object_add(v, "message",
+		    json_object_new_string(why));
+		json_object_object_add(r, "error", v);
 	} else if (strcmp(state, "ended") == 0 &&
 	    json_object_object_get_ex(look, "result", &res) &&
 	    json_object_is_type(res, json_type_object)) {
@@ -354,7 +361,9 @@ task_run_get(const struct task_id *t, struct json_object *look)
 	    json_object_object_get_ex(look, "error", &v) &&
 	    (br.code = str_member(v, "code")) != NULL &&
 	    (br.message = str_member(v, "message")) != NULL) {
-		r = task_base(id, "failed", created, finished, br.message);
+		/* vm_run answered with its error: a tool error, which the
+		 * extension reports as completed with isError. */
+		r = task_base(id, "completed", created, finished, br.message);
 		json_object_object_add(r, "result",
 		    mcp_tool_result_stateless(&br));
 	} else

@@ -98,9 +98,10 @@ struct json_object *task_run_created(const char *request_id,
 /*
  * tasks/get of a vm_run task from vmmd's answer about the run (run.c's
  * run_task): working while it starts, runs or ends; once ended, completed
- * with vm_run's result as a plain vm_run answers it, cancelled when the
- * command was cancelled, failed with the tool's error result when vm_run
- * failed or its outcome is unknown.  NULL if look is no such answer.
+ * with vm_run's result as a plain vm_run answers it (its error result,
+ * isError, when vm_run failed), cancelled when the command was cancelled,
+ * failed with an inlined error when its outcome is unknown (vmmd stopped
+ * during it).  NULL if look is no such answer.
  */
 struct json_object *task_run_get(const struct task_id *,
 	    struct json_object *look);

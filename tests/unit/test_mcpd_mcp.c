@@ -844,11 +844,12 @@ START_TEST(task_run_shapes)
 	json_object_put(r);
 	json_object_put(look);
 
-	/* Failed: the tool's error, and an unknown outcome. */
+	/* The tool's error is a completed task (isError); an unknown
+	 * outcome a failed one, its error inlined and no result. */
 	look = json_tokener_parse("{\"state\":\"ended\",\"error\":{"
 	    "\"code\":\"quota_exceeded\",\"message\":\"max_vms\"}}");
 	r = task_run_get(&t, look);
-	ck_assert_str_eq(member_str(r, "status"), "failed");
+	ck_assert_str_eq(member_str(r, "status"), "completed");
 	ck_assert(json_object_get_boolean(json_object_object_get(
 	    json_object_object_get(r, "result"), "isError")));
 	json_object_put(r);
@@ -856,6 +857,9 @@ START_TEST(task_run_shapes)
 	look = json_tokener_parse("{\"state\":\"uncertain\"}");
 	r = task_run_get(&t, look);
 	ck_assert_str_eq(member_str(r, "status"), "failed");
+	ck_assert(!json_object_object_get_ex(r, "result", NULL));
+	ck_assert_int_eq(json_object_get_int(json_object_object_get(
+	    json_object_object_get(r, "error"), "code")), -32603);
 	json_object_put(r);
 	json_object_put(look);
 	look = json_tokener_parse("{\"state\":\"elsewhere\"}");
