@@ -11,6 +11,8 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
 
 #include "http_reply.h"
 #include "log.h"
@@ -45,6 +47,20 @@ struct mcp_call {
 	struct timespec		 deadline;
 };
 
+/*
+ * Notifications of a listen stream's tasks go out only while the client
+ * reads them: with this much still unsent to it, the stream ends instead
+ * (mcpd does not buffer for a client that never reads).
+ */
+#define LISTEN_UNSENT_MAX	(256 * 1024)
+
+/* A task a listen stream follows: what it last told of it. */
+struct listen_task {
+	struct task_id		 t;
+	char			 status[16];	/* "" until first told */
+	int			 over;		/* ended, or not found */
+};
+
 struct sse_stream {
 	TAILQ_ENTRY(sse_stream)	 entry;		/* m->listen_streams */
 	struct mcpd		*m;
@@ -52,6 +68,14 @@ struct sse_stream {
 	struct session		*sess;		/* NULL: subscriptions/listen */
 	struct budget		*budget;	/* listen: its workspace's */
 	struct event		*keepalive;
+	/* subscriptions/listen's tasks (notifications.taskIds), asked
+	 * after one at a time, each about every pollIntervalMs, with the
+	 * listen's credential: tasks/get's answer, sent when its status
+	 * changed, until it ends. */
+	struct listen_task	*tasks;
+	size_t			 ntasks, next;
+	struct event		*poll;
+	struct task_req		*asking;	/* tasks/get under way */
 };
 
 /*
@@ -419,14 +443,113 @@ call_cancel(struct session *sess, struct json_object *id)
 static struct sse_stream *sse_stream_open(struct hreq *, struct session *,
     struct budget *);
 
+static void sse_stream_end(struct sse_stream *);
+
+/* Bytes written to hr's client and not yet taken by it. */
+static size_t
+unsent(struct hreq *hr)
+{
+	struct evhttp_connection *c = evhttp_request_get_connection(hr->req);
+	struct bufferevent *bev;
+
+	if (c == NULL || (bev = evhttp_connection_get_bufferevent(c)) == NULL)
+		return 0;
+	return evbuffer_get_length(bufferevent_get_output(bev));
+}
+
+static void listen_poll_cb(evutil_socket_t, short, void *);
+
+/* The next ask, about pollIntervalMs over the tasks still followed. */
+static void
+listen_schedule(struct sse_stream *st)
+{
+	size_t i, left = 0;
+	long ms;
+	struct timeval tv;
+
+	for (i = 0; i < st->ntasks; i++)
+		if (!st->tasks[i].over)
+			left++;
+	if (left == 0)
+		return;		/* keep-alives only, from now on */
+	ms = TASK_POLL_INTERVAL_MS / (long)left;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(st->poll, &tv);
+}
+
+/* tasks/get's answer for the task st->next: told when it changed. */
+static void
+listen_answer(void *arg, struct json_object *answer)
+{
+	struct sse_stream *st = arg;
+	struct listen_task *lt = &st->tasks[st->next];
+	struct json_object *r, *v, *n;
+	const char *status;
+
+	st->asking = NULL;
+	st->next = (st->next + 1) % st->ntasks;
+	if (!json_object_object_get_ex(answer, "result", &r) ||
+	    !json_object_object_get_ex(r, "status", &v) ||
+	    (status = json_object_get_string(v)) == NULL) {
+		/* Not found (another workspace's, gone) or failing: no more
+		 * is told of it. */
+		lt->over = 1;
+		json_object_put(answer);
+		listen_schedule(st);
+		return;
+	}
+	if (strcmp(status, "completed") == 0 || strcmp(status, "failed") ==
+	    0 || strcmp(status, "cancelled") == 0)
+		lt->over = 1;
+	if (strcmp(status, lt->status) != 0) {
+		snprintf(lt->status, sizeof(lt->status), "%s", status);
+		if (unsent(st->hr) > LISTEN_UNSENT_MAX) {
+			log_debug("workspace %s: a listen stream's client does "
+			    "not read its notifications; ending it",
+			    st->hr->id.workspace);
+			json_object_put(answer);
+			sse_stream_end(st);
+			return;
+		}
+		json_object_object_del(r, "resultType");
+		n = json_object_new_object();
+		json_object_object_add(n, "jsonrpc",
+		    json_object_new_string("2.0"));
+		json_object_object_add(n, "method",
+		    json_object_new_string("notifications/tasks"));
+		json_object_object_add(n, "params", json_object_get(r));
+		sse_event(st->hr, n);
+		json_object_put(n);
+	}
+	json_object_put(answer);
+	listen_schedule(st);
+}
+
+static void
+listen_poll_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sse_stream *st = arg;
+	size_t i;
+
+	for (i = 0; i < st->ntasks && st->tasks[st->next].over; i++)
+		st->next = (st->next + 1) % st->ntasks;
+	if (st->tasks[st->next].over)
+		return;
+	if ((st->asking = tasks_watch(st->hr, &st->tasks[st->next].t,
+	    listen_answer, st)) == NULL)
+		listen_schedule(st);	/* out of memory: later */
+}
+
 /*
  * subscriptions/listen: the acknowledgement, then keep-alives until the
- * client closes the stream.  mcpd sends no change notifications (its tool
- * list is fixed), so the acknowledgement names none.
+ * client closes the stream, and notifications/tasks for the tasks it
+ * asked to follow (out->listen_tasks).  mcpd sends no other change
+ * notifications (its tool list is fixed).
  */
 static void
 listen_start(struct hreq *hr, struct json_object *id, struct json_object *ack,
-    unsigned int acc)
+    struct mcp_out *out, unsigned int acc)
 {
 	struct mcpd *m = hr->m;
 	struct sse_stream *st;
@@ -450,6 +573,18 @@ listen_start(struct hreq *hr, struct json_object *id, struct json_object *ack,
 	}
 	sse_event(hr, ack);
 	evtimer_add(st->keepalive, &tv);
+	if (out->nlisten_tasks > 0 &&
+	    (st->poll = evtimer_new(m->base, listen_poll_cb, st)) != NULL) {
+		/* The stream's now: mcp_out_free leaves them. */
+		st->tasks = calloc(out->nlisten_tasks, sizeof(*st->tasks));
+		for (size_t i = 0; st->tasks != NULL &&
+		    i < out->nlisten_tasks; i++)
+			st->tasks[i].t = out->listen_tasks[i];
+		if (st->tasks != NULL) {
+			st->ntasks = out->nlisten_tasks;
+			event_active(st->poll, EV_TIMEOUT, 1);
+		}
+	}
 }
 
 static void
@@ -498,7 +633,7 @@ mcp_post(struct hreq *hr)
 	} else if (out.task_op != TASK_NONE) {
 		tasks_http_start(hr, &out, acc);
 	} else if (out.listen) {
-		listen_start(hr, out.call_id, out.body, acc);
+		listen_start(hr, out.call_id, out.body, &out, acc);
 	} else if (out.body == NULL) {
 		http_reply(hr, out.status, NULL, NULL, 0);
 	} else if (out.status != 200 || (acc & ACCEPT_JSON)) {
@@ -556,6 +691,11 @@ sse_stream_end(struct sse_stream *st)
 	budget_put(&st->m->budgets, st->budget, BUDGET_LISTENS);
 	st->m->metrics.open_streams--;
 	event_free(st->keepalive);
+	if (st->asking != NULL)
+		tasks_watch_stop(st->asking);
+	if (st->poll != NULL)
+		event_free(st->poll);
+	free(st->tasks);
 	http_stream_end(st->hr);
 	free(st);
 }

@@ -32,6 +32,8 @@
 #define TASK_ID_MAX		(TASK_VM_ID_MAX + 1 + TASK_JOB_ID_MAX + 1 + \
 				    TASK_REQUEST_ID_MAX)
 #define TASK_RUN_PREFIX		"run:"
+/* Tasks one subscriptions/listen stream follows for notifications/tasks. */
+#define TASK_LISTEN_MAX		16
 
 enum task_op {
 	TASK_NONE = 0,

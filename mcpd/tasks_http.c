@@ -31,6 +31,8 @@ struct task_req {
 	enum task_op		 op;
 	struct task_id		 t;
 	unsigned int		 acc;
+	task_watch_cb		 watch;		/* a listen's, not hr's */
+	void			*watch_arg;
 };
 
 static void
@@ -78,6 +80,14 @@ send_msg(struct hreq *hr, unsigned int acc, int status,
 static void
 task_finish(struct task_req *tr, int status, struct json_object *msg)
 {
+	task_watch_cb cb = tr->watch;
+	void *arg = tr->watch_arg;
+
+	if (cb != NULL) {
+		task_req_free(tr);
+		cb(arg, msg);
+		return;
+	}
 	tr->hr->on_gone = NULL;
 	send_msg(tr->hr, tr->acc, status, msg);
 	json_object_put(msg);
@@ -241,6 +251,55 @@ task_timer_cb(evutil_socket_t fd, short ev, void *arg)
 	task_error(tr, "timeout", "vmmd did not answer within tool_timeout");
 }
 
+/* Asks the backend for tr's task, as its op wants. */
+static void
+task_begin(struct task_req *tr)
+{
+	struct mcpd *m = tr->m;
+
+	if (tr->t.run && m->backend->run_task == NULL)
+		task_error(tr, "not_found", "this mcpd runs no vm_run tasks");
+	else if (tr->t.run)
+		tr->bc = m->backend->run_task(m->backend_ctx, tr->op ==
+		    TASK_CANCEL ? "cancel" : "get", tr->t.request_id,
+		    tr->hr->token, &tr->hr->id, task_run_done, tr);
+	else if (tr->op == TASK_CANCEL)
+		task_call(tr, "vm_job_cancel", task_cancel_done);
+	else
+		task_call(tr, "vm_job_status", task_status_done);
+}
+
+struct task_req *
+tasks_watch(struct hreq *hr, const struct task_id *t, task_watch_cb cb,
+    void *arg)
+{
+	struct mcpd *m = hr->m;
+	struct task_req *tr;
+	struct timeval tv = { m->cfg->tool_timeout, 0 };
+
+	if ((tr = calloc(1, sizeof(*tr))) == NULL ||
+	    (tr->timer = evtimer_new(m->base, task_timer_cb, tr)) == NULL) {
+		free(tr);
+		return NULL;
+	}
+	tr->m = m;
+	tr->hr = hr;
+	tr->op = TASK_GET;
+	tr->t = *t;
+	tr->watch = cb;
+	tr->watch_arg = arg;
+	TAILQ_INSERT_TAIL(&m->task_reqs, tr, entry);
+	evtimer_add(tr->timer, &tv);
+	task_begin(tr);
+	return tr;
+}
+
+void
+tasks_watch_stop(struct task_req *tr)
+{
+	task_req_free(tr);
+}
+
 void
 tasks_http_start(struct hreq *hr, const struct mcp_out *out, unsigned int acc)
 {
@@ -280,16 +339,7 @@ tasks_http_start(struct hreq *hr, const struct mcp_out *out, unsigned int acc)
 	hr->on_gone = task_gone;
 	http_watch_gone(hr);
 	evtimer_add(tr->timer, &tv);
-	if (tr->t.run && m->backend->run_task == NULL)
-		task_error(tr, "not_found", "this mcpd runs no vm_run tasks");
-	else if (tr->t.run)
-		tr->bc = m->backend->run_task(m->backend_ctx, tr->op ==
-		    TASK_CANCEL ? "cancel" : "get", tr->t.request_id,
-		    hr->token, &hr->id, task_run_done, tr);
-	else if (tr->op == TASK_CANCEL)
-		task_call(tr, "vm_job_cancel", task_cancel_done);
-	else
-		task_call(tr, "vm_job_status", task_status_done);
+	task_begin(tr);
 }
 
 void
@@ -304,8 +354,11 @@ tasks_http_free_all(struct mcpd *m)
 	struct task_req *tr;
 
 	while ((tr = TAILQ_FIRST(&m->task_reqs)) != NULL) {
-		tr->hr->on_gone = NULL;
-		http_reply(tr->hr, 204, NULL, NULL, 0);
+		/* A listen's ends with its stream, which is not tr's. */
+		if (tr->watch == NULL) {
+			tr->hr->on_gone = NULL;
+			http_reply(tr->hr, 204, NULL, NULL, 0);
+		}
 		task_req_free(tr);
 	}
 }

@@ -91,8 +91,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else if (out.status != 202 && !out.call && out.task_op == TASK_NONE)
 		abort();
 	/* A task request goes to the backend only with a well-formed id. */
-	if (out.task_op != TASK_NONE && (out.task.vm_id[0] == '\0' ||
-	    out.task.job_id[0] == '\0' || out.task.request_id[0] == '\0'))
+	if (out.task_op != TASK_NONE && (out.task.request_id[0] == '\0' ||
+	    (!out.task.run && (out.task.vm_id[0] == '\0' ||
+	    out.task.job_id[0] == '\0'))))
 		abort();
 	mcp_out_free(&out);
 	{
@@ -124,6 +125,23 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (out.body == NULL && out.status != 202 && !out.call &&
 	    out.task_op == TASK_NONE)
 		abort();
+	mcp_out_free(&out);
+	/* As a subscriptions/listen: the tasks it follows are bounded, and
+	 * each is a task id that parses. */
+	env.mcp_method = "subscriptions/listen";
+	env.mcp_name = NULL;
+	mcp_process(&env, (const char *)data, size, &out);
+	if (out.nlisten_tasks > TASK_LISTEN_MAX ||
+	    (out.nlisten_tasks > 0 && !out.listen))
+		abort();
+	for (size_t i = 0; i < out.nlisten_tasks; i++) {
+		char id[TASK_ID_MAX + 1];
+		struct task_id t;
+
+		task_id_string(&out.listen_tasks[i], id, sizeof(id));
+		if (task_id_parse(id, strlen(id), &t) == -1)
+			abort();
+	}
 	mcp_out_free(&out);
 	{
 		struct task_id t;

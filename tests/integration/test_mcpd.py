@@ -954,6 +954,81 @@ def read_until(s, marker, timeout=5):
     return buf
 
 
+def read_events(s, buf):
+    """buf and what follows on s, to the end of an event (and of its
+    chunk)."""
+    while not buf or not buf.endswith((b"\n\n", b"\n\n\r\n")):
+        more = read_until(s, b"\n\n")
+        assert more, buf
+        buf += more
+    return buf
+
+
+def sse_messages(buf):
+    return [json.loads(line[5:]) for line in buf.decode().split("\n")
+            if line.startswith("data:")]
+
+
+def test_mcp_listen_task_notifications():
+    """subscriptions/listen with notifications.taskIds, from a client
+    with the tasks extension: acknowledged with the ids that parse, then
+    notifications/tasks as each task's status is first seen and changes,
+    asked with the listen's credential, so another workspace's tasks are
+    never told (fake backend: run "done..." ended, "live..." runs)."""
+    d = daemon()
+    ids = ["run:done.7", "v1.done7.r9", "run:live-x", "run:nope",
+           "bad id", 7]
+    s = sl_stream(d, "subscriptions/listen", {
+        "notifications": {"taskIds": ids}, "_meta": SL_TASKS_META})
+    try:
+        buf = read_events(s, read_until(s, b"acknowledged"))
+        msgs = sse_messages(buf)
+        assert msgs[0]["params"]["notifications"] == {
+            "taskIds": ids[:4]}, msgs[0]
+        seen = {}
+        while True:
+            for m in msgs[1:]:
+                assert m["method"] == "notifications/tasks", m
+                seen[m["params"]["taskId"]] = m["params"]
+            if len(seen) >= 3:
+                break
+            msgs = [None] + sse_messages(read_events(s, b""))
+        assert seen["run:done.7"]["status"] == "completed" and \
+            seen["run:done.7"]["result"]["structuredContent"][
+                "origin"] == "warm" and \
+            "resultType" not in seen["run:done.7"], seen
+        assert seen["v1.done7.r9"]["status"] == "completed"
+        assert seen["run:live-x"]["status"] == "working"
+        assert "run:nope" not in seen
+    finally:
+        s.close()
+    # Workspace B: its vm_run tasks are not found, so nothing of
+    # run:done.7 is told before the job's notification (asked in order).
+    s = sl_stream(d, "subscriptions/listen", {
+        "notifications": {"taskIds": ["run:done.7", "v1.done7.r9"]},
+        "_meta": SL_TASKS_META}, auth=TOKEN_B)
+    try:
+        buf = read_until(s, b"acknowledged")
+        while b"notifications/tasks" not in buf:
+            more = read_until(s, b"\n\n")
+            assert more, buf
+            buf += more
+        buf = read_events(s, buf)
+        told = [m["params"]["taskId"] for m in sse_messages(buf)
+                if m.get("method") == "notifications/tasks"]
+        assert told == ["v1.done7.r9"], told
+    finally:
+        s.close()
+    # Without the extension, taskIds are not taken.
+    s = sl_stream(d, "subscriptions/listen",
+                  {"notifications": {"taskIds": ["run:done.7"]}})
+    try:
+        buf = read_events(s, read_until(s, b"acknowledged"))
+        assert sse_messages(buf)[0]["params"]["notifications"] == {}, buf
+    finally:
+        s.close()
+
+
 def test_mcp_stateless_listen_and_disconnect_cancels():
     d = daemon()
     base = sl_metric(d, "mcpd_open_streams")
