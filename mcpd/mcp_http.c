@@ -180,17 +180,11 @@ call_detach(struct mcp_call *call, const char *status)
 	struct json_object *r, *msg;
 
 	if ((r = task_run_created(call->request_id, now_ms(), status)) ==
-	    NULL) {
+	    NULL)
 		msg = jsonrpc_error(call->id, JSONRPC_INTERNAL_ERROR, "the "
 		    "vm_run task could not be named");
-		call_send_msg(call, msg);
-		json_object_put(msg);
-		call->detached = 1;
-		if (call->bc == NULL)
-			call_free(call);
-		return;
-	}
-	msg = jsonrpc_result(call->id, r);
+	else
+		msg = jsonrpc_result(call->id, r);
 	call_send_msg(call, msg);
 	json_object_put(msg);
 	call->hr = NULL;
