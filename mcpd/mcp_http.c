@@ -531,8 +531,11 @@ listen_poll_cb(evutil_socket_t fd, short ev, void *arg)
 	if (st->tasks[st->next].over)
 		return;
 	if ((st->asking = tasks_watch(st->hr, &st->tasks[st->next].t,
-	    listen_answer, st)) == NULL)
-		listen_schedule(st);	/* out of memory: later */
+	    listen_answer, st)) == NULL) {
+		/* It cannot be asked after: no more is told of it. */
+		st->tasks[st->next].over = 1;
+		listen_schedule(st);
+	}
 }
 
 /*

@@ -64,8 +64,10 @@ void	tasks_http_free_all(struct mcpd *);
 /*
  * tasks/get of t for a subscriptions/listen stream on hr (its credential):
  * cb gets the JSON-RPC answer (result: the GetTaskResult; error: not
- * found or failed) instead of hr, and owns it.  tasks_watch_stop before
- * the stream ends, unless cb ran.
+ * found or failed) instead of hr, and owns it, never before tasks_watch
+ * returned.  NULL when it cannot be asked (no memory; a vm_run task and a
+ * backend without runs).  tasks_watch_stop before the stream ends, unless
+ * cb ran.
  */
 struct task_id;
 typedef void (*task_watch_cb)(void *arg, struct json_object *answer);

@@ -277,8 +277,11 @@ tasks_watch(struct hreq *hr, const struct task_id *t, task_watch_cb cb,
 	struct task_req *tr;
 	struct timeval tv = { m->cfg->tool_timeout, 0 };
 
-	if ((tr = calloc(1, sizeof(*tr))) == NULL ||
-	    (tr->timer = evtimer_new(m->base, task_timer_cb, tr)) == NULL) {
+	/* cb never runs before this returns: the backend answers later. */
+	if ((t->run && m->backend->run_task == NULL) ||
+	    (tr = calloc(1, sizeof(*tr))) == NULL)
+		return NULL;
+	if ((tr->timer = evtimer_new(m->base, task_timer_cb, tr)) == NULL) {
 		free(tr);
 		return NULL;
 	}
