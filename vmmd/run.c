@@ -12,7 +12,9 @@
  *
  * A retry of the same request_id joins the run or gets its stored answer
  * (tools.c's receipts): the commit's snapshot is made once, and every
- * answer names the same one.
+ * answer names the same one.  mcpd's MCP task of a vm_run asks after it by
+ * that request_id too (run_task): the run while under way, its receipt
+ * once answered.
  */
 #include <inttypes.h>
 #include <stdarg.h>
