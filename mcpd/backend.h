@@ -79,6 +79,16 @@ struct backend_ops {
 	    const char *job_id, const char *pipe_token,
 	    const char *credential, const struct auth_identity *,
 	    backend_stream_cb done, void *arg);
+	/*
+	 * Asks after the vm_run of request_id in the caller's workspace (a
+	 * vm_run task, tasks.h): op "get" tells where it is, "cancel"
+	 * cancels it as well; done gets the backend's answer (vmmd's
+	 * run_task), as call's.  Same calling rules as call; NULL in a
+	 * backend without runs.
+	 */
+	struct backend_call *(*run_task)(void *ctx, const char *op,
+	    const char *request_id, const char *credential,
+	    const struct auth_identity *, backend_result_cb done, void *arg);
 };
 
 #endif

@@ -268,6 +268,29 @@ vmmd_call(void *ctx, const char *tool, struct json_object *args,
 	    (int)(vmmd.tool_timeout + 10) * 1000, tool_reply);
 }
 
+static struct backend_call *
+vmmd_run_task(void *ctx, const char *op, const char *request_id,
+    const char *credential, const struct auth_identity *id,
+    backend_result_cb done, void *arg)
+{
+	struct backend_call *c = call_new(done, NULL, NULL, arg);
+	struct json_object *body, *args;
+
+	if (vmmd.conn == NULL)
+		return call_unavailable(c);
+	args = json_object_new_object();
+	json_object_object_add(args, "request_id",
+	    json_object_new_string(request_id));
+	body = json_object_new_object();
+	json_object_object_add(body, "credential",
+	    json_object_new_string(credential));
+	json_object_object_add(body, "tool", json_object_new_string("vm_run"));
+	json_object_object_add(body, "arguments", args);
+	json_object_object_add(body, "task", json_object_new_string(op));
+	return call_send(c, IPC_VM_TOOL, body,
+	    (int)(vmmd.tool_timeout + 10) * 1000, tool_reply);
+}
+
 static void
 vmmd_cancel(void *ctx, struct backend_call *c)
 {
@@ -493,5 +516,5 @@ vmmd_start(void *ctx, struct event_base *base, const struct mcpd_config *cfg)
 
 const struct backend_ops vmmd_backend_ops = {
 	"vmmd", vmmd_start, vmmd_call, vmmd_cancel, vmmd_stream_open,
-	vmmd_broker_open,
+	vmmd_broker_open, vmmd_run_task,
 };

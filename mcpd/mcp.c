@@ -746,11 +746,45 @@ do_discover(struct json_object *id, struct mcp_out *out)
 	reply(out, 200, jsonrpc_result(id, cacheable_result(r)));
 }
 
+static int	declares_tasks(struct json_object *);
+
+/*
+ * notifications.taskIds of subscriptions/listen from a client that
+ * declared the tasks extension: the ids that parse (as tasks/get parses
+ * them), at most TASK_LISTEN_MAX, into out; the accepted ones, for the
+ * acknowledgement.  Whose they are is vmmd's to say, on every poll.
+ */
+static struct json_object *
+listen_tasks(struct json_object *filter, struct mcp_out *out)
+{
+	struct json_object *ids, *v, *accepted = json_object_new_array();
+	size_t i, n;
+
+	if (!json_object_object_get_ex(filter, "taskIds", &ids) ||
+	    !json_object_is_type(ids, json_type_array))
+		return accepted;
+	n = json_object_array_length(ids);
+	if ((out->listen_tasks = calloc(TASK_LISTEN_MAX,
+	    sizeof(*out->listen_tasks))) == NULL)
+		return accepted;
+	for (i = 0; i < n && out->nlisten_tasks < TASK_LISTEN_MAX; i++) {
+		v = json_object_array_get_idx(ids, i);
+		if (!json_object_is_type(v, json_type_string) ||
+		    task_id_parse(json_object_get_string(v),
+		    (size_t)json_object_get_string_len(v),
+		    &out->listen_tasks[out->nlisten_tasks]) == -1)
+			continue;
+		out->nlisten_tasks++;
+		json_object_array_add(accepted, json_object_get(v));
+	}
+	return accepted;
+}
+
 static void
 do_listen(struct json_object *id, struct json_object *params,
-    struct mcp_out *out)
+    struct json_object *caps, struct mcp_out *out)
 {
-	struct json_object *filter, *n, *p, *meta;
+	struct json_object *filter, *n, *p, *meta, *ack;
 
 	if (!json_object_object_get_ex(params, "notifications", &filter) ||
 	    !json_object_is_type(filter, json_type_object)) {
@@ -760,16 +794,23 @@ do_listen(struct json_object *id, struct json_object *params,
 		return;
 	}
 	/*
-	 * The acknowledgement names what will be delivered: nothing, as the
+	 * The acknowledgement names what will be delivered: the tasks asked
+	 * for, from a client with the tasks extension; nothing else, as the
 	 * tool list never changes and mcpd has no prompts or resources.  The
-	 * stream stays open (keep-alives only) until the client closes it.
+	 * stream stays open (keep-alives, task notifications) until the
+	 * client closes it.
 	 */
 	n = json_object_new_object();
 	p = json_object_new_object();
 	meta = json_object_new_object();
 	json_object_object_add(meta, "io.modelcontextprotocol/subscriptionId",
 	    json_object_get(id));
-	json_object_object_add(p, "notifications", json_object_new_object());
+	ack = json_object_new_object();
+	if (declares_tasks(caps) && json_object_object_get_ex(filter,
+	    "taskIds", NULL))
+		json_object_object_add(ack, "taskIds",
+		    listen_tasks(filter, out));
+	json_object_object_add(p, "notifications", ack);
 	json_object_object_add(p, "_meta", meta);
 	json_object_object_add(n, "jsonrpc", json_object_new_string("2.0"));
 	json_object_object_add(n, "method", json_object_new_string(
@@ -838,8 +879,8 @@ do_task(enum task_op op, int declared, struct json_object *id,
 	    (size_t)json_object_get_string_len(v), &out->task) == -1) {
 		reply(out, 400, jsonrpc_error(id, JSONRPC_INVALID_PARAMS,
 		    "Failed to retrieve task: task not found (a task id is "
-		    "vm_id.job_id.request_id, as the task-augmented vm_exec "
-		    "returned it)"));
+		    "vm_id.job_id.request_id or run:request_id, as the "
+		    "task-augmented vm_exec or vm_run returned it)"));
 		return;
 	}
 	if (op == TASK_UPDATE && (!json_object_object_get_ex(params,
@@ -1004,15 +1045,16 @@ do_stateless(const struct mcp_env *env, const char *method, int has_id,
 		do_tools_call(id, params, out);
 		if (out->call && approval_input(id, caps, params, out) == -1)
 			return;
-		/* A job is a task: the client polls instead of waiting. */
-		if (out->call && strcmp(out->tool, "vm_exec") == 0 &&
-		    declares_tasks(caps))
+		/* A job or a run is a task: the client polls instead of
+		 * waiting. */
+		if (out->call && (strcmp(out->tool, "vm_exec") == 0 ||
+		    strcmp(out->tool, "vm_run") == 0) && declares_tasks(caps))
 			out->task_create = 1;
 	} else if (task_method(method) != TASK_NONE) {
 		do_task(task_method(method), declares_tasks(caps), id, params,
 		    out);
 	} else if (strcmp(method, "subscriptions/listen") == 0) {
-		do_listen(id, params, out);
+		do_listen(id, params, caps, out);
 	} else {
 		/* initialize, ping, logging/setLevel ... are not in it. */
 		reply(out, 404, jsonrpc_error(id, JSONRPC_METHOD_NOT_FOUND,
@@ -1131,5 +1173,6 @@ mcp_out_free(struct mcp_out *out)
 	json_object_put(out->progress_token);
 	json_object_put(out->cancel_id);
 	json_object_put(out->task_rpc_id);
+	free(out->listen_tasks);
 	memset(out, 0, sizeof(*out));
 }

@@ -80,6 +80,10 @@ struct mcp_out {
 	enum task_op		 task_op;	/* tasks/get, cancel, update */
 	struct json_object	*task_rpc_id;	/* its id */
 	struct task_id		 task;
+	/* subscriptions/listen's notifications.taskIds that were accepted:
+	 * their status changes go out on the stream (notifications/tasks). */
+	struct task_id		*listen_tasks;
+	size_t			 nlisten_tasks;
 };
 
 /*

@@ -11,6 +11,8 @@
 #include <strings.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
 
 #include "http_reply.h"
 #include "log.h"
@@ -29,6 +31,12 @@ struct mcp_call {
 	struct budget		*budget;	/* its workspace's calls */
 	int			 stateless;	/* no session; 2026-07-28 */
 	int			 task_create;	/* answer with a task */
+	/* A task-augmented vm_run: answered with its task once vmmd took
+	 * it on (its first progress), then detached (hr NULL) until its
+	 * run ends, still one of its workspace's calls in flight.  mcpd
+	 * never cancels it then: tasks/cancel does, through vmmd. */
+	int			 run_task;
+	int			 detached;
 	int			 url_elicit;	/* mcp_out's */
 	char			 base[300];	/* scheme://host, for its URL */
 	char			 request_id[TASK_REQUEST_ID_MAX + 1];
@@ -39,6 +47,20 @@ struct mcp_call {
 	struct timespec		 deadline;
 };
 
+/*
+ * Notifications of a listen stream's tasks go out only while the client
+ * reads them: with this much still unsent to it, the stream ends instead
+ * (mcpd does not buffer for a client that never reads).
+ */
+#define LISTEN_UNSENT_MAX	(256 * 1024)
+
+/* A task a listen stream follows: what it last told of it. */
+struct listen_task {
+	struct task_id		 t;
+	char			 status[16];	/* "" until first told */
+	int			 over;		/* ended, or not found */
+};
+
 struct sse_stream {
 	TAILQ_ENTRY(sse_stream)	 entry;		/* m->listen_streams */
 	struct mcpd		*m;
@@ -46,6 +68,14 @@ struct sse_stream {
 	struct session		*sess;		/* NULL: subscriptions/listen */
 	struct budget		*budget;	/* listen: its workspace's */
 	struct event		*keepalive;
+	/* subscriptions/listen's tasks (notifications.taskIds), asked
+	 * after one at a time, each about every pollIntervalMs, with the
+	 * listen's credential: tasks/get's answer, sent when its status
+	 * changed, until it ends. */
+	struct listen_task	*tasks;
+	size_t			 ntasks, next;
+	struct event		*poll;
+	struct task_req		*asking;	/* tasks/get under way */
 };
 
 /*
@@ -87,6 +117,15 @@ sse_event(struct hreq *hr, struct json_object *msg)
 	evbuffer_free(b);
 }
 
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void
 call_free(struct mcp_call *call)
 {
@@ -103,9 +142,9 @@ call_free(struct mcp_call *call)
 	free(call);
 }
 
-/* Sends msg (or, for an event stream, nothing when msg is NULL) and ends. */
+/* Sends msg (or, for an event stream, nothing when msg is NULL). */
 static void
-call_finish(struct mcp_call *call, struct json_object *msg)
+call_send_msg(struct mcp_call *call, struct json_object *msg)
 {
 	struct hreq *hr = call->hr;
 
@@ -119,7 +158,40 @@ call_finish(struct mcp_call *call, struct json_object *msg)
 	} else {
 		http_reply(hr, 204, NULL, NULL, 0);
 	}
+}
+
+/* Sends msg as call_send_msg does and ends the call. */
+static void
+call_finish(struct mcp_call *call, struct json_object *msg)
+{
+	if (!call->detached)
+		call_send_msg(call, msg);
 	call_free(call);
+}
+
+/*
+ * A task-augmented vm_run that vmmd took on: its task is the answer, and
+ * the call goes on without a client until the run ends (status: working,
+ * or how a run that ended before it was asked ended).
+ */
+static void
+call_detach(struct mcp_call *call, const char *status)
+{
+	struct json_object *r, *msg;
+
+	if ((r = task_run_created(call->request_id, now_ms(), status)) ==
+	    NULL)
+		msg = jsonrpc_error(call->id, JSONRPC_INTERNAL_ERROR, "the "
+		    "vm_run task could not be named");
+	else
+		msg = jsonrpc_result(call->id, r);
+	call_send_msg(call, msg);
+	json_object_put(msg);
+	call->hr = NULL;
+	call->detached = 1;
+	evtimer_del(call->timer);
+	if (call->bc == NULL)
+		call_free(call);
 }
 
 static struct json_object *
@@ -135,8 +207,25 @@ call_done(const struct backend_result *br, void *arg)
 	struct json_object *msg, *r;
 
 	call->bc = NULL;
+	if (call->detached) {
+		/* A vm_run task's run ended: vmmd's receipt keeps its answer. */
+		call_free(call);
+		return;
+	}
+	/* A run that ended before its first progress (a retry of one that
+	 * ended) is still a task; a refusal is the tool's answer. */
+	if (call->run_task && br->ok) {
+		struct json_object *res = task_result_object(br), *v;
+		int cancelled = res != NULL &&
+		    json_object_object_get_ex(res, "state", &v) &&
+		    strcmp(json_object_get_string(v), "cancelled") == 0;
+
+		json_object_put(res);
+		call_detach(call, cancelled ? "cancelled" : "completed");
+		return;
+	}
 	/* A started job is the task; any error is the tool's answer. */
-	if (call->task_create && (r = task_created(br,
+	if (call->task_create && !call->run_task && (r = task_created(br,
 	    call->request_id)) != NULL)
 		msg = jsonrpc_result(call->id, r);
 	else if (call->url_elicit && !br->ok && br->proposal != NULL &&
@@ -156,6 +245,11 @@ call_progress(double progress, double total, const char *message, void *arg)
 	struct mcp_call *call = arg;
 	struct json_object *msg;
 
+	if (call->run_task) {
+		if (!call->detached)
+			call_detach(call, "working");
+		return;
+	}
 	if (!call->sse || call->progress_token == NULL)
 		return;
 	msg = mcp_progress(call->progress_token, progress, total, message);
@@ -167,6 +261,9 @@ call_progress(double progress, double total, const char *message, void *arg)
 static void
 call_abort(struct mcp_call *call, struct json_object *err)
 {
+	/* A detached run is vmmd's: mcpd stopping does not cancel it. */
+	if (call->detached)
+		call->bc = NULL;
 	if (call->bc != NULL) {
 		call->m->backend->cancel(call->m->backend_ctx, call->bc);
 		call->bc = NULL;
@@ -284,13 +381,17 @@ call_start(struct hreq *hr, struct mcp_out *out, unsigned int acc)
 	if (out->task_create) {
 		struct json_object *v;
 
-		/* The task is the wait: the job's id comes back at once. */
+		/* The task is the wait: the job's id comes back at once, a
+		 * run's once vmmd took it on. */
 		call->task_create = 1;
 		if (json_object_object_get_ex(out->args, "request_id", &v))
 			snprintf(call->request_id, sizeof(call->request_id),
 			    "%s", json_object_get_string(v));
-		json_object_object_add(out->args, "wait_seconds",
-		    json_object_new_int(0));
+		if (strcmp(out->tool, "vm_run") == 0)
+			call->run_task = 1;
+		else
+			json_object_object_add(out->args, "wait_seconds",
+			    json_object_new_int(0));
 	}
 	call->id = json_object_get(out->call_id);
 	call->progress_token = json_object_get(out->progress_token);
@@ -336,14 +437,116 @@ call_cancel(struct session *sess, struct json_object *id)
 static struct sse_stream *sse_stream_open(struct hreq *, struct session *,
     struct budget *);
 
+static void sse_stream_end(struct sse_stream *);
+
+/* Bytes written to hr's client and not yet taken by it. */
+static size_t
+unsent(struct hreq *hr)
+{
+	struct evhttp_connection *c = evhttp_request_get_connection(hr->req);
+	struct bufferevent *bev;
+
+	if (c == NULL || (bev = evhttp_connection_get_bufferevent(c)) == NULL)
+		return 0;
+	return evbuffer_get_length(bufferevent_get_output(bev));
+}
+
+static void listen_poll_cb(evutil_socket_t, short, void *);
+
+/* The next ask, about pollIntervalMs over the tasks still followed. */
+static void
+listen_schedule(struct sse_stream *st)
+{
+	size_t i, left = 0;
+	long ms;
+	struct timeval tv;
+
+	for (i = 0; i < st->ntasks; i++)
+		if (!st->tasks[i].over)
+			left++;
+	if (left == 0)
+		return;		/* keep-alives only, from now on */
+	ms = TASK_POLL_INTERVAL_MS / (long)left;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(st->poll, &tv);
+}
+
+/* tasks/get's answer for the task st->next: told when it changed. */
+static void
+listen_answer(void *arg, struct json_object *answer)
+{
+	struct sse_stream *st = arg;
+	struct listen_task *lt = &st->tasks[st->next];
+	struct json_object *r, *v, *n;
+	const char *status;
+
+	st->asking = NULL;
+	st->next = (st->next + 1) % st->ntasks;
+	if (!json_object_object_get_ex(answer, "result", &r) ||
+	    !json_object_object_get_ex(r, "status", &v) ||
+	    (status = json_object_get_string(v)) == NULL) {
+		/* Not found (another workspace's, gone) or failing: no more
+		 * is told of it. */
+		lt->over = 1;
+		json_object_put(answer);
+		listen_schedule(st);
+		return;
+	}
+	if (strcmp(status, "completed") == 0 || strcmp(status, "failed") ==
+	    0 || strcmp(status, "cancelled") == 0)
+		lt->over = 1;
+	if (strcmp(status, lt->status) != 0) {
+		snprintf(lt->status, sizeof(lt->status), "%s", status);
+		if (unsent(st->hr) > LISTEN_UNSENT_MAX) {
+			log_debug("workspace %s: a listen stream's client does "
+			    "not read its notifications; ending it",
+			    st->hr->id.workspace);
+			json_object_put(answer);
+			sse_stream_end(st);
+			return;
+		}
+		json_object_object_del(r, "resultType");
+		n = json_object_new_object();
+		json_object_object_add(n, "jsonrpc",
+		    json_object_new_string("2.0"));
+		json_object_object_add(n, "method",
+		    json_object_new_string("notifications/tasks"));
+		json_object_object_add(n, "params", json_object_get(r));
+		sse_event(st->hr, n);
+		json_object_put(n);
+	}
+	json_object_put(answer);
+	listen_schedule(st);
+}
+
+static void
+listen_poll_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct sse_stream *st = arg;
+	size_t i;
+
+	for (i = 0; i < st->ntasks && st->tasks[st->next].over; i++)
+		st->next = (st->next + 1) % st->ntasks;
+	if (st->tasks[st->next].over)
+		return;
+	if ((st->asking = tasks_watch(st->hr, &st->tasks[st->next].t,
+	    listen_answer, st)) == NULL) {
+		/* It cannot be asked after: no more is told of it. */
+		st->tasks[st->next].over = 1;
+		listen_schedule(st);
+	}
+}
+
 /*
  * subscriptions/listen: the acknowledgement, then keep-alives until the
- * client closes the stream.  mcpd sends no change notifications (its tool
- * list is fixed), so the acknowledgement names none.
+ * client closes the stream, and notifications/tasks for the tasks it
+ * asked to follow (out->listen_tasks).  mcpd sends no other change
+ * notifications (its tool list is fixed).
  */
 static void
 listen_start(struct hreq *hr, struct json_object *id, struct json_object *ack,
-    unsigned int acc)
+    struct mcp_out *out, unsigned int acc)
 {
 	struct mcpd *m = hr->m;
 	struct sse_stream *st;
@@ -367,6 +570,18 @@ listen_start(struct hreq *hr, struct json_object *id, struct json_object *ack,
 	}
 	sse_event(hr, ack);
 	evtimer_add(st->keepalive, &tv);
+	if (out->nlisten_tasks > 0 &&
+	    (st->poll = evtimer_new(m->base, listen_poll_cb, st)) != NULL) {
+		/* The stream's now: mcp_out_free leaves them. */
+		st->tasks = calloc(out->nlisten_tasks, sizeof(*st->tasks));
+		for (size_t i = 0; st->tasks != NULL &&
+		    i < out->nlisten_tasks; i++)
+			st->tasks[i].t = out->listen_tasks[i];
+		if (st->tasks != NULL) {
+			st->ntasks = out->nlisten_tasks;
+			event_active(st->poll, EV_TIMEOUT, 1);
+		}
+	}
 }
 
 static void
@@ -415,7 +630,7 @@ mcp_post(struct hreq *hr)
 	} else if (out.task_op != TASK_NONE) {
 		tasks_http_start(hr, &out, acc);
 	} else if (out.listen) {
-		listen_start(hr, out.call_id, out.body, acc);
+		listen_start(hr, out.call_id, out.body, &out, acc);
 	} else if (out.body == NULL) {
 		http_reply(hr, out.status, NULL, NULL, 0);
 	} else if (out.status != 200 || (acc & ACCEPT_JSON)) {
@@ -473,6 +688,11 @@ sse_stream_end(struct sse_stream *st)
 	budget_put(&st->m->budgets, st->budget, BUDGET_LISTENS);
 	st->m->metrics.open_streams--;
 	event_free(st->keepalive);
+	if (st->asking != NULL)
+		tasks_watch_stop(st->asking);
+	if (st->poll != NULL)
+		event_free(st->poll);
+	free(st->tasks);
 	http_stream_end(st->hr);
 	free(st);
 }

@@ -61,6 +61,19 @@ void	tasks_http_init(struct mcpd *);
 void	tasks_http_start(struct hreq *, const struct mcp_out *,
 	    unsigned int accept);
 void	tasks_http_free_all(struct mcpd *);
+/*
+ * tasks/get of t for a subscriptions/listen stream on hr (its credential):
+ * cb gets the JSON-RPC answer (result: the GetTaskResult; error: not
+ * found or failed) instead of hr, and owns it, never before tasks_watch
+ * returned.  NULL when it cannot be asked (no memory; a vm_run task and a
+ * backend without runs).  tasks_watch_stop before the stream ends, unless
+ * cb ran.
+ */
+struct task_id;
+typedef void (*task_watch_cb)(void *arg, struct json_object *answer);
+struct task_req *tasks_watch(struct hreq *, const struct task_id *,
+	    task_watch_cb, void *arg);
+void	tasks_watch_stop(struct task_req *);
 
 /* rest.c */
 void	rest_handle(struct hreq *);

@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "mcp.h"
@@ -42,6 +43,18 @@ task_id_parse(const char *s, size_t len, struct task_id *t)
 	memset(t, 0, sizeof(*t));
 	if (len > TASK_ID_MAX)
 		return -1;
+	if (len >= sizeof(TASK_RUN_PREFIX) - 1 && memcmp(s, TASK_RUN_PREFIX,
+	    sizeof(TASK_RUN_PREFIX) - 1) == 0) {
+		s += sizeof(TASK_RUN_PREFIX) - 1;
+		len -= sizeof(TASK_RUN_PREFIX) - 1;
+		if (id_part(s, len, TASK_REQUEST_ID_MAX, "._:-",
+		    t->request_id) == -1) {
+			memset(t, 0, sizeof(*t));
+			return -1;
+		}
+		t->run = 1;
+		return 0;
+	}
 	/* vm_id and job_id have no dots; request_id may. */
 	if ((d1 = memchr(s, '.', len)) == NULL ||
 	    (d2 = memchr(d1 + 1, '.', (size_t)(end - d1 - 1))) == NULL)
@@ -68,6 +81,29 @@ task_id_format(const char *vm_id, const char *job_id, const char *request_id,
 	    task_id_parse(buf, (size_t)n, &t) == -1)
 		return -1;
 	return 0;
+}
+
+int
+task_run_id_format(const char *request_id, char *buf, size_t bufsz)
+{
+	struct task_id t;
+	int n;
+
+	n = snprintf(buf, bufsz, TASK_RUN_PREFIX "%s", request_id);
+	if (n < 0 || (size_t)n >= bufsz ||
+	    task_id_parse(buf, (size_t)n, &t) == -1 || !t.run)
+		return -1;
+	return 0;
+}
+
+void
+task_id_string(const struct task_id *t, char *buf, size_t bufsz)
+{
+	if (t->run)
+		snprintf(buf, bufsz, TASK_RUN_PREFIX "%s", t->request_id);
+	else
+		snprintf(buf, bufsz, "%s.%s.%s", t->vm_id, t->job_id,
+		    t->request_id);
 }
 
 struct json_object *
@@ -165,8 +201,7 @@ task_from_status(const struct task_id *t, struct json_object *status,
 		return -1;
 	if (strcmp(state, "running") != 0 && strcmp(state, "cancelled") != 0)
 		return 1;
-	snprintf(id, sizeof(id), "%s.%s.%s", t->vm_id, t->job_id,
-	    t->request_id);
+	task_id_string(t, id, sizeof(id));
 	if (strcmp(state, "running") == 0) {
 		if (json_object_object_get_ex(status, "stdout_bytes", &v))
 			so = json_object_get_int64(v);
@@ -216,13 +251,123 @@ task_completed(const struct task_id *t, struct json_object *status,
 	json_object_object_add(res, "output", o);
 	br.result = res;
 
-	snprintf(id, sizeof(id), "%s.%s.%s", t->vm_id, t->job_id,
-	    t->request_id);
+	task_id_string(t, id, sizeof(id));
 	r = task_base(id, "completed", started, finished != NULL ? finished :
 	    started, "the job ended; the rest of its output: vm_job_output "
 	    "from output.next_cursor");
 	json_object_object_add(r, "result", mcp_tool_result_stateless(&br));
 	json_object_put(res);
+	return mcp_stateless_meta(r);
+}
+
+struct json_object *
+task_run_created(const char *request_id, long long created_ms,
+    const char *status)
+{
+	struct json_object *r;
+	char id[TASK_ID_MAX + 1], when[32];
+	time_t sec = (time_t)(created_ms / 1000);
+	struct tm tm;
+
+	if (task_run_id_format(request_id, id, sizeof(id)) == -1 ||
+	    gmtime_r(&sec, &tm) == NULL)
+		return NULL;
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	r = task_base(id, status, when, when, strcmp(status, "working") == 0 ?
+	    "vm_run is making its VM; tasks/get tells when the command runs, "
+	    "and where" : "the run had ended; tasks/get gives its result");
+	json_object_object_add(r, "resultType", json_object_new_string("task"));
+	return mcp_stateless_meta(r);
+}
+
+/* A running run's status line: where to page its output so far. */
+static void
+run_message(struct json_object *look, char *buf, size_t len)
+{
+	struct json_object *st, *v;
+	const char *vm = str_member(look, "vm_id");
+	const char *job = str_member(look, "job_id");
+	int64_t so = 0, se = 0;
+
+	if (json_object_object_get_ex(look, "status", &st)) {
+		if (json_object_object_get_ex(st, "stdout_bytes", &v))
+			so = json_object_get_int64(v);
+		if (json_object_object_get_ex(st, "stderr_bytes", &v))
+			se = json_object_get_int64(v);
+	}
+	if (vm == NULL || job == NULL)
+		snprintf(buf, len, "the command is starting");
+	else
+		snprintf(buf, len, "running in VM %s as job %s; %lld bytes of "
+		    "stdout and %lld of stderr so far (vm_job_output with this "
+		    "vm_id and job_id reads them)", vm, job, (long long)so,
+		    (long long)se);
+}
+
+struct json_object *
+task_run_get(const struct task_id *t, struct json_object *look)
+{
+	struct json_object *r, *v, *res;
+	struct backend_result br = { 0 };
+	const char *state, *created, *finished, *rs;
+	char id[TASK_ID_MAX + 1], msg[400];
+
+	state = str_member(look, "state");
+	if ((created = str_member(look, "created_at")) == NULL)
+		created = "1970-01-01T00:00:00Z";
+	if ((finished = str_member(look, "finished_at")) == NULL)
+		finished = created;
+	task_id_string(t, id, sizeof(id));
+	if (state == NULL)
+		return NULL;
+	if (strcmp(state, "starting") == 0)
+		r = task_base(id, "working", created, created, "vm_run is "
+		    "making its VM");
+	else if (strcmp(state, "running") == 0) {
+		run_message(look, msg, sizeof(msg));
+		r = task_base(id, "working", created, created, msg);
+	} else if (strcmp(state, "ending") == 0)
+		r = task_base(id, "working", created, created, "the command "
+		    "ended; vm_run is committing or destroying its VM");
+	else if (strcmp(state, "uncertain") == 0) {
+		/* No tool result to give: the extension's failed task, with
+		 * the error inlined. */
+		static const char why[] = "vmmd stopped while this vm_run was "
+		    "under way: its outcome is unknown, and it is not run "
+		    "again";
+
+		r = task_base(id, "failed", created, finished, why);
+		v = json_object_new_object();
+		json_object_object_add(v, "code",
+		    json_object_new_int(JSONRPC_INTERNAL_ERROR));
+		json_object_object_add(v, "message",
+		    json_object_new_string(why));
+		json_object_object_add(r, "error", v);
+	} else if (strcmp(state, "ended") == 0 &&
+	    json_object_object_get_ex(look, "result", &res) &&
+	    json_object_is_type(res, json_type_object)) {
+		rs = str_member(res, "state");
+		if (rs != NULL && strcmp(rs, "cancelled") == 0)
+			return mcp_stateless_meta(task_base(id, "cancelled",
+			    created, finished, "the command was cancelled; "
+			    "its VM is destroyed"));
+		br.ok = 1;
+		br.result = res;
+		r = task_base(id, "completed", created, finished, "the "
+		    "command ended; its VM is destroyed");
+		json_object_object_add(r, "result",
+		    mcp_tool_result_stateless(&br));
+	} else if (strcmp(state, "ended") == 0 &&
+	    json_object_object_get_ex(look, "error", &v) &&
+	    (br.code = str_member(v, "code")) != NULL &&
+	    (br.message = str_member(v, "message")) != NULL) {
+		/* vm_run answered with its error: a tool error, which the
+		 * extension reports as completed with isError. */
+		r = task_base(id, "completed", created, finished, br.message);
+		json_object_object_add(r, "result",
+		    mcp_tool_result_stateless(&br));
+	} else
+		return NULL;
 	return mcp_stateless_meta(r);
 }
 

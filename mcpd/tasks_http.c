@@ -1,9 +1,10 @@
 /*
  * tasks/get, tasks/cancel and tasks/update over MCP Streamable HTTP for
  * mcpd: each is answered from the backend with the caller's credential
- * (vm_job_status, then vm_job_output once the job ended; vm_job_cancel),
- * so a task is found only in the workspace that made it and outlives an
- * mcpd restart as its job does.  mcp.c has checked the request and parsed
+ * (a vm_exec's: vm_job_status, then vm_job_output once the job ended;
+ * vm_job_cancel; a vm_run's: the backend's run_task), so a task is found
+ * only in the workspace that made it and outlives an mcpd restart as its
+ * job or run does.  mcp.c has checked the request and parsed
  * the task id; tasks.c shapes the answers.
  */
 #include <stdio.h>
@@ -30,6 +31,8 @@ struct task_req {
 	enum task_op		 op;
 	struct task_id		 t;
 	unsigned int		 acc;
+	task_watch_cb		 watch;		/* a listen's, not hr's */
+	void			*watch_arg;
 };
 
 static void
@@ -77,6 +80,14 @@ send_msg(struct hreq *hr, unsigned int acc, int status,
 static void
 task_finish(struct task_req *tr, int status, struct json_object *msg)
 {
+	task_watch_cb cb = tr->watch;
+	void *arg = tr->watch_arg;
+
+	if (cb != NULL) {
+		task_req_free(tr);
+		cb(arg, msg);
+		return;
+	}
 	tr->hr->on_gone = NULL;
 	send_msg(tr->hr, tr->acc, status, msg);
 	json_object_put(msg);
@@ -100,8 +111,10 @@ task_error(struct task_req *tr, const char *code, const char *message)
 		    "found (%.200s)", message));
 	else
 		task_finish(tr, 500, jsonrpc_error(tr->id,
-		    JSONRPC_INTERNAL_ERROR, "task %s.%s: %s: %.200s",
-		    tr->t.vm_id, tr->t.job_id, code, message));
+		    JSONRPC_INTERNAL_ERROR, "task %s%s%s: %s: %.200s",
+		    tr->t.run ? TASK_RUN_PREFIX : tr->t.vm_id,
+		    tr->t.run ? "" : ".", tr->t.run ? tr->t.request_id :
+		    tr->t.job_id, code, message));
 }
 
 static struct json_object *
@@ -190,6 +203,34 @@ task_cancel_done(const struct backend_result *br, void *arg)
 		task_result(tr, task_ack());
 }
 
+/* vmmd's answer about a vm_run task's run. */
+static void
+task_run_done(const struct backend_result *br, void *arg)
+{
+	struct task_req *tr = arg;
+	struct json_object *look, *r;
+
+	tr->bc = NULL;
+	if (!br->ok) {
+		task_error(tr, br->code, br->message);
+		return;
+	}
+	if ((look = task_result_object(br)) == NULL) {
+		task_error(tr, "internal", "the run's state could not be read");
+		return;
+	}
+	if (tr->op == TASK_GET) {
+		if ((r = task_run_get(&tr->t, look)) == NULL)
+			task_error(tr, "internal", "the run's state could not "
+			    "be read");
+		else
+			task_result(tr, r);
+	} else
+		/* Cancelling a run that ended changes nothing, as a job's. */
+		task_result(tr, task_ack());
+	json_object_put(look);
+}
+
 static void
 task_gone(struct hreq *hr)
 {
@@ -208,6 +249,58 @@ task_timer_cb(evutil_socket_t fd, short ev, void *arg)
 	struct task_req *tr = arg;
 
 	task_error(tr, "timeout", "vmmd did not answer within tool_timeout");
+}
+
+/* Asks the backend for tr's task, as its op wants. */
+static void
+task_begin(struct task_req *tr)
+{
+	struct mcpd *m = tr->m;
+
+	if (tr->t.run && m->backend->run_task == NULL)
+		task_error(tr, "not_found", "this mcpd runs no vm_run tasks");
+	else if (tr->t.run)
+		tr->bc = m->backend->run_task(m->backend_ctx, tr->op ==
+		    TASK_CANCEL ? "cancel" : "get", tr->t.request_id,
+		    tr->hr->token, &tr->hr->id, task_run_done, tr);
+	else if (tr->op == TASK_CANCEL)
+		task_call(tr, "vm_job_cancel", task_cancel_done);
+	else
+		task_call(tr, "vm_job_status", task_status_done);
+}
+
+struct task_req *
+tasks_watch(struct hreq *hr, const struct task_id *t, task_watch_cb cb,
+    void *arg)
+{
+	struct mcpd *m = hr->m;
+	struct task_req *tr;
+	struct timeval tv = { m->cfg->tool_timeout, 0 };
+
+	/* cb never runs before this returns: the backend answers later. */
+	if ((t->run && m->backend->run_task == NULL) ||
+	    (tr = calloc(1, sizeof(*tr))) == NULL)
+		return NULL;
+	if ((tr->timer = evtimer_new(m->base, task_timer_cb, tr)) == NULL) {
+		free(tr);
+		return NULL;
+	}
+	tr->m = m;
+	tr->hr = hr;
+	tr->op = TASK_GET;
+	tr->t = *t;
+	tr->watch = cb;
+	tr->watch_arg = arg;
+	TAILQ_INSERT_TAIL(&m->task_reqs, tr, entry);
+	evtimer_add(tr->timer, &tv);
+	task_begin(tr);
+	return tr;
+}
+
+void
+tasks_watch_stop(struct task_req *tr)
+{
+	task_req_free(tr);
 }
 
 void
@@ -249,10 +342,7 @@ tasks_http_start(struct hreq *hr, const struct mcp_out *out, unsigned int acc)
 	hr->on_gone = task_gone;
 	http_watch_gone(hr);
 	evtimer_add(tr->timer, &tv);
-	if (tr->op == TASK_CANCEL)
-		task_call(tr, "vm_job_cancel", task_cancel_done);
-	else
-		task_call(tr, "vm_job_status", task_status_done);
+	task_begin(tr);
 }
 
 void
@@ -267,8 +357,11 @@ tasks_http_free_all(struct mcpd *m)
 	struct task_req *tr;
 
 	while ((tr = TAILQ_FIRST(&m->task_reqs)) != NULL) {
-		tr->hr->on_gone = NULL;
-		http_reply(tr->hr, 204, NULL, NULL, 0);
+		/* A listen's ends with its stream, which is not tr's. */
+		if (tr->watch == NULL) {
+			tr->hr->on_gone = NULL;
+			http_reply(tr->hr, 204, NULL, NULL, 0);
+		}
 		task_req_free(tr);
 	}
 }

@@ -52,7 +52,7 @@ decode_mcpd(uint32_t type, struct json_object *body, struct mcpd_msg *m,
     struct decode_err *e)
 {
 	static const char *const tool_keys[] = { "credential", "tool",
-	    "arguments", "progress", NULL };
+	    "arguments", "progress", "task", NULL };
 	static const char *const stream_keys[] = { "credential", "vm_id",
 	    "port", NULL };
 	static const char *const cancel_keys[] = { "id", NULL };
@@ -92,8 +92,14 @@ decode_mcpd(uint32_t type, struct json_object *body, struct mcpd_msg *m,
 		    jsonx_get_object(body, "arguments", 1, &m->args,
 		    &jerr) != 1 ||
 		    jsonx_get_bool(body, "progress", 0, &m->progress,
-		    &jerr) == -1)
+		    &jerr) == -1 ||
+		    jsonx_get_string(body, "task", 0, &m->task, &jerr) == -1)
 			return verdict(e, DECODE_BAD, NULL, "%s", jerr.msg);
+		if (m->task != NULL && (strcmp(m->tool, "vm_run") != 0 ||
+		    (strcmp(m->task, "get") != 0 &&
+		    strcmp(m->task, "cancel") != 0)))
+			return verdict(e, DECODE_BAD, NULL, "task: only "
+			    "\"get\" or \"cancel\" of a vm_run");
 		if ((v = decode_credential(body, &m->credential, e)) !=
 		    DECODE_OK)
 			return v;

@@ -29,6 +29,9 @@ struct mcpd_msg {
 	const char		*tool;		/* TOOL: a tool of tools.json */
 	struct json_object	*args;		/* TOOL: an object, borrowed */
 	int			 progress;	/* TOOL */
+	/* TOOL of vm_run: "get" or "cancel" asks after the run of
+	 * arguments.request_id (an MCP task, mcpd/tasks.h); NULL: a call. */
+	const char		*task;
 	const char		*vm_id;		/* STREAM_OPEN, BROKER_OPEN */
 	const char		*job_id;	/* BROKER_OPEN */
 	const char		*pipe_token;	/* BROKER_OPEN */

@@ -22,6 +22,7 @@
 #include "request.h"
 #include "schema.h"
 #include "store.h"
+#include "util.h"
 #include "vmmd_shared.h"
 
 static struct request_head requests = TAILQ_HEAD_INITIALIZER(requests);
@@ -41,6 +42,7 @@ request_new(struct ipc_conn *conn, uint32_t id)
 		fatal("calloc");
 	req->conn = conn;
 	req->id = id;
+	req->arrived_ms = wall_ms();
 	TAILQ_INSERT_TAIL(&requests, req, entry);
 	return req;
 }
@@ -68,13 +70,23 @@ request_finish(struct request *req, struct json_object *stored,
 	char err[256];
 
 	if (req->request_id[0] != '\0') {
-		const char *js = json_object_to_json_string_ext(stored,
-		    JSON_C_TO_STRING_PLAIN);
+		struct json_object *o = json_object_new_object();
+		const char *js;
 
+		/* The answer, and when it was asked and given (a vm_run
+		 * task's times, run.c). */
+		json_object_object_foreach(stored, k, v)
+			json_object_object_add(o, k, json_object_get(v));
+		json_object_object_add(o, "created_ms",
+		    json_object_new_int64(req->arrived_ms));
+		json_object_object_add(o, "finished_ms",
+		    json_object_new_int64(wall_ms()));
+		js = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN);
 		if (store_receipt_finish(vmmd_store(), req->workspace,
 		    req->request_id, js, err, sizeof(err)) == -1)
 			log_warnx("%s: receipt %s not stored: %s", req->tool,
 			    req->request_id, err);
+		json_object_put(o);
 	}
 	if (req->mutation && vmmd_audit() != NULL)
 		audit_append(vmmd_audit(), req->workspace, req->tool,

@@ -69,6 +69,7 @@ struct request {
 	struct egress		 egress;
 	int			 admin;		/* from vmctl: any workspace */
 	char			 request_id[129];	/* receipt, or "" */
+	long long		 arrived_ms;	/* wall clock; the receipt's */
 	char			 vm_id[VM_ID_LEN + 1];	/* for the audit */
 	char			 job_id[32];	/* vm_exec's, once recorded */
 	int			 mutation;	/* audited */

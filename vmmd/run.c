@@ -12,7 +12,9 @@
  *
  * A retry of the same request_id joins the run or gets its stored answer
  * (tools.c's receipts): the commit's snapshot is made once, and every
- * answer names the same one.
+ * answer names the same one.  mcpd's MCP task of a vm_run asks after it by
+ * that request_id too (run_task): the run while under way, its receipt
+ * once answered.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -638,6 +640,176 @@ tool_vm_run(struct request *req)
 	/* Never suspended for idleness: it lives as long as its command. */
 	tools_create(req, &c, 0, 0, run_created, run);
 	/* run may be answered and gone by now (a refused create). */
+}
+
+/* ---- vm_run as an MCP task (mcpd/tasks.h) ------------------------------ */
+
+/* tools.json's request_id: ^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$ */
+static int
+request_id_ok(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (i >= 128 || !((c >= 'a' && c <= 'z') ||
+		    (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    (i > 0 && strchr("._:-", c) != NULL)))
+			return 0;
+	}
+	return i > 0;
+}
+
+/* The run of request_id in workspace while it is under way, or NULL. */
+static struct run *
+run_find(const char *workspace, const char *request_id)
+{
+	struct request *r;
+
+	TAILQ_FOREACH(r, request_all(), entry)
+		if (r->on_cancel == run_cancel && r->hold != NULL &&
+		    strcmp(r->workspace, workspace) == 0 &&
+		    strcmp(r->request_id, request_id) == 0)
+			return r->hold;
+	return NULL;
+}
+
+static void
+add_time(struct json_object *o, const char *key, long long ms)
+{
+	char buf[40];
+
+	iso8601_ms(ms, buf, sizeof(buf));
+	json_object_object_add(o, key, json_object_new_string(buf));
+}
+
+/* What a run under way is doing, for tasks/get. */
+static struct json_object *
+run_task_live(struct run *run)
+{
+	struct json_object *o = json_object_new_object();
+	const char *state;
+
+	switch (run->phase) {
+	case RUN_CREATING:
+	case RUN_STARTING:
+		state = "starting";
+		break;
+	case RUN_WAITING:
+		state = run->cancel ? "ending" : "running";
+		break;
+	default:
+		state = "ending";
+		break;
+	}
+	json_object_object_add(o, "state", json_object_new_string(state));
+	add_time(o, "created_at", run->req->arrived_ms);
+	if (run->req->vm_id[0] != '\0')
+		json_object_object_add(o, "vm_id",
+		    json_object_new_string(run->req->vm_id));
+	if (run->job_id[0] != '\0')
+		json_object_object_add(o, "job_id",
+		    json_object_new_string(run->job_id));
+	if (run->status != NULL)
+		json_object_object_add(o, "status",
+		    json_object_get(run->status));
+	return o;
+}
+
+/* A run that ended: its receipt's answer and times; NULL if unreadable. */
+static struct json_object *
+run_task_ended(char *stored)
+{
+	struct json_object *body = json_tokener_parse(stored), *o, *v;
+	long long ms;
+
+	free(stored);
+	if (body == NULL || !json_object_is_type(body, json_type_object)) {
+		json_object_put(body);
+		return NULL;
+	}
+	o = json_object_new_object();
+	json_object_object_add(o, "state", json_object_new_string("ended"));
+	ms = json_object_object_get_ex(body, "created_ms", &v) ?
+	    json_object_get_int64(v) : 0;
+	add_time(o, "created_at", ms);
+	if (json_object_object_get_ex(body, "finished_ms", &v))
+		ms = json_object_get_int64(v);
+	add_time(o, "finished_at", ms);
+	if (json_object_object_get_ex(body, "result", &v))
+		json_object_object_add(o, "result", json_object_get(v));
+	else if (json_object_object_get_ex(body, "error", &v))
+		json_object_object_add(o, "error", json_object_get(v));
+	json_object_put(body);
+	return o;
+}
+
+/*
+ * IPC_VM_TOOL of vm_run with task "get" or "cancel" (decode.c let only
+ * those through): the run of arguments.request_id in the caller's
+ * workspace, under way or ended, as mcpd's tasks/get and tasks/cancel
+ * need it.  Nothing runs and no receipt is made: the workspace's
+ * receipts and runs are only looked at, so another workspace's run is
+ * not found.
+ */
+void
+run_task(struct request *req)
+{
+	struct json_object *o, *v;
+	const char *rid = NULL;
+	enum receipt_status st;
+	struct run *run;
+	char *stored = NULL, err[256];
+	int r;
+
+	req->checked = 1;	/* no vm_run result: its own shape */
+	if (json_object_object_length(req->args) != 1 ||
+	    !json_object_object_get_ex(req->args, "request_id", &v) ||
+	    !json_object_is_type(v, json_type_string) ||
+	    !request_id_ok(rid = json_object_get_string(v))) {
+		request_error(req, "invalid_argument", "a vm_run task is "
+		    "named by its request_id alone");
+		return;
+	}
+	if ((run = run_find(req->workspace, rid)) != NULL) {
+		if (strcmp(req->msg.task, "cancel") == 0) {
+			if (vmmd_audit() != NULL)
+				audit_append(vmmd_audit(), req->workspace,
+				    "vm_run:cancel", run->req->vm_id, "ok");
+			o = run_task_live(run);
+			run_cancel(run->req);
+		} else
+			o = run_task_live(run);
+		json_object_object_add(o, "request_id",
+		    json_object_new_string(rid));
+		request_reply(req, o);
+		return;
+	}
+	r = store_receipt_get(vmmd_store(), req->workspace, rid, "vm_run", &st,
+	    &stored, err, sizeof(err));
+	if (r == -1) {
+		log_warnx("vm_run task %s: %s", rid, err);
+		request_error(req, "unavailable", "the receipt store failed");
+		return;
+	}
+	if (r == 0 || st == RECEIPT_PENDING) {
+		/* Pending without a run: its approval is still awaited. */
+		request_error(req, "not_found", "no vm_run of request_id '%s' "
+		    "in this workspace%s", rid, r == 0 ? "" : " has started");
+		return;
+	}
+	if (st == RECEIPT_UNCERTAIN) {
+		o = json_object_new_object();
+		json_object_object_add(o, "state",
+		    json_object_new_string("uncertain"));
+	} else if ((o = run_task_ended(stored)) == NULL) {
+		request_error(req, "internal", "the stored answer of vm_run "
+		    "'%s' is unreadable", rid);
+		return;
+	}
+	json_object_object_add(o, "request_id", json_object_new_string(rid));
+	request_reply(req, o);
 }
 
 /* vmmd stops: every run's VM is destroyed now, before the others are

@@ -809,6 +809,47 @@ store_receipt_known(struct store *s, const char *workspace,
 }
 
 int
+store_receipt_get(struct store *s, const char *workspace,
+    const char *request_id, const char *tool, enum receipt_status *status,
+    char **result, char *err, size_t errlen)
+{
+	sqlite3_stmt *st = store_prepare(s, "SELECT status, result FROM "
+	    "receipts WHERE workspace = ?1 AND request_id = ?2 AND tool = ?3",
+	    "receipts", err, errlen);
+	const char *state, *r;
+	int rc, found = 0;
+
+	*result = NULL;
+	if (st == NULL)
+		return -1;
+	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, request_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, tool, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		found = 1;
+		state = (const char *)sqlite3_column_text(st, 0);
+		r = (const char *)sqlite3_column_text(st, 1);
+		if (strcmp(state, "done") == 0) {
+			*status = RECEIPT_DONE;
+			if (r != NULL && (*result = strdup(r)) == NULL) {
+				snprintf(err, errlen, "receipt %s: out of "
+				    "memory", request_id);
+				found = -1;
+			}
+		} else if (strcmp(state, "uncertain") == 0)
+			*status = RECEIPT_UNCERTAIN;
+		else
+			*status = RECEIPT_PENDING;
+	} else if (rc != SQLITE_DONE) {
+		step_fail(s, "receipts", err, errlen);
+		found = -1;
+	}
+	sqldb_release(s->db, st);
+	return found;
+}
+
+int
 store_receipt_finish(struct store *s, const char *workspace,
     const char *request_id, const char *result, char *err, size_t errlen)
 {

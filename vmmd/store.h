@@ -131,6 +131,15 @@ int	store_receipt_begin(struct store *, const char *workspace,
 /* 1 when request_id has a receipt (of any status), 0 when not, -1. */
 int	store_receipt_known(struct store *, const char *workspace,
 	    const char *request_id, char *err, size_t errlen);
+/*
+ * What request_id's receipt of tool holds: 1 with *status (DONE, PENDING
+ * or UNCERTAIN) and, when done, *result (the stored answer; the caller
+ * frees it); 0 when there is none of tool's; -1 with err.
+ */
+int	store_receipt_get(struct store *, const char *workspace,
+	    const char *request_id, const char *tool,
+	    enum receipt_status *status, char **result, char *err,
+	    size_t errlen);
 int	store_receipt_finish(struct store *, const char *workspace,
 	    const char *request_id, const char *result, char *err,
 	    size_t errlen);

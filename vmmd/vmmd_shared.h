@@ -275,6 +275,9 @@ int	stream_abandon(struct request *);
 
 /* run.c: vm_run, one command in a VM of its own */
 void	tool_vm_run(struct request *);
+/* vm_run's task "get" or "cancel" from mcpd (decode.c): the run of a
+ * request_id in the caller's workspace, under way or ended. */
+void	run_task(struct request *);
 void	run_shutdown(void);
 
 /* control.c */

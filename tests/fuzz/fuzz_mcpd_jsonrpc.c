@@ -91,8 +91,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	else if (out.status != 202 && !out.call && out.task_op == TASK_NONE)
 		abort();
 	/* A task request goes to the backend only with a well-formed id. */
-	if (out.task_op != TASK_NONE && (out.task.vm_id[0] == '\0' ||
-	    out.task.job_id[0] == '\0' || out.task.request_id[0] == '\0'))
+	if (out.task_op != TASK_NONE && (out.task.request_id[0] == '\0' ||
+	    (!out.task.run && (out.task.vm_id[0] == '\0' ||
+	    out.task.job_id[0] == '\0'))))
 		abort();
 	mcp_out_free(&out);
 	{
@@ -125,15 +126,33 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    out.task_op == TASK_NONE)
 		abort();
 	mcp_out_free(&out);
+	/* As a subscriptions/listen: the tasks it follows are bounded, and
+	 * each is a task id that parses. */
+	env.mcp_method = "subscriptions/listen";
+	env.mcp_name = NULL;
+	mcp_process(&env, (const char *)data, size, &out);
+	if (out.nlisten_tasks > TASK_LISTEN_MAX ||
+	    (out.nlisten_tasks > 0 && !out.listen))
+		abort();
+	for (size_t i = 0; i < out.nlisten_tasks; i++) {
+		char id[TASK_ID_MAX + 1];
+		struct task_id t;
+
+		task_id_string(&out.listen_tasks[i], id, sizeof(id));
+		if (task_id_parse(id, strlen(id), &t) == -1)
+			abort();
+	}
+	mcp_out_free(&out);
 	{
 		struct task_id t;
 		char id[TASK_ID_MAX + 1];
 
 		/* A task id that parses formats back to the same bytes. */
 		if (task_id_parse((const char *)data, size, &t) == 0 &&
-		    (task_id_format(t.vm_id, t.job_id, t.request_id, id,
-		    sizeof(id)) == -1 || strlen(id) != size ||
-		    memcmp(id, data, size) != 0))
+		    ((t.run ? task_run_id_format(t.request_id, id,
+		    sizeof(id)) : task_id_format(t.vm_id, t.job_id,
+		    t.request_id, id, sizeof(id))) == -1 ||
+		    strlen(id) != size || memcmp(id, data, size) != 0))
 			abort();
 	}
 	/* initialize opens sessions: keep the table from filling. */

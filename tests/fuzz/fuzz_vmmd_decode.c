@@ -76,6 +76,11 @@ check_mcpd(uint32_t type, struct json_object *body)
 		    !json_object_is_type(m.args, json_type_object) ||
 		    (m.progress != 0 && m.progress != 1))
 			abort();
+		/* A task question is only of a vm_run, get or cancel. */
+		if (m.task != NULL && (strcmp(m.tool, "vm_run") != 0 ||
+		    (strcmp(m.task, "get") != 0 &&
+		    strcmp(m.task, "cancel") != 0)))
+			abort();
 		break;
 	case IPC_VM_STREAM_OPEN:
 		if (m.credential == NULL || strlen(m.credential) >

@@ -110,11 +110,18 @@ struct backend_call {
 	int			 step;
 	int			 fd;
 	char			 code[32];
+	const char		*task;		/* run_task's op */
 };
+
+/* vm_run calls under way, which a run_task cancel ends (fake_run_task). */
+static struct backend_call *fake_runs[16];
 
 static void
 fake_free(struct backend_call *c)
 {
+	for (size_t i = 0; i < sizeof(fake_runs) / sizeof(fake_runs[0]); i++)
+		if (fake_runs[i] == c)
+			fake_runs[i] = NULL;
 	event_free(c->ev);
 	json_object_put(c->args);
 	if (c->fd >= 0)
@@ -225,6 +232,93 @@ fake_gated(struct backend_call *c, const char *vm_id, struct proposal *p,
 	return 0;
 }
 
+static void fake_step(evutil_socket_t, short, void *);
+
+/*
+ * vmmd's answer about a vm_run task's run, for the tasks tests: request_id
+ * "live..." runs in VM v1 as job j1, "done..." ended with exit code 0,
+ * "bad..." ended refused, anything else is not found.  Workspace B has
+ * none.
+ */
+static void
+fake_run_task(struct backend_call *c)
+{
+	struct backend_result br = { 0 };
+	struct json_object *r, *v, *o;
+	const char *rid = "";
+
+	if (json_object_object_get_ex(c->args, "request_id", &v))
+		rid = json_object_get_string(v);
+	/* A cancel ends the run's call (its answer: the fake's echo) before
+	 * it is acknowledged. */
+	for (size_t i = 0; strcmp(c->task, "cancel") == 0 &&
+	    strcmp(c->workspace, "ws-b") != 0 &&
+	    i < sizeof(fake_runs) / sizeof(fake_runs[0]); i++) {
+		struct backend_call *run = fake_runs[i];
+
+		if (run != NULL && json_object_object_get_ex(run->args,
+		    "request_id", &v) && strcmp(json_object_get_string(v),
+		    rid) == 0) {
+			evtimer_del(run->ev);
+			fake_step(-1, 0, run);
+		}
+	}
+	if (strcmp(c->workspace, "ws-b") == 0 || (strncmp(rid, "live", 4) !=
+	    0 && strncmp(rid, "done", 4) != 0 && strncmp(rid, "bad", 3) != 0)) {
+		br.code = "not_found";
+		br.message = "no vm_run of that request_id in this workspace";
+		c->done(&br, c->arg);
+		return;
+	}
+	r = json_object_new_object();
+	json_object_object_add(r, "request_id", json_object_new_string(rid));
+	json_object_object_add(r, "created_at",
+	    json_object_new_string("2026-12-01T10:00:00.000Z"));
+	if (strncmp(rid, "live", 4) == 0) {
+		json_object_object_add(r, "state",
+		    json_object_new_string("running"));
+		json_object_object_add(r, "vm_id", json_object_new_string("v1"));
+		json_object_object_add(r, "job_id",
+		    json_object_new_string("j1"));
+		o = json_object_new_object();
+		json_object_object_add(o, "stdout_bytes",
+		    json_object_new_int(4));
+		json_object_object_add(o, "stderr_bytes",
+		    json_object_new_int(0));
+		json_object_object_add(r, "status", o);
+	} else {
+		json_object_object_add(r, "state",
+		    json_object_new_string("ended"));
+		json_object_object_add(r, "finished_at",
+		    json_object_new_string("2026-12-01T10:00:01.000Z"));
+		o = json_object_new_object();
+		if (strncmp(rid, "bad", 3) == 0) {
+			json_object_object_add(o, "code",
+			    json_object_new_string("quota_exceeded"));
+			json_object_object_add(o, "message",
+			    json_object_new_string("max_vms (1) reached"));
+			json_object_object_add(r, "error", o);
+		} else {
+			json_object_object_add(o, "vm_id",
+			    json_object_new_string("v9"));
+			json_object_object_add(o, "state",
+			    json_object_new_string("completed"));
+			json_object_object_add(o, "exit_code",
+			    json_object_new_int(0));
+			json_object_object_add(o, "stdout",
+			    json_object_new_string("out\n"));
+			json_object_object_add(o, "origin",
+			    json_object_new_string("warm"));
+			json_object_object_add(r, "result", o);
+		}
+	}
+	json_object_object_add(r, "task", json_object_new_string(c->task));
+	br.ok = 1;
+	br.result = r;
+	c->done(&br, c->arg);
+	json_object_put(r);
+}
+
 static void
 fake_step(evutil_socket_t fd, short ev, void *arg)
 {
@@ -245,6 +339,29 @@ fake_step(evutil_socket_t fd, short ev, void *arg)
 			    "no guest program listens on that port", c->arg);
 		else
 			c->sdone(sfd, "test-stream", NULL, NULL, c->arg);
+		fake_free(c);
+		return;
+	}
+	/* vm_run of a request_id "live...": taken on (a progress), then it
+	 * runs until cancelled. */
+	if (strcmp(c->tool, "vm_run") == 0 && c->progress != NULL &&
+	    c->step == 0 && json_object_object_get_ex(c->args, "request_id",
+	    &v) && strncmp(json_object_get_string(v), "live", 4) == 0) {
+		c->step++;
+		for (size_t i = 0; i < sizeof(fake_runs) /
+		    sizeof(fake_runs[0]); i++)
+			if (fake_runs[i] == NULL) {
+				fake_runs[i] = c;
+				break;
+			}
+		c->progress(1, 4, "booting", c->arg);
+		tv.tv_sec = 30;
+		tv.tv_usec = 0;
+		evtimer_add(c->ev, &tv);
+		return;
+	}
+	if (c->task != NULL) {
+		fake_run_task(c);
 		fake_free(c);
 		return;
 	}
@@ -346,6 +463,25 @@ fake_call(void *ctx, const char *tool, struct json_object *args,
 	return c;
 }
 
+static struct backend_call *
+fake_run_task_call(void *ctx, const char *op, const char *request_id,
+    const char *credential, const struct auth_identity *id,
+    backend_result_cb done, void *arg)
+{
+	struct backend_call *c = fake_new(id);
+	struct timeval tv = { 0, 0 };
+
+	snprintf(c->tool, sizeof(c->tool), "vm_run");
+	c->task = strcmp(op, "cancel") == 0 ? "cancel" : "get";
+	c->args = json_object_new_object();
+	json_object_object_add(c->args, "request_id",
+	    json_object_new_string(request_id));
+	c->done = done;
+	c->arg = arg;
+	evtimer_add(c->ev, &tv);
+	return c;
+}
+
 static void
 fake_cancel(void *ctx, struct backend_call *c)
 {
@@ -437,6 +573,7 @@ main(int argc, char **argv)
 {
 	static const struct backend_ops fake_backend = {
 		"fake", fake_start, fake_call, fake_cancel, fake_stream_open,
+		NULL, fake_run_task_call,
 	};
 
 	/* The fake guests are threads; mcpd itself starts none. */

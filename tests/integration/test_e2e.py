@@ -6,8 +6,8 @@
 # client driving real VMs -- then tests/mcp/streams.mjs -- WebSocket streams
 # with the `ws` client -- then tests/mcp/waits.mjs -- vm_exec's waits and
 # vm_run over MCP and JSON HTTP -- then tests/mcp/tasks.mjs -- MCP tasks
-# with the SDK's task support -- with node's test runner; then an MCP task
-# across an mcpd restart.  Then the
+# with the SDK's task support -- with node's test runner; then MCP tasks
+# (a vm_exec's and a vm_run's) across an mcpd restart.  Then the
 # two-workspace harness (tenants.py) in its short form: workspace B's load
 # gets no error while workspace A attacks.
 #
@@ -245,10 +245,24 @@ def mcp_stateless(token, method, params, name, meta=None, port=None):
         c.close()
 
 
+def task_until(token, task, done):
+    """tasks/get of task, asked again after its pollIntervalMs until
+    done(status, body) or it ends: (HTTP status, body)."""
+    deadline = time.monotonic() + 180
+    while True:
+        st, r = mcp_stateless(token, "tasks/get", {"taskId": task}, task)
+        if st != 200 or done(st, r) or \
+                r.get("result", {}).get("status") != "working" or \
+                time.monotonic() > deadline:
+            return st, r
+        time.sleep(r["result"].get("pollIntervalMs", 1000) / 1000)
+
+
 def check_task_restart(h, token):
-    """An MCP task (a task-augmented vm_exec) outlives an mcpd restart:
-    mcpd keeps no task, so after SIGTERM and a new mcpd, tasks/get finds it
-    working, and then completed with the command's output."""
+    """MCP tasks (a task-augmented vm_exec and vm_run) outlive an mcpd
+    restart: mcpd keeps no task, so after SIGTERM and a new mcpd, tasks/get
+    finds each working, and then completed with the command's output; the
+    run's VM is gone by then."""
     results = []
 
     def report(good, what, detail=None):
@@ -270,12 +284,43 @@ def check_task_restart(h, token):
     task = r.get("result", {}).get("taskId", "")
     report(st == 200 and r["result"].get("resultType") == "task" and
            task.startswith(vm + "."), "vm_exec answered with a task", r)
+    st, r = mcp_stateless(token, "tools/call", {"name": "vm_run",
+                          "arguments": {
+                              "request_id": "tr-run",
+                              "command": "while [ ! -e go ]; do sleep 0.2; "
+                              "done; echo run-done"}}, "vm_run")
+    run_task = r.get("result", {}).get("taskId", "")
+    report(st == 200 and r["result"].get("resultType") == "task" and
+           run_task == "run:tr-run", "vm_run answered with a task", r)
+    st, r = task_until(token, run_task, lambda st, r: " as job " in r[
+        "result"].get("statusMessage", ""))
+    msg = r.get("result", {}).get("statusMessage", "")
+    run_vm = msg.split("running in VM ", 1)[-1].split(" ", 1)[0]
+    report(st == 200 and msg.startswith("running in VM "),
+           "its command runs", (st, r))
     h.mcpd.send_signal(signal.SIGTERM)
     h.mcpd.wait(30)
     h.start_mcpd()
     st, r = mcp_stateless(token, "tasks/get", {"taskId": task}, task)
     report(st == 200 and r.get("result", {}).get("status") == "working",
            "the new mcpd finds it working", (st, r))
+    st, r = mcp_stateless(token, "tasks/get", {"taskId": run_task},
+                          run_task)
+    report(st == 200 and r.get("result", {}).get("status") == "working" and
+           r["result"].get("statusMessage", "").startswith(
+               msg.split(";")[0] + ";"),
+           "and the vm_run's, in the same VM and job", (st, r))
+    st, r = rest(token, "vm_write_file", {"vm_id": run_vm, "path": "go",
+                                          "data_base64": "Z28K"})
+    st, r = task_until(token, run_task, lambda st, r: False)
+    sc = r.get("result", {}).get("result", {}).get("structuredContent", {})
+    report(st == 200 and r["result"].get("status") == "completed" and
+           sc.get("exit_code") == 0 and sc.get("vm_id") == run_vm and
+           sc.get("stdout") == "run-done\n", "the vm_run then completed, "
+           "with its output", (st, r))
+    st, r = rest(token, "vm_list", {})
+    report(st == 200 and run_vm not in [v["vm_id"] for v in r.get(
+        "vms", [])], "and its VM is gone", r)
     st, r = rest(token, "vm_write_file", {"vm_id": vm, "path": "go",
                                           "data_base64": "Z28K"})
     deadline = time.monotonic() + 120

@@ -861,6 +861,71 @@ def test_mcp_tasks_wire():
             r.json()["error"]["code"] == -32601, (method, r.body)
 
 
+def test_mcp_run_tasks_wire():
+    """A task-augmented vm_run against the fake backend's runs
+    (mcpd_testd.c: vm_run is taken on, then runs; request_id "live..."
+    runs in v1 as j1, "done..." ended, "bad..." was refused; workspace B
+    has none)."""
+    d = daemon()
+    calls = sl_metric(d, "mcpd_inflight_tool_calls")
+    args = {"request_id": "live-1", "command": "make test"}
+    r = sl_post(d, "tools/call", {"name": "vm_run", "arguments": args,
+                                  "_meta": SL_TASKS_META},
+                name="vm_run", accept="application/json")
+    assert r.status == 200, r.body
+    t = r.json()["result"]
+    assert t["resultType"] == "task" and t["taskId"] == "run:live-1" and \
+        t["status"] == "working" and "result" not in t, t
+    # Answered, the call goes on: one of the workspace's calls in flight.
+    assert sl_metric(d, "mcpd_inflight_tool_calls") == calls + 1
+    # Running: where its output so far is.
+    g = task_post(d, "tasks/get", "run:live-1").json()["result"]
+    assert g["status"] == "working" and g["taskId"] == "run:live-1" and \
+        "VM v1 as job j1; 4 bytes of stdout" in g["statusMessage"] and \
+        g["createdAt"] == "2026-12-01T10:00:00.000Z", g
+    # Ended: vm_run's result as a plain vm_run gives it.
+    g = task_post(d, "tasks/get", "run:done.7").json()["result"]
+    sc = g["result"]["structuredContent"]
+    assert g["status"] == "completed" and \
+        g["lastUpdatedAt"] == "2026-12-01T10:00:01.000Z" and \
+        g["result"]["isError"] is False and sc["origin"] == "warm" and \
+        sc["stdout"] == "out\n", g
+    # vm_run's error is a tool error: completed, isError.
+    g = task_post(d, "tasks/get", "run:bad-1").json()["result"]
+    assert g["status"] == "completed" and \
+        g["result"]["isError"] is True and \
+        "max_vms" in g["statusMessage"], g
+    # Cancel acknowledges, whether the run is under way or ended (which
+    # changes nothing), as a job's.
+    r = task_post(d, "tasks/cancel", "run:live-1")
+    assert r.status == 200 and "status" not in r.json()["result"], r.body
+    # ... and the run's end ends mcpd's call, unheard.
+    assert sl_metric(d, "mcpd_inflight_tool_calls") == calls
+    r = task_post(d, "tasks/cancel", "run:done.7")
+    assert r.status == 200 and "status" not in r.json()["result"], r.body
+    # Another workspace's, an unknown one and malformed ids: not found.
+    for tid, auth in (("run:live-1", TOKEN_B), ("run:nope", TOKEN_A),
+                      ("run:", TOKEN_A), ("run:a b", TOKEN_A),
+                      ("run:" + "r" * 129, TOKEN_A)):
+        r = task_post(d, "tasks/get", tid, auth=auth, name="=?base64?%s?=" %
+                      base64.b64encode(tid.encode()).decode())
+        assert r.status == 400 and \
+            r.json()["error"]["code"] == -32602, (tid, r.body)
+    # A retry of a run that had ended (answered before any progress) is
+    # its task, ended.
+    r = sl_post(d, "tools/call", {"name": "vm_run", "arguments": dict(
+        args, request_id="done.7"), "_meta": SL_TASKS_META}, name="vm_run",
+        accept="application/json")
+    t = r.json()["result"]
+    assert t["resultType"] == "task" and t["taskId"] == "run:done.7" and \
+        t["status"] == "completed", t
+    # Without the extension, vm_run is no task.
+    r = sl_post(d, "tools/call", {"name": "vm_run", "arguments": dict(
+        args, request_id="done-plain")}, name="vm_run",
+        accept="application/json")
+    assert r.json()["result"]["resultType"] == "complete", r.body
+
+
 def sl_stream(d, method, params, name=None, auth=TOKEN_A):
     """Opens a stateless request on a raw socket and returns it."""
     p = dict(params)
@@ -887,6 +952,81 @@ def read_until(s, marker, timeout=5):
             break
         buf += chunk
     return buf
+
+
+def read_events(s, buf):
+    """buf and what follows on s, to the end of an event (and of its
+    chunk)."""
+    while not buf or not buf.endswith((b"\n\n", b"\n\n\r\n")):
+        more = read_until(s, b"\n\n")
+        assert more, buf
+        buf += more
+    return buf
+
+
+def sse_messages(buf):
+    return [json.loads(line[5:]) for line in buf.decode().split("\n")
+            if line.startswith("data:")]
+
+
+def test_mcp_listen_task_notifications():
+    """subscriptions/listen with notifications.taskIds, from a client
+    with the tasks extension: acknowledged with the ids that parse, then
+    notifications/tasks as each task's status is first seen and changes,
+    asked with the listen's credential, so another workspace's tasks are
+    never told (fake backend: run "done..." ended, "live..." runs)."""
+    d = daemon()
+    ids = ["run:done.7", "v1.done7.r9", "run:live-x", "run:nope",
+           "bad id", 7]
+    s = sl_stream(d, "subscriptions/listen", {
+        "notifications": {"taskIds": ids}, "_meta": SL_TASKS_META})
+    try:
+        buf = read_events(s, read_until(s, b"acknowledged"))
+        msgs = sse_messages(buf)
+        assert msgs[0]["params"]["notifications"] == {
+            "taskIds": ids[:4]}, msgs[0]
+        seen = {}
+        while True:
+            for m in msgs[1:]:
+                assert m["method"] == "notifications/tasks", m
+                seen[m["params"]["taskId"]] = m["params"]
+            if len(seen) >= 3:
+                break
+            msgs = [None] + sse_messages(read_events(s, b""))
+        assert seen["run:done.7"]["status"] == "completed" and \
+            seen["run:done.7"]["result"]["structuredContent"][
+                "origin"] == "warm" and \
+            "resultType" not in seen["run:done.7"], seen
+        assert seen["v1.done7.r9"]["status"] == "completed"
+        assert seen["run:live-x"]["status"] == "working"
+        assert "run:nope" not in seen
+    finally:
+        s.close()
+    # Workspace B: its vm_run tasks are not found, so nothing of
+    # run:done.7 is told before the job's notification (asked in order).
+    s = sl_stream(d, "subscriptions/listen", {
+        "notifications": {"taskIds": ["run:done.7", "v1.done7.r9"]},
+        "_meta": SL_TASKS_META}, auth=TOKEN_B)
+    try:
+        buf = read_until(s, b"acknowledged")
+        while b"notifications/tasks" not in buf:
+            more = read_until(s, b"\n\n")
+            assert more, buf
+            buf += more
+        buf = read_events(s, buf)
+        told = [m["params"]["taskId"] for m in sse_messages(buf)
+                if m.get("method") == "notifications/tasks"]
+        assert told == ["v1.done7.r9"], told
+    finally:
+        s.close()
+    # Without the extension, taskIds are not taken.
+    s = sl_stream(d, "subscriptions/listen",
+                  {"notifications": {"taskIds": ["run:done.7"]}})
+    try:
+        buf = read_events(s, read_until(s, b"acknowledged"))
+        assert sse_messages(buf)[0]["params"]["notifications"] == {}, buf
+    finally:
+        s.close()
 
 
 def test_mcp_stateless_listen_and_disconnect_cancels():

@@ -8,8 +8,14 @@
 // ended job (as the job tools tell it); its retry is the same task; a task is cancelled and its job ends
 // cancelled; another workspace's client finds neither task nor can cancel
 // it; a client without the extension gets vm_exec's ordinary answer and
-// -32021 for tasks/get.  No test waits on time: a command that must still
-// run waits for a file the test writes.
+// -32021 for tasks/get.  A vm_run becomes a task too: polled while its VM
+// is made and its command runs (the status says where vm_job_output pages
+// its output), it completes with vm_run's result (origin, commit's
+// snapshot) after its VM is gone, which a plain retry of the same
+// request_id returns again; cancelled, its VM is destroyed; workspace D
+// finds none of it.  No test waits on time: a command that must still
+// run waits for a file the test writes, and a task is asked again after
+// its pollIntervalMs until it says what the test waits for.
 // tests/integration/test_e2e.py runs it with:
 //   MCPVM_URL        mcpd's base URL (http://127.0.0.1:PORT)
 //   TOKEN_A, TOKEN_D credentials of two workspaces (e2e.mjs revokes B's)
@@ -32,8 +38,10 @@ let rid = 0;
 const requestId = (what) => `${run}-${what}-${++rid}`;
 
 const ajv = new Ajv({ strict: false, allErrors: true });
-const execSchema = ajv.compile(JSON.parse(readFileSync(
-    process.env.TOOLS_JSON)).tools.find((t) => t.name === "vm_exec")
+const toolsJson = JSON.parse(readFileSync(process.env.TOOLS_JSON)).tools;
+const execSchema = ajv.compile(toolsJson.find((t) => t.name === "vm_exec")
+    .outputSchema);
+const runSchema = ajv.compile(toolsJson.find((t) => t.name === "vm_run")
     .outputSchema);
 
 function validExec(result) {
@@ -222,4 +230,100 @@ test("a client without the extension: vm_exec as before, tasks/get -32021",
 	assert.equal(done.status, "completed");
 	assert.deepEqual(done.result.structuredContent, sc);
 	await plain.close();
+});
+
+// A vm_run task's status while its command runs names its VM and job.
+const RUNNING = /running in VM (\S+) as job (\S+);/;
+
+// Asks for the task again, after its pollIntervalMs, until it runs.
+async function untilRunning(session, id) {
+	for (;;) {
+		const snap = await session.task(id).snapshot();
+		assert.equal(snap.status, "working", JSON.stringify(snap));
+		const m = RUNNING.exec(snap.statusMessage ?? "");
+		if (m !== null)
+			return { vm: m[1], job: m[2] };
+		await new Promise((r) => setTimeout(r,
+		    snap.suggestedPollIntervalMs));
+	}
+}
+
+// The workspace's VMs, by id.
+async function vmIds(token) {
+	return (await rest(token, "vm_list", {})).vms.map((v) => v.vm_id);
+}
+
+test("vm_run is a task: polled while it runs, then vm_run's result",
+    async () => {
+	const req = requestId("run");
+	const args = { request_id: req, command: "echo started; " +
+	    "while [ ! -e go ]; do sleep 0.2; done; echo done > kept; cat kept",
+	    timeout_seconds: 300, commit: { name: `${run}-stage` } };
+	const ex = await a.session.callTool("vm_run", args);
+	assert.equal(ex.kind, "task");
+	const id = ex.handle.taskId;
+	assert.equal(id, `run:${req}`);
+	const { vm: runVm, job } = await untilRunning(a.session, id);
+	assert.ok((await vmIds(process.env.TOKEN_A)).includes(runVm));
+	// Its output so far, paged as vm_job_output pages any job's.
+	const page = await rest(process.env.TOKEN_A, "vm_job_output",
+	    { vm_id: runVm, job_id: job });
+	assert.equal(page.job_id, job);
+	assert.ok("started\n".startsWith(page.stdout), page.stdout);
+	assert.equal((await rest(process.env.TOKEN_A, "vm_job_status",
+	    { vm_id: runVm, job_id: job })).state, "running");
+	await rest(process.env.TOKEN_A, "vm_write_file", { vm_id: runVm,
+	    path: "go", data_base64: Buffer.from("go\n").toString("base64") });
+	const { outcome } = await ex.settle();
+	assert.equal(outcome.status, "completed", JSON.stringify(outcome));
+	const res = outcome.result;
+	assert.equal(res.isError, false);
+	const sc = res.structuredContent;
+	assert.ok(runSchema(sc), "vm_run's result fails its outputSchema: " +
+	    `${ajv.errorsText(runSchema.errors)}: ${JSON.stringify(sc)}`);
+	assert.deepEqual(JSON.parse(res.content[0].text), sc);
+	assert.deepEqual([sc.vm_id, sc.job_id, sc.request_id, sc.state,
+	    sc.exit_code, sc.stdout], [runVm, job, req, "completed", 0,
+	    "started\ndone\n"]);
+	assert.ok(["booted", "warm"].includes(sc.origin), sc.origin);
+	assert.equal(sc.commit.committed, true, JSON.stringify(sc.commit));
+	// The VM is gone, and the task still resolves: vmmd's receipt.
+	assert.ok(!(await vmIds(process.env.TOKEN_A)).includes(runVm));
+	const again = await a.session.task(id).result();
+	assert.equal(again.status, "completed");
+	assert.deepEqual(again.result.structuredContent, sc);
+	// A plain retry of the request_id: the same run's result, once.
+	assert.deepEqual(await rest(process.env.TOKEN_A, "vm_run", args), sc);
+	// The stage it left holds what the command wrote.
+	const next = await rest(process.env.TOKEN_A, "vm_run", {
+	    request_id: requestId("run-stage"), command: "cat kept",
+	    snapshot: sc.commit.snapshot_id });
+	assert.deepEqual([next.origin, next.stdout], ["snapshot", "done\n"]);
+	await rest(process.env.TOKEN_A, "vm_snapshot_delete",
+	    { snapshot_id: sc.commit.snapshot_id });
+	// Another workspace finds none of it.
+	await assert.rejects(b.session.task(id).snapshot(),
+	    (e) => /-32602|not found/i.test(`${e.code} ${e.message} ` +
+	    JSON.stringify(e.cause ?? {})));
+});
+
+test("tasks/cancel of a vm_run: cancelled, its VM destroyed; another " +
+    "workspace can neither see nor cancel it", async () => {
+	const ex = await a.session.callTool("vm_run", { request_id:
+	    requestId("run-cancel"), command: "while :; do sleep 1; done",
+	    timeout_seconds: 300 });
+	assert.equal(ex.kind, "task");
+	const id = ex.handle.taskId;
+	const { vm: runVm } = await untilRunning(a.session, id);
+	await assert.rejects(b.session.task(id).snapshot(),
+	    (e) => /-32602|not found/i.test(`${e.code} ${e.message} ` +
+	    JSON.stringify(e.cause ?? {})));
+	await assert.rejects(b.session.task(id).cancel());
+	assert.match((await a.session.task(id).snapshot()).statusMessage,
+	    RUNNING);
+	await ex.cancel();
+	const outcome = await a.session.task(id).result();
+	assert.equal(outcome.status, "cancelled", JSON.stringify(outcome));
+	assert.ok(!(await vmIds(process.env.TOKEN_A)).includes(runVm));
+	await ex.close();
 });

@@ -730,7 +730,8 @@ START_TEST(task_ids)
 {
 	static const char *const bad[] = { "", ".", "..", "v1.j1", "v1..r1",
 	    ".j1.r1", "v1.j1.", "v1.j:1.r", "-v.j1.r1", "v1._j.r1", "v1.j1.:r",
-	    "v1.j/1.r1", "v1.j1.r 1", "v1.j1.r\xc3\xa9", NULL };
+	    "v1.j/1.r1", "v1.j1.r 1", "v1.j1.r\xc3\xa9", "run:", "run:.r",
+	    "run:r/1", "run:r 1", "Run:r1", "run;r1", "run.r1", NULL };
 	struct task_id t;
 	char buf[TASK_ID_MAX + 2], v[66], j[66], r[130];
 	size_t i;
@@ -757,6 +758,113 @@ START_TEST(task_ids)
 	r[128] = 'r'; r[129] = '\0';
 	ck_assert_int_eq(task_id_format("v", "j", r, buf, sizeof(buf)), -1);
 	ck_assert_int_eq(task_id_format("v", "j", "r", buf, 5), -1);
+	/* A vm_run's: "run:" and its request_id, which may hold dots. */
+	ck_assert_int_eq(task_id_parse("run:r.1:x", 9, &t), 0);
+	ck_assert(t.run);
+	ck_assert_str_eq(t.request_id, "r.1:x");
+	ck_assert_str_eq(t.vm_id, "");
+	task_id_string(&t, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "run:r.1:x");
+	ck_assert_int_eq(task_id_parse("run:r1\0", 7, &t), -1);
+	ck_assert(!t.run);
+	r[128] = '\0';
+	ck_assert_int_eq(task_run_id_format(r, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(task_id_parse(buf, strlen(buf), &t), 0);
+	ck_assert_str_eq(t.request_id, r);
+	r[128] = 'r';
+	ck_assert_int_eq(task_run_id_format(r, buf, sizeof(buf)), -1);
+	ck_assert_int_eq(task_run_id_format("a b", buf, sizeof(buf)), -1);
+	/* An exec id is never a run's, nor the other way round. */
+	ck_assert_int_eq(task_id_parse("run.j1.r1", 9, &t), 0);
+	ck_assert(!t.run);
+	ck_assert_str_eq(t.vm_id, "run");
+}
+END_TEST
+
+static const char *
+member_str(struct json_object *o, const char *k)
+{
+	return json_object_get_string(json_object_object_get(o, k));
+}
+
+/* tasks/get of a vm_run from vmmd's answers about its run (tasks.c). */
+START_TEST(task_run_shapes)
+{
+	struct task_id t = { "", "", "rr.1", 1 };
+	struct json_object *look, *r, *res;
+
+	r = task_run_created("rr.1", 1764583200000LL, "working");
+	ck_assert_str_eq(member_str(r, "taskId"), "run:rr.1");
+	ck_assert_str_eq(member_str(r, "status"), "working");
+	ck_assert_str_eq(member_str(r, "resultType"), "task");
+	ck_assert_str_eq(member_str(r, "createdAt"), "2025-12-01T10:00:00Z");
+	json_object_put(r);
+	ck_assert_ptr_null(task_run_created("bad id", 0, "working"));
+
+	look = json_tokener_parse("{\"state\":\"starting\",\"created_at\":"
+	    "\"2026-12-01T10:00:00.000Z\",\"request_id\":\"rr.1\"}");
+	r = task_run_get(&t, look);
+	ck_assert_str_eq(member_str(r, "status"), "working");
+	ck_assert_str_eq(member_str(r, "resultType"), "complete");
+	json_object_put(r);
+	json_object_put(look);
+
+	/* Running: where its output so far is paged. */
+	look = json_tokener_parse("{\"state\":\"running\",\"created_at\":"
+	    "\"2026-12-01T10:00:00.000Z\",\"vm_id\":\"vm9\",\"job_id\":"
+	    "\"j9\",\"status\":{\"stdout_bytes\":7,\"stderr_bytes\":2}}");
+	r = task_run_get(&t, look);
+	ck_assert_str_eq(member_str(r, "status"), "working");
+	ck_assert_ptr_nonnull(strstr(member_str(r, "statusMessage"),
+	    "VM vm9 as job j9; 7 bytes of stdout and 2 of stderr"));
+	json_object_put(r);
+	json_object_put(look);
+
+	/* Ended: vm_run's result as a plain vm_run answers it. */
+	look = json_tokener_parse("{\"state\":\"ended\",\"created_at\":"
+	    "\"2026-12-01T10:00:00.000Z\",\"finished_at\":"
+	    "\"2026-12-01T10:00:09.000Z\",\"result\":{\"vm_id\":\"vm9\","
+	    "\"state\":\"completed\",\"exit_code\":0,\"origin\":\"warm\"}}");
+	r = task_run_get(&t, look);
+	ck_assert_str_eq(member_str(r, "status"), "completed");
+	ck_assert_str_eq(member_str(r, "lastUpdatedAt"),
+	    "2026-12-01T10:00:09.000Z");
+	res = json_object_object_get(r, "result");
+	ck_assert(!json_object_get_boolean(json_object_object_get(res,
+	    "isError")));
+	ck_assert_str_eq(member_str(json_object_object_get(res,
+	    "structuredContent"), "origin"), "warm");
+	json_object_put(r);
+	/* Cancelled: no result. */
+	json_object_object_add(json_object_object_get(look, "result"),
+	    "state", json_object_new_string("cancelled"));
+	r = task_run_get(&t, look);
+	ck_assert_str_eq(member_str(r, "status"), "cancelled");
+	ck_assert(!json_object_object_get_ex(r, "result", NULL));
+	json_object_put(r);
+	json_object_put(look);
+
+	/* The tool's error is a completed task (isError); an unknown
+	 * outcome a failed one, its error inlined and no result. */
+	look = json_tokener_parse("{\"state\":\"ended\",\"error\":{"
+	    "\"code\":\"quota_exceeded\",\"message\":\"max_vms\"}}");
+	r = task_run_get(&t, look);
+	ck_assert_str_eq(member_str(r, "status"), "completed");
+	ck_assert(json_object_get_boolean(json_object_object_get(
+	    json_object_object_get(r, "result"), "isError")));
+	json_object_put(r);
+	json_object_put(look);
+	look = json_tokener_parse("{\"state\":\"uncertain\"}");
+	r = task_run_get(&t, look);
+	ck_assert_str_eq(member_str(r, "status"), "failed");
+	ck_assert(!json_object_object_get_ex(r, "result", NULL));
+	ck_assert_int_eq(json_object_get_int(json_object_object_get(
+	    json_object_object_get(r, "error"), "code")), -32603);
+	json_object_put(r);
+	json_object_put(look);
+	look = json_tokener_parse("{\"state\":\"elsewhere\"}");
+	ck_assert_ptr_null(task_run_get(&t, look));
+	json_object_put(look);
 }
 END_TEST
 
@@ -855,6 +963,7 @@ main(void)
 	tcase_add_test(tc, stateless_tool_result_and_header_values);
 	tcase_add_test(tc, task_ids);
 	tcase_add_test(tc, task_shapes);
+	tcase_add_test(tc, task_run_shapes);
 	suite_add_tcase(s, tc);
 	return check_run(s);
 }

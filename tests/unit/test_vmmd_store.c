@@ -163,6 +163,18 @@ START_TEST(receipts_lifecycle)
 	ck_assert_int_eq(st, RECEIPT_DONE);
 	ck_assert_str_eq(res, "{\"job_id\":\"j\"}");
 	free(res);
+	/* Looked at (a vm_run task's tasks/get): of its tool and workspace
+	 * only. */
+	ck_assert_int_eq(store_receipt_get(s, "ws", "r1", "vm_exec", &st, &res,
+	    err, sizeof(err)), 1);
+	ck_assert_int_eq(st, RECEIPT_DONE);
+	ck_assert_str_eq(res, "{\"job_id\":\"j\"}");
+	free(res);
+	ck_assert_int_eq(store_receipt_get(s, "ws", "r1", "vm_run", &st, &res,
+	    err, sizeof(err)), 0);
+	ck_assert_int_eq(store_receipt_get(s, "ws2", "r1", "vm_exec", &st,
+	    &res, err, sizeof(err)), 0);
+	ck_assert_ptr_null(res);
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d2",
 	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_MISMATCH);
@@ -183,6 +195,10 @@ START_TEST(receipts_lifecycle)
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r2", "vm_exec", "d1",
 	    &st, &res, err, sizeof(err)), 0);
 	ck_assert_int_eq(st, RECEIPT_UNCERTAIN);
+	ck_assert_int_eq(store_receipt_get(s, "ws", "r2", "vm_exec", &st, &res,
+	    err, sizeof(err)), 1);
+	ck_assert_int_eq(st, RECEIPT_UNCERTAIN);
+	ck_assert_ptr_null(res);
 	/* A finished one stays finished. */
 	ck_assert_int_eq(store_receipt_begin(s, "ws", "r1", "vm_exec", "d1",
 	    &st, &res, err, sizeof(err)), 0);
