@@ -746,6 +746,16 @@ SL_TASKS_META = dict(SL_META, **{
         TASKS: {}}}})
 
 
+def tool_call(d, tool, args, meta=SL_TASKS_META):
+    """A stateless tools/call of tool, declaring the tasks extension
+    unless meta is None."""
+    params = {"name": tool, "arguments": args}
+    if meta is not None:
+        params["_meta"] = meta
+    return sl_post(d, "tools/call", params, name=tool,
+                   accept="application/json")
+
+
 def task_post(d, method, task_id, meta=SL_TASKS_META, name=None, rid=5,
               extra=None, auth=TOKEN_A):
     p = {"taskId": task_id, "_meta": meta}
@@ -765,9 +775,7 @@ def test_mcp_tasks_wire():
     # A client that declares the extension gets its vm_exec as a task.
     args = {"vm_id": "v1", "request_id": "r.1:x", "command": "sleep 9",
             "wait_seconds": 30}
-    r = sl_post(d, "tools/call", {"name": "vm_exec", "arguments": args,
-                                  "_meta": SL_TASKS_META},
-                name="vm_exec", accept="application/json")
+    r = tool_call(d, "vm_exec", args)
     assert r.status == 200, r.body
     t = r.json()["result"]
     assert t["resultType"] == "task" and t["taskId"] == "v1.j1.r.1:x" and \
@@ -776,20 +784,14 @@ def test_mcp_tasks_wire():
         t["createdAt"] == "2026-12-01T10:00:00Z" and \
         "result" not in t and "task" not in t, t
     # Without it, nothing changes; other tools are never tasks.
-    r = sl_post(d, "tools/call", {"name": "vm_exec", "arguments": args},
-                name="vm_exec", accept="application/json")
+    r = tool_call(d, "vm_exec", args, meta=None)
     res = r.json()["result"]
     assert res["resultType"] == "complete" and \
         res["structuredContent"]["arguments"]["wait_seconds"] == 30, res
-    r = sl_post(d, "tools/call", {"name": "vm_status",
-                                  "arguments": {"vm_id": "v1"},
-                                  "_meta": SL_TASKS_META},
-                name="vm_status", accept="application/json")
+    r = tool_call(d, "vm_status", {"vm_id": "v1"})
     assert r.json()["result"]["resultType"] == "complete"
     # A tool error is the answer, not a task.
-    r = sl_post(d, "tools/call", {"name": "vm_exec", "arguments": dict(
-        args, vm_id="err-not_found"), "_meta": SL_TASKS_META},
-        name="vm_exec", accept="application/json")
+    r = tool_call(d, "vm_exec", dict(args, vm_id="err-not_found"))
     res = r.json()["result"]
     assert res["resultType"] == "complete" and res["isError"] is True, res
     # tasks/get: running, then ended with vm_exec's result inlined.
@@ -869,9 +871,7 @@ def test_mcp_run_tasks_wire():
     d = daemon()
     calls = sl_metric(d, "mcpd_inflight_tool_calls")
     args = {"request_id": "live-1", "command": "make test"}
-    r = sl_post(d, "tools/call", {"name": "vm_run", "arguments": args,
-                                  "_meta": SL_TASKS_META},
-                name="vm_run", accept="application/json")
+    r = tool_call(d, "vm_run", args)
     assert r.status == 200, r.body
     t = r.json()["result"]
     assert t["resultType"] == "task" and t["taskId"] == "run:live-1" and \
@@ -913,16 +913,13 @@ def test_mcp_run_tasks_wire():
             r.json()["error"]["code"] == -32602, (tid, r.body)
     # A retry of a run that had ended (answered before any progress) is
     # its task, ended.
-    r = sl_post(d, "tools/call", {"name": "vm_run", "arguments": dict(
-        args, request_id="done.7"), "_meta": SL_TASKS_META}, name="vm_run",
-        accept="application/json")
+    r = tool_call(d, "vm_run", dict(args, request_id="done.7"))
     t = r.json()["result"]
     assert t["resultType"] == "task" and t["taskId"] == "run:done.7" and \
         t["status"] == "completed", t
     # Without the extension, vm_run is no task.
-    r = sl_post(d, "tools/call", {"name": "vm_run", "arguments": dict(
-        args, request_id="done-plain")}, name="vm_run",
-        accept="application/json")
+    r = tool_call(d, "vm_run", dict(args, request_id="done-plain"),
+                  meta=None)
     assert r.json()["result"]["resultType"] == "complete", r.body
 
 
