@@ -481,6 +481,9 @@ class NetdEgressTest(unittest.TestCase):
         self.assertEqual([(e["dns_refused"], e["dns_refused_last"])
                           for e in mine],
                          [(2, ["other.example", "forge.example"])])
+        # What an operator sees after these attempts, for the report.
+        taplib.note("slot 3's counters after the allowlist's attempts: " +
+                    json.dumps(mine[0], sort_keys=True))
 
     def test_11_an_address_closes_when_its_ttl_runs_out(self):
         g = self.guest(3, allowlist("pkg.example"))
