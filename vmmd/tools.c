@@ -46,7 +46,7 @@ static const struct tool_def tool_table[] = {
 	    NULL },
 	{ "vm_destroy", TOOL_MUTATES, tool_vm_destroy, NULL, NULL, NULL },
 	{ "vm_run", TOOL_MUTATES | TOOL_RECEIPT | TOOL_OUTLIVES, tool_vm_run,
-	    NULL, NULL, NULL },
+	    NULL, NULL, NULL, run_task },
 	/* snapshot.c */
 	{ "vm_snapshot", TOOL_MUTATES | TOOL_RECEIPT, tool_vm_snapshot, NULL,
 	    NULL, NULL },
@@ -307,10 +307,14 @@ tools_dispatch(struct request *req)
 	}
 	if (req->args == NULL)
 		req->args = json_object_new_object();
-	/* A question about a vm_run, not a call: nothing is gated, run or
+	/* A question about a call, not a call: nothing is gated, run or
 	 * receipted. */
 	if (req->msg.task != NULL) {
-		run_task(req);
+		if (req->def->task == NULL)
+			request_error(req, "invalid_argument", "%s has no "
+			    "tasks", req->tool);
+		else
+			req->def->task(req);
 		return;
 	}
 	/* The same validation mcpd did, by the same code. */

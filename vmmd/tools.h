@@ -30,6 +30,9 @@ struct tool_def {
 	/* Arguments a retry may change without being another request: left
 	 * out of the receipt's digest (NULL-terminated, or NULL). */
 	const char *const *undigested;
+	/* mcpd's question about one call of the tool, under way or ended
+	 * (an MCP task's get or cancel, decode.c), or NULL: not asked. */
+	void		(*task)(struct request *);
 };
 
 /* tools.c: the table, dispatch, receipts and what the handlers share */
