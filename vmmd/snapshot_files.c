@@ -486,37 +486,27 @@ snap_json(const struct snap_record *r)
 #define DIGESTED_MAX	16	/* about the pool's keys; more are hashed */
 
 static struct digested {
-	char		id[VM_ID_LEN + 1];
-	struct stat	st;
+	char			id[VM_ID_LEN + 1];
+	struct file_identity	file;
 } digested[DIGESTED_MAX];
 static size_t ndigested;
 static pthread_mutex_t digested_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static int
-same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
-	    a->st_size == b->st_size &&
-	    a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
-	    a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-	    a->st_ctim.tv_sec == b->st_ctim.tv_sec &&
-	    a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
-}
 
 int
 snap_memory_digest(const struct snap_record *r, const char *path,
     char hex[65], char *err, size_t errlen)
 {
-	struct stat before, after;
+	struct file_identity before, after;
 
-	if (stat(path, &before) == -1)
+	if (file_identity_of(path, &before) == -1)
 		return errf(err, errlen, "%s: %s", path, strerror(errno));
 	if (pf_sha256_file(path, hex, err, errlen) == -1)
 		return -1;
 	/* Remembered only when the file did not change during the hash;
 	 * when the table is full the oldest entry goes (and is hashed). */
-	if (!warmpool_is_pool(r->workspace) || stat(path, &after) == -1 ||
-	    !same_file(&before, &after))
+	if (!warmpool_is_pool(r->workspace) ||
+	    file_identity_of(path, &after) == -1 ||
+	    !file_identity_same(&before, &after))
 		return 0;
 	pthread_mutex_lock(&digested_mu);
 	if (ndigested == DIGESTED_MAX) {
@@ -525,7 +515,7 @@ snap_memory_digest(const struct snap_record *r, const char *path,
 		ndigested--;
 	}
 	snprintf(digested[ndigested].id, sizeof(digested[0].id), "%s", r->id);
-	digested[ndigested++].st = after;
+	digested[ndigested++].file = after;
 	pthread_mutex_unlock(&digested_mu);
 	return 0;
 }
@@ -535,16 +525,16 @@ snap_memory_digest(const struct snap_record *r, const char *path,
 static int
 digested_take(const char *id, const char *path)
 {
-	struct stat st;
+	struct file_identity now;
 	int same = 0;
 
-	if (stat(path, &st) == -1)
+	if (file_identity_of(path, &now) == -1)
 		return 0;
 	pthread_mutex_lock(&digested_mu);
 	for (size_t i = 0; i < ndigested; i++) {
 		if (strcmp(digested[i].id, id) != 0)
 			continue;
-		same = same_file(&digested[i].st, &st);
+		same = file_identity_same(&digested[i].file, &now);
 		memmove(&digested[i], &digested[i + 1],
 		    (ndigested - i - 1) * sizeof(digested[0]));
 		ndigested--;

@@ -3,6 +3,8 @@
  * See store.h.  Opening, the user_version migrations (each in its own
  * transaction), the statement cache and transactions are common/sqldb.c's.
  */
+#include <sys/stat.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1611,4 +1613,31 @@ store_proposals_delete_workspace(struct store *s, const char *workspace,
 		return -1;
 	sqlite3_bind_text(st, 1, workspace, -1, SQLITE_STATIC);
 	return store_done(s, st, "proposals", err, errlen);
+}
+
+/* ---- file identities (store_digest_get, and snapshot_files.c) ------- */
+
+int
+file_identity_of(const char *path, struct file_identity *id)
+{
+	struct stat sb;
+
+	if (stat(path, &sb) == -1)
+		return -1;
+	id->dev = (long long)sb.st_dev;
+	id->ino = (long long)sb.st_ino;
+	id->size = (long long)sb.st_size;
+	id->mtime_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL +
+	    sb.st_mtim.tv_nsec;
+	id->ctime_ns = (long long)sb.st_ctim.tv_sec * 1000000000LL +
+	    sb.st_ctim.tv_nsec;
+	return 0;
+}
+
+int
+file_identity_same(const struct file_identity *a,
+    const struct file_identity *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	    a->mtime_ns == b->mtime_ns && a->ctime_ns == b->ctime_ns;
 }

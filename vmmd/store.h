@@ -213,6 +213,10 @@ int	store_audit_anchor_set(struct store *, long long seq,
 struct file_identity {
 	long long	dev, ino, size, mtime_ns, ctime_ns;
 };
+/* path's identity now; -1 with errno when stat(2) fails. */
+int	file_identity_of(const char *path, struct file_identity *);
+int	file_identity_same(const struct file_identity *,
+	    const struct file_identity *);
 /* 1 and hex set when path is remembered with exactly this identity. */
 int	store_digest_get(struct store *, const char *path,
 	    const struct file_identity *, char hex[65], char *err,

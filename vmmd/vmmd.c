@@ -842,19 +842,11 @@ check_image_file(const char *image, const struct pf_file *f)
 {
 	struct pf_result r;
 	struct file_identity id;
-	struct stat sb;
 	char hex[65], err[256];
 	int known = 0;
 
 	memset(&r, 0, sizeof(r));
-	if (stat(f->path, &sb) == 0) {
-		id.dev = (long long)sb.st_dev;
-		id.ino = (long long)sb.st_ino;
-		id.size = (long long)sb.st_size;
-		id.mtime_ns = (long long)sb.st_mtim.tv_sec * 1000000000LL +
-		    sb.st_mtim.tv_nsec;
-		id.ctime_ns = (long long)sb.st_ctim.tv_sec * 1000000000LL +
-		    sb.st_ctim.tv_nsec;
+	if (file_identity_of(f->path, &id) == 0) {
 		known = 1;
 		if (store_digest_get(env->store, f->path, &id, hex, err,
 		    sizeof(err)) == 1 &&
